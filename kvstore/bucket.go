@@ -1,0 +1,99 @@
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketConfig describes a KV bucket as sluice uses it: History 1 (a longer
+// history clamps short TTLs), per-key TTLs and expiry markers enabled.
+type BucketConfig struct {
+	// Name of the bucket (KV naming rules: [-_a-zA-Z0-9]+).
+	Name        string
+	Description string
+	// Replicas of the backing stream (1 embedded, 3 in a cluster). Default 1.
+	Replicas int
+	// Storage: file (the default) or memory.
+	Storage jetstream.StorageType
+	// LimitMarkerTTL is how long expiry and purge markers live. Default 1 s,
+	// the minimum the server accepts. Markers let watchers see TTL expiry.
+	LimitMarkerTTL time.Duration
+	// MaxMsgs caps the number of messages (keys plus live markers) in the
+	// bucket; a create beyond it is rejected (DiscardNew, code 10077).
+	// 0: unlimited.
+	MaxMsgs int64
+	// MaxValueSize caps a value in bytes (0: unlimited).
+	MaxValueSize int32
+}
+
+// StreamName is the name of the JetStream stream behind a KV bucket.
+func StreamName(bucket string) string { return "KV_" + bucket }
+
+// SubjectPrefix is the subject prefix of a KV bucket's keys ("$KV.<bucket>.").
+func SubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
+
+// EnsureBucket creates the bucket, or updates it to cfg when it exists.
+// It is idempotent: every node of a fleet calls it at start.
+func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.LimitMarkerTTL <= 0 {
+		cfg.LimitMarkerTTL = time.Second
+	}
+	kvc := jetstream.KeyValueConfig{
+		Bucket:         cfg.Name,
+		Description:    cfg.Description,
+		History:        1,
+		Replicas:       cfg.Replicas,
+		Storage:        cfg.Storage,
+		LimitMarkerTTL: RoundTTL(cfg.LimitMarkerTTL),
+		MaxValueSize:   cfg.MaxValueSize,
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
+	}
+	// MaxMsgs is not part of KeyValueConfig: set it on the stream.
+	st, err := js.Stream(ctx, StreamName(cfg.Name))
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s stream: %w", cfg.Name, err)
+	}
+	want := cfg.MaxMsgs
+	if want <= 0 {
+		want = -1
+	}
+	sc := st.CachedInfo().Config
+	if sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew {
+		sc.MaxMsgs = want
+		sc.Discard = jetstream.DiscardNew
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("kvstore: bucket %s max msgs: %w", cfg.Name, err)
+		}
+	}
+	return kv, nil
+}
+
+// WaitReady polls until the JetStream API answers (useful right after a
+// cluster forms, before a meta leader exists) or ctx ends.
+func WaitReady(ctx context.Context, js jetstream.JetStream) error {
+	var last error
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

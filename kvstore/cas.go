@@ -1,0 +1,304 @@
+package kvstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinel errors. Every error returned by this package's I/O helpers wraps
+// at most one of them (plus the underlying cause).
+var (
+	// ErrExists: Create found a live value under the key.
+	ErrExists = errors.New("kvstore: key exists")
+	// ErrWrongLastSequence: a revision-checked write found another revision.
+	// Mapped from JetStream codes 10071 (R1) and 10164 (replicated).
+	ErrWrongLastSequence = errors.New("kvstore: wrong last sequence")
+	// ErrNotFound: no live value under the key (absent, deleted, purged or
+	// expired).
+	ErrNotFound = errors.New("kvstore: key not found")
+	// ErrFull: the bucket is at its MaxMsgs limit (code 10077).
+	ErrFull = errors.New("kvstore: bucket full")
+	// ErrUnavailable: the store did not answer within the caller's deadline,
+	// had no responders, or the connection is closed. A value, never a panic.
+	ErrUnavailable = errors.New("kvstore: store unavailable")
+)
+
+// JetStream API error codes that matter to sluice.
+const (
+	codeWrongLastSeq         = 10071
+	codeWrongLastSeqConstant = 10164
+	codeMaxMsgs              = 10077
+)
+
+// MapError classifies a JetStream/NATS error by wrapping the matching
+// sentinel around it. nil stays nil; an unknown error is returned as is.
+func MapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, s := range []error{ErrExists, ErrWrongLastSequence, ErrNotFound, ErrFull, ErrUnavailable} {
+		if errors.Is(err, s) {
+			return err
+		}
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case codeWrongLastSeq, codeWrongLastSeqConstant:
+			return fmt.Errorf("%w: %w", ErrWrongLastSequence, err)
+		case codeMaxMsgs:
+			return fmt.Errorf("%w: %w", ErrFull, err)
+		}
+	}
+	if isWrongLastSeqText(err) {
+		return fmt.Errorf("%w: %w", ErrWrongLastSequence, err)
+	}
+	if strings.Contains(err.Error(), "maximum messages exceeded") {
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout),
+		errors.Is(err, jetstream.ErrJetStreamPublisherClosed):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var apiErr2 *jetstream.APIError
+	if errors.As(err, &apiErr2) && apiErr2.Code == 503 {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// isWrongLastSeqText catches a raw "wrong last sequence" that reached us
+// without an APIError (kv.Create over a marker can surface one unwrapped).
+func isWrongLastSeqText(err error) bool {
+	return strings.Contains(err.Error(), "wrong last sequence")
+}
+
+// RoundTTL rounds a TTL up to whole seconds with a minimum of one second:
+// JetStream TTLs are whole seconds and rounding down would expire early.
+func RoundTTL(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
+}
+
+// WithBudget returns ctx bounded by budget when ctx has no deadline of its
+// own, and ctx unchanged (with a no-op-safe cancel) when it has one.
+func WithBudget(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || budget <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, budget)
+}
+
+// Record is one live value read from a bucket.
+type Record struct {
+	Key      string
+	Revision uint64
+	Value    []byte
+	Created  time.Time     // server time of the write
+	TTL      time.Duration // per-message TTL, 0 when none
+}
+
+// ExpiresAt is when the record's TTL runs out (zero time without a TTL).
+func (r *Record) ExpiresAt() time.Time {
+	if r.TTL <= 0 {
+		return time.Time{}
+	}
+	return r.Created.Add(r.TTL)
+}
+
+// Bucket is a KV bucket with the revision-checked, TTL-carrying operations
+// sluice needs and nats.go's KeyValue does not offer (Update drops TTLs,
+// nats.go#1994). It is safe for concurrent use.
+type Bucket struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+	name   string
+	prefix string
+	marker time.Duration
+}
+
+// OpenBucket ensures the bucket exists with cfg (EnsureBucket) and returns it.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (*Bucket, error) {
+	kv, err := EnsureBucket(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, StreamName(cfg.Name))
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s stream: %w", cfg.Name, MapError(err))
+	}
+	marker := cfg.LimitMarkerTTL
+	if marker <= 0 {
+		marker = time.Second
+	}
+	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), marker: RoundTTL(marker)}, nil
+}
+
+// Name of the bucket.
+func (b *Bucket) Name() string { return b.name }
+
+// KV is the plain nats.go handle (watchers, listing).
+func (b *Bucket) KV() jetstream.KeyValue { return b.kv }
+
+// JetStream is the JetStream context the bucket was opened with.
+func (b *Bucket) JetStream() jetstream.JetStream { return b.js }
+
+// Subject is the subject a key is stored under.
+func (b *Bucket) Subject(key string) string { return b.prefix + key }
+
+// Create stores value under key if the key has no live value, with a per-key
+// TTL (rounded up to whole seconds; 0 = no TTL). A delete/purge/expiry marker
+// does not count as a value. It returns the new revision, or ErrExists with
+// the live record when there is one (the record may be nil when it vanished
+// between the failed write and the read, after bounded retries).
+func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, *Record, error) {
+	var expect uint64
+	for attempt := 0; attempt < 4; attempt++ {
+		rev, err := b.Update(ctx, key, value, expect, ttl)
+		if err == nil {
+			return rev, nil, nil
+		}
+		if !errors.Is(err, ErrWrongLastSequence) {
+			return 0, nil, err
+		}
+		rec, last, gerr := b.getLast(ctx, key)
+		switch {
+		case gerr == nil && rec != nil:
+			return 0, rec, fmt.Errorf("%w: %s", ErrExists, key)
+		case gerr == nil:
+			expect = last // a marker: create over it
+		case errors.Is(gerr, ErrNotFound):
+			expect = 0 // the marker itself expired meanwhile
+		default:
+			return 0, nil, gerr
+		}
+	}
+	return 0, nil, fmt.Errorf("%w: %s (contended)", ErrExists, key)
+}
+
+// Update writes value under key only if the key's last revision (including
+// markers) is lastRev (0: the key has no message at all), with a per-key
+// TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
+// ErrWrongLastSequence.
+func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev uint64, ttl time.Duration) (uint64, error) {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(lastRev)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+	}
+	ack, err := b.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		return 0, MapError(err)
+	}
+	return ack.Sequence, nil
+}
+
+// Put writes value under key unconditionally, with an optional TTL.
+func (b *Bucket) Put(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value}
+	var opts []jetstream.PublishOpt
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+	}
+	ack, err := b.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		return 0, MapError(err)
+	}
+	return ack.Sequence, nil
+}
+
+// Get reads the live value of key: ErrNotFound when there is none.
+func (b *Bucket) Get(ctx context.Context, key string) (*Record, error) {
+	rec, _, err := b.getLast(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return rec, nil
+}
+
+// Purge removes key, leaving a purge marker that cleans itself up after the
+// bucket's marker TTL. With lastRev > 0 it only purges that revision
+// (else ErrWrongLastSequence).
+func (b *Bucket) Purge(ctx context.Context, key string, lastRev uint64) error {
+	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(b.marker)}
+	if lastRev > 0 {
+		opts = append(opts, jetstream.LastRevision(lastRev))
+	}
+	return MapError(b.kv.Purge(ctx, key, opts...))
+}
+
+// getLast reads the last message of key. A live value gives (rec, seq, nil);
+// a marker gives (nil, seq, nil); nothing gives ErrNotFound.
+func (b *Bucket) getLast(ctx context.Context, key string) (*Record, uint64, error) {
+	m, err := b.stream.GetLastMsgForSubject(ctx, b.prefix+key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return nil, 0, MapError(err)
+	}
+	if isMarker(m.Header) {
+		return nil, m.Sequence, nil
+	}
+	rec := &Record{Key: key, Revision: m.Sequence, Value: m.Data, Created: m.Time}
+	if m.Header != nil {
+		rec.TTL = parseTTL(m.Header.Get(jetstream.MsgTTLHeader))
+	}
+	return rec, m.Sequence, nil
+}
+
+func isMarker(h nats.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return true
+	}
+	return h.Get(jetstream.MarkerReasonHeader) != ""
+}
+
+// parseTTL reads a Nats-TTL header: a Go duration ("5s") or whole seconds.
+func parseTTL(v string) time.Duration {
+	if v == "" || v == "never" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	return 0
+}
+
+// IsMarker reports whether a watched entry is a delete, purge or expiry
+// marker rather than a value.
+func IsMarker(e jetstream.KeyValueEntry) bool {
+	return e.Operation() != jetstream.KeyValuePut
+}

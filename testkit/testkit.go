@@ -1,0 +1,97 @@
+// Package testkit gives a test an embedded nats-server with JetStream, a
+// connection to it and sluice's buckets, all torn down when the test ends.
+// It is meant for sluice's own tests and for users testing code that talks
+// to sluice.
+package testkit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Kit is a running embedded server and a connection to it.
+type Kit struct {
+	Server *kvstore.Server
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+	// Dir is the server's JetStream store directory.
+	Dir string
+}
+
+// Option adjusts the server a Kit starts.
+type Option func(*kvstore.ServerConfig)
+
+// WithListener gives the server a random loopback TCP port (the default is
+// in-process only). Kit.Server.ClientURL() then returns its URL.
+func WithListener() Option {
+	return func(c *kvstore.ServerConfig) { c.Listen = "127.0.0.1:-1" }
+}
+
+// WithStoreDir keeps JetStream files in dir (e.g. to restart on the same data).
+func WithStoreDir(dir string) Option {
+	return func(c *kvstore.ServerConfig) { c.StoreDir = dir }
+}
+
+// New starts an in-process nats-server with JetStream in a temporary
+// directory and connects to it. Both are stopped by t.Cleanup.
+func New(t testing.TB, opts ...Option) *Kit {
+	t.Helper()
+	cfg := kvstore.ServerConfig{StoreDir: t.TempDir()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := kvstore.StartServer(cfg)
+	if err != nil {
+		t.Fatalf("testkit: start server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatalf("testkit: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("testkit: jetstream: %v", err)
+	}
+	return &Kit{Server: srv, Conn: nc, JS: js, Dir: cfg.StoreDir}
+}
+
+// Context is a context that ends with the test (or after 30 s).
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Bucket opens (creates) a KV bucket on the kit's server.
+func (k *Kit) Bucket(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket {
+	t.Helper()
+	b, err := kvstore.OpenBucket(Context(t), k.JS, cfg)
+	if err != nil {
+		t.Fatalf("testkit: bucket %s: %v", cfg.Name, err)
+	}
+	return b
+}
+
+// Eventually polls cond every 10 ms until it returns true or timeout passes,
+// then fails the test with msg. Never sleep to wait for something.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
