@@ -1,0 +1,197 @@
+// Package claims implements sluice's two-phase dedupe claims and replay-nonce
+// claims, on a JetStream KV bucket (fleet-wide) and in memory (the node-local
+// fallback). Both implementations pass one conformance suite.
+//
+// A dedupe claim goes pending when a node starts on a piece of work (a
+// webhook, an event), and is committed (settled) when the work is durable.
+// While pending, a second claimer is told to retry later; once committed, a
+// second claimer is told it is a duplicate and given the original hook id.
+// A claim whose holder dies expires after its pending TTL.
+package claims
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by Store and ReplayStore methods.
+var (
+	// ErrLost is returned by Settle and Release when the claim is no longer
+	// the one the caller holds: its revision is stale (it expired, was
+	// released, or was taken by another claimer) or the hook id differs.
+	ErrLost = errors.New("claims: claim lost")
+	// ErrInvalid is returned for malformed arguments (empty tenant, source or
+	// hook id, out-of-range times, oversized namespace …). It is the caller's
+	// fault: answer 400, never retry.
+	ErrInvalid = errors.New("claims: invalid argument")
+	// ErrUnavailable is returned when the backing store did not answer in
+	// time. Callers fall back or answer 503.
+	ErrUnavailable = errors.New("claims: store unavailable")
+)
+
+// MaxKeyBytes is the longest dedupe key stored as is; longer keys are stored
+// as "sha256:<lowercase hex>" of the key.
+const MaxKeyBytes = 200
+
+// MaxPartBytes bounds tenant and source (after which the request is invalid).
+const MaxPartBytes = 256
+
+// NormalizeKey returns the stored form of a dedupe key: the key itself, or
+// "sha256:<hex>" when it is longer than MaxKeyBytes.
+func NormalizeKey(key string) string {
+	if len(key) <= MaxKeyBytes {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ID names one dedupe claim. Key is the raw dedupe key; implementations
+// normalize it with NormalizeKey.
+type ID struct {
+	Tenant string
+	Source string
+	Key    string
+}
+
+// Validate checks the parts of an ID: tenant and source 1..MaxPartBytes
+// bytes, key non-empty. Any bytes are allowed: the key codec makes them safe.
+func (id ID) Validate() error {
+	switch {
+	case id.Tenant == "" || len(id.Tenant) > MaxPartBytes:
+		return fmt.Errorf("%w: tenant must be 1..%d bytes", ErrInvalid, MaxPartBytes)
+	case id.Source == "" || len(id.Source) > MaxPartBytes:
+		return fmt.Errorf("%w: source must be 1..%d bytes", ErrInvalid, MaxPartBytes)
+	case id.Key == "":
+		return fmt.Errorf("%w: key must not be empty", ErrInvalid)
+	}
+	return nil
+}
+
+// Outcome of a Claim.
+type Outcome int
+
+const (
+	// OK: the claim is now pending for the caller's hook id.
+	OK Outcome = iota + 1
+	// Duplicate: the key is committed; Result.HookID is the original hook id.
+	Duplicate
+	// Pending: another holder's claim is in flight; retry after RetryAfter.
+	Pending
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Duplicate:
+		return "duplicate"
+	case Pending:
+		return "pending"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result of a Claim. Results that are not failures are values, not errors.
+type Result struct {
+	Outcome Outcome
+	// Revision identifies the pending claim (OK); Settle and Release must
+	// present it. For Duplicate/Pending it is the revision of the holder's
+	// entry.
+	Revision uint64
+	// HookID is the caller's id (OK), the original (Duplicate) or the
+	// in-flight holder's (Pending).
+	HookID string
+	// RetryAfter (Pending only): how long until the pending claim expires,
+	// at least 1 ms.
+	RetryAfter time.Duration
+}
+
+// State of a claim as read by Get.
+type State struct {
+	State     string // "pending", "committed" or "absent"
+	HookID    string
+	Revision  uint64
+	ExpiresIn time.Duration
+}
+
+// State names.
+const (
+	StatePending   = "pending"
+	StateCommitted = "committed"
+	StateAbsent    = "absent"
+)
+
+// Store is a two-phase dedupe claim store. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Claim takes the key for hookID as a pending claim that expires after
+	// pendingTTL (rounded up to whole seconds, at least 1 s) unless settled.
+	Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error)
+	// Settle commits the pending claim at rev for hookID; the committed claim
+	// expires after ttl. ErrLost when rev is stale or hookID differs.
+	Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
+	// Release drops the pending (or committed) claim at rev for hookID so the
+	// key can be claimed again at once. ErrLost when rev is stale or hookID
+	// differs.
+	Release(ctx context.Context, id ID, hookID string, rev uint64) error
+	// Get reads the claim's state (StateAbsent when there is none).
+	Get(ctx context.Context, id ID) (State, error)
+}
+
+// ReplayOutcome of a replay claim.
+type ReplayOutcome int
+
+const (
+	// Claimed: the (namespace, key) pair was new and is now held.
+	Claimed ReplayOutcome = iota + 1
+	// AlreadyClaimed: the pair was seen before (a replay).
+	AlreadyClaimed
+	// Full: the pair is new but the store is at capacity.
+	Full
+)
+
+func (o ReplayOutcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case AlreadyClaimed:
+		return "already_claimed"
+	case Full:
+		return "full"
+	}
+	return fmt.Sprintf("ReplayOutcome(%d)", int(o))
+}
+
+// Replay bounds (PROTOCOL.md).
+const (
+	MaxReplayPartBytes = 256
+	MaxRetainUntil     = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+// ValidateReplay checks a replay claim's arguments: namespace and key
+// 1..256 bytes, retainUntil in 0..MaxRetainUntil (Unix seconds).
+func ValidateReplay(namespace, key string, retainUntil int64) error {
+	switch {
+	case namespace == "" || len(namespace) > MaxReplayPartBytes:
+		return fmt.Errorf("%w: namespace must be 1..%d bytes", ErrInvalid, MaxReplayPartBytes)
+	case key == "" || len(key) > MaxReplayPartBytes:
+		return fmt.Errorf("%w: key must be 1..%d bytes", ErrInvalid, MaxReplayPartBytes)
+	case retainUntil < 0 || retainUntil > MaxRetainUntil:
+		return fmt.Errorf("%w: retain_until must be in 0..%d", ErrInvalid, int64(MaxRetainUntil))
+	}
+	return nil
+}
+
+// ReplayStore holds replay-nonce claims with a capacity. Implementations are
+// safe for concurrent use.
+type ReplayStore interface {
+	// Claim records (namespace, key) until retainUntil (Unix seconds) plus
+	// the store's skew. A duplicate never refreshes retention; a new pair
+	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
+	Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error)
+}

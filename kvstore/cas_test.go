@@ -1,0 +1,152 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRoundTTL(t *testing.T) {
+	cases := []struct{ in, want time.Duration }{
+		{0, time.Second}, {-5, time.Second}, {time.Millisecond, time.Second}, {time.Second, time.Second},
+		{1001 * time.Millisecond, 2 * time.Second}, {30 * time.Second, 30 * time.Second}, {72 * time.Hour, 72 * time.Hour},
+	}
+	for i, c := range cases {
+		if got := kvstore.RoundTTL(c.in); got != c.want {
+			t.Errorf("%d: RoundTTL(%v) = %v, want %v", i, c.in, got, c.want)
+		}
+	}
+}
+
+func TestBucketCreateUpdateTTL(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "cas"})
+
+	rev, _, err := b.Create(ctx, "k1", []byte("v1"), 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec, err := b.Create(ctx, "k1", []byte("v2"), time.Second)
+	if !errors.Is(err, kvstore.ErrExists) || rec == nil || string(rec.Value) != "v1" || rec.Revision != rev {
+		t.Fatalf("second create: %v %+v", err, rec)
+	}
+	if rec.TTL != 2*time.Second {
+		t.Fatalf("TTL rounded up: got %v", rec.TTL)
+	}
+	// A stale revision is a CAS conflict.
+	if _, err := b.Update(ctx, "k1", []byte("x"), rev+100, time.Hour); !errors.Is(err, kvstore.ErrWrongLastSequence) {
+		t.Fatalf("stale update: %v", err)
+	}
+	rev2, err := b.Update(ctx, "k1", []byte("v3"), rev, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, "k1")
+	if err != nil || string(got.Value) != "v3" || got.Revision != rev2 || got.TTL != time.Hour {
+		t.Fatalf("after update: %+v %v", got, err)
+	}
+	// Purge with a stale revision fails, with the right one succeeds.
+	if err := b.Purge(ctx, "k1", rev); !errors.Is(err, kvstore.ErrWrongLastSequence) {
+		t.Fatalf("stale purge: %v", err)
+	}
+	if err := b.Purge(ctx, "k1", rev2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "k1"); !errors.Is(err, kvstore.ErrNotFound) {
+		t.Fatalf("get after purge: %v", err)
+	}
+	// Create over a purge marker works.
+	if _, _, err := b.Create(ctx, "k1", []byte("v4"), time.Second); err != nil {
+		t.Fatalf("create over marker: %v", err)
+	}
+}
+
+func TestBucketKeyExpiresAndMarkerAllowsCreate(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "ttl"})
+	if _, _, err := b.Create(ctx, "k", []byte("v"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		_, err := b.Get(ctx, "k")
+		return errors.Is(err, kvstore.ErrNotFound)
+	}, "key expires")
+	if time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("expired early after %v", time.Since(start))
+	}
+	// Right after expiry an expiry marker stands; Create must still succeed.
+	if _, _, err := b.Create(ctx, "k", []byte("again"), time.Second); err != nil {
+		t.Fatalf("create after expiry: %v", err)
+	}
+}
+
+func TestBucketMaxMsgsFull(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "cap", MaxMsgs: 1})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := b.Create(ctx, fmt.Sprintf("k%d", i), []byte("v"), time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				counts["ok"]++
+			case errors.Is(err, kvstore.ErrFull):
+				counts["full"]++
+			default:
+				counts[err.Error()]++
+			}
+		}()
+	}
+	wg.Wait()
+	if counts["ok"] != 1 || counts["full"] != 63 {
+		t.Fatalf("counts = %v", counts)
+	}
+	// Re-opening with the same config is idempotent.
+	if _, err := kvstore.OpenBucket(ctx, k.JS, kvstore.BucketConfig{Name: "cap", MaxMsgs: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMapErrorTimeout(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "to"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := b.Create(ctx, "k", []byte("v"), time.Second)
+	if !errors.Is(err, kvstore.ErrUnavailable) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+	k.Server.Shutdown()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	_, err = b.Get(ctx2, "k")
+	if !errors.Is(err, kvstore.ErrUnavailable) {
+		t.Fatalf("after shutdown: %v", err)
+	}
+	_ = jetstream.ErrKeyExists
+}

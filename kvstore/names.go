@@ -1,0 +1,52 @@
+package kvstore
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the default subject prefix and bucket name stem.
+const DefaultPrefix = "sluice"
+
+// ValidatePrefix checks a subject prefix: one or more '.'-separated tokens of
+// [A-Za-z0-9_-], at most 64 bytes.
+func ValidatePrefix(p string) error {
+	if p == "" || len(p) > 64 {
+		return fmt.Errorf("prefix must be 1..64 bytes, got %d", len(p))
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" {
+			return fmt.Errorf("prefix %q has an empty token", p)
+		}
+		for i := 0; i < len(tok); i++ {
+			if !plain(tok[i]) {
+				return fmt.Errorf("prefix %q: byte %q not allowed (use [A-Za-z0-9_-] and '.')", p, tok[i])
+			}
+		}
+	}
+	return nil
+}
+
+// Buckets are the names of sluice's KV buckets for one prefix: the prefix
+// with '.' replaced by '_', then a suffix ("sluice" -> "sluice_claims").
+type Buckets struct {
+	Claims   string // dedupe claims
+	Replay   string // replay nonces
+	Leases   string // members, partition leases, fleet config
+	Counts   string // reserve/release counters
+	Limits   string // admin limit overrides
+	Cooldown string // shared upstream readings and penalties
+}
+
+// BucketNames derives the bucket names for prefix.
+func BucketNames(prefix string) Buckets {
+	stem := strings.ReplaceAll(prefix, ".", "_")
+	return Buckets{
+		Claims:   stem + "_claims",
+		Replay:   stem + "_replay",
+		Leases:   stem + "_leases",
+		Counts:   stem + "_counts",
+		Limits:   stem + "_limits",
+		Cooldown: stem + "_cooldown",
+	}
+}
