@@ -1,0 +1,167 @@
+// Package quota serves fleet-wide GCRA rate limits and reserve/release
+// counters from partition-owning workers over NATS request/reply, and gives
+// callers a routing client with a node-local fallback.
+package quota
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors.
+var (
+	// ErrUnavailable: the partition owner did not answer within the call's
+	// budget (timeout, no responders after retries, handoff in progress).
+	// A value, never a panic: callers fall back to node-local state.
+	ErrUnavailable = errors.New("quota: unavailable")
+	// ErrInvalid: the request is malformed (the caller's fault; answer 400).
+	ErrInvalid = errors.New("quota: invalid request")
+	// ErrPartitionMismatch: the fleet was created with another partition
+	// count; a node configured differently refuses to start.
+	ErrPartitionMismatch = errors.New("quota: partition count mismatch")
+)
+
+// Charge kinds used by the edge.
+const (
+	KindHooks = "hooks"
+	KindBytes = "bytes"
+)
+
+// Charge is one GCRA charge: Increment µs of the (Kind, Tenant) bucket whose
+// capacity (burst tolerance) is Capacity µs.
+type Charge struct {
+	Kind        string `json:"kind"`
+	Tenant      string `json:"tenant"`
+	IncrementUs int64  `json:"increment_us"`
+	CapacityUs  int64  `json:"capacity_us"`
+}
+
+// ClaimRequest asks the owner to take a pending dedupe claim in the same
+// round trip as the charges.
+type ClaimRequest struct {
+	Tenant       string `json:"tenant"`
+	Source       string `json:"source"`
+	Key          string `json:"key"`
+	HookID       string `json:"hook_id"`
+	TTLMs        int64  `json:"ttl_ms,omitempty"`
+	PendingTTLMs int64  `json:"pending_ttl_ms,omitempty"`
+}
+
+// HitRequest is the body of sluice.v1.quota.hit.
+type HitRequest struct {
+	Charges []Charge      `json:"charges"`
+	Claim   *ClaimRequest `json:"claim"`
+}
+
+// Hit results.
+const (
+	ResultOK          = "ok"
+	ResultDuplicate   = "duplicate"
+	ResultPending     = "pending"
+	ResultRateLimited = "rate_limited"
+)
+
+// LimitState reports one charge's bucket after the decision, for the HTTP
+// RateLimit headers (an extension of PROTOCOL.md's reply).
+type LimitState struct {
+	Kind         string `json:"kind"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMs int64  `json:"reset_ms"`
+}
+
+// HitReply is the reply of sluice.v1.quota.hit.
+type HitReply struct {
+	Result       string       `json:"result"`
+	HookID       string       `json:"hook_id,omitempty"`
+	RetryAfterMs int64        `json:"retry_after_ms,omitempty"`
+	Revision     uint64       `json:"revision,omitempty"`
+	Limits       []LimitState `json:"limits,omitempty"`
+	// Local is set (never on the wire) when the answer came from node-local
+	// fallback state: the claim, if any, lives in the node's memory store.
+	Local bool `json:"-"`
+}
+
+// Validate checks a hit request: at least one charge or a claim, every charge
+// well-formed (known kind not required; tenant non-empty; 0 < increment <=
+// capacity), all charges for one tenant (the claim's, when there is one).
+func (r *HitRequest) Validate() error {
+	if len(r.Charges) == 0 && r.Claim == nil {
+		return fmt.Errorf("%w: no charges and no claim", ErrInvalid)
+	}
+	if len(r.Charges) > 16 {
+		return fmt.Errorf("%w: at most 16 charges", ErrInvalid)
+	}
+	tenant := ""
+	if r.Claim != nil {
+		tenant = r.Claim.Tenant
+		if r.Claim.Tenant == "" || r.Claim.Source == "" || r.Claim.Key == "" || r.Claim.HookID == "" {
+			return fmt.Errorf("%w: claim needs tenant, source, key and hook_id", ErrInvalid)
+		}
+		if r.Claim.TTLMs < 0 || r.Claim.PendingTTLMs < 0 {
+			return fmt.Errorf("%w: claim ttl_ms and pending_ttl_ms must be >= 0", ErrInvalid)
+		}
+	}
+	for i, c := range r.Charges {
+		if c.Tenant == "" {
+			return fmt.Errorf("%w: charges[%d].tenant is empty", ErrInvalid, i)
+		}
+		if c.Kind == "" {
+			return fmt.Errorf("%w: charges[%d].kind is empty", ErrInvalid, i)
+		}
+		if tenant == "" {
+			tenant = c.Tenant
+		} else if c.Tenant != tenant {
+			return fmt.Errorf("%w: all charges must belong to one tenant", ErrInvalid)
+		}
+		if c.IncrementUs <= 0 || c.CapacityUs <= 0 {
+			return fmt.Errorf("%w: charges[%d]: increment_us and capacity_us must be > 0", ErrInvalid, i)
+		}
+		if c.IncrementUs > c.CapacityUs {
+			return fmt.Errorf("%w: charges[%d]: increment_us > capacity_us can never pass", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+// Tenant is the tenant that routes the request (the claim's or the first
+// charge's).
+func (r *HitRequest) Tenant() string {
+	if r.Claim != nil {
+		return r.Claim.Tenant
+	}
+	if len(r.Charges) > 0 {
+		return r.Charges[0].Tenant
+	}
+	return ""
+}
+
+// ReserveRequest is the body of sluice.v1.quota.reserve.
+type ReserveRequest struct {
+	Principal string `json:"principal"`
+	Key       string `json:"key"`
+	Max       int64  `json:"max"`
+	TTLMs     int64  `json:"ttl_ms,omitempty"`
+}
+
+// ReserveReply: granted → count after the increment; denied → the count
+// that blocked it.
+type ReserveReply struct {
+	Granted bool  `json:"granted"`
+	Count   int64 `json:"count"`
+}
+
+// CounterRequest is the body of sluice.v1.quota.release and .count.
+type CounterRequest struct {
+	Principal string `json:"principal"`
+	Key       string `json:"key"`
+}
+
+// CountReply is the reply of release and count.
+type CountReply struct {
+	Count int64 `json:"count"`
+}
+
+// ResetRequest is the body of sluice.v1.quota.reset.
+type ResetRequest struct {
+	Tenant string `json:"tenant"`
+}
