@@ -1,0 +1,207 @@
+package edge
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
+)
+
+// mountAdmin registers the admin API. Without an admin token every admin
+// path answers 404 (the API does not exist); with one, a request without the
+// right bearer token answers 401.
+func (h *Handler) mountAdmin() {
+	h.mux.HandleFunc("/v1/admin/", h.admin(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+	}))
+	h.mux.HandleFunc("GET /v1/admin/tenants/{tenant}/limits", h.admin(h.getLimits))
+	h.mux.HandleFunc("PUT /v1/admin/tenants/{tenant}/limits", h.admin(h.putLimits))
+	h.mux.HandleFunc("DELETE /v1/admin/tenants/{tenant}/limits", h.admin(h.deleteLimits))
+	h.mux.HandleFunc("GET /v1/admin/claims/{tenant}/{source}/{key...}", h.admin(h.getClaim))
+}
+
+// tokenEqual compares tokens in constant time (hashing first so the length
+// of the configured token does not leak either).
+func tokenEqual(got, want string) bool {
+	a := sha256.Sum256([]byte(got))
+	b := sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+func (h *Handler) admin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cfg.AdminToken == "" {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+			return
+		}
+		if !tokenEqual(bearer(r), h.cfg.AdminToken) {
+			h.m.adminOps.WithLabelValues(r.Method, "401").Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next(rec, r)
+		h.m.adminOps.WithLabelValues(r.Method, strconv.Itoa(rec.code)).Inc()
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+type limitsReply struct {
+	Tenant string `json:"tenant"`
+	Limits
+	Origin string `json:"origin"`
+}
+
+func (h *Handler) getLimits(w http.ResponseWriter, r *http.Request) {
+	tenant := r.PathValue("tenant")
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return
+	}
+	l, origin := h.EffectiveLimits(tenant)
+	writeJSON(w, http.StatusOK, limitsReply{Tenant: tenant, Limits: l, Origin: origin})
+}
+
+func validRate(name string, r Rate) error {
+	if _, err := gcra.LimitFromRate(r.Rate, r.Burst); err != nil {
+		return errors.New(name + ": rate must be a finite number > 0 and burst an integer >= 1")
+	}
+	return nil
+}
+
+func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
+	tenant := r.PathValue("tenant")
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return
+	}
+	if h.cfg.Overrides == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		return
+	}
+	var in struct {
+		Hooks *Rate `json:"hooks"`
+		Bytes *Rate `json:"bytes"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || (in.Hooks == nil && in.Bytes == nil) {
+		reason := "body must be {\"hooks\":{\"rate\":N,\"burst\":N},\"bytes\":{…}} with at least one of them"
+		if err != nil {
+			reason = err.Error()
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": reason})
+		return
+	}
+	// Fields left out keep their current effective value.
+	cur, _ := h.EffectiveLimits(tenant)
+	if in.Hooks != nil {
+		if err := validRate("hooks", *in.Hooks); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
+			return
+		}
+		cur.Hooks = *in.Hooks
+	}
+	if in.Bytes != nil {
+		if err := validRate("bytes", *in.Bytes); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
+			return
+		}
+		cur.Bytes = *in.Bytes
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
+	defer cancel()
+	if err := h.cfg.Overrides.Set(ctx, tenant, cur); err != nil {
+		h.log.Warn("admin: storing override failed", "tenant", tenant, "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		return
+	}
+	h.resetTenant(ctx, tenant)
+	writeJSON(w, http.StatusOK, limitsReply{Tenant: tenant, Limits: cur, Origin: OriginOverride})
+}
+
+func (h *Handler) resetTenant(ctx context.Context, tenant string) {
+	if h.cfg.Resetter == nil {
+		return
+	}
+	if err := h.cfg.Resetter.Reset(ctx, tenant); err != nil {
+		h.log.Warn("admin: resetting buckets failed", "tenant", tenant, "error", err)
+	}
+}
+
+func (h *Handler) deleteLimits(w http.ResponseWriter, r *http.Request) {
+	tenant := r.PathValue("tenant")
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return
+	}
+	if h.cfg.Overrides == nil {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
+	defer cancel()
+	had, err := h.cfg.Overrides.Delete(ctx, tenant)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		return
+	}
+	if !had {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		return
+	}
+	h.resetTenant(ctx, tenant)
+	l, origin := h.EffectiveLimits(tenant)
+	writeJSON(w, http.StatusOK, limitsReply{Tenant: tenant, Limits: l, Origin: origin})
+}
+
+func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
+	tenant, source, key := r.PathValue("tenant"), r.PathValue("source"), r.PathValue("key")
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return
+	}
+	if !ValidName(source) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
+		return
+	}
+	if key == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
+	defer cancel()
+	st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: tenant, Source: source, Key: claims.NormalizeKey(key)})
+	if err != nil {
+		if errors.Is(err, claims.ErrInvalid) {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		return
+	}
+	out := map[string]any{"state": st.State}
+	if st.State != claims.StateAbsent {
+		out["hook_id"] = st.HookID
+		out["expires_in_ms"] = st.ExpiresIn.Milliseconds()
+		out["revision"] = st.Revision
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,84 @@
+// Package edge is sluice's HTTP webhook ingress: it verifies, rate limits,
+// dedupes and durably stores webhooks, and never answers 2xx for a hook that
+// JetStream has not acknowledged. It also serves the operator endpoints
+// (health, readiness, metrics) and the admin API.
+//
+// The package has no global state and does not import fx: construct a
+// Handler with New and mount it on any http.Server.
+package edge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// ErrUnknownSource is returned by a Policy for a tenant/source pair that the
+// configuration does not allow (404 unknown_source).
+var ErrUnknownSource = errors.New("edge: unknown source")
+
+// Verified is what a successful signature check yields for the replay claim.
+type Verified struct {
+	// MessageID is the provider's message id ("" when the provider has none).
+	MessageID string
+	// Timestamp is the signed Unix time (0 when the provider signs none).
+	Timestamp int64
+	// Tolerance is the accepted clock skew around Timestamp.
+	Tolerance time.Duration
+}
+
+// Source is the effective configuration of one tenant/source pair.
+type Source struct {
+	// Dedupe extracts the dedupe key (ok=false: no key, no dedupe).
+	Dedupe func(h http.Header, body []byte) (key string, ok bool)
+	// Verify checks the request's signature; nil means no verification.
+	// Any error is answered 401 verification_failed.
+	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)
+	// MaxBodyBytes bounds the body (413 beyond it).
+	MaxBodyBytes int64
+}
+
+// Policy resolves a tenant/source pair to its configuration.
+type Policy interface {
+	// Source returns the pair's configuration, or ErrUnknownSource.
+	Source(tenant, source string) (Source, error)
+}
+
+// Rate is a GCRA rate: Rate units per second with a burst of Burst units.
+type Rate struct {
+	Rate  float64 `json:"rate"`
+	Burst int64   `json:"burst"`
+}
+
+// Limits are a tenant's budgets: hooks per second and body bytes per second.
+type Limits struct {
+	Hooks Rate `json:"hooks"`
+	Bytes Rate `json:"bytes"`
+}
+
+// Limit origins reported by the admin API.
+const (
+	OriginOverride = "override"
+	OriginTenant   = "tenant"
+	OriginDefault  = "default"
+)
+
+// LimitsFunc returns the configured limits of a tenant and their origin
+// (OriginTenant or OriginDefault); fleet-wide overrides are layered on top by
+// the Handler.
+type LimitsFunc func(tenant string) (Limits, string)
+
+// Admitter decides a hit: charges plus an optional pending claim, in one
+// round trip (quota.Fleet implements it).
+type Admitter interface {
+	Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
+}
+
+// Resetter forgets a tenant's rate-limit buckets fleet-wide (quota.Client
+// and quota.Fleet implement it).
+type Resetter interface {
+	Reset(ctx context.Context, tenant string) error
+}

@@ -1,0 +1,56 @@
+package edge
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the edge. Labels are bounded: outcome, status, store — never a
+// tenant, source or key.
+type metrics struct {
+	requests     *prometheus.CounterVec   // outcome, code
+	hitLatency   prometheus.Histogram     // seconds of one Admitter.Hit
+	pubLatency   prometheus.Histogram     // seconds of one stream publish+ack
+	claimOutcome *prometheus.CounterVec   // outcome: ok|duplicate|pending|settled|settle_lost|released|release_failed
+	fallback     *prometheus.CounterVec   // what: hit|replay
+	replay       *prometheus.CounterVec   // outcome
+	adminOps     *prometheus.CounterVec   // op, code
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "requests_total",
+			Help: "Webhook requests by outcome and HTTP status code.",
+		}, []string{"outcome", "code"}),
+		hitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "hit_seconds",
+			Help:    "Latency of one quota hit (charges plus claim) as seen by the edge.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
+		pubLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "stream_publish_seconds",
+			Help:    "Latency of storing one hook in the stream (publish until ack).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		claimOutcome: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "claims_total",
+			Help: "Dedupe claim outcomes at the edge.",
+		}, []string{"outcome"}),
+		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "fallback_total",
+			Help: "Requests answered from node-local state because the fleet store was unavailable.",
+		}, []string{"what"}),
+		replay: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "replay_claims_total",
+			Help: "Replay-nonce claims by outcome.",
+		}, []string{"outcome"}),
+		adminOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "admin_requests_total",
+			Help: "Admin API requests by operation and status code.",
+		}, []string{"op", "code"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.hitLatency, m.pubLatency, m.claimOutcome, m.fallback, m.replay, m.adminOps)
+	}
+	return m
+}

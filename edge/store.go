@@ -1,0 +1,140 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Headers of a stored hook (PROTOCOL.md).
+const (
+	HeaderHookID     = "Sluice-Hook-Id"
+	HeaderTenant     = "Sluice-Tenant"
+	HeaderSource     = "Sluice-Source"
+	HeaderDedupeKey  = "Sluice-Dedupe-Key"
+	HeaderReceivedAt = "Sluice-Received-At"
+)
+
+// StreamConfig describes the stream that stores accepted hooks.
+type StreamConfig struct {
+	// Name of the stream (default "HOOKS").
+	Name string
+	// Prefix is the subject prefix: the stream captures "<prefix>.hooks.>".
+	Prefix string
+	// Replicas of the stream (default 1).
+	Replicas int
+	// MaxAge bounds how long a hook is kept (default 7 days; 0 keeps that
+	// default, negative = forever).
+	MaxAge time.Duration
+	// MaxBytes bounds the stream's size (0: unlimited). When full, new hooks
+	// are refused (503), never older ones dropped.
+	MaxBytes int64
+	// Duplicates is JetStream's Nats-Msg-Id window (default 2 min).
+	Duplicates time.Duration
+}
+
+// HooksSubject is the subject a tenant/source's hooks are stored under.
+func HooksSubject(prefix, tenant, source string) string {
+	return prefix + ".hooks." + kvstore.Join(tenant, source)
+}
+
+// EnsureStream creates or updates the hooks stream.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	if cfg.Name == "" {
+		cfg.Name = "HOOKS"
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = kvstore.DefaultPrefix
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	switch {
+	case cfg.MaxAge == 0:
+		cfg.MaxAge = 7 * 24 * time.Hour
+	case cfg.MaxAge < 0:
+		cfg.MaxAge = 0
+	}
+	if cfg.Duplicates <= 0 {
+		cfg.Duplicates = 2 * time.Minute
+	}
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = -1
+	}
+	sc := jetstream.StreamConfig{
+		Name:        cfg.Name,
+		Description: "sluice: accepted webhooks",
+		Subjects:    []string{cfg.Prefix + ".hooks.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		MaxAge:      cfg.MaxAge,
+		MaxBytes:    maxBytes,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  cfg.Duplicates,
+		Retention:   jetstream.LimitsPolicy,
+	}
+	st, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("edge: stream %s: %w", cfg.Name, kvstore.MapError(err))
+	}
+	return st, nil
+}
+
+// Hook is one accepted webhook, as stored.
+type Hook struct {
+	ID          string
+	Tenant      string
+	Source      string
+	DedupeKey   string
+	ReceivedAt  time.Time
+	ContentType string
+	Body        []byte
+}
+
+// HookStore publishes hooks to the hooks stream and waits for the ack.
+type HookStore struct {
+	js     jetstream.JetStream
+	prefix string
+	stream string
+}
+
+// NewHookStore returns a store that publishes under prefix to stream.
+func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
+	if stream == "" {
+		stream = "HOOKS"
+	}
+	return &HookStore{js: js, prefix: prefix, stream: stream}
+}
+
+// ErrNotStored is returned by Store when JetStream did not acknowledge the
+// hook: it is not durable and must not be answered 2xx.
+var ErrNotStored = errors.New("edge: hook not stored")
+
+// Store publishes the hook with Nats-Msg-Id = hook id and returns its stream
+// sequence once JetStream has acknowledged it. Any failure wraps ErrNotStored.
+func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
+	m := nats.NewMsg(HooksSubject(s.prefix, h.Tenant, h.Source))
+	m.Data = h.Body
+	m.Header.Set(HeaderHookID, h.ID)
+	m.Header.Set(HeaderTenant, h.Tenant)
+	m.Header.Set(HeaderSource, h.Source)
+	if h.DedupeKey != "" {
+		m.Header.Set(HeaderDedupeKey, h.DedupeKey)
+	}
+	m.Header.Set(HeaderReceivedAt, h.ReceivedAt.UTC().Format(time.RFC3339Nano))
+	if h.ContentType != "" {
+		m.Header.Set("Content-Type", h.ContentType)
+	}
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(h.ID), jetstream.WithExpectStream(s.stream))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrNotStored, kvstore.MapError(err))
+	}
+	return ack.Sequence, nil
+}
