@@ -42,8 +42,8 @@ type Config struct {
 	StoreTimeout   time.Duration // budget of one fleet call (default 250 ms)
 	PublishTimeout time.Duration // budget of the durable publish (default 5 s)
 
-	AdminToken string        // enables the admin API when set
-	Ready      func() error  // readiness check for /readyz (nil: always ready)
+	AdminToken string       // enables the admin API when set
+	Ready      func() error // readiness check for /readyz (nil: always ready)
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger

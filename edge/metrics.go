@@ -7,13 +7,13 @@ import (
 // metrics of the edge. Labels are bounded: outcome, status, store — never a
 // tenant, source or key.
 type metrics struct {
-	requests     *prometheus.CounterVec   // outcome, code
-	hitLatency   prometheus.Histogram     // seconds of one Admitter.Hit
-	pubLatency   prometheus.Histogram     // seconds of one stream publish+ack
-	claimOutcome *prometheus.CounterVec   // outcome: ok|duplicate|pending|settled|settle_lost|released|release_failed
-	fallback     *prometheus.CounterVec   // what: hit|replay
-	replay       *prometheus.CounterVec   // outcome
-	adminOps     *prometheus.CounterVec   // op, code
+	requests     *prometheus.CounterVec // outcome, code
+	hitLatency   prometheus.Histogram   // seconds of one Admitter.Hit
+	pubLatency   prometheus.Histogram   // seconds of one stream publish+ack
+	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|pending|settled|settle_lost|released|release_failed
+	fallback     *prometheus.CounterVec // what: hit|replay
+	replay       *prometheus.CounterVec // outcome
+	adminOps     *prometheus.CounterVec // op, code
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,6 +99,20 @@ type Hook struct {
 	Body        []byte
 }
 
+// safeHeaderValue reports whether s is printable ASCII without leading or
+// trailing spaces.
+func safeHeaderValue(s string) bool {
+	if s == "" || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // HookStore publishes hooks to the hooks stream and waits for the ack.
 type HookStore struct {
 	js     jetstream.JetStream
@@ -126,7 +141,14 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 	m.Header.Set(HeaderTenant, h.Tenant)
 	m.Header.Set(HeaderSource, h.Source)
 	if h.DedupeKey != "" {
-		m.Header.Set(HeaderDedupeKey, h.DedupeKey)
+		// A key from a JSON body may hold any byte; a header value must not
+		// hold CR, LF or other controls (they would forge headers).
+		if safeHeaderValue(h.DedupeKey) {
+			m.Header.Set(HeaderDedupeKey, h.DedupeKey)
+		} else {
+			m.Header.Set(HeaderDedupeKey, url.PathEscape(h.DedupeKey))
+			m.Header.Set(HeaderDedupeKey+"-Encoding", "percent")
+		}
 	}
 	m.Header.Set(HeaderReceivedAt, h.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	if h.ContentType != "" {
