@@ -1,0 +1,136 @@
+package claims
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// MaxHookIDBytes bounds a hook id.
+const MaxHookIDBytes = 256
+
+// MaxTTL caps every TTL a store applies (pending, committed and replay
+// retention). It is whole seconds. nats-server computes a message's expiry
+// in int64 nanoseconds since 1970, which overflows for TTLs of a few
+// hundred years; longer TTLs are silently shortened to MaxTTL.
+const MaxTTL = 100 * 365 * 24 * time.Hour
+
+// ValidateHookID checks a hook id: 1..MaxHookIDBytes bytes of valid UTF-8
+// (the id is stored in a JSON value and must read back byte for byte).
+// The error wraps ErrInvalid.
+func ValidateHookID(hookID string) error {
+	switch {
+	case hookID == "" || len(hookID) > MaxHookIDBytes:
+		return fmt.Errorf("%w: hook id must be 1..%d bytes", ErrInvalid, MaxHookIDBytes)
+	case !utf8.ValidString(hookID):
+		return fmt.Errorf("%w: hook id must be valid UTF-8", ErrInvalid)
+	}
+	return nil
+}
+
+// normTTL is the TTL a store applies for d: rounded up to whole seconds,
+// at least 1 s, at most MaxTTL. A negative d is ErrInvalid.
+func normTTL(d time.Duration) (time.Duration, error) {
+	if d < 0 {
+		return 0, fmt.Errorf("%w: negative TTL %v", ErrInvalid, d)
+	}
+	if d > MaxTTL {
+		d = MaxTTL
+	}
+	return kvstore.RoundTTL(d), nil
+}
+
+// KVKey is the KV key of a dedupe claim:
+// kvstore.Join(tenant, source, NormalizeKey(key)). Every part is encoded by
+// the kvstore token codec, so no input can add a token, become a wildcard
+// or reach another tenant's keys. Two IDs share a key iff their tenants and
+// sources are equal and their keys normalize to the same string (a key over
+// MaxKeyBytes and the literal "sha256:<hex>" of it are the same claim, by
+// the wire contract).
+func KVKey(id ID) string {
+	return kvstore.Join(id.Tenant, id.Source, NormalizeKey(id.Key))
+}
+
+// ParseKVKey reverses KVKey (the key comes back normalized). It lets a
+// watcher of the claims bucket (expiry markers) name the claim. The error
+// wraps ErrInvalid for a key KVKey cannot have produced.
+func ParseKVKey(key string) (ID, error) {
+	parts, err := kvstore.Split(key)
+	if err != nil || len(parts) != 3 {
+		return ID{}, fmt.Errorf("%w: not a claim key: %q", ErrInvalid, key)
+	}
+	id := ID{Tenant: parts[0], Source: parts[1], Key: parts[2]}
+	if err := id.Validate(); err != nil || NormalizeKey(id.Key) != id.Key {
+		return ID{}, fmt.Errorf("%w: not a claim key: %q", ErrInvalid, key)
+	}
+	return id, nil
+}
+
+// ReplayKVKey is the KV key of a replay claim: kvstore.Join(namespace, key).
+func ReplayKVKey(namespace, key string) string {
+	return kvstore.Join(namespace, key)
+}
+
+// Stored value of a dedupe claim, readable with `nats kv get`:
+// {"s":"p","h":"<hook id>"} while pending, {"s":"c","h":"<hook id>"} once
+// committed.
+type claimValue struct {
+	S string `json:"s"`
+	H string `json:"h"`
+}
+
+const (
+	valuePending   = "p"
+	valueCommitted = "c"
+)
+
+func encodeValue(state, hookID string) []byte {
+	b, err := json.Marshal(claimValue{S: state, H: hookID})
+	if err != nil { // a struct of two strings always marshals
+		panic(err)
+	}
+	return b
+}
+
+// decodeValue parses a stored claim; ok is false for anything this package
+// did not write.
+func decodeValue(b []byte) (claimValue, bool) {
+	var v claimValue
+	if err := json.Unmarshal(b, &v); err != nil {
+		return claimValue{}, false
+	}
+	if (v.S != valuePending && v.S != valueCommitted) || v.H == "" {
+		return claimValue{}, false
+	}
+	return v, true
+}
+
+func (v claimValue) stateName() string {
+	if v.S == valueCommitted {
+		return StateCommitted
+	}
+	return StatePending
+}
+
+// retryAfter is how long until expires, at least 1 ms.
+func retryAfter(expires, now time.Time) time.Duration {
+	d := expires.Sub(now)
+	if d < time.Millisecond {
+		return time.Millisecond
+	}
+	return d
+}
+
+// expiresIn is how long until expires, never negative.
+func expiresIn(expires, now time.Time) time.Duration {
+	if expires.IsZero() {
+		return 0
+	}
+	if d := expires.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}

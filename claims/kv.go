@@ -1,0 +1,260 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// KV is the fleet-wide Store: dedupe claims in a JetStream KV bucket opened
+// with kvstore.OpenBucket (History 1, LimitMarkerTTL set).
+//
+// A claim lives under KVKey(id) with the value {"s":"p","h":"<hook id>"}
+// while pending and {"s":"c","h":"<hook id>"} once committed; its TTL is a
+// per-message TTL, so the server expires it. Claim is one create-if-absent
+// write (plus one read when the key is taken); Settle and Release are one
+// read and one revision-checked write.
+//
+// KV holds no mutable state: it is safe for simultaneous use by any number
+// of goroutines, and calls do not serialize on each other, so a caller may
+// keep many claims in flight (one goroutine per call) to pipeline them.
+type KV struct {
+	b   *kvstore.Bucket
+	now func() time.Time
+	log *slog.Logger
+}
+
+var _ Store = (*KV)(nil)
+
+// KVOption configures NewKV and NewKVReplay.
+type KVOption func(*kvOptions)
+
+type kvOptions struct {
+	now func() time.Time
+	log *slog.Logger
+}
+
+// WithClock sets the clock used to turn a record's expiry (server time)
+// into RetryAfter, ExpiresIn and replay TTLs. nil or absent: time.Now.
+func WithClock(now func() time.Time) KVOption {
+	return func(o *kvOptions) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger (nil or absent: discard). The store logs
+// only what a caller cannot see in its results: unreadable records and
+// contention retries.
+func WithLogger(l *slog.Logger) KVOption {
+	return func(o *kvOptions) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+func applyKVOptions(opts []KVOption) kvOptions {
+	o := kvOptions{now: time.Now, log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// NewKV returns a Store on b. b must have been opened with History 1 and a
+// LimitMarkerTTL (kvstore.OpenBucket does both).
+func NewKV(b *kvstore.Bucket, opts ...KVOption) *KV {
+	o := applyKVOptions(opts)
+	return &KV{b: b, now: o.now, log: o.log.With("bucket", b.Name())}
+}
+
+// maxClaimAttempts bounds how often Claim retries when the holder's entry
+// vanishes between the failed create and the read that explains it.
+const maxClaimAttempts = 3
+
+// Claim takes id for hookID as a pending claim that expires after
+// pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
+//
+// The key taken is a result, not an error: Duplicate with the original hook
+// id when it is committed, Pending with the holder's hook id and
+// RetryAfter (until the pending claim expires, at least 1 ms) when it is
+// pending. If the holder's claim expires or is released meanwhile, Claim
+// tries again (a bounded number of times).
+//
+// Errors: ErrInvalid (id, hook id or a negative pendingTTL);
+// ErrUnavailable (the bucket did not answer in time, or holds a record this
+// package cannot read).
+func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
+	if err := validateClaim(id, hookID); err != nil {
+		return Result{}, err
+	}
+	ttl, err := normTTL(pendingTTL)
+	if err != nil {
+		return Result{}, err
+	}
+	key := KVKey(id)
+	val := encodeValue(valuePending, hookID)
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		rev, rec, err := s.b.Create(ctx, key, val, ttl)
+		if err == nil {
+			return Result{Outcome: OK, Revision: rev, HookID: hookID}, nil
+		}
+		if !errors.Is(err, kvstore.ErrExists) {
+			return Result{}, storeErr("claim", key, err)
+		}
+		if rec == nil { // the holder's entry vanished under us: try again
+			s.log.Debug("claim contended", "key", key, "attempt", attempt)
+			continue
+		}
+		v, ok := decodeValue(rec.Value)
+		if !ok {
+			return Result{}, s.unreadable(key, rec)
+		}
+		if v.S == valueCommitted {
+			return Result{Outcome: Duplicate, Revision: rec.Revision, HookID: v.H}, nil
+		}
+		exp := rec.ExpiresAt()
+		if exp.IsZero() { // written without a TTL (not by us): assume ours
+			exp = rec.Created.Add(ttl)
+		}
+		return Result{Outcome: Pending, Revision: rec.Revision, HookID: v.H, RetryAfter: retryAfter(exp, s.now())}, nil
+	}
+	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
+}
+
+// Settle commits the pending claim at rev held by hookID; the committed
+// claim expires after ttl (rounded up to whole seconds, at least 1 s, at
+// most MaxTTL). The write is revision-checked and carries the TTL.
+//
+// Errors: ErrLost (no claim, rev is not its current revision — it expired,
+// was released, settled or taken by another claimer — it is held by another
+// hook id, or it is already committed); ErrInvalid (id, hook id, rev 0,
+// negative ttl); ErrUnavailable.
+func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	if err := validateSettle(id, hookID, rev); err != nil {
+		return err
+	}
+	ttl, err := normTTL(ttl)
+	if err != nil {
+		return err
+	}
+	key := KVKey(id)
+	if err := s.check(ctx, "settle", key, hookID, rev, true); err != nil {
+		return err
+	}
+	if _, err := s.b.Update(ctx, key, encodeValue(valueCommitted, hookID), rev, ttl); err != nil {
+		if errors.Is(err, kvstore.ErrWrongLastSequence) {
+			return fmt.Errorf("%w: settle %s: revision %d changed under us", ErrLost, key, rev)
+		}
+		return storeErr("settle", key, err)
+	}
+	return nil
+}
+
+// Release drops the claim at rev held by hookID, pending or committed, so
+// the key can be claimed again at once. It leaves a purge marker that
+// removes itself after the bucket's LimitMarkerTTL.
+//
+// Errors: ErrLost (no claim, a stale rev, or another hook id);
+// ErrInvalid (id, hook id, rev 0); ErrUnavailable.
+func (s *KV) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
+	if err := validateSettle(id, hookID, rev); err != nil {
+		return err
+	}
+	key := KVKey(id)
+	if err := s.check(ctx, "release", key, hookID, rev, false); err != nil {
+		return err
+	}
+	if err := s.b.Purge(ctx, key, rev); err != nil {
+		if errors.Is(err, kvstore.ErrWrongLastSequence) {
+			return fmt.Errorf("%w: release %s: revision %d changed under us", ErrLost, key, rev)
+		}
+		return storeErr("release", key, err)
+	}
+	return nil
+}
+
+// check reads key and returns ErrLost unless its live record is at rev,
+// held by hookID and (when pendingOnly) still pending.
+func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pendingOnly bool) error {
+	rec, err := s.b.Get(ctx, key)
+	switch {
+	case errors.Is(err, kvstore.ErrNotFound):
+		return fmt.Errorf("%w: %s %s: no claim", ErrLost, op, key)
+	case err != nil:
+		return storeErr(op, key, err)
+	case rec.Revision != rev:
+		return fmt.Errorf("%w: %s %s: revision %d, claim is at %d", ErrLost, op, key, rev, rec.Revision)
+	}
+	v, ok := decodeValue(rec.Value)
+	switch {
+	case !ok:
+		return s.unreadable(key, rec)
+	case v.H != hookID:
+		return fmt.Errorf("%w: %s %s: held by another hook id", ErrLost, op, key)
+	case pendingOnly && v.S != valuePending:
+		return fmt.Errorf("%w: %s %s: already committed", ErrLost, op, key)
+	}
+	return nil
+}
+
+// Get reads the claim on id: StatePending or StateCommitted with the hook
+// id, revision and time left (ExpiresIn, never negative), or StateAbsent
+// (zero fields) when there is none.
+//
+// Errors: ErrInvalid (id); ErrUnavailable.
+func (s *KV) Get(ctx context.Context, id ID) (State, error) {
+	if err := id.Validate(); err != nil {
+		return State{}, err
+	}
+	key := KVKey(id)
+	rec, err := s.b.Get(ctx, key)
+	if errors.Is(err, kvstore.ErrNotFound) {
+		return State{State: StateAbsent}, nil
+	}
+	if err != nil {
+		return State{}, storeErr("get", key, err)
+	}
+	v, ok := decodeValue(rec.Value)
+	if !ok {
+		return State{}, s.unreadable(key, rec)
+	}
+	return State{State: v.stateName(), HookID: v.H, Revision: rec.Revision, ExpiresIn: expiresIn(rec.ExpiresAt(), s.now())}, nil
+}
+
+func (s *KV) unreadable(key string, rec *kvstore.Record) error {
+	s.log.Warn("unreadable claim record", "key", key, "revision", rec.Revision, "bytes", len(rec.Value))
+	return fmt.Errorf("%w: %s at revision %d is not a claim record", ErrUnavailable, key, rec.Revision)
+}
+
+// storeErr wraps a bucket failure in ErrUnavailable: the store could not
+// give an answer (timeout, no responders, closed connection or an
+// unexpected server error).
+func storeErr(op, key string, err error) error {
+	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, key, err)
+}
+
+func validateClaim(id ID, hookID string) error {
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	return ValidateHookID(hookID)
+}
+
+func validateSettle(id ID, hookID string, rev uint64) error {
+	if err := validateClaim(id, hookID); err != nil {
+		return err
+	}
+	if rev == 0 {
+		return fmt.Errorf("%w: revision must not be 0", ErrInvalid)
+	}
+	return nil
+}

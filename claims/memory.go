@@ -1,0 +1,283 @@
+package claims
+
+import (
+	"container/heap"
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultMaxEntries is the default bound of a Memory store.
+const DefaultMaxEntries = 100_000
+
+// Memory is the node-local Store, used when the fleet store cannot answer.
+// It has the semantics of KV — the same validation, the same TTL rounding
+// (whole seconds, at least 1 s, at most MaxTTL), ErrLost on a stale
+// revision or another hook id — with revisions from a counter and expiry
+// by an injectable clock. A claim expires exactly when its rounded TTL has
+// passed (KV: never early, up to ~0.35 s late).
+//
+// Memory is bounded (WithMaxEntries, default DefaultMaxEntries). A new
+// claim that finds it full first drops every expired entry, then evicts
+// the committed claim that was committed longest ago: dedupe of old keys
+// weakens (delivery is at-least-once anyway) but the node keeps accepting
+// work. Pending claims are never evicted, because that would let two
+// holders work on one key at once: when every entry is a live pending
+// claim, Claim returns ErrUnavailable.
+//
+// Memory is safe for simultaneous use by multiple goroutines (one mutex;
+// every call is O(log n)).
+type Memory struct {
+	now func() time.Time
+	max int
+
+	mu        sync.Mutex
+	rev       uint64
+	entries   map[memKey]*memEntry
+	byExpiry  expiryHeap[*memEntry] // every entry, soonest expiry first
+	committed list.List             // committed entries, oldest commit first
+}
+
+var _ Store = (*Memory)(nil)
+
+type memKey struct{ tenant, source, key string }
+
+type memEntry struct {
+	key       memKey
+	committed bool
+	hookID    string
+	rev       uint64
+	expires   time.Time
+	heapIdx   int
+	elem      *list.Element // in Memory.committed, when committed
+}
+
+// MemOption configures NewMemory.
+type MemOption func(*Memory)
+
+// WithMemoryClock sets the clock that expires claims (nil or absent:
+// time.Now).
+func WithMemoryClock(now func() time.Time) MemOption {
+	return func(m *Memory) {
+		if now != nil {
+			m.now = now
+		}
+	}
+}
+
+// WithMaxEntries bounds the number of claims held (n < 1 or absent:
+// DefaultMaxEntries). See Memory for what happens when it is reached.
+func WithMaxEntries(n int) MemOption {
+	return func(m *Memory) {
+		if n >= 1 {
+			m.max = n
+		}
+	}
+}
+
+// NewMemory returns an empty in-memory Store.
+func NewMemory(opts ...MemOption) *Memory {
+	m := &Memory{now: time.Now, max: DefaultMaxEntries, entries: map[memKey]*memEntry{}}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	return m
+}
+
+// Len is the number of entries held, expired ones not yet dropped
+// included.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}
+
+func memKeyOf(id ID) memKey { return memKey{id.Tenant, id.Source, NormalizeKey(id.Key)} }
+
+// live returns the unexpired entry under k, dropping an expired one.
+// m.mu must be held.
+func (m *Memory) live(k memKey, now time.Time) *memEntry {
+	e := m.entries[k]
+	if e != nil && !e.expires.After(now) {
+		m.remove(e)
+		return nil
+	}
+	return e
+}
+
+func (m *Memory) remove(e *memEntry) {
+	delete(m.entries, e.key)
+	heap.Remove(&m.byExpiry, e.heapIdx)
+	if e.elem != nil {
+		m.committed.Remove(e.elem)
+		e.elem = nil
+	}
+}
+
+// makeRoom frees one slot if the store is full. m.mu must be held.
+func (m *Memory) makeRoom(now time.Time) error {
+	if len(m.entries) < m.max {
+		return nil
+	}
+	for len(m.byExpiry) > 0 && !m.byExpiry[0].expires.After(now) {
+		m.remove(m.byExpiry[0])
+	}
+	if len(m.entries) < m.max {
+		return nil
+	}
+	if front := m.committed.Front(); front != nil {
+		m.remove(front.Value.(*memEntry))
+		return nil
+	}
+	return fmt.Errorf("%w: in-memory claims full (%d pending claims)", ErrUnavailable, m.max)
+}
+
+// Claim takes id for hookID as a pending claim that expires after
+// pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
+// A taken key gives Duplicate (committed, original hook id) or Pending
+// (holder's hook id, RetryAfter >= 1 ms until it expires).
+//
+// Errors: ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
+// (ctx already done, or the store is full of live pending claims).
+func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
+	if err := validateClaim(id, hookID); err != nil {
+		return Result{}, err
+	}
+	ttl, err := normTTL(pendingTTL)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return Result{}, err
+	}
+	now := m.now()
+	k := memKeyOf(id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.live(k, now); e != nil {
+		if e.committed {
+			return Result{Outcome: Duplicate, Revision: e.rev, HookID: e.hookID}, nil
+		}
+		return Result{Outcome: Pending, Revision: e.rev, HookID: e.hookID, RetryAfter: retryAfter(e.expires, now)}, nil
+	}
+	if err := m.makeRoom(now); err != nil {
+		return Result{}, err
+	}
+	m.rev++
+	e := &memEntry{key: k, hookID: hookID, rev: m.rev, expires: now.Add(ttl)}
+	m.entries[k] = e
+	heap.Push(&m.byExpiry, e)
+	return Result{Outcome: OK, Revision: e.rev, HookID: hookID}, nil
+}
+
+// held returns the live entry under id at rev held by hookID, or ErrLost.
+// m.mu must be held.
+func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time) (*memEntry, error) {
+	e := m.live(memKeyOf(id), now)
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("%w: %s: no claim", ErrLost, op)
+	case e.rev != rev:
+		return nil, fmt.Errorf("%w: %s: revision %d, claim is at %d", ErrLost, op, rev, e.rev)
+	case e.hookID != hookID:
+		return nil, fmt.Errorf("%w: %s: held by another hook id", ErrLost, op)
+	}
+	return e, nil
+}
+
+// Settle commits the pending claim at rev held by hookID; it then expires
+// after ttl (rounded like Claim's) and gets a new revision.
+//
+// Errors: ErrLost (no claim, stale rev, another hook id, already
+// committed); ErrInvalid (id, hook id, rev 0, negative ttl);
+// ErrUnavailable (ctx already done).
+func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	if err := validateSettle(id, hookID, rev); err != nil {
+		return err
+	}
+	ttl, err := normTTL(ttl)
+	if err != nil {
+		return err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := m.held("settle", id, hookID, rev, now)
+	if err != nil {
+		return err
+	}
+	if e.committed {
+		return fmt.Errorf("%w: settle: already committed", ErrLost)
+	}
+	m.rev++
+	e.rev = m.rev
+	e.committed = true
+	e.expires = now.Add(ttl)
+	heap.Fix(&m.byExpiry, e.heapIdx)
+	e.elem = m.committed.PushBack(e)
+	return nil
+}
+
+// Release drops the claim at rev held by hookID, pending or committed.
+//
+// Errors: ErrLost (no claim, stale rev, another hook id); ErrInvalid (id,
+// hook id, rev 0); ErrUnavailable (ctx already done).
+func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
+	if err := validateSettle(id, hookID, rev); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := m.held("release", id, hookID, rev, now)
+	if err != nil {
+		return err
+	}
+	m.remove(e)
+	return nil
+}
+
+// Get reads the claim on id (StateAbsent when there is none or it
+// expired).
+//
+// Errors: ErrInvalid (id); ErrUnavailable (ctx already done).
+func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
+	if err := id.Validate(); err != nil {
+		return State{}, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return State{}, err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.live(memKeyOf(id), now)
+	if e == nil {
+		return State{State: StateAbsent}, nil
+	}
+	st := StatePending
+	if e.committed {
+		st = StateCommitted
+	}
+	return State{State: st, HookID: e.hookID, Revision: e.rev, ExpiresIn: expiresIn(e.expires, now)}, nil
+}
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (e *memEntry) expiry() time.Time { return e.expires }
+func (e *memEntry) setIndex(i int)    { e.heapIdx = i }

@@ -1,0 +1,116 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// DefaultReplayCapacity is the replay capacity used when none (or a
+// non-positive one) is given; it matches --replay-capacity's default.
+const DefaultReplayCapacity = 1_000_000
+
+// ReplayBucketConfig is the configuration of a replay bucket holding at
+// most capacity claims (capacity < 1: DefaultReplayCapacity): the bucket
+// stream's MaxMsgs with DiscardNew enforces the capacity, and a 1 s
+// LimitMarkerTTL frees an expired claim's slot about a second after it
+// expires (the expiry marker holds the slot until then). Open it with
+// kvstore.OpenBucket and pass the bucket to NewKVReplay.
+func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.BucketConfig {
+	if capacity < 1 {
+		capacity = DefaultReplayCapacity
+	}
+	return kvstore.BucketConfig{
+		Name:           name,
+		Description:    "sluice replay claims",
+		Replicas:       replicas,
+		MaxMsgs:        capacity,
+		LimitMarkerTTL: time.Second,
+	}
+}
+
+// KVReplay is the fleet-wide ReplayStore: one create-if-absent write per
+// claim in a bucket opened with ReplayBucketConfig, under
+// ReplayKVKey(namespace, key), with a per-key TTL that runs to
+// retain_until + skew. The value is {"u":<retain_until>}.
+//
+// Capacity is the bucket's MaxMsgs: a new pair beyond it is Full. A
+// duplicate is AlreadyClaimed even at full capacity (the server checks the
+// expected last sequence before the message limit; KVReplay also reads the
+// key after a "full" answer, so it does not depend on that order). Live
+// expiry and purge markers count against the capacity until their
+// LimitMarkerTTL runs out.
+//
+// A retain_until + skew that is already past (or less than a second away)
+// is still claimed, for the minimum TTL of 1 s: the store does not judge
+// timestamps (the verifier's tolerance does), it only dedupes, and a past
+// pair that arrives many times at once must still be Claimed once.
+//
+// KVReplay is safe for simultaneous use by multiple goroutines.
+type KVReplay struct {
+	b    *kvstore.Bucket
+	skew time.Duration
+	now  func() time.Time
+	log  *slog.Logger
+}
+
+var _ ReplayStore = (*KVReplay)(nil)
+
+// NewKVReplay returns a ReplayStore on b (see ReplayBucketConfig). skew
+// (negative: 0) extends every retention. Options: WithClock, WithLogger.
+func NewKVReplay(b *kvstore.Bucket, skew time.Duration, opts ...KVOption) *KVReplay {
+	o := applyKVOptions(opts)
+	if skew < 0 {
+		skew = 0
+	}
+	return &KVReplay{b: b, skew: skew, now: o.now, log: o.log.With("bucket", b.Name())}
+}
+
+// replayTTL is the TTL of a replay claim: retainUntil (Unix seconds) +
+// skew - now, rounded up to whole seconds, at least 1 s, at most MaxTTL.
+func replayTTL(retainUntil int64, skew time.Duration, now time.Time) time.Duration {
+	d := time.Unix(retainUntil, 0).Add(skew).Sub(now) // saturates, never overflows
+	if d > MaxTTL {
+		d = MaxTTL
+	}
+	return kvstore.RoundTTL(d)
+}
+
+// Claim records (namespace, key) until retainUntil + skew.
+//
+// Results: Claimed (new pair, now held), AlreadyClaimed (held already,
+// also at full capacity; retention is not refreshed), Full (new pair, the
+// bucket is at capacity).
+//
+// Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (the bucket did
+// not answer in time or failed).
+func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error) {
+	if err := ValidateReplay(namespace, key, retainUntil); err != nil {
+		return 0, err
+	}
+	k := ReplayKVKey(namespace, key)
+	ttl := replayTTL(retainUntil, r.skew, r.now())
+	val := []byte(`{"u":` + strconv.FormatInt(retainUntil, 10) + `}`)
+	_, _, err := r.b.Create(ctx, k, val, ttl)
+	switch {
+	case err == nil:
+		return Claimed, nil
+	case errors.Is(err, kvstore.ErrExists):
+		return AlreadyClaimed, nil
+	case errors.Is(err, kvstore.ErrFull):
+		// A duplicate must never read as full, whatever order the server
+		// checks in: look.
+		if _, gerr := r.b.Get(ctx, k); gerr == nil {
+			return AlreadyClaimed, nil
+		} else if !errors.Is(gerr, kvstore.ErrNotFound) {
+			return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, gerr)
+		}
+		return Full, nil
+	}
+	return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, err)
+}

@@ -1,0 +1,134 @@
+package claims
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MemoryReplay is the node-local ReplayStore with an exact capacity.
+//
+// A claim is held until retain_until + skew, and at least one second after
+// it was made (like KVReplay's minimum TTL). An expired claim no longer
+// counts: a new claim of the same pair is Claimed, and a claim that finds
+// the store full first drops the expired entries. Sweep drops them
+// eagerly, to give the memory back.
+//
+// MemoryReplay is safe for simultaneous use by multiple goroutines.
+type MemoryReplay struct {
+	capacity int
+	skew     time.Duration
+	now      func() time.Time
+
+	mu       sync.Mutex
+	entries  map[replayKey]*replayEntry
+	byExpiry expiryHeap[*replayEntry]
+}
+
+var _ ReplayStore = (*MemoryReplay)(nil)
+
+type replayKey struct{ namespace, key string }
+
+type replayEntry struct {
+	key     replayKey
+	expires time.Time
+	heapIdx int
+}
+
+// NewMemoryReplay returns an empty MemoryReplay holding at most capacity
+// pairs (capacity < 1: DefaultReplayCapacity). skew (negative: 0) extends
+// every retention; now is the clock (nil: time.Now).
+func NewMemoryReplay(capacity int, skew time.Duration, now func() time.Time) *MemoryReplay {
+	if capacity < 1 {
+		capacity = DefaultReplayCapacity
+	}
+	if skew < 0 {
+		skew = 0
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryReplay{capacity: capacity, skew: skew, now: now, entries: map[replayKey]*replayEntry{}}
+}
+
+// Len is the number of pairs held, expired ones not yet dropped included.
+func (r *MemoryReplay) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+// Claim records (namespace, key) until retainUntil + skew (at least 1 s
+// from now).
+//
+// Results: Claimed, AlreadyClaimed (held and unexpired, also at full
+// capacity; retention is not refreshed), Full (new pair, capacity reached
+// by unexpired pairs).
+//
+// Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (ctx already
+// done).
+func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error) {
+	if err := ValidateReplay(namespace, key, retainUntil); err != nil {
+		return 0, err
+	}
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
+	now := r.now()
+	expires := time.Unix(retainUntil, 0).Add(r.skew)
+	if floor := now.Add(time.Second); expires.Before(floor) {
+		expires = floor
+	}
+	k := replayKey{namespace, key}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[k]; e != nil {
+		if e.expires.After(now) {
+			return AlreadyClaimed, nil
+		}
+		r.remove(e)
+	}
+	if len(r.entries) >= r.capacity {
+		r.sweep(now)
+		if len(r.entries) >= r.capacity {
+			return Full, nil
+		}
+	}
+	e := &replayEntry{key: k, expires: expires}
+	r.entries[k] = e
+	heap.Push(&r.byExpiry, e)
+	return Claimed, nil
+}
+
+// Sweep drops every pair whose retention (retain_until + skew, or one
+// second after its claim if that is later) is at or before now (Unix
+// seconds) and returns how many it dropped.
+//
+// Errors: ErrInvalid when now is outside 0..MaxRetainUntil.
+func (r *MemoryReplay) Sweep(now int64) (removed int, err error) {
+	if now < 0 || now > MaxRetainUntil {
+		return 0, fmt.Errorf("%w: now must be in 0..%d", ErrInvalid, int64(MaxRetainUntil))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sweep(time.Unix(now, 0)), nil
+}
+
+func (r *MemoryReplay) sweep(now time.Time) int {
+	n := 0
+	for len(r.byExpiry) > 0 && !r.byExpiry[0].expires.After(now) {
+		r.remove(r.byExpiry[0])
+		n++
+	}
+	return n
+}
+
+func (r *MemoryReplay) remove(e *replayEntry) {
+	delete(r.entries, e.key)
+	heap.Remove(&r.byExpiry, e.heapIdx)
+}
+
+func (e *replayEntry) expiry() time.Time { return e.expires }
+func (e *replayEntry) setIndex(i int)    { e.heapIdx = i }
