@@ -1,0 +1,72 @@
+package claims
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestNormTTL(t *testing.T) {
+	cases := []struct {
+		in, want time.Duration
+		err      bool
+	}{
+		{in: -1, err: true},
+		{in: 0, want: time.Second},
+		{in: 1, want: time.Second},
+		{in: time.Second, want: time.Second},
+		{in: 1500 * time.Millisecond, want: 2 * time.Second},
+		{in: 72 * time.Hour, want: 72 * time.Hour},
+		{in: MaxTTL + 1, want: MaxTTL},
+		{in: math.MaxInt64, want: MaxTTL},
+	}
+	for i, c := range cases {
+		got, err := normTTL(c.in)
+		if (err != nil) != c.err || (err != nil && !errors.Is(err, ErrInvalid)) || got != c.want {
+			t.Errorf("%d: normTTL(%v) = %v, %v; want %v (error %v)", i, c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestReplayTTL(t *testing.T) {
+	now := time.Unix(1000, 250_000_000)
+	cases := []struct {
+		until int64
+		skew  time.Duration
+		want  time.Duration
+	}{
+		{1000, 0, time.Second},     // already past: the 1 s minimum
+		{0, 0, time.Second},        // long past
+		{1001, 0, time.Second},     // 0.75 s away
+		{1002, 0, 2 * time.Second}, // 1.75 s, rounded up
+		{1010, 5 * time.Second, 15 * time.Second},
+		{990, 20 * time.Second, 10 * time.Second}, // skew keeps a past one
+		{MaxRetainUntil, 0, MaxTTL},               // far future: capped
+		{MaxRetainUntil, math.MaxInt64, MaxTTL},   // no overflow
+	}
+	for i, c := range cases {
+		if got := replayTTL(c.until, c.skew, now); got != c.want {
+			t.Errorf("%d: replayTTL(%d, %v) = %v, want %v", i, c.until, c.skew, got, c.want)
+		}
+	}
+}
+
+func TestValueCodec(t *testing.T) {
+	for _, hook := range []string{"h1", `"quoted"\`, "<&>", "日本", "\x00\n"} {
+		for _, st := range []string{valuePending, valueCommitted} {
+			v, ok := decodeValue(encodeValue(st, hook))
+			if !ok || v.S != st || v.H != hook {
+				t.Errorf("round trip %q/%q: %+v %v", st, hook, v, ok)
+			}
+		}
+	}
+	for _, bad := range []string{"", "null", "{}", `{"s":"x","h":"a"}`, `{"s":"p","h":""}`, `{"s":"p"}`, "garbage", `["p","h"]`} {
+		if _, ok := decodeValue([]byte(bad)); ok {
+			t.Errorf("decodeValue(%q) accepted", bad)
+		}
+	}
+	if got := string(encodeValue(valuePending, "h1")); got != `{"s":"p","h":"h1"}` {
+		t.Errorf("pending value %s", got)
+	}
+}

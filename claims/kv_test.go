@@ -1,0 +1,197 @@
+package claims_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func listKeys(t *testing.T, b *kvstore.Bucket) []string {
+	t.Helper()
+	l, err := b.KV().ListKeys(testkit.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestKVStoredForm(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
+	s := claims.NewKV(b)
+
+	long := strings.Repeat("d", 201)
+	cid := id("acme", "gh.x", long)
+	r := claim(t, s, cid, "h1", 1500*time.Millisecond)
+	sum := sha256.Sum256([]byte(long))
+	wantKey := "acme.gh=2Ex.sha256=3A" + hex.EncodeToString(sum[:])
+	if got := claims.KVKey(cid); got != wantKey {
+		t.Fatalf("KVKey = %q, want %q", got, wantKey)
+	}
+	if keys := listKeys(t, b); !slices.Equal(keys, []string{wantKey}) {
+		t.Fatalf("bucket keys %q, want [%q]", keys, wantKey)
+	}
+
+	// Pending: readable JSON, TTL rounded up to whole seconds.
+	e, err := b.KV().Get(ctx, wantKey)
+	if err != nil || string(e.Value()) != `{"s":"p","h":"h1"}` || e.Revision() != r.Revision {
+		t.Fatalf("pending entry %q rev %d, %v", e.Value(), e.Revision(), err)
+	}
+	rec, err := b.Get(ctx, wantKey)
+	if err != nil || rec.TTL != 2*time.Second {
+		t.Fatalf("pending record %+v, %v: want TTL 2s", rec, err)
+	}
+
+	// Committed: the settle keeps a TTL (it is not kv.Update).
+	if err := s.Settle(ctx, cid, "h1", r.Revision, 90*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = b.Get(ctx, wantKey)
+	if err != nil || string(rec.Value) != `{"s":"c","h":"h1"}` || rec.TTL != 90*time.Minute {
+		t.Fatalf("committed record %+v (%q), %v: want TTL 90m", rec, rec.Value, err)
+	}
+
+	// Release leaves no key behind.
+	if err := s.Release(ctx, cid, "h1", rec.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if keys := listKeys(t, b); len(keys) != 0 {
+		t.Fatalf("keys after release: %q", keys)
+	}
+}
+
+func TestKVUnreadableRecord(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
+	s := claims.NewKV(b)
+	cid := id("acme", "gh", "k")
+	rev, err := b.Put(ctx, claims.KVKey(cid), []byte("not a claim"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, cid, "h1", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Claim: %v", err)
+	}
+	if _, err := s.Get(ctx, cid); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Get: %v", err)
+	}
+	if err := s.Settle(ctx, cid, "h1", rev, time.Hour); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Settle: %v", err)
+	}
+	if err := s.Release(ctx, cid, "h1", rev); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+func TestKVUnavailable(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
+	rb := k.Bucket(t, claims.ReplayBucketConfig("replay", 10, 1))
+	s, rs := claims.NewKV(b), claims.NewKVReplay(rb, 0)
+	cid := id("acme", "gh", "k")
+	r := claim(t, s, cid, "h1", time.Minute)
+	k.Server.Shutdown()
+
+	// Every call gets its own budget: each must give up on its own.
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if _, err := s.Claim(short(), id("acme", "gh", "k2"), "h1", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Claim: %v", err)
+	}
+	if err := s.Settle(short(), cid, "h1", r.Revision, time.Hour); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Settle: %v", err)
+	}
+	if err := s.Release(short(), cid, "h1", r.Revision); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Release: %v", err)
+	}
+	if _, err := s.Get(short(), cid); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("Get: %v", err)
+	}
+	if _, err := rs.Claim(short(), "ns", "k", 0); !errors.Is(err, claims.ErrUnavailable) {
+		t.Errorf("replay Claim: %v", err)
+	}
+}
+
+func TestReplayBucketConfig(t *testing.T) {
+	got := claims.ReplayBucketConfig("sluice_replay", 42, 3)
+	if got.Name != "sluice_replay" || got.MaxMsgs != 42 || got.Replicas != 3 || got.LimitMarkerTTL != time.Second {
+		t.Fatalf("config %+v", got)
+	}
+	if d := claims.ReplayBucketConfig("r", 0, 1); d.MaxMsgs != claims.DefaultReplayCapacity {
+		t.Fatalf("default capacity %d", d.MaxMsgs)
+	}
+}
+
+func TestKVReplayStoredForm(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, claims.ReplayBucketConfig("replay", 10, 1))
+	info, err := k.JS.Stream(ctx, kvstore.StreamName("replay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.CachedInfo().Config; c.MaxMsgs != 10 || c.Discard != jetstream.DiscardNew || c.SubjectDeleteMarkerTTL != time.Second {
+		t.Fatalf("stream config: max msgs %d, discard %v, marker TTL %v", c.MaxMsgs, c.Discard, c.SubjectDeleteMarkerTTL)
+	}
+	// A skew of 1 h on a retain_until of now: the TTL is ~1 h.
+	r := claims.NewKVReplay(b, time.Hour)
+	until := time.Now().Unix()
+	if o, err := r.Claim(ctx, "acme/stripe", "evt.1", until); err != nil || o != claims.Claimed {
+		t.Fatalf("claim: %v, %v", o, err)
+	}
+	key := claims.ReplayKVKey("acme/stripe", "evt.1")
+	if key != "acme=2Fstripe.evt=2E1" {
+		t.Fatalf("ReplayKVKey = %q", key)
+	}
+	rec, err := b.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.TTL < time.Hour-time.Second || rec.TTL > time.Hour+time.Second || rec.TTL%time.Second != 0 {
+		t.Fatalf("TTL %v, want ~1h in whole seconds", rec.TTL)
+	}
+	if want := `{"u":` + strconv.FormatInt(until, 10) + `}`; string(rec.Value) != want {
+		t.Fatalf("value %q, want %q", rec.Value, want)
+	}
+}
+
+func TestParseKVKey(t *testing.T) {
+	for i, cid := range hostileIDs() {
+		got, err := claims.ParseKVKey(claims.KVKey(cid))
+		want := claims.ID{Tenant: cid.Tenant, Source: cid.Source, Key: claims.NormalizeKey(cid.Key)}
+		if err != nil || got != want {
+			t.Errorf("%d: ParseKVKey(KVKey(%q)) = %q, %v", i, cid, got, err)
+		}
+	}
+	for _, bad := range []string{"", "a", "a.b", "a.b.c.d", "a.=4.c", "=.b.c", "a.b.=", "a.b.c*", strings.Repeat("t", 257) + ".s.k", "a.b." + strings.Repeat("k", 201)} {
+		if _, err := claims.ParseKVKey(bad); !errors.Is(err, claims.ErrInvalid) {
+			t.Errorf("ParseKVKey(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
