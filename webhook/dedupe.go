@@ -1,0 +1,207 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// MaxKeyBytes is the longest dedupe (or replay) key used as is; a longer one
+// is replaced by "sha256:<lowercase hex>" of it (the same rule as
+// claims.NormalizeKey).
+const MaxKeyBytes = 200
+
+// NormalizeKey returns key, or "sha256:<lowercase hex of SHA-256(key)>" when
+// key is longer than MaxKeyBytes.
+func NormalizeKey(key string) string {
+	if len(key) <= MaxKeyBytes {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Dedupe presets and special specs accepted by ParseDedupe.
+const (
+	DedupeAuto     = "auto"
+	DedupeNone     = "none"
+	DedupeGitHub   = "github"            // X-GitHub-Delivery
+	DedupeStandard = "standard_webhooks" // webhook-id
+	DedupeSvix     = "svix"              // svix-id
+	DedupeShopify  = "shopify"           // X-Shopify-Webhook-Id
+	DedupeStripe   = "stripe"            // JSON "id"
+	// DedupeHeaderPrefix introduces a header spec: "header:<Name>".
+	DedupeHeaderPrefix = "header:"
+	// DedupeJSONPrefix introduces a JSON path spec: "json:<dot.path>".
+	DedupeJSONPrefix = "json:"
+)
+
+// autoHeaders are the headers an auto (unconfigured) Dedupe tries, in order;
+// the first one present with a non-empty value gives the key.
+var autoHeaders = []string{
+	"Idempotency-Key",
+	"Webhook-Id",
+	"X-Github-Delivery",
+	"Svix-Id",
+	"X-Shopify-Webhook-Id",
+}
+
+// AutoHeaders returns the headers an auto Dedupe tries, in order.
+func AutoHeaders() []string { return append([]string(nil), autoHeaders...) }
+
+// Bounds of a json:<dot.path> spec.
+const (
+	maxDedupeSpecBytes = 512
+	maxJSONPathSegs    = 32
+)
+
+type dedupeKind uint8
+
+const (
+	kindAuto dedupeKind = iota // the zero Dedupe
+	kindNone
+	kindHeader
+	kindJSON
+)
+
+// Dedupe extracts a request's dedupe key according to a source's spec. The
+// zero Dedupe is auto. A Dedupe is immutable and safe for concurrent use.
+type Dedupe struct {
+	kind   dedupeKind
+	spec   string   // canonical spec, for String
+	header string   // kindHeader: canonical header name
+	path   []string // kindJSON: object keys (or array indexes)
+}
+
+// ParseDedupe parses a dedupe spec:
+//
+//   - "auto" (or ""): the first present of Idempotency-Key, webhook-id,
+//     X-GitHub-Delivery, svix-id, X-Shopify-Webhook-Id (the behaviour of an
+//     unconfigured source);
+//   - "none": never a key (no dedupe);
+//   - presets "github" (X-GitHub-Delivery), "standard_webhooks"
+//     (webhook-id), "svix" (svix-id), "shopify" (X-Shopify-Webhook-Id),
+//     "stripe" (the JSON body's top-level "id");
+//   - "header:<Name>": the value of header Name (an HTTP token);
+//   - "json:<dot.path>": the value at the '.'-separated path of object keys in
+//     a JSON body; a segment of decimal digits also indexes an array. A
+//     non-empty string gives the key as is and an integer literal its decimal
+//     form (exactly, however large); floats (1.5, 1e3), booleans, null,
+//     objects and arrays give no key.
+//
+// A malformed spec is an error wrapping ErrInvalidDedupe that names the spec.
+func ParseDedupe(spec string) (Dedupe, error) {
+	switch spec {
+	case "", DedupeAuto:
+		return Dedupe{kind: kindAuto, spec: DedupeAuto}, nil
+	case DedupeNone:
+		return Dedupe{kind: kindNone, spec: DedupeNone}, nil
+	case DedupeGitHub:
+		return headerDedupe(spec, HeaderGitHubDelivery), nil
+	case DedupeStandard:
+		return headerDedupe(spec, HeaderStandardID), nil
+	case DedupeSvix:
+		return headerDedupe(spec, HeaderSvixID), nil
+	case DedupeShopify:
+		return headerDedupe(spec, "X-Shopify-Webhook-Id"), nil
+	case DedupeStripe:
+		return Dedupe{kind: kindJSON, spec: spec, path: []string{"id"}}, nil
+	}
+	if len(spec) > maxDedupeSpecBytes {
+		return Dedupe{}, fmt.Errorf("%w %.32q…: longer than %d bytes", ErrInvalidDedupe, spec, maxDedupeSpecBytes)
+	}
+	if name, ok := strings.CutPrefix(spec, DedupeHeaderPrefix); ok {
+		if !isToken(name) {
+			return Dedupe{}, fmt.Errorf("%w %q: header name must be a non-empty HTTP token", ErrInvalidDedupe, spec)
+		}
+		return headerDedupe(spec, name), nil
+	}
+	if p, ok := strings.CutPrefix(spec, DedupeJSONPrefix); ok {
+		path := strings.Split(p, ".")
+		if len(path) > maxJSONPathSegs {
+			return Dedupe{}, fmt.Errorf("%w %q: more than %d path segments", ErrInvalidDedupe, spec, maxJSONPathSegs)
+		}
+		for _, seg := range path {
+			if seg == "" {
+				return Dedupe{}, fmt.Errorf("%w %q: empty path segment", ErrInvalidDedupe, spec)
+			}
+		}
+		return Dedupe{kind: kindJSON, spec: spec, path: path}, nil
+	}
+	return Dedupe{}, fmt.Errorf("%w %q (want auto, none, github, standard_webhooks, svix, shopify, stripe, header:<Name> or json:<dot.path>)", ErrInvalidDedupe, spec)
+}
+
+func headerDedupe(spec, name string) Dedupe {
+	return Dedupe{kind: kindHeader, spec: spec, header: textproto.CanonicalMIMEHeaderKey(name)}
+}
+
+// MustParseDedupe is ParseDedupe for specs known to be valid (tests,
+// constants); it panics on error.
+func MustParseDedupe(spec string) Dedupe {
+	d, err := ParseDedupe(spec)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// String returns the spec in canonical form ("auto" for the zero Dedupe).
+func (d Dedupe) String() string {
+	if d.spec == "" {
+		return DedupeAuto
+	}
+	return d.spec
+}
+
+// MarshalText returns the canonical spec, so that a Dedupe prints as its spec
+// in JSON and YAML.
+func (d Dedupe) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// IsNone reports whether d never yields a key.
+func (d Dedupe) IsNone() bool { return d.kind == kindNone }
+
+// Key returns the dedupe key of a request with headers h and raw body body,
+// normalized with NormalizeKey; ok is false when there is none (absent or
+// empty header, no usable JSON value, spec none). It never fails.
+func (d Dedupe) Key(h http.Header, body []byte) (key string, ok bool) {
+	var k string
+	switch d.kind {
+	case kindNone:
+		return "", false
+	case kindHeader:
+		k = h.Get(d.header)
+	case kindJSON:
+		k, _ = jsonLookup(body, d.path)
+	default: // auto
+		for _, name := range autoHeaders {
+			if k = h.Get(name); k != "" {
+				break
+			}
+		}
+	}
+	if k == "" {
+		return "", false
+	}
+	return NormalizeKey(k), true
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token (a valid header
+// field name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

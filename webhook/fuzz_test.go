@@ -1,0 +1,265 @@
+package webhook_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+// checkVerifyResult asserts the fuzz invariants of one Verify call: a
+// failure wraps ErrVerification and returns the zero Verified; a success
+// implies the header carried the correct signature (which random input can
+// only contain by copying the seed's).
+func checkVerifyResult(t *testing.T, v webhook.Verified, err error, correct func(webhook.Verified) bool) {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, webhook.ErrVerification) {
+			t.Fatalf("error %v does not wrap ErrVerification", err)
+		}
+		if v != (webhook.Verified{}) {
+			t.Fatalf("failure returned %+v", v)
+		}
+		return
+	}
+	if !correct(v) {
+		t.Fatalf("verified without the correct signature: %+v", v)
+	}
+}
+
+func stripeCorrect(header string, body []byte) func(webhook.Verified) bool {
+	return func(v webhook.Verified) bool {
+		want := webhook.SignStripe(stripeSecret, v.Timestamp, body)
+		_, hexSig, _ := strings.Cut(want, ",v1=")
+		return strings.Contains(strings.ToLower(header), "v1="+hexSig) && v.Tolerance == webhook.DefaultTolerance
+	}
+}
+
+func standardCorrect(id, sigs string, body []byte) func(webhook.Verified) bool {
+	return func(v webhook.Verified) bool {
+		want, _ := webhook.SignStandard(stdSecret, id, v.Timestamp, body)
+		return v.MessageID == id && strings.Contains(sigs, want)
+	}
+}
+
+func FuzzStripeSignatureHeader(f *testing.F) {
+	body := []byte(`{"id":"evt_1"}`)
+	f.Add(webhook.SignStripe(stripeSecret, t0.Unix(), body), body, int64(0))
+	f.Add("t=1700000000,v1=00,v0=11,v1="+strings.Repeat("ab", 32), body, int64(299))
+	f.Add("t=1700000000,,=,t", []byte(nil), int64(-301))
+	f.Add(strings.Repeat("v1=,", 70)+"t=1", []byte("x"), int64(1<<40))
+	st, _ := webhook.NewStripe(stripeSecret)
+	f.Fuzz(func(t *testing.T, header string, body []byte, skew int64) {
+		h := http.Header{}
+		h.Set(webhook.HeaderStripeSignature, header)
+		v, err := st.Verify(h, body, t0.Add(time.Duration(skew)*time.Second))
+		checkVerifyResult(t, v, err, stripeCorrect(header, body))
+	})
+}
+
+func FuzzStandardSignatureHeader(f *testing.F) {
+	body := []byte(`{"test": 2432232314}`)
+	good, _ := webhook.SignStandard(stdSecret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+	f.Add("msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", good, body, int64(1614265330))
+	f.Add("msg_1", "1614265330", "v1a,xyz v1,"+good[3:]+"  v2,", body, int64(1614265630))
+	f.Add("", "", "", []byte(nil), int64(0))
+	f.Add("a.b", "00001614265330", strings.Repeat("v1,AAAA ", 65), []byte("{}"), int64(-1))
+	sw, _ := webhook.NewStandard(stdSecret)
+	f.Fuzz(func(t *testing.T, id, ts, sigs string, body []byte, now int64) {
+		h := http.Header{}
+		h.Set(webhook.HeaderStandardID, id)
+		h.Set(webhook.HeaderStandardTimestamp, ts)
+		h.Set(webhook.HeaderStandardSignature, sigs)
+		v, err := sw.Verify(h, body, time.Unix(now, 0))
+		checkVerifyResult(t, v, err, standardCorrect(id, sigs, body))
+		if err == nil {
+			if key, ok := v.ReplayKey(); !ok || len(key) > 256 {
+				t.Fatalf("ReplayKey = %q, %v", key, ok)
+			}
+		}
+	})
+}
+
+func FuzzVerifyGitHub(f *testing.F) {
+	body := []byte("Hello, World!")
+	f.Add(webhook.SignGitHub(ghSecret, body), body)
+	f.Add("sha256=", []byte(nil))
+	f.Add("sha256="+strings.Repeat("0", 64), []byte("x"))
+	gh, _ := webhook.NewGitHub(ghSecret)
+	f.Fuzz(func(t *testing.T, sig string, body []byte) {
+		h := http.Header{}
+		h.Set(webhook.HeaderGitHubSignature, sig)
+		v, err := gh.Verify(h, body, t0)
+		checkVerifyResult(t, v, err, func(webhook.Verified) bool {
+			return strings.EqualFold(sig, webhook.SignGitHub(ghSecret, body))
+		})
+	})
+}
+
+// parseHeaderBlock parses "Name: value" lines (fuzz input) into a header.
+func parseHeaderBlock(raw string) http.Header {
+	h := http.Header{}
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok {
+			h[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k))] = append(h[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k))], strings.TrimSpace(v))
+		}
+	}
+	return h
+}
+
+// FuzzVerify feeds arbitrary header blocks to every verifier: never a panic,
+// never a success without the correct signature.
+func FuzzVerify(f *testing.F) {
+	body := []byte(`{"id":"evt_1"}`)
+	ts := t0.Unix()
+	sw, _ := webhook.SignStandard(stdSecret, "m1", ts, body)
+	f.Add(uint8(0), "X-Hub-Signature-256: "+webhook.SignGitHub(ghSecret, body)+"\nX-GitHub-Delivery: d", body)
+	f.Add(uint8(1), "Stripe-Signature: "+webhook.SignStripe(stripeSecret, ts, body), body)
+	f.Add(uint8(1), "Stripe-Signature: t="+strconv.FormatInt(ts, 10)+"\nStripe-Signature: v1=00", body)
+	f.Add(uint8(2), "webhook-id: m1\nwebhook-timestamp: "+strconv.FormatInt(ts, 10)+"\nwebhook-signature: "+sw, body)
+	f.Add(uint8(2), "svix-id: m1\nsvix-timestamp: "+strconv.FormatInt(ts, 10)+"\nsvix-signature: "+sw+"\nsvix-signature: v1,AAAA", body)
+	secrets := []string{ghSecret, stripeSecret, stdSecret}
+	f.Fuzz(func(t *testing.T, which uint8, raw string, body []byte) {
+		i := int(which) % 3
+		name := webhook.Verifiers()[i]
+		v, err := webhook.NewVerifier(name, secrets[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := parseHeaderBlock(raw)
+		got, err := v.Verify(h, body, t0)
+		all := strings.Join(h.Values(webhook.HeaderStripeSignature), ",")
+		checkVerifyResult(t, got, err, func(got webhook.Verified) bool {
+			switch name {
+			case webhook.VerifierGitHub:
+				return strings.EqualFold(h.Get(webhook.HeaderGitHubSignature), webhook.SignGitHub(ghSecret, body))
+			case webhook.VerifierStripe:
+				return stripeCorrect(all, body)(got)
+			default:
+				id := h.Get(webhook.HeaderStandardID)
+				sigs := strings.Join(h.Values(webhook.HeaderStandardSignature), " ")
+				if len(h.Values(webhook.HeaderStandardSignature)) == 0 {
+					id = h.Get(webhook.HeaderSvixID)
+					sigs = strings.Join(h.Values(webhook.HeaderSvixSignature), " ")
+				}
+				return standardCorrect(id, sigs, body)(got)
+			}
+		})
+	})
+}
+
+// refLookup is an independent oracle for json:<path>: decode the whole body
+// with UseNumber and walk it.
+func refLookup(body []byte, path []string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", false
+	}
+	if _, err := dec.Token(); err == nil { // trailing data
+		return "", false
+	}
+	for _, seg := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[seg]; !ok {
+				return "", false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) || strconv.Itoa(i) != seg {
+				return "", false
+			}
+			v = x[i]
+		default:
+			return "", false
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case json.Number:
+		if strings.ContainsAny(string(x), ".eE") {
+			return "", false
+		}
+		if strings.TrimLeft(string(x), "-") == "0" {
+			return "0", true
+		}
+		return string(x), true
+	}
+	return "", false
+}
+
+func FuzzJSONPath(f *testing.F) {
+	f.Add("id", []byte(`{"id":"evt_1"}`))
+	f.Add("a.b.1", []byte(`{"a":{"b":[0,123456789012345678901234567890]}}`))
+	f.Add("a", []byte(`{"a":-0}`))
+	f.Add("a", []byte(`{"a":1e5,"a":2}`))
+	f.Add("x.0", []byte(`{"x":["\u0000\ud800"]}`))
+	f.Add("a", []byte(`{"a":"x"} {}`))
+	f.Add("0", []byte(` [ "z" ] `))
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		d, err := webhook.ParseDedupe("json:" + path)
+		if err != nil {
+			if !errors.Is(err, webhook.ErrInvalidDedupe) {
+				t.Fatalf("error %v does not wrap ErrInvalidDedupe", err)
+			}
+			return
+		}
+		key, ok := d.Key(nil, body)
+		want, wantOK := refLookup(body, strings.Split(path, "."))
+		if wantOK {
+			want = webhook.NormalizeKey(want)
+		}
+		if ok != wantOK || key != want {
+			t.Fatalf("json:%s on %q: Key = %q, %v; oracle %q, %v", path, body, key, ok, want, wantOK)
+		}
+	})
+}
+
+func FuzzDedupe(f *testing.F) {
+	f.Add("auto", "Idempotency-Key", "k1", []byte(nil))
+	f.Add("header:X-Event-Id", "X-Event-Id", strings.Repeat("v", 300), []byte(nil))
+	f.Add("stripe", "", "", []byte(`{"id":12}`))
+	f.Add("json:a.0", "", "", []byte(`{"a":["x"]}`))
+	f.Add("header:", "X", "y", []byte(nil))
+	f.Fuzz(func(t *testing.T, spec, name, value string, body []byte) {
+		d, err := webhook.ParseDedupe(spec)
+		if err != nil {
+			if !errors.Is(err, webhook.ErrInvalidDedupe) {
+				t.Fatalf("error %v does not wrap ErrInvalidDedupe", err)
+			}
+			return
+		}
+		h := http.Header{}
+		h.Set(name, value)
+		key, ok := d.Key(h, body)
+		if ok && (key == "" || len(key) > webhook.MaxKeyBytes) {
+			t.Fatalf("bad key %q", key)
+		}
+		if !ok && key != "" {
+			t.Fatalf("no key but %q", key)
+		}
+		// The canonical spec parses to the same behaviour.
+		d2, err := webhook.ParseDedupe(d.String())
+		if err != nil {
+			t.Fatalf("canonical spec %q: %v", d.String(), err)
+		}
+		if k2, ok2 := d2.Key(h, body); k2 != key || ok2 != ok {
+			t.Fatalf("canonical spec %q: %q, %v; want %q, %v", d.String(), k2, ok2, key, ok)
+		}
+	})
+}
