@@ -1,0 +1,199 @@
+package gcra
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Never is the largest RetryAfter a Decision carries: about 292 years, a
+// whole number of milliseconds. A charge that cannot be admitted at any time
+// (an invalid Limit, or a new TAT beyond the int64 range) is denied with
+// RetryAfter == Never, and longer waits saturate to it.
+const Never = time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond
+
+// maxMicrosDuration is the largest Duration that is a whole number of µs.
+const maxMicrosDuration = time.Duration(math.MaxInt64/int64(time.Microsecond)) * time.Microsecond
+
+// Decision is the outcome of a charge. The zero Decision is a denial with no
+// detail; Charge never returns it.
+type Decision struct {
+	// Allowed reports whether the charge was admitted.
+	Allowed bool
+	// TAT is the bucket's state after the decision: the new TAT when
+	// allowed, the unchanged one when denied. Callers store it. ChargeAll
+	// leaves it 0 (the new TATs are written to its tats slice).
+	TAT int64
+	// RetryAfter is 0 when allowed. When denied it is the wait until the
+	// same charge would be admitted, rounded up to whole milliseconds and at
+	// least 1 ms (Never when it can never be admitted).
+	RetryAfter time.Duration
+	// Remaining is how many more charges of the same Limit would be admitted
+	// at the same instant, after this decision: the r= of the RateLimit
+	// header. Always 0 when denied.
+	Remaining int64
+	// ResetAfter is the time until the bucket is full again after this
+	// decision, max(0, TAT - now) in whole microseconds (saturating): the t=
+	// of the RateLimit header (see CeilSeconds).
+	ResetAfter time.Duration
+}
+
+// ahead returns max(tat, now) - now exactly (it can exceed MaxInt64).
+func ahead(tat, now int64) uint64 {
+	if tat <= now {
+		return 0
+	}
+	return uint64(tat) - uint64(now)
+}
+
+// microsDuration converts microseconds to a Duration, saturating.
+func microsDuration(us uint64) time.Duration {
+	if us > uint64(maxMicrosDuration/time.Microsecond) {
+		return maxMicrosDuration
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// retryDuration converts a positive wait in µs to whole ms rounded up, >= 1 ms,
+// saturating at Never.
+func retryDuration(waitUS uint64) time.Duration {
+	ms := waitUS / 1000
+	if waitUS%1000 != 0 || ms == 0 {
+		ms++
+	}
+	if ms > uint64(Never/time.Millisecond) {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Charge applies one charge of l to a bucket whose TAT is tat, at now (both
+// in microseconds since the Unix epoch; tat 0 is a full bucket), and returns
+// the decision. Store Decision.TAT as the bucket's new state; it equals tat
+// when the charge is denied.
+//
+// Charge does not validate l: check it once with Validate when the limit is
+// built. A charge of an invalid Limit is denied with RetryAfter == Never.
+// Charge is a pure function: safe for concurrent use, no allocation.
+func (l Limit) Charge(tat, now int64) Decision {
+	d := ahead(tat, now) // max(tat, now) - now
+	if !l.valid() {
+		return Decision{TAT: tat, RetryAfter: Never, ResetAfter: microsDuration(d)}
+	}
+	// allow_at - now = d + Increment - Capacity; admitted iff <= 0.
+	slack := uint64(l.Capacity - l.Increment)
+	if d > slack {
+		return Decision{TAT: tat, RetryAfter: retryDuration(d - slack), ResetAfter: microsDuration(d)}
+	}
+	base := max(tat, now)
+	if base > math.MaxInt64-l.Increment { // new TAT would overflow
+		return Decision{TAT: tat, RetryAfter: Never, ResetAfter: microsDuration(d)}
+	}
+	tat = base + l.Increment
+	rem := int64((slack - d) / uint64(l.Increment))
+	if tat > math.MaxInt64-rem*l.Increment { // rem*Increment <= slack: no overflow
+		rem = (math.MaxInt64 - tat) / l.Increment // later TATs must fit too
+	}
+	return Decision{
+		Allowed:    true,
+		TAT:        tat,
+		Remaining:  rem,
+		ResetAfter: microsDuration(d + uint64(l.Increment)),
+	}
+}
+
+// Refund undoes one admitted charge of l on a bucket now holding tat, at now,
+// and returns the TAT to store: tat - Increment, but never below now.
+//
+// If no other charge landed on the bucket since the one being refunded (and
+// now did not go backwards), the result is equivalent to the state the
+// bucket would have without that charge: the same TAT, or a full bucket
+// where it would be full. A TAT <= now is already a full bucket and is
+// returned unchanged, so Refund never increases a TAT, and no sequence of
+// refunds — even of charges that were never made — makes a bucket fuller
+// than full: a wrong refund hands out at most Increment of budget early.
+// An invalid l refunds nothing. Pure and allocation-free.
+func (l Limit) Refund(tat, now int64) int64 {
+	if !l.valid() || tat <= now {
+		return tat
+	}
+	if uint64(tat)-uint64(now) <= uint64(l.Increment) {
+		return now
+	}
+	return tat - l.Increment
+}
+
+// ChargeAll applies the charges limits[i] to the buckets tats[i] at now, all
+// or nothing: it admits only if every charge is admitted, and then writes the
+// new TATs into tats; a denied ChargeAll leaves tats untouched. Each slot is
+// a distinct bucket (to charge one bucket twice, add the increments).
+//
+// The Decision combines the charges: RetryAfter is the largest wait of the
+// denied charges (after it, all of them fit), Remaining the smallest
+// Remaining (0 when denied), ResetAfter the largest time until a bucket is
+// full, and TAT is 0. No charges: allowed, with zero fields.
+//
+// Unlike Charge, ChargeAll validates its input: the error wraps
+// ErrInvalidLimit (slices of different lengths, malformed limit) or
+// ErrImpossible (Increment > Capacity, the hit request's 400), and then tats
+// are untouched. Pure and allocation-free unless it returns an error.
+func ChargeAll(tats []int64, limits []Limit, now int64) (Decision, error) {
+	if len(tats) != len(limits) {
+		return Decision{}, fmt.Errorf("%w: %d buckets for %d limits", ErrInvalidLimit, len(tats), len(limits))
+	}
+	if err := validateAll(limits); err != nil {
+		return Decision{}, err
+	}
+	var c combined
+	for i, tat := range tats {
+		c.add(limits[i].Charge(tat, now))
+	}
+	d := c.result()
+	if !d.Allowed {
+		d.ResetAfter = 0 // nothing was applied: report the buckets as they are
+		for _, tat := range tats {
+			d.ResetAfter = max(d.ResetAfter, microsDuration(ahead(tat, now)))
+		}
+		return d, nil
+	}
+	for i, tat := range tats {
+		tats[i] = limits[i].Charge(tat, now).TAT
+	}
+	return d, nil
+}
+
+func validateAll(limits []Limit) error {
+	for i, l := range limits {
+		if !l.valid() {
+			return fmt.Errorf("charge %d: %w", i, l.Validate())
+		}
+	}
+	return nil
+}
+
+// combined folds the decisions of several charges into one.
+type combined struct {
+	d Decision
+	n int
+}
+
+func (c *combined) add(d Decision) {
+	if c.n == 0 {
+		c.d = Decision{Allowed: true, Remaining: d.Remaining}
+	}
+	c.n++
+	if !d.Allowed {
+		c.d.Allowed = false
+		c.d.RetryAfter = max(c.d.RetryAfter, d.RetryAfter)
+	}
+	c.d.Remaining = min(c.d.Remaining, d.Remaining)
+	c.d.ResetAfter = max(c.d.ResetAfter, d.ResetAfter)
+}
+
+// result returns the combined decision; no charges is an allowed one.
+func (c *combined) result() Decision {
+	if c.n == 0 {
+		return Decision{Allowed: true}
+	}
+	return c.d
+}

@@ -1,0 +1,204 @@
+// Package gcra is the pure arithmetic of sluice's rate limits — the Generic
+// Cell Rate Algorithm exactly as the `hit` semantics of PROTOCOL.md state it —
+// plus Limiter, a node-local, concurrency-safe set of buckets used when the
+// fleet store is unreachable.
+//
+// Units. Every instant is an int64 count of microseconds since the Unix epoch
+// (see Micros); every span inside a Limit is an int64 count of microseconds.
+// Spans in a Decision are time.Duration values. The math never reads a clock:
+// the current time is always the argument now, as in golang.org/x/time/rate's
+// AllowN(t, n).
+//
+// State. A bucket's whole state is its theoretical arrival time (TAT), one
+// int64. The TAT 0 — no state — is a full bucket for every now >= 0, and so is
+// any TAT <= now: a bucket is never fuller than full, so such TATs may be
+// dropped (Limiter evicts them).
+//
+// One charge of Limit{Increment, Capacity} against TAT tat at now:
+//
+//	new_tat  = max(tat, now) + Increment
+//	allow_at = new_tat - Capacity
+//	denied iff now < allow_at; retry after max(1 ms, ceil((allow_at-now) / 1 ms))
+//
+// A denied charge leaves the TAT as it was. All arithmetic is overflow-free:
+// differences are taken in uint64 and spans saturate (see Never); a charge
+// whose new TAT would not fit in an int64 is denied. Time going backwards
+// (a now smaller than an earlier one) never admits more than the limit: the
+// bucket merely looks as full as it was at the later instant.
+package gcra
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Errors returned by this package. Each is returned wrapped with detail;
+// test with errors.Is.
+var (
+	// ErrInvalidLimit is returned for a malformed limit: an Increment or
+	// Capacity below 1 µs, a rate that is not a finite number > 0, a burst
+	// below 1, a limit whose capacity does not fit in an int64 of
+	// microseconds, or (ChargeAll) slices of different lengths. The caller's
+	// fault: answer 400, never retry.
+	ErrInvalidLimit = errors.New("gcra: invalid limit")
+	// ErrImpossible is returned for a charge whose Increment exceeds its
+	// Capacity (for example a body larger than the bytes burst): it can never
+	// be admitted, however long the caller waits. PROTOCOL.md answers it 400.
+	ErrImpossible = errors.New("gcra: charge exceeds capacity")
+	// ErrInvalidOption is returned by NewLimiter for an option with an
+	// invalid argument.
+	ErrInvalidOption = errors.New("gcra: invalid option")
+)
+
+// Limit is the shape of one GCRA bucket, or of one charge against it.
+//
+// Increment is the cost of one charge in microseconds (the emission
+// interval, 1 s / rate, for a unit charge); Capacity is how far ahead of now
+// the TAT may run, in microseconds (Increment × burst for unit charges). A
+// charge can be admitted only if 1 <= Increment <= Capacity (see Validate).
+//
+// The zero Limit is invalid. Limit is a small value type: copy it freely.
+type Limit struct {
+	Increment int64 // µs per charge, >= 1
+	Capacity  int64 // µs, >= Increment
+}
+
+// maxIntFloat is 2^63, the smallest float64 that does not fit in an int64.
+const maxIntFloat = float64(1 << 63)
+
+// LimitFromRate returns the Limit of unit charges against a budget of rate
+// charges per second with a burst of burst charges:
+//
+//	Increment = max(1 µs, round(1 s / rate)), Capacity = Increment × burst.
+//
+// So exactly burst charges fit into a full bucket, and Burst() == burst.
+// Because of the 1 µs resolution, rates above 1e6 per second behave as 1e6
+// per second; use LimitFromRateN for weighted budgets such as bytes per
+// second.
+//
+// The error wraps ErrInvalidLimit when rate is not a finite number > 0, when
+// burst < 1, or when the capacity does not fit in an int64 of microseconds
+// (about 292,000 years).
+func LimitFromRate(rate float64, burst int64) (Limit, error) {
+	if err := checkRate(rate, burst); err != nil {
+		return Limit{}, err
+	}
+	iv, ok := roundMicros(1e6 / rate)
+	if !ok {
+		return Limit{}, fmt.Errorf("%w: rate %g/s is too slow for int64 microseconds", ErrInvalidLimit, rate)
+	}
+	if iv > math.MaxInt64/burst {
+		return Limit{}, fmt.Errorf("%w: capacity %d µs × burst %d overflows int64", ErrInvalidLimit, iv, burst)
+	}
+	return Limit{Increment: iv, Capacity: iv * burst}, nil
+}
+
+// LimitFromRateN returns the Limit of a charge of n units (for example n
+// bytes) against a budget of rate units per second with a burst of burst
+// units, rounding once per charge rather than once per unit:
+//
+//	Increment = max(1 µs, round(n × 1 s / rate)), Capacity = max(1 µs, round(burst × 1 s / rate)).
+//
+// Capacity does not depend on n, so every charge on one bucket sees the same
+// capacity; use LimitFromRateN (not LimitFromRate) for every charge on such a
+// bucket. A zero n (an empty body) costs the 1 µs minimum. For example a bytes
+// budget of 10 MiB/s with a 20 MiB burst charges 100 ms for 1 MiB against a
+// 2 s capacity, where LimitFromRate would clamp the per-byte interval to 1 µs.
+//
+// The error wraps ErrImpossible when n > burst, and ErrInvalidLimit when rate
+// is not a finite number > 0, burst < 1, n < 0, or a span does not fit in an
+// int64 of microseconds.
+func LimitFromRateN(rate float64, burst, n int64) (Limit, error) {
+	if err := checkRate(rate, burst); err != nil {
+		return Limit{}, err
+	}
+	if n < 0 {
+		return Limit{}, fmt.Errorf("%w: negative charge %d", ErrInvalidLimit, n)
+	}
+	if n > burst {
+		return Limit{}, fmt.Errorf("%w: charge of %d units exceeds burst %d", ErrImpossible, n, burst)
+	}
+	capacity, ok := roundMicros(float64(burst) * 1e6 / rate)
+	if !ok {
+		return Limit{}, fmt.Errorf("%w: burst %d at rate %g/s overflows int64 microseconds", ErrInvalidLimit, burst, rate)
+	}
+	inc, _ := roundMicros(float64(n) * 1e6 / rate) // n <= burst: fits when capacity does
+	return Limit{Increment: min(inc, capacity), Capacity: capacity}, nil
+}
+
+func checkRate(rate float64, burst int64) error {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return fmt.Errorf("%w: rate %g is not a finite number > 0", ErrInvalidLimit, rate)
+	}
+	if burst < 1 {
+		return fmt.Errorf("%w: burst %d < 1", ErrInvalidLimit, burst)
+	}
+	return nil
+}
+
+// roundMicros rounds a span in microseconds to an int64 of at least 1.
+func roundMicros(us float64) (int64, bool) {
+	v := math.Round(us)
+	if !(v < maxIntFloat) { // also catches NaN
+		return 0, false
+	}
+	return max(1, int64(v)), true
+}
+
+// valid reports whether a charge of l can ever be admitted.
+func (l Limit) valid() bool { return l.Increment >= 1 && l.Capacity >= l.Increment }
+
+// Validate returns nil if a charge of l can be admitted into an empty bucket.
+// Otherwise the error wraps ErrInvalidLimit (Increment or Capacity below
+// 1 µs) or ErrImpossible (Increment > Capacity).
+func (l Limit) Validate() error {
+	switch {
+	case l.Increment < 1:
+		return fmt.Errorf("%w: increment %d µs < 1 µs", ErrInvalidLimit, l.Increment)
+	case l.Capacity < 1:
+		return fmt.Errorf("%w: capacity %d µs < 1 µs", ErrInvalidLimit, l.Capacity)
+	case l.Increment > l.Capacity:
+		return fmt.Errorf("%w: increment %d µs > capacity %d µs", ErrImpossible, l.Increment, l.Capacity)
+	}
+	return nil
+}
+
+// Burst is the number of charges of l that fit into a full bucket,
+// Capacity / Increment rounded down: the q= of a RateLimit-Policy header.
+// It is 0 for an invalid l.
+func (l Limit) Burst() int64 {
+	if !l.valid() {
+		return 0
+	}
+	return l.Capacity / l.Increment
+}
+
+// Window is the time an empty bucket takes to become full again: Capacity as
+// a Duration (saturating), 0 if Capacity < 0. Its whole seconds rounded up
+// (CeilSeconds) are the w= of a RateLimit-Policy header.
+func (l Limit) Window() time.Duration {
+	if l.Capacity < 0 {
+		return 0
+	}
+	return microsDuration(uint64(l.Capacity))
+}
+
+// Micros converts t to the package's time unit: microseconds since the Unix
+// epoch (t.UnixMicro()).
+func Micros(t time.Time) int64 { return t.UnixMicro() }
+
+// CeilSeconds rounds d up to whole seconds, 0 for d <= 0: the delta-seconds of
+// Retry-After (callers raise it to >= 1) and the t= and w= of the RateLimit
+// headers.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}

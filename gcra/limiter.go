@@ -1,0 +1,330 @@
+package gcra
+
+import (
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"math/bits"
+	"slices"
+	"sync"
+	"unsafe"
+)
+
+const (
+	// numShards is fixed so that ChargeAll can name its shards in a uint64.
+	numShards = 64
+	// minSweep is the least number of new keys a shard takes between two
+	// lazy sweeps.
+	minSweep = 64
+	// evictSample is how many entries WithMaxKeys eviction looks at.
+	evictSample = 8
+	// shrinkMin is the peak size from which a shard's map is rebuilt once a
+	// sweep leaves it at under a quarter of that peak (Go maps never shrink).
+	shrinkMin = 1024
+	// smallBatch is the ChargeAll size served without allocating.
+	smallBatch = 8
+)
+
+// hashSeed picks shards; per process, so keys cannot be chosen to collide.
+var hashSeed = maphash.MakeSeed()
+
+type shardState struct {
+	mu      sync.Mutex
+	m       map[string]int64 // key -> TAT (µs); nil until the first insert
+	inserts int              // new keys since the last sweep
+	next    int              // the len after the last sweep
+	peak    int              // the largest len since the map was made
+}
+
+// shard is padded to two cache lines so neighbouring locks do not share one.
+type shard struct {
+	shardState
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+}
+
+// Limiter is a node-local set of GCRA buckets named by string keys — the
+// fallback for the fleet-wide limits when the quota owner cannot be reached.
+// Each bucket follows exactly the arithmetic of Limit.Charge; a key with no
+// bucket is a full bucket. Like the math, the Limiter never reads a clock:
+// every method that needs the time takes now, in microseconds since the Unix
+// epoch (see Micros).
+//
+// Memory: a bucket whose TAT is <= now is full and carries no information,
+// so it is dropped ("evicted"). Each of the 64 shards sweeps itself lazily,
+// once it has taken as many new keys as it held after its previous sweep (at
+// least 64): a shard then holds at most about twice its non-idle buckets plus
+// 64, at an amortized O(1) cost per new key. Sweep drops every idle bucket
+// at once. WithMaxKeys adds a hard bound. Eviction trusts now: a now far
+// ahead of the real time drops buckets that are not yet full at the real
+// time.
+//
+// A Limiter is safe for simultaneous use by multiple goroutines and starts
+// none. The zero value is ready to use, with no key bound. A Limiter must not
+// be copied after first use.
+type Limiter struct {
+	shards   [numShards]shard
+	perShard int // max keys per shard; 0 = unbounded
+}
+
+// Option configures a Limiter in NewLimiter.
+type Option func(*Limiter) error
+
+// WithMaxKeys bounds the number of buckets to about n: each of the 64 shards
+// holds at most ceil(n/64) (an all-or-nothing ChargeAll may exceed its shard's
+// share by its own keys). A new key in a shard at its bound first evicts, from
+// a small random sample of that shard, an idle bucket or else the one closest
+// to full. Evicting a bucket that is not yet full refills it early — the
+// bound fails open rather than refusing new keys. n must be >= 1.
+func WithMaxKeys(n int) Option {
+	return func(l *Limiter) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMaxKeys(%d): want >= 1", ErrInvalidOption, n)
+		}
+		l.perShard = n / numShards
+		if n%numShards != 0 {
+			l.perShard++
+		}
+		return nil
+	}
+}
+
+// NewLimiter returns an empty Limiter configured by opts. The error wraps
+// ErrInvalidOption when an option has an invalid argument.
+func NewLimiter(opts ...Option) (*Limiter, error) {
+	l := &Limiter{}
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func shardIndex(key string) int {
+	return int(maphash.String(hashSeed, key) & (numShards - 1))
+}
+
+// Charge applies one charge of lim to the bucket key at now (µs since the
+// Unix epoch) and returns the decision; a denied charge changes nothing. The
+// error wraps ErrInvalidLimit or ErrImpossible when lim fails Validate; the
+// bucket is then untouched.
+func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
+	if !lim.valid() {
+		return Decision{}, lim.Validate()
+	}
+	s := &l.shards[shardIndex(key)]
+	s.mu.Lock()
+	tat, ok := s.m[key]
+	if !ok {
+		tat = now // no bucket: full at any now
+	}
+	d := lim.Charge(tat, now)
+	if d.Allowed {
+		if ok {
+			s.m[key] = d.TAT
+		} else {
+			l.insert(s, key, d.TAT, now, nil)
+		}
+	}
+	s.mu.Unlock()
+	return d, nil
+}
+
+// ChargeAll applies the charges lims[i] to the buckets keys[i] at now, all or
+// nothing and atomically with respect to every other method: either every
+// charge is admitted and applied, or none is applied. A key may appear more
+// than once; its charges then apply one after the other. The Decision
+// combines the charges as in the package-level ChargeAll (TAT is 0).
+//
+// The error wraps ErrInvalidLimit (different lengths, malformed limit) or
+// ErrImpossible (a limit with Increment > Capacity); nothing is then
+// applied. Apart from growing its maps for new keys, ChargeAll allocates
+// only for more than 8 keys.
+func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, error) {
+	if len(keys) != len(lims) {
+		return Decision{}, fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(keys), len(lims))
+	}
+	if err := validateAll(lims); err != nil {
+		return Decision{}, err
+	}
+	switch len(keys) {
+	case 0:
+		return Decision{Allowed: true}, nil
+	case 1:
+		return l.Charge(keys[0], lims[0], now)
+	}
+
+	var idxBuf [smallBatch]uint8
+	var tatBuf [smallBatch]int64
+	idx, tats := idxBuf[:0], tatBuf[:0]
+	if len(keys) > smallBatch {
+		idx, tats = make([]uint8, 0, len(keys)), make([]int64, 0, len(keys))
+	}
+	var mask uint64
+	for _, k := range keys {
+		i := shardIndex(k)
+		idx = append(idx, uint8(i))
+		mask |= 1 << i
+	}
+	l.lock(mask)
+
+	var c combined
+	for i, k := range keys {
+		tat, ok := int64(0), false
+		for j := i - 1; j >= 0; j-- { // an earlier charge on the same key
+			if keys[j] == k {
+				tat, ok = tats[j], true
+				break
+			}
+		}
+		if !ok {
+			if tat, ok = l.shards[idx[i]].m[k]; !ok {
+				tat = now
+			}
+		}
+		d := lims[i].Charge(tat, now)
+		c.add(d)
+		tats = append(tats, d.TAT)
+	}
+
+	d := c.result()
+	if d.Allowed {
+		for i, k := range keys {
+			s := &l.shards[idx[i]]
+			if _, ok := s.m[k]; ok {
+				s.m[k] = tats[i]
+			} else {
+				l.insert(s, k, tats[i], now, keys)
+			}
+		}
+	} else {
+		d.ResetAfter = 0 // nothing was applied: report the buckets as they are
+		for i, k := range keys {
+			if tat, ok := l.shards[idx[i]].m[k]; ok {
+				d.ResetAfter = max(d.ResetAfter, microsDuration(ahead(tat, now)))
+			}
+		}
+	}
+	l.unlock(mask)
+	return d, nil
+}
+
+// lock takes the shard locks in mask in ascending order (so that two
+// ChargeAll calls cannot deadlock).
+func (l *Limiter) lock(mask uint64) {
+	for m := mask; m != 0; m &= m - 1 {
+		l.shards[bits.TrailingZeros64(m)].mu.Lock()
+	}
+}
+
+func (l *Limiter) unlock(mask uint64) {
+	for m := mask; m != 0; m &= m - 1 {
+		l.shards[bits.TrailingZeros64(m)].mu.Unlock()
+	}
+}
+
+// insert adds a new key to s (locked), sweeping and evicting as documented on
+// Limiter and WithMaxKeys. protect lists keys that must not be evicted.
+func (l *Limiter) insert(s *shard, key string, tat, now int64, protect []string) {
+	if s.m == nil {
+		s.m = make(map[string]int64)
+	}
+	if s.inserts >= max(s.next, minSweep) {
+		s.sweep(now)
+	}
+	if l.perShard > 0 && len(s.m) >= l.perShard {
+		s.evict(now, protect)
+	}
+	s.m[key] = tat
+	s.inserts++
+	s.peak = max(s.peak, len(s.m))
+}
+
+// sweep drops the idle buckets of s (locked) and returns how many.
+func (s *shard) sweep(now int64) int {
+	n := 0
+	for k, tat := range s.m {
+		if tat <= now {
+			delete(s.m, k)
+			n++
+		}
+	}
+	s.inserts, s.next = 0, len(s.m)
+	if s.peak >= shrinkMin && len(s.m) < s.peak/4 {
+		s.m = maps.Clone(s.m)
+		s.peak = len(s.m)
+	}
+	return n
+}
+
+// evict drops one bucket of s (locked) that is not in protect: the first idle
+// one met, else the smallest TAT among evictSample entries.
+func (s *shard) evict(now int64, protect []string) {
+	var victim string
+	var best int64
+	found, seen := false, 0
+	for k, tat := range s.m {
+		if slices.Contains(protect, k) {
+			continue
+		}
+		if !found || tat < best {
+			victim, best, found = k, tat, true
+		}
+		if seen++; tat <= now || seen >= evictSample {
+			break
+		}
+	}
+	if found {
+		delete(s.m, victim)
+	}
+}
+
+// Refund undoes one admitted charge of lim on the bucket key at now, as
+// Limit.Refund does (never fuller than full). An absent key is already full;
+// a bucket that becomes full is dropped; an invalid lim refunds nothing.
+func (l *Limiter) Refund(key string, lim Limit, now int64) {
+	s := &l.shards[shardIndex(key)]
+	s.mu.Lock()
+	if tat, ok := s.m[key]; ok {
+		if tat = lim.Refund(tat, now); tat <= now {
+			delete(s.m, key)
+		} else {
+			s.m[key] = tat
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Reset drops the bucket key, making it full.
+func (l *Limiter) Reset(key string) {
+	s := &l.shards[shardIndex(key)]
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}
+
+// Sweep drops every idle bucket (TAT <= now) and returns how many it dropped.
+// It locks one shard at a time.
+func (l *Limiter) Sweep(now int64) int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += s.sweep(now)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Len returns the number of buckets held, idle ones included. It locks one
+// shard at a time, so under concurrent use the count is approximate.
+func (l *Limiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
