@@ -1,0 +1,45 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// LeasesBucket is the configuration of the bucket holding the fleet's
+// partition count, member heartbeats and partition leases for prefix.
+func LeasesBucket(prefix string, replicas int) kvstore.BucketConfig {
+	return kvstore.BucketConfig{
+		Name:        kvstore.BucketNames(prefix).Leases,
+		Description: "sluice quota: partition count, member heartbeats, partition leases",
+		Replicas:    replicas,
+	}
+}
+
+// CountsBucket is the configuration of the bucket holding reserve/release
+// counters for prefix.
+func CountsBucket(prefix string, replicas int) kvstore.BucketConfig {
+	return kvstore.BucketConfig{
+		Name:        kvstore.BucketNames(prefix).Counts,
+		Description: "sluice quota: reserve/release counters",
+		Replicas:    replicas,
+	}
+}
+
+// OpenBuckets opens (creating or updating) the leases and counts buckets of
+// prefix with the given replica count.
+func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, replicas int) (leases, counts *kvstore.Bucket, err error) {
+	if err := kvstore.ValidatePrefix(prefix); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(prefix, replicas)); err != nil {
+		return nil, nil, err
+	}
+	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(prefix, replicas)); err != nil {
+		return nil, nil, err
+	}
+	return leases, counts, nil
+}

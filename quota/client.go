@@ -1,0 +1,179 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Client calls the partition owners directly: it routes each request to
+// PartitionSubject(prefix, Partition(tenant or principal, P)) in one round
+// trip. Every call has a deadline: ctx's, or the budget when ctx has none.
+// No responders (a partition changing hands) is retried with a short backoff
+// inside the deadline; past it the call fails with ErrUnavailable.
+// A Client is safe for concurrent use.
+type Client struct {
+	nc       *nats.Conn
+	p        int
+	budget   time.Duration
+	subjects []string
+}
+
+// NewClient returns a client over nc. Options read: WithPrefix,
+// WithPartitions (must be the fleet's: a misrouted request is answered
+// ErrInvalid), WithBudget.
+func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+	if nc == nil {
+		return nil, invalid("NewClient needs a connection")
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions)}
+	for n := range c.subjects {
+		c.subjects[n] = PartitionSubject(cfg.prefix, n)
+	}
+	return c, nil
+}
+
+// Partitions is the partition count the client routes with.
+func (c *Client) Partitions() int { return c.p }
+
+// Budget is the deadline of a call whose context has none.
+func (c *Client) Budget() time.Duration { return c.budget }
+
+// Hit charges r's GCRA buckets and, if they all admit it and r has a claim,
+// takes the claim as pending, all in one round trip to the tenant's owner.
+// Results that are not failures (rate_limited, duplicate, pending) are in
+// the reply. Errors: ErrInvalid (wrapped with the reason) for a malformed
+// request, ErrUnavailable when the owner did not answer within the
+// deadline or its store failed (nothing was spent then).
+func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
+	if err := validateHit(&r); err != nil {
+		return HitReply{}, err
+	}
+	var rep HitReply
+	err := c.call(ctx, r.Tenant(), &ownerRequest{Op: opHit, Hit: &r}, &rep)
+	return rep, err
+}
+
+// Reset forgets the tenant's GCRA buckets (they are full again).
+// Errors: ErrInvalid, ErrUnavailable.
+func (c *Client) Reset(ctx context.Context, tenant string) error {
+	r := ResetRequest{Tenant: tenant}
+	if err := validateReset(&r); err != nil {
+		return err
+	}
+	var rep okReply
+	return c.call(ctx, tenant, &ownerRequest{Op: opReset, Reset: &r}, &rep)
+}
+
+// Reserve takes one slot of the (principal, key) counter if its count is
+// below r.Max: granted with the count after the increment, or denied with
+// the count that blocked it. The count is durable (written through to KV)
+// when the reply arrives; it expires ttl_ms (default 1 h) after its last
+// change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
+func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
+	if err := validateReserve(&r); err != nil {
+		return ReserveReply{}, err
+	}
+	var rep ReserveReply
+	err := c.call(ctx, r.Principal, &ownerRequest{Op: opReserve, Reserve: &r}, &rep)
+	return rep, err
+}
+
+// Release gives one slot back and returns the count after it; at zero it
+// is a no-op. Errors: ErrInvalid, ErrUnavailable.
+func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
+	if err := validateCounter(&r); err != nil {
+		return CountReply{}, err
+	}
+	var rep CountReply
+	err := c.call(ctx, r.Principal, &ownerRequest{Op: opRelease, Counter: &r}, &rep)
+	return rep, err
+}
+
+// Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
+func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
+	if err := validateCounter(&r); err != nil {
+		return CountReply{}, err
+	}
+	var rep CountReply
+	err := c.call(ctx, r.Principal, &ownerRequest{Op: opCount, Counter: &r}, &rep)
+	return rep, err
+}
+
+// Retry backoff while nobody serves a partition.
+const (
+	minBackoff = 2 * time.Millisecond
+	maxBackoff = 25 * time.Millisecond
+)
+
+// call sends req to the owner of key's partition and decodes the reply.
+func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply any) error {
+	ctx, cancel := kvstore.WithBudget(ctx, c.budget)
+	defer cancel()
+	subject := c.subjects[Partition(key, c.p)]
+	backoff := minBackoff
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		if dl, ok := ctx.Deadline(); ok {
+			req.TimeoutMs = max(1, time.Until(dl).Milliseconds())
+		}
+		data, err := json.Marshal(req)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		resp, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+		retry := false
+		switch {
+		case err == nil:
+			code := resp.Header.Get(micro.ErrorCodeHeader)
+			if code == "" {
+				if err := json.Unmarshal(resp.Data, reply); err != nil {
+					return fmt.Errorf("%w: malformed reply from %s: %v", ErrUnavailable, subject, err)
+				}
+				return nil
+			}
+			reason := resp.Header.Get(micro.ErrorHeader)
+			switch {
+			case code == "400":
+				return fmt.Errorf("%w: %s", ErrInvalid, reason)
+			case code == "503" && reason == reasonNotOwner:
+				retry = true
+				err = errors.New(reasonNotOwner)
+			default:
+				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
+			}
+		case errors.Is(err, nats.ErrNoResponders):
+			retry = true
+		}
+		if !retry {
+			return fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, subject, attempt, err)
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %w", ErrUnavailable, subject, attempt, err)
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}

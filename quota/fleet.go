@@ -1,0 +1,265 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
+)
+
+// Fleet is the Client with a node-local fallback: when the fleet cannot
+// answer within the budget (ErrUnavailable), it decides from node-local
+// state — the gcra.Limiter for charges, the in-memory claims store for
+// claims, a local counter table for reserve/release — and says so:
+// HitReply.Local is set, the fallback is counted in
+// sluice_quota_fallback_total{op}, and one log line marks each transition
+// (degraded, recovered), not each request. While degraded, a fleet of N
+// nodes admits up to N × a limit, and a local claim does not dedupe
+// against other nodes.
+//
+// ErrInvalid is never a reason to fall back. A Fleet is safe for
+// concurrent use.
+type Fleet struct {
+	c          *Client
+	local      *gcra.Limiter
+	mem        claims.Store
+	now        func() time.Time
+	pendingTTL time.Duration
+	countTTL   time.Duration
+	log        *slog.Logger
+	fallbacks  *prometheus.CounterVec
+	degraded   atomic.Bool
+	counters   localCounters
+}
+
+// NewFleet wraps client with node-local fallback state. Options read:
+// WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL.
+// The error wraps ErrInvalidOption for a bad option or a nil dependency.
+func NewFleet(client *Client, local *gcra.Limiter, mem claims.Store, opts ...Option) (*Fleet, error) {
+	if client == nil || local == nil || mem == nil {
+		return nil, invalid("NewFleet needs a client, a local limiter and a memory claims store")
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{
+		c:          client,
+		local:      local,
+		mem:        mem,
+		now:        cfg.now,
+		pendingTTL: cfg.pendingTTL,
+		countTTL:   cfg.countTTL,
+		log:        cfg.log,
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "fallback_total",
+			Help: "Quota calls answered from node-local state because the fleet was unavailable, by op.",
+		}, []string{"op"}),
+		counters: localCounters{m: make(map[string]*localCounter)},
+	}
+	if cfg.reg != nil {
+		if f.fallbacks, err = register(cfg.reg, f.fallbacks); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// Client is the wrapped client.
+func (f *Fleet) Client() *Client { return f.c }
+
+// Degraded reports whether the last call fell back to local state.
+func (f *Fleet) Degraded() bool { return f.degraded.Load() }
+
+// outcome records whether a call reached the fleet, logging transitions.
+func (f *Fleet) outcome(op string, err error) bool {
+	if err == nil {
+		if f.degraded.CompareAndSwap(true, false) {
+			f.log.Info("quota: fleet reachable again; node-local fallback off", "op", op)
+		}
+		return false
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		return false
+	}
+	f.fallbacks.WithLabelValues(op).Inc()
+	if f.degraded.CompareAndSwap(false, true) {
+		f.log.Warn("quota: fleet unavailable; answering from node-local state", "op", op, "err", err)
+	}
+	return true
+}
+
+// Hit is Client.Hit with the local fallback (HitReply.Local set). The
+// fallback charges the local limiter and takes the claim in the memory
+// store; ErrInvalid is returned as is, and an error of the memory store
+// (claims.ErrInvalid) as ErrInvalid.
+func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
+	rep, err := f.c.Hit(ctx, r)
+	if !f.outcome(opHit, err) {
+		return rep, err
+	}
+	return f.localHit(ctx, r)
+}
+
+func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
+	keys := make([]string, len(r.Charges))
+	lims := make([]gcra.Limit, len(r.Charges))
+	for i, c := range r.Charges {
+		keys[i] = c.Kind + "\x00" + c.Tenant
+		lims[i] = gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs}
+	}
+	now := gcra.Micros(f.now())
+	d, err := f.local.ChargeAll(keys, lims, now)
+	if err != nil {
+		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if !d.Allowed {
+		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, ceilMs(d.RetryAfter)), Local: true}, nil
+	}
+	if r.Claim == nil {
+		return HitReply{Result: ResultOK, Local: true}, nil
+	}
+	cl := r.Claim
+	res, err := f.mem.Claim(ctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
+	if err != nil || res.Outcome != claims.OK {
+		now := gcra.Micros(f.now())
+		for i := range keys {
+			f.local.Refund(keys[i], lims[i], now)
+		}
+	}
+	switch {
+	case errors.Is(err, claims.ErrInvalid):
+		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		return HitReply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case res.Outcome == claims.OK:
+		return HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
+	case res.Outcome == claims.Duplicate:
+		return HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
+	default:
+		return HitReply{Result: ResultPending, HookID: res.HookID, Revision: res.Revision, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Local: true}, nil
+	}
+}
+
+// Reset resets the tenant's buckets in the fleet and locally (the local
+// hooks and bytes buckets). It returns the fleet's error, if any.
+func (f *Fleet) Reset(ctx context.Context, tenant string) error {
+	err := f.c.Reset(ctx, tenant)
+	if errors.Is(err, ErrInvalid) {
+		return err
+	}
+	for _, kind := range []string{KindHooks, KindBytes} {
+		f.local.Reset(kind + "\x00" + tenant)
+	}
+	return err
+}
+
+// Reserve is Client.Reserve with a node-local counter as fallback.
+func (f *Fleet) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
+	rep, err := f.c.Reserve(ctx, r)
+	if !f.outcome(opReserve, err) {
+		return rep, err
+	}
+	ttl := msToDuration(r.TTLMs, f.countTTL)
+	g, n := f.counters.reserve(counterKey(r.Principal, r.Key), r.Max, ttl, f.now())
+	return ReserveReply{Granted: g, Count: n}, nil
+}
+
+// Release is Client.Release with the node-local counter as fallback.
+func (f *Fleet) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
+	rep, err := f.c.Release(ctx, r)
+	if !f.outcome(opRelease, err) {
+		return rep, err
+	}
+	return CountReply{Count: f.counters.release(counterKey(r.Principal, r.Key), f.now())}, nil
+}
+
+// Count is Client.Count with the node-local counter as fallback.
+func (f *Fleet) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
+	rep, err := f.c.Count(ctx, r)
+	if !f.outcome(opCount, err) {
+		return rep, err
+	}
+	return CountReply{Count: f.counters.count(counterKey(r.Principal, r.Key), f.now())}, nil
+}
+
+// localCounters are the fallback reserve/release counters of one node.
+// Each expires ttl after its last change, like the fleet's.
+type localCounters struct {
+	mu    sync.Mutex
+	m     map[string]*localCounter
+	sweep int // changes since the last sweep
+}
+
+type localCounter struct {
+	n       int64
+	ttl     time.Duration
+	expires time.Time
+}
+
+func (lc *localCounters) get(key string, now time.Time) *localCounter {
+	c := lc.m[key]
+	if c != nil && !now.Before(c.expires) {
+		delete(lc.m, key)
+		c = nil
+	}
+	return c
+}
+
+func (lc *localCounters) maybeSweep(now time.Time) {
+	if lc.sweep++; lc.sweep < 1024 || lc.sweep < len(lc.m) {
+		return
+	}
+	lc.sweep = 0
+	for k, c := range lc.m {
+		if !now.Before(c.expires) || c.n <= 0 {
+			delete(lc.m, k)
+		}
+	}
+}
+
+func (lc *localCounters) reserve(key string, limit int64, ttl time.Duration, now time.Time) (bool, int64) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.maybeSweep(now)
+	c := lc.get(key, now)
+	if c == nil {
+		c = &localCounter{}
+		lc.m[key] = c
+	}
+	if c.n >= limit {
+		return false, c.n
+	}
+	c.n++
+	c.ttl, c.expires = ttl, now.Add(ttl)
+	return true, c.n
+}
+
+func (lc *localCounters) release(key string, now time.Time) int64 {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	c := lc.get(key, now)
+	if c == nil || c.n <= 0 {
+		return 0
+	}
+	c.n--
+	c.expires = now.Add(c.ttl)
+	return c.n
+}
+
+func (lc *localCounters) count(key string, now time.Time) int64 {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if c := lc.get(key, now); c != nil {
+		return c.n
+	}
+	return 0
+}

@@ -1,0 +1,449 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// The lease loop: one goroutine (run) owns every lease of the worker.
+//
+//   - Every renewEvery (TTL/3) it heartbeats (member.<id>, TTL), renews each
+//     held lease by CAS+TTL on the lease's revision, sweeps idle state and
+//     reconciles.
+//   - A watcher on member.* and lease.* keeps a view of live members and
+//     lease holders; every change (a put, a purge, a TTL expiry marker)
+//     triggers a reconcile at once.
+//   - Reconcile computes the assignment (rendezvous hashing with bounded load
+//     over the live members) and takes free partitions assigned to this
+//     worker (Create with TTL), releases held partitions assigned to another
+//     live member (purge by revision), and takes partitions that stayed free
+//     for orphanGrace whoever they are assigned to (a dead member still
+//     heartbeating, views that disagree for a moment).
+//
+// Fencing: a tenure serves only while now < its deadline, the send time of
+// its last successful renewal + TTL - margin; a renewal that hits a CAS
+// conflict ends it at once, as does a watched event showing another holder
+// or an expiry. Counter writes are CAS-protected on their own revision.
+
+func (w *Worker) run() {
+	defer close(w.done)
+	tick := time.NewTicker(w.renewEvery)
+	defer tick.Stop()
+	for {
+		var events <-chan jetstream.KeyValueEntry
+		if w.watcher != nil {
+			events = w.watcher.Updates()
+		}
+		select {
+		case <-w.stopCh:
+			w.shutdown()
+			return
+		case e, ok := <-events:
+			if !ok {
+				w.log.Warn("quota: lease watcher closed; restarting on the next tick")
+				w.watcher = nil
+				w.view.reset(w.cfg.partitions)
+				continue
+			}
+			w.apply(e)
+			w.drainEvents()
+			w.reconcile()
+		case <-tick.C:
+			w.onTick()
+		}
+	}
+}
+
+// drainEvents applies the events already queued, so a burst of changes
+// costs one reconcile.
+func (w *Worker) drainEvents() {
+	for w.watcher != nil {
+		select {
+		case e, ok := <-w.watcher.Updates():
+			if !ok {
+				w.watcher = nil
+				w.view.reset(w.cfg.partitions)
+				return
+			}
+			w.apply(e)
+		default:
+			return
+		}
+	}
+}
+
+func (w *Worker) onTick() {
+	ctx, cancel := context.WithTimeout(w.life, w.renewEvery)
+	defer cancel()
+	if err := w.heartbeat(ctx); err != nil {
+		w.log.Debug("quota: heartbeat failed", "err", err)
+	}
+	w.renewAll()
+	w.sweep()
+	if w.watcher == nil {
+		if err := w.startWatcher(); err != nil {
+			w.log.Debug("quota: restart lease watcher", "err", err)
+		}
+	}
+	w.reconcile()
+}
+
+// startWatcher watches member.* and lease.* from their current values on.
+// The watcher keeps w.life for its whole life (nats.go re-creates its
+// ordered consumer with it).
+func (w *Worker) startWatcher() error {
+	w.view.reset(w.cfg.partitions)
+	kw, err := w.leases.KV().WatchFiltered(w.life, []string{memberFilter, leaseFilter})
+	if err != nil {
+		return kvstore.MapError(err)
+	}
+	w.watcher = kw
+	return nil
+}
+
+func (w *Worker) stopWatcher() {
+	if w.watcher == nil {
+		return
+	}
+	_ = w.watcher.Stop()
+	// The watcher's callback blocks on a full channel: drain until closed.
+	for {
+		select {
+		case _, ok := <-w.watcher.Updates():
+			if !ok {
+				w.watcher = nil
+				return
+			}
+		case <-time.After(time.Second):
+			w.watcher = nil
+			return
+		}
+	}
+}
+
+// apply folds one watched entry into the view (nil: initial values done).
+func (w *Worker) apply(e jetstream.KeyValueEntry) {
+	if e == nil {
+		w.view.synced = true
+		return
+	}
+	key := e.Key()
+	live := e.Operation() == jetstream.KeyValuePut
+	if strings.HasPrefix(key, memberStem) {
+		id, err := kvstore.DecodeToken(key[len(memberStem):])
+		if err != nil {
+			return
+		}
+		if !live {
+			delete(w.view.members, id)
+		} else if _, ok := w.view.members[id]; !ok {
+			w.view.members[id] = time.Now()
+		}
+		return
+	}
+	n, ok := parseLeaseKey(key, w.cfg.partitions)
+	if !ok {
+		return
+	}
+	holder := ""
+	if live {
+		holder = parseOwner(e.Value())
+	} else if w.view.holders[n] != "" {
+		w.view.freeSince[n] = time.Now()
+	}
+	w.view.holders[n] = holder
+	t := w.owned[n]
+	if t == nil || e.Revision() <= t.rev {
+		return // not ours, or an event older than our last write
+	}
+	switch {
+	case holder == w.id:
+		t.rev = e.Revision() // a renewal whose ack we missed
+	case holder == "":
+		w.lose(t, "lease expired or purged")
+	default:
+		w.lose(t, "lease taken by "+holder)
+	}
+}
+
+// liveMembers is the sorted member set the assignment is computed over:
+// the watched heartbeats plus this worker.
+func (w *Worker) liveMembers() []string {
+	ms := make([]string, 0, len(w.view.members)+1)
+	for id := range w.view.members {
+		ms = append(ms, id)
+	}
+	if _, ok := w.view.members[w.id]; !ok {
+		ms = append(ms, w.id)
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// reconcile acquires and releases leases to match the assignment.
+func (w *Worker) reconcile() {
+	if !w.view.synced {
+		return
+	}
+	want := assign(w.liveMembers(), w.cfg.partitions)
+	now := time.Now()
+	var acquire []int
+	var orphan []bool
+	var release []*tenure
+	for n, m := range want {
+		if t := w.owned[n]; t != nil {
+			// An orphan taken against the assignment is kept for a lease
+			// TTL, so a member that heartbeats but does not serve cannot
+			// make a partition flap.
+			if m != w.id && (!t.orphan || now.Sub(t.acquired) >= w.cfg.leaseTTL) {
+				release = append(release, t)
+			}
+			continue
+		}
+		if w.view.holders[n] != "" {
+			continue
+		}
+		switch {
+		case m == w.id:
+			acquire, orphan = append(acquire, n), append(orphan, false)
+		case now.Sub(w.view.freeSince[n]) >= w.orphanGrace:
+			acquire, orphan = append(acquire, n), append(orphan, true)
+		}
+	}
+	if len(release) > 0 {
+		w.release(release)
+	}
+	if len(acquire) > 0 {
+		w.acquire(acquire, orphan)
+	}
+}
+
+// parallel runs fn(i) for i in 0..n-1 concurrently and waits for all.
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { fn(i) })
+	}
+	wg.Wait()
+}
+
+// acquire tries to create the leases of ps.
+func (w *Worker) acquire(ps []int, orphan []bool) {
+	type result struct {
+		rev    uint64
+		sent   time.Time
+		holder string
+		err    error
+	}
+	res := make([]result, len(ps))
+	val := w.leaseValue()
+	parallel(len(ps), func(i int) {
+		ctx, cancel := context.WithTimeout(w.life, w.renewEvery)
+		defer cancel()
+		res[i].sent = time.Now()
+		rev, rec, err := w.leases.Create(ctx, leaseKey(ps[i]), val, w.cfg.leaseTTL)
+		res[i].rev, res[i].err = rev, err
+		if rec != nil {
+			res[i].holder = parseOwner(rec.Value)
+		}
+	})
+	changed := false
+	for i, n := range ps {
+		r := res[i]
+		switch {
+		case r.err == nil:
+			t := w.newTenure(n, r.rev, r.sent, orphan[i])
+			if err := t.subscribe(); err != nil {
+				w.log.Warn("quota: subscribe to partition failed; giving the lease back", "partition", n, "err", err)
+				ctx, cancel := context.WithTimeout(w.life, w.renewEvery)
+				_ = w.leases.Purge(ctx, leaseKey(n), r.rev)
+				cancel()
+				continue
+			}
+			w.owned[n] = t
+			w.view.holders[n] = w.id
+			w.met.leases.WithLabelValues("acquired").Inc()
+			w.log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i])
+			changed = true
+		case errors.Is(r.err, kvstore.ErrExists):
+			if r.holder != "" {
+				w.view.holders[n] = r.holder
+			}
+		default:
+			w.log.Debug("quota: acquire lease failed", "partition", n, "err", r.err)
+		}
+	}
+	if changed {
+		w.setSnapshot()
+	}
+}
+
+// renewAll renews every held lease by CAS+TTL.
+func (w *Worker) renewAll() {
+	ts := make([]*tenure, 0, len(w.owned))
+	for _, t := range w.owned {
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		return
+	}
+	type result struct {
+		rev  uint64
+		sent time.Time
+		err  error
+		rec  *kvstore.Record
+	}
+	res := make([]result, len(ts))
+	val := w.leaseValue()
+	parallel(len(ts), func(i int) {
+		ctx, cancel := context.WithTimeout(w.life, w.renewEvery)
+		defer cancel()
+		res[i].sent = time.Now()
+		res[i].rev, res[i].err = w.leases.Update(ctx, leaseKey(ts[i].n), val, ts[i].rev, w.cfg.leaseTTL)
+		if errors.Is(res[i].err, kvstore.ErrWrongLastSequence) {
+			res[i].rec, _ = w.leases.Get(ctx, leaseKey(ts[i].n))
+		}
+	})
+	for i, t := range ts {
+		if w.owned[t.n] != t {
+			continue // lost meanwhile (a watched event)
+		}
+		r := res[i]
+		switch {
+		case r.err == nil:
+			t.rev = r.rev
+			t.setDeadline(r.sent)
+		case errors.Is(r.err, kvstore.ErrWrongLastSequence):
+			if r.rec != nil && parseOwner(r.rec.Value) == w.id && r.rec.Revision > t.rev {
+				t.rev = r.rec.Revision // an earlier renewal landed after all
+				continue
+			}
+			w.lose(t, "renewal conflict")
+		default:
+			if w.sinceBase() >= t.deadline.Load() {
+				w.lose(t, "renewal failed past the lease deadline: "+r.err.Error())
+			} else {
+				w.log.Debug("quota: renewal failed; retrying", "partition", t.n, "err", r.err)
+			}
+		}
+	}
+}
+
+// lose ends a tenure whose lease is gone: stop serving at once, no purge.
+func (w *Worker) lose(t *tenure, why string) {
+	t.end()
+	if t.sub != nil {
+		_ = t.sub.Unsubscribe()
+	}
+	delete(w.owned, t.n)
+	if w.view.holders[t.n] == w.id {
+		w.view.holders[t.n] = ""
+		w.view.freeSince[t.n] = time.Now()
+	}
+	w.retired = append(w.retired, t)
+	w.met.leases.WithLabelValues("lost").Inc()
+	w.log.Warn("quota: partition lost", "partition", t.n, "reason", why)
+	w.setSnapshot()
+}
+
+// release hands leases back: stop serving (late requests get not_owner and
+// are retried by their clients), drain the subscriptions, wait for the
+// tenures' in-flight requests, then purge each lease by revision so a peer
+// can take it at once.
+func (w *Worker) release(ts []*tenure) {
+	for _, t := range ts {
+		t.end()
+	}
+	ctx, cancel := context.WithTimeout(w.life, w.cfg.leaseTTL)
+	defer cancel()
+	drainAll(ctx, ts)
+	parallel(len(ts), func(i int) {
+		t := ts[i]
+		_ = t.inflight.wait(ctx)
+		pctx, pcancel := context.WithTimeout(ctx, w.renewEvery)
+		defer pcancel()
+		if err := w.leases.Purge(pctx, leaseKey(t.n), t.rev); err != nil {
+			w.log.Debug("quota: purge lease failed; it will expire", "partition", t.n, "err", err)
+		}
+	})
+	for _, t := range ts {
+		delete(w.owned, t.n)
+		w.view.holders[t.n] = ""
+		w.view.freeSince[t.n] = time.Now()
+		w.met.leases.WithLabelValues("released").Inc()
+		w.log.Debug("quota: partition released", "partition", t.n)
+	}
+	w.setSnapshot()
+}
+
+// drainAll drains the tenures' subscriptions and waits until they are
+// closed (or ctx ends, then unsubscribes outright).
+func drainAll(ctx context.Context, ts []*tenure) {
+	var waits []<-chan nats.SubStatus
+	for _, t := range ts {
+		if t.sub == nil {
+			continue
+		}
+		ch := t.sub.StatusChanged(nats.SubscriptionClosed)
+		if err := t.sub.Drain(); err != nil {
+			_ = t.sub.Unsubscribe()
+			continue
+		}
+		waits = append(waits, ch)
+	}
+	for i, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			for _, t := range ts[i:] {
+				if t.sub != nil {
+					_ = t.sub.Unsubscribe()
+				}
+			}
+			return
+		}
+	}
+}
+
+// sweep drops idle GCRA state and counters, and forgets retired tenures
+// with nothing in flight.
+func (w *Worker) sweep() {
+	for _, t := range w.owned {
+		t.sweep()
+	}
+	w.retired = slices.DeleteFunc(w.retired, func(t *tenure) bool { return t.inflight.idle() })
+}
+
+// shutdown releases everything (Stop).
+func (w *Worker) shutdown() {
+	ts := make([]*tenure, 0, len(w.owned))
+	for _, t := range w.owned {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b *tenure) int { return a.n - b.n })
+	w.release(ts)
+	// Retired tenures' requests and anything else still in flight.
+	w.inflight.close()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.leaseTTL)
+	if err := w.inflight.wait(ctx); err != nil {
+		w.stopErr = errors.Join(w.stopErr, err)
+	}
+	cancel()
+	pctx, pcancel := context.WithTimeout(context.Background(), w.renewEvery)
+	if err := w.leases.Purge(pctx, memberKey(w.id), 0); err != nil {
+		w.log.Debug("quota: remove heartbeat failed; it will expire", "err", err)
+	}
+	pcancel()
+	w.stopWatcher()
+	w.cancel()
+	w.log.Info("quota worker stopped")
+}

@@ -1,0 +1,78 @@
+package quota
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// workerMetrics are a Worker's Prometheus metrics. Labels are bounded:
+// results, ops and lease events, never tenants or keys.
+type workerMetrics struct {
+	owned      prometheus.Gauge
+	hits       *prometheus.CounterVec // result
+	counterOps *prometheus.CounterVec // op, result
+	inFlight   prometheus.Gauge
+	leases     *prometheus.CounterVec // event
+}
+
+func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
+	m := &workerMetrics{
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "partitions_owned",
+			Help: "Quota partitions whose lease this worker holds and serves.",
+		}),
+		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "hits_total",
+			Help: "Hit requests answered by this worker, by result (ok, duplicate, pending, rate_limited, invalid, unavailable).",
+		}, []string{"result"}),
+		counterOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "counter_ops_total",
+			Help: "Reserve/release/count requests answered by this worker, by op and result.",
+		}, []string{"op", "result"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "kv_in_flight",
+			Help: "Requests waiting on a KV call (claim creates, counter write-through).",
+		}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "quota", Name: "lease_events_total",
+			Help: "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).",
+		}, []string{"event"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.owned, err = register(reg, m.owned)
+	if err != nil {
+		return nil, err
+	}
+	if m.hits, err = register(reg, m.hits); err != nil {
+		return nil, err
+	}
+	if m.counterOps, err = register(reg, m.counterOps); err != nil {
+		return nil, err
+	}
+	if m.inFlight, err = register(reg, m.inFlight); err != nil {
+		return nil, err
+	}
+	if m.leases, err = register(reg, m.leases); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c on reg, or returns the collector already registered
+// under the same description (a worker restarted in the same process).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}

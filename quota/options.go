@@ -1,0 +1,217 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// ErrInvalidOption is wrapped by the error of NewWorker, NewClient and
+// NewFleet when an option has an invalid argument.
+var ErrInvalidOption = errors.New("quota: invalid option")
+
+// Defaults.
+const (
+	// DefaultBudget bounds one client call when its context has no deadline
+	// (PROTOCOL.md --store-timeout).
+	DefaultBudget = 250 * time.Millisecond
+	// DefaultLeaseTTL is how long a partition lease (and a member heartbeat)
+	// lives without renewal.
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultPendingTTL is the pending TTL of a claim whose request names none.
+	DefaultPendingTTL = 30 * time.Second
+	// DefaultCountTTL is how long a reserve/release counter lives untouched.
+	DefaultCountTTL = time.Hour
+	// DefaultMaxInFlight bounds a worker's concurrent KV-bound requests
+	// (claims and counter operations).
+	DefaultMaxInFlight = 256
+)
+
+// config collects every option; each constructor reads the fields it needs.
+type config struct {
+	prefix      string
+	partitions  int
+	budget      time.Duration
+	leaseTTL    time.Duration
+	memberID    string
+	maxInFlight int
+	pendingTTL  time.Duration
+	countTTL    time.Duration
+	now         func() time.Time
+	log         *slog.Logger
+	reg         prometheus.Registerer
+}
+
+func defaults() config {
+	return config{
+		prefix:      kvstore.DefaultPrefix,
+		partitions:  DefaultPartitions,
+		budget:      DefaultBudget,
+		leaseTTL:    DefaultLeaseTTL,
+		maxInFlight: DefaultMaxInFlight,
+		pendingTTL:  DefaultPendingTTL,
+		countTTL:    DefaultCountTTL,
+		now:         time.Now,
+	}
+}
+
+func buildConfig(opts []Option) (config, error) {
+	c := defaults()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return config{}, err
+		}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Option configures a Worker, a Client or a Fleet. Each constructor documents
+// the options it reads and ignores the others, so one option list can
+// configure all three. An option with an invalid argument makes the
+// constructor fail with an error wrapping ErrInvalidOption.
+type Option func(*config) error
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// WithPrefix sets the subject prefix (default "sluice"); see
+// kvstore.ValidatePrefix. Worker, Client.
+func WithPrefix(prefix string) Option {
+	return func(c *config) error {
+		if err := kvstore.ValidatePrefix(prefix); err != nil {
+			return invalid("%v", err)
+		}
+		c.prefix = prefix
+		return nil
+	}
+}
+
+// WithPartitions sets the partition count P, 1..MaxPartitions (default 64).
+// It is fixed for the fleet's life: a Worker configured with another P than
+// the fleet recorded refuses to start (ErrPartitionMismatch). Worker, Client.
+func WithPartitions(p int) Option {
+	return func(c *config) error {
+		if p < 1 || p > MaxPartitions {
+			return invalid("partitions must be 1..%d, got %d", MaxPartitions, p)
+		}
+		c.partitions = p
+		return nil
+	}
+}
+
+// WithBudget bounds a client call whose context has no deadline (default
+// 250 ms). Client, Fleet (through its Client).
+func WithBudget(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("budget must be > 0, got %v", d)
+		}
+		c.budget = d
+		return nil
+	}
+}
+
+// WithLeaseTTL sets the TTL of partition leases and member heartbeats
+// (default 5 s; rounded up to whole seconds, at least 1 s). A crashed
+// owner's partitions are served again about one TTL after its last renewal.
+// Worker.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("lease TTL must be > 0, got %v", d)
+		}
+		c.leaseTTL = kvstore.RoundTTL(d)
+		return nil
+	}
+}
+
+// WithMemberID names the worker in the fleet (default: a random NUID). Ids
+// must be unique among running workers: a lease records its holder's id.
+// Worker.
+func WithMemberID(id string) Option {
+	return func(c *config) error {
+		if id == "" || len(id) > 128 {
+			return invalid("member id must be 1..128 bytes")
+		}
+		c.memberID = id
+		return nil
+	}
+}
+
+// WithMaxInFlight bounds the requests a worker has waiting on KV at once
+// (claims, counter write-through), default 256. When the bound is reached
+// the partition's subscription waits: back-pressure, not failure. Worker.
+func WithMaxInFlight(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("max in flight must be >= 1, got %d", n)
+		}
+		c.maxInFlight = n
+		return nil
+	}
+}
+
+// WithPendingTTL sets the pending TTL of a claim whose request has no
+// pending_ttl_ms (default 30 s). Worker, Fleet.
+func WithPendingTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("pending TTL must be > 0, got %v", d)
+		}
+		c.pendingTTL = d
+		return nil
+	}
+}
+
+// WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
+// (default 1 h). Worker, Fleet.
+func WithCountTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("count TTL must be > 0, got %v", d)
+		}
+		c.countTTL = d
+		return nil
+	}
+}
+
+// WithClock sets the clock of the GCRA decisions and the local counters
+// (default time.Now). Leases always use the real clock: their TTLs run on
+// the server. Worker, Fleet.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return invalid("nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: discard). Worker, Fleet.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.log = l
+		return nil
+	}
+}
+
+// WithRegisterer registers the metrics on r (default: none). Worker, Fleet.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(c *config) error {
+		c.reg = r
+		return nil
+	}
+}

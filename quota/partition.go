@@ -1,0 +1,47 @@
+package quota
+
+import (
+	"hash/fnv"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// DefaultPartitions is the default number of quota partitions of a fleet.
+const DefaultPartitions = 64
+
+// MaxPartitions bounds the partition count (one lease, one subscription and
+// one KV key per partition).
+const MaxPartitions = 4096
+
+// Partition maps a tenant (or a counter's principal) to its partition:
+// FNV-1a 32 of the string's bytes mod p, the same function as nats-server's
+// {{partition(p, …)}} subject mapping applied to a token that holds the
+// string unencoded (true of every name of [A-Za-z0-9_-]). p must be >= 1.
+func Partition(key string, p int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(p))
+}
+
+// PartitionSubject is the subject the owner of partition n serves:
+// "<prefix>.v1.quota.p.<n>".
+func PartitionSubject(prefix string, n int) string {
+	return prefix + ".v1.quota.p." + strconv.Itoa(n)
+}
+
+// Keys of the leases bucket.
+const (
+	configKey    = "config.partitions"
+	leaseStem    = "lease."
+	memberStem   = "member."
+	memberFilter = "member.*"
+	leaseFilter  = "lease.*"
+)
+
+func leaseKey(n int) string { return leaseStem + strconv.Itoa(n) }
+
+func memberKey(id string) string { return memberStem + kvstore.EncodeToken(id) }
+
+// counterKey is the counts-bucket key of a (principal, key) counter.
+func counterKey(principal, key string) string { return kvstore.Join(principal, key) }

@@ -1,0 +1,470 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// tenure is one holding of one partition's lease: from a successful Create
+// to the release or loss. Its state starts empty (GCRA buckets are full,
+// counters load from KV on first access) and dies with it; requests still
+// in flight keep their tenure alive but cannot touch a later one.
+type tenure struct {
+	w        *Worker
+	n        int
+	subject  string
+	orphan   bool
+	acquired time.Time
+
+	rev uint64             // lease revision; loop goroutine only
+	sub *nats.Subscription // loop goroutine only
+
+	deadline atomic.Int64 // sinceBase nanoseconds: serve only before it
+	ended    atomic.Bool  // released or lost: serve nothing more
+	inflight tracker
+
+	mu       sync.Mutex
+	tenants  map[string]map[string]int64 // tenant -> kind -> TAT (µs)
+	counters map[string]*counter
+}
+
+func (w *Worker) newTenure(n int, rev uint64, sent time.Time, orphan bool) *tenure {
+	t := &tenure{
+		w:        w,
+		n:        n,
+		subject:  PartitionSubject(w.cfg.prefix, n),
+		orphan:   orphan,
+		acquired: time.Now(),
+		rev:      rev,
+		tenants:  make(map[string]map[string]int64),
+		counters: make(map[string]*counter),
+	}
+	t.setDeadline(sent)
+	return t
+}
+
+// setDeadline records a successful write of the lease sent at sent: the
+// server started its TTL after sent, so sent + TTL - margin is safe.
+func (t *tenure) setDeadline(sent time.Time) {
+	t.deadline.Store(int64(sent.Sub(t.w.base) + t.w.cfg.leaseTTL - t.w.margin))
+}
+
+func (t *tenure) subscribe() error {
+	sub, err := t.w.nc.QueueSubscribe(t.subject, queueGroup, t.handle)
+	if err != nil {
+		return err
+	}
+	t.sub = sub
+	return nil
+}
+
+// end stops serving and admitting requests.
+func (t *tenure) end() {
+	t.ended.Store(true)
+	t.inflight.close()
+}
+
+func (t *tenure) serving() bool {
+	return !t.ended.Load() && t.w.sinceBase() < t.deadline.Load()
+}
+
+// handle is the subscription callback. It never waits on KV: hits are
+// decided under the tenure lock, and anything that needs KV runs in a
+// goroutine (bounded by the worker's semaphore) that replies when done.
+func (t *tenure) handle(m *nats.Msg) {
+	if !t.serving() {
+		respondError(m, 503, reasonNotOwner)
+		return
+	}
+	var req ownerRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		t.invalid(m, &req, "invalid_request: "+err.Error())
+		return
+	}
+	if err := req.validate(); err != nil {
+		t.invalid(m, &req, err.Error())
+		return
+	}
+	key, _ := req.routingKey()
+	if p := Partition(key, t.w.cfg.partitions); p != t.n {
+		t.invalid(m, &req, "misrouted: partition "+itoa(p)+" of "+itoa(t.w.cfg.partitions)+", not "+itoa(t.n)+" (is the client's partition count the fleet's?)")
+		return
+	}
+	timeout := msToDuration(req.TimeoutMs, DefaultBudget)
+	switch req.Op {
+	case opHit:
+		t.hit(m, req.Hit, timeout)
+	case opReset:
+		t.reset(req.Reset.Tenant)
+		respondJSON(m, okReply{OK: true})
+	case opReserve, opRelease, opCount:
+		t.async(m, timeout, func(ctx context.Context) { t.counterOp(ctx, m, &req) })
+	}
+}
+
+func (t *tenure) invalid(m *nats.Msg, req *ownerRequest, reason string) {
+	switch req.Op {
+	case opHit:
+		t.w.met.hits.WithLabelValues("invalid").Inc()
+	case opReserve, opRelease, opCount:
+		t.w.met.counterOps.WithLabelValues(req.Op, "invalid").Inc()
+	}
+	respondError(m, 400, reason)
+}
+
+// async runs fn in a tracked goroutine with a timeout. When the worker has
+// maxInFlight requests waiting on KV, it blocks the subscription until one
+// finishes (back-pressure). It returns false, having answered not_owner,
+// when the tenure or the worker no longer admits requests.
+func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.Context)) bool {
+	w := t.w
+	w.sem <- struct{}{}
+	if !w.inflight.add() {
+		<-w.sem
+		respondError(m, 503, reasonNotOwner)
+		return false
+	}
+	if !t.inflight.add() {
+		w.inflight.done()
+		<-w.sem
+		respondError(m, 503, reasonNotOwner)
+		return false
+	}
+	w.met.inFlight.Inc()
+	go func() {
+		defer func() {
+			w.met.inFlight.Dec()
+			t.inflight.done()
+			w.inflight.done()
+			<-w.sem
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		fn(ctx)
+	}()
+	return true
+}
+
+// hit decides the charges under the lock, then hands a claim to a goroutine.
+func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
+	w := t.w
+	now := gcra.Micros(w.cfg.now())
+	tenant := r.Tenant()
+	n := len(r.Charges)
+	var limBuf [4]gcra.Limit
+	var decBuf [4]gcra.Decision
+	lims, decs := limBuf[:0], decBuf[:0]
+	for _, c := range r.Charges {
+		lims = append(lims, gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs})
+	}
+	allowed := true
+	var retry time.Duration
+	t.mu.Lock()
+	tats := t.tenants[tenant]
+	for i, c := range r.Charges {
+		d := lims[i].Charge(tats[c.Kind], now)
+		decs = append(decs, d)
+		if !d.Allowed {
+			allowed = false
+			retry = max(retry, d.RetryAfter)
+		}
+	}
+	if allowed && n > 0 {
+		if tats == nil {
+			tats = make(map[string]int64, n)
+			t.tenants[tenant] = tats
+		}
+		for i, c := range r.Charges {
+			tats[c.Kind] = decs[i].TAT
+		}
+	}
+	t.mu.Unlock()
+
+	if !allowed {
+		w.met.hits.WithLabelValues(ResultRateLimited).Inc()
+		respondJSON(m, HitReply{Result: ResultRateLimited, RetryAfterMs: ceilMs(retry), Limits: limitStates(r.Charges, decs, false)})
+		return
+	}
+	if r.Claim == nil {
+		w.met.hits.WithLabelValues(ResultOK).Inc()
+		respondJSON(m, HitReply{Result: ResultOK, Limits: limitStates(r.Charges, decs, true)})
+		return
+	}
+	limits := limitStates(r.Charges, decs, true)
+	ok := t.async(m, timeout, func(ctx context.Context) {
+		cl := r.Claim
+		id := claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}
+		res, err := w.store.Claim(ctx, id, cl.HookID, msToDuration(cl.PendingTTLMs, w.cfg.pendingTTL))
+		if err != nil || res.Outcome != claims.OK {
+			t.refund(tenant, r.Charges, lims)
+		}
+		switch {
+		case errors.Is(err, claims.ErrInvalid):
+			w.met.hits.WithLabelValues("invalid").Inc()
+			respondError(m, 400, err.Error())
+		case err != nil:
+			w.met.hits.WithLabelValues("unavailable").Inc()
+			respondError(m, 503, "claims: "+err.Error())
+		case res.Outcome == claims.OK:
+			w.met.hits.WithLabelValues(ResultOK).Inc()
+			respondJSON(m, HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits})
+		case res.Outcome == claims.Duplicate:
+			w.met.hits.WithLabelValues(ResultDuplicate).Inc()
+			respondJSON(m, HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision})
+		default:
+			w.met.hits.WithLabelValues(ResultPending).Inc()
+			respondJSON(m, HitReply{Result: ResultPending, HookID: res.HookID, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Revision: res.Revision})
+		}
+	})
+	if !ok {
+		t.refund(tenant, r.Charges, lims) // answered not_owner: nothing spent
+	}
+}
+
+// refund gives back charges that were applied (duplicate, pending, error).
+func (t *tenure) refund(tenant string, cs []Charge, lims []gcra.Limit) {
+	now := gcra.Micros(t.w.cfg.now())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tats := t.tenants[tenant]
+	if tats == nil {
+		return
+	}
+	for i, c := range cs {
+		tat, ok := tats[c.Kind]
+		if !ok {
+			continue
+		}
+		if tat = lims[i].Refund(tat, now); tat <= now {
+			delete(tats, c.Kind)
+		} else {
+			tats[c.Kind] = tat
+		}
+	}
+	if len(tats) == 0 {
+		delete(t.tenants, tenant)
+	}
+}
+
+// reset forgets a tenant's buckets (they become full).
+func (t *tenure) reset(tenant string) {
+	t.mu.Lock()
+	delete(t.tenants, tenant)
+	t.mu.Unlock()
+}
+
+// sweep drops full buckets and idle counters.
+func (t *tenure) sweep() {
+	now := gcra.Micros(t.w.cfg.now())
+	idle := time.Now().Add(-counterIdle)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for tenant, tats := range t.tenants {
+		for kind, tat := range tats {
+			if tat <= now {
+				delete(tats, kind)
+			}
+		}
+		if len(tats) == 0 {
+			delete(t.tenants, tenant)
+		}
+	}
+	for k, c := range t.counters {
+		if c.refs == 0 && c.used.Before(idle) {
+			delete(t.counters, k)
+		}
+	}
+}
+
+func limitStates(cs []Charge, ds []gcra.Decision, applied bool) []LimitState {
+	out := make([]LimitState, len(cs))
+	for i, c := range cs {
+		d := ds[i]
+		rem := d.Remaining
+		if !applied {
+			// Nothing was charged: what is left at this instant.
+			rem = 0
+			if d.Allowed {
+				rem = d.Remaining + 1
+			}
+		}
+		reset := d.ResetAfter
+		if !applied && d.Allowed && c.IncrementUs > 0 {
+			reset -= time.Duration(c.IncrementUs) * time.Microsecond
+		}
+		out[i] = LimitState{Kind: c.Kind, Remaining: rem, ResetAfterMs: ceilMs(max(0, reset))}
+	}
+	return out
+}
+
+// ceilMs is d in whole milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// counterIdle is how long an unused counter stays cached.
+const counterIdle = time.Minute
+
+// counter is the cached state of one reserve/release counter. Operations on
+// one counter are serialized by mu; different counters run in parallel.
+type counter struct {
+	mu     sync.Mutex
+	refs   int       // tenure.mu
+	used   time.Time // tenure.mu
+	loaded bool
+	count  int64
+	rev    uint64        // revision of the live value; 0: none (create)
+	ttl    time.Duration // TTL of the stored value
+	fresh  time.Time     // the cache is known valid until then
+}
+
+func (t *tenure) counterRef(key string) *counter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.counters[key]
+	if c == nil {
+		c = &counter{}
+		t.counters[key] = c
+	}
+	c.refs++
+	return c
+}
+
+func (t *tenure) counterUnref(c *counter) {
+	t.mu.Lock()
+	c.refs--
+	c.used = time.Now()
+	t.mu.Unlock()
+}
+
+// counterReply is the reply of any counter op (reserve fills Granted).
+type counterReply struct {
+	granted bool
+	count   int64
+}
+
+func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *ownerRequest) {
+	w := t.w
+	var principal, name string
+	if req.Op == opReserve {
+		principal, name = req.Reserve.Principal, req.Reserve.Key
+	} else {
+		principal, name = req.Counter.Principal, req.Counter.Key
+	}
+	key := counterKey(principal, name)
+	c := t.counterRef(key)
+	c.mu.Lock()
+	rep, err := t.applyCounter(ctx, c, key, req)
+	c.mu.Unlock()
+	t.counterUnref(c)
+	if err != nil {
+		w.met.counterOps.WithLabelValues(req.Op, "unavailable").Inc()
+		respondError(m, 503, "counts: "+err.Error())
+		return
+	}
+	switch req.Op {
+	case opReserve:
+		result := "granted"
+		if !rep.granted {
+			result = "denied"
+		}
+		w.met.counterOps.WithLabelValues(req.Op, result).Inc()
+		respondJSON(m, ReserveReply{Granted: rep.granted, Count: rep.count})
+	default:
+		w.met.counterOps.WithLabelValues(req.Op, "ok").Inc()
+		respondJSON(m, CountReply{Count: rep.count})
+	}
+}
+
+// applyCounter runs one op on c (locked): load if needed, decide, write
+// through by CAS+TTL, and on a conflict reload and decide again.
+func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *ownerRequest) (counterReply, error) {
+	w := t.w
+	for range 4 {
+		if !c.loaded || !time.Now().Before(c.fresh) {
+			if err := t.loadCounter(ctx, c, key); err != nil {
+				return counterReply{}, err
+			}
+		}
+		var next int64
+		var ttl time.Duration
+		switch req.Op {
+		case opCount:
+			return counterReply{count: c.count}, nil
+		case opReserve:
+			if c.count >= req.Reserve.Max {
+				return counterReply{count: c.count}, nil
+			}
+			next, ttl = c.count+1, msToDuration(req.Reserve.TTLMs, w.cfg.countTTL)
+		case opRelease:
+			if c.count <= 0 {
+				return counterReply{count: 0}, nil
+			}
+			next, ttl = c.count-1, c.ttl
+			if ttl <= 0 {
+				ttl = w.cfg.countTTL
+			}
+		}
+		ttl = kvstore.RoundTTL(ttl)
+		val := []byte(itoa64(next))
+		sent := time.Now()
+		var rev uint64
+		var err error
+		if c.rev == 0 {
+			rev, _, err = w.counts.Create(ctx, key, val, ttl)
+		} else {
+			rev, err = w.counts.Update(ctx, key, val, c.rev, ttl)
+		}
+		switch {
+		case err == nil:
+			c.count, c.rev, c.ttl, c.fresh = next, rev, ttl, sent.Add(ttl)
+			return counterReply{granted: req.Op == opReserve, count: next}, nil
+		case errors.Is(err, kvstore.ErrExists), errors.Is(err, kvstore.ErrWrongLastSequence):
+			c.loaded = false // another writer (a stale or new owner) or an expiry: reload
+		default:
+			c.loaded = false
+			return counterReply{}, err
+		}
+	}
+	return counterReply{}, errors.New("counter contended")
+}
+
+// loadCounter reads the counter's live value (absent: 0).
+func (t *tenure) loadCounter(ctx context.Context, c *counter, key string) error {
+	rec, err := t.w.counts.Get(ctx, key)
+	switch {
+	case errors.Is(err, kvstore.ErrNotFound):
+		c.count, c.rev, c.ttl, c.fresh = 0, 0, 0, time.Now().Add(counterIdle)
+	case err != nil:
+		return err
+	default:
+		n, perr := parseInt64(rec.Value)
+		if perr != nil || n < 0 {
+			n = 0 // unreadable: treat as empty, overwrite by CAS
+		}
+		c.count, c.rev, c.ttl = n, rec.Revision, rec.TTL
+		c.fresh = time.Now().Add(counterIdle)
+		if exp := rec.ExpiresAt(); !exp.IsZero() {
+			c.fresh = exp
+		}
+	}
+	c.loaded = true
+	return nil
+}

@@ -1,0 +1,172 @@
+package quota
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The owner protocol: JSON requests on PartitionSubject(prefix, n), answered
+// by the worker holding partition n's lease. It is internal to sluice
+// (clients in other languages use the sluice.v1.quota.* service) but stable
+// enough to mix versions during a rolling upgrade: unknown fields are
+// ignored, an unknown op is a 400.
+//
+//	{"op":"hit","timeout_ms":N,"hit":{…HitRequest}}          -> HitReply
+//	{"op":"reset","reset":{"tenant":"t"}}                      -> {"ok":true}
+//	{"op":"reserve","reserve":{…ReserveRequest}}               -> ReserveReply
+//	{"op":"release"|"count","counter":{…CounterRequest}}       -> CountReply
+//
+// timeout_ms is what is left of the caller's budget; the owner bounds its KV
+// calls for the request by it. Errors carry the micro headers
+// Nats-Service-Error-Code (400 or 503) and Nats-Service-Error (the reason)
+// and an empty body. The reason "not_owner" (503) means the receiver is
+// handing the partition over: the client retries like on no-responders.
+// "op":"batch" is reserved for coalescing several requests in one message.
+const (
+	opHit     = "hit"
+	opReset   = "reset"
+	opReserve = "reserve"
+	opRelease = "release"
+	opCount   = "count"
+)
+
+// reasonNotOwner is the 503 reason of a receiver that no longer holds (or
+// is releasing) the partition.
+const reasonNotOwner = "not_owner"
+
+type ownerRequest struct {
+	Op        string          `json:"op"`
+	TimeoutMs int64           `json:"timeout_ms,omitempty"`
+	Hit       *HitRequest     `json:"hit,omitempty"`
+	Reset     *ResetRequest   `json:"reset,omitempty"`
+	Reserve   *ReserveRequest `json:"reserve,omitempty"`
+	Counter   *CounterRequest `json:"counter,omitempty"`
+}
+
+// routingKey is the string that picks the request's partition.
+func (r *ownerRequest) routingKey() (string, error) {
+	switch r.Op {
+	case opHit:
+		if r.Hit != nil {
+			return r.Hit.Tenant(), nil
+		}
+	case opReset:
+		if r.Reset != nil {
+			return r.Reset.Tenant, nil
+		}
+	case opReserve:
+		if r.Reserve != nil {
+			return r.Reserve.Principal, nil
+		}
+	case opRelease, opCount:
+		if r.Counter != nil {
+			return r.Counter.Principal, nil
+		}
+	default:
+		return "", fmt.Errorf("%w: unknown op %q", ErrInvalid, r.Op)
+	}
+	return "", fmt.Errorf("%w: op %q without its body", ErrInvalid, r.Op)
+}
+
+// validate checks the body of r (the same checks the client makes).
+func (r *ownerRequest) validate() error {
+	if _, err := r.routingKey(); err != nil {
+		return err
+	}
+	switch r.Op {
+	case opHit:
+		return validateHit(r.Hit)
+	case opReset:
+		return validateReset(r.Reset)
+	case opReserve:
+		return validateReserve(r.Reserve)
+	default:
+		return validateCounter(r.Counter)
+	}
+}
+
+// MaxNameBytes bounds tenants, principals and counter keys.
+const MaxNameBytes = 256
+
+func validateHit(r *HitRequest) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	for i, c := range r.Charges {
+		if len(c.Tenant) > MaxNameBytes {
+			return fmt.Errorf("%w: charges[%d].tenant longer than %d bytes", ErrInvalid, i, MaxNameBytes)
+		}
+		for j := range i {
+			if r.Charges[j].Kind == c.Kind {
+				return fmt.Errorf("%w: charges[%d]: kind %q charged twice", ErrInvalid, i, c.Kind)
+			}
+		}
+	}
+	if r.Claim != nil && len(r.Claim.Tenant) > MaxNameBytes {
+		return fmt.Errorf("%w: claim.tenant longer than %d bytes", ErrInvalid, MaxNameBytes)
+	}
+	return nil
+}
+
+func validateReset(r *ResetRequest) error {
+	if r.Tenant == "" || len(r.Tenant) > MaxNameBytes {
+		return fmt.Errorf("%w: tenant must be 1..%d bytes", ErrInvalid, MaxNameBytes)
+	}
+	return nil
+}
+
+func validateCounter(r *CounterRequest) error {
+	switch {
+	case r.Principal == "" || len(r.Principal) > MaxNameBytes:
+		return fmt.Errorf("%w: principal must be 1..%d bytes", ErrInvalid, MaxNameBytes)
+	case r.Key == "" || len(r.Key) > MaxNameBytes:
+		return fmt.Errorf("%w: key must be 1..%d bytes", ErrInvalid, MaxNameBytes)
+	}
+	return nil
+}
+
+func validateReserve(r *ReserveRequest) error {
+	if err := validateCounter(&CounterRequest{Principal: r.Principal, Key: r.Key}); err != nil {
+		return err
+	}
+	switch {
+	case r.Max < 1:
+		return fmt.Errorf("%w: max must be >= 1, got %d", ErrInvalid, r.Max)
+	case r.TTLMs < 0:
+		return fmt.Errorf("%w: ttl_ms must be >= 0", ErrInvalid)
+	}
+	return nil
+}
+
+// okReply is the reply of reset.
+type okReply struct {
+	OK bool `json:"ok"`
+}
+
+// errorMsg builds an error reply with the micro error headers.
+func errorMsg(code int, reason string) *nats.Msg {
+	m := &nats.Msg{Header: nats.Header{}}
+	m.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
+	m.Header.Set(micro.ErrorHeader, reason)
+	return m
+}
+
+func respondJSON(m *nats.Msg, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		_ = m.RespondMsg(errorMsg(503, "encode reply: "+err.Error()))
+		return
+	}
+	_ = m.Respond(data)
+}
+
+func respondError(m *nats.Msg, code int, reason string) {
+	if m.Reply == "" {
+		return
+	}
+	_ = m.RespondMsg(errorMsg(code, reason))
+}

@@ -1,0 +1,374 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Errors of the Worker lifecycle.
+var (
+	// ErrStarted is returned by Start on a worker that was started before.
+	ErrStarted = errors.New("quota: worker already started")
+	// ErrNotStarted is returned by Stop on a worker that was never started.
+	ErrNotStarted = errors.New("quota: worker not started")
+)
+
+// queueGroup is the queue group of partition subscriptions: while a
+// partition changes hands both the old and the new owner may be subscribed
+// for a moment, and a request must reach only one of them.
+const queueGroup = "owner"
+
+// Worker is one member of the fleet of partition owners. It heartbeats in
+// the leases bucket, takes the leases of the partitions that rendezvous
+// hashing over the live members gives it, and serves the partition subject
+// of each lease it holds — and only while it holds it.
+//
+// Each partition has a single writer: its GCRA state (one TAT per (kind,
+// tenant)) lives in the owner's memory and is lost on failover (a tenant may
+// then get one extra burst); reserve/release counters are written through to
+// the counts bucket, CAS-protected, before the reply, so failover loses none.
+//
+// Lifecycle: NewWorker, Start (one background loop owned by the worker),
+// Stop (releases the leases so peers take over at once, unsubscribes, waits
+// for in-flight requests). A worker cannot be restarted; make a new one.
+// A Worker is safe for concurrent use.
+type Worker struct {
+	cfg    config
+	nc     *nats.Conn
+	leases *kvstore.Bucket
+	counts *kvstore.Bucket
+	store  claims.Store
+	id     string
+	log    *slog.Logger
+	met    *workerMetrics
+	sem    chan struct{}
+	base   time.Time // monotonic reference of lease deadlines
+
+	renewEvery  time.Duration // heartbeat and renewal period
+	margin      time.Duration // a lease stops serving this long before its TTL runs out
+	orphanGrace time.Duration // a free partition nobody takes is taken by anyone after this
+
+	inflight tracker // every request goroutine
+
+	life   context.Context // ends when Stop has finished; for the watcher
+	cancel context.CancelFunc
+	stopCh chan struct{}
+	done   chan struct{}
+
+	mu       sync.Mutex // guards started, stopped, snapshot
+	started  bool
+	stopped  bool
+	snapshot []int // sorted partitions served, for Partitions
+
+	// Owned by the loop goroutine.
+	owned   map[int]*tenure
+	retired []*tenure // lost tenures whose requests may still be in flight
+	watcher jetstream.KeyWatcher
+	view    view
+	stopErr error
+}
+
+// view is the loop's picture of the leases bucket, fed by a watcher.
+type view struct {
+	synced    bool                 // the watcher delivered all initial values
+	members   map[string]time.Time // live member id -> first seen
+	holders   []string             // partition -> holder id ("" = free)
+	freeSince []time.Time          // partition -> when it was last seen free
+}
+
+// NewWorker returns a worker serving quota partitions over nc, with leases
+// and heartbeats in the leases bucket, counters in the counts bucket (see
+// LeasesBucket, CountsBucket) and dedupe claims in store.
+//
+// Options read: WithPrefix, WithPartitions, WithLeaseTTL, WithMemberID,
+// WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
+// WithRegisterer. The error wraps ErrInvalidOption for a bad option or a nil
+// dependency.
+func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
+	if nc == nil || leases == nil || counts == nil || store == nil {
+		return nil, invalid("NewWorker needs a connection, both buckets and a claims store")
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	id := cfg.memberID
+	if id == "" {
+		id = nuid.Next()
+	}
+	met, err := newWorkerMetrics(cfg.reg)
+	if err != nil {
+		return nil, fmt.Errorf("quota: metrics: %w", err)
+	}
+	w := &Worker{
+		cfg:         cfg,
+		nc:          nc,
+		leases:      leases,
+		counts:      counts,
+		store:       store,
+		id:          id,
+		log:         cfg.log.With("member", id),
+		met:         met,
+		sem:         make(chan struct{}, cfg.maxInFlight),
+		base:        time.Now(),
+		renewEvery:  cfg.leaseTTL / 3,
+		margin:      cfg.leaseTTL / 4,
+		orphanGrace: cfg.leaseTTL / 2,
+		stopCh:      make(chan struct{}),
+		done:        make(chan struct{}),
+		owned:       make(map[int]*tenure),
+	}
+	w.view.reset(cfg.partitions)
+	return w, nil
+}
+
+func (v *view) reset(p int) {
+	now := time.Now()
+	v.synced = false
+	v.members = make(map[string]time.Time)
+	v.holders = make([]string, p)
+	v.freeSince = make([]time.Time, p)
+	for i := range v.freeSince {
+		v.freeSince[i] = now
+	}
+}
+
+// ID is the worker's member id.
+func (w *Worker) ID() string { return w.id }
+
+// Partitions returns the partitions the worker serves now, ascending.
+func (w *Worker) Partitions() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.snapshot)
+}
+
+// Start checks the fleet's partition count (recording it if this is the
+// fleet's first worker), heartbeats, and starts the background loop that
+// takes, renews and releases leases. It returns ErrPartitionMismatch when
+// the fleet was created with another partition count, ErrStarted when
+// called twice. ctx bounds the start-up calls only.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return ErrStarted
+	}
+	w.started = true
+	w.mu.Unlock()
+
+	if err := w.checkPartitions(ctx); err != nil {
+		close(w.done)
+		return err
+	}
+	if err := w.heartbeat(ctx); err != nil {
+		close(w.done)
+		return fmt.Errorf("quota: heartbeat: %w", err)
+	}
+	w.life, w.cancel = context.WithCancel(context.Background())
+	if err := w.startWatcher(); err != nil {
+		w.cancel()
+		close(w.done)
+		return fmt.Errorf("quota: watch leases: %w", err)
+	}
+	w.log.Info("quota worker started", "partitions", w.cfg.partitions, "lease_ttl", w.cfg.leaseTTL)
+	go w.run()
+	return nil
+}
+
+// partitionsRecord is the value of config.partitions.
+type partitionsRecord struct {
+	Partitions int `json:"partitions"`
+}
+
+// checkPartitions records the fleet's partition count once and refuses
+// another one.
+func (w *Worker) checkPartitions(ctx context.Context) error {
+	want := w.cfg.partitions
+	val, _ := json.Marshal(partitionsRecord{Partitions: want})
+	for range 3 {
+		_, rec, err := w.leases.Create(ctx, configKey, val, 0)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kvstore.ErrExists) {
+			return fmt.Errorf("quota: record partition count: %w", err)
+		}
+		if rec == nil {
+			continue // vanished meanwhile: try again
+		}
+		var got partitionsRecord
+		if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
+			return fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", w.leases.Name(), configKey, rec.Value)
+		}
+		if got.Partitions != want {
+			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got.Partitions, want)
+		}
+		return nil
+	}
+	return fmt.Errorf("quota: record partition count: key %s keeps changing", configKey)
+}
+
+// Stop releases every lease (so peers take the partitions over at once),
+// unsubscribes, waits for in-flight requests, and removes the worker's
+// heartbeat. ctx bounds the wait; Stop returns ctx's error when it ends
+// first (the shutdown then completes in the background). Calling Stop again
+// waits again.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started {
+		w.mu.Unlock()
+		return ErrNotStarted
+	}
+	if !w.stopped {
+		w.stopped = true
+		close(w.stopCh)
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.stopErr
+	case <-ctx.Done():
+		return fmt.Errorf("quota: stop: %w", ctx.Err())
+	}
+}
+
+// setSnapshot publishes the owned partitions for Partitions and the gauge.
+func (w *Worker) setSnapshot() {
+	ps := make([]int, 0, len(w.owned))
+	for n := range w.owned {
+		ps = append(ps, n)
+	}
+	slices.Sort(ps)
+	w.mu.Lock()
+	w.snapshot = ps
+	w.mu.Unlock()
+	w.met.owned.Set(float64(len(ps)))
+}
+
+// sinceBase is the monotonic clock of lease deadlines.
+func (w *Worker) sinceBase() int64 { return int64(time.Since(w.base)) }
+
+// memberRecord is the value of a member's heartbeat.
+type memberRecord struct {
+	ID         string `json:"id"`
+	Partitions int    `json:"partitions"`
+}
+
+// leaseRecord is the value of a lease.
+type leaseRecord struct {
+	Owner string `json:"owner"`
+}
+
+func (w *Worker) heartbeat(ctx context.Context) error {
+	val, _ := json.Marshal(memberRecord{ID: w.id, Partitions: w.cfg.partitions})
+	_, err := w.leases.Put(ctx, memberKey(w.id), val, w.cfg.leaseTTL)
+	return err
+}
+
+func (w *Worker) leaseValue() []byte {
+	val, _ := json.Marshal(leaseRecord{Owner: w.id})
+	return val
+}
+
+func parseOwner(val []byte) string {
+	var r leaseRecord
+	if json.Unmarshal(val, &r) != nil || r.Owner == "" {
+		return "?" // held, by something unreadable: never ours
+	}
+	return r.Owner
+}
+
+// tracker counts goroutines and lets one wait until none is left. Once
+// closed, it admits no more.
+type tracker struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	zero   chan struct{}
+}
+
+// add admits one more goroutine; false once closed.
+func (t *tracker) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.n == 0 {
+		t.zero = make(chan struct{})
+	}
+	t.n++
+	return true
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.zero)
+	}
+	t.mu.Unlock()
+}
+
+// close stops admitting goroutines.
+func (t *tracker) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
+
+// idle reports whether no goroutine is tracked.
+func (t *tracker) idle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n == 0
+}
+
+// wait returns when no goroutine is tracked, or ctx's error.
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	z := t.zero
+	t.mu.Unlock()
+	select {
+	case <-z:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// msToDuration converts a wire millisecond count (0: def).
+func msToDuration(ms int64, def time.Duration) time.Duration {
+	if ms <= 0 {
+		return def
+	}
+	if ms > int64(claims.MaxTTL/time.Millisecond) {
+		return claims.MaxTTL
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }

@@ -1,0 +1,398 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestPartitionMatchesFNV1a(t *testing.T) {
+	// Known FNV-1a 32 values (nats-server's partition() uses hash/fnv New32a).
+	known := []struct {
+		in   string
+		hash uint32
+	}{
+		{"", 0x811c9dc5},
+		{"a", 0xe40c292c},
+		{"foobar", 0xbf9cf968},
+	}
+	for i, k := range known {
+		for _, p := range []int{1, 7, 64, 1024} {
+			if got, want := Partition(k.in, p), int(k.hash%uint32(p)); got != want {
+				t.Errorf("%d: Partition(%q, %d) = %d, want %d", i, k.in, p, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"acme", "tenant-42", "a.b", "日本"} {
+		h := fnv.New32a()
+		h.Write([]byte(s))
+		if got, want := Partition(s, 64), int(h.Sum32()%64); got != want {
+			t.Errorf("Partition(%q, 64) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestAssignBalancedAndStable(t *testing.T) {
+	for n := 1; n <= 9; n++ {
+		members := make([]string, n)
+		for i := range members {
+			members[i] = fmt.Sprintf("m%02d", i)
+		}
+		a := assign(members, 64)
+		b := assign(members, 64)
+		load := map[string]int{}
+		for p := range a {
+			if a[p] != b[p] {
+				t.Fatalf("n=%d: not deterministic at %d", n, p)
+			}
+			load[a[p]]++
+		}
+		limit := (64 + n - 1) / n
+		for m, l := range load {
+			if l > limit {
+				t.Errorf("n=%d: %s holds %d > %d", n, m, l, limit)
+			}
+		}
+		if n > 1 {
+			// Removing the last member moves its partitions and few others.
+			c := assign(members[:n-1], 64)
+			moved := 0
+			for p := range a {
+				if a[p] != members[n-1] && a[p] != c[p] {
+					moved++
+				}
+			}
+			t.Logf("n=%d -> %d: %d partitions of surviving members moved", n, n-1, moved)
+			if moved > 64/2 {
+				t.Errorf("n=%d: %d partitions of surviving members moved", n, moved)
+			}
+		}
+	}
+}
+
+func TestHitChargesAndDenial(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t)
+	ctx := testkit.Context(t)
+	req := HitRequest{Charges: []Charge{hooks("acme", 3)}}
+	for i := range 3 {
+		rep, err := c.Hit(ctx, req)
+		if err != nil || rep.Result != ResultOK {
+			t.Fatalf("hit %d: %+v %v", i, rep, err)
+		}
+		if len(rep.Limits) != 1 || rep.Limits[0].Remaining != int64(2-i) {
+			t.Fatalf("hit %d: limits %+v", i, rep.Limits)
+		}
+	}
+	rep, err := c.Hit(ctx, req)
+	if err != nil || rep.Result != ResultRateLimited || rep.RetryAfterMs < 3_599_000 || rep.RetryAfterMs > 3_600_000 {
+		t.Fatalf("4th hit: %+v %v", rep, err)
+	}
+	// All-or-nothing: a charge that fits plus one that does not spends neither.
+	both := HitRequest{Charges: []Charge{hooks("beta", 1), {Kind: KindBytes, Tenant: "beta", IncrementUs: 10, CapacityUs: 10}}}
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{{Kind: KindBytes, Tenant: "beta", IncrementUs: 10_000_000, CapacityUs: 10_000_000}}}); err != nil || rep.Result != ResultOK {
+		t.Fatalf("bytes: %+v %v", rep, err)
+	}
+	if rep, err := c.Hit(ctx, both); err != nil || rep.Result != ResultRateLimited {
+		t.Fatalf("both: %+v %v", rep, err)
+	}
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("beta", 1)}}); err != nil || rep.Result != ResultOK {
+		t.Fatalf("hooks alone after a denied pair: %+v %v", rep, err)
+	}
+	// Reset makes the tenant's buckets full again.
+	if err := c.Reset(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.Hit(ctx, req); err != nil || rep.Result != ResultOK {
+		t.Fatalf("after reset: %+v %v", rep, err)
+	}
+}
+
+func TestHitInvalid(t *testing.T) {
+	t.Parallel()
+	k, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	cases := map[string]HitRequest{
+		"two tenants":      {Charges: []Charge{hooks("a", 1), {Kind: KindBytes, Tenant: "b", IncrementUs: 1, CapacityUs: 1}}},
+		"claim of another": {Charges: []Charge{hooks("a", 1)}, Claim: &ClaimRequest{Tenant: "b", Source: "s", Key: "k", HookID: "h"}},
+		"impossible":       {Charges: []Charge{{Kind: KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
+		"empty":            {},
+		"same kind twice":  {Charges: []Charge{hooks("a", 1), hooks("a", 2)}},
+	}
+	for name, r := range cases {
+		if _, err := c.Hit(ctx, r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	// The owner answers 400 with the micro headers (a client that skipped
+	// validation, or another language).
+	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
+	msg, err := k.Conn.Request(PartitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || msg.Header.Get(micro.ErrorHeader) == "" {
+		t.Fatalf("owner reply headers %v", msg.Header)
+	}
+	// Misrouted (a client with another partition count): 400 too.
+	wrong := (Partition("a", DefaultPartitions) + 1) % DefaultPartitions
+	msg, err = k.Conn.Request(PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
+	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
+		t.Fatalf("misrouted: %v %v", msg, err)
+	}
+	// A client configured with another P gets ErrInvalid from the owner.
+	c32 := e.client(t, k.Conn, WithPartitions(32))
+	for i := 0; ; i++ {
+		tenant := "t" + strconv.Itoa(i)
+		if Partition(tenant, 32) == Partition(tenant, 64) {
+			continue
+		}
+		if _, err := c32.Hit(ctx, HitRequest{Charges: []Charge{hooks(tenant, 1)}}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("P mismatch: %v", err)
+		}
+		break
+	}
+}
+
+func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
+	t.Parallel()
+	_, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	claim := func(hookID string) *ClaimRequest {
+		return &ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-1", HookID: hookID, PendingTTLMs: 30_000}
+	}
+	// Burst 2: the first hit takes a pending claim and one charge.
+	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h1")})
+	if err != nil || rep.Result != ResultOK || rep.Revision == 0 || len(rep.Limits) != 1 || rep.Limits[0].Remaining != 1 {
+		t.Fatalf("first: %+v %v", rep, err)
+	}
+	// The same key again: pending, with a retry-after; no charge spent.
+	for range 3 {
+		rep2, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h2")})
+		if err != nil || rep2.Result != ResultPending || rep2.HookID != "h1" || rep2.RetryAfterMs < 1 || rep2.RetryAfterMs > 30_000 {
+			t.Fatalf("pending: %+v %v", rep2, err)
+		}
+	}
+	// Commit it: now a duplicate, still no charge spent.
+	id := claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-1"}
+	if err := e.store.Settle(ctx, id, "h1", rep.Revision, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		rep3, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h3")})
+		if err != nil || rep3.Result != ResultDuplicate || rep3.HookID != "h1" {
+			t.Fatalf("duplicate: %+v %v", rep3, err)
+		}
+	}
+	// One charge is left of the burst of 2.
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 0 {
+		t.Fatalf("remaining charge: %+v %v", rep, err)
+	}
+	// Denied: no claim written.
+	other := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-2", HookID: "h4"}
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: other}); err != nil || rep.Result != ResultRateLimited {
+		t.Fatalf("denied: %+v %v", rep, err)
+	}
+	st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-2"})
+	if err != nil || st.State != claims.StateAbsent {
+		t.Fatalf("a denied hit wrote a claim: %+v %v", st, err)
+	}
+	// A claim with no charges works too.
+	if rep, err := c.Hit(ctx, HitRequest{Claim: other}); err != nil || rep.Result != ResultOK {
+		t.Fatalf("claim only: %+v %v", rep, err)
+	}
+}
+
+// failingStore is a claims.Store whose Claim fails.
+type failingStore struct {
+	claims.Store
+	err error
+}
+
+func (s failingStore) Claim(context.Context, claims.ID, string, time.Duration) (claims.Result, error) {
+	return claims.Result{}, s.err
+}
+
+func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	w, err := NewWorker(k.Conn, e.leases, e.counts, failingStore{err: claims.ErrUnavailable}, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop(testkit.Context(t)) }()
+	waitServed(t, 10*time.Second, w)
+	c := e.client(t, k.Conn)
+	ctx := testkit.Context(t)
+	cl := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
+	for range 3 {
+		if _, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("store down: %v", err)
+		}
+	}
+	// The charge was refunded every time: burst 1 still available.
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); err != nil || rep.Result != ResultOK {
+		t.Fatalf("after refunds: %+v %v", rep, err)
+	}
+}
+
+func TestReserveRelease(t *testing.T) {
+	t.Parallel()
+	_, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	r := ReserveRequest{Principal: "acme", Key: "jobs", Max: 3}
+	for i := 1; i <= 3; i++ {
+		rep, err := c.Reserve(ctx, r)
+		if err != nil || !rep.Granted || rep.Count != int64(i) {
+			t.Fatalf("reserve %d: %+v %v", i, rep, err)
+		}
+	}
+	if rep, err := c.Reserve(ctx, r); err != nil || rep.Granted || rep.Count != 3 {
+		t.Fatalf("4th reserve: %+v %v", rep, err)
+	}
+	// Written through before the reply.
+	rec, err := e.counts.Get(ctx, counterKey("acme", "jobs"))
+	if err != nil || string(rec.Value) != "3" || rec.TTL != DefaultCountTTL {
+		t.Fatalf("stored count: %+v %v", rec, err)
+	}
+	cr := CounterRequest{Principal: "acme", Key: "jobs"}
+	for i := 2; i >= 0; i-- {
+		if rep, err := c.Release(ctx, cr); err != nil || rep.Count != int64(i) {
+			t.Fatalf("release to %d: %+v %v", i, rep, err)
+		}
+	}
+	// Release at zero is a no-op.
+	if rep, err := c.Release(ctx, cr); err != nil || rep.Count != 0 {
+		t.Fatalf("release at zero: %+v %v", rep, err)
+	}
+	if rep, err := c.Count(ctx, cr); err != nil || rep.Count != 0 {
+		t.Fatalf("count: %+v %v", rep, err)
+	}
+	if _, err := c.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("max 0: %v", err)
+	}
+	// Other counters of the same principal are independent.
+	if rep, err := c.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "other", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+		t.Fatalf("other counter: %+v %v", rep, err)
+	}
+}
+
+func TestReserveLeakedSlotExpires(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t)
+	ctx := testkit.Context(t)
+	r := ReserveRequest{Principal: "acme", Key: "leaky", Max: 1, TTLMs: 1000}
+	if rep, err := c.Reserve(ctx, r); err != nil || !rep.Granted {
+		t.Fatalf("reserve: %+v %v", rep, err)
+	}
+	if rep, err := c.Reserve(ctx, r); err != nil || rep.Granted {
+		t.Fatalf("second reserve: %+v %v", rep, err)
+	}
+	start := time.Now()
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		rep, err := c.Reserve(ctx, r)
+		return err == nil && rep.Granted && rep.Count == 1
+	}, "the leaked slot came back")
+	if el := time.Since(start); el < 500*time.Millisecond {
+		t.Fatalf("slot came back after %v, before its TTL", el)
+	} else {
+		t.Logf("leaked slot returned after %v (TTL 1 s)", el)
+	}
+}
+
+func TestConcurrentReserveOneCounter(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t)
+	ctx := testkit.Context(t)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			rep, err := c.Reserve(ctx, ReserveRequest{Principal: "p", Key: "k", Max: 7})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if rep.Granted {
+				granted.Add(1)
+			} else if rep.Count != 7 {
+				t.Errorf("denied with count %d", rep.Count)
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 7 {
+		t.Fatalf("granted %d, want 7", granted.Load())
+	}
+}
+
+func TestPartitionMismatchRefusesStart(t *testing.T) {
+	t.Parallel()
+	k, e, _, _ := single(t)
+	w, err := NewWorker(k.Conn, e.leases, e.counts, e.store, WithPrefix(e.prefix), WithPartitions(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Start(testkit.Context(t))
+	if !errors.Is(err, ErrPartitionMismatch) {
+		t.Fatalf("start with P=32 on a P=64 fleet: %v", err)
+	}
+	t.Log(err)
+	if err := w.Stop(testkit.Context(t)); err != nil && !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("stop after a failed start: %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for name, o := range map[string]Option{
+		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0), "budget": WithBudget(0),
+		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
+		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
+	} {
+		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestClientUnavailableWithinBudget(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	c, err := NewClient(k.Conn, WithPrefix(newPrefix()), WithBudget(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 1)}})
+	el := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("no owner: %v", err)
+	}
+	if el < 90*time.Millisecond || el > 300*time.Millisecond {
+		t.Fatalf("gave up after %v, budget 100 ms", el)
+	}
+	// The caller's deadline wins over the budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := c.Count(ctx, CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
+		t.Fatalf("caller deadline: %v after %v", err, time.Since(start))
+	}
+}

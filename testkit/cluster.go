@@ -1,0 +1,190 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// ClusterKit is n embedded nats-servers with JetStream, clustered over
+// routes on 127.0.0.1 random ports. Server i keeps its name, store directory
+// and ports across Kill(i)/Restart(i).
+type ClusterKit struct {
+	mu      sync.Mutex
+	servers []*kvstore.Server // nil while killed
+	cfgs    []kvstore.ServerConfig
+}
+
+// Cluster starts n (>= 1) clustered servers with JetStream, each with a
+// client listener on a random loopback port, waits until JetStream has a
+// meta leader, and stops everything in t.Cleanup.
+func Cluster(t testing.TB, n int) *ClusterKit {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("testkit: cluster of %d servers", n)
+	}
+	c := &ClusterKit{servers: make([]*kvstore.Server, n), cfgs: make([]kvstore.ServerConfig, n)}
+	name := fmt.Sprintf("tk-%p", c)
+	for i := range n {
+		c.cfgs[i] = kvstore.ServerConfig{
+			Name:          fmt.Sprintf("s%d", i),
+			StoreDir:      t.TempDir(),
+			Listen:        "127.0.0.1:-1",
+			ClusterName:   name,
+			ClusterListen: "127.0.0.1:-1",
+		}
+	}
+	// Registered after the TempDirs: cleanups run last-in first-out, so the
+	// servers stop before their directories are removed.
+	t.Cleanup(c.shutdown)
+	// Server 0 is the seed; the others route to it and learn each other.
+	for i := range n {
+		if i > 0 {
+			c.cfgs[i].Routes = []string{c.servers[0].ClusterAddr()}
+		}
+		srv, err := kvstore.StartServer(c.cfgs[i])
+		if err != nil {
+			t.Fatalf("testkit: start server %d: %v", i, err)
+		}
+		c.servers[i] = srv
+		// Pin the ports so a restart comes back where its peers look.
+		c.cfgs[i].ClusterListen = srv.ClusterAddr()
+		c.cfgs[i].Listen = hostPort(srv.ClientURL())
+	}
+	// Every server routes to every other one, so a restarted seed rejoins.
+	for i := range n {
+		c.cfgs[i].Routes = nil
+		for j := range n {
+			if j != i {
+				c.cfgs[i].Routes = append(c.cfgs[i].Routes, c.cfgs[j].ClusterListen)
+			}
+		}
+	}
+	c.WaitReady(t)
+	return c
+}
+
+func hostPort(url string) string {
+	for _, p := range []string{"nats://", "tls://"} {
+		if len(url) > len(p) && url[:len(p)] == p {
+			return url[len(p):]
+		}
+	}
+	return url
+}
+
+// N is the number of servers.
+func (c *ClusterKit) N() int { return len(c.cfgs) }
+
+// Server returns server i (nil while killed).
+func (c *ClusterKit) Server(i int) *kvstore.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.servers[i]
+}
+
+// Connect opens an in-process connection to server i, closed by t.Cleanup.
+func (c *ClusterKit) Connect(t testing.TB, i int, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	srv := c.Server(i)
+	if srv == nil {
+		t.Fatalf("testkit: server %d is not running", i)
+	}
+	nc, err := srv.Connect(opts...)
+	if err != nil {
+		t.Fatalf("testkit: connect to server %d: %v", i, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream opens a connection to server i and returns its JetStream context.
+func (c *ClusterKit) JetStream(t testing.TB, i int) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(c.Connect(t, i))
+	if err != nil {
+		t.Fatalf("testkit: jetstream on server %d: %v", i, err)
+	}
+	return js
+}
+
+// Bucket opens (creates) a KV bucket through server i.
+func (c *ClusterKit) Bucket(t testing.TB, i int, cfg kvstore.BucketConfig) *kvstore.Bucket {
+	t.Helper()
+	b, err := kvstore.OpenBucket(Context(t), c.JetStream(t, i), cfg)
+	if err != nil {
+		t.Fatalf("testkit: bucket %s on server %d: %v", cfg.Name, i, err)
+	}
+	return b
+}
+
+// WaitReady waits until every running server answers JetStream API calls
+// (a meta leader exists and it is known everywhere).
+func (c *ClusterKit) WaitReady(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range c.cfgs {
+		srv := c.Server(i)
+		if srv == nil {
+			continue
+		}
+		nc, err := srv.Connect()
+		if err != nil {
+			t.Fatalf("testkit: connect to server %d: %v", i, err)
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			err = kvstore.WaitReady(ctx, js)
+		}
+		nc.Close()
+		if err != nil {
+			t.Fatalf("testkit: JetStream not ready on server %d: %v", i, err)
+		}
+	}
+}
+
+// Kill stops server i abruptly (its clients are disconnected; its store
+// directory is kept).
+func (c *ClusterKit) Kill(i int) {
+	c.mu.Lock()
+	srv := c.servers[i]
+	c.servers[i] = nil
+	c.mu.Unlock()
+	if srv != nil {
+		srv.Shutdown()
+	}
+}
+
+// Restart starts server i again on its store directory and ports and waits
+// until the cluster is ready.
+func (c *ClusterKit) Restart(t testing.TB, i int) {
+	t.Helper()
+	c.mu.Lock()
+	running := c.servers[i] != nil
+	c.mu.Unlock()
+	if running {
+		t.Fatalf("testkit: server %d is running", i)
+	}
+	srv, err := kvstore.StartServer(c.cfgs[i])
+	if err != nil {
+		t.Fatalf("testkit: restart server %d: %v", i, err)
+	}
+	c.mu.Lock()
+	c.servers[i] = srv
+	c.mu.Unlock()
+	c.WaitReady(t)
+}
+
+func (c *ClusterKit) shutdown() {
+	for i := range c.cfgs {
+		c.Kill(i)
+	}
+}
