@@ -160,6 +160,11 @@ func (d Dedupe) String() string {
 // in JSON and YAML.
 func (d Dedupe) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// GoString returns the Go expression that builds d.
+func (d Dedupe) GoString() string {
+	return fmt.Sprintf("webhook.MustParseDedupe(%q)", d.String())
+}
+
 // IsNone reports whether d never yields a key.
 func (d Dedupe) IsNone() bool { return d.kind == kindNone }
 

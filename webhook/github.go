@@ -44,6 +44,10 @@ func (g *GitHub) String() string { return redacted("GitHub") }
 // GoString redacts the secret.
 func (g *GitHub) GoString() string { return redacted("GitHub") }
 
+// MarshalText returns the verifier's name (never its secret), so that a
+// configuration holding it marshals readably.
+func (g *GitHub) MarshalText() ([]byte, error) { return []byte(g.Name()), nil }
+
 // Verify checks X-Hub-Signature-256 against body. now is unused (GitHub
 // signs no timestamp). Exactly one X-Hub-Signature-256 value is accepted.
 func (g *GitHub) Verify(h http.Header, body []byte, now time.Time) (Verified, error) {

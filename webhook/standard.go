@@ -77,6 +77,10 @@ func (s *Standard) String() string { return redacted("Standard") }
 // GoString redacts the secret.
 func (s *Standard) GoString() string { return redacted("Standard") }
 
+// MarshalText returns the verifier's name (never its secret), so that a
+// configuration holding it marshals readably.
+func (s *Standard) MarshalText() ([]byte, error) { return []byte(s.Name()), nil }
+
 // parseStandardSignatures parses a webhook-signature value: space-separated
 // "<version>,<base64>" entries (at most MaxSignatures). It returns the decoded
 // v1 signatures; other versions and malformed entries are dropped.

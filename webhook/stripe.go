@@ -46,6 +46,10 @@ func (s *Stripe) String() string { return redacted("Stripe") }
 // GoString redacts the secret.
 func (s *Stripe) GoString() string { return redacted("Stripe") }
 
+// MarshalText returns the verifier's name (never its secret), so that a
+// configuration holding it marshals readably.
+func (s *Stripe) MarshalText() ([]byte, error) { return []byte(s.Name()), nil }
+
 // stripeHeader is a parsed Stripe-Signature header.
 type stripeHeader struct {
 	ts   int64

@@ -234,6 +234,9 @@ func TestVerifierRedaction(t *testing.T) {
 				t.Errorf("%s: output leaks the secret: %s", name, out)
 			}
 		}
+		if string(j) != `"`+name+`"` {
+			t.Errorf("%s: json = %s", name, j)
+		}
 		if v.Name() != name {
 			t.Errorf("Name = %q; want %q", v.Name(), name)
 		}
