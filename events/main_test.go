@@ -1,0 +1,306 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const prefix = "sluice"
+
+// env is one embedded server with the claims bucket and a store on it.
+type env struct {
+	k      *testkit.Kit
+	bucket *kvstore.Bucket
+	store  claims.Store
+	subj   events.Subjects
+}
+
+func newEnv(t *testing.T, opts ...testkit.Option) *env {
+	t.Helper()
+	k := testkit.New(t, opts...)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: kvstore.BucketNames(prefix).Claims, LimitMarkerTTL: time.Second})
+	subj, err := events.NewSubjects(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{k: k, bucket: b, store: newStore(b), subj: subj}
+}
+
+// publisher returns a Publisher on a connection of its own (a "node"),
+// closed with the test.
+func (e *env) publisher(t *testing.T, opts ...events.Option) *events.Publisher {
+	t.Helper()
+	nc, err := e.k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	p, err := events.NewPublisher(nc, prefix, nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// settleEvent publishes ev to subject on core NATS, like any client would.
+func (e *env) publishEvent(t *testing.T, subject string, ev any) {
+	t.Helper()
+	var data []byte
+	switch v := ev.(type) {
+	case []byte:
+		data = v
+	default:
+		var err error
+		if data, err = json.Marshal(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.k.Conn.Publish(subject, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.k.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) claim(t *testing.T, id claims.ID, hookID string, ttl time.Duration) uint64 {
+	t.Helper()
+	res, err := e.store.Claim(testkit.Context(t), id, hookID, ttl)
+	if err != nil || res.Outcome != claims.OK {
+		t.Fatalf("claim %+v: %+v %v", id, res, err)
+	}
+	return res.Revision
+}
+
+func (e *env) state(t *testing.T, id claims.ID) claims.State {
+	t.Helper()
+	st, err := e.store.Get(testkit.Context(t), id)
+	if err != nil {
+		t.Fatalf("get %+v: %v", id, err)
+	}
+	return st
+}
+
+// sink records every message on the events subjects.
+type sink struct {
+	mu   sync.Mutex
+	msgs []sunk
+}
+
+type sunk struct {
+	subject string
+	ev      events.Lifecycle
+	raw     []byte
+}
+
+func (e *env) sink(t *testing.T) *sink {
+	t.Helper()
+	s := &sink{}
+	sub, err := e.k.Conn.Subscribe(e.subj.Events(), func(m *nats.Msg) {
+		var ev events.Lifecycle
+		_ = json.Unmarshal(m.Data, &ev)
+		s.mu.Lock()
+		s.msgs = append(s.msgs, sunk{subject: m.Subject, ev: ev, raw: m.Data})
+		s.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.k.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return s
+}
+
+func (s *sink) on(subject string) []sunk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sunk
+	for _, m := range s.msgs {
+		if m.subject == subject {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (s *sink) count(subject string) int { return len(s.on(subject)) }
+
+// metric reads a counter from reg: the sum over series whose labels include
+// every pair in labels.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// countingStore counts calls to the store it wraps and can fail the first
+// calls with a given error.
+type countingStore struct {
+	claims.Store
+	settles, releases atomic.Int64
+	failFirst         atomic.Int64 // calls still to fail with failWith
+	failWith          error
+}
+
+func (c *countingStore) fail() error {
+	if c.failFirst.Add(-1) >= 0 {
+		return c.failWith
+	}
+	return nil
+}
+
+func (c *countingStore) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	c.settles.Add(1)
+	if err := c.fail(); err != nil {
+		return err
+	}
+	return c.Store.Settle(ctx, id, hookID, rev, ttl)
+}
+
+func (c *countingStore) Release(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
+	c.releases.Add(1)
+	if err := c.fail(); err != nil {
+		return err
+	}
+	return c.Store.Release(ctx, id, hookID, rev)
+}
+
+// kvStore is a minimal claims.Store on a kvstore.Bucket with claims' KV
+// layout (key kvstore.Join(tenant, source, NormalizeKey(key)), per-key TTL),
+// used until claims.NewKV lands.
+type kvStore struct{ b *kvstore.Bucket }
+
+type kvValue struct {
+	S string `json:"s"`
+	H string `json:"h"`
+}
+
+func newStore(b *kvstore.Bucket) claims.Store { return &kvStore{b: b} }
+
+func kvKey(id claims.ID) string {
+	return kvstore.Join(id.Tenant, id.Source, claims.NormalizeKey(id.Key))
+}
+
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNotFound):
+		return fmt.Errorf("%w: %w", claims.ErrLost, err)
+	case errors.Is(err, kvstore.ErrUnavailable):
+		return fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
+	}
+	return err
+}
+
+func (s *kvStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	if err := id.Validate(); err != nil {
+		return claims.Result{}, err
+	}
+	v, _ := json.Marshal(kvValue{S: "p", H: hookID})
+	rev, rec, err := s.b.Create(ctx, kvKey(id), v, ttl)
+	if errors.Is(err, kvstore.ErrExists) && rec != nil {
+		var cur kvValue
+		_ = json.Unmarshal(rec.Value, &cur)
+		if cur.S == "c" {
+			return claims.Result{Outcome: claims.Duplicate, Revision: rec.Revision, HookID: cur.H}, nil
+		}
+		return claims.Result{Outcome: claims.Pending, Revision: rec.Revision, HookID: cur.H, RetryAfter: time.Millisecond}, nil
+	}
+	if err != nil {
+		return claims.Result{}, mapErr(err)
+	}
+	return claims.Result{Outcome: claims.OK, Revision: rev, HookID: hookID}, nil
+}
+
+func (s *kvStore) check(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
+	if err := id.Validate(); err != nil || hookID == "" || rev == 0 {
+		return fmt.Errorf("%w: bad arguments", claims.ErrInvalid)
+	}
+	rec, err := s.b.Get(ctx, kvKey(id))
+	if err != nil {
+		return mapErr(err)
+	}
+	var cur kvValue
+	_ = json.Unmarshal(rec.Value, &cur)
+	if rec.Revision != rev || cur.H != hookID {
+		return claims.ErrLost
+	}
+	return nil
+}
+
+func (s *kvStore) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	if err := s.check(ctx, id, hookID, rev); err != nil {
+		return err
+	}
+	v, _ := json.Marshal(kvValue{S: "c", H: hookID})
+	_, err := s.b.Update(ctx, kvKey(id), v, rev, ttl)
+	return mapErr(err)
+}
+
+func (s *kvStore) Release(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
+	if err := s.check(ctx, id, hookID, rev); err != nil {
+		return err
+	}
+	return mapErr(s.b.Purge(ctx, kvKey(id), rev))
+}
+
+func (s *kvStore) Get(ctx context.Context, id claims.ID) (claims.State, error) {
+	rec, err := s.b.Get(ctx, kvKey(id))
+	if errors.Is(err, kvstore.ErrNotFound) {
+		return claims.State{State: claims.StateAbsent}, nil
+	}
+	if err != nil {
+		return claims.State{}, mapErr(err)
+	}
+	var cur kvValue
+	_ = json.Unmarshal(rec.Value, &cur)
+	st := claims.State{State: claims.StatePending, HookID: cur.H, Revision: rec.Revision}
+	if cur.S == "c" {
+		st.State = claims.StateCommitted
+	}
+	if exp := rec.ExpiresAt(); !exp.IsZero() {
+		st.ExpiresIn = time.Until(exp)
+	}
+	return st, nil
+}

@@ -1,0 +1,316 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+)
+
+// ErrInvalidOption is wrapped by every error an Option or a constructor
+// returns for a bad argument (an invalid prefix, a negative limit …).
+var ErrInvalidOption = errors.New("events: invalid option")
+
+// ErrStarted is returned by Start when the component was already started
+// (or stopped: a component runs at most once).
+var ErrStarted = errors.New("events: already started")
+
+// Defaults.
+const (
+	// DefaultCommittedTTL is how long a claim settled by event stays
+	// committed (PROTOCOL.md: ttl_ms defaults to 72 h).
+	DefaultCommittedTTL = 72 * time.Hour
+	// DefaultStreamMaxAge bounds how long an unapplied settle/release event
+	// is kept. A pending claim lives far shorter (30 s by default), so an
+	// older event could only be lost anyway.
+	DefaultStreamMaxAge = 24 * time.Hour
+	// DefaultStreamMaxMsgs bounds the number of unapplied events kept.
+	DefaultStreamMaxMsgs = 1_000_000
+	// DefaultStreamMaxBytes bounds the bytes of unapplied events kept (1 GiB).
+	DefaultStreamMaxBytes = 1 << 30
+	// DefaultSettlerDurable names the settlers' shared durable consumer.
+	DefaultSettlerDurable = "settler"
+	// DefaultExpiryDurable names the expiry watchers' shared durable
+	// consumer on the claims bucket's stream.
+	DefaultExpiryDurable = "sluice_events_expiry"
+	// DefaultCallTimeout is the budget of one claims.Store call made by the
+	// Settler for one event.
+	DefaultCallTimeout = 5 * time.Second
+	// DefaultConcurrency is how many events one Settler applies at once.
+	DefaultConcurrency = 16
+	// DefaultQueueSize is how many lifecycle events a Publisher buffers
+	// before it drops new ones.
+	DefaultQueueSize = 8192
+)
+
+// config holds every option; each constructor reads the fields it uses.
+type config struct {
+	logger       *slog.Logger
+	reg          prometheus.Registerer
+	now          func() time.Time
+	replicas     int
+	committedTTL time.Duration
+	maxAge       time.Duration
+	maxMsgs      int64
+	maxBytes     int64
+	durable      string
+	callTimeout  time.Duration
+	concurrency  int
+	retryMin     time.Duration
+	retryMax     time.Duration
+	queueSize    int
+	decodeKey    func(key string) (claims.ID, error)
+	streamName   string
+	maxDeliver   int
+	ackWait      time.Duration
+}
+
+func defaults() config {
+	return config{
+		logger:       slog.New(slog.DiscardHandler),
+		now:          time.Now,
+		replicas:     1,
+		committedTTL: DefaultCommittedTTL,
+		maxAge:       DefaultStreamMaxAge,
+		maxMsgs:      DefaultStreamMaxMsgs,
+		maxBytes:     DefaultStreamMaxBytes,
+		callTimeout:  DefaultCallTimeout,
+		concurrency:  DefaultConcurrency,
+		retryMin:     time.Second,
+		retryMax:     30 * time.Second,
+		queueSize:    DefaultQueueSize,
+		decodeKey:    DecodeClaimKey,
+		maxDeliver:   10,
+		ackWait:      30 * time.Second,
+	}
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := defaults()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
+
+// Option configures a Publisher, a Settler or an ExpiryWatcher. Each option
+// says which components read it; the others ignore it. An option given a bad
+// value makes the constructor fail with an error wrapping ErrInvalidOption.
+type Option func(*config) error
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
+}
+
+// WithLogger sets the logger (all components; nil: discard). NewPublisher
+// takes its logger as an argument, which wins over this option.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithRegisterer registers the component's metrics on reg (all components;
+// nil, the default: metrics are kept but not exported). Components sharing
+// a registerer share their counters.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(c *config) error { c.reg = reg; return nil }
+}
+
+// WithClock sets the clock that stamps Lifecycle.At (Publisher; default
+// time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return invalid("nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// WithQueueSize bounds the Publisher's buffer of events not yet handed to
+// the connection (default DefaultQueueSize). Beyond it events are dropped
+// and counted, never waited for.
+func WithQueueSize(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("queue size %d < 1", n)
+		}
+		c.queueSize = n
+		return nil
+	}
+}
+
+// WithReplicas sets the replica count of the settle/release stream
+// (Settler; default 1, 3 in a cluster).
+func WithReplicas(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 5 {
+			return invalid("replicas %d not in 1..5", n)
+		}
+		c.replicas = n
+		return nil
+	}
+}
+
+// WithStreamName overrides the name of the settle/release stream (Settler;
+// default StreamName(prefix)).
+func WithStreamName(name string) Option {
+	return func(c *config) error {
+		if err := checkName(name); err != nil {
+			return err
+		}
+		c.streamName = name
+		return nil
+	}
+}
+
+// WithStreamLimits bounds the settle/release stream (Settler): how old,
+// how many and how many bytes of unapplied events it keeps. The oldest go
+// first. Each must be > 0; defaults DefaultStreamMaxAge,
+// DefaultStreamMaxMsgs and DefaultStreamMaxBytes.
+func WithStreamLimits(maxAge time.Duration, maxMsgs, maxBytes int64) Option {
+	return func(c *config) error {
+		if maxAge <= 0 || maxMsgs <= 0 || maxBytes <= 0 {
+			return invalid("stream limits must be > 0 (max age %s, max msgs %d, max bytes %d)", maxAge, maxMsgs, maxBytes)
+		}
+		c.maxAge, c.maxMsgs, c.maxBytes = maxAge, maxMsgs, maxBytes
+		return nil
+	}
+}
+
+// WithCommittedTTL sets how long a claim settled by event stays committed
+// (Settler; default DefaultCommittedTTL). Rounded up to whole seconds by the
+// store.
+func WithCommittedTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("committed ttl %s <= 0", d)
+		}
+		c.committedTTL = d
+		return nil
+	}
+}
+
+// WithDurable names the shared durable consumer (Settler: default
+// DefaultSettlerDurable; ExpiryWatcher: DefaultExpiryDurable). Every node of
+// a fleet must use the same name, or events are applied (or reported) once
+// per name.
+func WithDurable(name string) Option {
+	return func(c *config) error {
+		if err := checkName(name); err != nil {
+			return err
+		}
+		c.durable = name
+		return nil
+	}
+}
+
+// WithCallTimeout bounds one claims.Store call for one event (Settler;
+// default DefaultCallTimeout). It must stay well under the consumer's ack
+// wait (30 s) or the event is redelivered while it is still being applied.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 || d > 20*time.Second {
+			return invalid("call timeout %s not in (0, 20s]", d)
+		}
+		c.callTimeout = d
+		return nil
+	}
+}
+
+// WithConcurrency sets how many events one Settler applies at once
+// (default DefaultConcurrency).
+func WithConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("concurrency %d < 1", n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithRetryDelay sets the redelivery delay of an event whose store was
+// unavailable (Settler): lo doubled per delivery attempt, capped at hi
+// (defaults 1 s and 30 s).
+func WithRetryDelay(lo, hi time.Duration) Option {
+	return func(c *config) error {
+		if lo <= 0 || hi < lo {
+			return invalid("retry delay min %s, max %s", lo, hi)
+		}
+		c.retryMin, c.retryMax = lo, hi
+		return nil
+	}
+}
+
+// WithMaxDeliver bounds the delivery attempts of one settle/release event
+// (Settler; default 10). After the last, the event is dropped and counted.
+func WithMaxDeliver(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("max deliver %d < 1", n)
+		}
+		c.maxDeliver = n
+		return nil
+	}
+}
+
+// WithKeyDecoder sets how the ExpiryWatcher turns a claims bucket key into a
+// claim id (default DecodeClaimKey). A key it rejects is skipped and counted.
+func WithKeyDecoder(fn func(key string) (claims.ID, error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return invalid("nil key decoder")
+		}
+		c.decodeKey = fn
+		return nil
+	}
+}
+
+// checkName validates a stream or consumer name: 1..64 bytes, no '.', '*',
+// '>', path separators or whitespace.
+func checkName(name string) error {
+	if name == "" || len(name) > 64 {
+		return invalid("name %q must be 1..64 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case b == '.' || b == '*' || b == '>' || b == '/' || b == '\\' || b <= ' ' || b >= 0x7f:
+			return invalid("name %q: byte %q not allowed", name, b)
+		}
+	}
+	return nil
+}
+
+// counterVec registers c on reg and returns the collector to use: c, or the
+// one already registered under the same name (so several components can
+// share a registerer).
+func counterVec(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if reg == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return ex
+			}
+		}
+	}
+	return c
+}

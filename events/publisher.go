@@ -1,0 +1,275 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+)
+
+// Publish outcomes (label "outcome" of sluice_events_published_total).
+const (
+	pubOK      = "ok"      // handed to the connection
+	pubDropped = "dropped" // the queue was full, or the Publisher closed
+	pubError   = "error"   // encoding or the connection refused it
+)
+
+// Publisher publishes lifecycle events on core NATS, fire-and-forget.
+//
+// Its methods never block the caller on the network and never fail: an
+// event is queued (bounded, WithQueueSize) and one goroutine hands it to the
+// connection. When the queue is full, the Publisher is closed, or the
+// connection refuses an event, the event is dropped, logged at debug level
+// and counted in sluice_events_published_total{outcome="dropped"|"error"}.
+// Lifecycle events are for observation: at-most-once, best effort.
+//
+// A nil *Publisher is a valid no-op, so callers need no checks. A Publisher
+// is safe for concurrent use. Close stops its goroutine.
+type Publisher struct {
+	nc      *nats.Conn
+	subj    Subjects
+	log     *slog.Logger
+	now     func() time.Time
+	q       chan outMsg
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	outcome *prometheus.CounterVec
+}
+
+type outMsg struct {
+	subject string
+	ev      Lifecycle
+}
+
+// NewPublisher returns a Publisher of prefix's lifecycle events on nc and
+// starts its sending goroutine; Close stops it. logger nil: discard. Options
+// read: WithRegisterer, WithClock, WithQueueSize. An invalid prefix or option
+// is an error wrapping ErrInvalidOption; nc must not be nil.
+func NewPublisher(nc *nats.Conn, prefix string, logger *slog.Logger, opts ...Option) (*Publisher, error) {
+	if nc == nil {
+		return nil, invalid("nil connection")
+	}
+	subj, err := NewSubjects(prefix)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Publisher{
+		nc:   nc,
+		subj: subj,
+		log:  logger.With("component", "events.publisher"),
+		now:  cfg.now,
+		q:    make(chan outMsg, cfg.queueSize),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+		outcome: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_events_published_total",
+			Help: "Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",
+		}, []string{"outcome"})),
+	}
+	for _, o := range []string{pubOK, pubDropped, pubError} {
+		p.outcome.WithLabelValues(o)
+	}
+	go p.run()
+	return p, nil
+}
+
+// Subjects is the subject builder of the Publisher's prefix (the zero
+// Subjects for a nil Publisher).
+func (p *Publisher) Subjects() Subjects {
+	if p == nil {
+		return Subjects{}
+	}
+	return p.subj
+}
+
+// Close stops the sending goroutine after it has handed the queued events to
+// the connection, and waits for it. Events published after Close are
+// dropped. It neither flushes nor closes the connection (the caller owns
+// it). Safe to call more than once and on a nil Publisher.
+func (p *Publisher) Close() {
+	if p == nil {
+		return
+	}
+	p.once.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// ClaimPending reports that id is now pending for hookID at rev
+// ("claim.pending.<tenant>").
+func (p *Publisher) ClaimPending(id claims.ID, hookID string, rev uint64) {
+	p.claim(ClaimPending, id, hookID, rev)
+}
+
+// ClaimCommitted reports that id was settled (committed) for hookID; rev is
+// the revision that was settled ("claim.committed.<tenant>").
+func (p *Publisher) ClaimCommitted(id claims.ID, hookID string, rev uint64) {
+	p.claim(ClaimCommitted, id, hookID, rev)
+}
+
+// ClaimReleased reports that hookID released id at rev
+// ("claim.released.<tenant>").
+func (p *Publisher) ClaimReleased(id claims.ID, hookID string, rev uint64) {
+	p.claim(ClaimReleased, id, hookID, rev)
+}
+
+// ClaimExpired reports that id expired in the store ("claim.expired.<tenant>").
+// hookID may be empty (the expiry marker does not carry it).
+func (p *Publisher) ClaimExpired(id claims.ID, hookID string) {
+	p.claim(ClaimExpired, id, hookID, 0)
+}
+
+// HookStored reports that hookID was durably stored for tenant and source;
+// key is its dedupe key, empty when it has none
+// ("hook.stored.<tenant>.<source>").
+func (p *Publisher) HookStored(tenant, source, key, hookID string) {
+	if p == nil {
+		return
+	}
+	if key != "" {
+		key = claims.NormalizeKey(key)
+	}
+	p.enqueue(p.subj.HookStored(tenant, source), Lifecycle{Tenant: tenant, Source: source, Key: key, HookID: hookID})
+}
+
+// LimitDenied reports that a hit of tenant (for source, may be empty) was
+// rate limited on the charge kind ("hooks", "bytes"), retryAfter being the
+// sender's wait ("limit.denied.<tenant>").
+func (p *Publisher) LimitDenied(tenant, source, kind string, retryAfter time.Duration) {
+	if p == nil {
+		return
+	}
+	ms := int64(0)
+	if retryAfter > 0 {
+		ms = int64((retryAfter + time.Millisecond - 1) / time.Millisecond)
+	}
+	p.enqueue(p.subj.LimitDenied(tenant), Lifecycle{Tenant: tenant, Source: source, Kind: kind, RetryAfterMs: ms, Reason: "rate_limited"})
+}
+
+func (p *Publisher) claim(event string, id claims.ID, hookID string, rev uint64) {
+	if p == nil {
+		return
+	}
+	p.enqueue(p.subj.Claim(event, id.Tenant), Lifecycle{
+		Tenant:   id.Tenant,
+		Source:   id.Source,
+		Key:      claims.NormalizeKey(id.Key),
+		HookID:   hookID,
+		Revision: rev,
+	})
+}
+
+// enqueue stamps ev and queues it without ever blocking.
+func (p *Publisher) enqueue(subject string, ev Lifecycle) {
+	ev.At = p.now().UTC()
+	select {
+	case <-p.stop:
+		p.drop(subject, "closed")
+		return
+	default:
+	}
+	select {
+	case p.q <- outMsg{subject: subject, ev: ev}:
+	default:
+		p.drop(subject, "queue full")
+	}
+}
+
+func (p *Publisher) drop(subject, why string) {
+	p.outcome.WithLabelValues(pubDropped).Inc()
+	p.log.Debug("lifecycle event dropped", "subject", subject, "reason", why)
+}
+
+// run is the one sending goroutine: it owns every call into the connection.
+func (p *Publisher) run() {
+	defer close(p.done)
+	for {
+		select {
+		case m := <-p.q:
+			p.send(m)
+		case <-p.stop:
+			for {
+				select {
+				case m := <-p.q:
+					p.send(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (p *Publisher) send(m outMsg) {
+	data, err := json.Marshal(m.ev)
+	if err == nil {
+		err = p.nc.Publish(m.subject, data)
+	}
+	if err != nil {
+		p.outcome.WithLabelValues(pubError).Inc()
+		p.log.Debug("lifecycle event not published", "subject", m.subject, "err", err)
+		return
+	}
+	p.outcome.WithLabelValues(pubOK).Inc()
+}
+
+// ObserveStore wraps inner so that every successful state change is
+// published by pub: Claim with outcome OK -> claim.pending, Settle without
+// error -> claim.committed, Release without error -> claim.released.
+// Duplicate and Pending outcomes and failed calls publish nothing. Results
+// and errors of inner are returned unchanged; publishing never delays or
+// fails a call. With a nil pub it returns inner itself.
+func ObserveStore(inner claims.Store, pub *Publisher) claims.Store {
+	if pub == nil {
+		return inner
+	}
+	return &observedStore{inner: inner, pub: pub}
+}
+
+type observedStore struct {
+	inner claims.Store
+	pub   *Publisher
+}
+
+var _ claims.Store = (*observedStore)(nil)
+
+func (s *observedStore) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
+	res, err := s.inner.Claim(ctx, id, hookID, pendingTTL)
+	if err == nil && res.Outcome == claims.OK {
+		s.pub.ClaimPending(id, hookID, res.Revision)
+	}
+	return res, err
+}
+
+func (s *observedStore) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	err := s.inner.Settle(ctx, id, hookID, rev, ttl)
+	if err == nil {
+		s.pub.ClaimCommitted(id, hookID, rev)
+	}
+	return err
+}
+
+func (s *observedStore) Release(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
+	err := s.inner.Release(ctx, id, hookID, rev)
+	if err == nil {
+		s.pub.ClaimReleased(id, hookID, rev)
+	}
+	return err
+}
+
+func (s *observedStore) Get(ctx context.Context, id claims.ID) (claims.State, error) {
+	return s.inner.Get(ctx, id)
+}
