@@ -1,0 +1,333 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Settle outcomes (label "outcome" of sluice_events_applied_total).
+const (
+	outcomeOK          = "ok"          // applied; acked
+	outcomeLost        = "lost"        // claims.ErrLost; acked, not retried
+	outcomeInvalid     = "invalid"     // claims.ErrInvalid; termed
+	outcomeMalformed   = "malformed"   // not JSON / unknown subject; termed
+	outcomeUnavailable = "unavailable" // claims.ErrUnavailable; redelivered later
+	outcomeError       = "error"       // any other error; redelivered later
+)
+
+// Operations (label "op").
+const (
+	opSettle  = "settle"
+	opRelease = "release"
+)
+
+// Settler applies settle and release events: a SettleEvent published to
+// Subjects.Settle commits the claim exactly like the request form
+// (claims.Store.Settle with the committed TTL), one published to
+// Subjects.Release releases it (claims.Store.Release).
+//
+// Stream: both subjects are captured by the stream StreamName(prefix)
+// (WithStreamName): file storage, WorkQueue retention (an event leaves the
+// stream once acked or termed), replicas WithReplicas, bounded by
+// WithStreamLimits (default 24 h, 1 000 000 events, 1 GiB; the oldest are
+// discarded first). So events published while no settler runs are applied
+// when one starts. The stream and the consumer are created or updated
+// idempotently by Start on every node.
+//
+// Consumer: every node's Settler pulls from ONE durable consumer
+// (WithDurable, default "settler"; deliver all, explicit ack, ack wait
+// 30 s, at most WithMaxDeliver deliveries, 10 by default), so each event is
+// handed to one node at a time. The ack is sent AFTER the store call
+// returns:
+//   - success: ack;
+//   - claims.ErrLost (stale revision, other hook id): ack, counted "lost";
+//     the request form answers claim_lost, and retrying cannot change that;
+//   - claims.ErrInvalid, malformed JSON, failed SettleEvent.Validate: term
+//     (never redelivered), counted "invalid" / "malformed";
+//   - claims.ErrUnavailable or any other error: nak with a delay that doubles
+//     per delivery (WithRetryDelay), counted "unavailable" / "error".
+//     This is the back-off; the consumer has no server-side BackOff list,
+//     which would override these delays (the server offsets a nak delay
+//     from the ack wait but checks it against BackOff[delivery]).
+//
+// An event not acked within the ack wait (its node died, or Stop discarded
+// it from the pull buffer) is redelivered to any node.
+// Delivery is at-least-once: an event whose ack is lost is applied again,
+// which for a settle or release already applied answers ErrLost (counted
+// "lost", harmless).
+//
+// Metrics (WithRegisterer): sluice_events_applied_total{op,outcome}.
+//
+// Start and Stop have one owner; Stop waits for the consume loop and the
+// handlers in flight.
+type Settler struct {
+	js    jetstream.JetStream
+	store claims.Store
+	subj  Subjects
+	cfg   config
+	log   *slog.Logger
+
+	applied *prometheus.CounterVec
+
+	mu    sync.Mutex
+	state int // 0 new, 1 running, 2 stopped
+	cc    jetstream.ConsumeContext
+
+	sem     chan struct{}  // one slot per handler in flight
+	quit    chan struct{}  // closed by Stop
+	inMu    sync.Mutex     // orders wg.Add against Stop's wg.Wait
+	closing bool           // under inMu
+	wg      sync.WaitGroup // handlers in flight
+}
+
+// NewSettler returns a Settler applying prefix's settle/release events to
+// store. Options read: WithLogger, WithRegisterer, WithReplicas,
+// WithStreamName, WithStreamLimits, WithCommittedTTL, WithDurable,
+// WithCallTimeout, WithConcurrency, WithRetryDelay, WithMaxDeliver. Nothing
+// touches NATS before Start.
+func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts ...Option) (*Settler, error) {
+	if js == nil || store == nil {
+		return nil, invalid("nil jetstream or store")
+	}
+	subj, err := NewSubjects(prefix)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.streamName == "" {
+		cfg.streamName = StreamName(prefix)
+		if err := checkName(cfg.streamName); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.durable == "" {
+		cfg.durable = DefaultSettlerDurable
+	}
+	s := &Settler{
+		js:    js,
+		store: store,
+		subj:  subj,
+		cfg:   cfg,
+		log:   cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
+		applied: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_events_applied_total",
+			Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
+		}, []string{"op", "outcome"})),
+		sem:  make(chan struct{}, cfg.concurrency),
+		quit: make(chan struct{}),
+	}
+	for _, op := range []string{opSettle, opRelease} {
+		for _, o := range []string{outcomeOK, outcomeLost, outcomeInvalid, outcomeMalformed, outcomeUnavailable, outcomeError} {
+			s.applied.WithLabelValues(op, o)
+		}
+	}
+	return s, nil
+}
+
+// StreamConfig is the configuration Start gives the settle/release stream.
+func (s *Settler) StreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        s.cfg.streamName,
+		Description: "sluice settle/release events (" + s.subj.Prefix() + ")",
+		Subjects:    []string{s.subj.Settle(), s.subj.Release()},
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardOld,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.replicas,
+		MaxAge:      s.cfg.maxAge,
+		MaxMsgs:     s.cfg.maxMsgs,
+		MaxBytes:    s.cfg.maxBytes,
+		MaxMsgSize:  64 << 10,
+	}
+}
+
+// ConsumerConfig is the configuration Start gives the shared durable
+// consumer.
+func (s *Settler) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       s.cfg.durable,
+		Description:   "sluice settlers, shared by every node",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.ackWait,
+		MaxDeliver:    s.cfg.maxDeliver,
+		MaxAckPending: 1000,
+	}
+}
+
+// Start creates or updates the stream and the durable consumer (bounded by
+// ctx) and starts consuming; the consumption itself does not use ctx and
+// runs until Stop. A Settler starts at most once (else ErrStarted).
+func (s *Settler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != 0 {
+		return ErrStarted
+	}
+	if _, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig()); err != nil {
+		return fmt.Errorf("events: settle stream %s: %w", s.cfg.streamName, kvstore.MapError(err))
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.cfg.streamName, s.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("events: settle consumer %s: %w", s.cfg.durable, kvstore.MapError(err))
+	}
+	cc, err := cons.Consume(s.dispatch,
+		jetstream.PullMaxMessages(2*s.cfg.concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.log.Debug("consume", "err", err)
+		}))
+	if err != nil {
+		return fmt.Errorf("events: settle consume: %w", kvstore.MapError(err))
+	}
+	s.cc = cc
+	s.state = 1
+	s.log.Info("settler started")
+	return nil
+}
+
+// Stop stops pulling events, then waits for the consume loop and every
+// handler in flight (each bounded by the call timeout). Events buffered but
+// not started are redelivered after the ack wait. Safe to call more than
+// once, and before Start.
+func (s *Settler) Stop() {
+	s.mu.Lock()
+	if s.state != 1 {
+		s.state = 2
+		s.mu.Unlock()
+		return
+	}
+	s.state = 2
+	cc := s.cc
+	s.mu.Unlock()
+	close(s.quit)
+	s.inMu.Lock()
+	s.closing = true
+	s.inMu.Unlock()
+	cc.Stop()
+	<-cc.Closed()
+	s.wg.Wait()
+	s.log.Info("settler stopped")
+}
+
+// dispatch runs on the consume loop: it waits for a free slot (backpressure
+// on the loop) and applies the event on its own goroutine. Once Stop has
+// begun it hands the event back at once (nak), so another node takes it
+// without waiting for the ack wait.
+func (s *Settler) dispatch(msg jetstream.Msg) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.quit:
+		_ = msg.Nak()
+		return
+	}
+	s.inMu.Lock()
+	if s.closing {
+		s.inMu.Unlock()
+		<-s.sem
+		_ = msg.Nak()
+		return
+	}
+	s.wg.Add(1)
+	s.inMu.Unlock()
+	go func() {
+		defer func() { <-s.sem; s.wg.Done() }()
+		s.handle(msg)
+	}()
+}
+
+func (s *Settler) handle(msg jetstream.Msg) {
+	var op string
+	switch msg.Subject() {
+	case s.subj.Settle():
+		op = opSettle
+	case s.subj.Release():
+		op = opRelease
+	default:
+		s.term(msg, opSettle, outcomeMalformed, fmt.Errorf("unexpected subject %q", msg.Subject()))
+		return
+	}
+	var ev SettleEvent
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+		s.term(msg, op, outcomeMalformed, err)
+		return
+	}
+	if err := ev.Validate(); err != nil {
+		s.term(msg, op, outcomeInvalid, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.callTimeout)
+	var err error
+	if op == opSettle {
+		err = s.store.Settle(ctx, ev.ID(), ev.HookID, ev.Revision, s.cfg.committedTTL)
+	} else {
+		err = s.store.Release(ctx, ev.ID(), ev.HookID, ev.Revision)
+	}
+	cancel()
+	switch {
+	case err == nil:
+		s.ack(msg, op, outcomeOK)
+	case errors.Is(err, claims.ErrLost):
+		s.log.Debug("claim lost", "op", op, "tenant", ev.Tenant, "source", ev.Source, "hook_id", ev.HookID, "revision", ev.Revision)
+		s.ack(msg, op, outcomeLost)
+	case errors.Is(err, claims.ErrInvalid):
+		s.term(msg, op, outcomeInvalid, err)
+	case errors.Is(err, claims.ErrUnavailable):
+		s.nak(msg, op, outcomeUnavailable, err)
+	default:
+		s.nak(msg, op, outcomeError, err)
+	}
+}
+
+func (s *Settler) ack(msg jetstream.Msg, op, outcome string) {
+	s.applied.WithLabelValues(op, outcome).Inc()
+	if err := msg.Ack(); err != nil {
+		s.log.Debug("ack", "op", op, "err", err)
+	}
+}
+
+func (s *Settler) term(msg jetstream.Msg, op, outcome string, cause error) {
+	s.applied.WithLabelValues(op, outcome).Inc()
+	s.log.Debug("event dropped", "op", op, "outcome", outcome, "err", cause)
+	if err := msg.TermWithReason(outcome); err != nil {
+		s.log.Debug("term", "op", op, "err", err)
+	}
+}
+
+func (s *Settler) nak(msg jetstream.Msg, op, outcome string, cause error) {
+	s.applied.WithLabelValues(op, outcome).Inc()
+	n := uint64(1)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 0 {
+		n = md.NumDelivered
+	}
+	if n >= uint64(s.cfg.maxDeliver) {
+		s.log.Warn("event given up after its last delivery", "op", op, "deliveries", n, "err", cause)
+	} else {
+		s.log.Debug("event retried later", "op", op, "deliveries", n, "err", cause)
+	}
+	if err := msg.NakWithDelay(s.retryDelay(n)); err != nil {
+		s.log.Debug("nak", "op", op, "err", err)
+	}
+}
+
+// retryDelay is retryMin * 2^(delivery-1), capped at retryMax.
+func (s *Settler) retryDelay(delivery uint64) time.Duration {
+	d := s.cfg.retryMin
+	for i := uint64(1); i < delivery && d < s.cfg.retryMax; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.retryMax)
+}
