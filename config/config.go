@@ -1,0 +1,285 @@
+// Package config loads the configuration of cmd/edge from command-line flags,
+// environment variables and a YAML file, exactly as PROTOCOL.md's "Command
+// line and configuration" section states, and resolves the effective
+// configuration of a tenant's source and limits for the edge.
+//
+// Every flag --some-flag has an environment twin SLUICE_SOME_FLAG and a key
+// some_flag at the top level of the YAML file. A flag wins over the
+// environment, which wins over the file (--config / SLUICE_CONFIG), which
+// wins over the built-in default. An empty environment variable counts as
+// unset. Besides those keys, the file holds allow_unknown, defaults and
+// tenants (see testdata/edge.yaml for a commented example).
+//
+// Every error names what is wrong: the flag (with where its value came from
+// when that was not the command line), or the file field by its full path,
+// e.g. "config: --partitions: must be 1..65536" or
+// `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab" …`.
+//
+// Secrets (source secrets, --admin-token, --nats-password, --nats-token)
+// never appear when a Config is printed, logged or marshalled: see Secret.
+//
+// The package is pure apart from reading the --config file: no globals, no
+// NATS. A loaded Config is immutable and safe for concurrent use.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// EnvPrefix prefixes every flag's environment twin.
+const EnvPrefix = "SLUICE_"
+
+// Config is the configuration of one edge process. The fields set from
+// flags keep their flag's name in their documentation.
+type Config struct {
+	// File is the YAML file read (--config), "" for none.
+	File string
+
+	// HTTPAddr is the HTTP listener, host:port (--http-addr).
+	HTTPAddr string
+	// TLSCert and TLSKey enable HTTPS (--tls-cert, --tls-key; both or none).
+	TLSCert, TLSKey string
+
+	// DataDir holds the embedded server's JetStream storage (--data-dir).
+	DataDir string
+	// NATSListen is the embedded server's client listener, host:port; "" when
+	// --nats-listen is off (in-process connections only).
+	NATSListen string
+	// NATSURL, when set, makes the edge a client of an existing NATS
+	// deployment instead of running the embedded server (--nats-url;
+	// comma-separated server URLs).
+	NATSURL string
+	// NATS holds the credentials for NATSURL, or required of clients of the
+	// embedded server.
+	NATS NATSAuth
+	// ClusterName, ClusterListen and Routes make the embedded server join
+	// other sluice nodes as a nats-server cluster (--cluster-name,
+	// --cluster-listen, --routes).
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
+
+	// Prefix is the subject prefix (--prefix).
+	Prefix string
+	// Partitions is the number of quota partitions (--partitions).
+	Partitions int
+	// Replicas is the replica count of every bucket and stream (--replicas).
+	Replicas int
+	// AdminToken enables the admin API when set (--admin-token).
+	AdminToken Secret
+
+	// ReplayCapacity bounds the replay store (--replay-capacity).
+	ReplayCapacity int64
+	// ReplaySkew extends every replay claim's retention (--replay-skew).
+	ReplaySkew time.Duration
+	// StoreTimeout is the budget of one call to the fleet store
+	// (--store-timeout).
+	StoreTimeout time.Duration
+	// PendingTTL and DedupeTTL are the pending and committed claim TTLs
+	// (--pending-ttl, --dedupe-ttl).
+	PendingTTL, DedupeTTL time.Duration
+
+	// LogLevel is the slog level (--log-level: debug, info, warn, error).
+	LogLevel slog.Level
+	// LogFormat is "text" or "json" (--log-format).
+	LogFormat string
+
+	// AllowUnknown accepts tenants and sources the file does not list, with
+	// Defaults (allow_unknown; true when not set).
+	AllowUnknown bool
+	// Defaults are the limits of tenants without their own and the settings
+	// of unlisted sources.
+	Defaults Defaults
+	// Tenants are the tenants listed in the file, by name.
+	Tenants map[string]Tenant
+}
+
+// NATSAuth are the NATS credentials (--nats-creds, --nats-user,
+// --nats-password, --nats-token, --nats-nkey, --nats-tls-ca,
+// --nats-tls-cert, --nats-tls-key). At most one of Creds, User/Password,
+// Token and NKey is set; User and Password go together, TLSCert and TLSKey
+// too.
+type NATSAuth struct {
+	Creds    string // path of a .creds file (user JWT and nkey seed)
+	User     string
+	Password Secret
+	Token    Secret
+	NKey     string // path of an nkey seed file
+	TLSCA    string // CA bundle to verify the server (or, embedded, clients)
+	TLSCert  string // client certificate (embedded: server certificate)
+	TLSKey   string // key of TLSCert
+}
+
+// Load reads the configuration from args (without the program name), the
+// environment through getenv (nil: no environment) and the --config file.
+// With -h or --help it prints the usage to os.Stderr and returns an error
+// wrapping flag.ErrHelp.
+func Load(args []string, getenv func(string) string) (*Config, error) {
+	return Parse(args, getenv, os.Stderr)
+}
+
+// Parse is Load with the usage written to usage (nil: discarded) on -h.
+func Parse(args []string, getenv func(string) string, usage io.Writer) (*Config, error) {
+	return parse(args, getenv, usage, os.ReadFile)
+}
+
+// parse is Parse with the file reader injected (tests and fuzzing).
+func parse(args []string, getenv func(string) string, usage io.Writer, readFile func(string) ([]byte, error)) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if usage == nil {
+		usage = io.Discard
+	}
+	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for _, s := range settings {
+		fs.String(s.name, "", s.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			PrintUsage(usage)
+			return nil, fmt.Errorf("config: %w", flag.ErrHelp)
+		}
+		return nil, fmt.Errorf("config: %w (see -h)", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("config: unexpected argument %q (every setting is a --flag)", fs.Arg(0))
+	}
+
+	// Layer the values: default < file < environment < flag.
+	vals := make(map[string]value, len(settings))
+	for _, s := range settings {
+		vals[s.name] = value{v: s.def, origin: originDefault}
+	}
+	for _, s := range settings {
+		if v := getenv(EnvName(s.name)); v != "" {
+			vals[s.name] = value{v: v, origin: originEnv}
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		vals[f.Name] = value{v: f.Value.String(), origin: originFlag}
+	})
+
+	cfg := &Config{}
+	var file *fileConfig
+	if path := vals["config"].v; path != "" {
+		data, err := readFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: --config%s: %w", vals["config"].from("config"), err)
+		}
+		f, fileVals, err := parseFile(data)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+		file = f
+		for name, v := range fileVals {
+			if vals[name].origin == originDefault {
+				vals[name] = value{v: v, origin: originFile, file: path}
+			}
+		}
+	}
+	for _, s := range settings {
+		v := vals[s.name]
+		if err := s.set(cfg, v.v); err != nil {
+			return nil, fmt.Errorf("config: --%s%s: %w", s.name, v.from(s.name), err)
+		}
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.resolveFile(file, getenv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// EnvName returns the environment twin of a flag: "http-addr" ->
+// "SLUICE_HTTP_ADDR".
+func EnvName(flagName string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// FileKey returns the YAML key of a flag: "http-addr" -> "http_addr".
+func FileKey(flagName string) string {
+	return strings.ReplaceAll(flagName, "-", "_")
+}
+
+// Flags returns the names of all flags (without dashes), in usage order.
+func Flags() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.name
+	}
+	return out
+}
+
+// PrintUsage writes the usage: every flag with its default and its
+// environment twin.
+func PrintUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: edge [flags]
+
+sluice webhook edge. Every flag --some-flag has an environment twin
+SLUICE_SOME_FLAG and a key some_flag in the --config YAML file. A flag wins
+over the environment, which wins over the file, which wins over the default.
+
+Flags:
+`)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, s := range settings {
+		def := ""
+		if s.def != "" {
+			def = fmt.Sprintf(" (default %q)", s.def)
+		}
+		fmt.Fprintf(tw, "  --%s %s\t%s%s\t$%s\n", s.name, s.kind, s.usage, def, EnvName(s.name))
+	}
+	_ = tw.Flush()
+}
+
+// value is one setting's raw value and where it came from.
+type value struct {
+	v      string
+	origin int
+	file   string
+}
+
+const (
+	originDefault = iota
+	originFile
+	originEnv
+	originFlag
+)
+
+// from describes where a value came from, for error messages ("" for the
+// command line).
+func (v value) from(name string) string {
+	switch v.origin {
+	case originEnv:
+		return " (from $" + EnvName(name) + ")"
+	case originFile:
+		return " (from " + FileKey(name) + " in " + v.file + ")"
+	case originDefault:
+		return " (default)"
+	}
+	return ""
+}
+
+// sortedKeys returns m's keys in order (deterministic errors).
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

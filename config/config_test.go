@@ -1,0 +1,373 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/config"
+)
+
+// env returns a getenv over m.
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// writeFile writes a YAML file into a temp dir and returns its path.
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustLoad(t *testing.T, args []string, getenv func(string) string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse(args, getenv, nil)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", args, err)
+	}
+	return cfg
+}
+
+// TestDefaults: with no flags, environment or file every setting has
+// PROTOCOL.md's default.
+func TestDefaults(t *testing.T) {
+	cfg := mustLoad(t, nil, nil)
+	want := &config.Config{
+		HTTPAddr:       "127.0.0.1:8080",
+		DataDir:        "./data",
+		NATSListen:     "127.0.0.1:4222",
+		Prefix:         "sluice",
+		Partitions:     64,
+		Replicas:       1,
+		ReplayCapacity: 1000000,
+		ReplaySkew:     0,
+		StoreTimeout:   250 * time.Millisecond,
+		PendingTTL:     30 * time.Second,
+		DedupeTTL:      72 * time.Hour,
+		LogLevel:       slog.LevelInfo,
+		LogFormat:      "text",
+		AllowUnknown:   true,
+		Defaults: config.Defaults{
+			Limits: config.Limits{
+				Hooks: config.Rate{Rate: 100, Burst: 200},
+				Bytes: config.Rate{Rate: 10485760, Burst: 20971520},
+			},
+			Source: config.SourceDefaults{MaxBodyBytes: 1048576},
+		},
+		Tenants: map[string]config.Tenant{},
+	}
+	if cfg.Defaults.Source.Dedupe.String() != "auto" {
+		t.Errorf("default dedupe = %s", cfg.Defaults.Source.Dedupe)
+	}
+	cfg.Defaults.Source.Dedupe = want.Defaults.Source.Dedupe
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
+	}
+	if cfg.AdminToken.IsSet() || cfg.NATS.Password.IsSet() || cfg.NATS.Token.IsSet() {
+		t.Error("a secret is set by default")
+	}
+}
+
+// TestPrecedence: flag > environment > file > default, per field.
+func TestPrecedence(t *testing.T) {
+	type layer struct{ file, env, flag string }
+	cases := []struct {
+		flag  string
+		vals  layer // "" = layer absent
+		get   func(*config.Config) any
+		want  any
+		label string
+	}{
+		{"http-addr", layer{":1", ":2", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "all"},
+		{"http-addr", layer{":1", ":2", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":2", "env over file"},
+		{"http-addr", layer{":1", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":1", "file over default"},
+		{"http-addr", layer{"", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:8080", "default"},
+		{"http-addr", layer{":1", "", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "flag over file"},
+		{"partitions", layer{"8", "16", "32"}, func(c *config.Config) any { return c.Partitions }, 32, "all"},
+		{"partitions", layer{"8", "16", ""}, func(c *config.Config) any { return c.Partitions }, 16, "env over file"},
+		{"partitions", layer{"8", "", ""}, func(c *config.Config) any { return c.Partitions }, 8, "file"},
+		{"store-timeout", layer{"1s", "2s", "3s"}, func(c *config.Config) any { return c.StoreTimeout }, 3 * time.Second, "all"},
+		{"store-timeout", layer{"1s", "2s", ""}, func(c *config.Config) any { return c.StoreTimeout }, 2 * time.Second, "env"},
+		{"store-timeout", layer{"1s", "", ""}, func(c *config.Config) any { return c.StoreTimeout }, time.Second, "file"},
+		{"log-level", layer{"warn", "error", "debug"}, func(c *config.Config) any { return c.LogLevel }, slog.LevelDebug, "all"},
+		{"log-level", layer{"warn", "", ""}, func(c *config.Config) any { return c.LogLevel }, slog.LevelWarn, "file"},
+		{"nats-listen", layer{"off", "", ""}, func(c *config.Config) any { return c.NATSListen }, "", "file off"},
+		{"nats-listen", layer{"off", ":5", ""}, func(c *config.Config) any { return c.NATSListen }, ":5", "env over file off"},
+		{"nats-listen", layer{"", "", "off"}, func(c *config.Config) any { return c.NATSListen }, "", "flag off"},
+		{"prefix", layer{"a", "b.c", ""}, func(c *config.Config) any { return c.Prefix }, "b.c", "env"},
+		{"admin-token", layer{"f", "e", "x"}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "x", "secret flag"},
+		{"admin-token", layer{"f", "e", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "e", "secret env"},
+		{"admin-token", layer{"f", "", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "f", "secret file"},
+		{"dedupe-ttl", layer{"1h", "", "2h"}, func(c *config.Config) any { return c.DedupeTTL }, 2 * time.Hour, "flag over file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.flag+"/"+tc.label, func(t *testing.T) {
+			var args []string
+			e := map[string]string{}
+			if tc.vals.file != "" {
+				args = append(args, "--config", writeFile(t, config.FileKey(tc.flag)+": "+tc.vals.file+"\n"))
+			}
+			if tc.vals.env != "" {
+				e[config.EnvName(tc.flag)] = tc.vals.env
+			}
+			if tc.vals.flag != "" {
+				args = append(args, "--"+tc.flag+"="+tc.vals.flag)
+			}
+			cfg := mustLoad(t, args, env(e))
+			if got := tc.get(cfg); got != tc.want {
+				t.Fatalf("%s = %v; want %v", tc.flag, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigFromEnv: SLUICE_CONFIG names the file; --config wins over it.
+func TestConfigFromEnv(t *testing.T) {
+	a := writeFile(t, "partitions: 2\n")
+	b := writeFile(t, "partitions: 3\n")
+	if cfg := mustLoad(t, nil, env(map[string]string{"SLUICE_CONFIG": a})); cfg.Partitions != 2 || cfg.File != a {
+		t.Fatalf("SLUICE_CONFIG: partitions %d, file %q", cfg.Partitions, cfg.File)
+	}
+	if cfg := mustLoad(t, []string{"-config", b}, env(map[string]string{"SLUICE_CONFIG": a})); cfg.Partitions != 3 {
+		t.Fatalf("--config over SLUICE_CONFIG: partitions %d", cfg.Partitions)
+	}
+}
+
+// TestEveryFlagHasTwins: every flag is settable by flag, environment and
+// file, with the same effect.
+func TestEveryFlagHasTwins(t *testing.T) {
+	sample := map[string]string{
+		"http-addr": "0.0.0.0:9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
+		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
+		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "prefix": "p.q",
+		"partitions": "7", "replicas": "3", "admin-token": "tok", "replay-capacity": "5", "replay-skew": "2s",
+		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
+	}
+	for _, name := range config.Flags() {
+		if name == "config" {
+			continue
+		}
+		if _, ok := sample[name]; !ok {
+			t.Errorf("no sample for --%s", name)
+		}
+	}
+	var args []string
+	e := map[string]string{}
+	var file strings.Builder
+	for name, v := range sample {
+		if v == "" {
+			continue
+		}
+		args = append(args, "--"+name, v)
+		e[config.EnvName(name)] = v
+		file.WriteString(config.FileKey(name) + ": \"" + v + "\"\n")
+	}
+	byFlag := mustLoad(t, args, nil)
+	byEnv := mustLoad(t, nil, env(e))
+	p := writeFile(t, file.String())
+	byFile := mustLoad(t, []string{"--config", p}, nil)
+	byFile.File = ""
+	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
+		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
+	}
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != "tok" || byFlag.Replicas != 3 {
+		t.Fatalf("samples not applied: %+v", byFlag)
+	}
+	// The second half of the combinations: embedded-server cluster and
+	// user/password credentials.
+	args = []string{"--cluster-name", "c1", "--cluster-listen", ":6222", "--routes", "nats-route://a:6222, b:6222",
+		"--nats-user", "u", "--nats-password", "pw"}
+	cfg := mustLoad(t, args, nil)
+	if cfg.ClusterName != "c1" || !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "b:6222"}) || cfg.NATS.Password.Reveal() != "pw" {
+		t.Fatalf("cluster/user: %+v", cfg)
+	}
+	p = writeFile(t, "cluster_listen: ':6222'\nroutes: [nats-route://a:6222, nats-route://b:6222]\nnats_token: t\nnats_listen: off\n")
+	cfg = mustLoad(t, []string{"--config", p}, nil)
+	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATS.Token.Reveal() != "t" || cfg.NATSListen != "" {
+		t.Fatalf("routes list in file: %+v", cfg)
+	}
+	cfg = mustLoad(t, []string{"--nats-nkey", "seed.nk"}, nil)
+	if cfg.NATS.NKey != "seed.nk" {
+		t.Fatal("nkey")
+	}
+}
+
+// TestValidationErrors: every invalid setting is an error naming its flag
+// (and its source when not the command line).
+func TestValidationErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--partitions", "0"}, nil, "config: --partitions: must be 1..65536"},
+		{[]string{"--partitions", "65537"}, nil, "config: --partitions: must be 1..65536"},
+		{[]string{"--partitions", "x"}, nil, "--partitions: must be 1..65536"},
+		{nil, map[string]string{"SLUICE_PARTITIONS": "0"}, "config: --partitions (from $SLUICE_PARTITIONS): must be"},
+		{[]string{"--replicas", "6"}, nil, "--replicas: must be 1..5"},
+		{[]string{"--replicas", "3"}, nil, "--replicas: 3 replicas need a cluster"},
+		{[]string{"--http-addr", "localhost"}, nil, "--http-addr: invalid address"},
+		{[]string{"--http-addr", "h:99999"}, nil, "--http-addr: invalid port"},
+		{[]string{"--nats-listen", "nope"}, nil, "--nats-listen: invalid address"},
+		{[]string{"--data-dir", ""}, nil, "--data-dir: must not be empty"},
+		{[]string{"--prefix", "a..b"}, nil, "--prefix: invalid prefix"},
+		{[]string{"--prefix", "a b"}, nil, "--prefix: invalid prefix"},
+		{[]string{"--prefix", "a.*"}, nil, "--prefix: invalid prefix"},
+		{[]string{"--prefix", ""}, nil, "--prefix: must be 1..64 bytes"},
+		{[]string{"--prefix", strings.Repeat("a", 65)}, nil, "--prefix: must be 1..64 bytes"},
+		{[]string{"--store-timeout", "0s"}, nil, "--store-timeout: must be positive"},
+		{[]string{"--store-timeout", "soon"}, nil, "--store-timeout: invalid duration"},
+		{[]string{"--pending-ttl", "-1s"}, nil, "--pending-ttl: must be positive"},
+		{[]string{"--dedupe-ttl", "0"}, nil, "--dedupe-ttl: must be positive"},
+		{[]string{"--replay-skew", "-1s"}, nil, "--replay-skew: must not be negative"},
+		{[]string{"--replay-capacity", "0"}, nil, "--replay-capacity: must be 1.."},
+		{[]string{"--log-level", "trace"}, nil, `--log-level: invalid level "trace"`},
+		{[]string{"--log-format", "xml"}, nil, `--log-format: invalid format "xml"`},
+		{[]string{"--tls-cert", "c"}, nil, "--tls-cert and --tls-key: give both or neither"},
+		{[]string{"--tls-key", "k"}, nil, "--tls-cert and --tls-key: give both or neither"},
+		{[]string{"--nats-tls-key", "k"}, nil, "--nats-tls-cert and --nats-tls-key: give both or neither"},
+		{[]string{"--nats-user", "u"}, nil, "--nats-user and --nats-password: give both or neither"},
+		{[]string{"--nats-password", "p"}, nil, "--nats-user and --nats-password: give both or neither"},
+		{[]string{"--nats-url", "nats://x", "--nats-creds", "c", "--nats-token", "t"}, nil, "--nats-creds, --nats-token: choose one NATS authentication method"},
+		{[]string{"--nats-token", "t", "--nats-nkey", "n"}, nil, "--nats-token, --nats-nkey: choose one"},
+		{[]string{"--nats-creds", "c"}, nil, "--nats-creds: needs --nats-url"},
+		{[]string{"--nats-url", "http://x:1"}, nil, "--nats-url: URL \"http://x:1\": scheme must be one of nats"},
+		{[]string{"--nats-url", "nats://a:1,,nats://b:2"}, nil, "--nats-url: empty URL"},
+		{[]string{"--nats-url", "nats://u:hunter2@a:1"}, nil, "--nats-url: URL \"nats://[redacted]@a:1\": credentials in the URL"},
+		{[]string{"--nats-url", "nats://a:0"}, nil, "--nats-url: URL \"nats://a:0\": invalid port"},
+		{[]string{"--nats-url", "nats://x", "--cluster-listen", ":6222"}, nil, "--cluster-listen: only for the embedded server"},
+		{[]string{"--routes", "nats-route://a:1"}, nil, "--routes: needs --cluster-listen"},
+		{[]string{"--cluster-name", "c"}, nil, "--cluster-name: needs --cluster-listen"},
+		{[]string{"--cluster-listen", ":1", "--cluster-name", "a b"}, nil, "--cluster-name: invalid name"},
+		{[]string{"--cluster-listen", ":1", "--routes", "http://a:1"}, nil, "--routes: URL"},
+		{[]string{"--bogus"}, nil, "config: flag provided but not defined: -bogus"},
+		{[]string{"--partitions"}, nil, "flag needs an argument: -partitions"},
+		{[]string{"extra"}, nil, `config: unexpected argument "extra"`},
+		{[]string{"--config", "/nonexistent/edge.yaml"}, nil, "config: --config: open /nonexistent/edge.yaml"},
+		{nil, map[string]string{"SLUICE_CONFIG": "/nonexistent/x.yaml"}, "config: --config (from $SLUICE_CONFIG): open"},
+	}
+	for _, tc := range cases {
+		_, err := config.Parse(tc.args, env(tc.env), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q, %v) = %v; want error containing %q", tc.args, tc.env, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error leaks a password: %v", err)
+		}
+	}
+}
+
+// TestFileErrors: every file error names the field by its full path.
+func TestFileErrors(t *testing.T) {
+	cases := []struct {
+		yaml string
+		env  map[string]string
+		want string
+	}{
+		{"bogus: 1\n", nil, "line 1: unknown field bogus"},
+		{"config: other.yaml\n", nil, "unknown field config"},
+		{"defaults:\n  limit: {}\n", nil, "line 2: unknown field defaults.limit"},
+		{"defaults:\n  limits: {hooks: {rate: 1, brust: 2}}\n", nil, "unknown field defaults.limits.hooks.brust"},
+		{"defaults:\n  source: {verify: github}\n", nil, "unknown field defaults.source.verify"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {secrte: x}\n", nil, "line 4: unknown field tenants.acme.sources.gh.secrte"},
+		{"tenants:\n  acme:\n    limit: {}\n", nil, "unknown field tenants.acme.limit"},
+		{"partitions: 1\npartitions: 2\n", nil, "duplicate field partitions"},
+		{"tenants:\n  a: {}\n  a: {}\n", nil, "duplicate field tenants.a"},
+		{"tenants:\n  a: {limits: {}, limits: {}}\n", nil, "duplicate field tenants.a.limits"},
+		{"partitions: [1]\n", nil, "partitions: want a scalar value"},
+		{"http_addr: {a: 1}\n", nil, "http_addr: want a scalar value"},
+		{"partitions: 0\n", nil, "--partitions (from partitions in "},
+		{"allow_unknown: maybe\n", nil, `allow_unknown: want a boolean, got "maybe"`},
+		{"tenants: [a]\n", nil, "tenants: want a mapping"},
+		{"tenants:\n  acme: 5\n", nil, "tenants.acme: want a mapping"},
+		{"tenants:\n  acme:\n    sources:\n      s: {dedupe: [x]}\n", nil, "tenants.acme.sources.s.dedupe: want a string"},
+		{"defaults:\n  limits: {hooks: {burst: 1.5}}\n", nil, `defaults.limits.hooks.burst: want an integer, got "1.5"`},
+		{"defaults:\n  limits: {hooks: {rate: 0}}\n", nil, "config: defaults.limits.hooks: rate must be a finite number > 0"},
+		{"defaults:\n  limits: {bytes: {rate: .inf}}\n", nil, "defaults.limits.bytes: rate must be a finite number > 0"},
+		{"defaults:\n  limits: {bytes: {rate: .nan}}\n", nil, "defaults.limits.bytes: rate must be a finite number > 0"},
+		{"defaults:\n  limits: {hooks: {burst: 0}}\n", nil, "defaults.limits.hooks: burst must be >= 1"},
+		{"tenants:\n  acme: {limits: {bytes: {rate: -1}}}\n", nil, "config: tenants.acme.limits.bytes: rate must be"},
+		{"defaults:\n  source: {dedupe: gitlab}\n", nil, `config: defaults.source.dedupe: webhook: invalid dedupe spec "gitlab"`},
+		{"defaults:\n  source: {max_body_bytes: 0}\n", nil, "config: defaults.source.max_body_bytes: must be 1.."},
+		{"tenants:\n  acme:\n    sources:\n      raw: {max_body_bytes: 2147483648}\n", nil, "tenants.acme.sources.raw.max_body_bytes: must be 1.."},
+		{"tenants:\n  acme:\n    sources:\n      gh: {dedupe: \"header:\"}\n", nil, `config: tenants.acme.sources.gh.dedupe: webhook: invalid dedupe spec "header:"`},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: gitlab, secret: x}\n", nil, `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab"`},
+		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe}\n", nil, "config: tenants.acme.sources.pay: verify stripe needs secret or secret_env"},
+		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret: \"\"}\n", nil, "config: tenants.acme.sources.pay: verify stripe needs secret or secret_env"},
+		{"tenants:\n  acme:\n    sources:\n      pay: {secret: s3cr3t}\n", nil, "config: tenants.acme.sources.pay: a secret needs verify"},
+		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret: a, secret_env: B}\n", nil, "tenants.acme.sources.pay: secret and secret_env are exclusive"},
+		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret_env: PAY_SECRET}\n", nil, "config: tenants.acme.sources.pay.secret_env: environment variable PAY_SECRET is not set"},
+		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret_env: \"1BAD\"}\n", nil, `tenants.acme.sources.pay.secret_env: invalid environment variable name "1BAD"`},
+		{"tenants:\n  acme:\n    sources:\n      sw: {verify: standard_webhooks, secret: \"whsec_not*base64\"}\n", nil, "config: tenants.acme.sources.sw.secret: webhook: invalid secret"},
+		{"tenants:\n  acme:\n    sources:\n      sw: {verify: standard_webhooks, secret_env: SW}\n", map[string]string{"SW": "whsec_!!"}, "config: tenants.acme.sources.sw.secret_env: webhook: invalid secret"},
+		{"tenants:\n  \"a/b\": {}\n", nil, "config: tenants.a/b: invalid tenant name"},
+		{"tenants:\n  \"" + strings.Repeat("t", 129) + "\": {}\n", nil, "invalid tenant name"},
+		{"tenants:\n  acme:\n    sources:\n      \"s s\": {}\n", nil, "config: tenants.acme.sources.s s: invalid source name"},
+		{"- a\n- b\n", nil, "the file must be a mapping"},
+		{"a: 1\n---\nb: 2\n", nil, "more than one YAML document"},
+		{"a: [\n", nil, "edge.yaml: yaml:"},
+		{"a: &x [*x]\n", nil, "edge.yaml"},
+		{"{[1]: 2}\n", nil, "keys must be scalars"},
+	}
+	for _, tc := range cases {
+		p := writeFile(t, tc.yaml)
+		_, err := config.Parse([]string{"--config", p}, env(tc.env), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("file %q: err = %v; want it to contain %q", tc.yaml, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "not*base64")) {
+			t.Errorf("error leaks a secret: %v", err)
+		}
+	}
+}
+
+// TestEmptyFile: an empty or null file is the built-in default.
+func TestEmptyFile(t *testing.T) {
+	for _, body := range []string{"", "\n# nothing\n", "~\n", "---\n"} {
+		cfg := mustLoad(t, []string{"--config", writeFile(t, body)}, nil)
+		if !cfg.AllowUnknown || cfg.Partitions != 64 || len(cfg.Tenants) != 0 {
+			t.Errorf("file %q: %+v", body, cfg)
+		}
+	}
+}
+
+// TestHelp: -h prints every flag with its environment twin and returns
+// flag.ErrHelp.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		var out bytes.Buffer
+		cfg, err := config.Parse([]string{arg}, nil, &out)
+		if !errors.Is(err, flag.ErrHelp) || cfg != nil {
+			t.Fatalf("%s: %v, %v; want flag.ErrHelp", arg, cfg, err)
+		}
+		usage := out.String()
+		for _, name := range config.Flags() {
+			if !strings.Contains(usage, "--"+name+" ") || !strings.Contains(usage, "$"+config.EnvName(name)) {
+				t.Errorf("usage lacks --%s or $%s:\n%s", name, config.EnvName(name), usage)
+			}
+		}
+		for _, s := range []string{`(default "127.0.0.1:8080")`, `(default "64")`, "SLUICE_HTTP_ADDR", "off = in-process only"} {
+			if !strings.Contains(usage, s) {
+				t.Errorf("usage lacks %q", s)
+			}
+		}
+	}
+	if got := config.EnvName("http-addr"); got != "SLUICE_HTTP_ADDR" {
+		t.Errorf("EnvName = %s", got)
+	}
+	if got := config.FileKey("nats-tls-ca"); got != "nats_tls_ca" {
+		t.Errorf("FileKey = %s", got)
+	}
+}

@@ -1,0 +1,340 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setting is one flag with its default, usage and setter. The setter parses
+// and validates the raw value; its error is prefixed with the flag's name.
+type setting struct {
+	name  string
+	kind  string // value placeholder in the usage
+	def   string
+	usage string
+	set   func(c *Config, v string) error
+}
+
+// Bounds of numeric settings.
+const (
+	MaxPartitions = 65536
+	MaxReplicas   = 5 // JetStream's limit
+	MaxPrefix     = 64
+)
+
+// settings is the table of PROTOCOL.md, in usage order.
+var settings = []setting{
+	{"config", "path", "", "YAML configuration file", func(c *Config, v string) error {
+		c.File = v
+		return nil
+	}},
+	{"http-addr", "host:port", "127.0.0.1:8080", "HTTP listener", func(c *Config, v string) error {
+		c.HTTPAddr = v
+		return checkHostPort(v)
+	}},
+	{"tls-cert", "path", "", "certificate file for HTTPS (with --tls-key)", str(func(c *Config) *string { return &c.TLSCert })},
+	{"tls-key", "path", "", "key file for HTTPS (with --tls-cert)", str(func(c *Config) *string { return &c.TLSKey })},
+	{"data-dir", "path", "./data", "JetStream storage of the embedded server", func(c *Config, v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		c.DataDir = v
+		return nil
+	}},
+	{"nats-listen", "host:port|off", "127.0.0.1:4222", "embedded server's client listener; off = in-process only", func(c *Config, v string) error {
+		if strings.EqualFold(v, "off") {
+			c.NATSListen = ""
+			return nil
+		}
+		c.NATSListen = v
+		return checkHostPort(v)
+	}},
+	{"nats-url", "urls", "", "use an existing NATS deployment (comma-separated URLs) instead of the embedded server", func(c *Config, v string) error {
+		c.NATSURL = v
+		if v == "" {
+			return nil
+		}
+		for u := range strings.SplitSeq(v, ",") {
+			if err := checkURL(strings.TrimSpace(u), "nats", "tls", "ws", "wss"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+	{"nats-creds", "path", "", "NATS credentials file (user JWT and seed); only with --nats-url", str(func(c *Config) *string { return &c.NATS.Creds })},
+	{"nats-user", "name", "", "NATS user (with --nats-password)", str(func(c *Config) *string { return &c.NATS.User })},
+	{"nats-password", "secret", "", "NATS password (with --nats-user)", func(c *Config, v string) error {
+		c.NATS.Password = NewSecret(v)
+		return nil
+	}},
+	{"nats-token", "secret", "", "NATS authentication token", func(c *Config, v string) error {
+		c.NATS.Token = NewSecret(v)
+		return nil
+	}},
+	{"nats-nkey", "path", "", "NATS nkey seed file", str(func(c *Config) *string { return &c.NATS.NKey })},
+	{"nats-tls-ca", "path", "", "CA bundle for NATS TLS", str(func(c *Config) *string { return &c.NATS.TLSCA })},
+	{"nats-tls-cert", "path", "", "certificate for NATS TLS (with --nats-tls-key)", str(func(c *Config) *string { return &c.NATS.TLSCert })},
+	{"nats-tls-key", "path", "", "key for NATS TLS (with --nats-tls-cert)", str(func(c *Config) *string { return &c.NATS.TLSKey })},
+	{"cluster-name", "name", "", "nats-server cluster name of the embedded server (with --cluster-listen)", func(c *Config, v string) error {
+		c.ClusterName = v
+		if v != "" && !isPrefixToken(v) {
+			return fmt.Errorf("invalid name %q (use [A-Za-z0-9_-])", v)
+		}
+		return nil
+	}},
+	{"cluster-listen", "host:port", "", "embedded server's cluster (routes) listener", func(c *Config, v string) error {
+		c.ClusterListen = v
+		if v == "" {
+			return nil
+		}
+		return checkHostPort(v)
+	}},
+	{"routes", "urls", "", "comma-separated routes to other sluice nodes (nats-route://host:port)", func(c *Config, v string) error {
+		c.Routes = nil
+		if v == "" {
+			return nil
+		}
+		for r := range strings.SplitSeq(v, ",") {
+			r = strings.TrimSpace(r)
+			if err := checkURL(r, "nats-route", "nats", "tls"); err != nil {
+				return err
+			}
+			c.Routes = append(c.Routes, r)
+		}
+		return nil
+	}},
+	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
+		c.Prefix = v
+		return checkPrefix(v)
+	}},
+	{"partitions", "n", "64", "quota partitions (fixed for the fleet's life)", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, MaxPartitions)
+		c.Partitions = int(n)
+		return err
+	}},
+	{"replicas", "n", "1", "replicas of every bucket and stream", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, MaxReplicas)
+		c.Replicas = int(n)
+		return err
+	}},
+	{"admin-token", "secret", "", "bearer token enabling the admin API", func(c *Config, v string) error {
+		c.AdminToken = NewSecret(v)
+		return nil
+	}},
+	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, 1<<40)
+		c.ReplayCapacity = n
+		return err
+	}},
+	{"replay-skew", "duration", "0s", "extra retention of every replay claim", dur(func(c *Config) *time.Duration { return &c.ReplaySkew }, 0)},
+	{"store-timeout", "duration", "250ms", "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
+	{"pending-ttl", "duration", "30s", "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
+	{"dedupe-ttl", "duration", "72h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
+	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
+		switch v {
+		case "debug":
+			c.LogLevel = slog.LevelDebug
+		case "info":
+			c.LogLevel = slog.LevelInfo
+		case "warn":
+			c.LogLevel = slog.LevelWarn
+		case "error":
+			c.LogLevel = slog.LevelError
+		default:
+			return fmt.Errorf("invalid level %q (want debug, info, warn or error)", v)
+		}
+		return nil
+	}},
+	{"log-format", "format", "text", "text or json", func(c *Config, v string) error {
+		if v != "text" && v != "json" {
+			return fmt.Errorf("invalid format %q (want text or json)", v)
+		}
+		c.LogFormat = v
+		return nil
+	}},
+}
+
+// str sets a free-form string field.
+func str(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(c) = v
+		return nil
+	}
+}
+
+// dur sets a duration field that must be >= min.
+func dur(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q (e.g. 250ms, 30s, 72h)", v)
+		}
+		if d < min {
+			if min == 0 {
+				return fmt.Errorf("must not be negative, got %s", d)
+			}
+			return fmt.Errorf("must be positive, got %s", d)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// parseInt parses a decimal integer in lo..hi.
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("must be %d..%d, got %q", lo, hi, v)
+	}
+	return n, nil
+}
+
+// checkHostPort validates a listen address "host:port" (host may be empty,
+// port 0..65535).
+func checkHostPort(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("invalid address %q (want host:port)", v)
+	}
+	if _, err := parseInt(port, 0, 65535); err != nil {
+		return fmt.Errorf("invalid port in %q (want 0..65535)", v)
+	}
+	return nil
+}
+
+// checkURL validates a server URL: scheme://host[:port] with one of schemes,
+// or host[:port] alone.
+func checkURL(v string, schemes ...string) error {
+	if v == "" {
+		return errors.New("empty URL in list")
+	}
+	s := v
+	if !strings.Contains(s, "://") {
+		s = schemes[0] + "://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("invalid URL %q", redactURL(v))
+	}
+	if u.User != nil {
+		return fmt.Errorf("URL %q: credentials in the URL are not accepted (use --nats-user/--nats-password or --nats-token)", redactURL(v))
+	}
+	ok := false
+	for _, sc := range schemes {
+		ok = ok || u.Scheme == sc
+	}
+	if !ok {
+		return fmt.Errorf("URL %q: scheme must be one of %s", redactURL(v), strings.Join(schemes, ", "))
+	}
+	if p := u.Port(); p != "" {
+		if _, err := parseInt(p, 1, 65535); err != nil {
+			return fmt.Errorf("URL %q: invalid port", redactURL(v))
+		}
+	}
+	return nil
+}
+
+// redactURL hides any user information (user:password@) in a URL for error
+// messages.
+func redactURL(v string) string {
+	scheme, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		rest, scheme = v, ""
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = Redacted + "@" + rest[at+1:]
+	}
+	if scheme != "" {
+		return scheme + "://" + rest
+	}
+	return rest
+}
+
+// checkPrefix validates a subject prefix: 1..64 bytes, '.'-separated tokens
+// of [A-Za-z0-9_-] (kvstore.ValidatePrefix's rule).
+func checkPrefix(p string) error {
+	if p == "" || len(p) > MaxPrefix {
+		return fmt.Errorf("must be 1..%d bytes, got %d", MaxPrefix, len(p))
+	}
+	for tok := range strings.SplitSeq(p, ".") {
+		if !isPrefixToken(tok) {
+			return fmt.Errorf("invalid prefix %q (want '.'-separated tokens of [A-Za-z0-9_-])", p)
+		}
+	}
+	return nil
+}
+
+// isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
+func isPrefixToken(tok string) bool {
+	if tok == "" {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// check validates combinations of settings.
+func (c *Config) check() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("config: --tls-cert and --tls-key: give both or neither")
+	}
+	n := c.NATS
+	if (n.TLSCert == "") != (n.TLSKey == "") {
+		return errors.New("config: --nats-tls-cert and --nats-tls-key: give both or neither")
+	}
+	if (n.User == "") != !n.Password.IsSet() {
+		return errors.New("config: --nats-user and --nats-password: give both or neither")
+	}
+	var methods []string
+	if n.Creds != "" {
+		methods = append(methods, "--nats-creds")
+	}
+	if n.User != "" {
+		methods = append(methods, "--nats-user/--nats-password")
+	}
+	if n.Token.IsSet() {
+		methods = append(methods, "--nats-token")
+	}
+	if n.NKey != "" {
+		methods = append(methods, "--nats-nkey")
+	}
+	if len(methods) > 1 {
+		return fmt.Errorf("config: %s: choose one NATS authentication method", strings.Join(methods, ", "))
+	}
+	if c.NATSURL == "" {
+		if n.Creds != "" {
+			return errors.New("config: --nats-creds: needs --nats-url (the embedded server cannot verify user JWTs)")
+		}
+	} else {
+		for _, f := range []struct{ name, v string }{
+			{"--cluster-listen", c.ClusterListen}, {"--cluster-name", c.ClusterName}, {"--routes", strings.Join(c.Routes, ",")},
+		} {
+			if f.v != "" {
+				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
+			}
+		}
+	}
+	if c.ClusterListen == "" {
+		if len(c.Routes) > 0 {
+			return errors.New("config: --routes: needs --cluster-listen")
+		}
+		if c.ClusterName != "" {
+			return errors.New("config: --cluster-name: needs --cluster-listen")
+		}
+	}
+	if c.Replicas > 1 && c.NATSURL == "" && c.ClusterListen == "" {
+		return fmt.Errorf("config: --replicas: %d replicas need a cluster (--cluster-listen or --nats-url)", c.Replicas)
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+// ErrUnknownSource is returned by Config.Source for a tenant/source pair that
+// the configuration does not allow (the edge answers 404 unknown_source).
+var ErrUnknownSource = errors.New("config: unknown source")
+
+// Built-in defaults of the file's defaults section (PROTOCOL.md).
+const (
+	DefaultHooksRate    = 100
+	DefaultHooksBurst   = 200
+	DefaultBytesRate    = 10485760 // 10 MiB/s
+	DefaultBytesBurst   = 20971520 // 20 MiB
+	DefaultMaxBodyBytes = 1048576  // 1 MiB
+	// MaxBodyBytesLimit bounds max_body_bytes.
+	MaxBodyBytesLimit = 1 << 30
+	// MaxNameBytes bounds tenant and source names (the HTTP rule).
+	MaxNameBytes = 128
+)
+
+// Rate is a GCRA budget: Rate units per second with bursts of up to Burst
+// units. A valid Rate has a finite Rate > 0 and Burst >= 1.
+type Rate struct {
+	Rate  float64 `json:"rate"`
+	Burst int64   `json:"burst"`
+}
+
+// Limits are a tenant's budgets: webhooks per second and body bytes per
+// second.
+type Limits struct {
+	Hooks Rate `json:"hooks"`
+	Bytes Rate `json:"bytes"`
+}
+
+// Origin tells where a tenant's limits come from.
+type Origin string
+
+// Origins returned by Config.Limits. (The edge layers "override" on top for
+// limits set through the admin API.)
+const (
+	OriginTenant  Origin = "tenant"
+	OriginDefault Origin = "default"
+)
+
+// Defaults are the file's defaults section, completed with the built-in
+// defaults.
+type Defaults struct {
+	// Limits apply to tenants without their own.
+	Limits Limits
+	// Source applies to sources the file does not list (when AllowUnknown),
+	// and fills the fields a listed source leaves out.
+	Source SourceDefaults
+}
+
+// SourceDefaults are the settings of unlisted sources.
+type SourceDefaults struct {
+	Dedupe       webhook.Dedupe
+	MaxBodyBytes int64
+}
+
+// Tenant is one tenant of the file.
+type Tenant struct {
+	// Limits are the tenant's own limits, completed from Defaults.Limits;
+	// nil when the tenant has none (it uses Defaults.Limits).
+	Limits *Limits
+	// Sources are the tenant's listed sources, by name.
+	Sources map[string]Source
+}
+
+// Source is the effective configuration of one tenant's source.
+type Source struct {
+	// Dedupe extracts the dedupe key.
+	Dedupe webhook.Dedupe
+	// Verifier checks signatures; nil means no verification.
+	Verifier webhook.Verifier
+	// MaxBodyBytes bounds the request body (413 beyond it).
+	MaxBodyBytes int64
+	// Configured is true for a source listed in the file, false for one
+	// allowed by allow_unknown with the defaults.
+	Configured bool
+}
+
+// Source returns the effective configuration of tenant's source: the listed
+// one, or, when AllowUnknown, the defaults; otherwise ErrUnknownSource.
+// Names are not validated here (the edge answers 400 for invalid ones
+// first; see ValidName).
+func (c *Config) Source(tenant, source string) (Source, error) {
+	if t, ok := c.Tenants[tenant]; ok {
+		if s, ok := t.Sources[source]; ok {
+			return s, nil
+		}
+	}
+	if !c.AllowUnknown {
+		return Source{}, fmt.Errorf("%w: %s/%s", ErrUnknownSource, tenant, source)
+	}
+	return Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes}, nil
+}
+
+// Limits returns tenant's configured limits and their origin: its own
+// (OriginTenant) or the defaults (OriginDefault).
+func (c *Config) Limits(tenant string) (Limits, Origin) {
+	if t, ok := c.Tenants[tenant]; ok && t.Limits != nil {
+		return *t.Limits, OriginTenant
+	}
+	return c.Defaults.Limits, OriginDefault
+}
+
+// Validate checks a Rate: finite Rate > 0 and Burst >= 1.
+func (r Rate) Validate() error {
+	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
+		return fmt.Errorf("rate must be a finite number > 0, got %v", r.Rate)
+	}
+	if r.Burst < 1 {
+		return fmt.Errorf("burst must be >= 1, got %d", r.Burst)
+	}
+	return nil
+}
+
+// Validate checks both rates of l.
+func (l Limits) Validate() error {
+	if err := l.Hooks.Validate(); err != nil {
+		return fmt.Errorf("hooks: %w", err)
+	}
+	if err := l.Bytes.Validate(); err != nil {
+		return fmt.Errorf("bytes: %w", err)
+	}
+	return nil
+}
+
+// ValidName reports whether s is a valid tenant or source name: 1..128 bytes
+// of [A-Za-z0-9._~-] (the HTTP path rule).
+func ValidName(s string) bool {
+	if s == "" || len(s) > MaxNameBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveFile completes c from the file's structured part (nil: no file).
+func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
+	if f == nil {
+		f = &fileConfig{}
+	}
+	c.AllowUnknown = true
+	if f.AllowUnknown != nil {
+		c.AllowUnknown = *f.AllowUnknown
+	}
+	c.Defaults = Defaults{
+		Limits: Limits{
+			Hooks: Rate{Rate: DefaultHooksRate, Burst: DefaultHooksBurst},
+			Bytes: Rate{Rate: DefaultBytesRate, Burst: DefaultBytesBurst},
+		},
+		Source: SourceDefaults{Dedupe: webhook.MustParseDedupe(webhook.DedupeAuto), MaxBodyBytes: DefaultMaxBodyBytes},
+	}
+	if d := f.Defaults; d != nil {
+		if d.Limits != nil {
+			l, err := mergeLimits(c.Defaults.Limits, d.Limits, "defaults.limits")
+			if err != nil {
+				return err
+			}
+			c.Defaults.Limits = l
+		}
+		if s := d.Source; s != nil {
+			if s.Dedupe != nil {
+				dd, err := webhook.ParseDedupe(*s.Dedupe)
+				if err != nil {
+					return fmt.Errorf("config: defaults.source.dedupe: %w", err)
+				}
+				c.Defaults.Source.Dedupe = dd
+			}
+			if s.MaxBodyBytes != nil {
+				if err := checkBodyLimit(*s.MaxBodyBytes); err != nil {
+					return fmt.Errorf("config: defaults.source.max_body_bytes: %w", err)
+				}
+				c.Defaults.Source.MaxBodyBytes = *s.MaxBodyBytes
+			}
+		}
+	}
+	c.Tenants = make(map[string]Tenant, len(f.Tenants))
+	for _, tn := range sortedKeys(f.Tenants) {
+		path := "tenants." + tn
+		if !ValidName(tn) {
+			return fmt.Errorf("config: %s: invalid tenant name (want 1..%d bytes of [A-Za-z0-9._~-])", path, MaxNameBytes)
+		}
+		ft := f.Tenants[tn]
+		if ft == nil {
+			ft = &fileTenant{}
+		}
+		t := Tenant{Sources: make(map[string]Source, len(ft.Sources))}
+		if ft.Limits != nil {
+			l, err := mergeLimits(c.Defaults.Limits, ft.Limits, path+".limits")
+			if err != nil {
+				return err
+			}
+			t.Limits = &l
+		}
+		for _, sn := range sortedKeys(ft.Sources) {
+			spath := path + ".sources." + sn
+			if !ValidName(sn) {
+				return fmt.Errorf("config: %s: invalid source name (want 1..%d bytes of [A-Za-z0-9._~-])", spath, MaxNameBytes)
+			}
+			s, err := c.resolveSource(ft.Sources[sn], spath, getenv)
+			if err != nil {
+				return err
+			}
+			t.Sources[sn] = s
+		}
+		c.Tenants[tn] = t
+	}
+	return nil
+}
+
+// resolveSource builds a listed source's effective configuration.
+func (c *Config) resolveSource(fs *fileSource, path string, getenv func(string) string) (Source, error) {
+	if fs == nil {
+		fs = &fileSource{}
+	}
+	s := Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes, Configured: true}
+	if fs.Dedupe != nil {
+		d, err := webhook.ParseDedupe(*fs.Dedupe)
+		if err != nil {
+			return Source{}, fmt.Errorf("config: %s.dedupe: %w", path, err)
+		}
+		s.Dedupe = d
+	}
+	if fs.MaxBodyBytes != nil {
+		if err := checkBodyLimit(*fs.MaxBodyBytes); err != nil {
+			return Source{}, fmt.Errorf("config: %s.max_body_bytes: %w", path, err)
+		}
+		s.MaxBodyBytes = *fs.MaxBodyBytes
+	}
+	verify := ""
+	if fs.Verify != nil {
+		verify = *fs.Verify
+	}
+	if verify != "" && !webhook.KnownVerifier(verify) {
+		return Source{}, fmt.Errorf("config: %s.verify: unknown verifier %q (want github, stripe or standard_webhooks)", path, verify)
+	}
+	secret, hasSecret := "", fs.Secret != nil && *fs.Secret != ""
+	if hasSecret {
+		secret = *fs.Secret
+	}
+	if fs.SecretEnv != nil {
+		name := *fs.SecretEnv
+		if hasSecret {
+			return Source{}, fmt.Errorf("config: %s: secret and secret_env are exclusive", path)
+		}
+		if !validEnvName(name) {
+			return Source{}, fmt.Errorf("config: %s.secret_env: invalid environment variable name %q", path, name)
+		}
+		secret = getenv(name)
+		if secret == "" {
+			return Source{}, fmt.Errorf("config: %s.secret_env: environment variable %s is not set", path, name)
+		}
+		hasSecret = true
+	}
+	switch {
+	case verify == "" && hasSecret:
+		return Source{}, fmt.Errorf("config: %s: a secret needs verify (github, stripe or standard_webhooks)", path)
+	case verify != "" && !hasSecret:
+		return Source{}, fmt.Errorf("config: %s: verify %s needs secret or secret_env", path, verify)
+	case verify != "":
+		v, err := webhook.NewVerifier(verify, secret)
+		if err != nil { // never contains the secret
+			field := ".secret"
+			if fs.SecretEnv != nil {
+				field = ".secret_env"
+			}
+			return Source{}, fmt.Errorf("config: %s%s: %w", path, field, err)
+		}
+		s.Verifier = v
+	}
+	return s, nil
+}
+
+// mergeLimits completes f with base and validates the result.
+func mergeLimits(base Limits, f *fileLimits, path string) (Limits, error) {
+	out := base
+	for _, r := range []struct {
+		name string
+		f    *fileRate
+		dst  *Rate
+	}{{"hooks", f.Hooks, &out.Hooks}, {"bytes", f.Bytes, &out.Bytes}} {
+		if r.f == nil {
+			continue
+		}
+		if r.f.Rate != nil {
+			r.dst.Rate = *r.f.Rate
+		}
+		if r.f.Burst != nil {
+			r.dst.Burst = *r.f.Burst
+		}
+		if err := r.dst.Validate(); err != nil {
+			return Limits{}, fmt.Errorf("config: %s.%s: %w", path, r.name, err)
+		}
+	}
+	return out, nil
+}
+
+func checkBodyLimit(n int64) error {
+	if n < 1 || n > MaxBodyBytesLimit {
+		return fmt.Errorf("must be 1..%d, got %d", MaxBodyBytesLimit, n)
+	}
+	return nil
+}
+
+// validEnvName reports whether s is a portable environment variable name:
+// [A-Za-z_][A-Za-z0-9_]*.
+func validEnvName(s string) bool {
+	if s == "" || len(s) > 256 || ('0' <= s[0] && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

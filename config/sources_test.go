@@ -1,0 +1,285 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+const testYAML = `
+allow_unknown: false
+defaults:
+  limits: {hooks: {rate: 50}}
+  source: {dedupe: none, max_body_bytes: 2048}
+tenants:
+  acme:
+    limits: {hooks: {rate: 10, burst: 20}}
+    sources:
+      gh:  {dedupe: github, verify: github, secret: "gh-inline-s3cret"}
+      pay: {dedupe: stripe, verify: stripe, secret_env: PAY_SECRET}
+      raw: {dedupe: "header:X-Event-Id", max_body_bytes: 65536}
+      dflt: {}
+      nul:
+  bare:
+`
+
+func loadTest(t *testing.T) *config.Config {
+	t.Helper()
+	return mustLoad(t, []string{"--config", writeFile(t, testYAML)}, env(map[string]string{"PAY_SECRET": "whsec_env_s3cret"}))
+}
+
+func TestSourceResolution(t *testing.T) {
+	cfg := loadTest(t)
+	if cfg.AllowUnknown {
+		t.Fatal("allow_unknown: false not applied")
+	}
+	cases := []struct {
+		tenant, source string
+		verifier       string // "" = none
+		dedupe         string
+		maxBody        int64
+		err            error
+	}{
+		{"acme", "gh", "github", "github", 2048, nil},
+		{"acme", "pay", "stripe", "stripe", 2048, nil},
+		{"acme", "raw", "", "header:X-Event-Id", 65536, nil},
+		{"acme", "dflt", "", "none", 2048, nil},
+		{"acme", "nul", "", "none", 2048, nil},
+		{"acme", "other", "", "", 0, config.ErrUnknownSource},
+		{"bare", "gh", "", "", 0, config.ErrUnknownSource},
+		{"nobody", "gh", "", "", 0, config.ErrUnknownSource},
+	}
+	for _, tc := range cases {
+		s, err := cfg.Source(tc.tenant, tc.source)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s/%s: err = %v; want %v", tc.tenant, tc.source, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s/%s: %v", tc.tenant, tc.source, err)
+		}
+		name := ""
+		if s.Verifier != nil {
+			name = s.Verifier.Name()
+		}
+		if name != tc.verifier || s.Dedupe.String() != tc.dedupe || s.MaxBodyBytes != tc.maxBody || !s.Configured {
+			t.Errorf("%s/%s = verifier %q dedupe %s max %d configured %v", tc.tenant, tc.source, name, s.Dedupe, s.MaxBodyBytes, s.Configured)
+		}
+	}
+
+	// The resolved verifiers use the configured secrets (inline and env).
+	body := []byte(`{"id":"evt_1"}`)
+	gh, _ := cfg.Source("acme", "gh")
+	h := http.Header{}
+	h.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub("gh-inline-s3cret", body))
+	if _, err := gh.Verifier.Verify(h, body, time.Now()); err != nil {
+		t.Errorf("gh verify: %v", err)
+	}
+	pay, _ := cfg.Source("acme", "pay")
+	now := time.Unix(1700000000, 0)
+	h = http.Header{}
+	h.Set(webhook.HeaderStripeSignature, webhook.SignStripe("whsec_env_s3cret", now.Unix(), body))
+	if v, err := pay.Verifier.Verify(h, body, now); err != nil || v.MessageID != "evt_1" {
+		t.Errorf("pay verify: %+v, %v", v, err)
+	}
+
+	// allow_unknown true (the default): unlisted sources get defaults.source.
+	open := mustLoad(t, []string{"--config", writeFile(t, "defaults: {source: {dedupe: svix}}\ntenants: {acme: {sources: {gh: {dedupe: github}}}}\n")}, nil)
+	for _, pair := range [][2]string{{"acme", "other"}, {"someone", "x"}} {
+		s, err := open.Source(pair[0], pair[1])
+		if err != nil || s.Configured || s.Verifier != nil || s.Dedupe.String() != "svix" || s.MaxBodyBytes != 1048576 {
+			t.Errorf("%v: %+v, %v", pair, s, err)
+		}
+	}
+	// No file at all: any source, auto dedupe, 1 MiB.
+	s, err := mustLoad(t, nil, nil).Source("t", "s")
+	if err != nil || s.Dedupe.String() != "auto" || s.MaxBodyBytes != 1048576 || s.Verifier != nil {
+		t.Errorf("built-in default source: %+v, %v", s, err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	cfg := loadTest(t)
+	l, o := cfg.Limits("acme")
+	want := config.Limits{Hooks: config.Rate{Rate: 10, Burst: 20}, Bytes: config.Rate{Rate: 10485760, Burst: 20971520}}
+	if l != want || o != config.OriginTenant {
+		t.Errorf("acme: %+v %s", l, o)
+	}
+	// defaults.limits.hooks.rate 50 merged with the built-in burst.
+	want = config.Limits{Hooks: config.Rate{Rate: 50, Burst: 200}, Bytes: config.Rate{Rate: 10485760, Burst: 20971520}}
+	for _, tn := range []string{"bare", "unknown"} {
+		if l, o := cfg.Limits(tn); l != want || o != config.OriginDefault {
+			t.Errorf("%s: %+v %s", tn, l, o)
+		}
+	}
+	// A tenant's partial limits are completed from the file's defaults.
+	cfg = mustLoad(t, []string{"--config", writeFile(t, "defaults: {limits: {bytes: {rate: 5, burst: 6}}}\ntenants: {a: {limits: {hooks: {burst: 3}}}}\n")}, nil)
+	l, o = cfg.Limits("a")
+	if want := (config.Limits{Hooks: config.Rate{Rate: 100, Burst: 3}, Bytes: config.Rate{Rate: 5, Burst: 6}}); l != want || o != config.OriginTenant {
+		t.Errorf("partial: %+v %s", l, o)
+	}
+	// Rate validation.
+	for _, r := range []config.Rate{{0, 1}, {-1, 1}, {1, 0}} {
+		if r.Validate() == nil {
+			t.Errorf("%+v valid", r)
+		}
+	}
+	if (config.Rate{Rate: 0.5, Burst: 1}).Validate() != nil {
+		t.Error("0.5/s invalid")
+	}
+}
+
+func TestSecretEnv(t *testing.T) {
+	y := "tenants:\n  a:\n    sources:\n      sw: {verify: standard_webhooks, secret_env: SW_SECRET}\n"
+	p := writeFile(t, y)
+	cfg := mustLoad(t, []string{"--config", p}, env(map[string]string{"SW_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}))
+	s, _ := cfg.Source("a", "sw")
+	body := []byte(`{"test": 2432232314}`)
+	h, _ := webhook.StandardHeaders("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_1", 1614265330, body)
+	if v, err := s.Verifier.Verify(h, body, time.Unix(1614265330, 0)); err != nil || v.MessageID != "msg_1" {
+		t.Fatalf("verify: %+v, %v", v, err)
+	}
+	if _, err := config.Parse([]string{"--config", p}, nil, nil); err == nil || !strings.Contains(err.Error(), "tenants.a.sources.sw.secret_env: environment variable SW_SECRET is not set") {
+		t.Fatalf("missing env: %v", err)
+	}
+}
+
+// TestRedaction: no secret — source secrets, admin token, NATS password and
+// token — appears in any printed, marshalled or logged form of a Config.
+func TestRedaction(t *testing.T) {
+	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken", "n4ts-passw0rd", "n4ts-t0ken"}
+	cfg := loadTest(t)
+	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
+	cfg3 := mustLoad(t, nil, env(map[string]string{"SLUICE_NATS_TOKEN": "n4ts-t0ken"}))
+	var out strings.Builder
+	for _, c := range []*config.Config{cfg, cfg2, cfg3} {
+		gh := c.Tenants["acme"].Sources["gh"]
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
+			fmt.Fprintf(&out, verb+"\n", c)
+			fmt.Fprintf(&out, verb+"\n", *c)
+			fmt.Fprintf(&out, verb+"\n", c.AdminToken)
+			fmt.Fprintf(&out, verb+"\n", c.NATS)
+			fmt.Fprintf(&out, verb+"\n", c.Tenants)
+			fmt.Fprintf(&out, verb+"\n", gh)
+			fmt.Fprintf(&out, verb+"\n", gh.Verifier)
+		}
+		out.WriteString(fmt.Sprint(c) + fmt.Sprintln(c.NATS.Password, c.NATS.Token))
+		j, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(j)
+		y, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(y)
+		var logs bytes.Buffer
+		for _, hnd := range []slog.Handler{slog.NewJSONHandler(&logs, nil), slog.NewTextHandler(&logs, nil)} {
+			slog.New(hnd).Info("cfg", "admin", c.AdminToken, "nats", c.NATS, "cfg", c, "pw", c.NATS.Password)
+		}
+		out.Write(logs.Bytes())
+	}
+	all := out.String()
+	for _, s := range secrets {
+		for _, form := range []string{s, fmt.Sprintf("%x", s), fmt.Sprintf("%X", s)} {
+			if strings.Contains(all, form) {
+				t.Errorf("secret %q leaks (as %q)", s, form)
+			}
+		}
+	}
+	if !strings.Contains(all, config.Redacted) {
+		t.Error("no redaction marker at all")
+	}
+	// The values are still there for those who ask.
+	if cfg2.AdminToken.Reveal() != "adm1n-t0ken" || cfg2.NATS.Password.Reveal() != "n4ts-passw0rd" || cfg3.NATS.Token.Reveal() != "n4ts-t0ken" {
+		t.Error("Reveal")
+	}
+}
+
+func TestSecret(t *testing.T) {
+	var zero config.Secret
+	if zero.IsSet() || zero.Reveal() != "" || zero.String() != "" || fmt.Sprint(zero) != "" {
+		t.Error("zero Secret")
+	}
+	if config.NewSecret("").IsSet() {
+		t.Error("NewSecret(\"\") is set")
+	}
+	s := config.NewSecret("x")
+	j, _ := json.Marshal(s)
+	if !s.IsSet() || s.Reveal() != "x" || s.String() != config.Redacted || string(j) != `"[redacted]"` || fmt.Sprintf("%#v", s) != config.Redacted {
+		t.Errorf("Secret: %v %s %#v", s, j, s)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, n := range []string{"a", "A-z_0.9~", strings.Repeat("x", 128)} {
+		if !config.ValidName(n) {
+			t.Errorf("ValidName(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"", "a/b", "a b", "é", "a*", strings.Repeat("x", 129)} {
+		if config.ValidName(n) {
+			t.Errorf("ValidName(%q) = true", n)
+		}
+	}
+}
+
+// TestEdgeYAML loads the commented example and checks a few resolutions.
+func TestEdgeYAML(t *testing.T) {
+	e := env(map[string]string{"ACME_SW_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	cfg := mustLoad(t, []string{"--config", "../testdata/edge.yaml"}, e)
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.Partitions != 64 || cfg.PendingTTL != 30*time.Second || !cfg.AllowUnknown {
+		t.Errorf("process settings: %+v", cfg)
+	}
+	want := map[string]struct{ verifier, dedupe string }{
+		"acme/gh": {"github", "github"}, "acme/pay": {"stripe", "stripe"}, "acme/sw": {"standard_webhooks", "standard_webhooks"},
+		"acme/raw": {"", "header:X-Event-Id"}, "acme/orders": {"", "json:data.order.id"}, "acme/metrics": {"", "none"},
+		"globex/shop": {"", "shopify"}, "globex/svix": {"standard_webhooks", "svix"},
+	}
+	n := 0
+	for tn, tenant := range cfg.Tenants {
+		for sn, s := range tenant.Sources {
+			n++
+			w, ok := want[tn+"/"+sn]
+			got := ""
+			if s.Verifier != nil {
+				got = s.Verifier.Name()
+			}
+			if !ok || got != w.verifier || s.Dedupe.String() != w.dedupe {
+				t.Errorf("%s/%s: verifier %q dedupe %s", tn, sn, got, s.Dedupe)
+			}
+		}
+	}
+	if n != len(want) {
+		t.Errorf("%d sources; want %d", n, len(want))
+	}
+	if l, o := cfg.Limits("acme"); o != config.OriginTenant || l.Hooks != (config.Rate{Rate: 10, Burst: 20}) || l.Bytes.Rate != 10485760 {
+		t.Errorf("acme limits %+v %s", l, o)
+	}
+	if s, _ := cfg.Source("acme", "raw"); s.MaxBodyBytes != 65536 {
+		t.Errorf("raw max body %d", s.MaxBodyBytes)
+	}
+	// Flags still win over the file.
+	cfg = mustLoad(t, []string{"--config", "../testdata/edge.yaml", "--partitions", "128"}, e)
+	if cfg.Partitions != 128 {
+		t.Errorf("partitions %d", cfg.Partitions)
+	}
+	// Without the environment variable the example fails, naming it.
+	if _, err := config.Parse([]string{"--config", "../testdata/edge.yaml"}, nil, nil); err == nil || !strings.Contains(err.Error(), "tenants.acme.sources.sw.secret_env: environment variable ACME_SW_SECRET is not set") {
+		t.Errorf("without ACME_SW_SECRET: %v", err)
+	}
+}
