@@ -1,0 +1,46 @@
+package events_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/events"
+)
+
+func TestOptionsRejectBadValues(t *testing.T) {
+	t.Parallel()
+	bad := map[string]events.Option{
+		"clock":        events.WithClock(nil),
+		"queue":        events.WithQueueSize(0),
+		"replicas 0":   events.WithReplicas(0),
+		"replicas 6":   events.WithReplicas(6),
+		"stream name":  events.WithStreamName("a.b"),
+		"stream empty": events.WithStreamName(""),
+		"limits":       events.WithStreamLimits(0, 1, 1),
+		"ttl":          events.WithCommittedTTL(0),
+		"durable":      events.WithDurable("x>"),
+		"timeout":      events.WithCallTimeout(time.Minute),
+		"concurrency":  events.WithConcurrency(0),
+		"retry":        events.WithRetryDelay(2*time.Second, time.Second),
+		"max deliver":  events.WithMaxDeliver(0),
+		"key decoder":  events.WithKeyDecoder(nil),
+	}
+	e := newEnv(t)
+	for name, o := range bad {
+		t.Run(name, func(t *testing.T) {
+			if _, err := events.NewSettler(e.k.JS, e.store, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
+				t.Fatalf("NewSettler: %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+	if _, err := events.NewSettler(e.k.JS, e.store, "bad prefix"); !errors.Is(err, events.ErrInvalidOption) {
+		t.Fatalf("bad prefix: %v", err)
+	}
+	if _, err := events.NewPublisher(nil, prefix, nil); !errors.Is(err, events.ErrInvalidOption) {
+		t.Fatalf("nil conn: %v", err)
+	}
+	if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), nil); !errors.Is(err, events.ErrInvalidOption) {
+		t.Fatalf("nil publisher: %v", err)
+	}
+}
