@@ -3,8 +3,6 @@ package events_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,100 +205,5 @@ func (c *countingStore) Release(ctx context.Context, id claims.ID, hookID string
 	return c.Store.Release(ctx, id, hookID, rev)
 }
 
-// kvStore is a minimal claims.Store on a kvstore.Bucket with claims' KV
-// layout (key kvstore.Join(tenant, source, NormalizeKey(key)), per-key TTL),
-// used until claims.NewKV lands.
-type kvStore struct{ b *kvstore.Bucket }
-
-type kvValue struct {
-	S string `json:"s"`
-	H string `json:"h"`
-}
-
-func newStore(b *kvstore.Bucket) claims.Store { return &kvStore{b: b} }
-
-func kvKey(id claims.ID) string {
-	return kvstore.Join(id.Tenant, id.Source, claims.NormalizeKey(id.Key))
-}
-
-func mapErr(err error) error {
-	switch {
-	case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNotFound):
-		return fmt.Errorf("%w: %w", claims.ErrLost, err)
-	case errors.Is(err, kvstore.ErrUnavailable):
-		return fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
-	}
-	return err
-}
-
-func (s *kvStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
-	if err := id.Validate(); err != nil {
-		return claims.Result{}, err
-	}
-	v, _ := json.Marshal(kvValue{S: "p", H: hookID})
-	rev, rec, err := s.b.Create(ctx, kvKey(id), v, ttl)
-	if errors.Is(err, kvstore.ErrExists) && rec != nil {
-		var cur kvValue
-		_ = json.Unmarshal(rec.Value, &cur)
-		if cur.S == "c" {
-			return claims.Result{Outcome: claims.Duplicate, Revision: rec.Revision, HookID: cur.H}, nil
-		}
-		return claims.Result{Outcome: claims.Pending, Revision: rec.Revision, HookID: cur.H, RetryAfter: time.Millisecond}, nil
-	}
-	if err != nil {
-		return claims.Result{}, mapErr(err)
-	}
-	return claims.Result{Outcome: claims.OK, Revision: rev, HookID: hookID}, nil
-}
-
-func (s *kvStore) check(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
-	if err := id.Validate(); err != nil || hookID == "" || rev == 0 {
-		return fmt.Errorf("%w: bad arguments", claims.ErrInvalid)
-	}
-	rec, err := s.b.Get(ctx, kvKey(id))
-	if err != nil {
-		return mapErr(err)
-	}
-	var cur kvValue
-	_ = json.Unmarshal(rec.Value, &cur)
-	if rec.Revision != rev || cur.H != hookID {
-		return claims.ErrLost
-	}
-	return nil
-}
-
-func (s *kvStore) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
-	if err := s.check(ctx, id, hookID, rev); err != nil {
-		return err
-	}
-	v, _ := json.Marshal(kvValue{S: "c", H: hookID})
-	_, err := s.b.Update(ctx, kvKey(id), v, rev, ttl)
-	return mapErr(err)
-}
-
-func (s *kvStore) Release(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
-	if err := s.check(ctx, id, hookID, rev); err != nil {
-		return err
-	}
-	return mapErr(s.b.Purge(ctx, kvKey(id), rev))
-}
-
-func (s *kvStore) Get(ctx context.Context, id claims.ID) (claims.State, error) {
-	rec, err := s.b.Get(ctx, kvKey(id))
-	if errors.Is(err, kvstore.ErrNotFound) {
-		return claims.State{State: claims.StateAbsent}, nil
-	}
-	if err != nil {
-		return claims.State{}, mapErr(err)
-	}
-	var cur kvValue
-	_ = json.Unmarshal(rec.Value, &cur)
-	st := claims.State{State: claims.StatePending, HookID: cur.H, Revision: rec.Revision}
-	if cur.S == "c" {
-		st.State = claims.StateCommitted
-	}
-	if exp := rec.ExpiresAt(); !exp.IsZero() {
-		st.ExpiresIn = time.Until(exp)
-	}
-	return st, nil
-}
+// newStore is the store under test: the real KV claims store.
+func newStore(b *kvstore.Bucket) claims.Store { return claims.NewKV(b) }

@@ -83,7 +83,7 @@ func defaults() config {
 		retryMin:     time.Second,
 		retryMax:     30 * time.Second,
 		queueSize:    DefaultQueueSize,
-		decodeKey:    DecodeClaimKey,
+		decodeKey:    claims.ParseKVKey,
 		maxDeliver:   10,
 		ackWait:      30 * time.Second,
 	}
@@ -271,7 +271,8 @@ func WithMaxDeliver(n int) Option {
 }
 
 // WithKeyDecoder sets how the ExpiryWatcher turns a claims bucket key into a
-// claim id (default DecodeClaimKey). A key it rejects is skipped and counted.
+// claim id (default claims.ParseKVKey, the inverse of claims.KVKey). A key
+// it rejects is skipped and counted.
 func WithKeyDecoder(fn func(key string) (claims.ID, error)) Option {
 	return func(c *config) error {
 		if fn == nil {

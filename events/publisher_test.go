@@ -26,8 +26,8 @@ func TestNilPublisherIsNoop(t *testing.T) {
 	if p.Subjects() != (events.Subjects{}) {
 		t.Fatal("nil publisher has subjects")
 	}
-	inner := newStore(nil)
-	if events.ObserveStore(inner, nil) != inner {
+	inner := claims.NewMemory()
+	if events.ObserveStore(inner, nil) != claims.Store(inner) {
 		t.Fatal("ObserveStore with a nil publisher must return the inner store")
 	}
 }

@@ -108,22 +108,6 @@ func StreamName(prefix string) string {
 	return strings.ReplaceAll(prefix, ".", "_") + "_events"
 }
 
-// DecodeClaimKey names the claim stored under a claims bucket key: the key
-// is kvstore.Join(tenant, source, normalized key) (claims' KV layout), so it
-// splits into exactly three decoded tokens. The error wraps claims.ErrInvalid
-// for anything else.
-func DecodeClaimKey(key string) (claims.ID, error) {
-	parts, err := kvstore.Split(key)
-	if err != nil || len(parts) != 3 {
-		return claims.ID{}, fmt.Errorf("%w: not a claim key: %q", claims.ErrInvalid, key)
-	}
-	id := claims.ID{Tenant: parts[0], Source: parts[1], Key: parts[2]}
-	if err := id.Validate(); err != nil {
-		return claims.ID{}, fmt.Errorf("%w: not a claim key: %q", claims.ErrInvalid, key)
-	}
-	return id, nil
-}
-
 // SettleEvent is the payload of the settle and release subjects, the same
 // fields as the request forms sluice.v1.claims.settle / .release.
 type SettleEvent struct {

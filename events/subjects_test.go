@@ -176,17 +176,3 @@ func TestLifecycleJSON(t *testing.T) {
 		t.Fatalf("json = %s, want %s", b, want)
 	}
 }
-
-func TestDecodeClaimKey(t *testing.T) {
-	t.Parallel()
-	id := claims.ID{Tenant: "a.b", Source: "*", Key: "x y.>"}
-	got, err := events.DecodeClaimKey(kvstore.Join(id.Tenant, id.Source, id.Key))
-	if err != nil || got != id {
-		t.Fatalf("DecodeClaimKey = %+v, %v", got, err)
-	}
-	for _, bad := range []string{"", "a.b", "a.b.c.d", "a.=zz.c", "=.b.c", "a.=.c", "a.b.="} {
-		if _, err := events.DecodeClaimKey(bad); !errors.Is(err, claims.ErrInvalid) {
-			t.Errorf("DecodeClaimKey(%q) = %v, want ErrInvalid", bad, err)
-		}
-	}
-}
