@@ -52,6 +52,10 @@ const recentSeqs = 4096
 // acks could not buy more: a redelivery after the ack wait would find the
 // marker gone.
 //
+// A marker does not say what expired: a committed claim reaching its dedupe
+// TTL (72 h by default) is reported expired too, like a pending claim whose
+// holder never settled it. The payload's hook_id is empty (the value is gone).
+//
 // Cost: every write to the claims bucket (create, settle, release, marker)
 // passes through this consumer as one headers-only message (about 100-200
 // bytes) to one node of the fleet, i.e. about three or four messages per

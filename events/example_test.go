@@ -1,0 +1,79 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// A node wires a Publisher, a claims store that reports its state changes,
+// a Settler applying settle/release events and an ExpiryWatcher. Any
+// client can then settle a claim by publishing to <prefix>.v1.events.settle.
+func Example() {
+	dir, _ := os.MkdirTemp("", "sluice-events-example")
+	defer os.RemoveAll(dir)
+	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	nc, _ := srv.Connect()
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	const prefix = "sluice"
+	bucket, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(prefix).Claims})
+	if err != nil {
+		panic(err)
+	}
+	pub, _ := events.NewPublisher(nc, prefix, nil)
+	defer pub.Close()
+	store := events.ObserveStore(claims.NewKV(bucket), pub)
+
+	settler, _ := events.NewSettler(js, store, prefix, events.WithCommittedTTL(72*time.Hour))
+	if err := settler.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer settler.Stop()
+	watcher, _ := events.NewExpiryWatcher(js, bucket.Name(), pub)
+	if err := watcher.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer watcher.Stop()
+
+	id := claims.ID{Tenant: "acme", Source: "github", Key: "delivery-1"}
+	res, _ := store.Claim(ctx, id, "hook-1", 30*time.Second)
+
+	// Any client, in any language: publish and move on.
+	subj := pub.Subjects()
+	ev, _ := json.Marshal(events.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: "hook-1", Revision: res.Revision})
+	_ = nc.Publish(subj.Settle(), ev)
+
+	for {
+		st, _ := store.Get(ctx, id)
+		if st.State == claims.StateCommitted {
+			fmt.Println(st.State, st.HookID)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Println("not settled:", ctx.Err())
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fmt.Println(subj.ClaimExpired("acme"))
+	// Output:
+	// committed hook-1
+	// sluice.v1.events.claim.expired.acme
+}
