@@ -88,6 +88,18 @@ type Config struct {
 	// (--pending-ttl, --dedupe-ttl).
 	PendingTTL, DedupeTTL time.Duration
 
+	// HooksStream names the stream of accepted hooks (--hooks-stream).
+	HooksStream string
+	// HooksMaxAge and HooksMaxBytes bound the hooks stream (--hooks-max-age,
+	// 0 = forever; --hooks-max-bytes, 0 = unlimited). A full stream refuses
+	// new hooks (503); it never drops stored ones early.
+	HooksMaxAge   time.Duration
+	HooksMaxBytes int64
+	// SyncAlways makes the embedded server fsync every write before it acks
+	// (--sync-always). Without it an ack survives a process crash (kill -9)
+	// but not a power loss of the last ~2 minutes' writes.
+	SyncAlways bool
+
 	// LogLevel is the slog level (--log-level: debug, info, warn, error).
 	LogLevel slog.Level
 	// LogFormat is "text" or "json" (--log-format).

@@ -55,6 +55,8 @@ func TestDefaults(t *testing.T) {
 		StoreTimeout:   250 * time.Millisecond,
 		PendingTTL:     30 * time.Second,
 		DedupeTTL:      72 * time.Hour,
+		HooksStream:    "HOOKS",
+		HooksMaxAge:    168 * time.Hour,
 		LogLevel:       slog.LevelInfo,
 		LogFormat:      "text",
 		AllowUnknown:   true,
@@ -154,6 +156,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": "tok", "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
+		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {

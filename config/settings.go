@@ -136,6 +136,24 @@ var settings = []setting{
 	{"store-timeout", "duration", "250ms", "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
 	{"pending-ttl", "duration", "30s", "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
 	{"dedupe-ttl", "duration", "72h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
+	{"hooks-stream", "name", "HOOKS", "stream that stores accepted hooks", func(c *Config, v string) error {
+		c.HooksStream = v
+		if v == "" || len(v) > 64 || !isPrefixToken(v) {
+			return fmt.Errorf("invalid stream name %q (1..64 bytes of [A-Za-z0-9_-])", v)
+		}
+		return nil
+	}},
+	{"hooks-max-age", "duration", "168h", "how long stored hooks are kept (0 = forever)", dur(func(c *Config) *time.Duration { return &c.HooksMaxAge }, 0)},
+	{"hooks-max-bytes", "bytes", "0", "size bound of the hooks stream; when full, new hooks get 503 (0 = unlimited)", func(c *Config, v string) error {
+		n, err := parseInt(v, 0, 1<<50)
+		c.HooksMaxBytes = n
+		return err
+	}},
+	{"sync-always", "bool", "false", "embedded server fsyncs every write before acking (survives power loss; slower)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.SyncAlways = b
+		return err
+	}},
 	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug":

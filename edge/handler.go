@@ -61,7 +61,7 @@ type HookStorer interface {
 // it). Implementations must not block.
 type Lifecycle interface {
 	HookStored(tenant, source, key, hookID string)
-	LimitDenied(tenant, source, kind string)
+	LimitDenied(tenant, source, kind string, retryAfter time.Duration)
 }
 
 // Handler serves the edge's HTTP API.
@@ -324,7 +324,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
 		w.Header().Set("RateLimit", fmt.Sprintf(`"hooks";r=0;t=%s`, retryAfterSeconds(ra)))
 		if h.cfg.Lifecycle != nil {
-			h.cfg.Lifecycle.LimitDenied(tenant, source, "")
+			h.cfg.Lifecycle.LimitDenied(tenant, source, "", ra)
 		}
 		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return
@@ -412,25 +412,20 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 // request cannot be replayed. It writes the response and returns false when
 // the request must stop here.
 func (h *Handler) replayCheck(w http.ResponseWriter, ctx context.Context, tenant, source string, v Verified, now time.Time) bool {
-	if h.cfg.Replay == nil || v.MessageID == "" {
+	// Without a signed timestamp (GitHub) an exact replay cannot be told
+	// from a genuine redelivery: dedupe answers both.
+	if h.cfg.Replay == nil || v.MessageID == "" || v.Timestamp == 0 {
 		return true
 	}
 	ns := tenant + "/" + source
-	key := v.MessageID
-	if v.Timestamp != 0 {
-		key += "/" + strconv.FormatInt(v.Timestamp, 10)
-	}
+	key := v.MessageID + "/" + strconv.FormatInt(v.Timestamp, 10)
 	if len(key) > claims.MaxReplayPartBytes {
 		key = claims.NormalizeKey(key)
 		if len(key) > claims.MaxReplayPartBytes {
 			key = key[:claims.MaxReplayPartBytes]
 		}
 	}
-	retain := v.Timestamp
-	if retain == 0 {
-		retain = now.Unix()
-	}
-	retain += int64(math.Ceil(v.Tolerance.Seconds()))
+	retain := v.Timestamp + int64(math.Ceil(v.Tolerance.Seconds()))
 	if retain > claims.MaxRetainUntil {
 		retain = claims.MaxRetainUntil
 	}

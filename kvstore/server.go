@@ -43,6 +43,10 @@ type ServerConfig struct {
 	ReadyTimeout time.Duration
 	// MaxStore bounds JetStream file storage in bytes (0: server default).
 	MaxStore int64
+	// SyncAlways fsyncs every JetStream write before acking it. Without it
+	// an acked write survives a process crash but the last ~2 minutes of
+	// writes may not survive a power loss (nats-server's sync interval).
+	SyncAlways bool
 }
 
 // Server is a running embedded nats-server.
@@ -64,6 +68,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		NoSigs:     true,
 		NoLog:      cfg.Logger == nil,
 		MaxPayload: 8 << 20,
+	}
+	if cfg.SyncAlways {
+		opts.SyncAlways = true
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore

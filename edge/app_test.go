@@ -1,0 +1,169 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/config"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// http.Client keep-alive connections of the default transport.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	)
+}
+
+// app is a running edge: the real fx app on an embedded server in a
+// temporary directory, HTTP on a random loopback port.
+type app struct {
+	t    *testing.T
+	url  string
+	nats *sluicefx.NATS
+	http *sluicefx.HTTP
+	fx   *fxtest.App
+	dir  string
+}
+
+// startApp starts the edge with the YAML configuration and extra flags.
+func startApp(t *testing.T, yaml string, args ...string) *app {
+	t.Helper()
+	dir := t.TempDir()
+	return startAppIn(t, dir, yaml, args...)
+}
+
+func startAppIn(t *testing.T, dir, yaml string, args ...string) *app {
+	t.Helper()
+	cfgPath := filepath.Join(dir, "edge.yaml")
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{
+		"--config", cfgPath,
+		"--data-dir", filepath.Join(dir, "data"),
+		"--nats-listen", "off",
+		"--http-addr", "127.0.0.1:0",
+		"--partitions", "4",
+	}
+	cfg, err := config.Parse(append(base, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a := &app{t: t, dir: dir}
+	a.fx = fxtest.New(t, sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http))
+	a.fx.RequireStart()
+	t.Cleanup(a.fx.RequireStop)
+	a.url = "http://" + *a.http.Addr.Load()
+	// Wait until this node serves its partitions (single node: all of them).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get(a.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return a
+}
+
+type resp struct {
+	code int
+	hdr  http.Header
+	body map[string]any
+	raw  string
+}
+
+func (a *app) post(path string, body []byte, hdr map[string]string) resp {
+	a.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, a.url+path, bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return a.do(req)
+}
+
+func (a *app) do(req *http.Request) resp {
+	a.t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := resp{code: res.StatusCode, hdr: res.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// stored returns the hooks in the stream, by hook id.
+func (a *app) stored() map[string]*jetstream.RawStreamMsg {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := a.nats.JS.Stream(ctx, "HOOKS")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	out := map[string]*jetstream.RawStreamMsg{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		id := m.Header.Get("Sluice-Hook-Id")
+		if _, dup := out[id]; dup {
+			a.t.Fatalf("hook %s stored twice", id)
+		}
+		out[id] = m
+	}
+	return out
+}
+
+func mustStatus(t *testing.T, r resp, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d; body %s; headers %v", r.code, code, r.raw, r.hdr)
+	}
+	if r.hdr.Get("X-Request-Id") == "" {
+		t.Fatalf("no X-Request-Id on a %d", r.code)
+	}
+}
+
+func str(v any) string { return fmt.Sprint(v) }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,390 @@
+package sluicefx
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/service"
+)
+
+// Module is the whole edge: NATS, stores, quota worker, events, the micro
+// service and the HTTP server. Supply a *config.Config and a *slog.Logger.
+var Module = fx.Options(
+	fx.Provide(
+		ProvideRegistry,
+		ProvideNATS,
+		ProvideStores,
+		ProvideQuota,
+		ProvideEvents,
+		ProvideService,
+		ProvideEdge,
+	),
+	// The service is resolved before the HTTP server so that, stopping in
+	// reverse order, the HTTP server stops first.
+	fx.Invoke(func(*Service, *HTTP) {}),
+)
+
+// Options returns the fx options of a complete edge for cfg, with fx's own
+// log routed through log.
+func Options(cfg *config.Config, log *slog.Logger) fx.Option {
+	return fx.Options(
+		fx.Supply(cfg, log),
+		fx.WithLogger(func() fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StopTimeout(10*time.Second),
+		Module,
+	)
+}
+
+// Registry is the Prometheus registry of one app (not the global one, so
+// several apps can run in one process, as the tests do).
+type Registry struct {
+	*prometheus.Registry
+}
+
+// ProvideRegistry returns a fresh registry with the Go and process
+// collectors.
+func ProvideRegistry() *Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &Registry{r}
+}
+
+// Stores are the KV-backed stores and their node-local fallbacks.
+type Stores struct {
+	ClaimsBucket *kvstore.Bucket
+	Claims       claims.Store // fleet (KV)
+	LocalClaims  claims.Store // node-local fallback
+	Replay       claims.ReplayStore
+	LocalReplay  claims.ReplayStore
+	Cooldown     *cooldown.Store
+	Overrides    *edge.Overrides
+}
+
+// ProvideStores opens the buckets and builds the stores.
+func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) (*Stores, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := kvstore.BucketNames(cfg.Prefix)
+	cb, err := kvstore.OpenBucket(ctx, n.JS, kvstore.BucketConfig{
+		Name: names.Claims, Description: "sluice dedupe claims", Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rb, err := kvstore.OpenBucket(ctx, n.JS, claims.ReplayBucketConfig(names.Replay, cfg.ReplayCapacity, cfg.Replicas))
+	if err != nil {
+		return nil, err
+	}
+	lb, err := kvstore.OpenBucket(ctx, n.JS, kvstore.BucketConfig{
+		Name: names.Limits, Description: "sluice tenant limit overrides", Replicas: cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cdb, err := kvstore.OpenBucket(ctx, n.JS, cooldown.BucketConfig(cfg.Prefix, cfg.Replicas))
+	if err != nil {
+		return nil, err
+	}
+	localCap := int(min(cfg.ReplayCapacity, 100_000))
+	s := &Stores{
+		ClaimsBucket: cb,
+		Claims:       claims.NewKV(cb, claims.WithLogger(log)),
+		LocalClaims:  claims.NewMemory(),
+		Replay:       claims.NewKVReplay(rb, cfg.ReplaySkew),
+		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
+		Cooldown:     cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log)),
+		Overrides:    edge.NewOverrides(lb, log),
+	}
+	lc.Append(fx.Hook{
+		OnStart: s.Overrides.Start,
+		OnStop:  func(context.Context) error { s.Overrides.Stop(); return nil },
+	})
+	return s, nil
+}
+
+// Quota is this node's partition worker and the routing client.
+type Quota struct {
+	Worker *quota.Worker
+	Client *quota.Client
+	Fleet  *quota.Fleet
+	Local  *gcra.Limiter
+}
+
+// ProvideQuota builds the worker (started with the app: it takes its share
+// of partition leases; stopped first among the NATS users: it releases
+// them), the client and the fleet wrapper.
+func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leases, counts, err := quota.OpenBuckets(ctx, n.JS, cfg.Prefix, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	common := []quota.Option{
+		quota.WithPrefix(cfg.Prefix),
+		quota.WithPartitions(cfg.Partitions),
+		quota.WithBudget(cfg.StoreTimeout),
+		quota.WithPendingTTL(cfg.PendingTTL),
+		quota.WithLogger(log.With("component", "quota")),
+	}
+	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, append(common, quota.WithRegisterer(reg))...)
+	if err != nil {
+		return nil, err
+	}
+	client, err := quota.NewClient(n.Conn, common...)
+	if err != nil {
+		return nil, err
+	}
+	local, err := gcra.NewLimiter(gcra.WithMaxKeys(1_000_000))
+	if err != nil {
+		return nil, err
+	}
+	fleet, err := quota.NewFleet(client, local, ev.LocalClaims, append(common, quota.WithRegisterer(reg))...)
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{OnStart: w.Start, OnStop: w.Stop})
+	return &Quota{Worker: w, Client: client, Fleet: fleet, Local: local}, nil
+}
+
+// Events are the lifecycle publisher, the settle-by-subject consumer, the
+// expiry watcher, and the claim stores decorated to publish lifecycle events.
+type Events struct {
+	Publisher   *events.Publisher
+	Settler     *events.Settler
+	Expiry      *events.ExpiryWatcher
+	Claims      claims.Store // Stores.Claims, publishing pending/committed/released
+	LocalClaims claims.Store
+}
+
+// ProvideEvents builds and starts the events parts.
+func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
+	elog := log.With("component", "events")
+	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, elog, events.WithRegisterer(reg))
+	if err != nil {
+		return nil, err
+	}
+	observed := events.ObserveStore(s.Claims, pub)
+	settler, err := events.NewSettler(n.JS, observed, cfg.Prefix,
+		events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL))
+	if err != nil {
+		return nil, err
+	}
+	exp, err := events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog))
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{OnStart: settler.Start, OnStop: func(context.Context) error { settler.Stop(); return nil }})
+	lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+	lc.Append(fx.StopHook(pub.Close))
+	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed, LocalClaims: s.LocalClaims}, nil
+}
+
+// Service holds the `sluice` micro service once the app has started.
+type Service struct {
+	S *service.Service
+}
+
+// ProvideService registers the `sluice` micro service on start.
+func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Service, error) {
+	out := &Service{}
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			svc, err := service.New(n.Conn, service.Config{
+				Prefix:       cfg.Prefix,
+				Partitions:   cfg.Partitions,
+				Quota:        q.Client,
+				Claims:       ev.Claims,
+				Replay:       s.Replay,
+				Cooldown:     s.Cooldown,
+				StoreTimeout: cfg.StoreTimeout,
+				DedupeTTL:    cfg.DedupeTTL,
+				Logger:       log.With("component", "service"),
+				Registerer:   reg,
+			})
+			out.S = svc
+			return err
+		},
+		OnStop: func(context.Context) error {
+			if out.S == nil {
+				return nil
+			}
+			return out.S.Stop()
+		},
+	})
+	return out, nil
+}
+
+// HTTP is the edge's HTTP server.
+type HTTP struct {
+	Server  *http.Server
+	Handler *edge.Handler
+	// Addr is the bound address once started.
+	Addr atomic.Pointer[string]
+}
+
+// ProvideEdge builds the handler and the HTTP server. OnStart binds the
+// listener (a bind failure fails start-up) and serves in a goroutine;
+// OnStop stops accepting and waits for in-flight requests.
+func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*HTTP, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
+		Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
+		MaxAge: cfg.HooksMaxAge, MaxBytes: cfg.HooksMaxBytes,
+	}); err != nil {
+		return nil, err
+	}
+	var ready atomic.Bool
+	h, err := edge.New(edge.Config{
+		Policy:       policy{cfg},
+		Limits:       limitsFunc(cfg),
+		Overrides:    s.Overrides,
+		Admitter:     q.Fleet,
+		Resetter:     q.Fleet,
+		Claims:       ev.Claims,
+		LocalClaims:  ev.LocalClaims,
+		Replay:       s.Replay,
+		LocalReplay:  s.LocalReplay,
+		Hooks:        edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
+		Lifecycle:    ev.Publisher,
+		PendingTTL:   cfg.PendingTTL,
+		DedupeTTL:    cfg.DedupeTTL,
+		StoreTimeout: cfg.StoreTimeout,
+		AdminToken:   cfg.AdminToken.Reveal(),
+		Ready: func() error {
+			if !ready.Load() {
+				return errors.New("starting")
+			}
+			if !n.Conn.IsConnected() {
+				return errors.New("nats not connected")
+			}
+			return nil
+		},
+		Gatherer:   reg,
+		Registerer: reg,
+		Logger:     log.With("component", "edge"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	out := &HTTP{Server: srv, Handler: h}
+	served := make(chan struct{})
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			ln, err := net.Listen("tcp", cfg.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
+			}
+			addr := ln.Addr().String()
+			out.Addr.Store(&addr)
+			if cfg.TLSCert != "" {
+				cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+				if err != nil {
+					_ = ln.Close()
+					return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+				}
+				srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+				ln = tls.NewListener(ln, srv.TLSConfig)
+			}
+			go func() {
+				defer close(served)
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("http server stopped", "error", err)
+				}
+			}()
+			ready.Store(true)
+			scheme := "http"
+			if cfg.TLSCert != "" {
+				scheme = "https"
+			}
+			log.Info("edge listening", "url", scheme+"://"+addr)
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			ready.Store(false)
+			err := srv.Shutdown(ctx)
+			select {
+			case <-served:
+			case <-ctx.Done():
+			}
+			return err
+		},
+	})
+	return out, nil
+}
+
+// policy adapts the configuration to edge.Policy.
+type policy struct{ cfg *config.Config }
+
+func (p policy) Source(tenant, source string) (edge.Source, error) {
+	s, err := p.cfg.Source(tenant, source)
+	if err != nil {
+		return edge.Source{}, fmt.Errorf("%w: %w", edge.ErrUnknownSource, err)
+	}
+	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
+	if s.Verifier != nil {
+		v := s.Verifier
+		out.Verify = func(h http.Header, body []byte, now time.Time) (edge.Verified, error) {
+			r, err := v.Verify(h, body, now)
+			if err != nil {
+				return edge.Verified{}, err
+			}
+			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance}, nil
+		}
+	}
+	return out, nil
+}
+
+func limitsFunc(cfg *config.Config) edge.LimitsFunc {
+	return func(tenant string) (edge.Limits, string) {
+		l, origin := cfg.Limits(tenant)
+		return edge.Limits{
+			Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
+			Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
+		}, string(origin)
+	}
+}
+
+// NewLogger builds the slog logger the configuration asks for.
+func NewLogger(cfg *config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,164 @@
+// Package sluicefx wires sluice's packages into a go.uber.org/fx application.
+// It is the only package (besides cmd/edge) that imports fx; every wired
+// part is usable without it.
+package sluicefx
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// NATS is the connection every part uses, and the embedded server when
+// sluice runs one.
+type NATS struct {
+	Conn *nats.Conn
+	JS   jetstream.JetStream
+	// Server is the embedded server (nil with --nats-url).
+	Server *kvstore.Server
+}
+
+// ProvideNATS starts the embedded server (unless --nats-url is set),
+// connects, and waits for JetStream. On stop it drains the connection, then
+// shuts the embedded server down.
+func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := &NATS{}
+	copts := []nats.Option{
+		nats.Name("sluice-edge"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+	}
+	if cfg.NATSURL == "" {
+		srvCfg := kvstore.ServerConfig{
+			Name:          "",
+			StoreDir:      filepath.Join(cfg.DataDir, "jetstream"),
+			Listen:        cfg.NATSListen,
+			ClusterName:   cfg.ClusterName,
+			ClusterListen: cfg.ClusterListen,
+			Routes:        cfg.Routes,
+			User:          cfg.NATS.User,
+			Password:      cfg.NATS.Password.Reveal(),
+			Token:         cfg.NATS.Token.Reveal(),
+			Logger:        log.With("component", "nats-server"),
+			SyncAlways:    cfg.SyncAlways,
+		}
+		if err := os.MkdirAll(srvCfg.StoreDir, 0o750); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+		srv, err := kvstore.StartServer(srvCfg)
+		if err != nil {
+			return nil, err
+		}
+		lc.Append(fx.StopHook(srv.Shutdown))
+		out.Server = srv
+		nc, err := srv.Connect(copts...)
+		if err != nil {
+			srv.Shutdown()
+			return nil, fmt.Errorf("connect to embedded server: %w", err)
+		}
+		out.Conn = nc
+		if u := srv.ClientURL(); u != "" {
+			log.Info("embedded nats-server ready", "client_url", u, "store_dir", srvCfg.StoreDir)
+		} else {
+			log.Info("embedded nats-server ready (in-process only)", "store_dir", srvCfg.StoreDir)
+		}
+	} else {
+		auth, err := clientAuth(cfg)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(cfg.NATSURL, append(copts, auth...)...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+		}
+		out.Conn = nc
+		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+	}
+	lc.Append(fx.StopHook(func(ctx context.Context) error {
+		done := make(chan struct{})
+		out.Conn.SetClosedHandler(func(*nats.Conn) { close(done) })
+		if err := out.Conn.Drain(); err != nil {
+			out.Conn.Close()
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			out.Conn.Close()
+		}
+		return nil
+	}))
+	js, err := jetstream.New(out.Conn)
+	if err != nil {
+		return nil, err
+	}
+	out.JS = js
+	if err := kvstore.WaitReady(ctx, js); err != nil {
+		return nil, fmt.Errorf("jetstream not ready: %w", err)
+	}
+	return out, nil
+}
+
+// clientAuth turns the --nats-* credentials into connection options.
+func clientAuth(cfg *config.Config) ([]nats.Option, error) {
+	a := cfg.NATS
+	var opts []nats.Option
+	switch {
+	case a.Creds != "":
+		opts = append(opts, nats.UserCredentials(a.Creds))
+	case a.NKey != "":
+		o, err := nats.NkeyOptionFromSeed(a.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey: %w", err)
+		}
+		opts = append(opts, o)
+	case a.User != "":
+		opts = append(opts, nats.UserInfo(a.User, a.Password.Reveal()))
+	case a.Token.Reveal() != "":
+		opts = append(opts, nats.Token(a.Token.Reveal()))
+	}
+	if a.TLSCA != "" || a.TLSCert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if a.TLSCA != "" {
+			pem, err := os.ReadFile(a.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("--nats-tls-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, errors.New("--nats-tls-ca: no certificate found")
+			}
+			tc.RootCAs = pool
+		}
+		if a.TLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey)
+			if err != nil {
+				return nil, fmt.Errorf("--nats-tls-cert/--nats-tls-key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
+}
