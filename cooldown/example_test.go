@@ -1,0 +1,107 @@
+package cooldown_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Example shares a penalty and a reading between two instances using the
+// same account. It runs an embedded server the way testkit does (testkit.New
+// needs a *testing.T; in a test, use testkit.New(t) and kit.Bucket instead).
+func Example() {
+	dir, err := os.MkdirTemp("", "cooldown-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bucket, err := kvstore.OpenBucket(ctx, js, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))
+	if err != nil {
+		panic(err)
+	}
+
+	// A fixed clock keeps the output stable.
+	const now = 1_700_000_000_000 // Unix ms
+	clock := cooldown.WithClock(func() time.Time { return time.UnixMilli(now) })
+	// The default budget is 250 ms; a generous one keeps the example stable
+	// on a loaded machine.
+	budget := cooldown.WithBudget(5 * time.Second)
+	instanceA := cooldown.New(bucket, clock, budget)
+	instanceB := cooldown.New(bucket, clock, budget)
+
+	// Instance A was refused by "openai" for a minute, and read the quota of
+	// "anthropic".
+	until := int64(now + 60_000)
+	if err := instanceA.Penalize(ctx, "acme", "openai", &until); err != nil {
+		panic(err)
+	}
+	err = instanceA.Record(ctx, cooldown.Reading{
+		Account: "acme", Backend: "anthropic", ObservedAtMs: now - 1000,
+		Snapshots: []cooldown.Snapshot{{Key: "tpm", Label: "tokens/min", Percent: 37.5, ResetsAtMs: now + 30_000, ObservedAtMs: now - 1000}},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	// Instance B sees both, one entry per backend asked for, in order.
+	entries, err := instanceB.Load(ctx, "acme", []string{"openai", "anthropic", "mistral"})
+	if err != nil {
+		panic(err)
+	}
+	out, _ := json.MarshalIndent(cooldown.LoadReply{Backends: entries}, "", "  ")
+	fmt.Println(string(out))
+	// Output:
+	// {
+	//   "backends": [
+	//     {
+	//       "backend": "openai",
+	//       "last_checked_ms": null,
+	//       "snapshots": [],
+	//       "penalty_until_ms": 1700000060000
+	//     },
+	//     {
+	//       "backend": "anthropic",
+	//       "last_checked_ms": 1699999999000,
+	//       "snapshots": [
+	//         {
+	//           "key": "tpm",
+	//           "label": "tokens/min",
+	//           "percent": 37.5,
+	//           "resets_at_ms": 1700000030000,
+	//           "observed_at_ms": 1699999999000
+	//         }
+	//       ],
+	//       "penalty_until_ms": null
+	//     },
+	//     {
+	//       "backend": "mistral",
+	//       "last_checked_ms": null,
+	//       "snapshots": [],
+	//       "penalty_until_ms": null
+	//     }
+	//   ]
+	// }
+}

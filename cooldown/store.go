@@ -1,0 +1,466 @@
+// Package cooldown shares upstream quota readings and penalties across a
+// fleet: one instance reads "70 % of the token budget left, resets at T" or
+// is refused "until T", and every instance using the same account (the
+// shared budget) sees it. State lives in a JetStream KV bucket with per-key
+// TTLs; every write also lands in a node-local store that answers when the
+// bucket cannot within the call's budget.
+//
+// Semantics (PROTOCOL.md, cooldown.*):
+//   - Record stores a reading with a TTL (default 15 min) and, atomically,
+//     drops a penalty whose instant the reading's observed_at_ms has
+//     reached (until_ms <= observed_at_ms): the upstream answered then.
+//   - Penalize sets a penalty that expires at until_ms; nil clears it.
+//   - Load returns exactly one entry per requested backend, in order; a
+//     penalty whose instant has passed and a reading whose TTL has run out
+//     are not reported.
+//
+// Keys are scoped by account, never by instance: (account, backend) is the
+// KV key kvstore.Join(account, backend), so no account can reach another's
+// keys whatever bytes it holds.
+package cooldown
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Defaults of a Store.
+const (
+	// DefaultReadingTTL is how long a reading is kept.
+	DefaultReadingTTL = 15 * time.Minute
+	// DefaultBudget bounds one call to the shared store (see WithBudget).
+	DefaultBudget = 250 * time.Millisecond
+	// DefaultMaxLocalEntries bounds the node-local store.
+	DefaultMaxLocalEntries = 10000
+)
+
+// casAttempts bounds the read-modify-write retries of one write; the budget
+// bounds them in time as well.
+const casAttempts = 64
+
+// loadParallel bounds the concurrent reads of one Load.
+const loadParallel = 8
+
+// lockStripes is the number of node-local write locks keys hash onto.
+const lockStripes = 256
+
+// Option configures a Store. A non-positive duration or count, a nil clock
+// or a nil logger leaves the default in place.
+type Option func(*Store)
+
+// WithReadingTTL sets how long a reading is kept (default 15 min; rounded up
+// to whole seconds by the store).
+func WithReadingTTL(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.readingTTL = kvstore.RoundTTL(d)
+		}
+	}
+}
+
+// WithBudget bounds one call to the shared store (default 250 ms): a Load
+// that gets no answer within it answers from node-local state, a write
+// fails with ErrUnavailable. A caller's earlier deadline wins; a later one
+// does not extend the budget.
+func WithBudget(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.budget = d
+		}
+	}
+}
+
+// WithClock replaces time.Now (for tests). The clock decides reading expiry,
+// whether a penalty has passed, and key TTLs.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger (default: discard). Fallbacks to node-local
+// state are logged at warn level.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.log = l.With("component", "cooldown")
+		}
+	}
+}
+
+// WithMaxLocalEntries bounds the node-local store (default 10000
+// (account, backend) pairs); beyond it the least recently used is evicted.
+func WithMaxLocalEntries(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxLocal = n
+		}
+	}
+}
+
+// Store shares readings and penalties through a KV bucket, with a
+// node-local fallback. It is safe for concurrent use; it runs no background
+// goroutines (Load reads backends in parallel and waits for them).
+//
+// # Atomicity
+//
+// A reading and a penalty of one (account, backend) live in ONE key, and
+// every write is a read-modify-write: read the key, compute the new state,
+// write it with a revision check (kvstore.Bucket.Update with the revision
+// read, Create when the key is absent, or a revision-checked Purge when
+// nothing is left). A write that lost the race (ErrWrongLastSequence,
+// ErrExists) reads again and recomputes, up to a bound, within the budget.
+// Writers of one node to one key first queue on a node-local lock, so CAS
+// races happen only between nodes; the revision check is what makes the
+// write atomic fleet-wide. So when Record drops a penalty, it drops exactly
+// the penalty it read: a Penalize that landed meanwhile — with a later
+// instant — fails Record's revision check, and Record re-decides against it
+// (keeping it when its instant lies beyond the reading's observed_at_ms).
+//
+// Why not a second key for the penalty, purged with the LastRevision read?
+// That would be as safe for the drop, but "store the reading" and "drop the
+// penalty" would be two writes with a window between them, and Load would
+// need two reads per backend. The single key makes them one write.
+//
+// The single key's TTL covers both parts: it is set to
+// max(reading expiry, penalty instant) - now, rounded up to whole seconds
+// (>= 1 s), so the key vanishes on its own once nothing in it is live. Each
+// part also carries its own instant, and Load hides a part whose instant has
+// passed while the key lives on for the other. A key holding only a penalty
+// expires at the penalty's instant.
+//
+// # Node-local state
+//
+// Every write lands in a node-local store first, whether or not the shared
+// write then succeeds. When the bucket cannot answer within the budget
+// (kvstore.ErrUnavailable), Load answers from it (Entry.Local is set), and
+// Record/Penalize return an error wrapping ErrUnavailable. A successful
+// Load merges: the newer of the shared and the local reading, and the later
+// of the shared penalty and this node's own last penalty — unless a shared
+// reading with observed_at_ms >= the own penalty's instant has cleared it.
+// So a penalty whose shared write failed is not forgotten by the next
+// successful read; by the same rule a node keeps its own penalty against
+// another node's Penalize(nil) until the penalty passes or a reading reaches
+// it (refusing an upstream a little too long is the safe side).
+type Store struct {
+	b          *kvstore.Bucket
+	readingTTL time.Duration
+	budget     time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+	maxLocal   int
+	local      *localStore
+	locks      [lockStripes]chan struct{}
+}
+
+// New returns a Store over bucket b (typically opened with
+// BucketConfig). A nil b gives a node-local-only store: every shared call
+// is ErrUnavailable.
+func New(b *kvstore.Bucket, opts ...Option) *Store {
+	s := &Store{
+		b:          b,
+		readingTTL: DefaultReadingTTL,
+		budget:     DefaultBudget,
+		now:        time.Now,
+		log:        slog.New(slog.DiscardHandler),
+		maxLocal:   DefaultMaxLocalEntries,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.local = newLocalStore(s.maxLocal)
+	for i := range s.locks {
+		s.locks[i] = make(chan struct{}, 1)
+	}
+	return s
+}
+
+// BucketConfig is the KV bucket the cooldown store of a fleet with subject
+// prefix prefix uses (kvstore.BucketNames(prefix).Cooldown), with replicas
+// copies (1 embedded, 3 in a cluster).
+func BucketConfig(prefix string, replicas int) kvstore.BucketConfig {
+	return kvstore.BucketConfig{
+		Name:        kvstore.BucketNames(prefix).Cooldown,
+		Description: "sluice: shared upstream readings and penalties",
+		Replicas:    replicas,
+	}
+}
+
+// Key is the KV key of (account, backend): kvstore.Join(account, backend).
+// Distinct pairs always give distinct keys.
+func Key(account, backend string) string { return kvstore.Join(account, backend) }
+
+// Record stores reading r for (r.Account, r.Backend), kept for the reading
+// TTL, and atomically drops a penalty whose instant r.ObservedAtMs has
+// reached (until_ms <= observed_at_ms). The newer of the stored and the new
+// reading is kept (the new one on a tie), so a late-arriving old reading
+// does not replace a newer one; it still clears a penalty it has reached.
+//
+// Invalid input: ErrInvalid, nothing written. When the shared store does not
+// take the write within the budget, the error wraps ErrUnavailable; any
+// other store failure is returned wrapped. Either way the reading is kept
+// node-locally.
+func (s *Store) Record(ctx context.Context, r Reading) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	nowMs := s.now().UnixMilli()
+	rd := &reading{
+		ObservedAtMs: r.ObservedAtMs,
+		Snapshots:    append([]Snapshot(nil), r.Snapshots...),
+		ExpiresAtMs:  nowMs + s.readingTTL.Milliseconds(),
+	}
+	return s.write(ctx, "record", r.Account, r.Backend, nowMs,
+		func(key string) { s.local.record(key, rd, nowMs) },
+		func(st *state) { st.applyReading(rd) })
+}
+
+// Penalize sets the penalty of (account, backend): the upstream refuses us
+// until untilMs (Unix ms). It replaces any earlier penalty, whether sooner
+// or later. nil — or an instant that has already passed — clears it. A key
+// holding only a penalty expires at its instant (TTL = until - now, rounded
+// up to whole seconds, at least 1 s).
+//
+// Invalid input: ErrInvalid, nothing written. When the shared store does
+// not take the write within the budget, the error wraps ErrUnavailable; any
+// other store failure is returned wrapped. Either way the penalty (or its
+// clearing) is kept node-locally.
+func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
+	req := PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	nowMs := s.now().UnixMilli()
+	var until *int64
+	if untilMs != nil && *untilMs > nowMs {
+		until = ptr(*untilMs)
+	}
+	return s.write(ctx, "penalize", account, backend, nowMs,
+		func(key string) { s.local.penalize(key, until, nowMs) },
+		func(st *state) { st.PenaltyUntilMs = until })
+}
+
+// write applies one change of (account, backend): local is the node-local
+// write, mutate the change of the shared state. Within the budget it takes
+// the node's lock of the key (so writers of one node queue instead of
+// racing each other's CAS), writes locally, then updates the shared state.
+// The local write lands even when the lock or the shared write does not.
+func (s *Store) write(ctx context.Context, op, account, backend string, nowMs int64, local func(key string), mutate func(*state)) error {
+	key := Key(account, backend)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	unlock, err := s.lockKey(ctx, key)
+	local(key)
+	if err != nil {
+		return s.writeFailed(op, account, backend, fmt.Errorf("%w: waiting for a local writer: %w", kvstore.ErrUnavailable, err))
+	}
+	defer unlock()
+	st, err := s.update(ctx, key, nowMs, mutate)
+	if err != nil {
+		return s.writeFailed(op, account, backend, err)
+	}
+	s.local.observe(key, st, nowMs)
+	return nil
+}
+
+// lockKey takes the node-local write lock of key's stripe, or gives up when
+// ctx ends.
+func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err error) {
+	h := uint32(2166136261) // FNV-1a 32
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	l := s.locks[h%lockStripes]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Load returns the state of backends under account: exactly one entry per
+// requested backend, in the requested order (duplicates repeat). A backend
+// never recorded nor penalized gives an entry with null last_checked_ms and
+// penalty_until_ms and empty snapshots. A penalty whose instant has passed
+// is not reported.
+//
+// When the shared store cannot answer a backend within the budget, that
+// entry comes from node-local state and has Local set; Load does not fail
+// for that. Errors: ErrInvalid for a bad request; a store failure other
+// than unavailability (e.g. a missing stream) is returned wrapped.
+func (s *Store) Load(ctx context.Context, account string, backends []string) ([]Entry, error) {
+	req := LoadRequest{Account: account, Backends: backends}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	nowMs := s.now().UnixMilli()
+	out := make([]Entry, len(backends))
+	errs := make([]error, len(backends))
+
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, loadParallel)
+	for i, backend := range backends {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i], errs[i] = s.loadOne(ctx, account, backend, nowMs)
+		}()
+	}
+	wg.Wait()
+
+	local := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, kvstore.ErrUnavailable):
+			r, p := s.local.view(Key(account, backends[i]), nowMs)
+			out[i] = entry(backends[i], r, p)
+			out[i].Local = true
+			local++
+		default:
+			return nil, fmt.Errorf("cooldown: load %q: %w", backends[i], err)
+		}
+	}
+	if local > 0 {
+		s.log.Warn("shared store unavailable; answered from node-local state",
+			"op", "load", "account", account, "local", local, "backends", len(backends), "error", firstErr(errs))
+	}
+	return out, nil
+}
+
+// loadOne reads one backend from the shared store and merges it into the
+// node-local state. An error leaves the entry to the caller.
+func (s *Store) loadOne(ctx context.Context, account, backend string, nowMs int64) (Entry, error) {
+	key := Key(account, backend)
+	st, _, err := s.read(ctx, key)
+	if err != nil {
+		return Entry{}, err
+	}
+	st.prune(nowMs)
+	r, p := s.local.observe(key, st, nowMs)
+	return entry(backend, r, p), nil
+}
+
+// read gets the state under key and its revision (0: no live value). A
+// value that does not decode is logged and read as empty, so the next write
+// replaces it.
+func (s *Store) read(ctx context.Context, key string) (state, uint64, error) {
+	if s.b == nil {
+		return state{}, 0, fmt.Errorf("%w: no shared bucket", kvstore.ErrUnavailable)
+	}
+	rec, err := s.b.Get(ctx, key)
+	switch {
+	case errors.Is(err, kvstore.ErrNotFound):
+		return state{}, 0, nil
+	case err != nil:
+		return state{}, 0, err
+	}
+	var st state
+	if err := json.Unmarshal(rec.Value, &st); err != nil {
+		s.log.Warn("undecodable value; treating it as empty", "key", key, "revision", rec.Revision, "error", err)
+		st = state{}
+	}
+	return st, rec.Revision, nil
+}
+
+// update is the revision-checked read-modify-write of key (see Store,
+// Atomicity): read, prune, mutate, then write with the revision read — or
+// create when absent, or purge when nothing is live any more — retrying on
+// a lost race. It returns the state written.
+func (s *Store) update(ctx context.Context, key string, nowMs int64, mutate func(*state)) (state, error) {
+	var lastErr error
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return state{}, fmt.Errorf("%w: %w (after %v)", kvstore.ErrUnavailable, err, lastErr)
+			}
+		}
+		st, rev, err := s.read(ctx, key)
+		if err != nil {
+			return state{}, err
+		}
+		st.prune(nowMs)
+		mutate(&st)
+		switch {
+		case st.empty() && rev == 0:
+			return st, nil
+		case st.empty():
+			err = s.b.Purge(ctx, key, rev)
+		default:
+			var v []byte
+			v, err = json.Marshal(st)
+			if err != nil {
+				return state{}, fmt.Errorf("cooldown: encode: %w", err)
+			}
+			ttl := keyTTL(st.expiresAtMs(), nowMs)
+			if rev == 0 {
+				_, _, err = s.b.Create(ctx, key, v, ttl)
+			} else {
+				_, err = s.b.Update(ctx, key, v, rev, ttl)
+			}
+		}
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, kvstore.ErrWrongLastSequence) && !errors.Is(err, kvstore.ErrExists) {
+			return state{}, err
+		}
+		lastErr = err
+	}
+	return state{}, fmt.Errorf("%w: %d attempts contended: %w", kvstore.ErrUnavailable, casAttempts, lastErr)
+}
+
+// bound limits one call to the budget; an earlier deadline of the caller's
+// stays in force.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.budget)
+}
+
+// backoff waits a short random while before CAS retry attempt (growing with
+// the attempt, at most ~4 ms), or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	spread := time.Duration(min(attempt, 8)) * 500 * time.Microsecond
+	t := time.NewTimer(rand.N(spread) + 50*time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// writeFailed maps a failed shared write: store unavailability (and
+// contention beyond the bound) becomes ErrUnavailable; the local write stands.
+func (s *Store) writeFailed(op, account, backend string, err error) error {
+	s.log.Warn("shared write failed; kept node-locally", "op", op, "account", account, "backend", backend, "error", err)
+	if errors.Is(err, kvstore.ErrUnavailable) {
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	}
+	return fmt.Errorf("cooldown: %s: %w", op, err)
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

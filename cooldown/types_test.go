@@ -1,0 +1,151 @@
+package cooldown_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/cooldown"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", cooldown.MaxNameBytes+1)
+	ok := cooldown.Reading{Account: "a", Backend: "b", ObservedAtMs: 1,
+		Snapshots: []cooldown.Snapshot{{Key: "k", Label: "l", Percent: 12.5, ResetsAtMs: 2, ObservedAtMs: 1}}}
+	with := func(f func(r *cooldown.Reading)) *cooldown.Reading {
+		r := ok
+		r.Snapshots = append([]cooldown.Snapshot(nil), ok.Snapshots...)
+		f(&r)
+		return &r
+	}
+	backends := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = "b"
+		}
+		return out
+	}
+	minus1 := int64(-1)
+	tooLate := cooldown.MaxTimeMs + 1
+	maxT := cooldown.MaxTimeMs
+	cases := []struct {
+		name  string
+		v     interface{ Validate() error }
+		field string // "" = valid
+	}{
+		{"reading ok", with(func(*cooldown.Reading) {}), ""},
+		{"reading nil snapshots", with(func(r *cooldown.Reading) { r.Snapshots = nil }), ""},
+		{"reading 256-byte names", with(func(r *cooldown.Reading) { r.Account, r.Backend = long[1:], long[1:] }), ""},
+		{"reading hostile names", with(func(r *cooldown.Reading) { r.Account, r.Backend = "a.>", "*" }), ""},
+		{"reading empty account", with(func(r *cooldown.Reading) { r.Account = "" }), "account"},
+		{"reading long account", with(func(r *cooldown.Reading) { r.Account = long }), "account"},
+		{"reading empty backend", with(func(r *cooldown.Reading) { r.Backend = "" }), "backend"},
+		{"reading negative time", with(func(r *cooldown.Reading) { r.ObservedAtMs = -1 }), "observed_at_ms"},
+		{"reading time beyond 9999", with(func(r *cooldown.Reading) { r.ObservedAtMs = tooLate }), "observed_at_ms"},
+		{"snapshot NaN", with(func(r *cooldown.Reading) { r.Snapshots[0].Percent = math.NaN() }), "snapshots[0].percent"},
+		{"snapshot +Inf", with(func(r *cooldown.Reading) { r.Snapshots[0].Percent = math.Inf(1) }), "snapshots[0].percent"},
+		{"snapshot -Inf", with(func(r *cooldown.Reading) { r.Snapshots[0].Percent = math.Inf(-1) }), "snapshots[0].percent"},
+		{"snapshot negative resets", with(func(r *cooldown.Reading) { r.Snapshots[0].ResetsAtMs = -5 }), "snapshots[0].resets_at_ms"},
+		{"snapshot negative observed", with(func(r *cooldown.Reading) { r.Snapshots[0].ObservedAtMs = -5 }), "snapshots[0].observed_at_ms"},
+		{"snapshot long key", with(func(r *cooldown.Reading) { r.Snapshots[0].Key = long }), "snapshots[0].key"},
+		{"snapshot long label", with(func(r *cooldown.Reading) { r.Snapshots[0].Label = long }), "snapshots[0].label"},
+		{"too many snapshots", with(func(r *cooldown.Reading) { r.Snapshots = make([]cooldown.Snapshot, cooldown.MaxSnapshots+1) }), "snapshots"},
+		{"penalize ok", &cooldown.PenalizeRequest{Account: "a", Backend: "b", UntilMs: &maxT}, ""},
+		{"penalize clear", &cooldown.PenalizeRequest{Account: "a", Backend: "b"}, ""},
+		{"penalize empty account", &cooldown.PenalizeRequest{Backend: "b"}, "account"},
+		{"penalize long backend", &cooldown.PenalizeRequest{Account: "a", Backend: long}, "backend"},
+		{"penalize negative until", &cooldown.PenalizeRequest{Account: "a", Backend: "b", UntilMs: &minus1}, "until_ms"},
+		{"penalize until beyond 9999", &cooldown.PenalizeRequest{Account: "a", Backend: "b", UntilMs: &tooLate}, "until_ms"},
+		{"load ok", &cooldown.LoadRequest{Account: "a", Backends: backends(cooldown.MaxBackends)}, ""},
+		{"load no account", &cooldown.LoadRequest{Backends: []string{"b"}}, "account"},
+		{"load no backends", &cooldown.LoadRequest{Account: "a"}, "backends"},
+		{"load too many backends", &cooldown.LoadRequest{Account: "a", Backends: backends(cooldown.MaxBackends + 1)}, "backends"},
+		{"load empty backend", &cooldown.LoadRequest{Account: "a", Backends: []string{"b", ""}}, "backends[1]"},
+		{"load long backend", &cooldown.LoadRequest{Account: "a", Backends: []string{long}}, "backends[0]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.v.Validate()
+			if c.field == "" {
+				if err != nil {
+					t.Fatalf("valid input rejected: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, cooldown.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), ": "+c.field+" ") && !strings.Contains(err.Error(), ": "+c.field+":") {
+				t.Fatalf("error %q does not name %q", err, c.field)
+			}
+		})
+	}
+}
+
+func TestWireShapes(t *testing.T) {
+	t.Parallel()
+	// Requests as PROTOCOL.md writes them.
+	var rec cooldown.RecordRequest
+	in := `{"account":"acme","backend":"openai","observed_at_ms":1700000000000,` +
+		`"snapshots":[{"key":"tpm","label":"Tokens/min","percent":12.5,"resets_at_ms":1700000060000,"observed_at_ms":1699999999000}]}`
+	if err := json.Unmarshal([]byte(in), &rec); err != nil {
+		t.Fatal(err)
+	}
+	want := cooldown.Snapshot{Key: "tpm", Label: "Tokens/min", Percent: 12.5, ResetsAtMs: 1700000060000, ObservedAtMs: 1699999999000}
+	if rec.Account != "acme" || rec.Backend != "openai" || rec.ObservedAtMs != 1700000000000 || len(rec.Snapshots) != 1 || rec.Snapshots[0] != want {
+		t.Fatalf("record request: %+v", rec)
+	}
+	if err := rec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := json.Marshal(rec); string(out) != in {
+		t.Fatalf("record request round trip:\n%s\n%s", out, in)
+	}
+
+	for _, c := range []struct {
+		in   string
+		want *int64
+	}{
+		{`{"account":"a","backend":"b","until_ms":123}`, i64(123)},
+		{`{"account":"a","backend":"b","until_ms":null}`, nil},
+		{`{"account":"a","backend":"b"}`, nil},
+	} {
+		var p cooldown.PenalizeRequest
+		if err := json.Unmarshal([]byte(c.in), &p); err != nil || !eq(p.UntilMs, c.want) || p.Account != "a" || p.Backend != "b" {
+			t.Fatalf("%s: %+v %v", c.in, p, err)
+		}
+	}
+	if out, _ := json.Marshal(cooldown.PenalizeRequest{Account: "a", Backend: "b"}); string(out) != `{"account":"a","backend":"b","until_ms":null}` {
+		t.Fatalf("penalize request: %s", out)
+	}
+
+	var l cooldown.LoadRequest
+	if err := json.Unmarshal([]byte(`{"account":"a","backends":["b1","b2"]}`), &l); err != nil || l.Account != "a" || len(l.Backends) != 2 {
+		t.Fatalf("load request: %+v %v", l, err)
+	}
+
+	reply := cooldown.LoadReply{Backends: []cooldown.Entry{
+		{Backend: "b1", LastCheckedMs: i64(5), Snapshots: []cooldown.Snapshot{{Key: "k", Percent: 1}}, PenaltyUntilMs: i64(9), Local: true},
+		{Backend: "b2"},
+	}}
+	out, err := json.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReply := `{"backends":[` +
+		`{"backend":"b1","last_checked_ms":5,"snapshots":[{"key":"k","label":"","percent":1,"resets_at_ms":0,"observed_at_ms":0}],"penalty_until_ms":9},` +
+		`{"backend":"b2","last_checked_ms":null,"snapshots":[],"penalty_until_ms":null}]}`
+	if string(out) != wantReply {
+		t.Fatalf("load reply:\n got %s\nwant %s", out, wantReply)
+	}
+	var back cooldown.LoadReply
+	if err := json.Unmarshal(out, &back); err != nil || len(back.Backends) != 2 || !eq(back.Backends[0].PenaltyUntilMs, i64(9)) || back.Backends[1].LastCheckedMs != nil {
+		t.Fatalf("load reply decode: %+v %v", back, err)
+	}
+	if out, _ := json.Marshal(cooldown.OKReply{OK: true}); string(out) != `{"ok":true}` {
+		t.Fatalf("ok reply: %s", out)
+	}
+}
