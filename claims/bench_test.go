@@ -1,0 +1,132 @@
+package claims_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// inFlight runs op(0..b.N-1) on n goroutines (n calls in flight), times
+// only that, and reports ops/s next to ns/op (wall time per op).
+func inFlight(b *testing.B, n int, op func(i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	b.StartTimer() // a no-op unless an earlier inFlight stopped it
+	for range n {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N || failed.Load() != nil {
+					return
+				}
+				if err := op(i); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// benchBucket opens a fresh bucket and deletes it after the run, so that
+// the expiry of one run's claims does not load the server during the next.
+func benchBucket(b *testing.B, k *testkit.Kit, cfg kvstore.BucketConfig) *kvstore.Bucket {
+	bk := k.Bucket(b, cfg)
+	b.Cleanup(func() {
+		if err := k.JS.DeleteKeyValue(context.Background(), cfg.Name); err != nil {
+			b.Errorf("delete bucket %s: %v", cfg.Name, err)
+		}
+	})
+	return bk
+}
+
+// runSeq makes every benchmark run use fresh keys (a benchmark function
+// runs several times with growing b.N).
+var runSeq atomic.Int64
+
+// BenchmarkKV measures the KV stores on an in-process embedded server with
+// file storage:
+//
+//	go test -run='^$' -bench=. -benchtime=2s ./claims/
+func BenchmarkKV(b *testing.B) {
+	k := testkit.New(b)
+	ctx := context.Background()
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
+			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			inFlight(b, n, func(i int) error {
+				r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+				if err == nil && r.Outcome != claims.OK {
+					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
+				}
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("Settle/inflight=%d", n), func(b *testing.B) {
+			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
+			revs := make([]uint64, b.N)
+			inFlight(b, 64, func(i int) error { // setup, timed again below
+				r, err := s.Claim(ctx, key(i), "hook", time.Minute)
+				revs[i] = r.Revision
+				return err
+			})
+			inFlight(b, n, func(i int) error {
+				return s.Settle(ctx, key(i), "hook", revs[i], time.Hour)
+			})
+		})
+		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
+			r := claims.NewKVReplay(benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			until := time.Now().Add(time.Hour).Unix()
+			inFlight(b, n, func(i int) error {
+				o, err := r.Claim(ctx, "acme/stripe", run+"-"+strconv.Itoa(i), until)
+				if err == nil && o != claims.Claimed {
+					err = fmt.Errorf("replay claim %d: %v", i, o)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkMemory measures the node-local fallbacks.
+func BenchmarkMemory(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
+			s := claims.NewMemory(claims.WithMaxEntries(b.N + 1))
+			inFlight(b, n, func(i int) error {
+				_, err := s.Claim(ctx, id("acme", "gh", strconv.Itoa(i)), "hook", 30*time.Second)
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
+			r := claims.NewMemoryReplay(b.N+1, 0, nil)
+			until := time.Now().Add(time.Hour).Unix()
+			inFlight(b, n, func(i int) error {
+				_, err := r.Claim(ctx, "acme/stripe", strconv.Itoa(i), until)
+				return err
+			})
+		})
+	}
+}
