@@ -143,6 +143,7 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 		if err != nil {
 			return
 		}
+		delete(w.view.suspects, id) // a heartbeat (or its end) settles it
 		if !live {
 			delete(w.view.members, id)
 		} else if _, ok := w.view.members[id]; !ok {
@@ -157,8 +158,17 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 	holder := ""
 	if live {
 		holder = parseOwner(e.Value())
-	} else if w.view.holders[n] != "" {
+	} else if prev := w.view.holders[n]; prev != "" {
 		w.view.freeSince[n] = time.Now()
+		// A lease its holder should have kept went away: the holder died
+		// (expiry) or is stopping (purge). Leave it out of the assignment
+		// until it heartbeats again, so its partitions move at once rather
+		// than when its heartbeat expires.
+		if prev != w.id && w.view.synced {
+			if _, ok := w.view.members[prev]; ok && assign(w.liveMembers(), w.cfg.partitions)[n] == prev {
+				w.view.suspects[prev] = true
+			}
+		}
 	}
 	w.view.holders[n] = holder
 	t := w.owned[n]
@@ -176,11 +186,13 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 }
 
 // liveMembers is the sorted member set the assignment is computed over:
-// the watched heartbeats plus this worker.
+// the watched heartbeats, less suspects, plus this worker.
 func (w *Worker) liveMembers() []string {
 	ms := make([]string, 0, len(w.view.members)+1)
 	for id := range w.view.members {
-		ms = append(ms, id)
+		if !w.view.suspects[id] {
+			ms = append(ms, id)
+		}
 	}
 	if _, ok := w.view.members[w.id]; !ok {
 		ms = append(ms, w.id)
@@ -365,10 +377,24 @@ func (w *Worker) release(ts []*tenure) {
 	}
 	ctx, cancel := context.WithTimeout(w.life, w.cfg.leaseTTL)
 	defer cancel()
-	drainAll(ctx, ts)
+	connected := w.nc.IsConnected()
+	if connected {
+		drainAll(ctx, ts)
+	} else {
+		// Nothing to drain, and KV calls would wait out their timeouts:
+		// the leases will expire.
+		for _, t := range ts {
+			if t.sub != nil {
+				_ = t.sub.Unsubscribe()
+			}
+		}
+	}
 	parallel(len(ts), func(i int) {
 		t := ts[i]
 		_ = t.inflight.wait(ctx)
+		if !connected {
+			return
+		}
 		pctx, pcancel := context.WithTimeout(ctx, w.renewEvery)
 		defer pcancel()
 		if err := w.leases.Purge(pctx, leaseKey(t.n), t.rev); err != nil {
@@ -438,11 +464,13 @@ func (w *Worker) shutdown() {
 		w.stopErr = errors.Join(w.stopErr, err)
 	}
 	cancel()
-	pctx, pcancel := context.WithTimeout(context.Background(), w.renewEvery)
-	if err := w.leases.Purge(pctx, memberKey(w.id), 0); err != nil {
-		w.log.Debug("quota: remove heartbeat failed; it will expire", "err", err)
+	if w.nc.IsConnected() {
+		pctx, pcancel := context.WithTimeout(context.Background(), w.renewEvery)
+		if err := w.leases.Purge(pctx, memberKey(w.id), 0); err != nil {
+			w.log.Debug("quota: remove heartbeat failed; it will expire", "err", err)
+		}
+		pcancel()
 	}
-	pcancel()
 	w.stopWatcher()
 	w.cancel()
 	w.log.Info("quota worker stopped")

@@ -86,6 +86,7 @@ type Worker struct {
 type view struct {
 	synced    bool                 // the watcher delivered all initial values
 	members   map[string]time.Time // live member id -> first seen
+	suspects  map[string]bool      // members that dropped a lease they were assigned
 	holders   []string             // partition -> holder id ("" = free)
 	freeSince []time.Time          // partition -> when it was last seen free
 }
@@ -140,6 +141,7 @@ func (v *view) reset(p int) {
 	now := time.Now()
 	v.synced = false
 	v.members = make(map[string]time.Time)
+	v.suspects = make(map[string]bool)
 	v.holders = make([]string, p)
 	v.freeSince = make([]time.Time, p)
 	for i := range v.freeSince {

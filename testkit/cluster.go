@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 // ClusterKit is n embedded nats-servers with JetStream, clustered over
-// routes on 127.0.0.1 random ports. Server i keeps its name, store directory
+// routes on 127.0.0.1 random free ports. Server i keeps its name, store directory
 // and ports across Kill(i)/Restart(i).
 type ClusterKit struct {
 	mu      sync.Mutex
@@ -32,43 +33,74 @@ func Cluster(t testing.TB, n int) *ClusterKit {
 	}
 	c := &ClusterKit{servers: make([]*kvstore.Server, n), cfgs: make([]kvstore.ServerConfig, n)}
 	name := fmt.Sprintf("tk-%p", c)
+	// A JetStream cluster needs its routes configured at start, so the
+	// route ports are picked (random free ports) before any server starts.
+	ports, err := freePorts(n)
+	if err != nil {
+		t.Fatalf("testkit: cluster ports: %v", err)
+	}
 	for i := range n {
 		c.cfgs[i] = kvstore.ServerConfig{
 			Name:          fmt.Sprintf("s%d", i),
 			StoreDir:      t.TempDir(),
 			Listen:        "127.0.0.1:-1",
 			ClusterName:   name,
-			ClusterListen: "127.0.0.1:-1",
+			ClusterListen: ports[i],
+		}
+		for j := range n {
+			if j != i {
+				c.cfgs[i].Routes = append(c.cfgs[i].Routes, ports[j])
+			}
 		}
 	}
 	// Registered after the TempDirs: cleanups run last-in first-out, so the
 	// servers stop before their directories are removed.
 	t.Cleanup(c.shutdown)
-	// Server 0 is the seed; the others route to it and learn each other.
+	// Start them together: each one's routes find the others at once.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range n {
-		if i > 0 {
-			c.cfgs[i].Routes = []string{c.servers[0].ClusterAddr()}
-		}
-		srv, err := kvstore.StartServer(c.cfgs[i])
+		wg.Go(func() {
+			srv, err := kvstore.StartServer(c.cfgs[i])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			c.mu.Lock()
+			c.servers[i] = srv
+			c.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("testkit: start server %d: %v", i, err)
 		}
-		c.servers[i] = srv
-		// Pin the ports so a restart comes back where its peers look.
-		c.cfgs[i].ClusterListen = srv.ClusterAddr()
-		c.cfgs[i].Listen = hostPort(srv.ClientURL())
-	}
-	// Every server routes to every other one, so a restarted seed rejoins.
-	for i := range n {
-		c.cfgs[i].Routes = nil
-		for j := range n {
-			if j != i {
-				c.cfgs[i].Routes = append(c.cfgs[i].Routes, c.cfgs[j].ClusterListen)
-			}
-		}
+		// Pin the client port so a restart comes back where clients look.
+		c.cfgs[i].Listen = hostPort(c.servers[i].ClientURL())
 	}
 	c.WaitReady(t)
 	return c
+}
+
+// freePorts returns n distinct free loopback "host:port"s.
+func freePorts(n int) ([]string, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
 }
 
 func hostPort(url string) string {

@@ -1,0 +1,86 @@
+package quota
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// BenchmarkHit measures one Client.Hit round trip against one worker on an
+// in-process nats-server (file-backed JetStream): charges only (GCRA in the
+// owner's memory) and hit+claim (plus one KV create), serially and with 64
+// calls in flight.
+//
+//	go test -run '^$' -bench BenchmarkHit -benchtime 3s ./quota/
+func BenchmarkHit(b *testing.B) {
+	k := testkit.New(b)
+	e := newFleetEnv(b, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	w := e.startWorker(b, k.Conn)
+	waitServed(b, 10*time.Second, w)
+	cnc, err := k.Server.Connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cnc.Close)
+	c := e.client(b, cnc, WithBudget(5*time.Second))
+
+	const tenants = 1024
+	names := make([]string, tenants)
+	for i := range names {
+		names[i] = "tenant-" + strconv.Itoa(i)
+	}
+	// A limit nothing in the benchmark exhausts: every hit is allowed.
+	charge := func(tenant string) []Charge {
+		return []Charge{{Kind: KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
+	}
+	var seq atomic.Int64
+	hit := func(withClaim bool) error {
+		n := seq.Add(1)
+		tenant := names[n%tenants]
+		r := HitRequest{Charges: charge(tenant)}
+		if withClaim {
+			id := strconv.FormatInt(n, 36)
+			r.Claim = &ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id}
+		}
+		rep, err := c.Hit(context.Background(), r)
+		if err == nil && rep.Result != ResultOK {
+			b.Fatalf("hit: %+v", rep)
+		}
+		return err
+	}
+	for _, mode := range []struct {
+		name  string
+		claim bool
+	}{{"charges", false}, {"claim", true}} {
+		b.Run(mode.name+"/serial", func(b *testing.B) {
+			for b.Loop() {
+				if err := hit(mode.claim); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+		})
+		b.Run(mode.name+"/inflight64", func(b *testing.B) {
+			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := hit(mode.claim); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+		})
+	}
+}
+
+var _ = nats.ErrTimeout

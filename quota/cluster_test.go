@@ -1,0 +1,288 @@
+package quota
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// member is a worker and the connection it alone uses (closing the
+// connection is how a test crashes it: no graceful purge).
+type member struct {
+	w  *Worker
+	nc *nats.Conn
+}
+
+// fleetOf starts n workers, worker i on server i % N over its own
+// connection, and waits until their partitions match the assignment.
+func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...Option) []member {
+	t.Helper()
+	ms := make([]member, n)
+	for i := range ms {
+		nc := cl.Connect(t, i%cl.N())
+		ms[i] = member{w: e.startWorker(t, nc, opts...), nc: nc}
+	}
+	waitBalanced(t, 15*time.Second, workers(ms)...)
+	return ms
+}
+
+func workers(ms []member) []*Worker {
+	ws := make([]*Worker, len(ms))
+	for i, m := range ms {
+		ws[i] = m.w
+	}
+	return ws
+}
+
+// waitBalanced waits until every worker serves exactly the partitions the
+// assignment over all their ids gives it (a settled fleet: no handoff).
+func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
+	t.Helper()
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.ID()
+	}
+	slices.Sort(ids)
+	want := assign(ids, ws[0].cfg.partitions)
+	testkit.Eventually(t, timeout, func() bool {
+		for _, w := range ws {
+			var mine []int
+			for n, id := range want {
+				if id == w.ID() {
+					mine = append(mine, n)
+				}
+			}
+			if !slices.Equal(w.Partitions(), mine) {
+				return false
+			}
+		}
+		return true
+	}, "fleet balanced as assigned")
+}
+
+// clientsOn returns one client per server, on connections of their own.
+func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...Option) []*Client {
+	cs := make([]*Client, cl.N())
+	for i := range cs {
+		cs[i] = e.client(t, cl.Connect(t, i), append([]Option{WithBudget(5 * time.Second)}, opts...)...)
+	}
+	return cs
+}
+
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	cl := testkit.Cluster(t, 3)
+	envOn := func(t *testing.T) *fleetEnv {
+		return newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return cl.Bucket(t, 0, cfg) })
+	}
+
+	t.Run("SpreadAndFailover", func(t *testing.T) {
+		t.Parallel()
+		e := envOn(t)
+		ms := fleetOf(t, cl, e, 3)
+		for i, m := range ms {
+			got := len(m.w.Partitions())
+			t.Logf("member %d owns %d partitions", i, got)
+			if got > DefaultPartitions*3/2/3 {
+				t.Errorf("member %d owns %d > 1.5 × P/N", i, got)
+			}
+		}
+
+		// Crash member 1: its connection goes away, nothing is purged.
+		lost := ms[1].w.Partitions()
+		start := time.Now()
+		ms[1].nc.Close()
+		survivors := []*Worker{ms[0].w, ms[2].w}
+		waitServed(t, testLeaseTTL+2*time.Second, survivors...)
+		el := time.Since(start)
+		t.Logf("crash: %d partitions served again after %v (lease TTL %v)", len(lost), el, testLeaseTTL)
+		if el > testLeaseTTL+2*time.Second {
+			t.Errorf("crash failover took %v", el)
+		}
+		// Requests reach the new owners.
+		c := e.client(t, cl.Connect(t, 0), WithBudget(2*time.Second))
+		checkServed(t, c, lost)
+
+		// Graceful stop of member 2: its leases are purged, member 0 takes
+		// them at once.
+		moved := ms[2].w.Partitions()
+		start = time.Now()
+		if err := ms[2].w.Stop(testkit.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		waitServed(t, time.Second, ms[0].w)
+		el = time.Since(start)
+		t.Logf("graceful stop: %d partitions served again after %v", len(moved), el)
+		checkServed(t, c, moved)
+	})
+
+	t.Run("HitBurstAcrossNodes", func(t *testing.T) {
+		t.Parallel()
+		e := envOn(t)
+		fleetOf(t, cl, e, 3, WithPartitions(16))
+		cs := clientsOn(t, cl, e, WithPartitions(16))
+		ctx := testkit.Context(t)
+		var ok, limited atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				rep, err := cs[i%3].Hit(ctx, HitRequest{Charges: []Charge{hooks("burst", 50)}})
+				switch {
+				case err != nil:
+					t.Error(err)
+				case rep.Result == ResultOK:
+					ok.Add(1)
+				case rep.Result == ResultRateLimited:
+					limited.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 50 || limited.Load() != 150 {
+			t.Fatalf("ok %d, rate limited %d; want 50 and 150", ok.Load(), limited.Load())
+		}
+	})
+
+	t.Run("ReserveRacersAcrossNodes", func(t *testing.T) {
+		t.Parallel()
+		e := envOn(t)
+		fleetOf(t, cl, e, 3, WithPartitions(16))
+		cs := clientsOn(t, cl, e, WithPartitions(16))
+		ctx := testkit.Context(t)
+		var granted atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 100 {
+			wg.Go(func() {
+				rep, err := cs[i%3].Reserve(ctx, ReserveRequest{Principal: "racers", Key: "slots", Max: 10})
+				switch {
+				case err != nil:
+					t.Error(err)
+				case rep.Granted:
+					granted.Add(1)
+				case rep.Count != 10:
+					t.Errorf("denied with count %d, want 10", rep.Count)
+				}
+			})
+		}
+		wg.Wait()
+		if granted.Load() != 10 {
+			t.Fatalf("granted %d, want 10", granted.Load())
+		}
+	})
+
+	t.Run("CountsSurviveOwnerCrash", func(t *testing.T) {
+		t.Parallel()
+		e := envOn(t)
+		ms := fleetOf(t, cl, e, 3, WithPartitions(16))
+		cs := clientsOn(t, cl, e, WithPartitions(16))
+		ctx := testkit.Context(t)
+		r := ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
+		for i := 1; i <= 4; i++ {
+			if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
+				t.Fatalf("reserve %d: %+v %v", i, rep, err)
+			}
+		}
+		if rep, err := cs[0].Release(ctx, CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
+			t.Fatalf("release: %+v %v", rep, err)
+		}
+		owner := ownerOf(Partition("survivor", 16), workers(ms)...)
+		ms[owner].nc.Close()
+		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
+			n := ownerOf(Partition("survivor", 16), workers(ms)...)
+			return n >= 0 && n != owner
+		}, "a new owner")
+		rep, err := cs[1].Count(ctx, CounterRequest{Principal: "survivor", Key: "slots"})
+		if err != nil || rep.Count != 3 {
+			t.Fatalf("count after failover: %+v %v", rep, err)
+		}
+		if rep, err := cs[2].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != 4 {
+			t.Fatalf("reserve after failover: %+v %v", rep, err)
+		}
+	})
+
+	t.Run("OverAdmissionOnOwnerCrash", func(t *testing.T) {
+		t.Parallel()
+		e := envOn(t)
+		ms := fleetOf(t, cl, e, 3, WithPartitions(16))
+		cs := clientsOn(t, cl, e, WithPartitions(16), WithBudget(200*time.Millisecond))
+		const burst = 20
+		tenant := "hammered"
+		owner := ownerOf(Partition(tenant, 16), workers(ms)...)
+		var ok, limited, unavailable atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					rep, err := cs[i%3].Hit(context.Background(), HitRequest{Charges: []Charge{hooks(tenant, burst)}})
+					switch {
+					case err != nil:
+						unavailable.Add(1)
+					case rep.Result == ResultOK:
+						ok.Add(1)
+					default:
+						limited.Add(1)
+					}
+				}
+			})
+		}
+		testkit.Eventually(t, 10*time.Second, func() bool { return limited.Load() > 100 }, "burst spent under load")
+		before := ok.Load()
+		ms[owner].nc.Close()
+		crashed := time.Now()
+		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
+			n := ownerOf(Partition(tenant, 16), workers(ms)...)
+			return n >= 0 && n != owner
+		}, "a new owner")
+		took := time.Since(crashed)
+		mark := limited.Load()
+		testkit.Eventually(t, 10*time.Second, func() bool { return limited.Load() > mark+100 }, "new owner's burst spent under load")
+		close(stop)
+		wg.Wait()
+		over := ok.Load() - burst
+		t.Logf("owner crash under load: ok %d before, %d total (burst %d): over-admission %d; %d rate limited, %d unavailable; new owner after %v",
+			before, ok.Load(), burst, over, limited.Load(), unavailable.Load(), took)
+		if before != burst {
+			t.Errorf("before the crash %d ok, want exactly %d", before, burst)
+		}
+		if over > burst {
+			t.Errorf("over-admission %d > one burst (%d)", over, burst)
+		}
+	})
+}
+
+// checkServed sends a request to each partition in ps (through a tenant
+// that routes there) and expects an answer.
+func checkServed(t *testing.T, c *Client, ps []int) {
+	t.Helper()
+	ctx := testkit.Context(t)
+	for _, n := range ps {
+		tenant := tenantFor(n, c.Partitions())
+		if _, err := c.Count(ctx, CounterRequest{Principal: tenant, Key: "probe"}); err != nil {
+			t.Errorf("partition %d (%s): %v", n, tenant, err)
+		}
+	}
+}
+
+// tenantFor finds a tenant name routed to partition n of p.
+func tenantFor(n, p int) string {
+	for i := 0; ; i++ {
+		s := "t" + itoa(i)
+		if Partition(s, p) == n {
+			return s
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package quota
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(substr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), substr)
+}
+
+// fallbacks reads sluice_quota_fallback_total{op} from reg.
+func fallbacks(t *testing.T, reg *prometheus.Registry, op string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_quota_fallback_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+const (
+	logDegraded  = "fleet unavailable"
+	logRecovered = "fleet reachable again"
+)
+
+func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *syncBuffer) {
+	t.Helper()
+	local, err := gcra.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	buf := &syncBuffer{}
+	f, err := NewFleet(c, local, claims.NewMemory(), WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, reg, buf
+}
+
+func TestFleetFallbackAndRecovery(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	const budget = 100 * time.Millisecond
+	const slack = 150 * time.Millisecond
+	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
+	ctx := context.Background()
+
+	// No worker serves the prefix: every call answers from local state
+	// within the budget (plus slack), marked Local.
+	claim := func(key, hook string) *ClaimRequest {
+		return &ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hook}
+	}
+	steps := []struct {
+		req  HitRequest
+		want string
+	}{
+		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k1", "h1")}, ResultOK},
+		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k1", "h2")}, ResultPending}, // refunded
+		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k2", "h3")}, ResultOK},
+		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k3", "h4")}, ResultRateLimited},
+	}
+	for i, s := range steps {
+		start := time.Now()
+		rep, err := f.Hit(ctx, s.req)
+		el := time.Since(start)
+		if err != nil || rep.Result != s.want || !rep.Local {
+			t.Fatalf("step %d: %+v %v, want local %s", i, rep, err, s.want)
+		}
+		if el > budget+slack {
+			t.Fatalf("step %d answered after %v (budget %v)", i, el, budget)
+		}
+	}
+	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+		t.Fatalf("local reserve: %+v %v", rep, err)
+	}
+	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || rep.Granted || rep.Count != 1 {
+		t.Fatalf("local reserve at max: %+v %v", rep, err)
+	}
+	if rep, err := f.Release(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+		t.Fatalf("local release: %+v %v", rep, err)
+	}
+	// Invalid requests are never answered locally.
+	if _, err := f.Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid: %v", err)
+	}
+	if got := fallbacks(t, reg, opHit); got != float64(len(steps)) {
+		t.Fatalf("fallback_total{op=hit} = %v, want %d", got, len(steps))
+	}
+	if got := fallbacks(t, reg, opReserve); got != 2 {
+		t.Fatalf("fallback_total{op=reserve} = %v, want 2", got)
+	}
+	if n := logs.count(logDegraded); n != 1 || !f.Degraded() {
+		t.Fatalf("%d degraded log lines, want 1 (one per transition)", n)
+	}
+
+	// A worker comes up: calls reach the fleet again, one recovery line.
+	w := e.startWorker(t, k.Conn)
+	waitServed(t, 10*time.Second, w)
+	for range 3 {
+		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 5)}})
+		if err != nil || rep.Local || rep.Result != ResultOK {
+			t.Fatalf("after recovery: %+v %v", rep, err)
+		}
+	}
+	if n := logs.count(logRecovered); n != 1 || f.Degraded() {
+		t.Fatalf("%d recovered log lines, want 1", n)
+	}
+
+	// It goes away again: degraded once more, one more line.
+	if err := w.Stop(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
+			t.Fatalf("after the worker stopped: %+v %v", rep, err)
+		}
+	}
+	if n := logs.count(logDegraded); n != 2 {
+		t.Fatalf("%d degraded log lines, want 2", n)
+	}
+}
+
+func TestFleetFallbackServerDown(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	wnc, err := k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc.Close()
+	w := e.startWorker(t, wnc)
+	waitServed(t, 10*time.Second, w)
+	const budget = 100 * time.Millisecond
+	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
+	ctx := context.Background()
+	if rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != ResultOK {
+		t.Fatalf("fleet up: %+v %v", rep, err)
+	}
+	// The server goes away, and the worker with it (its process dies: its
+	// connection is closed, so its Stop in the cleanup does not wait for KV).
+	k.Server.Shutdown()
+	wnc.Close()
+	for i := range 3 {
+		start := time.Now()
+		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}})
+		el := time.Since(start)
+		want := ResultOK // the local limiter knows nothing of the fleet's charge
+		if i > 0 {
+			want = ResultRateLimited
+		}
+		if err != nil || !rep.Local || rep.Result != want {
+			t.Fatalf("server down, hit %d: %+v %v, want local %s", i, rep, err, want)
+		}
+		if el > budget+150*time.Millisecond {
+			t.Fatalf("server down, hit %d answered after %v", i, el)
+		}
+	}
+	if got := fallbacks(t, reg, opHit); got != 3 {
+		t.Fatalf("fallback_total{op=hit} = %v", got)
+	}
+	if n := logs.count(logDegraded); n != 1 {
+		t.Fatalf("%d degraded lines", n)
+	}
+}
