@@ -187,6 +187,17 @@ func (h *Handler) EffectiveLimits(tenant string) (Limits, string) {
 	return h.cfg.Limits(tenant)
 }
 
+type acceptedBody struct {
+	Status string `json:"status"`
+	ID     string `json:"id"`
+}
+
+type duplicateBody struct {
+	Status    string `json:"status"`
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
 type errorBody struct {
 	Error        string `json:"error"`
 	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
@@ -333,7 +344,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		h.setRemaining(w, rep)
 		w.Header().Set("X-Hook-Id", rep.HookID)
 		h.m.requests.WithLabelValues("duplicate", "200").Inc()
-		writeJSON(w, http.StatusOK, map[string]any{"status": "duplicate", "id": rep.HookID, "duplicate": true})
+		writeJSON(w, http.StatusOK, duplicateBody{Status: "duplicate", ID: rep.HookID, Duplicate: true})
 		return
 	case quota.ResultPending:
 		h.m.claimOutcome.WithLabelValues("pending").Inc()
@@ -405,7 +416,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Hook-Id", hookID)
 	h.m.requests.WithLabelValues("accepted", "202").Inc()
 	h.log.Debug("hook accepted", "tenant", tenant, "source", source, "hook_id", hookID, "bytes", len(body), "elapsed", time.Since(start))
-	writeJSON(w, http.StatusAccepted, map[string]any{"status": "accepted", "id": hookID})
+	writeJSON(w, http.StatusAccepted, acceptedBody{Status: "accepted", ID: hookID})
 }
 
 // replayCheck claims the verified message's (id, timestamp) so a captured

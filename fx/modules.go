@@ -184,7 +184,7 @@ type Events struct {
 
 // ProvideEvents builds and starts the events parts.
 func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
-	elog := log.With("component", "events")
+	elog := log
 	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, elog, events.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
