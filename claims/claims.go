@@ -22,14 +22,18 @@ import (
 var (
 	// ErrLost is returned by Settle and Release when the claim is no longer
 	// the one the caller holds: its revision is stale (it expired, was
-	// released, or was taken by another claimer) or the hook id differs.
+	// released, settled, or was taken by another claimer) or the hook id
+	// differs. Settle also returns it for a claim that is already committed.
 	ErrLost = errors.New("claims: claim lost")
 	// ErrInvalid is returned for malformed arguments (empty tenant, source or
 	// hook id, out-of-range times, oversized namespace …). It is the caller's
 	// fault: answer 400, never retry.
 	ErrInvalid = errors.New("claims: invalid argument")
 	// ErrUnavailable is returned when the backing store did not answer in
-	// time. Callers fall back or answer 503.
+	// time, or could not give an answer at all (connection closed, an
+	// unexpected server error, a record it did not write, an in-memory
+	// store full of pending claims, a ctx already done). Callers fall back
+	// or answer 503.
 	ErrUnavailable = errors.New("claims: store unavailable")
 )
 
@@ -84,6 +88,7 @@ const (
 	Pending
 )
 
+// String is the outcome's wire name: "ok", "duplicate" or "pending".
 func (o Outcome) String() string {
 	switch o {
 	case OK:
@@ -111,12 +116,12 @@ type Result struct {
 	RetryAfter time.Duration
 }
 
-// State of a claim as read by Get.
+// State of a claim as read by Get. An absent claim has only State set.
 type State struct {
-	State     string // "pending", "committed" or "absent"
-	HookID    string
-	Revision  uint64
-	ExpiresIn time.Duration
+	State     string        // StatePending, StateCommitted or StateAbsent
+	HookID    string        // the holder's hook id
+	Revision  uint64        // what Settle/Release must present
+	ExpiresIn time.Duration // time left until the claim expires, >= 0
 }
 
 // State names.
@@ -127,13 +132,19 @@ const (
 )
 
 // Store is a two-phase dedupe claim store. Implementations are safe for
-// concurrent use.
+// concurrent use. Every method returns ErrInvalid for malformed arguments
+// (see ID.Validate, ValidateHookID; a negative TTL; revision 0) and
+// ErrUnavailable when the store cannot answer (a done ctx included).
 type Store interface {
 	// Claim takes the key for hookID as a pending claim that expires after
 	// pendingTTL (rounded up to whole seconds, at least 1 s) unless settled.
+	// A taken key is a Result (Duplicate or Pending), not an error. A claim
+	// already pending for hookID itself is OK with its revision, so a
+	// retried call is idempotent (hook ids are unique per piece of work).
 	Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error)
 	// Settle commits the pending claim at rev for hookID; the committed claim
-	// expires after ttl. ErrLost when rev is stale or hookID differs.
+	// expires after ttl. ErrLost when rev is stale, hookID differs or the
+	// claim is no longer pending.
 	Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
 	// Release drops the pending (or committed) claim at rev for hookID so the
 	// key can be claimed again at once. ErrLost when rev is stale or hookID
@@ -155,6 +166,8 @@ const (
 	Full
 )
 
+// String is the outcome's wire name: "claimed", "already_claimed" or
+// "full".
 func (o ReplayOutcome) String() string {
 	switch o {
 	case Claimed:
@@ -193,5 +206,6 @@ type ReplayStore interface {
 	// Claim records (namespace, key) until retainUntil (Unix seconds) plus
 	// the store's skew. A duplicate never refreshes retention; a new pair
 	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
+	// Errors: ErrInvalid (see ValidateReplay), ErrUnavailable.
 	Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error)
 }

@@ -38,6 +38,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) storeFixture) {
 		run  func(t *testing.T, f storeFixture)
 	}{
 		{"PendingThenDuplicate", testPendingThenDuplicate},
+		{"SameHookIDIdempotent", testSameHookIDIdempotent},
 		{"RetryAfterShrinks", testRetryAfterShrinks},
 		{"ExpiredPendingClaimableAgain", testExpiredPendingClaimableAgain},
 		{"CommittedOutlivesPendingTTL", testCommittedOutlivesPendingTTL},
@@ -134,6 +135,25 @@ func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 		t.Fatalf("committed state %+v: want a new revision and ~1h to live", st)
 	}
 	wantState(t, get(t, s, id("acme", "gh", "other")), claims.StateAbsent, "", 0)
+}
+
+func testSameHookIDIdempotent(t *testing.T, f storeFixture) {
+	ctx, s := testkit.Context(t), f.store
+	k := id("acme", "gh", "retried")
+	r1 := claim(t, s, k, "h1", 30*time.Second)
+	wantOutcome(t, r1, claims.OK, "h1")
+	// The caller timed out and asks again with the same hook id.
+	r2 := claim(t, s, k, "h1", 30*time.Second)
+	wantOutcome(t, r2, claims.OK, "h1")
+	if r2.Revision != r1.Revision {
+		t.Fatalf("retried claim at revision %d, want the original %d", r2.Revision, r1.Revision)
+	}
+	wantOutcome(t, claim(t, s, k, "h2", 30*time.Second), claims.Pending, "h1")
+	if err := s.Settle(ctx, k, "h1", r2.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	// Once committed, even the holder is told it is a duplicate.
+	wantOutcome(t, claim(t, s, k, "h1", 30*time.Second), claims.Duplicate, "h1")
 }
 
 func testRetryAfterShrinks(t *testing.T, f storeFixture) {

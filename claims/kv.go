@@ -86,8 +86,10 @@ const maxClaimAttempts = 3
 // The key taken is a result, not an error: Duplicate with the original hook
 // id when it is committed, Pending with the holder's hook id and
 // RetryAfter (until the pending claim expires, at least 1 ms) when it is
-// pending. If the holder's claim expires or is released meanwhile, Claim
-// tries again (a bounded number of times).
+// pending. A claim already pending for hookID itself is OK with its
+// revision, so a retried call (say, after a timeout) is idempotent. If the
+// holder's claim expires or is released meanwhile, Claim tries again (a
+// bounded number of times).
 //
 // Errors: ErrInvalid (id, hook id or a negative pendingTTL);
 // ErrUnavailable (the bucket did not answer in time, or holds a record this
@@ -120,6 +122,9 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 		}
 		if v.S == valueCommitted {
 			return Result{Outcome: Duplicate, Revision: rec.Revision, HookID: v.H}, nil
+		}
+		if v.H == hookID { // our own claim: a retried call
+			return Result{Outcome: OK, Revision: rec.Revision, HookID: hookID}, nil
 		}
 		exp := rec.ExpiresAt()
 		if exp.IsZero() { // written without a TTL (not by us): assume ours

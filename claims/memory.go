@@ -139,7 +139,8 @@ func (m *Memory) makeRoom(now time.Time) error {
 // Claim takes id for hookID as a pending claim that expires after
 // pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
 // A taken key gives Duplicate (committed, original hook id) or Pending
-// (holder's hook id, RetryAfter >= 1 ms until it expires).
+// (holder's hook id, RetryAfter >= 1 ms until it expires); a claim already
+// pending for hookID itself is OK with its revision (idempotent retry).
 //
 // Errors: ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
 // (ctx already done, or the store is full of live pending claims).
@@ -161,6 +162,9 @@ func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL tim
 	if e := m.live(k, now); e != nil {
 		if e.committed {
 			return Result{Outcome: Duplicate, Revision: e.rev, HookID: e.hookID}, nil
+		}
+		if e.hookID == hookID { // our own claim: a retried call
+			return Result{Outcome: OK, Revision: e.rev, HookID: hookID}, nil
 		}
 		return Result{Outcome: Pending, Revision: e.rev, HookID: e.hookID, RetryAfter: retryAfter(e.expires, now)}, nil
 	}
