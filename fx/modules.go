@@ -254,9 +254,13 @@ type HTTP struct {
 func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	maxAge := cfg.HooksMaxAge
+	if maxAge == 0 { // --hooks-max-age 0: keep forever
+		maxAge = -1
+	}
 	if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
 		Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-		MaxAge: cfg.HooksMaxAge, MaxBytes: cfg.HooksMaxBytes,
+		MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
 	}); err != nil {
 		return nil, err
 	}
