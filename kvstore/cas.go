@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -184,7 +185,13 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 		if !errors.Is(err, ErrWrongLastSequence) {
 			return 0, nil, err
 		}
-		rec, last, gerr := b.getLast(ctx, key)
+		// A direct get may come from a lagging replica; from the second
+		// conflict on, ask the leader.
+		get := b.getLast
+		if attempt > 0 {
+			get = b.getLastLeader
+		}
+		rec, last, gerr := get(ctx, key)
 		switch {
 		case gerr == nil && rec != nil:
 			return 0, rec, fmt.Errorf("%w: %s", ErrExists, key)
@@ -301,4 +308,74 @@ func parseTTL(v string) time.Duration {
 // marker rather than a value.
 func IsMarker(e jetstream.KeyValueEntry) bool {
 	return e.Operation() != jetstream.KeyValuePut
+}
+
+// GetLeader reads the live value of key from the stream leader, through the
+// JetStream API rather than a direct get. A direct get may be answered by a
+// replica that has not applied the latest write yet (R3 streams); a caller
+// whose direct read contradicts what it knows (a revision it was just given)
+// confirms with GetLeader. ErrNotFound when there is no live value.
+func (b *Bucket) GetLeader(ctx context.Context, key string) (*Record, error) {
+	rec, _, err := b.getLastLeader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	return rec, nil
+}
+
+// getLastLeader is getLast answered by the stream leader.
+func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{b.prefix + key})
+	if err != nil {
+		return nil, 0, err
+	}
+	msg, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+StreamName(b.name), req)
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("%w: leader get %s: %w", ErrUnavailable, key, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.Code == 404 {
+			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return nil, 0, MapError(fmt.Errorf("leader get %s: %s (code %d/%d)", key, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode))
+	}
+	if resp.Message == nil {
+		return nil, 0, fmt.Errorf("%w: leader get %s: empty reply", ErrUnavailable, key)
+	}
+	var hdr nats.Header
+	if len(resp.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, 0, fmt.Errorf("%w: leader get %s: headers: %w", ErrUnavailable, key, err)
+		}
+	}
+	if isMarker(hdr) {
+		return nil, resp.Message.Sequence, nil
+	}
+	rec := &Record{Key: key, Revision: resp.Message.Sequence, Value: resp.Message.Data, Created: resp.Message.Time}
+	if hdr != nil {
+		rec.TTL = parseTTL(hdr.Get(jetstream.MsgTTLHeader))
+	}
+	return rec, rec.Revision, nil
 }

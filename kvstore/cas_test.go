@@ -150,3 +150,31 @@ func TestMapErrorTimeout(t *testing.T) {
 	}
 	_ = jetstream.ErrKeyExists
 }
+
+func TestGetLeaderMatchesGet(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "leader"})
+	if _, err := b.GetLeader(ctx, "k"); !errors.Is(err, kvstore.ErrNotFound) {
+		t.Fatalf("absent: %v", err)
+	}
+	rev, _, err := b.Create(ctx, "k", []byte("v"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.GetLeader(ctx, "k")
+	if err != nil || got.Revision != rev || string(got.Value) != "v" || got.TTL != 5*time.Second {
+		t.Fatalf("leader get: %+v %v", got, err)
+	}
+	direct, _ := b.Get(ctx, "k")
+	if !direct.Created.Equal(got.Created) {
+		t.Fatalf("created differs: %v vs %v", direct.Created, got.Created)
+	}
+	if err := b.Purge(ctx, "k", rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetLeader(ctx, "k"); !errors.Is(err, kvstore.ErrNotFound) {
+		t.Fatalf("after purge (marker): %v", err)
+	}
+}
