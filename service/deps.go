@@ -1,0 +1,56 @@
+package service
+
+import (
+	"context"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// Quota is what the quota.* endpoints need: the fleet's GCRA limits and
+// reserve/release counters. quota.Client implements it.
+//
+// Errors: a request the quota package rejects wraps quota.ErrInvalid
+// (answered 400); an owner that does not answer within the context's
+// deadline wraps quota.ErrUnavailable (503).
+//
+// Hand the service the fleet client, not a wrapper that falls back to
+// node-local state: a hit answered from node-local state (HitReply.Local)
+// that took a claim is answered 503, because its revision names a claim in
+// this node's memory that the claims.* endpoints cannot settle.
+type Quota interface {
+	// Hit charges every charge of req and, when req.Claim is set, takes a
+	// pending dedupe claim, in one round trip to the tenant's owner.
+	Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
+	// Reset forgets the tenant's rate-limit buckets fleet-wide.
+	Reset(ctx context.Context, tenant string) error
+	// Reserve takes one slot of the (principal, key) counter iff its count
+	// is below req.Max.
+	Reserve(ctx context.Context, req quota.ReserveRequest) (quota.ReserveReply, error)
+	// Release gives one slot back (a no-op at zero).
+	Release(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
+	// Count reads the counter.
+	Count(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
+}
+
+// Cooldown is what the cooldown.* endpoints need; *cooldown.Store
+// implements it.
+//
+// Errors: cooldown.ErrInvalid (400); cooldown.ErrUnavailable (503) when the
+// shared store did not take a write in time.
+type Cooldown interface {
+	// Record stores a reading and drops a penalty it has reached.
+	Record(ctx context.Context, r cooldown.Reading) error
+	// Penalize sets (untilMs non-nil) or clears (nil) a penalty.
+	Penalize(ctx context.Context, account, backend string, untilMs *int64) error
+	// Load returns one entry per requested backend, in order.
+	Load(ctx context.Context, account string, backends []string) ([]cooldown.Entry, error)
+}
+
+// Compile-time checks of the implementations the service is wired with.
+var (
+	_ Cooldown           = (*cooldown.Store)(nil)
+	_ claims.Store       = (*claims.KV)(nil)
+	_ claims.ReplayStore = (*claims.KVReplay)(nil)
+)

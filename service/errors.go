@@ -1,0 +1,101 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+var (
+	// errStopping: the request arrived after Stop.
+	errStopping = errors.New(ReasonStopping)
+	// errBusy: no free in-flight slot before the request's deadline.
+	errBusy = errors.New("service: busy")
+)
+
+// Outcomes of a request (the metrics' outcome label).
+const (
+	outcomeOK          = "ok"
+	outcomeInvalid     = "invalid"
+	outcomeLost        = "claim_lost"
+	outcomeUnavailable = "unavailable"
+	outcomeError       = "error"
+)
+
+// invalidSentinels are the errors answered 400, with the text up to and
+// including their message cut from the reason.
+var invalidSentinels = []error{errInvalid, quota.ErrInvalid, claims.ErrInvalid, cooldown.ErrInvalid}
+
+// unavailableSentinels are the errors answered 503 "store_unavailable".
+var unavailableSentinels = []error{
+	errBusy,
+	quota.ErrUnavailable, claims.ErrUnavailable, cooldown.ErrUnavailable, kvstore.ErrUnavailable,
+	context.DeadlineExceeded, context.Canceled,
+	nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrDisconnected,
+}
+
+// classify maps a handler's error to the micro error code, the reason
+// header and the metrics outcome.
+func classify(err error) (code, reason, outcome string) {
+	switch {
+	case errors.Is(err, errStopping):
+		return "503", ReasonStopping, outcomeUnavailable
+	case errors.Is(err, claims.ErrLost):
+		return "409", ReasonClaimLost, outcomeLost
+	}
+	for _, s := range invalidSentinels {
+		if errors.Is(err, s) {
+			return "400", ReasonInvalid + ": " + detail(err.Error(), s), outcomeInvalid
+		}
+	}
+	for _, s := range unavailableSentinels {
+		if errors.Is(err, s) {
+			return "503", ReasonUnavailable, outcomeUnavailable
+		}
+	}
+	return "500", ReasonInternal, outcomeError
+}
+
+// maxReasonBytes bounds the detail of a 400 reason (a header value).
+const maxReasonBytes = 400
+
+// detail is what an invalid-request error says after its sentinel's text
+// cut out ("claim: claims: invalid argument: key must not be empty" ->
+// "claim: key must not be empty"), made
+// safe for a header value: one line, at most maxReasonBytes bytes.
+func detail(msg string, sentinel error) string {
+	if i := strings.Index(msg, sentinel.Error()+": "); i >= 0 {
+		msg = msg[:i] + msg[i+len(sentinel.Error())+2:]
+	}
+	msg = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg)
+	if len(msg) > maxReasonBytes {
+		msg = strings.ToValidUTF8(msg[:maxReasonBytes], "") + "…"
+	}
+	if msg == "" {
+		msg = "invalid"
+	}
+	return msg
+}
+
+// marshalReply encodes a reply value.
+func marshalReply(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("service: encode reply: %w", err)
+	}
+	return b, nil
+}

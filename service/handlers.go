@@ -1,0 +1,435 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// MaxNameBytes bounds every name of a request that has no tighter bound of
+// its own: a hit's tenants, a reset's tenant, a counter's principal and
+// key (the quota owner's bound, quota.MaxNameBytes).
+const MaxNameBytes = quota.MaxNameBytes
+
+// maxCharges bounds the charges of one hit (quota.HitRequest.Validate).
+const maxCharges = 16
+
+// endpoints builds the endpoints of the dependencies cfg provides, in the
+// order of PROTOCOL.md.
+func (s *Service) endpoints() []*endpoint {
+	p := s.cfg.Prefix + ".v1."
+	st, settle := s.cfg.StoreTimeout, s.cfg.SettleTimeout
+	var eps []*endpoint
+	add := func(name, subject string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
+		eps = append(eps, &endpoint{name: name, subject: p + subject, timeout: timeout, handle: h})
+	}
+	if s.cfg.Quota != nil {
+		add("quota_hit", "quota.hit", st, s.quotaHit)
+		add("quota_reset", "quota.reset", st, s.quotaReset)
+		add("quota_reserve", "quota.reserve", st, s.quotaReserve)
+		add("quota_release", "quota.release", st, s.quotaRelease)
+		add("quota_count", "quota.count", st, s.quotaCount)
+	}
+	if s.cfg.Claims != nil {
+		add("claims_settle", "claims.settle", settle, s.claimsSettle)
+		add("claims_release", "claims.release", settle, s.claimsRelease)
+		add("claims_get", "claims.get", st, s.claimsGet)
+	}
+	if s.cfg.Replay != nil {
+		add("replay_claim", "replay.claim", st, s.replayClaim)
+	}
+	if s.cfg.Cooldown != nil {
+		add("cooldown_record", "cooldown.record", st, s.cooldownRecord)
+		add("cooldown_penalize", "cooldown.penalize", st, s.cooldownPenalize)
+		add("cooldown_load", "cooldown.load", st, s.cooldownLoad)
+	}
+	return eps
+}
+
+// okReply is {"ok":true}.
+type okReply struct {
+	OK bool `json:"ok"`
+}
+
+var okResult = okReply{OK: true}
+
+// ---- quota.* ----
+
+// hitReply is the reply of quota.hit: every PROTOCOL.md key is always
+// present (hook_id "" and zeros when they do not apply); "limits" is an
+// extension present when the owner reports the buckets' state.
+type hitReply struct {
+	Result       string             `json:"result"`
+	HookID       string             `json:"hook_id"`
+	RetryAfterMs int64              `json:"retry_after_ms"`
+	Revision     uint64             `json:"revision"`
+	Limits       []quota.LimitState `json:"limits,omitempty"`
+}
+
+// quotaHit serves quota.hit:
+// {"charges":[{"kind","tenant","increment_us","capacity_us"}],"claim":null|{…}}.
+func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
+	var req quota.HitRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := validateHit(&req); err != nil {
+		return nil, err
+	}
+	rep, err := s.cfg.Quota.Hit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Local && req.Claim != nil {
+		// The claim lives in this node's memory: a revision nobody can
+		// settle through claims.settle. Say the fleet store is unavailable.
+		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
+	}
+	return hitReply{
+		Result:       rep.Result,
+		HookID:       rep.HookID,
+		RetryAfterMs: rep.RetryAfterMs,
+		Revision:     rep.Revision,
+		Limits:       rep.Limits,
+	}, nil
+}
+
+// validateHit checks a hit as the quota owner does: quota's Validate (at
+// least one charge or a claim, at most 16 charges, one tenant — the
+// claim's when there is one —, 0 < increment_us <= capacity_us), tenants of
+// 1..MaxNameBytes bytes, no kind charged twice, and a claim whose id and
+// hook id the claims store accepts.
+func validateHit(r *quota.HitRequest) error {
+	if len(r.Charges) > maxCharges {
+		return invalid("at most %d charges, got %d", maxCharges, len(r.Charges))
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	for i, c := range r.Charges {
+		if len(c.Tenant) > MaxNameBytes {
+			return invalid("charges[%d].tenant must be 1..%d bytes", i, MaxNameBytes)
+		}
+		for j := range i {
+			if r.Charges[j].Kind == c.Kind {
+				return invalid("charges[%d]: kind charged twice", i)
+			}
+		}
+	}
+	if c := r.Claim; c != nil {
+		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if err := claims.ValidateHookID(c.HookID); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+	}
+	return nil
+}
+
+// quotaReset serves quota.reset: {"tenant"} -> {"ok":true}.
+func (s *Service) quotaReset(ctx context.Context, data []byte) (any, error) {
+	var req quota.ResetRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkName("tenant", req.Tenant); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Quota.Reset(ctx, req.Tenant); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+// quotaReserve serves quota.reserve: {"principal","key","max","ttl_ms"?}
+// -> {"granted","count"}.
+func (s *Service) quotaReserve(ctx context.Context, data []byte) (any, error) {
+	var req quota.ReserveRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := checkCounter(req.Principal, req.Key); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Max < 1:
+		return nil, invalid("max must be >= 1, got %d", req.Max)
+	case req.TTLMs < 0:
+		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
+	}
+	rep, err := s.cfg.Quota.Reserve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return quota.ReserveReply{Granted: rep.Granted, Count: rep.Count}, nil
+}
+
+// quotaRelease serves quota.release: {"principal","key"} -> {"count"}.
+func (s *Service) quotaRelease(ctx context.Context, data []byte) (any, error) {
+	req, err := decodeCounter(data)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.cfg.Quota.Release(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return quota.CountReply{Count: rep.Count}, nil
+}
+
+// quotaCount serves quota.count: {"principal","key"} -> {"count"}.
+func (s *Service) quotaCount(ctx context.Context, data []byte) (any, error) {
+	req, err := decodeCounter(data)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.cfg.Quota.Count(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return quota.CountReply{Count: rep.Count}, nil
+}
+
+func decodeCounter(data []byte) (quota.CounterRequest, error) {
+	var req quota.CounterRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return req, err
+	}
+	return req, checkCounter(req.Principal, req.Key)
+}
+
+func checkCounter(principal, key string) error {
+	if err := checkName("principal", principal); err != nil {
+		return err
+	}
+	return checkName("key", key)
+}
+
+func checkName(field, v string) error {
+	if v == "" || len(v) > MaxNameBytes {
+		return invalid("%s must be 1..%d bytes", field, MaxNameBytes)
+	}
+	return nil
+}
+
+// ---- claims.* ----
+
+// claimRequest is the body of claims.settle, claims.release and (tenant,
+// source, key only) claims.get.
+type claimRequest struct {
+	Tenant   string `json:"tenant"`
+	Source   string `json:"source"`
+	Key      string `json:"key"`
+	HookID   string `json:"hook_id"`
+	Revision uint64 `json:"revision"`
+	// TTLMs (settle only, an extension of PROTOCOL.md): how long the
+	// committed claim is kept; 0 or absent: Config.DedupeTTL.
+	TTLMs int64 `json:"ttl_ms"`
+}
+
+func (r *claimRequest) id() claims.ID {
+	return claims.ID{Tenant: r.Tenant, Source: r.Source, Key: r.Key}
+}
+
+// decodeHeld decodes and validates a settle or release request: a claim
+// id, a hook id and a revision >= 1.
+func decodeHeld(data []byte) (claimRequest, error) {
+	var req claimRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return req, err
+	}
+	if err := req.id().Validate(); err != nil {
+		return req, err
+	}
+	if err := claims.ValidateHookID(req.HookID); err != nil {
+		return req, err
+	}
+	if req.Revision == 0 {
+		return req, invalid("revision must be >= 1")
+	}
+	return req, nil
+}
+
+// claimsSettle serves claims.settle:
+// {"tenant","source","key","hook_id","revision","ttl_ms"?} -> {"ok":true},
+// or 409 claim_lost.
+func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
+	req, err := decodeHeld(data)
+	if err != nil {
+		return nil, err
+	}
+	ttl := s.cfg.DedupeTTL
+	switch {
+	case req.TTLMs < 0:
+		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
+	case req.TTLMs >= claims.MaxTTL.Milliseconds():
+		ttl = claims.MaxTTL
+	case req.TTLMs > 0:
+		ttl = time.Duration(req.TTLMs) * time.Millisecond
+	}
+	if err := s.cfg.Claims.Settle(ctx, req.id(), req.HookID, req.Revision, ttl); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+// claimsRelease serves claims.release:
+// {"tenant","source","key","hook_id","revision"} -> {"ok":true}, or 409
+// claim_lost.
+func (s *Service) claimsRelease(ctx context.Context, data []byte) (any, error) {
+	req, err := decodeHeld(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+// claimState is the reply of claims.get.
+type claimState struct {
+	State       string `json:"state"`
+	HookID      string `json:"hook_id"`
+	Revision    uint64 `json:"revision"`
+	ExpiresInMs int64  `json:"expires_in_ms"`
+}
+
+// claimsGet serves claims.get: {"tenant","source","key"} ->
+// {"state","hook_id","revision","expires_in_ms"}; state "absent" has
+// hook_id "" and zeros.
+func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
+	var req claimRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := req.id().Validate(); err != nil {
+		return nil, err
+	}
+	st, err := s.cfg.Claims.Get(ctx, req.id())
+	if err != nil {
+		return nil, err
+	}
+	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: ceilMs(st.ExpiresIn)}, nil
+}
+
+// ceilMs is d in whole milliseconds, rounded up (a live claim never reads
+// as expiring in 0 ms).
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// ---- replay.claim ----
+
+// replayRequest is the body of replay.claim. RetainUntil is required
+// (0 is a valid instant), hence a pointer.
+type replayRequest struct {
+	Namespace   string `json:"namespace"`
+	Key         string `json:"key"`
+	RetainUntil *int64 `json:"retain_until"`
+}
+
+type replayReply struct {
+	Result string `json:"result"`
+}
+
+// replayClaim serves replay.claim: {"namespace","key","retain_until"} ->
+// {"result":"claimed"|"already_claimed"|"full"}.
+func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
+	var req replayRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if req.RetainUntil == nil {
+		return nil, invalid("retain_until is required")
+	}
+	if err := claims.ValidateReplay(req.Namespace, req.Key, *req.RetainUntil); err != nil {
+		return nil, err
+	}
+	out, err := s.cfg.Replay.Claim(ctx, req.Namespace, req.Key, *req.RetainUntil)
+	if err != nil {
+		return nil, err
+	}
+	switch out {
+	case claims.Claimed, claims.AlreadyClaimed, claims.Full:
+		return replayReply{Result: out.String()}, nil
+	}
+	return nil, fmt.Errorf("service: replay store returned %v", out)
+}
+
+// ---- cooldown.* ----
+
+// recordRequest is the body of cooldown.record. ObservedAtMs is required
+// (0 is a valid instant), hence a pointer.
+type recordRequest struct {
+	Account      string              `json:"account"`
+	Backend      string              `json:"backend"`
+	ObservedAtMs *int64              `json:"observed_at_ms"`
+	Snapshots    []cooldown.Snapshot `json:"snapshots"`
+}
+
+// cooldownRecord serves cooldown.record:
+// {"account","backend","observed_at_ms","snapshots":[…]} -> {"ok":true}.
+func (s *Service) cooldownRecord(ctx context.Context, data []byte) (any, error) {
+	var req recordRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if req.ObservedAtMs == nil {
+		return nil, invalid("observed_at_ms is required")
+	}
+	r := cooldown.Reading{Account: req.Account, Backend: req.Backend, ObservedAtMs: *req.ObservedAtMs, Snapshots: req.Snapshots}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Cooldown.Record(ctx, r); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+// cooldownPenalize serves cooldown.penalize:
+// {"account","backend","until_ms":N|null} -> {"ok":true}; null or absent
+// until_ms clears the penalty.
+func (s *Service) cooldownPenalize(ctx context.Context, data []byte) (any, error) {
+	var req cooldown.PenalizeRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Cooldown.Penalize(ctx, req.Account, req.Backend, req.UntilMs); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+// cooldownLoad serves cooldown.load: {"account","backends":[…]} ->
+// {"backends":[{"backend","last_checked_ms","snapshots","penalty_until_ms"}]},
+// one entry per requested backend, in order.
+func (s *Service) cooldownLoad(ctx context.Context, data []byte) (any, error) {
+	var req cooldown.LoadRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	entries, err := s.cfg.Cooldown.Load(ctx, req.Account, req.Backends)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) != len(req.Backends) {
+		return nil, fmt.Errorf("service: cooldown load returned %d entries for %d backends", len(entries), len(req.Backends))
+	}
+	return cooldown.LoadReply{Backends: entries}, nil
+}

@@ -1,0 +1,462 @@
+// Package service is the sluice NATS micro service: the request/reply
+// interface of PROTOCOL.md ("NATS") for services in any language. It
+// registers a nats.go micro service named "sluice" — discoverable with
+// $SRV.PING|INFO|STATS — whose endpoints decode JSON requests, validate
+// them, call the fleet's stores and answer JSON:
+//
+//	<prefix>.v1.quota.hit|reset|reserve|release|count    Quota
+//	<prefix>.v1.claims.settle|release|get                 claims.Store
+//	<prefix>.v1.replay.claim                              claims.ReplayStore
+//	<prefix>.v1.cooldown.record|penalize|load             Cooldown
+//
+// A malformed or invalid request is answered with the micro error headers
+// Nats-Service-Error-Code: 400 and Nats-Service-Error: "invalid_request:
+// <reason>"; a store that cannot answer in time with 503
+// "store_unavailable"; a settle or release of a claim the caller no longer
+// holds with 409 "claim_lost"; anything unexpected with 500
+// "internal_error" (and a log line). Results that are not failures
+// (rate_limited, duplicate, full …) are normal replies.
+//
+// # Requests
+//
+// Bodies are decoded strictly: exactly one JSON object; member names match
+// exactly (case-sensitive); unknown members are ignored (clients may send
+// fields a later version adds); a member of the wrong type — "max":"3",
+// a fractional or out-of-range integer, a negative revision — is a 400
+// naming the member; null is the same as absent. Then, per endpoint:
+//
+//   - quota.hit: 1..16 charges or a claim; every charge with a kind,
+//     a tenant of 1..256 bytes, 0 < increment_us <= capacity_us, no kind
+//     twice; all charges for one tenant, the claim's when there is one; a
+//     claim with tenant, source (1..256 bytes), key and hook_id (1..256
+//     bytes), ttl_ms and pending_ttl_ms >= 0. Reply
+//     {"result","hook_id","retry_after_ms","revision"}, every key always
+//     present, plus the extension "limits":[{"kind","remaining","reset_ms"}]
+//     when the owner reports it.
+//   - quota.reset: tenant 1..256 bytes. quota.reserve: principal and key
+//     1..256 bytes, max >= 1, ttl_ms >= 0. quota.release, quota.count:
+//     principal and key 1..256 bytes.
+//   - claims.settle, claims.release: tenant and source 1..256 bytes, key
+//     non-empty, hook_id 1..256 bytes of UTF-8, revision >= 1. settle also
+//     takes ttl_ms (an extension; >= 0, 0 or absent: Config.DedupeTTL).
+//     claims.get: tenant, source, key; an absent claim is
+//     {"state":"absent","hook_id":"","revision":0,"expires_in_ms":0}.
+//   - replay.claim: namespace and key 1..256 bytes, retain_until required,
+//     0..253402300799.
+//   - cooldown.record: account and backend 1..256 bytes, observed_at_ms
+//     required, times 0..253402300799999, at most 64 snapshots with a
+//     finite percent and key and label of at most 256 bytes. cooldown.penalize: until_ms null/absent (clear) or
+//     0..253402300799999. cooldown.load: 1..100 backends of 1..256 bytes.
+//
+// Every request runs in its own goroutine, under a deadline counted from
+// its arrival, bounded by a semaphore: a slow partition owner or KV write
+// holds up only the requests waiting on it, never the dispatch of the
+// others. Service.Stop stops taking requests and waits for those in flight.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// Name is the micro service name ($SRV.PING.sluice …).
+const Name = "sluice"
+
+// Version is the service version reported by $SRV.INFO (SemVer, as micro
+// requires). Set it at build time with
+// -ldflags "-X github.com/sluice-dev/sluice/service.Version=1.2.3";
+// Config.Version overrides it.
+var Version = "0.1.0"
+
+// Defaults of a Config.
+const (
+	// DefaultStoreTimeout bounds one request (the --store-timeout default).
+	DefaultStoreTimeout = 250 * time.Millisecond
+	// DefaultSettleTimeout bounds claims.settle and claims.release: the
+	// caller has done the work by then, so it is worth waiting longer for
+	// the answer than for a hit.
+	DefaultSettleTimeout = time.Second
+	// DefaultDedupeTTL is how long a settled claim is kept (--dedupe-ttl).
+	DefaultDedupeTTL = 72 * time.Hour
+	// DefaultMaxInFlight bounds the requests handled at once.
+	DefaultMaxInFlight = 1024
+)
+
+// flushTimeout bounds New's wait for the server to confirm the endpoints'
+// subscriptions.
+const flushTimeout = 2 * time.Second
+
+// Error reasons (the Nats-Service-Error header). A 400 reason is
+// ReasonInvalid followed by ": " and what is wrong.
+const (
+	// ReasonInvalid (400): the request is malformed JSON, not an object, has
+	// a member of the wrong type, or fails validation.
+	ReasonInvalid = "invalid_request"
+	// ReasonClaimLost (409): settle or release of a claim whose revision is
+	// stale or that another hook id holds.
+	ReasonClaimLost = "claim_lost"
+	// ReasonUnavailable (503): the store did not answer within the
+	// request's deadline (or no in-flight slot freed up in time).
+	ReasonUnavailable = "store_unavailable"
+	// ReasonStopping (503): the request arrived while the service stopped.
+	ReasonStopping = "service_stopping"
+	// ReasonInternal (500): anything unexpected; logged at error level.
+	ReasonInternal = "internal_error"
+)
+
+// ErrInvalidConfig is returned by New for an unusable Config.
+var ErrInvalidConfig = errors.New("service: invalid config")
+
+// Config configures a Service. Every dependency is optional — a nil one
+// leaves its endpoints unregistered (callers get no responders), so one
+// process can serve some endpoints and another the rest — but at least one
+// must be given.
+type Config struct {
+	// Prefix is the subject prefix (default "sluice"); it must pass
+	// kvstore.ValidatePrefix.
+	Prefix string
+	// Partitions is the fleet's quota partition count, reported in the
+	// $SRV.INFO metadata, 1..quota.MaxPartitions. Default: the Quota's
+	// Partitions() when it has that method (quota.Client does; a different
+	// non-zero value is an error), else quota.DefaultPartitions.
+	Partitions int
+	// Version overrides the package Version (must be SemVer).
+	Version string
+	// QueueGroup of every endpoint (default micro's "q"): the nodes of a
+	// fleet share the requests.
+	QueueGroup string
+
+	// Quota serves quota.*.
+	Quota Quota
+	// Claims serves claims.* (the fleet store, claims.NewKV).
+	Claims claims.Store
+	// Replay serves replay.claim (claims.NewKVReplay).
+	Replay claims.ReplayStore
+	// Cooldown serves cooldown.* (cooldown.New).
+	Cooldown Cooldown
+
+	// StoreTimeout bounds every request from its arrival (default 250 ms),
+	// except settle and release of claims.
+	StoreTimeout time.Duration
+	// SettleTimeout bounds claims.settle and claims.release (default 1 s,
+	// never less than StoreTimeout).
+	SettleTimeout time.Duration
+	// DedupeTTL is the TTL of a settled claim when the settle request
+	// carries no ttl_ms (default 72 h).
+	DedupeTTL time.Duration
+	// MaxInFlight bounds the requests handled at once (default 1024). A
+	// request that finds no free slot before its deadline is answered 503.
+	MaxInFlight int
+
+	// Logger receives 500s at error level and other failures at debug
+	// level (nil: discard).
+	Logger *slog.Logger
+	// Registerer, when set, receives the service's metrics:
+	// sluice_service_requests_total{endpoint,outcome},
+	// sluice_service_request_duration_seconds{endpoint} and
+	// sluice_service_requests_in_flight.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults fills the zero fields of c and validates it.
+func (c Config) withDefaults() (Config, error) {
+	if c.Prefix == "" {
+		c.Prefix = kvstore.DefaultPrefix
+	}
+	if err := kvstore.ValidatePrefix(c.Prefix); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if pq, ok := c.Quota.(interface{ Partitions() int }); ok {
+		switch p := pq.Partitions(); {
+		case c.Partitions == 0:
+			c.Partitions = p
+		case c.Partitions != p:
+			return c, fmt.Errorf("%w: partitions %d, but the quota client routes with %d", ErrInvalidConfig, c.Partitions, p)
+		}
+	}
+	if c.Partitions == 0 {
+		c.Partitions = quota.DefaultPartitions
+	}
+	if c.Partitions < 1 || c.Partitions > quota.MaxPartitions {
+		return c, fmt.Errorf("%w: partitions must be 1..%d, got %d", ErrInvalidConfig, quota.MaxPartitions, c.Partitions)
+	}
+	if c.Version == "" {
+		c.Version = Version
+	}
+	if c.StoreTimeout < 0 || c.SettleTimeout < 0 || c.DedupeTTL < 0 || c.MaxInFlight < 0 {
+		return c, fmt.Errorf("%w: negative timeout, ttl or max in flight", ErrInvalidConfig)
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = DefaultSettleTimeout
+	}
+	c.SettleTimeout = max(c.SettleTimeout, c.StoreTimeout)
+	if c.DedupeTTL == 0 {
+		c.DedupeTTL = DefaultDedupeTTL
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Quota == nil && c.Claims == nil && c.Replay == nil && c.Cooldown == nil {
+		return c, fmt.Errorf("%w: no dependency given, nothing to serve", ErrInvalidConfig)
+	}
+	return c, nil
+}
+
+// Service is a running sluice micro service. Its methods are safe for
+// concurrent use.
+type Service struct {
+	cfg     Config
+	nc      *nats.Conn
+	svc     micro.Service
+	log     *slog.Logger
+	metrics *metrics
+	sem     chan struct{}
+	eps     map[string]*endpoint // by micro endpoint name
+
+	mu      sync.RWMutex // guards stopped against wg.Add
+	stopped bool
+	wg      sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// New registers the sluice micro service on nc with the endpoints of the
+// dependencies cfg provides, and starts serving; it returns once the server
+// has confirmed the subscriptions (or after 2 s when the connection is
+// down). Stop it with Stop.
+// Errors: ErrInvalidConfig, or micro's registration error.
+func New(nc *nats.Conn, cfg Config) (*Service, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:     cfg,
+		nc:      nc,
+		log:     cfg.Logger.With("component", "service", "prefix", cfg.Prefix),
+		metrics: m,
+		sem:     make(chan struct{}, cfg.MaxInFlight),
+		eps:     map[string]*endpoint{},
+	}
+	eps := s.endpoints()
+	for _, ep := range eps { // complete before STATS can ask
+		s.eps[ep.name] = ep
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        Name,
+		Version:     cfg.Version,
+		Description: "sluice: fleet-wide rate limits, quotas, dedupe claims, replay nonces and cooldowns",
+		Metadata: map[string]string{
+			"partitions": strconv.Itoa(cfg.Partitions),
+			"version":    cfg.Version,
+			"prefix":     cfg.Prefix,
+		},
+		QueueGroup:   cfg.QueueGroup,
+		StatsHandler: s.endpointStats,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("service: add micro service: %w", err)
+	}
+	s.svc = svc
+	for _, ep := range eps {
+		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(s.dispatch(ep)),
+			micro.WithEndpointSubject(ep.subject)); err != nil {
+			_ = s.Stop() // endpoints added so far may have requests in flight
+			return nil, fmt.Errorf("service: add endpoint %s: %w", ep.subject, err)
+		}
+	}
+	// Return once the server has the subscriptions, so a request sent right
+	// after New finds a responder. A connection that is down re-sends them
+	// when it reconnects: not an error.
+	if err := nc.FlushTimeout(flushTimeout); err != nil {
+		s.log.Warn("subscriptions not confirmed by the server yet", "error", err)
+	}
+	return s, nil
+}
+
+// Subjects lists the subjects the service answers on, in registration
+// order.
+func (s *Service) Subjects() []string {
+	var out []string
+	for _, e := range s.svc.Info().Endpoints {
+		out = append(out, e.Subject)
+	}
+	return out
+}
+
+// Info is micro's description of the service (what $SRV.INFO answers).
+func (s *Service) Info() micro.Info { return s.svc.Info() }
+
+// Stop unsubscribes every endpoint, answers requests that still arrive 503
+// "service_stopping", and waits for the requests in flight (each bounded by
+// its deadline) to be answered. Safe to call more than once; later calls
+// return the first call's error.
+func (s *Service) Stop() error {
+	s.stopOnce.Do(func() {
+		s.stopErr = s.svc.Stop()
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s.stopErr
+}
+
+// endpoint is one request subject and its handler. handle decodes,
+// validates and serves one request body, returning the reply value or an
+// error that reply() maps to a status.
+type endpoint struct {
+	name    string // micro endpoint name: [A-Za-z0-9_-]
+	subject string
+	timeout time.Duration
+	handle  func(ctx context.Context, data []byte) (any, error)
+
+	inFlight  atomic.Int64
+	statsMu   sync.Mutex
+	numErrors int
+	lastError string
+}
+
+// dispatch is micro's handler of ep. It runs on the endpoint's subscription
+// goroutine, so it only takes a slot and hands the request to a goroutine.
+//
+// The reply is published on the connection directly rather than with
+// micro.Request.Respond: micro reads the request's response state after the
+// handler returns, which would race with a reply sent later from the
+// request's goroutine. micro's own num_errors therefore stays 0; the
+// endpoint's STATS "data" carries the service's counts.
+func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
+	return func(req micro.Request) {
+		start := time.Now()
+		reply, data := req.Reply(), req.Data()
+		s.mu.RLock()
+		if s.stopped {
+			s.mu.RUnlock()
+			s.finish(ep, reply, start, nil, errStopping)
+			return
+		}
+		s.wg.Add(1)
+		s.mu.RUnlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), ep.timeout)
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			cancel()
+			s.finish(ep, reply, start, nil, fmt.Errorf("%w: no free slot within %v: %w", errBusy, ep.timeout, ctx.Err()))
+			s.wg.Done()
+			return
+		}
+		s.metrics.inFlight.Inc()
+		ep.inFlight.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem }()
+			defer s.metrics.inFlight.Dec()
+			defer ep.inFlight.Add(-1)
+			defer cancel()
+			v, err := s.serve(ctx, ep, data)
+			s.finish(ep, reply, start, v, err)
+		}()
+	}
+}
+
+// serve runs ep's handler, turning a panic into an error.
+func (s *Service) serve(ctx context.Context, ep *endpoint, data []byte) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return ep.handle(ctx, data)
+}
+
+// finish answers the request (when it has a reply subject), counts it and
+// logs failures.
+func (s *Service) finish(ep *endpoint, reply string, start time.Time, v any, err error) {
+	var msg *nats.Msg
+	out := outcomeOK
+	if err != nil {
+		var code, reason string
+		code, reason, out = classify(err)
+		switch out {
+		case outcomeError:
+			s.log.Error("request failed", "subject", ep.subject, "error", err)
+		default:
+			s.log.Debug("request refused", "subject", ep.subject, "code", code, "error", err)
+		}
+		ep.noteError(code + ":" + reason)
+		msg = &nats.Msg{Header: nats.Header{}}
+		msg.Header.Set(micro.ErrorCodeHeader, code)
+		msg.Header.Set(micro.ErrorHeader, reason)
+	} else {
+		body, merr := marshalReply(v)
+		if merr != nil {
+			s.finish(ep, reply, start, nil, merr)
+			return
+		}
+		msg = &nats.Msg{Data: body}
+	}
+	s.metrics.observe(ep.subject, out, time.Since(start))
+	if reply == "" {
+		return // published without a reply subject: nobody to answer
+	}
+	msg.Subject = reply
+	if perr := s.nc.PublishMsg(msg); perr != nil {
+		s.log.Debug("reply not sent", "subject", ep.subject, "error", perr)
+	}
+}
+
+func (ep *endpoint) noteError(e string) {
+	ep.statsMu.Lock()
+	ep.numErrors++
+	ep.lastError = e
+	ep.statsMu.Unlock()
+}
+
+// EndpointStats is the "data" of each endpoint in $SRV.STATS: the errors
+// the service answered (micro's own num_errors does not see them, see
+// Service) and the requests it is handling now.
+type EndpointStats struct {
+	NumErrors int    `json:"num_errors"`
+	LastError string `json:"last_error,omitempty"`
+	InFlight  int64  `json:"in_flight"`
+}
+
+func (s *Service) endpointStats(e *micro.Endpoint) any {
+	ep, ok := s.eps[e.Name]
+	if !ok {
+		return nil
+	}
+	ep.statsMu.Lock()
+	defer ep.statsMu.Unlock()
+	return EndpointStats{NumErrors: ep.numErrors, LastError: ep.lastError, InFlight: ep.inFlight.Load()}
+}
