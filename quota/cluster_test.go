@@ -286,3 +286,58 @@ func tenantFor(n, p int) string {
 		}
 	}
 }
+
+// TestClusterServerKill kills the nats-server under a partition owner (R3
+// buckets, so KV survives on the other two), checks that counts are intact
+// after failover, and restarts the server for a new member to join.
+func TestClusterServerKill(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	cl := testkit.Cluster(t, 3)
+	p := newPrefix()
+	e := &fleetEnv{prefix: p, replicas: 3}
+	e.leases = cl.Bucket(t, 0, LeasesBucket(p, 3))
+	e.counts = cl.Bucket(t, 0, CountsBucket(p, 3))
+	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
+	ms := fleetOf(t, cl, e, 3, WithPartitions(16))
+	cs := clientsOn(t, cl, e, WithPartitions(16))
+	ctx := testkit.Context(t)
+	r := ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
+	for i := 1; i <= 3; i++ {
+		if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
+			t.Fatalf("reserve %d: %+v %v", i, rep, err)
+		}
+	}
+	part := Partition("kill", 16)
+	owner := ownerOf(part, workers(ms)...)
+	moved := len(ms[owner].w.Partitions())
+	t.Logf("fleet up after %v", time.Since(t0))
+	start := time.Now()
+	cl.Kill(owner)
+	ms[owner].nc.Close() // the member's process dies with its server
+	var alive []*Worker
+	var client *Client
+	for i, m := range ms {
+		if i != owner {
+			alive = append(alive, m.w)
+			client = cs[i]
+		}
+	}
+	waitServed(t, 20*time.Second, alive...)
+	t.Logf("server %d killed: its %d partitions served again after %v", owner, moved, time.Since(start))
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		rep, err := client.Count(ctx, CounterRequest{Principal: "kill", Key: "slots"})
+		return err == nil && rep.Count == 3
+	}, "count intact after failover")
+
+	// The server comes back; a new member on it joins and gets its share.
+	start = time.Now()
+	cl.Restart(t, owner)
+	t.Logf("server %d restarted and ready after %v", owner, time.Since(start))
+	w := e.startWorker(t, cl.Connect(t, owner), WithPartitions(16))
+	waitBalanced(t, 20*time.Second, append(alive, w)...)
+	t.Logf("rebalanced after %v", time.Since(start))
+	if rep, err := cs[(owner+1)%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != 4 {
+		t.Fatalf("reserve after restart: %+v %v", rep, err)
+	}
+}

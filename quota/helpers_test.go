@@ -29,11 +29,12 @@ func newPrefix() string { return fmt.Sprintf("qt%d", prefixSeq.Add(1)) }
 // fleetEnv is the shared state of one test's fleet: a prefix, its buckets
 // (opened through one connection) and the claims store on them.
 type fleetEnv struct {
-	prefix string
-	leases *kvstore.Bucket
-	counts *kvstore.Bucket
-	claims *kvstore.Bucket
-	store  claims.Store
+	prefix   string
+	replicas int // of the buckets (0: 1)
+	leases   *kvstore.Bucket
+	counts   *kvstore.Bucket
+	claims   *kvstore.Bucket
+	store    claims.Store
 }
 
 func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket) *fleetEnv {
@@ -57,13 +58,13 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 	js := jsOf(t, nc)
 	ctx := testkit.Context(t)
 	var err error
-	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(e.prefix, 1)); err != nil {
+	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
-	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(e.prefix, 1)); err != nil {
+	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
-	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(e.prefix).Claims})
+	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(e.prefix).Claims, Replicas: e.replicas})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,6 @@ func (w *Worker) run() {
 			if !ok {
 				w.log.Warn("quota: lease watcher closed; restarting on the next tick")
 				w.watcher = nil
-				w.view.reset(w.cfg.partitions)
 				continue
 			}
 			w.apply(e)
@@ -71,7 +70,6 @@ func (w *Worker) drainEvents() {
 		case e, ok := <-w.watcher.Updates():
 			if !ok {
 				w.watcher = nil
-				w.view.reset(w.cfg.partitions)
 				return
 			}
 			w.apply(e)
@@ -89,6 +87,7 @@ func (w *Worker) onTick() {
 	}
 	w.renewAll()
 	w.sweep()
+	w.checkWatcher()
 	if w.watcher == nil {
 		if err := w.startWatcher(); err != nil {
 			w.log.Debug("quota: restart lease watcher", "err", err)
@@ -97,11 +96,23 @@ func (w *Worker) onTick() {
 	w.reconcile()
 }
 
+// checkWatcher retires a watcher that has not echoed this worker's own
+// heartbeat within two renewal periods: its consumer is stuck (a server
+// died under it) and the view would go stale.
+func (w *Worker) checkWatcher() {
+	if w.watcher == nil || w.hbRev == 0 || w.view.maxRev >= w.hbRev || time.Since(w.hbAt) < 2*w.renewEvery {
+		return
+	}
+	w.log.Warn("quota: lease watcher fell behind; restarting it", "heartbeat_revision", w.hbRev, "seen_revision", w.view.maxRev)
+	w.retireWatcher()
+}
+
 // startWatcher watches member.* and lease.* from their current values on.
 // The watcher keeps w.life for its whole life (nats.go re-creates its
 // ordered consumer with it).
 func (w *Worker) startWatcher() error {
-	w.view.reset(w.cfg.partitions)
+	w.view.reset(w.cfg.partitions, w.staleAfter())
+	w.hbRev = 0
 	kw, err := w.leases.KV().WatchFiltered(w.life, []string{memberFilter, leaseFilter})
 	if err != nil {
 		return kvstore.MapError(err)
@@ -110,24 +121,30 @@ func (w *Worker) startWatcher() error {
 	return nil
 }
 
-func (w *Worker) stopWatcher() {
-	if w.watcher == nil {
+// retireWatcher stops the watcher in the background (stopping deletes its
+// consumer, which can wait out the JetStream API timeout when the server is
+// gone) and drains it so its callback never blocks. shutdown waits for it.
+func (w *Worker) retireWatcher() {
+	kw := w.watcher
+	w.watcher = nil
+	if kw == nil {
 		return
 	}
-	_ = w.watcher.Stop()
-	// The watcher's callback blocks on a full channel: drain until closed.
-	for {
-		select {
-		case _, ok := <-w.watcher.Updates():
-			if !ok {
-				w.watcher = nil
+	w.bg.Go(func() {
+		_ = kw.Stop()
+		timeout := time.NewTimer(10 * time.Second)
+		defer timeout.Stop()
+		for {
+			select {
+			case _, ok := <-kw.Updates():
+				if !ok {
+					return
+				}
+			case <-timeout.C:
 				return
 			}
-		case <-time.After(time.Second):
-			w.watcher = nil
-			return
 		}
-	}
+	})
 }
 
 // apply folds one watched entry into the view (nil: initial values done).
@@ -136,18 +153,13 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 		w.view.synced = true
 		return
 	}
+	now := time.Now()
+	w.view.maxRev = max(w.view.maxRev, e.Revision())
 	key := e.Key()
 	live := e.Operation() == jetstream.KeyValuePut
 	if strings.HasPrefix(key, memberStem) {
-		id, err := kvstore.DecodeToken(key[len(memberStem):])
-		if err != nil {
-			return
-		}
-		delete(w.view.suspects, id) // a heartbeat (or its end) settles it
-		if !live {
-			delete(w.view.members, id)
-		} else if _, ok := w.view.members[id]; !ok {
-			w.view.members[id] = time.Now()
+		if id, err := kvstore.DecodeToken(key[len(memberStem):]); err == nil {
+			w.view.heartbeat(id, live, now)
 		}
 		return
 	}
@@ -158,19 +170,21 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 	holder := ""
 	if live {
 		holder = parseOwner(e.Value())
-	} else if prev := w.view.holders[n]; prev != "" {
-		w.view.freeSince[n] = time.Now()
+		w.view.hold(n, holder, now)
+	} else {
+		prev := w.view.holders[n]
+		w.view.free(n, now)
 		// A lease its holder should have kept went away: the holder died
 		// (expiry) or is stopping (purge). Leave it out of the assignment
 		// until it heartbeats again, so its partitions move at once rather
 		// than when its heartbeat expires.
-		if prev != w.id && w.view.synced {
-			if _, ok := w.view.members[prev]; ok && assign(w.liveMembers(), w.cfg.partitions)[n] == prev {
+		if prev != "" && prev != w.id && w.view.synced {
+			members := w.view.live(w.id, now)
+			if _, ok := slices.BinarySearch(members, prev); ok && assign(members, w.cfg.partitions)[n] == prev {
 				w.view.suspects[prev] = true
 			}
 		}
 	}
-	w.view.holders[n] = holder
 	t := w.owned[n]
 	if t == nil || e.Revision() <= t.rev {
 		return // not ours, or an event older than our last write
@@ -185,29 +199,13 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 	}
 }
 
-// liveMembers is the sorted member set the assignment is computed over:
-// the watched heartbeats, less suspects, plus this worker.
-func (w *Worker) liveMembers() []string {
-	ms := make([]string, 0, len(w.view.members)+1)
-	for id := range w.view.members {
-		if !w.view.suspects[id] {
-			ms = append(ms, id)
-		}
-	}
-	if _, ok := w.view.members[w.id]; !ok {
-		ms = append(ms, w.id)
-	}
-	slices.Sort(ms)
-	return ms
-}
-
 // reconcile acquires and releases leases to match the assignment.
 func (w *Worker) reconcile() {
 	if !w.view.synced {
 		return
 	}
-	want := assign(w.liveMembers(), w.cfg.partitions)
 	now := time.Now()
+	want := assign(w.view.live(w.id, now), w.cfg.partitions)
 	var acquire []int
 	var orphan []bool
 	var release []*tenure
@@ -221,13 +219,14 @@ func (w *Worker) reconcile() {
 			}
 			continue
 		}
-		if w.view.holders[n] != "" {
+		holder, since := w.view.holder(n, now)
+		if holder != "" {
 			continue
 		}
 		switch {
 		case m == w.id:
 			acquire, orphan = append(acquire, n), append(orphan, false)
-		case now.Sub(w.view.freeSince[n]) >= w.orphanGrace:
+		case now.Sub(since) >= w.orphanGrace:
 			acquire, orphan = append(acquire, n), append(orphan, true)
 		}
 	}
@@ -282,13 +281,13 @@ func (w *Worker) acquire(ps []int, orphan []bool) {
 				continue
 			}
 			w.owned[n] = t
-			w.view.holders[n] = w.id
+			w.view.hold(n, w.id, time.Now())
 			w.met.leases.WithLabelValues("acquired").Inc()
 			w.log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i])
 			changed = true
 		case errors.Is(r.err, kvstore.ErrExists):
 			if r.holder != "" {
-				w.view.holders[n] = r.holder
+				w.view.hold(n, r.holder, time.Now())
 			}
 		default:
 			w.log.Debug("quota: acquire lease failed", "partition", n, "err", r.err)
@@ -358,8 +357,7 @@ func (w *Worker) lose(t *tenure, why string) {
 	}
 	delete(w.owned, t.n)
 	if w.view.holders[t.n] == w.id {
-		w.view.holders[t.n] = ""
-		w.view.freeSince[t.n] = time.Now()
+		w.view.free(t.n, time.Now())
 	}
 	w.retired = append(w.retired, t)
 	w.met.leases.WithLabelValues("lost").Inc()
@@ -403,8 +401,7 @@ func (w *Worker) release(ts []*tenure) {
 	})
 	for _, t := range ts {
 		delete(w.owned, t.n)
-		w.view.holders[t.n] = ""
-		w.view.freeSince[t.n] = time.Now()
+		w.view.free(t.n, time.Now())
 		w.met.leases.WithLabelValues("released").Inc()
 		w.log.Debug("quota: partition released", "partition", t.n)
 	}
@@ -471,7 +468,8 @@ func (w *Worker) shutdown() {
 		}
 		pcancel()
 	}
-	w.stopWatcher()
+	w.retireWatcher()
+	w.bg.Wait()
 	w.cancel()
 	w.log.Info("quota worker stopped")
 }

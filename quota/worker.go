@@ -62,7 +62,8 @@ type Worker struct {
 	margin      time.Duration // a lease stops serving this long before its TTL runs out
 	orphanGrace time.Duration // a free partition nobody takes is taken by anyone after this
 
-	inflight tracker // every request goroutine
+	inflight tracker        // every request goroutine
+	bg       sync.WaitGroup // retired watchers being stopped; loop goroutine only
 
 	life   context.Context // ends when Stop has finished; for the watcher
 	cancel context.CancelFunc
@@ -79,16 +80,9 @@ type Worker struct {
 	retired []*tenure // lost tenures whose requests may still be in flight
 	watcher jetstream.KeyWatcher
 	view    view
+	hbRev   uint64    // revision of the oldest heartbeat the watcher has not echoed
+	hbAt    time.Time // when it was written
 	stopErr error
-}
-
-// view is the loop's picture of the leases bucket, fed by a watcher.
-type view struct {
-	synced    bool                 // the watcher delivered all initial values
-	members   map[string]time.Time // live member id -> first seen
-	suspects  map[string]bool      // members that dropped a lease they were assigned
-	holders   []string             // partition -> holder id ("" = free)
-	freeSince []time.Time          // partition -> when it was last seen free
 }
 
 // NewWorker returns a worker serving quota partitions over nc, with leases
@@ -133,21 +127,13 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		done:        make(chan struct{}),
 		owned:       make(map[int]*tenure),
 	}
-	w.view.reset(cfg.partitions)
+	w.view.reset(cfg.partitions, w.staleAfter())
 	return w, nil
 }
 
-func (v *view) reset(p int) {
-	now := time.Now()
-	v.synced = false
-	v.members = make(map[string]time.Time)
-	v.suspects = make(map[string]bool)
-	v.holders = make([]string, p)
-	v.freeSince = make([]time.Time, p)
-	for i := range v.freeSince {
-		v.freeSince[i] = now
-	}
-}
+// staleAfter is how long a heartbeat or lease may go unrenewed before the
+// view presumes it gone: a TTL plus one renewal period.
+func (w *Worker) staleAfter() time.Duration { return w.cfg.leaseTTL + w.renewEvery }
 
 // ID is the worker's member id.
 func (w *Worker) ID() string { return w.id }
@@ -276,9 +262,14 @@ type leaseRecord struct {
 	Owner string `json:"owner"`
 }
 
+// heartbeat writes the member record with a TTL and remembers the oldest
+// revision the watcher has yet to echo (see checkWatcher).
 func (w *Worker) heartbeat(ctx context.Context) error {
 	val, _ := json.Marshal(memberRecord{ID: w.id, Partitions: w.cfg.partitions})
-	_, err := w.leases.Put(ctx, memberKey(w.id), val, w.cfg.leaseTTL)
+	rev, err := w.leases.Put(ctx, memberKey(w.id), val, w.cfg.leaseTTL)
+	if err == nil && (w.hbRev == 0 || w.view.maxRev >= w.hbRev) {
+		w.hbRev, w.hbAt = rev, time.Now()
+	}
 	return err
 }
 

@@ -158,11 +158,34 @@ func (c *ClusterKit) Bucket(t testing.TB, i int, cfg kvstore.BucketConfig) *kvst
 }
 
 // WaitReady waits until every running server answers JetStream API calls
-// (a meta leader exists and it is known everywhere).
+// and the meta leader counts every running server as a current peer (so
+// replicated streams can be placed at once).
 func (c *ClusterKit) WaitReady(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	running := 0
+	for i := range c.cfgs {
+		if c.Server(i) != nil {
+			running++
+		}
+	}
+	for {
+		peers := 0
+		for i := range c.cfgs {
+			if srv := c.Server(i); srv != nil {
+				peers = max(peers, len(srv.NATS().JetStreamClusterPeers()))
+			}
+		}
+		if peers >= running {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testkit: JetStream meta group has %d of %d peers", peers, running)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	for i := range c.cfgs {
 		srv := c.Server(i)
 		if srv == nil {
