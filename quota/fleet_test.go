@@ -39,23 +39,7 @@ func (s *syncBuffer) count(substr string) int {
 // fallbacks reads sluice_quota_fallback_total{op} from reg.
 func fallbacks(t *testing.T, reg *prometheus.Registry, op string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_quota_fallback_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "op" && l.GetValue() == op {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return max(0, metricValue(t, reg, "sluice_quota_fallback_total", map[string]string{"op": op}))
 }
 
 const (

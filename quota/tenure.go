@@ -100,7 +100,7 @@ func (t *tenure) handle(m *nats.Msg) {
 		t.invalid(m, &req, "misrouted: partition "+itoa(p)+" of "+itoa(t.w.cfg.partitions)+", not "+itoa(t.n)+" (is the client's partition count the fleet's?)")
 		return
 	}
-	timeout := msToDuration(req.TimeoutMs, DefaultBudget)
+	timeout := min(msToDuration(req.TimeoutMs, DefaultBudget), maxOwnerTimeout)
 	switch req.Op {
 	case opHit:
 		t.hit(m, req.Hit, timeout)
@@ -318,6 +318,10 @@ func ceilMs(d time.Duration) int64 {
 	}
 	return ms
 }
+
+// maxOwnerTimeout bounds the KV calls of one request, whatever the
+// caller's budget.
+const maxOwnerTimeout = 30 * time.Second
 
 // counterIdle is how long an unused counter stays cached.
 const counterIdle = time.Minute

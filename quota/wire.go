@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/claims"
 )
 
 // The owner protocol: JSON requests on PartitionSubject(prefix, n), answered
@@ -106,8 +108,15 @@ func validateHit(r *HitRequest) error {
 			}
 		}
 	}
-	if r.Claim != nil && len(r.Claim.Tenant) > MaxNameBytes {
-		return fmt.Errorf("%w: claim.tenant longer than %d bytes", ErrInvalid, MaxNameBytes)
+	if c := r.Claim; c != nil {
+		// Checked before any charge is taken (claims.Store would refuse it
+		// only after).
+		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
+			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
+		}
+		if err := claims.ValidateHookID(c.HookID); err != nil {
+			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
@@ -131,6 +133,7 @@ func TestHitInvalid(t *testing.T) {
 		"impossible":       {Charges: []Charge{{Kind: KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
 		"empty":            {},
 		"same kind twice":  {Charges: []Charge{hooks("a", 1), hooks("a", 2)}},
+		"long hook id":     {Charges: []Charge{hooks("a", 1)}, Claim: &ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
 	}
 	for name, r := range cases {
 		if _, err := c.Hit(ctx, r); !errors.Is(err, ErrInvalid) {
@@ -395,4 +398,111 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	if _, err := c.Count(ctx, CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("caller deadline: %v after %v", err, time.Since(start))
 	}
+}
+
+// fakeClock moves only when told to.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestHitRefillWithInjectedClock(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)}
+	_, _, _, c := single(t, WithClock(clock.now))
+	ctx := testkit.Context(t)
+	// 1 hook/s, burst 2.
+	req := HitRequest{Charges: []Charge{{Kind: KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
+	steps := []struct {
+		advance time.Duration
+		result  string
+		retryMs int64
+	}{
+		{0, ResultOK, 0},
+		{0, ResultOK, 0},
+		{0, ResultRateLimited, 1000},
+		{400 * time.Millisecond, ResultRateLimited, 600},
+		{600 * time.Millisecond, ResultOK, 0},
+		{0, ResultRateLimited, 1000},
+		{5 * time.Second, ResultOK, 0},
+		{0, ResultOK, 0},
+		{0, ResultRateLimited, 1000},
+	}
+	for i, s := range steps {
+		clock.advance(s.advance)
+		rep, err := c.Hit(ctx, req)
+		if err != nil || rep.Result != s.result || rep.RetryAfterMs != s.retryMs {
+			t.Fatalf("step %d: %+v %v; want %s retry %d ms", i, rep, err, s.result, s.retryMs)
+		}
+	}
+}
+
+func TestWorkerMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	_, _, _, c := single(t, WithRegisterer(reg))
+	ctx := testkit.Context(t)
+	for range 3 {
+		if _, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reserve(ctx, ReserveRequest{Principal: "p", Key: "k", Max: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"sluice_quota_partitions_owned", nil, DefaultPartitions},
+		{"sluice_quota_hits_total", map[string]string{"result": "ok"}, 2},
+		{"sluice_quota_hits_total", map[string]string{"result": "rate_limited"}, 1},
+		{"sluice_quota_counter_ops_total", map[string]string{"op": "reserve", "result": "granted"}, 1},
+		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, DefaultPartitions},
+		{"sluice_quota_kv_in_flight", nil, 0},
+	} {
+		if got := metricValue(t, reg, m.name, m.labels); got != m.want {
+			t.Errorf("%s%v = %v, want %v", m.name, m.labels, got, m.want)
+		}
+	}
+}
+
+// metricValue reads one counter or gauge sample (labels must all match).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue next
+				}
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
 }
