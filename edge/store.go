@@ -81,7 +81,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Duplicates:  cfg.Duplicates,
 		Retention:   jetstream.LimitsPolicy,
 	}
-	st, err := js.CreateOrUpdateStream(ctx, sc)
+	var st jetstream.Stream
+	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		st, err = js.CreateOrUpdateStream(ctx, sc)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: stream %s: %w", cfg.Name, kvstore.MapError(err))
 	}

@@ -28,6 +28,13 @@ type BucketConfig struct {
 	MaxMsgs int64
 	// MaxValueSize caps a value in bytes (0: unlimited).
 	MaxValueSize int32
+	// NoMarkers keeps per-key TTLs but turns expiry markers off: an expired
+	// key vanishes at once, watchers do not see it expire. Use it on a
+	// bucket with MaxMsgs that must keep expiring keys while full: on a
+	// replicated stream the server checks an expiry marker against MaxMsgs
+	// (DiscardNew) and refuses it at capacity, so the expired key is never
+	// removed and the bucket stays full (nats-server v2.15, R3).
+	NoMarkers bool
 }
 
 // StreamName is the name of the JetStream stream behind a KV bucket.
@@ -54,7 +61,12 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		LimitMarkerTTL: RoundTTL(cfg.LimitMarkerTTL),
 		MaxValueSize:   cfg.MaxValueSize,
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
+	var kv jetstream.KeyValue
+	err := Retry(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kvc)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
 	}
@@ -68,9 +80,14 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		want = -1
 	}
 	sc := st.CachedInfo().Config
-	if sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew {
+	markerTTL := sc.SubjectDeleteMarkerTTL
+	if cfg.NoMarkers {
+		markerTTL = 0 // per-message TTLs stay allowed (AllowMsgTTL)
+	}
+	if sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew || sc.SubjectDeleteMarkerTTL != markerTTL {
 		sc.MaxMsgs = want
 		sc.Discard = jetstream.DiscardNew
+		sc.SubjectDeleteMarkerTTL = markerTTL
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
 			return nil, fmt.Errorf("kvstore: bucket %s max msgs: %w", cfg.Name, err)
 		}
@@ -96,4 +113,43 @@ func WaitReady(ctx context.Context, js jetstream.JetStream) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Retry calls op until it succeeds, fails with an error that retrying cannot
+// fix, or ctx ends. Each attempt gets at most 5 s. It is meant for start-up
+// calls against a cluster that is still electing leaders (timeouts, no
+// responders, "insufficient resources" while peers join).
+func Retry(ctx context.Context, op func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := op(actx)
+		cancel()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+func retryable(err error) bool {
+	if errors.Is(MapError(err), ErrUnavailable) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 10008: cluster not ready / no leader; 10023: insufficient
+		// resources; 10074/10075: peers not current; 503s in general.
+		switch apiErr.ErrorCode {
+		case 10008, 10023, 10074, 10075:
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	return false
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // ErrServerStart is returned by StartServer when the embedded server does not
@@ -76,7 +78,13 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		opts.JetStreamMaxStore = cfg.MaxStore
 	}
 	if cfg.Listen == "" || cfg.Listen == "off" {
-		opts.DontListen = true
+		if cfg.ClusterListen != "" {
+			// nats-server only starts routing once its client listener is
+			// up: a clustered server gets a random loopback client port.
+			opts.Host, opts.Port = "127.0.0.1", -1
+		} else {
+			opts.DontListen = true
+		}
 	} else {
 		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
@@ -94,6 +102,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			name = "sluice"
 		}
 		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: port}
+		if opts.ServerName == "" {
+			// A clustered JetStream server needs a name that is unique in
+			// the cluster and stable across restarts (its Raft identity).
+			hn, _ := os.Hostname()
+			if hn == "" {
+				hn = "sluice"
+			}
+			opts.ServerName = fmt.Sprintf("%s-%d", hn, port)
+			if port <= 0 {
+				opts.ServerName = hn + "-" + nuid.Next()
+			}
+		}
 		if len(cfg.Routes) > 0 {
 			var urls []string
 			for _, r := range cfg.Routes {

@@ -1,0 +1,199 @@
+package sluicefx_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/config"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	)
+}
+
+func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtest.App) {
+	t.Helper()
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *sluicefx.HTTP
+	var n *sluicefx.NATS
+	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&h, &n))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return h, n, app
+}
+
+// startErr is start for goroutines other than the test's: it reports errors
+// instead of failing the test.
+func startErr(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		return nil, nil, err
+	}
+	var h *sluicefx.HTTP
+	var n *sluicefx.NATS
+	app := fx.New(sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&h, &n))
+	if err := app.Err(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = app.Stop(ctx)
+	})
+	return h, n, nil
+}
+
+func post(t *testing.T, h *sluicefx.HTTP, path, key string) int {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+path, bytes.NewReader([]byte(`{}`)))
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		// Right after start a fresh cluster may still be electing leaders.
+		if res.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return res.StatusCode
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// External mode: --nats-url points at an existing server; hooks land there.
+func TestExternalNATS(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	h, _, _ := start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir())
+	if code := post(t, h, "/v1/hooks/t/s", "k1"); code != 202 {
+		t.Fatalf("status %d", code)
+	}
+	st, err := k.JS.Stream(testkit.Context(t), "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := st.Info(testkit.Context(t))
+	if info.State.Msgs != 1 {
+		t.Fatalf("external server holds %d hooks", info.State.Msgs)
+	}
+}
+
+// With auth set on the embedded server, clients must present it.
+func TestEmbeddedAuthRequired(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-token", "s3cret")
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("unauthenticated connection accepted")
+	}
+	nc, err := nats.Connect(url, nats.Token("s3cret"))
+	if err != nil {
+		t.Fatalf("authenticated connection refused: %v", err)
+	}
+	nc.Close()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Embedded cluster mode: three sluice nodes whose embedded servers form a
+// nats-server cluster with R3 buckets and streams; a key claimed through one
+// node is a duplicate through another, and every node sees the hook.
+func TestEmbeddedCluster(t *testing.T) {
+	t.Parallel()
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	routes := ""
+	for i, p := range ports {
+		if i > 0 {
+			routes += ","
+		}
+		routes += fmt.Sprintf("nats-route://127.0.0.1:%d", p)
+	}
+	type node struct {
+		h *sluicefx.HTTP
+		n *sluicefx.NATS
+	}
+	nodes := make([]node, 3)
+	done := make(chan error, 3)
+	for i := range nodes {
+		go func() {
+			// Every node blocks in start until JetStream has a meta leader,
+			// which needs a quorum: start them concurrently.
+			h, n, err := startErr(t,
+				"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)),
+				"--nats-listen", "off",
+				"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+				"--routes", routes,
+				"--replicas", "3",
+			)
+			nodes[i] = node{h, n}
+			done <- err
+		}()
+	}
+	for range nodes {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("node start: %v", err)
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatal("cluster did not start")
+		}
+	}
+	if code := post(t, nodes[0].h, "/v1/hooks/t/s", "shared"); code != 202 {
+		t.Fatalf("node 0: %d", code)
+	}
+	if code := post(t, nodes[2].h, "/v1/hooks/t/s", "shared"); code != 200 {
+		t.Fatalf("node 2 on the same key: %d, want 200 duplicate", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := nodes[1].n.JS.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.State.Msgs != 1 || info.Config.Replicas != 3 {
+		t.Fatalf("stream seen from node 1: %+v %v", info, err)
+	}
+	_ = jetstream.ErrKeyExists
+}
