@@ -12,7 +12,7 @@
 //
 // Every error names what is wrong: the flag (with where its value came from
 // when that was not the command line), or the file field by its full path,
-// e.g. "config: --partitions: must be 1..65536" or
+// e.g. "config: --partitions: must be 1..4096" or
 // `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab" …`.
 //
 // Secrets (source secrets, --admin-token, --nats-password, --nats-token)

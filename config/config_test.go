@@ -215,9 +215,9 @@ func TestValidationErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--partitions", "0"}, nil, "config: --partitions: must be 1..65536"},
-		{[]string{"--partitions", "65537"}, nil, "config: --partitions: must be 1..65536"},
-		{[]string{"--partitions", "x"}, nil, "--partitions: must be 1..65536"},
+		{[]string{"--partitions", "0"}, nil, "config: --partitions: must be 1..4096"},
+		{[]string{"--partitions", "4097"}, nil, "config: --partitions: must be 1..4096"},
+		{[]string{"--partitions", "x"}, nil, "--partitions: must be 1..4096"},
 		{nil, map[string]string{"SLUICE_PARTITIONS": "0"}, "config: --partitions (from $SLUICE_PARTITIONS): must be"},
 		{[]string{"--replicas", "6"}, nil, "--replicas: must be 1..5"},
 		{[]string{"--replicas", "3"}, nil, "--replicas: 3 replicas need a cluster"},

@@ -23,7 +23,7 @@ type setting struct {
 
 // Bounds of numeric settings.
 const (
-	MaxPartitions = 65536
+	MaxPartitions = 4096 // quota.MaxPartitions
 	MaxReplicas   = 5 // JetStream's limit
 	MaxPrefix     = 64
 )
