@@ -24,7 +24,7 @@ type setting struct {
 // Bounds of numeric settings.
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
-	MaxReplicas   = 5 // JetStream's limit
+	MaxReplicas   = 5    // JetStream's limit
 	MaxPrefix     = 64
 )
 
