@@ -170,7 +170,7 @@ func (w *Worker) apply(e jetstream.KeyValueEntry) {
 	holder := ""
 	if live {
 		holder = parseOwner(e.Value())
-		w.view.hold(n, holder, now)
+		w.view.hold(n, holder, e.Revision(), now)
 	} else {
 		prev := w.view.holders[n]
 		w.view.free(n, now)
@@ -205,6 +205,7 @@ func (w *Worker) reconcile() {
 		return
 	}
 	now := time.Now()
+	w.purgeStrays(now)
 	want := assign(w.view.live(w.id, now), w.cfg.partitions)
 	var acquire []int
 	var orphan []bool
@@ -238,6 +239,33 @@ func (w *Worker) reconcile() {
 	}
 }
 
+// purgeStrays frees leases that name this worker but that it does not hold
+// (a Create whose ack was lost, a tenure lost while KV was slow, an earlier
+// process with the same member id): each is purged by its revision, which
+// fails harmlessly if the lease moved on. Each revision is tried once.
+func (w *Worker) purgeStrays(now time.Time) {
+	var ns []int
+	for n, id := range w.view.holders {
+		if id == w.id && w.owned[n] == nil && w.view.revs[n] != w.strayTried[n] {
+			if h, _ := w.view.holder(n, now); h != "" {
+				ns = append(ns, n)
+			}
+		}
+	}
+	if len(ns) == 0 {
+		return
+	}
+	parallel(len(ns), func(i int) {
+		ctx, cancel := context.WithTimeout(w.life, w.renewEvery)
+		defer cancel()
+		_ = w.leases.Purge(ctx, leaseKey(ns[i]), w.view.revs[ns[i]])
+	})
+	for _, n := range ns {
+		w.strayTried[n] = w.view.revs[n]
+		w.log.Debug("quota: purged a stray lease", "partition", n, "revision", w.view.revs[n])
+	}
+}
+
 // parallel runs fn(i) for i in 0..n-1 concurrently and waits for all.
 func parallel(n int, fn func(i int)) {
 	var wg sync.WaitGroup
@@ -250,10 +278,11 @@ func parallel(n int, fn func(i int)) {
 // acquire tries to create the leases of ps.
 func (w *Worker) acquire(ps []int, orphan []bool) {
 	type result struct {
-		rev    uint64
-		sent   time.Time
-		holder string
-		err    error
+		rev       uint64
+		sent      time.Time
+		holder    string
+		holderRev uint64
+		err       error
 	}
 	res := make([]result, len(ps))
 	val := w.leaseValue()
@@ -264,7 +293,7 @@ func (w *Worker) acquire(ps []int, orphan []bool) {
 		rev, rec, err := w.leases.Create(ctx, leaseKey(ps[i]), val, w.cfg.leaseTTL)
 		res[i].rev, res[i].err = rev, err
 		if rec != nil {
-			res[i].holder = parseOwner(rec.Value)
+			res[i].holder, res[i].holderRev = parseOwner(rec.Value), rec.Revision
 		}
 	})
 	changed := false
@@ -281,13 +310,13 @@ func (w *Worker) acquire(ps []int, orphan []bool) {
 				continue
 			}
 			w.owned[n] = t
-			w.view.hold(n, w.id, time.Now())
+			w.view.hold(n, w.id, r.rev, time.Now())
 			w.met.leases.WithLabelValues("acquired").Inc()
 			w.log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i])
 			changed = true
 		case errors.Is(r.err, kvstore.ErrExists):
 			if r.holder != "" {
-				w.view.hold(n, r.holder, time.Now())
+				w.view.hold(n, r.holder, r.holderRev, time.Now())
 			}
 		default:
 			w.log.Debug("quota: acquire lease failed", "partition", n, "err", r.err)

@@ -22,6 +22,7 @@ type view struct {
 	suspects map[string]bool      // members that dropped a lease assigned to them
 
 	holders   []string    // partition -> holder id ("" = free)
+	revs      []uint64    // partition -> revision of the holder's last write
 	seen      []time.Time // partition -> when its holder last wrote it
 	freeSince []time.Time // partition -> when it was last seen going free
 }
@@ -33,6 +34,7 @@ func (v *view) reset(p int, staleAfter time.Duration) {
 		members:    make(map[string]time.Time),
 		suspects:   make(map[string]bool),
 		holders:    make([]string, p),
+		revs:       make([]uint64, p),
 		seen:       make([]time.Time, p),
 		freeSince:  make([]time.Time, p),
 	}
@@ -65,9 +67,10 @@ func (v *view) live(self string, now time.Time) []string {
 	return ms
 }
 
-// hold records that id wrote partition n's lease.
-func (v *view) hold(n int, id string, now time.Time) {
+// hold records that id wrote partition n's lease at revision rev.
+func (v *view) hold(n int, id string, rev uint64, now time.Time) {
 	v.holders[n] = id
+	v.revs[n] = rev
 	v.seen[n] = now
 }
 

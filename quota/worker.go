@@ -76,13 +76,14 @@ type Worker struct {
 	snapshot []int // sorted partitions served, for Partitions
 
 	// Owned by the loop goroutine.
-	owned   map[int]*tenure
-	retired []*tenure // lost tenures whose requests may still be in flight
-	watcher jetstream.KeyWatcher
-	view    view
-	hbRev   uint64    // revision of the oldest heartbeat the watcher has not echoed
-	hbAt    time.Time // when it was written
-	stopErr error
+	owned      map[int]*tenure
+	strayTried []uint64  // partition -> lease revision purgeStrays last tried
+	retired    []*tenure // lost tenures whose requests may still be in flight
+	watcher    jetstream.KeyWatcher
+	view       view
+	hbRev      uint64    // revision of the oldest heartbeat the watcher has not echoed
+	hbAt       time.Time // when it was written
+	stopErr    error
 }
 
 // NewWorker returns a worker serving quota partitions over nc, with leases
@@ -126,6 +127,7 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		stopCh:      make(chan struct{}),
 		done:        make(chan struct{}),
 		owned:       make(map[int]*tenure),
+		strayTried:  make([]uint64, cfg.partitions),
 	}
 	w.view.reset(cfg.partitions, w.staleAfter())
 	return w, nil

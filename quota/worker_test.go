@@ -506,3 +506,27 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	}
 	return -1
 }
+
+func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	nc1, err := k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc1.Close()
+	w1 := e.startWorker(t, nc1, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
+	waitServed(t, 10*time.Second, w1)
+	nc1.Close() // the process dies holding every lease
+
+	// It comes back with the same id: its old leases name it, so it purges
+	// them by revision and takes them again without waiting for expiry.
+	start := time.Now()
+	w2 := e.startWorker(t, k.Conn, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
+	waitServed(t, 4*time.Second, w2)
+	t.Logf("restarted member serves all partitions after %v (lease TTL 5 s)", time.Since(start))
+	if _, err := e.client(t, k.Conn).Count(testkit.Context(t), CounterRequest{Principal: "p", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,148 @@
+package quota
+
+import (
+	"hash/fnv"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// idleTenants is how many tenants BenchmarkIdleBucketMemory fills one
+// partition's state with.
+const idleTenants = 1_000_000
+
+// BenchmarkIdleBucketMemory measures the heap one partition owner holds per
+// idle GCRA bucket: 1M tenants are charged once each through the owner's
+// real hit path (tenure.hit, reply discarded), then the live heap is
+// compared with the one before (runtime.MemStats.HeapAlloc after a GC).
+// The tenant names are fresh allocations retained only by the state, as
+// when they come out of a decoded request, so their bytes count.
+//
+//	hooks        one charge per tenant (1 bucket per tenant)
+//	hooks+bytes  the edge's two charges (2 buckets per tenant)
+//	layout/...   candidate layouts, not the worker's: a flat map keyed by
+//	             (kind, tenant), and a map keyed by a 64-bit hash of it
+//
+// Run with:
+//
+//	go test -run '^$' -bench BenchmarkIdleBucketMemory -benchtime 1x ./quota/
+//
+// cmd/sluice-bench runs it and reports the bytes/bucket metric.
+func BenchmarkIdleBucketMemory(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		kinds []string
+	}{
+		{"hooks", []string{KindHooks}},
+		{"hooks+bytes", []string{KindHooks, KindBytes}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				per = idleBucketBytes(b, tc.kinds)
+			}
+			b.ReportMetric(per, "bytes/bucket")
+		})
+	}
+	type kindTenant struct {
+		kind   uint8
+		tenant string
+	}
+	b.Run("layout/map[kind,tenant]int64", func(b *testing.B) {
+		var per float64
+		for b.Loop() {
+			per = heapPerItem(idleTenants, func() any {
+				m := make(map[kindTenant]int64)
+				for i := range idleTenants {
+					m[kindTenant{0, tenantName(i)}] = int64(i) + 1
+				}
+				return m
+			})
+		}
+		b.ReportMetric(per, "bytes/bucket")
+	})
+	b.Run("layout/map[hash64]int64", func(b *testing.B) {
+		var per float64
+		for b.Loop() {
+			per = heapPerItem(idleTenants, func() any {
+				m := make(map[uint64]int64)
+				for i := range idleTenants {
+					m[bucketHash(KindHooks, tenantName(i))] = int64(i) + 1
+				}
+				return m
+			})
+		}
+		b.ReportMetric(per, "bytes/bucket")
+	})
+}
+
+// idleBucketBytes fills a fresh tenure with idleTenants tenants charged
+// once for each kind and returns the heap growth per bucket.
+func idleBucketBytes(b *testing.B, kinds []string) float64 {
+	b.Helper()
+	t0 := time.Unix(1_700_000_000, 0)
+	cfg, err := buildConfig([]Option{WithClock(func() time.Time { return t0 })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	met, err := newWorkerMetrics(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &Worker{cfg: cfg, met: met, base: time.Now(), margin: time.Second}
+	// An hour per charge: every bucket stays ahead of the (fixed) clock, so
+	// none is full and nothing could sweep it.
+	const hour = int64(time.Hour / time.Microsecond)
+	return heapPerItem(idleTenants*len(kinds), func() any {
+		t := w.newTenure(0, 1, time.Now(), false)
+		m := &nats.Msg{} // unbound: the reply is built, then dropped
+		for i := range idleTenants {
+			tenant := tenantName(i)
+			r := HitRequest{Charges: make([]Charge, len(kinds))}
+			for k, kind := range kinds {
+				r.Charges[k] = Charge{Kind: kind, Tenant: tenant, IncrementUs: hour, CapacityUs: 24 * hour}
+			}
+			t.hit(m, &r, time.Second)
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if len(t.tenants) != idleTenants {
+			b.Fatalf("partition holds %d tenants, want %d", len(t.tenants), idleTenants)
+		}
+		return t
+	})
+}
+
+// heapPerItem returns the growth of the live heap caused by what fill
+// builds and returns, divided by items.
+func heapPerItem(items int, fill func() any) float64 {
+	before := liveHeap()
+	v := fill()
+	after := liveHeap()
+	runtime.KeepAlive(v)
+	return float64(int64(after)-int64(before)) / float64(items)
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// tenantName returns a freshly allocated 13-byte tenant name ("tenant-000042").
+func tenantName(i int) string {
+	return "tenant-" + strconv.Itoa(1_000_000 + i)[1:]
+}
+
+func bucketHash(kind, tenant string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(kind))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(tenant))
+	return h.Sum64()
+}
