@@ -188,9 +188,16 @@ func (s *KV) Release(ctx context.Context, id ID, hookID string, rev uint64) erro
 }
 
 // check reads key and returns ErrLost unless its live record is at rev,
-// held by hookID and (when pendingOnly) still pending.
+// held by hookID and (when pendingOnly) still pending. The revision-checked
+// write that follows makes the decision final.
 func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pendingOnly bool) error {
 	rec, err := s.b.Get(ctx, key)
+	if errors.Is(err, kvstore.ErrNotFound) || (err == nil && rec.Revision < rev) {
+		// A direct get may be answered by a replica that has not applied
+		// the write the caller was told about (R3): ask the leader. (A
+		// replica lags, it is never ahead: a newer revision is final.)
+		rec, err = s.b.GetLeader(ctx, key)
+	}
 	switch {
 	case errors.Is(err, kvstore.ErrNotFound):
 		return fmt.Errorf("%w: %s %s: no claim", ErrLost, op, key)
@@ -213,7 +220,8 @@ func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pend
 
 // Get reads the claim on id: StatePending or StateCommitted with the hook
 // id, revision and time left (ExpiresIn, never negative), or StateAbsent
-// (zero fields) when there is none.
+// (zero fields) when there is none. On a replicated bucket the read may be
+// answered by a replica a write or two behind.
 //
 // Errors: ErrInvalid (id); ErrUnavailable.
 func (s *KV) Get(ctx context.Context, id ID) (State, error) {

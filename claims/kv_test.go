@@ -139,7 +139,7 @@ func TestKVUnavailable(t *testing.T) {
 
 func TestReplayBucketConfig(t *testing.T) {
 	got := claims.ReplayBucketConfig("sluice_replay", 42, 3)
-	if got.Name != "sluice_replay" || got.MaxMsgs != 42 || got.Replicas != 3 || got.LimitMarkerTTL != time.Second {
+	if got.Name != "sluice_replay" || got.MaxMsgs != 42 || got.Replicas != 3 || !got.NoMarkers {
 		t.Fatalf("config %+v", got)
 	}
 	if d := claims.ReplayBucketConfig("r", 0, 1); d.MaxMsgs != claims.DefaultReplayCapacity {
@@ -156,8 +156,8 @@ func TestKVReplayStoredForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := info.CachedInfo().Config; c.MaxMsgs != 10 || c.Discard != jetstream.DiscardNew || c.SubjectDeleteMarkerTTL != time.Second {
-		t.Fatalf("stream config: max msgs %d, discard %v, marker TTL %v", c.MaxMsgs, c.Discard, c.SubjectDeleteMarkerTTL)
+	if c := info.CachedInfo().Config; c.MaxMsgs != 10 || c.Discard != jetstream.DiscardNew || c.SubjectDeleteMarkerTTL != 0 || !c.AllowMsgTTL {
+		t.Fatalf("stream config: max msgs %d, discard %v, marker TTL %v, msg TTLs %v", c.MaxMsgs, c.Discard, c.SubjectDeleteMarkerTTL, c.AllowMsgTTL)
 	}
 	// A skew of 1 h on a retain_until of now: the TTL is ~1 h.
 	r := claims.NewKVReplay(b, time.Hour)

@@ -17,10 +17,12 @@ const DefaultReplayCapacity = 1_000_000
 
 // ReplayBucketConfig is the configuration of a replay bucket holding at
 // most capacity claims (capacity < 1: DefaultReplayCapacity): the bucket
-// stream's MaxMsgs with DiscardNew enforces the capacity, and a 1 s
-// LimitMarkerTTL frees an expired claim's slot about a second after it
-// expires (the expiry marker holds the slot until then). Open it with
-// kvstore.OpenBucket and pass the bucket to NewKVReplay.
+// stream's MaxMsgs with DiscardNew enforces the capacity. Keys carry
+// per-key TTLs but the bucket has no expiry markers (NoMarkers), so an
+// expired claim frees its slot at once: with markers, an R3 stream at
+// capacity refuses the expiry marker and the expired claim would hold its
+// slot forever. Open it with kvstore.OpenBucket and pass the bucket to
+// NewKVReplay.
 func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.BucketConfig {
 	if capacity < 1 {
 		capacity = DefaultReplayCapacity
@@ -31,6 +33,7 @@ func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.Bucke
 		Replicas:       replicas,
 		MaxMsgs:        capacity,
 		LimitMarkerTTL: time.Second,
+		NoMarkers:      true,
 	}
 }
 
@@ -39,12 +42,12 @@ func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.Bucke
 // ReplayKVKey(namespace, key), with a per-key TTL that runs to
 // retain_until + skew. The value is {"u":<retain_until>}.
 //
-// Capacity is the bucket's MaxMsgs: a new pair beyond it is Full. A
-// duplicate is AlreadyClaimed even at full capacity (the server checks the
-// expected last sequence before the message limit; KVReplay also reads the
-// key after a "full" answer, so it does not depend on that order). Live
-// expiry and purge markers count against the capacity until their
-// LimitMarkerTTL runs out.
+// Capacity is the bucket's MaxMsgs: a new pair beyond it is Full; an
+// expired pair frees its slot when the server removes it (up to ~0.35 s
+// after its TTL). A duplicate is AlreadyClaimed even at full capacity (the
+// server checks the expected last sequence before the message limit;
+// KVReplay also asks the stream leader for the key after a "full" answer,
+// so it does not depend on that order).
 //
 // A retain_until + skew that is already past (or less than a second away)
 // is still claimed, for the minimum TTL of 1 s: the store does not judge
@@ -104,8 +107,8 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 		return AlreadyClaimed, nil
 	case errors.Is(err, kvstore.ErrFull):
 		// A duplicate must never read as full, whatever order the server
-		// checks in: look.
-		if _, gerr := r.b.Get(ctx, k); gerr == nil {
+		// checks in: look (at the leader, not a lagging replica).
+		if _, gerr := r.b.GetLeader(ctx, k); gerr == nil {
 			return AlreadyClaimed, nil
 		} else if !errors.Is(gerr, kvstore.ErrNotFound) {
 			return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, gerr)
