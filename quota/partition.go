@@ -17,8 +17,12 @@ const MaxPartitions = 4096
 // Partition maps a tenant (or a counter's principal) to its partition:
 // FNV-1a 32 of the string's bytes mod p, the same function as nats-server's
 // {{partition(p, …)}} subject mapping applied to a token that holds the
-// string unencoded (true of every name of [A-Za-z0-9_-]). p must be >= 1.
+// string unencoded (true of every name of [A-Za-z0-9_-]). A p below 1 is
+// treated as 1 (like nats-server, it maps everything to partition 0).
 func Partition(key string, p int) int {
+	if p <= 1 {
+		return 0
+	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	return int(h.Sum32() % uint32(p))
