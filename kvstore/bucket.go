@@ -61,39 +61,72 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		LimitMarkerTTL: RoundTTL(cfg.LimitMarkerTTL),
 		MaxValueSize:   cfg.MaxValueSize,
 	}
-	var kv jetstream.KeyValue
-	err := Retry(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = js.CreateOrUpdateKeyValue(ctx, kvc)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
-	}
-	// MaxMsgs is not part of KeyValueConfig: set it on the stream.
-	st, err := js.Stream(ctx, StreamName(cfg.Name))
-	if err != nil {
-		return nil, fmt.Errorf("kvstore: bucket %s stream: %w", cfg.Name, err)
-	}
 	want := cfg.MaxMsgs
 	if want <= 0 {
 		want = -1
 	}
-	sc := st.CachedInfo().Config
-	markerTTL := sc.SubjectDeleteMarkerTTL
-	if cfg.NoMarkers {
-		markerTTL = 0 // per-message TTLs stay allowed (AllowMsgTTL)
-	}
-	if sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew || sc.SubjectDeleteMarkerTTL != markerTTL {
-		sc.MaxMsgs = want
-		sc.Discard = jetstream.DiscardNew
-		sc.SubjectDeleteMarkerTTL = markerTTL
-		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return nil, fmt.Errorf("kvstore: bucket %s max msgs: %w", cfg.Name, err)
+	// fix applies what KeyValueConfig cannot express (MaxMsgs, DiscardNew,
+	// no markers) and reports whether sc changed.
+	fix := func(sc *jetstream.StreamConfig) bool {
+		markerTTL := RoundTTL(cfg.LimitMarkerTTL)
+		if cfg.NoMarkers {
+			markerTTL = 0 // per-message TTLs stay allowed (AllowMsgTTL)
 		}
+		changed := sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew ||
+			sc.SubjectDeleteMarkerTTL != markerTTL || !sc.AllowMsgTTL ||
+			sc.Replicas != cfg.Replicas || sc.MaxMsgsPerSubject != 1 ||
+			(cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize)
+		sc.MaxMsgs, sc.Discard, sc.SubjectDeleteMarkerTTL, sc.AllowMsgTTL = want, jetstream.DiscardNew, markerTTL, true
+		sc.Replicas, sc.MaxMsgsPerSubject = cfg.Replicas, 1
+		if cfg.MaxValueSize > 0 {
+			sc.MaxMsgSize = cfg.MaxValueSize
+		}
+		return changed
+	}
+	var kv jetstream.KeyValue
+	err := Retry(ctx, func(ctx context.Context) error {
+		// An existing bucket is updated in one stream update: going through
+		// CreateOrUpdateKeyValue would reset MaxMsgs for a moment, leaving
+		// a window in which a capacity (the replay store's) is not enforced.
+		st, err := js.Stream(ctx, StreamName(cfg.Name))
+		switch {
+		case err == nil:
+			sc := st.CachedInfo().Config
+			if fix(&sc) {
+				if _, err := js.UpdateStream(ctx, sc); err != nil {
+					return err
+				}
+			}
+			kv, err = js.KeyValue(ctx, cfg.Name)
+			return err
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			if kv, err = js.CreateKeyValue(ctx, kvc); err != nil {
+				if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+					return errRetryNow // another node created it meanwhile
+				}
+				return err
+			}
+			st, err := js.Stream(ctx, StreamName(cfg.Name))
+			if err != nil {
+				return err
+			}
+			sc := st.CachedInfo().Config
+			if fix(&sc) {
+				_, err = js.UpdateStream(ctx, sc)
+			}
+			return err
+		default:
+			return err
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
 	}
 	return kv, nil
 }
+
+// errRetryNow makes Retry try again (a lost creation race).
+var errRetryNow = errors.New("kvstore: retry")
 
 // WaitReady polls until the JetStream API answers (useful right after a
 // cluster forms, before a meta leader exists) or ctx ends.
@@ -125,7 +158,7 @@ func Retry(ctx context.Context, op func(context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := op(actx)
 		cancel()
-		if err == nil || !retryable(err) {
+		if err == nil || (!retryable(err) && !errors.Is(err, errRetryNow)) {
 			return err
 		}
 		select {

@@ -178,3 +178,26 @@ func TestGetLeaderMatchesGet(t *testing.T) {
 		t.Fatalf("after purge (marker): %v", err)
 	}
 }
+
+func TestEnsureBucketUpdatesInPlace(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "upd", MaxMsgs: 2})
+	if _, _, err := b.Create(ctx, "a", []byte("1"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Re-open with a larger capacity: the stream is updated, data kept.
+	b2, err := kvstore.OpenBucket(ctx, k.JS, kvstore.BucketConfig{Name: "upd", MaxMsgs: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := k.JS.Stream(ctx, kvstore.StreamName("upd"))
+	info, _ := st.Info(ctx)
+	if info.Config.MaxMsgs != 5 || info.Config.MaxMsgsPerSubject != 1 || info.Config.Discard != jetstream.DiscardNew || info.State.Msgs != 1 {
+		t.Fatalf("after re-open: %+v %+v", info.Config, info.State)
+	}
+	if _, err := b2.Get(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+}
