@@ -206,6 +206,7 @@ type errorBody struct {
 
 func (h *Handler) fail(w http.ResponseWriter, outcome string, code int, body errorBody) {
 	h.m.requests.WithLabelValues(outcome, strconv.Itoa(code)).Inc()
+	h.log.Debug("hook refused", "outcome", outcome, "status", code, "request_id", w.Header().Get("X-Request-Id"))
 	writeJSON(w, code, body)
 }
 

@@ -6,7 +6,6 @@ package testkit
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +13,16 @@ import (
 
 	"github.com/sluice-dev/sluice/kvstore"
 )
+
+// T is the part of testing.TB the kit uses. *testing.T and *testing.B
+// satisfy it; so can a small type of your own outside a test (see the
+// package example).
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 // Kit is a running embedded server and a connection to it.
 type Kit struct {
@@ -40,7 +49,7 @@ func WithStoreDir(dir string) Option {
 
 // New starts an in-process nats-server with JetStream in a temporary
 // directory and connects to it. Both are stopped by t.Cleanup.
-func New(t testing.TB, opts ...Option) *Kit {
+func New(t T, opts ...Option) *Kit {
 	t.Helper()
 	cfg := kvstore.ServerConfig{StoreDir: t.TempDir()}
 	for _, o := range opts {
@@ -64,14 +73,14 @@ func New(t testing.TB, opts ...Option) *Kit {
 }
 
 // Context is a context that ends with the test (or after 30 s).
-func Context(t testing.TB) context.Context {
+func Context(t T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // Bucket opens (creates) a KV bucket on the kit's server.
-func (k *Kit) Bucket(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket {
+func (k *Kit) Bucket(t T, cfg kvstore.BucketConfig) *kvstore.Bucket {
 	t.Helper()
 	b, err := kvstore.OpenBucket(Context(t), k.JS, cfg)
 	if err != nil {
@@ -82,7 +91,7 @@ func (k *Kit) Bucket(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket {
 
 // Eventually polls cond every 10 ms until it returns true or timeout passes,
 // then fails the test with msg. Never sleep to wait for something.
-func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
+func Eventually(t T, timeout time.Duration, cond func() bool, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
