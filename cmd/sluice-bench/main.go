@@ -1,0 +1,541 @@
+// Command sluice-bench measures sluice against Redis on one machine, in one
+// run, with the same workload:
+//
+//   - quota rows: sluice's quota.hit (a cmd/edge process; this process is
+//     the load generator, talking to it over TCP loopback with quota.Client)
+//     against a redis-server driven with go-redis (GCRA in one Lua script,
+//     GCRA + SET NX PX claim in one Lua script), for the workloads
+//     decisions, hit+claim and hot at each --inflight;
+//   - edge row: webhooks/s through the edge's HTTP API against the floor of
+//     a bare net/http handler doing one JetStream publish per request
+//     (`sluice-bench floor-server`);
+//   - memory: bytes per idle GCRA bucket in a partition owner, per stored
+//     claim in JetStream, and the same in Redis.
+//
+// Rows run interleaved (sluice, then Redis, per row) so that each ratio is
+// taken side by side; --repeat repeats the whole matrix to show the spread.
+//
+//	go run ./cmd/sluice-bench                       # everything, 10 s per row
+//	go run ./cmd/sluice-bench --repeat 3 --json testdata/bench/baseline.json
+//	go run ./cmd/sluice-bench --workloads decisions --inflight 64 --duration 5s
+//	go run ./cmd/sluice-bench --profile /tmp/prof   # plus a profiled pass of the sluice rows
+//
+// Redis rows need redis-server in PATH (apt-get update && apt-get install -y
+// redis-server); without it they are reported as skipped.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/quota"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
+		os.Exit(floorMain(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command line.
+type options struct {
+	duration     time.Duration
+	warmup       time.Duration
+	inflight     []int
+	workloads    []workload
+	edge         bool
+	memory       bool
+	repeat       int
+	jsonPath     string
+	edgeBin      string
+	partitions   int
+	httpInflight int
+	httpTenants  int
+	claims       int
+	profileDir   string
+	timeout      time.Duration
+}
+
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
+	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
+	names := fs.String("workloads", "decisions,hit+claim,hot,edge,memory", "what to run: decisions, hit+claim, hot (sluice vs Redis), edge (HTTP vs floor), memory")
+	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times (rows interleaved within each run)")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout; the tables then go to stderr)")
+	fs.StringVar(&o.edgeBin, "edge-bin", "", "use this cmd/edge binary instead of building ./cmd/edge")
+	fs.IntVar(&o.partitions, "partitions", quota.DefaultPartitions, "quota partitions of the edge (and the client)")
+	fs.IntVar(&o.httpInflight, "http-inflight", 32, "concurrent HTTP clients of the edge row")
+	fs.IntVar(&o.httpTenants, "http-tenants", 1000, "tenants of the edge row (round robin)")
+	fs.IntVar(&o.claims, "memory-claims", 100_000, "claims stored for the bytes-per-claim figure")
+	fs.StringVar(&o.profileDir, "profile", "", "after the runs, profile the sluice rows at the largest --inflight (and the edge row) into this directory")
+	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n       sluice-bench floor-server --data-dir DIR --http-addr HOST:PORT\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, s := range strings.Split(*inflight, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 4096 {
+			return nil, fmt.Errorf("--inflight: %q is not a count 1..4096", s)
+		}
+		o.inflight = append(o.inflight, n)
+	}
+	for _, s := range strings.Split(*names, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "edge":
+			o.edge = true
+		case "memory":
+			o.memory = true
+		case "":
+		default:
+			w, ok := workloadByName(s)
+			if !ok {
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, hot, edge, memory)", s)
+			}
+			o.workloads = append(o.workloads, w)
+		}
+	}
+	switch {
+	case o.duration <= 0 || o.warmup < 0:
+		return nil, errors.New("--duration must be > 0 and --warmup >= 0")
+	case o.repeat < 1:
+		return nil, errors.New("--repeat must be >= 1")
+	case o.httpInflight < 1 || o.httpTenants < 1 || o.claims < 1:
+		return nil, errors.New("--http-inflight, --http-tenants and --memory-claims must be >= 1")
+	case o.partitions < 1 || o.partitions > quota.MaxPartitions:
+		return nil, fmt.Errorf("--partitions must be 1..%d", quota.MaxPartitions)
+	}
+	if o.timeout <= 0 {
+		o.timeout = o.plannedTime() + 10*time.Minute
+	}
+	return o, nil
+}
+
+// plannedTime is how long the rows take (without start-up and memory).
+func (o *options) plannedTime() time.Duration {
+	row := o.duration + o.warmup
+	rows := 2 * len(o.workloads) * len(o.inflight)
+	if o.edge {
+		rows += 2
+	}
+	total := time.Duration(rows*o.repeat) * row
+	if o.profileDir != "" {
+		total += time.Duration(len(o.workloads)+1) * row
+	}
+	return total
+}
+
+// report is the JSON output.
+type report struct {
+	Started  time.Time      `json:"started"`
+	Machine  machine        `json:"machine"`
+	Settings settings       `json:"settings"`
+	Runs     []runResult    `json:"runs"`
+	Summary  []summaryRow   `json:"summary"`
+	Goals    []goal         `json:"goals,omitempty"`
+	Memory   *memoryResult  `json:"memory,omitempty"`
+	Profiles []profileEntry `json:"profiles,omitempty"`
+}
+
+type settings struct {
+	Duration     string            `json:"duration"`
+	Warmup       string            `json:"warmup"`
+	Inflight     []int             `json:"inflight"`
+	Repeat       int               `json:"repeat"`
+	Partitions   int               `json:"partitions"`
+	HTTPInflight int               `json:"http_inflight"`
+	HTTPTenants  int               `json:"http_tenants"`
+	HTTPBody     int               `json:"http_body_bytes"`
+	Workloads    map[string]string `json:"workloads"`
+}
+
+// bench holds the processes and clients of one invocation.
+type bench struct {
+	o      *options
+	out    io.Writer
+	log    io.Writer
+	tmp    string
+	root   string
+	edge   *edgeProc
+	nc     *nats.Conn
+	qc     *quota.Client
+	redis  *child
+	rdb    *redis.Client
+	rskip  string
+	floor  *child
+	floorU string
+	self   int
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	out := stdout
+	if o.jsonPath == "-" {
+		out = stderr
+	}
+	b := &bench{o: o, out: out, log: stderr, self: os.Getpid()}
+	rep, err := b.run(ctx)
+	b.close()
+	if rep != nil && o.jsonPath != "" {
+		if werr := writeJSON(o.jsonPath, stdout, rep); werr != nil {
+			fmt.Fprintln(stderr, "sluice-bench: json:", werr)
+			if err == nil {
+				err = werr
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice-bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func writeJSON(path string, stdout io.Writer, rep *report) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if path == "-" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// close stops everything the bench started, in reverse order.
+func (b *bench) close() {
+	if b.rdb != nil {
+		_ = b.rdb.Close()
+	}
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	b.floor.stop(10 * time.Second)
+	b.redis.stop(10 * time.Second)
+	if b.edge != nil {
+		b.edge.stop(15 * time.Second)
+	}
+	if b.tmp != "" {
+		_ = os.RemoveAll(b.tmp)
+	}
+}
+
+func (b *bench) run(ctx context.Context) (*report, error) {
+	o := b.o
+	rep := &report{Started: time.Now().UTC(), Settings: settings{
+		Duration: o.duration.String(), Warmup: o.warmup.String(), Inflight: o.inflight, Repeat: o.repeat,
+		Partitions: o.partitions, HTTPInflight: o.httpInflight, HTTPTenants: o.httpTenants, HTTPBody: len(hookBody),
+		Workloads: map[string]string{},
+	}}
+	for _, w := range o.workloads {
+		rep.Settings.Workloads[w.Name] = w.Doc
+	}
+	if o.edge {
+		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge vs floor-server", len(hookBody), o.httpTenants)
+	}
+	var err error
+	if b.tmp, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
+		return nil, err
+	}
+	needQuota := len(o.workloads) > 0 || o.edge
+	if (needQuota && o.edgeBin == "") || o.memory {
+		if b.root, err = moduleRoot(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rep.Machine = describeMachine(ctx, b.root)
+	b.logf("machine: %s, %d CPUs, %s", rep.Machine.CPUModel, rep.Machine.NumCPU, rep.Machine.GoVersion)
+	if needQuota || o.profileDir != "" {
+		if err := b.startSluice(ctx, o.profileDir != ""); err != nil {
+			return rep, err
+		}
+	}
+	if len(o.workloads) > 0 || o.memory {
+		b.startRedis(ctx)
+		rep.Machine.Redis = b.redisVersion(ctx)
+	}
+	if o.edge {
+		b.logf("starting floor-server")
+		if b.floor, b.floorU, err = startFloor(ctx, filepath.Join(b.tmp, "floor")); err != nil {
+			return rep, err
+		}
+	}
+	for i := 1; i <= o.repeat; i++ {
+		rr := runResult{Run: i, LoadAvg: loadAvg()}
+		for _, w := range o.workloads {
+			for _, n := range o.inflight {
+				rr.Pairs = append(rr.Pairs, b.quotaPair(ctx, i, w, n))
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+			}
+		}
+		if o.edge {
+			rr.Pairs = append(rr.Pairs, b.edgePair(ctx, i))
+		}
+		rep.Runs = append(rep.Runs, rr)
+		printRun(b.out, rr)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	rep.Summary = summarize(rep.Runs)
+	if len(rep.Summary) > 0 {
+		printSummary(b.out, rep.Summary, len(rep.Runs))
+	}
+	if o.memory {
+		rep.Memory = b.memory(ctx)
+		printMemory(b.out, rep.Memory)
+	}
+	if o.profileDir != "" {
+		rep.Profiles, err = b.profile(ctx)
+		printProfiles(b.out, rep.Profiles)
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.Goals = checkGoals(rep.Summary, rep.Memory, slices.Max(o.inflight))
+	printGoals(b.out, rep.Goals)
+	return rep, ctx.Err()
+}
+
+func (b *bench) startSluice(ctx context.Context, pprof bool) error {
+	bin := b.o.edgeBin
+	if bin == "" {
+		b.logf("building ./cmd/edge")
+		var err error
+		if bin, err = buildEdge(ctx, b.root, filepath.Join(b.tmp, "bin")); err != nil {
+			return err
+		}
+	}
+	b.logf("starting edge")
+	dir := filepath.Join(b.tmp, "edge")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var err error
+	if b.edge, err = startEdge(ctx, bin, dir, b.o.partitions, pprof); err != nil {
+		return err
+	}
+	if b.nc, b.qc, err = connectQuota(b.edge.natsURL, b.o.partitions); err != nil {
+		return err
+	}
+	if err := waitPartitions(ctx, b.qc); err != nil {
+		return fmt.Errorf("edge serves no quota: %w\n%s", err, b.edge.out.String())
+	}
+	b.logf("edge ready: %s, %s", b.edge.httpURL, b.edge.natsURL)
+	return nil
+}
+
+func (b *bench) startRedis(ctx context.Context) {
+	dir := filepath.Join(b.tmp, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.rskip = err.Error()
+		return
+	}
+	c, addr, err := startRedis(ctx, dir)
+	if err != nil {
+		b.rskip = err.Error()
+		b.logf("redis: skipped: %v", err)
+		return
+	}
+	b.redis = c
+	b.rdb = newRedisClient(addr, slices.Max(b.o.inflight)+8)
+	if err := warmRedis(ctx, b.rdb); err != nil {
+		b.rskip = err.Error()
+		return
+	}
+	b.logf("redis-server ready on %s", addr)
+}
+
+func (b *bench) redisVersion(ctx context.Context) string {
+	if b.rdb == nil {
+		return "skipped: " + b.rskip
+	}
+	s, err := b.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// measure runs one row against server (its CPU is sampled at the window's
+// edges) and returns it.
+func (b *bench) measure(ctx context.Context, run int, name string, inflight int, system string, server *child, op opFunc, errs *firstError, hooks window) row {
+	var s0, s1, c0, c1 time.Duration
+	res := runLoad(ctx, inflight, b.o.warmup, b.o.duration, op, window{
+		start: func() {
+			s0, _ = cpuTime(server.pid())
+			c0, _ = cpuTime(b.self)
+			if hooks.start != nil {
+				hooks.start()
+			}
+		},
+		end: func() {
+			s1, _ = cpuTime(server.pid())
+			c1, _ = cpuTime(b.self)
+			if hooks.end != nil {
+				hooks.end()
+			}
+		},
+	}, errs.String)
+	r := newRow(run, name, inflight, system, res, s1-s0, c1-c0)
+	b.logf("run %d %-9s in flight %3d %-6s %10.0f ops/s  p50 %s  p99 %s  errors %d", run, name, inflight, system,
+		r.OpsPerSec, fmtUs(r.P50Us), fmtUs(r.P99Us), r.Outcomes["error"])
+	return r
+}
+
+// keyPrefix makes claim keys unique across rows, runs and invocations.
+// (A NUID's first 12 characters are fixed per process: take its tail.)
+func keyPrefix() string {
+	id := nuid.Next()
+	return id[len(id)-8:] + "-"
+}
+
+func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) pair {
+	errs := &firstError{}
+	a := b.measure(ctx, run, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc, w, keyPrefix(), errs), errs, window{})
+	var r row
+	if b.rdb == nil {
+		r = row{Run: run, Workload: w.Name, Inflight: n, System: "redis", Skipped: b.rskip}
+	} else {
+		rerrs := &firstError{}
+		r = b.measure(ctx, run, w.Name, n, "redis", b.redis, redisOp(b.rdb, w, keyPrefix(), rerrs), rerrs, window{})
+	}
+	return newPair(a, r)
+}
+
+func (b *bench) edgePair(ctx context.Context, run int) pair {
+	n := b.o.httpInflight
+	client := httpClient(n)
+	defer client.CloseIdleConnections()
+	errs := &firstError{}
+	a := b.measure(ctx, run, "edge", n, "edge", b.edge.child, hookOp(client, b.edge.httpURL, b.o.httpTenants, keyPrefix(), errs), errs, window{})
+	ferrs := &firstError{}
+	f := b.measure(ctx, run, "edge", n, "floor", b.floor, hookOp(client, b.floorU, b.o.httpTenants, keyPrefix(), ferrs), ferrs, window{})
+	return newPair(a, f)
+}
+
+func (b *bench) memory(ctx context.Context) *memoryResult {
+	m := &memoryResult{}
+	b.logf("memory: quota BenchmarkIdleBucketMemory (1M tenants; takes a while)")
+	if bb, err := quotaBucketMemory(ctx, b.root); err != nil {
+		m.BucketError = err.Error()
+	} else {
+		m.BucketBytes = bb
+	}
+	b.logf("memory: %d claims in JetStream KV", b.o.claims)
+	dir := filepath.Join(b.tmp, "claims-memory")
+	if cm, err := claimsStoreMemory(ctx, dir, b.o.claims); err != nil {
+		m.ClaimsError = err.Error()
+	} else {
+		m.Claims = cm
+	}
+	_ = os.RemoveAll(dir)
+	if b.rdb == nil {
+		m.RedisSkipped = b.rskip
+		return m
+	}
+	b.logf("memory: redis keys")
+	if rm, err := redisStoreMemory(ctx, b.rdb, 1_000_000, b.o.claims); err != nil {
+		m.RedisSkipped = err.Error()
+	} else {
+		m.Redis = rm
+	}
+	return m
+}
+
+// machine describes where the figures come from.
+type machine struct {
+	NumCPU     int      `json:"num_cpu"`
+	GOMAXPROCS int      `json:"gomaxprocs"`
+	CPUModel   string   `json:"cpu_model"`
+	Lscpu      []string `json:"lscpu_head,omitempty"`
+	GoVersion  string   `json:"go_version"`
+	Kernel     string   `json:"kernel,omitempty"`
+	Redis      string   `json:"redis_version,omitempty"`
+	Commit     string   `json:"commit,omitempty"`
+}
+
+func describeMachine(ctx context.Context, root string) machine {
+	m := machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version()}
+	if out, err := exec.CommandContext(ctx, "lscpu").Output(); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		for _, l := range lines {
+			if v, ok := strings.CutPrefix(l, "Model name:"); ok {
+				m.CPUModel = strings.TrimSpace(v)
+			}
+		}
+		for i, l := range lines {
+			if i >= 10 {
+				break
+			}
+			m.Lscpu = append(m.Lscpu, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if root != "" {
+		cmd := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD")
+		cmd.Dir = root
+		if out, err := cmd.Output(); err == nil {
+			m.Commit = strings.TrimSpace(string(out))
+		}
+	}
+	return m
+}

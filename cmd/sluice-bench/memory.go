@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// memoryResult holds the memory figures.
+type memoryResult struct {
+	// Per idle GCRA bucket in a partition owner (quota's
+	// BenchmarkIdleBucketMemory): sub-benchmark -> bytes/bucket.
+	BucketBytes map[string]float64 `json:"bucket_bytes,omitempty"`
+	BucketError string             `json:"bucket_error,omitempty"`
+	// Per stored claim in the JetStream KV claims bucket.
+	Claims      *claimsMemory `json:"claims,omitempty"`
+	ClaimsError string        `json:"claims_error,omitempty"`
+	// The same data in Redis (INFO memory used_memory growth per key).
+	Redis        *redisMemory `json:"redis,omitempty"`
+	RedisSkipped string       `json:"redis_skipped,omitempty"`
+}
+
+type claimsMemory struct {
+	Claims int `json:"claims"`
+	// Pending: after Claim; committed: after Settle (History 1: the pending
+	// record is replaced).
+	PendingStreamBytesPer   float64 `json:"pending_stream_bytes_per_claim"`
+	CommittedStreamBytesPer float64 `json:"committed_stream_bytes_per_claim"`
+	CommittedMsgs           uint64  `json:"committed_msgs"`
+	// Bytes of the store directory (message blocks, indexes, deleted
+	// records not yet compacted) per claim, after settling.
+	StoreDirBytesPer float64 `json:"store_dir_bytes_per_claim"`
+	KeyExample       string  `json:"key_example"`
+}
+
+type redisMemory struct {
+	BucketKeys          int     `json:"bucket_keys"`
+	BytesPerBucket      float64 `json:"bytes_per_bucket"`
+	ClaimKeys           int     `json:"claim_keys"`
+	BytesPerClaim       float64 `json:"bytes_per_claim"`
+	BucketKeyExample    string  `json:"bucket_key_example"`
+	ClaimKeyExample     string  `json:"claim_key_example"`
+	UsedMemoryBaseBytes int64   `json:"used_memory_base_bytes"`
+}
+
+// quotaBucketMemory runs quota's BenchmarkIdleBucketMemory (it reaches the
+// worker's unexported state) and parses its bytes/bucket metrics.
+func quotaBucketMemory(ctx context.Context, root string) (map[string]float64, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkIdleBucketMemory$",
+		"-benchtime", "1x", "-count", "1", "./quota/")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench BenchmarkIdleBucketMemory ./quota/: %w\n%s", err, out)
+	}
+	return parseBenchMetric(out, "bytes/bucket"), nil
+}
+
+// parseBenchMetric returns sub-benchmark name (without "Benchmark…/" and
+// the -GOMAXPROCS suffix) -> value of unit, from `go test -bench` output.
+func parseBenchMetric(out []byte, unit string) map[string]float64 {
+	res := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.IndexByte(name, '/'); i >= 0 {
+			name = name[i+1:]
+		}
+		if i := strings.LastIndexByte(name, '-'); i >= 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		for i := 3; i < len(f); i++ {
+			if f[i] == unit {
+				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
+					res[name] = v
+				}
+			}
+		}
+	}
+	return res
+}
+
+// claimShape returns the i-th claim of the memory measurement: tenants like
+// the benchmark's, a GitHub-style source and delivery id (a UUID), a NUID
+// hook id.
+func claimShape(i int) (claims.ID, string) {
+	return claims.ID{Tenant: fmt.Sprintf("tenant-%04d", i%1000), Source: "github", Key: uuidString()}, nuid.Next()
+}
+
+// claimsStoreMemory stores n claims (64 in flight) in a claims bucket on
+// an embedded server (file storage, as the edge), settles them, and
+// reports the stream's bytes per claim and the store directory's size.
+func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, error) {
+	storeDir := filepath.Join(dir, "jetstream")
+	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: storeDir, Listen: "off"})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	name := kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	b, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: name, Description: "sluice dedupe claims"})
+	if err != nil {
+		return nil, err
+	}
+	store := claims.NewKV(b)
+	type held struct {
+		id   claims.ID
+		hook string
+		rev  uint64
+	}
+	all := make([]held, n)
+	for i := range all {
+		all[i].id, all[i].hook = claimShape(i)
+	}
+	each := func(fn func(h *held) error) error {
+		var wg sync.WaitGroup
+		var once sync.Once
+		var first error
+		next := make(chan int)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					if err := fn(&all[i]); err != nil {
+						once.Do(func() { first = err })
+					}
+				}
+			}()
+		}
+		for i := range all {
+			if ctx.Err() != nil {
+				break
+			}
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if first == nil {
+			first = ctx.Err()
+		}
+		return first
+	}
+	call := func(fn func(ctx context.Context) error) error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return fn(cctx)
+	}
+	if err := each(func(h *held) error {
+		return call(func(ctx context.Context) error {
+			res, err := store.Claim(ctx, h.id, h.hook, pendingTTL*10)
+			if err == nil && res.Outcome != claims.OK {
+				err = fmt.Errorf("claim %v: outcome %v", h.id, res.Outcome)
+			}
+			h.rev = res.Revision
+			return err
+		})
+	}); err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, kvstore.StreamName(name))
+	if err != nil {
+		return nil, err
+	}
+	pending, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := each(func(h *held) error {
+		return call(func(ctx context.Context) error { return store.Settle(ctx, h.id, h.hook, h.rev, 72*time.Hour) })
+	}); err != nil {
+		return nil, err
+	}
+	committed, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size, err := dirSize(filepath.Join(storeDir, "jetstream"))
+	if err != nil {
+		size, err = dirSize(storeDir)
+		if err != nil {
+			return nil, err
+		}
+	}
+	m := &claimsMemory{
+		Claims:                  n,
+		PendingStreamBytesPer:   float64(pending.State.Bytes) / float64(max(pending.State.Msgs, 1)),
+		CommittedStreamBytesPer: float64(committed.State.Bytes) / float64(max(committed.State.Msgs, 1)),
+		CommittedMsgs:           committed.State.Msgs,
+		StoreDirBytesPer:        float64(size) / float64(n),
+		KeyExample:              claims.KVKey(all[0].id),
+	}
+	return m, nil
+}
+
+// uuidString returns a random RFC 4122 version 4 UUID in its 36-byte text
+// form (the shape of X-GitHub-Delivery).
+func uuidString() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func dirSize(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}
+
+// redisStoreMemory measures Redis's used_memory growth per GCRA bucket key
+// (as scriptGCRA writes them: TAT string with PX) and per claim key (as
+// scriptHit + a settle write them). It flushes the database first: run it
+// on the bench's own throwaway server only.
+func redisStoreMemory(ctx context.Context, rdb *redis.Client, buckets, nclaims int) (*redisMemory, error) {
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	base, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	tat := strconv.FormatInt(time.Now().UnixMicro()+int64(time.Hour/time.Microsecond), 10)
+	bucketKey := func(i int) string { return fmt.Sprintf("rate:hooks:tenant-%07d", i) }
+	if err := pipelined(ctx, rdb, buckets, func(p redis.Pipeliner, i int) {
+		p.Set(ctx, bucketKey(i), tat, time.Hour)
+	}); err != nil {
+		return nil, err
+	}
+	afterBuckets, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	var example string
+	if err := pipelined(ctx, rdb, nclaims, func(p redis.Pipeliner, i int) {
+		id, hook := claimShape(i)
+		k := "claim:" + id.Tenant + ":" + id.Source + ":" + id.Key
+		if i == 0 {
+			example = k
+		}
+		p.Set(ctx, k, "c:"+hook, 72*time.Hour)
+	}); err != nil {
+		return nil, err
+	}
+	afterClaims, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	_ = rdb.FlushAll(ctx).Err()
+	return &redisMemory{
+		BucketKeys:          buckets,
+		BytesPerBucket:      float64(afterBuckets-base) / float64(buckets),
+		ClaimKeys:           nclaims,
+		BytesPerClaim:       float64(afterClaims-afterBuckets) / float64(nclaims),
+		BucketKeyExample:    bucketKey(0),
+		ClaimKeyExample:     example,
+		UsedMemoryBaseBytes: base,
+	}, nil
+}
+
+func pipelined(ctx context.Context, rdb *redis.Client, n int, add func(p redis.Pipeliner, i int)) error {
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		p := rdb.Pipeline()
+		for j := i; j < min(i+batch, n); j++ {
+			add(p, j)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	s, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	return parseUsedMemory(s)
+}
+
+// parseUsedMemory extracts used_memory from INFO memory output.
+func parseUsedMemory(info string) (int64, error) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no used_memory in INFO memory")
+}

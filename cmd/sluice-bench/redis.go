@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// The Redis side of the comparison: GCRA in one Lua script (the algorithm
+// of go-redis/redis_rate's allowN, itself from rwz/redis-gcra), and GCRA +
+// a pending dedupe claim (SET NX PX) in one Lua script, with the semantics
+// of sluice's quota.hit (PROTOCOL.md):
+//
+//   - state per bucket = TAT; new_tat = max(tat, now) + increment,
+//     allow_at = new_tat - capacity, denied iff now < allow_at,
+//     retry_after_ms = max(1, ceil((allow_at - now) / 1 ms)); a bucket with
+//     no state is full;
+//   - all charges or none; a denied hit writes nothing;
+//   - a taken claim spends no charge (sluice refunds; here nothing is
+//     written): committed -> duplicate + the original hook id, pending ->
+//     pending + retry_after = the claim's remaining TTL; a claim pending for
+//     the same hook id is ok (an idempotent retry).
+//
+// Differences from redis_rate, all in favour of exactness and none in
+// favour of speed: time is integer microseconds since the Unix epoch from
+// TIME (2^53 µs is year 2255, so doubles hold it exactly) instead of float
+// seconds since 2017; the comparison is strict (redis_rate rounds
+// `remaining` half up, admitting up to half an emission interval early);
+// increment and capacity arrive precomputed in µs, as on sluice's wire
+// (redis_rate derives them from rate, burst and period in the script); the
+// TTL of a bucket is PX ceil(reset_after) in ms rather than EX in seconds.
+// redis_rate's redis.replicate_commands() is the default since Redis 5 and
+// a no-op (deprecated) in Redis 7; it is called only where it exists.
+
+// luaGCRA computes the decisions of n charges. Inputs: ARGV[1] = n,
+// KEYS[1..n] the buckets, ARGV[2i], ARGV[2i+1] = increment_us,
+// capacity_us of KEYS[i]. Outputs: now, n, new (new TATs), wait (µs until
+// every charge fits; 0: allowed), remaining, reset (µs).
+const luaGCRA = `
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = tonumber(ARGV[1])
+local new = {}
+local wait, remaining, reset = 0, -1, 0
+for i = 1, n do
+  local inc = tonumber(ARGV[2 * i])
+  local cap = tonumber(ARGV[2 * i + 1])
+  local tat = tonumber(redis.call("GET", KEYS[i]) or now)
+  tat = math.max(tat, now)
+  local new_tat = tat + inc
+  local allow_at = new_tat - cap
+  if now < allow_at then
+    wait = math.max(wait, allow_at - now)
+    reset = math.max(reset, tat - now)
+  else
+    local rem = math.floor((now - allow_at) / inc)
+    if remaining < 0 or rem < remaining then remaining = rem end
+    reset = math.max(reset, new_tat - now)
+  end
+  new[i] = new_tat
+end
+local function apply()
+  for i = 1, n do
+    redis.call("SET", KEYS[i], string.format("%d", new[i]),
+      "PX", string.format("%d", math.ceil((new[i] - now) / 1000)))
+  end
+end
+`
+
+// scriptGCRA: charges only. Reply {"ok", 0, remaining, reset_ms} or
+// {"rate_limited", retry_after_ms, 0, reset_ms}.
+var scriptGCRA = redis.NewScript(luaGCRA + `
+if wait > 0 then
+  return {"rate_limited", math.max(1, math.ceil(wait / 1000)), 0, math.ceil(reset / 1000)}
+end
+apply()
+return {"ok", 0, math.max(remaining, 0), math.ceil(reset / 1000)}
+`)
+
+// scriptHit: charges + a pending claim. KEYS[n+1] is the claim;
+// ARGV[2n+2] the hook id, ARGV[2n+3] the pending TTL in ms. Reply
+// {result, retry_after_ms, remaining, reset_ms, hook_id}. Claim values are
+// "p:<hook id>" (pending) and "c:<hook id>" (committed, written by settle).
+var scriptHit = redis.NewScript(luaGCRA + `
+if wait > 0 then
+  return {"rate_limited", math.max(1, math.ceil(wait / 1000)), 0, math.ceil(reset / 1000), ""}
+end
+local ck = KEYS[n + 1]
+local hook = ARGV[2 * n + 2]
+if not redis.call("SET", ck, "p:" .. hook, "NX", "PX", ARGV[2 * n + 3]) then
+  local v = redis.call("GET", ck)
+  local holder = string.sub(v, 3)
+  if string.sub(v, 1, 2) == "c:" then
+    return {"duplicate", 0, 0, 0, holder}
+  end
+  if holder ~= hook then
+    return {"pending", math.max(1, redis.call("PTTL", ck)), 0, 0, holder}
+  end
+end
+apply()
+return {"ok", 0, math.max(remaining, 0), math.ceil(reset / 1000), hook}
+`)
+
+// redisCharge is one GCRA charge against a Redis bucket key.
+type redisCharge struct {
+	Key         string
+	IncrementUs int64
+	CapacityUs  int64
+}
+
+// redisReply is the decoded reply of scriptGCRA / scriptHit.
+type redisReply struct {
+	Result       string
+	RetryAfterMs int64
+	Remaining    int64
+	ResetMs      int64
+	HookID       string
+}
+
+// redisHit runs one hit: the charges and, when claimKey is not empty, a
+// pending claim for hookID with pendingTTL.
+func redisHit(ctx context.Context, rdb redis.Scripter, charges []redisCharge, claimKey, hookID string, pendingTTL time.Duration) (redisReply, error) {
+	keys := make([]string, 0, len(charges)+1)
+	args := make([]any, 0, 2*len(charges)+3)
+	args = append(args, len(charges))
+	for _, c := range charges {
+		keys = append(keys, c.Key)
+		args = append(args, c.IncrementUs, c.CapacityUs)
+	}
+	s := scriptGCRA
+	if claimKey != "" {
+		s = scriptHit
+		keys = append(keys, claimKey)
+		args = append(args, hookID, max(1, pendingTTL.Milliseconds()))
+	}
+	v, err := s.Run(ctx, rdb, keys, args...).Slice()
+	if err != nil {
+		return redisReply{}, err
+	}
+	return decodeRedisReply(v)
+}
+
+func decodeRedisReply(v []any) (redisReply, error) {
+	if len(v) < 4 {
+		return redisReply{}, fmt.Errorf("redis: reply %v: want at least 4 elements", v)
+	}
+	var r redisReply
+	var ok bool
+	if r.Result, ok = v[0].(string); !ok {
+		return redisReply{}, fmt.Errorf("redis: reply %v: result is %T", v, v[0])
+	}
+	ints := []*int64{&r.RetryAfterMs, &r.Remaining, &r.ResetMs}
+	for i, p := range ints {
+		n, ok := v[i+1].(int64)
+		if !ok {
+			return redisReply{}, fmt.Errorf("redis: reply %v: element %d is %T", v, i+1, v[i+1])
+		}
+		*p = n
+	}
+	if len(v) > 4 {
+		r.HookID, _ = v[4].(string)
+	}
+	return r, nil
+}
+
+// errRedisAbsent: redis-server is not installed; the Redis rows are skipped.
+var errRedisAbsent = errors.New("redis-server not found in PATH (install: apt-get update && apt-get install -y redis-server)")
+
+// startRedis starts a throwaway redis-server on a free loopback port with
+// persistence off, working in dir.
+func startRedis(ctx context.Context, dir string) (*child, string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, "", errRedisAbsent
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	c, err := startChild("redis-server", bin, []string{
+		"--save", "", "--appendonly", "no",
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--dir", dir, "--daemonize", "no", "--logfile", "",
+	}, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := c.waitTCP(ctx, addr); err != nil {
+		c.stop(5 * time.Second)
+		return nil, "", err
+	}
+	return c, addr, nil
+}
+
+// newRedisClient returns a go-redis client for addr with a pool of at least
+// poolSize connections (one per request in flight: go-redis does not
+// multiplex concurrent calls on a connection).
+func newRedisClient(addr string, poolSize int) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                     addr,
+		PoolSize:                 poolSize,
+		MinIdleConns:             poolSize,
+		ReadTimeout:              5 * time.Second,
+		WriteTimeout:             5 * time.Second,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}

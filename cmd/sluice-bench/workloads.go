@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// workload is one row family of the quota comparison. Both systems get the
+// same tenants, limits and keys.
+type workload struct {
+	Name    string
+	Tenants int  // round robin over "tenant-%04d"
+	Claim   bool // a pending dedupe claim with a unique key per hit
+	// One charge per hit (kind "hooks"), in PROTOCOL.md units.
+	IncrementUs int64
+	CapacityUs  int64
+	Doc         string
+}
+
+// opTimeout bounds one operation on either system: long enough that an
+// overloaded 2-core machine slows rows down rather than failing them.
+const opTimeout = 2 * time.Second
+
+// pendingTTL of the claims of the hit+claim workload (sluice's default).
+const pendingTTL = 30 * time.Second
+
+var allWorkloads = []workload{
+	{
+		Name: "decisions", Tenants: 1000, IncrementUs: 1000, CapacityUs: 1_000_000,
+		Doc: "charges only; 1,000 tenants round robin; 1,000/s burst 1,000 each (all pass)",
+	},
+	{
+		Name: "hit+claim", Tenants: 1000, Claim: true, IncrementUs: 1000, CapacityUs: 1_000_000,
+		Doc: "one charge + a pending claim on a unique key (KV create / SET NX PX)",
+	},
+	{
+		Name: "hot", Tenants: 1, IncrementUs: 5, CapacityUs: 1_000_000,
+		Doc: "charges only; one tenant takes all the load; 200,000/s burst 200,000",
+	},
+}
+
+func workloadByName(name string) (workload, bool) {
+	for _, w := range allWorkloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
+func tenantNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("tenant-%04d", i)
+	}
+	return out
+}
+
+// sluiceOp hits quota.hit through the Go client (TCP loopback).
+func sluiceOp(c *quota.Client, w workload, keyPrefix string, errs *firstError) opFunc {
+	names := tenantNames(w.Tenants)
+	return func(ctx context.Context, seq uint64) outcome {
+		tenant := names[seq%uint64(len(names))]
+		r := quota.HitRequest{Charges: []quota.Charge{{
+			Kind: quota.KindHooks, Tenant: tenant, IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs,
+		}}}
+		if w.Claim {
+			id := keyPrefix + strconv.FormatUint(seq, 36)
+			r.Claim = &quota.ClaimRequest{
+				Tenant: tenant, Source: "bench", Key: id, HookID: id,
+				PendingTTLMs: pendingTTL.Milliseconds(),
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		rep, err := c.Hit(ctx, r)
+		cancel()
+		if err != nil {
+			errs.set(err)
+			return outError
+		}
+		return resultOutcome(rep.Result)
+	}
+}
+
+// redisOp runs the same hit as one Lua script call.
+func redisOp(rdb *redis.Client, w workload, keyPrefix string, errs *firstError) opFunc {
+	names := tenantNames(w.Tenants)
+	buckets := make([]string, len(names))
+	for i, n := range names {
+		buckets[i] = "rate:" + quota.KindHooks + ":" + n
+	}
+	return func(ctx context.Context, seq uint64) outcome {
+		i := seq % uint64(len(names))
+		charges := []redisCharge{{Key: buckets[i], IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs}}
+		var claimKey, hook string
+		if w.Claim {
+			hook = keyPrefix + strconv.FormatUint(seq, 36)
+			claimKey = "claim:" + names[i] + ":bench:" + hook
+		}
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		rep, err := redisHit(ctx, rdb, charges, claimKey, hook, pendingTTL)
+		cancel()
+		if err != nil {
+			errs.set(err)
+			return outError
+		}
+		return resultOutcome(rep.Result)
+	}
+}
+
+func resultOutcome(result string) outcome {
+	switch result {
+	case quota.ResultOK:
+		return outOK
+	case quota.ResultRateLimited:
+		return outLimited
+	case quota.ResultDuplicate:
+		return outDuplicate
+	case quota.ResultPending:
+		return outPending
+	}
+	return outError
+}
+
+// warmRedis loads the scripts (so the first calls are EVALSHA hits).
+func warmRedis(ctx context.Context, rdb *redis.Client) error {
+	for _, s := range []*redis.Script{scriptGCRA, scriptHit} {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return fmt.Errorf("redis: SCRIPT LOAD: %w", err)
+		}
+	}
+	return nil
+}
+
+var errSkipped = errors.New("skipped")
