@@ -350,7 +350,7 @@ func (w *Worker) renewAll() {
 		res[i].sent = time.Now()
 		res[i].rev, res[i].err = w.leases.Update(ctx, leaseKey(ts[i].n), val, ts[i].rev, w.cfg.leaseTTL)
 		if errors.Is(res[i].err, kvstore.ErrWrongLastSequence) {
-			res[i].rec, _ = w.leases.Get(ctx, leaseKey(ts[i].n))
+			res[i].rec, _ = w.leases.GetLeader(ctx, leaseKey(ts[i].n))
 		}
 	})
 	for i, t := range ts {

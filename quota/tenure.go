@@ -452,7 +452,7 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 
 // loadCounter reads the counter's live value (absent: 0).
 func (t *tenure) loadCounter(ctx context.Context, c *counter, key string) error {
-	rec, err := t.w.counts.Get(ctx, key)
+	rec, err := t.w.counts.GetLeader(ctx, key) // not a lagging replica: the count decides grants
 	switch {
 	case errors.Is(err, kvstore.ErrNotFound):
 		c.count, c.rev, c.ttl, c.fresh = 0, 0, 0, time.Now().Add(counterIdle)
