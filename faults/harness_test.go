@@ -1,0 +1,771 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/sluice-dev/sluice/config"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// Options describe a harness: Servers nats-servers clustered on 127.0.0.1
+// random ports, and one sluice node per server connected to it with
+// --nats-url (node i to server i; the client learns the other servers from
+// the cluster and fails over to them).
+type Options struct {
+	// Servers is the number of nats-servers (default 3).
+	Servers int
+	// ServerProcs runs each server as a process of its own (natsd): it can
+	// then be killed with SIGKILL and frozen with SIGSTOP. Otherwise the
+	// servers run in the test process (testkit.Cluster), where Kill is an
+	// abrupt in-process shutdown.
+	ServerProcs bool
+	// NodeProcs runs each sluice node as a real cmd/edge process (SIGKILL,
+	// SIGSTOP, SIGTERM). Otherwise the nodes are fx apps in the test
+	// process, whose internals (Quota, NATS) the test can reach.
+	NodeProcs bool
+	// Partitions of the fleet (default 8).
+	Partitions int
+	// Replicas of every bucket and stream (default: min(3, Servers)).
+	Replicas int
+	// YAML is the edge configuration file (default baseYAML).
+	YAML string
+	// Args are extra edge flags.
+	Args []string
+	// Log receives the in-process nodes' logs (default: discarded, or
+	// stderr at debug level with SLUICE_TEST_LOG=1 and -v).
+	Log *slog.Logger
+}
+
+// baseYAML accepts any tenant and source, with limits high enough that load
+// tests are never rate limited.
+const baseYAML = `allow_unknown: true
+defaults:
+  limits: {hooks: {rate: 1000000, burst: 1000000}, bytes: {rate: 1000000000000, burst: 1000000000000}}
+`
+
+// Harness is a running cluster: servers, nodes and the test's own
+// connection to the servers.
+type Harness struct {
+	t     testing.TB
+	o     Options
+	dir   string
+	edge  string // binary, with NodeProcs
+	srv   servers
+	nodes []*Node
+	http  *http.Client
+
+	connOnce sync.Once
+	conn     *nats.Conn
+}
+
+// servers is a cluster of nats-servers.
+type servers interface {
+	n() int
+	url(i int) string // stable across restarts
+	kill(i int)
+	restart(t testing.TB, i int)
+	stop(i int) // SIGSTOP (process servers only)
+	cont(i int)
+}
+
+// Start starts the servers, then the nodes, and waits until every node is
+// ready and every partition is served. Everything stops in t.Cleanup.
+func Start(t testing.TB, o Options) *Harness {
+	t.Helper()
+	if o.Servers == 0 {
+		o.Servers = 3
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 8
+	}
+	if o.Replicas == 0 {
+		o.Replicas = min(3, o.Servers)
+	}
+	if o.YAML == "" {
+		o.YAML = baseYAML
+	}
+	h := &Harness{t: t, o: o, dir: t.TempDir()}
+	start := time.Now()
+	h.http = &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second},
+		Timeout:   20 * time.Second,
+	}
+	t.Cleanup(h.http.CloseIdleConnections)
+	var natsd string
+	if o.NodeProcs || o.ServerProcs {
+		h.edge, natsd = binaries(t)
+		t.Logf("harness: binaries ready after %v", time.Since(start).Round(time.Millisecond))
+	}
+	if o.ServerProcs {
+		h.srv = startProcServers(t, natsd, o.Servers)
+	} else {
+		h.srv = &kitServers{k: testkit.Cluster(t, o.Servers)}
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "edge.yaml"), []byte(o.YAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.nodes = make([]*Node, o.Servers)
+	for i := range h.nodes {
+		h.nodes[i] = &Node{i: i, h: h, dir: filepath.Join(h.dir, "node"+strconv.Itoa(i))}
+	}
+	// Node 0 first: it creates the buckets and streams; the others then
+	// start together. (Three nodes creating the R3 buckets of a fresh
+	// cluster at once sometimes fail with 10059 "stream not found": see
+	// the report of issue #7.)
+	var wg sync.WaitGroup
+	errs := make([]error, o.Servers)
+	for i, n := range h.nodes {
+		switch {
+		case !o.NodeProcs:
+			// In-process apps one by one (fxtest is driven from the test
+			// goroutine).
+			n.startInProc(t)
+		case i == 0:
+			errs[0] = n.startProc()
+		default:
+			wg.Go(func() { errs[i] = n.startProc() })
+		}
+		if errs[0] != nil {
+			break
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nodes stop before the servers (cleanups run last-in first-out) and
+	// never stay frozen.
+	t.Cleanup(func() {
+		for _, n := range h.nodes {
+			n.shutdown()
+		}
+	})
+	t.Logf("harness: %d servers, %d nodes up in %v", o.Servers, len(h.nodes), time.Since(start).Round(time.Millisecond))
+	h.WaitServed(t, 30*time.Second, h.AllPartitions()...)
+	return h
+}
+
+// Node is one sluice node.
+type Node struct {
+	i   int
+	h   *Harness
+	dir string
+
+	mu     sync.Mutex
+	url    string // HTTP base URL ("" while down)
+	member string // quota member id of the current incarnation
+
+	// process nodes
+	proc *proc
+	// in-process nodes
+	app   *fxtest.App
+	NATS  *sluicefx.NATS
+	HTTP  *sluicefx.HTTP
+	Quota *sluicefx.Quota
+}
+
+func (n *Node) args() []string {
+	o := n.h.o
+	a := []string{
+		"--config", filepath.Join(n.h.dir, "edge.yaml"),
+		"--data-dir", n.dir,
+		"--http-addr", "127.0.0.1:0",
+		"--nats-url", n.h.srv.url(n.i),
+		"--replicas", strconv.Itoa(o.Replicas),
+		"--partitions", strconv.Itoa(o.Partitions),
+	}
+	return append(a, o.Args...)
+}
+
+// startProc starts the node as a cmd/edge process and waits until it is
+// ready.
+func (n *Node) startProc() error {
+	args := append(n.args(), "--log-format", "json", "--log-level", "info")
+	p, err := startProc(n.h.t, fmt.Sprintf("edge%d", n.i), n.h.edge, nil, args...)
+	if err != nil {
+		return err
+	}
+	var listen, member string
+	_, err = p.waitLine(60*time.Second, func(l string) bool {
+		var rec struct {
+			Msg    string `json:"msg"`
+			URL    string `json:"url"`
+			Member string `json:"member"`
+		}
+		if json.Unmarshal([]byte(l), &rec) != nil {
+			return false
+		}
+		switch rec.Msg {
+		case "quota worker started":
+			member = rec.Member
+		case "edge listening":
+			listen = rec.URL
+		}
+		return listen != "" && member != ""
+	})
+	if err != nil {
+		p.kill()
+		return err
+	}
+	n.mu.Lock()
+	n.proc, n.url, n.member = p, listen, member
+	n.mu.Unlock()
+	return n.waitReady(30 * time.Second)
+}
+
+// startInProc starts the node as an fx app in this process.
+func (n *Node) startInProc(t testing.TB) {
+	t.Helper()
+	cfg, err := config.Parse(n.args(), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatalf("node %d config: %v", n.i, err)
+	}
+	log := n.h.o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+		if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", n.i)
+		}
+	}
+	var nc *sluicefx.NATS
+	var hs *sluicefx.HTTP
+	var q *sluicefx.Quota
+	app := fxtest.New(t, sluicefx.Options(cfg, log), fx.Populate(&nc, &hs, &q))
+	app.RequireStart()
+	n.mu.Lock()
+	n.app, n.NATS, n.HTTP, n.Quota = app, nc, hs, q
+	n.url = "http://" + *hs.Addr.Load()
+	n.member = q.Worker.ID()
+	n.mu.Unlock()
+	if err := n.waitReady(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *Node) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		res, err := n.h.http.Get(n.URL() + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return nil
+			}
+			err = fmt.Errorf("status %d", res.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			out := ""
+			if n.proc != nil {
+				out = n.proc.out.tail(30)
+			}
+			return fmt.Errorf("node %d not ready within %v: %v\n%s", n.i, timeout, err, out)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// URL is the node's HTTP base URL ("" while it is down).
+func (n *Node) URL() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.url
+}
+
+// Member is the quota member id of the node's current incarnation.
+func (n *Node) Member() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.member
+}
+
+// Kill kills the node's process with SIGKILL: no lease is released, no
+// claim settled, nothing flushed.
+func (n *Node) Kill() {
+	n.mustProc().kill()
+	n.mu.Lock()
+	n.url = ""
+	n.mu.Unlock()
+}
+
+// Term stops the node's process with SIGTERM (a graceful stop: leases are
+// handed over at once) and waits up to 15 s.
+func (n *Node) Term() error {
+	err := n.mustProc().term(15 * time.Second)
+	n.mu.Lock()
+	n.url = ""
+	n.mu.Unlock()
+	return err
+}
+
+// Freeze and Thaw send SIGSTOP and SIGCONT to the node's process.
+func (n *Node) Freeze() { n.mustProc().stop() }
+func (n *Node) Thaw()   { n.mustProc().cont() }
+
+// Restart starts a killed or stopped node again on its data directory.
+func (n *Node) Restart(t testing.TB) {
+	t.Helper()
+	if n.proc != nil {
+		if n.proc.running() {
+			t.Fatalf("node %d is running", n.i)
+		}
+		if err := n.startProc(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	n.startInProc(t)
+}
+
+// Stop stops an in-process node gracefully.
+func (n *Node) Stop(t testing.TB) {
+	t.Helper()
+	n.mu.Lock()
+	app := n.app
+	n.app, n.url = nil, ""
+	n.mu.Unlock()
+	if app != nil {
+		app.RequireStop()
+	}
+}
+
+func (n *Node) mustProc() *proc {
+	if n.proc == nil {
+		n.h.t.Fatalf("node %d is not a process", n.i)
+	}
+	return n.proc
+}
+
+func (n *Node) shutdown() {
+	if n.proc != nil {
+		if err := n.proc.term(15 * time.Second); err != nil && n.proc.running() {
+			n.proc.kill()
+		}
+		return
+	}
+	n.mu.Lock()
+	app := n.app
+	n.app = nil
+	n.mu.Unlock()
+	if app != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := app.Stop(ctx); err != nil {
+			n.h.t.Logf("node %d stop: %v", n.i, err)
+		}
+	}
+}
+
+// Node returns node i.
+func (h *Harness) Node(i int) *Node { return h.nodes[i] }
+
+// Nodes returns the nodes.
+func (h *Harness) Nodes() []*Node { return h.nodes }
+
+// KillServer kills server i: SIGKILL for a process, an abrupt shutdown in
+// process.
+func (h *Harness) KillServer(i int) { h.srv.kill(i) }
+
+// RestartServer starts server i again on its store directory and ports.
+func (h *Harness) RestartServer(t testing.TB, i int) { h.srv.restart(t, i) }
+
+// FreezeServer and ThawServer SIGSTOP and SIGCONT server i (ServerProcs).
+func (h *Harness) FreezeServer(i int) { h.srv.stop(i) }
+func (h *Harness) ThawServer(i int)   { h.srv.cont(i) }
+
+// ServerURL is server i's client URL.
+func (h *Harness) ServerURL(i int) string { return h.srv.url(i) }
+
+// Conn is the test's own connection to the cluster (every server's URL,
+// reconnecting forever), closed by t.Cleanup.
+func (h *Harness) Conn() *nats.Conn {
+	h.connOnce.Do(func() {
+		urls := make([]string, h.srv.n())
+		for i := range urls {
+			urls[i] = h.srv.url(i)
+		}
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.Timeout(2*time.Second))
+		if err != nil {
+			h.t.Fatalf("connect to the cluster: %v", err)
+		}
+		h.conn = nc
+		h.t.Cleanup(nc.Close)
+	})
+	return h.conn
+}
+
+// JS is JetStream over Conn.
+func (h *Harness) JS() jetstream.JetStream {
+	js, err := jetstream.New(h.Conn())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return js
+}
+
+// AllPartitions is 0..P-1.
+func (h *Harness) AllPartitions() []int {
+	ps := make([]int, h.o.Partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	return ps
+}
+
+// Principal returns a name that maps to partition n (tenants and
+// principals share the partition function).
+func (h *Harness) Principal(stem string, n int) string {
+	for i := 0; ; i++ {
+		s := stem + "-" + strconv.Itoa(i)
+		if quota.Partition(s, h.o.Partitions) == n {
+			return s
+		}
+	}
+}
+
+// Request sends a request to a service subject (without the "sluice.v1."
+// prefix) and returns the reply body and the micro error code ("" for
+// none).
+func (h *Harness) Request(ctx context.Context, subject string, body any) ([]byte, string, error) {
+	var data []byte
+	switch b := body.(type) {
+	case []byte:
+		data = b
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		if data, err = json.Marshal(b); err != nil {
+			return nil, "", err
+		}
+	}
+	m, err := h.Conn().RequestWithContext(ctx, "sluice.v1."+subject, data)
+	if err != nil {
+		return nil, "", err
+	}
+	return m.Data, m.Header.Get(micro.ErrorCodeHeader), nil
+}
+
+// Served reports whether partition n answers a quota.count now.
+func (h *Harness) Served(n int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, code, err := h.Request(ctx, "quota.count", map[string]string{"principal": h.Principal("probe", n), "key": "probe"})
+	return err == nil && code == ""
+}
+
+// WaitServed waits until every partition of ps answers.
+func (h *Harness) WaitServed(t testing.TB, timeout time.Duration, ps ...int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	left := append([]int(nil), ps...)
+	for len(left) > 0 {
+		var still []int
+		for _, n := range left {
+			if !h.Served(n) {
+				still = append(still, n)
+			}
+		}
+		left = still
+		if len(left) == 0 {
+			break
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("partitions %v not served within %v", left, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// Owner returns the node whose worker holds partition n's lease (-1: none
+// or unknown).
+func (h *Harness) Owner(n int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.JS().KeyValue(ctx, kvstore.BucketNames("sluice").Leases)
+	if err != nil {
+		return -1
+	}
+	e, err := kv.Get(ctx, "lease."+strconv.Itoa(n))
+	if err != nil {
+		return -1
+	}
+	var rec struct {
+		Owner string `json:"owner"`
+	}
+	if json.Unmarshal(e.Value(), &rec) != nil {
+		return -1
+	}
+	for _, nd := range h.nodes {
+		if nd.Member() == rec.Owner {
+			return nd.i
+		}
+	}
+	return -1
+}
+
+// Stored reads the whole HOOKS stream.
+func (h *Harness) Stored(t testing.TB) []StoredHook {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	js := h.JS()
+	var st jetstream.Stream
+	var info *jetstream.StreamInfo
+	var err error
+	for {
+		if st, err = js.Stream(ctx, "HOOKS"); err == nil {
+			if info, err = st.Info(ctx); err == nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("HOOKS stream: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("HOOKS consumer: %v", err)
+	}
+	out := make([]StoredHook, 0, info.State.Msgs)
+	for uint64(len(out)) < info.State.Msgs {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("HOOKS fetch: %v", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			hd := m.Headers()
+			key := hd.Get("Sluice-Dedupe-Key")
+			if hd.Get("Sluice-Dedupe-Key-Encoding") == "percent" {
+				key, _ = url.PathUnescape(key)
+			}
+			md, _ := m.Metadata()
+			var seq uint64
+			if md != nil {
+				seq = md.Sequence.Stream
+			}
+			out = append(out, StoredHook{ID: hd.Get("Sluice-Hook-Id"), HookKey: HookKey{hd.Get("Sluice-Tenant"), hd.Get("Sluice-Source"), key}, Seq: seq})
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			t.Fatalf("HOOKS fetch: %v", err)
+		}
+		if got == 0 {
+			t.Fatalf("HOOKS: read %d of %d messages, then nothing", len(out), info.State.Msgs)
+		}
+	}
+	return out
+}
+
+// CheckHooks reads the stream, checks the ledger against it, logs the
+// report and fails the test on violations.
+func (h *Harness) CheckHooks(t testing.TB, l *Ledger, allowSplit bool) Report {
+	t.Helper()
+	r := l.Check(h.Stored(t))
+	t.Logf("hooks: %s; answers by status %v", r, l.Codes())
+	for _, v := range r.Violations(allowSplit) {
+		t.Errorf("invariant broken: %s", v)
+	}
+	return r
+}
+
+// kitServers are in-process servers (testkit.Cluster).
+type kitServers struct {
+	k    *testkit.ClusterKit
+	once sync.Once
+	urls []string
+}
+
+func (s *kitServers) n() int { return s.k.N() }
+
+func (s *kitServers) url(i int) string {
+	s.once.Do(func() {
+		for j := range s.k.N() {
+			s.urls = append(s.urls, s.k.Server(j).ClientURL())
+		}
+	})
+	return s.urls[i]
+}
+
+func (s *kitServers) kill(i int)                  { s.url(0); s.k.Kill(i) }
+func (s *kitServers) restart(t testing.TB, i int) { s.k.Restart(t, i) }
+func (s *kitServers) stop(int)                    { panic("faults: SIGSTOP needs Options.ServerProcs") }
+func (s *kitServers) cont(int)                    {}
+
+// procServers are natsd processes.
+type procServers struct {
+	bin   string
+	args  [][]string
+	urls  []string
+	mu    sync.Mutex
+	procs []*proc
+	t     testing.TB
+}
+
+func startProcServers(t testing.TB, bin string, n int) *procServers {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	s := &procServers{bin: bin, t: t, procs: make([]*proc, n)}
+	cluster := fmt.Sprintf("faults-%d", ports[0])
+	for i := range n {
+		var routes []string
+		for j := range n {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
+			}
+		}
+		s.args = append(s.args, []string{
+			"-name", fmt.Sprintf("s%d", i),
+			"-store", t.TempDir(),
+			"-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"-cluster-name", cluster,
+			"-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
+			"-routes", strings.Join(routes, ","),
+		})
+		s.urls = append(s.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = s.start(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJetStream(t, s.urls)
+	return s
+}
+
+func (s *procServers) start(i int) error {
+	p, err := startProc(s.t, fmt.Sprintf("natsd%d", i), s.bin, nil, s.args[i]...)
+	if err != nil {
+		return err
+	}
+	if _, err := p.waitLine(30*time.Second, func(l string) bool { return strings.HasPrefix(l, "ready ") }); err != nil {
+		p.kill()
+		return err
+	}
+	s.mu.Lock()
+	s.procs[i] = p
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *procServers) n() int           { return len(s.urls) }
+func (s *procServers) url(i int) string { return s.urls[i] }
+func (s *procServers) proc(i int) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[i]
+}
+func (s *procServers) kill(i int) { s.proc(i).kill() }
+func (s *procServers) stop(i int) { s.proc(i).stop() }
+func (s *procServers) cont(i int) { s.proc(i).cont() }
+func (s *procServers) restart(t testing.TB, i int) {
+	t.Helper()
+	if s.proc(i).running() {
+		t.Fatalf("server %d is running", i)
+	}
+	if err := s.start(i); err != nil {
+		t.Fatal(err)
+	}
+	waitJetStream(t, s.urls)
+}
+
+// waitJetStream waits until every reachable server answers JetStream API
+// calls (a meta leader is known).
+func waitJetStream(t testing.TB, urls []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, u := range urls {
+		nc, err := nats.Connect(u, nats.Timeout(2*time.Second))
+		if err != nil {
+			continue // a killed server
+		}
+		js, err := jetstream.New(nc)
+		if err == nil {
+			err = kvstore.WaitReady(ctx, js)
+		}
+		nc.Close()
+		if err != nil {
+			t.Fatalf("JetStream not ready on %s: %v", u, err)
+		}
+	}
+}
+
+// waitCurrent waits until every replica of every stream is current (a
+// restarted server has caught up).
+func (h *Harness) waitCurrent(t testing.TB, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	js := h.JS()
+	for {
+		ok := true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		names := js.StreamNames(ctx)
+		var list []string
+		for n := range names.Name() {
+			list = append(list, n)
+		}
+		if names.Err() != nil {
+			ok = false
+		}
+		for _, name := range list {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				ok = false
+				break
+			}
+			info, err := st.Info(ctx)
+			if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != h.o.Replicas-1 {
+				ok = false
+				break
+			}
+			for _, r := range info.Cluster.Replicas {
+				if !r.Current || r.Offline {
+					ok = false
+				}
+			}
+		}
+		cancel()
+		if ok && len(list) > 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("streams not current within %v", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

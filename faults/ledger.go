@@ -1,0 +1,270 @@
+// Package faults is sluice's fault and abuse suite: a cluster harness (three
+// nats-servers clustered on 127.0.0.1, three sluice nodes, in-process or as
+// real processes that can be killed with SIGKILL, stopped with SIGSTOP and
+// restarted), load generators, and the invariant checkers that every
+// scenario ends with. The scenarios and the harness live in the package's
+// tests; this file holds the checkers, which need neither NATS nor a test.
+//
+// The promises checked after every scenario:
+//
+//   - never a 2xx for a hook nobody stored: every hook answered 202 is in
+//     the HOOKS stream, and every id a 200 duplicate names is too; no hook
+//     id is stored twice;
+//   - at most one winner per dedupe key: all 202 and 200 answers for a key
+//     name one hook id (a node that answers from its node-local fallback
+//     does not dedupe against other nodes: DESIGN.md "Failure semantics";
+//     the Report counts such splits and the scenario decides whether it
+//     may have any);
+//   - counts never above their max: every granted reserve returns a count
+//     <= max, and the slots the clients hold at once never exceed max;
+//   - the replay store never holds more than its capacity.
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// HookKey names the dedupe key of a hook: tenant, source and the dedupe key
+// as sent (Key "" means the hook had no key and is not deduped).
+type HookKey struct {
+	Tenant, Source, Key string
+}
+
+func (k HookKey) String() string { return k.Tenant + "/" + k.Source + "/" + k.Key }
+
+// StoredHook is one message of the HOOKS stream.
+type StoredHook struct {
+	ID string
+	HookKey
+	Seq uint64
+}
+
+// Ledger records what the clients of a scenario were told. It is safe for
+// concurrent use.
+type Ledger struct {
+	mu       sync.Mutex
+	answers  map[HookKey]map[string]int // key -> winning id -> answers naming it
+	accepted map[string]HookKey         // 202 id -> key
+	dupIDs   map[string]HookKey         // ids named by 200 duplicate answers
+	codes    map[int]int                // status -> count (0: no answer)
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{
+		answers:  map[HookKey]map[string]int{},
+		accepted: map[string]HookKey{},
+		dupIDs:   map[string]HookKey{},
+		codes:    map[int]int{},
+	}
+}
+
+// Hook records one answer to a POST of a hook with key k: the HTTP status
+// (0 when no answer arrived) and, for 202 and 200, the id of the body.
+func (l *Ledger) Hook(k HookKey, code int, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.codes[code]++
+	if code != 202 && code != 200 {
+		return
+	}
+	if code == 202 {
+		l.accepted[id] = k
+	} else {
+		l.dupIDs[id] = k
+	}
+	if k.Key == "" {
+		return
+	}
+	m := l.answers[k]
+	if m == nil {
+		m = map[string]int{}
+		l.answers[k] = m
+	}
+	m[id]++
+}
+
+// Codes returns how many answers of each status were recorded (0: none).
+func (l *Ledger) Codes() map[int]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[int]int, len(l.codes))
+	for c, n := range l.codes {
+		out[c] = n
+	}
+	return out
+}
+
+// Accepted is the number of distinct hooks answered 202.
+func (l *Ledger) Accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.accepted)
+}
+
+// Report is the outcome of checking a ledger against the HOOKS stream.
+// Missing, UnknownDuplicate and StoredTwice are always violations; Split
+// is one unless the scenario allows node-local fallback answers.
+type Report struct {
+	Accepted   int // distinct hook ids answered 202
+	Duplicates int // distinct ids named by 200 answers
+	Keys       int // distinct dedupe keys answered 2xx
+	Stored     int // messages in the stream
+	// Missing: hook ids answered 202 that are not in the stream.
+	Missing []string
+	// UnknownDuplicate: ids named by a 200 duplicate that are not in the
+	// stream (a duplicate must name a stored hook).
+	UnknownDuplicate []string
+	// StoredTwice: hook ids stored more than once.
+	StoredTwice []string
+	// Split: dedupe keys whose 2xx answers named more than one hook id.
+	Split []HookKey
+	// ExtraStored: stored hooks beyond the first for one dedupe key (a hook
+	// stored but answered 503 — its ack was lost — and retried; allowed:
+	// delivery is at-least-once).
+	ExtraStored int
+}
+
+// Violations lists what breaks the promises; allowSplit accepts keys with
+// more than one winner (node-local fallback in a degraded fleet).
+func (r Report) Violations(allowSplit bool) []string {
+	var v []string
+	add := func(what string, xs []string) {
+		if len(xs) > 0 {
+			v = append(v, fmt.Sprintf("%d %s (e.g. %s)", len(xs), what, strings.Join(xs[:min(3, len(xs))], ", ")))
+		}
+	}
+	add("hooks answered 202 but not stored", r.Missing)
+	add("200 duplicates naming a hook that is not stored", r.UnknownDuplicate)
+	add("hook ids stored twice", r.StoredTwice)
+	if !allowSplit && len(r.Split) > 0 {
+		ks := make([]string, len(r.Split))
+		for i, k := range r.Split {
+			ks[i] = k.String()
+		}
+		add("dedupe keys with more than one winner", ks)
+	}
+	return v
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("accepted %d, duplicates naming %d ids, %d keys, stored %d; missing %d, unknown duplicates %d, stored twice %d, split keys %d, extra stored %d",
+		r.Accepted, r.Duplicates, r.Keys, r.Stored, len(r.Missing), len(r.UnknownDuplicate), len(r.StoredTwice), len(r.Split), r.ExtraStored)
+}
+
+// Check compares the ledger with the stream's content.
+func (l *Ledger) Check(stored []StoredHook) Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byID := make(map[string]int, len(stored))
+	perKey := map[HookKey]int{}
+	r := Report{Accepted: len(l.accepted), Duplicates: len(l.dupIDs), Keys: len(l.answers), Stored: len(stored)}
+	for _, h := range stored {
+		byID[h.ID]++
+		if byID[h.ID] == 2 {
+			r.StoredTwice = append(r.StoredTwice, h.ID)
+		}
+		if h.Key != "" && byID[h.ID] == 1 {
+			perKey[h.HookKey]++
+		}
+	}
+	for _, n := range perKey {
+		r.ExtraStored += n - 1
+	}
+	for id := range l.accepted {
+		if byID[id] == 0 {
+			r.Missing = append(r.Missing, id)
+		}
+	}
+	for id := range l.dupIDs {
+		if byID[id] == 0 {
+			r.UnknownDuplicate = append(r.UnknownDuplicate, id)
+		}
+	}
+	for k, ids := range l.answers {
+		if len(ids) > 1 {
+			r.Split = append(r.Split, k)
+		}
+	}
+	sort.Strings(r.Missing)
+	sort.Strings(r.UnknownDuplicate)
+	sort.Strings(r.StoredTwice)
+	sort.Slice(r.Split, func(i, j int) bool { return r.Split[i].String() < r.Split[j].String() })
+	return r
+}
+
+// Counter tracks one reserve/release counter from the clients' side: the
+// slots the clients hold at once (grants minus releases sent) must never
+// exceed Max, and no grant may return a count above Max. A reserve or a
+// release whose answer never arrived is not counted either way, which only
+// makes the check stricter: the server's count is then at least what the
+// clients believe they hold.
+type Counter struct {
+	Max int64
+
+	held     atomic.Int64
+	maxHeld  atomic.Int64
+	grants   atomic.Int64
+	denials  atomic.Int64
+	failures atomic.Int64
+	leaks    atomic.Int64
+	mu       sync.Mutex
+	bad      []string
+}
+
+// Granted records a granted reserve that returned count.
+func (c *Counter) Granted(count int64) {
+	c.grants.Add(1)
+	h := c.held.Add(1)
+	for {
+		m := c.maxHeld.Load()
+		if h <= m || c.maxHeld.CompareAndSwap(m, h) {
+			break
+		}
+	}
+	if count > c.Max || count < 1 || h > c.Max {
+		c.mu.Lock()
+		c.bad = append(c.bad, fmt.Sprintf("grant with count %d while clients held %d (max %d)", count, h, c.Max))
+		c.mu.Unlock()
+	}
+}
+
+// Denied records a denied reserve.
+func (c *Counter) Denied() { c.denials.Add(1) }
+
+// Failed records a reserve that got no answer or an error.
+func (c *Counter) Failed() { c.failures.Add(1) }
+
+// Releasing records that a held slot is being given back (call it before
+// sending the release).
+func (c *Counter) Releasing() { c.held.Add(-1) }
+
+// Leaked records a release that got no answer (the slot may stay taken
+// until the counter's TTL).
+func (c *Counter) Leaked() { c.leaks.Add(1) }
+
+// CounterStats are a Counter's totals.
+type CounterStats struct {
+	Grants, Denials, Failures, Leaks, MaxHeld int64
+}
+
+func (s CounterStats) String() string {
+	return fmt.Sprintf("%d granted, %d denied, %d failed, %d releases unanswered, at most %d held at once",
+		s.Grants, s.Denials, s.Failures, s.Leaks, s.MaxHeld)
+}
+
+// Stats returns the totals.
+func (c *Counter) Stats() CounterStats {
+	return CounterStats{c.grants.Load(), c.denials.Load(), c.failures.Load(), c.leaks.Load(), c.maxHeld.Load()}
+}
+
+// Violations lists grants that broke the max.
+func (c *Counter) Violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.bad...)
+}

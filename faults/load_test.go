@@ -1,0 +1,221 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// errNodeDown: the node has no HTTP listener (killed, stopped).
+var errNodeDown = errors.New("node down")
+
+// PostHook sends one hook to node i and returns the status and, for 202
+// and 200, the hook id of the body (and checks that X-Hook-Id agrees).
+func (h *Harness) PostHook(ctx context.Context, i int, k HookKey, body []byte) (int, string, error) {
+	u := h.nodes[i].URL()
+	if u == "" {
+		return 0, "", errNodeDown
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/v1/hooks/"+k.Tenant+"/"+k.Source, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if k.Key != "" {
+		req.Header.Set("Idempotency-Key", k.Key)
+	}
+	res, err := h.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, "", err
+	}
+	if res.StatusCode != 202 && res.StatusCode != 200 {
+		return res.StatusCode, "", nil
+	}
+	var b struct {
+		Status    string `json:"status"`
+		ID        string `json:"id"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	if err := json.Unmarshal(raw, &b); err != nil || b.ID == "" {
+		return res.StatusCode, "", fmt.Errorf("%d with body %q", res.StatusCode, raw)
+	}
+	if hid := res.Header.Get("X-Hook-Id"); hid != b.ID {
+		return res.StatusCode, "", fmt.Errorf("%d: X-Hook-Id %q, body id %q", res.StatusCode, hid, b.ID)
+	}
+	if (res.StatusCode == 202) != (b.Status == "accepted") || (res.StatusCode == 200) != b.Duplicate {
+		return res.StatusCode, "", fmt.Errorf("%d with body %q", res.StatusCode, raw)
+	}
+	return res.StatusCode, b.ID, nil
+}
+
+// hookLoad sends hooks the way a webhook provider does: each hook has a
+// dedupe key of its own; a 409, 429, 503 or a failed connection is retried
+// with the same key after a short pause, at the next node.
+type hookLoad struct {
+	Tenants  []string      // round robin (default "t")
+	Source   string        // default "s"
+	Workers  int           // default 8
+	Nodes    []int         // nodes to send to (default all)
+	Pace     time.Duration // pause between two hooks of a worker
+	Retry    time.Duration // pause before a retry (default 20 ms)
+	MaxTries int           // attempts per hook (default 100)
+	Prefix   string        // key prefix (default "k")
+	// Redeliver sends every hook once more, to the next node, after its
+	// 2xx (a provider's redelivery): it must be answered 200 with the same
+	// id (or, on a degraded fleet, may split the key).
+	Redeliver bool
+}
+
+// loadRun is a running hookLoad.
+type loadRun struct {
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	sent     atomic.Int64 // requests
+	accepted atomic.Int64 // 2xx
+	errs     atomic.Int64 // no answer
+	gaveUp   atomic.Int64 // hooks abandoned after MaxTries
+	protoErr sync.Map     // malformed 2xx answers
+	mu       sync.Mutex
+	perTen   map[string]int // 202s per tenant
+}
+
+// startHooks starts hl in the background, recording every answer in l.
+func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
+	if len(hl.Tenants) == 0 {
+		hl.Tenants = []string{"t"}
+	}
+	if hl.Source == "" {
+		hl.Source = "s"
+	}
+	if hl.Workers == 0 {
+		hl.Workers = 8
+	}
+	if len(hl.Nodes) == 0 {
+		for i := range h.nodes {
+			hl.Nodes = append(hl.Nodes, i)
+		}
+	}
+	if hl.Retry == 0 {
+		hl.Retry = 20 * time.Millisecond
+	}
+	if hl.MaxTries == 0 {
+		hl.MaxTries = 100
+	}
+	if hl.Prefix == "" {
+		hl.Prefix = "k"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &loadRun{cancel: cancel, perTen: map[string]int{}}
+	body := []byte(`{"event":"fault-test","pad":"0123456789abcdef0123456789abcdef"}`)
+	for w := range hl.Workers {
+		r.wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				k := HookKey{hl.Tenants[(w+i*hl.Workers)%len(hl.Tenants)], hl.Source, hl.Prefix + "-" + strconv.Itoa(w) + "-" + strconv.Itoa(i)}
+				for try := 0; try < hl.MaxTries && ctx.Err() == nil; try++ {
+					node := hl.Nodes[(w+i+try)%len(hl.Nodes)]
+					r.sent.Add(1)
+					code, id, err := h.PostHook(ctx, node, k, body)
+					if err != nil && code != 0 {
+						r.protoErr.Store(err.Error(), true)
+					}
+					if err != nil {
+						r.errs.Add(1)
+						code = 0
+					}
+					if ctx.Err() != nil && code == 0 {
+						break // cut off by the end of the run: no answer
+					}
+					l.Hook(k, code, id)
+					if code == 202 || code == 200 {
+						r.accepted.Add(1)
+						if code == 202 {
+							r.mu.Lock()
+							r.perTen[k.Tenant]++
+							r.mu.Unlock()
+						}
+						if hl.Redeliver {
+							next := hl.Nodes[(w+i+try+1)%len(hl.Nodes)]
+							r.sent.Add(1)
+							if code, id, err := h.PostHook(ctx, next, k, body); err == nil && code != 0 {
+								l.Hook(k, code, id)
+							} else if err != nil && code != 0 {
+								r.protoErr.Store(err.Error(), true)
+							}
+						}
+						break
+					}
+					if code != 0 && code != 409 && code != 429 && code != 503 {
+						break // a 4xx the sender would not retry
+					}
+					if try == hl.MaxTries-1 {
+						r.gaveUp.Add(1)
+					}
+					sleepCtx(ctx, hl.Retry)
+				}
+				sleepCtx(ctx, hl.Pace)
+			}
+		})
+	}
+	return r
+}
+
+// stop ends the run and waits for its workers.
+func (r *loadRun) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// waitAccepted waits until n more hooks than now were answered 2xx.
+func (r *loadRun) waitAccepted(n int64, timeout time.Duration) error {
+	want := r.accepted.Load() + n
+	deadline := time.Now().Add(timeout)
+	for r.accepted.Load() < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d more hooks accepted within %v", r.accepted.Load()-want+n, n, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+func (r *loadRun) String() string {
+	var proto []string
+	r.protoErr.Range(func(k, _ any) bool { proto = append(proto, k.(string)); return len(proto) < 3 })
+	s := fmt.Sprintf("%d requests, %d answered 2xx, %d without answer, %d hooks given up", r.sent.Load(), r.accepted.Load(), r.errs.Load(), r.gaveUp.Load())
+	if len(proto) > 0 {
+		s += fmt.Sprintf("; malformed answers: %v", proto)
+	}
+	return s
+}
+
+// protocolErrors lists malformed 2xx answers.
+func (r *loadRun) protocolErrors() []string {
+	var out []string
+	r.protoErr.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
