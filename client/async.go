@@ -1,0 +1,64 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/events"
+)
+
+// maxEventBytes is the largest settle/release event the events stream
+// takes (events.Settler.StreamConfig's MaxMsgSize): a larger one would be
+// dropped by the server without a word, so it is refused here.
+const maxEventBytes = 64 << 10
+
+// SettleAsync publishes an events.SettleEvent to <prefix>.v1.events.settle
+// (core NATS, no reply): the fleet's settler applies it exactly as Settle
+// would, with its own committed TTL, some time later.
+//
+// A nil error only means the event was handed to the connection: not that
+// it reached the server, nor that it was applied. The server keeps it in
+// the events stream (sluice_events for the default prefix) until a settler
+// applies it, so an event published while no settler runs is applied
+// when one starts — provided the stream exists, i.e. a settler has started
+// once. A stale revision is dropped by the settler (no one is told). Call
+// Flush on the connection to know the server has it, and Settle when the
+// outcome matters.
+//
+// Errors: ErrInvalid (the event fails events.SettleEvent.Validate or
+// claims.ValidateHookID, or is larger than the stream takes; such an event
+// is not published), ErrUnavailable (the connection is closed or
+// draining, or its buffer is full while reconnecting).
+func (c *Client) SettleAsync(tenant, source, key, hookID string, revision uint64) error {
+	return c.publish(c.events.Settle(), events.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
+}
+
+// ReleaseAsync publishes an events.SettleEvent to
+// <prefix>.v1.events.release (core NATS, no reply): the fleet's settler
+// releases the claim exactly as ReleaseClaim would, some time later. What a
+// nil error means, and the errors, are as for SettleAsync.
+func (c *Client) ReleaseAsync(tenant, source, key, hookID string, revision uint64) error {
+	return c.publish(c.events.Release(), events.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
+}
+
+// publish validates ev, as the settler will, and publishes it to subject.
+func (c *Client) publish(subject string, ev events.SettleEvent) error {
+	if err := ev.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, subject, err)
+	}
+	if err := claims.ValidateHookID(ev.HookID); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, subject, err)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil { // cannot happen: strings and a number
+		return fmt.Errorf("%w: %s: encode event: %w", ErrInvalid, subject, err)
+	}
+	if len(data) > maxEventBytes {
+		return fmt.Errorf("%w: %s: event of %d bytes, the stream takes at most %d", ErrInvalid, subject, len(data), maxEventBytes)
+	}
+	if err := c.nc.Publish(subject, data); err != nil {
+		return requestError(subject, err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ClaimState is the reply of <prefix>.v1.claims.get: a dedupe claim as the
+// fleet's claims store holds it.
+type ClaimState struct {
+	// State is claims.StatePending, claims.StateCommitted or
+	// claims.StateAbsent (then HookID is "" and the numbers are 0).
+	State string `json:"state"`
+	// HookID is the holder's hook id.
+	HookID string `json:"hook_id"`
+	// Revision is what Settle and ReleaseClaim must present.
+	Revision uint64 `json:"revision"`
+	// ExpiresInMs is the time left until the claim expires, in whole
+	// milliseconds rounded up (a live claim is never 0).
+	ExpiresInMs int64 `json:"expires_in_ms"`
+}
+
+// ExpiresIn is ExpiresInMs as a duration.
+func (s ClaimState) ExpiresIn() time.Duration {
+	return time.Duration(s.ExpiresInMs) * time.Millisecond
+}
+
+// claimRequest is the body of claims.settle, claims.release and (tenant,
+// source and key only) claims.get.
+type claimRequest struct {
+	Tenant   string `json:"tenant"`
+	Source   string `json:"source"`
+	Key      string `json:"key"`
+	HookID   string `json:"hook_id,omitempty"`
+	Revision uint64 `json:"revision,omitempty"`
+	// TTLMs is the settle extension: how long the committed claim is kept
+	// (absent: the service's --dedupe-ttl).
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+}
+
+// Settle sends <prefix>.v1.claims.settle: the claim on (tenant, source,
+// key) that Hit made pending for hookID at revision is committed, and kept
+// for the service's --dedupe-ttl (72 h by default); a later Hit on the key
+// is a duplicate naming hookID. Its deadline, when ctx has none, is
+// SettleTimeout.
+//
+// Errors: ErrClaimLost (also claims.ErrLost) when the revision is stale,
+// another hook id holds the claim, or it is already committed;
+// ErrInvalid (revision 0, empty tenant …), ErrUnavailable, ErrInternal,
+// ErrBadReply.
+func (c *Client) Settle(ctx context.Context, tenant, source, key, hookID string, revision uint64) error {
+	return c.SettleTTL(ctx, tenant, source, key, hookID, revision, 0)
+}
+
+// SettleTTL is Settle keeping the committed claim for ttl instead of the
+// service's default (a PROTOCOL.md extension: ttl_ms). The service rounds
+// TTLs up to whole seconds; ttl is sent in milliseconds, rounded up; 0
+// means the default. Errors: those of Settle, and ErrInvalid for a negative
+// ttl.
+func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID string, revision uint64, ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
+	}
+	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: ceilMs(ttl)}
+	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
+}
+
+// ReleaseClaim sends <prefix>.v1.claims.release: the claim on (tenant,
+// source, key) that hookID holds at revision (pending or committed) is
+// dropped, so the key can be claimed again at once — what a caller does
+// when the work it claimed failed. Its deadline, when ctx has none, is
+// SettleTimeout.
+//
+// Errors: ErrClaimLost (also claims.ErrLost) when the revision is stale or
+// another hook id holds the claim; ErrInvalid, ErrUnavailable,
+// ErrInternal, ErrBadReply.
+func (c *Client) ReleaseClaim(ctx context.Context, tenant, source, key, hookID string, revision uint64) error {
+	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision}
+	return c.callOK(ctx, c.subj.releaseClaim, c.settleTimeout, req)
+}
+
+// GetClaim sends <prefix>.v1.claims.get: the state of the claim on
+// (tenant, source, key); a key nobody holds is State claims.StateAbsent, not
+// an error.
+// Errors: ErrInvalid (tenant or source not 1..256 bytes, empty key),
+// ErrUnavailable, ErrInternal, ErrBadReply.
+func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (ClaimState, error) {
+	var st ClaimState
+	if err := c.call(ctx, c.subj.get, c.timeout, claimRequest{Tenant: tenant, Source: source, Key: key}, &st); err != nil {
+		return ClaimState{}, err
+	}
+	if st.State == "" {
+		return ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
+	}
+	return st, nil
+}
+
+// ceilMs is d in whole milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

@@ -1,0 +1,215 @@
+// Package client is a Go client of the sluice NATS micro service: one
+// method per endpoint of docs/PROTOCOL.md ("NATS"), over plain NATS
+// request/reply, plus the fire-and-forget settle and release events.
+//
+// It speaks the public contract only — the JSON requests on
+// <prefix>.v1.* that any language can send — and so works against any
+// sluice fleet whatever its partition count or version. (Go code that runs
+// inside a sluice node and wants one round trip to a partition owner uses
+// quota.Client instead.)
+//
+//	c, err := client.New(nc)
+//	rep, err := c.Hit(ctx, quota.HitRequest{Charges: …, Claim: …})
+//	switch rep.Result { case quota.ResultOK: …; case quota.ResultRateLimited: … }
+//	err = c.Settle(ctx, tenant, source, key, hookID, rep.Revision)
+//
+// The wire types are the ones the service decodes and encodes: quota.*
+// for quota.*, cooldown.* for cooldown.*, events.SettleEvent for the
+// events; only the claims.get reply (ClaimState) is defined here.
+//
+// # Results and errors
+//
+// Results that are not failures — rate_limited, duplicate, pending, a
+// denied reserve, already_claimed, full — are values in the reply, never
+// errors. Every error wraps exactly one sentinel of this package and, when
+// the service answered with micro's error headers, a *ServiceError
+// carrying the code and the reason:
+//
+//	400 invalid_request: …        ErrInvalid      the caller's fault; never retry
+//	409 claim_lost                ErrClaimLost    also errors.Is(err, claims.ErrLost)
+//	503 store_unavailable …       ErrUnavailable  so are no responders, a timeout,
+//	                                              a closed connection
+//	500 internal_error (or other) ErrInternal
+//	a reply off the contract      ErrBadReply
+//
+// # Deadlines
+//
+// Every method that waits for a reply takes a context first. When the
+// context has no deadline the call gets one: WithTimeout (default 250 ms,
+// the service's own --store-timeout), or for Settle and ReleaseClaim
+// WithSettleTimeout (default 1 s, the service's settle budget: the caller
+// has done its work by then). A context with a deadline is used as is.
+// No responders — no instance of the service is subscribed — fails at
+// once with ErrUnavailable; it is not retried within the deadline.
+//
+// A Client holds no goroutines and no subscriptions of its own; it is safe
+// for concurrent use and needs no Close (the caller owns the connection).
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Client calls the sluice micro service on one connection. Create it with
+// New. Its methods are safe for concurrent use.
+type Client struct {
+	nc            *nats.Conn
+	prefix        string
+	timeout       time.Duration
+	settleTimeout time.Duration
+	subj          subjects
+	events        events.Subjects
+}
+
+// subjects are the request subjects of one prefix.
+type subjects struct {
+	hit, reset, reserve, release, count string
+	settle, releaseClaim, get           string
+	replay                              string
+	record, penalize, load              string
+}
+
+func newSubjects(prefix string) subjects {
+	p := prefix + ".v1."
+	return subjects{
+		hit:          p + "quota.hit",
+		reset:        p + "quota.reset",
+		reserve:      p + "quota.reserve",
+		release:      p + "quota.release",
+		count:        p + "quota.count",
+		settle:       p + "claims.settle",
+		releaseClaim: p + "claims.release",
+		get:          p + "claims.get",
+		replay:       p + "replay.claim",
+		record:       p + "cooldown.record",
+		penalize:     p + "cooldown.penalize",
+		load:         p + "cooldown.load",
+	}
+}
+
+// New returns a client of the sluice service reachable on nc. Options:
+// WithPrefix, WithTimeout, WithSettleTimeout. It does not touch the
+// network: a service that is not running shows up as ErrUnavailable on the
+// first call.
+//
+// Errors: ErrInvalidOption (wrapped with the reason) for a nil connection
+// or a bad option.
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o := options{
+		prefix:        kvstore.DefaultPrefix,
+		timeout:       DefaultTimeout,
+		settleTimeout: DefaultSettleTimeout,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	ev, err := events.NewSubjects(o.prefix)
+	if err != nil { // cannot happen: WithPrefix validated it
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return &Client{
+		nc:            nc,
+		prefix:        o.prefix,
+		timeout:       o.timeout,
+		settleTimeout: max(o.settleTimeout, o.timeout),
+		subj:          newSubjects(o.prefix),
+		events:        ev,
+	}, nil
+}
+
+// Prefix is the subject prefix the client sends to ("sluice" by default).
+func (c *Client) Prefix() string { return c.prefix }
+
+// Timeout is the deadline of a call whose context has none (Settle and
+// ReleaseClaim excepted: see SettleTimeout).
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// SettleTimeout is the deadline of Settle, SettleTTL and ReleaseClaim when
+// their context has none; never less than Timeout.
+func (c *Client) SettleTimeout() time.Duration { return c.settleTimeout }
+
+// maxReplyQuote bounds how much of an unreadable reply an error quotes.
+const maxReplyQuote = 128
+
+// call sends req as JSON to subject and decodes the reply into reply,
+// under ctx or, when ctx has no deadline, under budget. It maps every
+// failure to a sentinel (see errors.go).
+func (c *Client) call(ctx context.Context, subject string, budget time.Duration, req, reply any) error {
+	data, err := json.Marshal(req)
+	if err != nil { // a NaN percent, for one: nothing the service could read
+		return fmt.Errorf("%w: %s: encode request: %w", ErrInvalid, subject, err)
+	}
+	ctx, cancel := kvstore.WithBudget(ctx, budget)
+	defer cancel()
+	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	if err != nil {
+		return requestError(subject, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		n, convErr := strconv.Atoi(code)
+		if convErr != nil {
+			n = 0 // not a status code at all: ErrInternal
+		}
+		return &ServiceError{Subject: subject, Code: n, Reason: msg.Header.Get(micro.ErrorHeader)}
+	}
+	if err := json.Unmarshal(msg.Data, reply); err != nil {
+		return badReply(subject, msg.Data, err)
+	}
+	return nil
+}
+
+// requestError maps an error of the request itself (no reply was read).
+func requestError(subject string, err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, subject, err)
+	}
+	// No responders (no service instance), the deadline, a cancelled ctx,
+	// a closed or draining connection: the service cannot be reached.
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, subject, err)
+}
+
+// badReply is the error of a reply that does not decode as the contract
+// says.
+func badReply(subject string, data []byte, cause error) error {
+	q := data
+	if len(q) > maxReplyQuote {
+		q = q[:maxReplyQuote]
+	}
+	return fmt.Errorf("%w: %s: %q: %w", ErrBadReply, subject, q, cause)
+}
+
+// okReply is {"ok":true}, the reply of every endpoint that only confirms.
+type okReply struct {
+	OK bool `json:"ok"`
+}
+
+// callOK calls an endpoint whose reply is {"ok":true}.
+func (c *Client) callOK(ctx context.Context, subject string, budget time.Duration, req any) error {
+	var rep okReply
+	if err := c.call(ctx, subject, budget, req, &rep); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("%w: %s: reply is not {\"ok\":true}", ErrBadReply, subject)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Defaults of a Client.
+const (
+	// DefaultTimeout bounds a call whose context has no deadline: the
+	// service's own default store timeout (--store-timeout), which it
+	// counts from the request's arrival.
+	DefaultTimeout = 250 * time.Millisecond
+	// DefaultSettleTimeout bounds Settle, SettleTTL and ReleaseClaim when
+	// their context has no deadline: the service's settle budget
+	// (service.DefaultSettleTimeout).
+	DefaultSettleTimeout = time.Second
+)
+
+// options collects what the Options set.
+type options struct {
+	prefix        string
+	timeout       time.Duration
+	settleTimeout time.Duration
+}
+
+// Option configures a Client. An Option given a bad value makes New fail
+// with an error wrapping ErrInvalidOption.
+type Option func(*options) error
+
+// WithPrefix sets the subject prefix of the service (default "sluice", the
+// service's --prefix). It must pass kvstore.ValidatePrefix: 1..64 bytes of
+// '.'-separated tokens of [A-Za-z0-9_-].
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		if err := kvstore.ValidatePrefix(prefix); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		o.prefix = prefix
+		return nil
+	}
+}
+
+// WithTimeout sets the deadline of a call whose context has none (default
+// DefaultTimeout). It must be > 0. A context with a deadline is always
+// used as is, longer or shorter.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout must be > 0, got %v", ErrInvalidOption, d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithSettleTimeout sets the deadline of Settle, SettleTTL and
+// ReleaseClaim when their context has none (default DefaultSettleTimeout;
+// never less than the WithTimeout value). It must be > 0.
+func WithSettleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: settle timeout must be > 0, got %v", ErrInvalidOption, d)
+		}
+		o.settleTimeout = d
+		return nil
+	}
+}

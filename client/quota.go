@@ -1,0 +1,84 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// Hit sends <prefix>.v1.quota.hit: every charge of req is taken, all or
+// nothing, from its GCRA bucket (kind, tenant), and when req.Claim is set a
+// pending dedupe claim is taken for req.Claim.HookID, in one round trip.
+//
+// rep.Result is quota.ResultOK (every charge taken; the claim, if any, is
+// pending for the caller and rep.Revision is what Settle or ReleaseClaim
+// must present), quota.ResultRateLimited (nothing written; retry after
+// rep.RetryAfterMs), quota.ResultDuplicate (the key is committed;
+// rep.HookID is the original hook id) or quota.ResultPending (another
+// holder's claim is in flight); duplicate and pending spend no charge.
+// rep.Limits, when the service reports it, is each charged bucket after the
+// decision. A result this client does not know (a later version's) is
+// returned as is. rep.Local is never set.
+//
+// Errors: ErrInvalid (no charges and no claim, charges of two tenants,
+// increment_us > capacity_us …), ErrUnavailable (also for a hit with a
+// claim that the service could answer only from node-local state, whose
+// revision Settle could not reach), ErrInternal, ErrBadReply.
+func (c *Client) Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error) {
+	var rep quota.HitReply
+	if err := c.call(ctx, c.subj.hit, c.timeout, req, &rep); err != nil {
+		return quota.HitReply{}, err
+	}
+	if rep.Result == "" {
+		return quota.HitReply{}, fmt.Errorf("%w: %s: reply without a result", ErrBadReply, c.subj.hit)
+	}
+	rep.Local = false
+	return rep, nil
+}
+
+// Reset sends <prefix>.v1.quota.reset: the tenant's rate-limit buckets are
+// forgotten fleet-wide (they are full again).
+// Errors: ErrInvalid (tenant not 1..256 bytes), ErrUnavailable,
+// ErrInternal, ErrBadReply.
+func (c *Client) Reset(ctx context.Context, tenant string) error {
+	return c.callOK(ctx, c.subj.reset, c.timeout, quota.ResetRequest{Tenant: tenant})
+}
+
+// Reserve sends <prefix>.v1.quota.reserve: one slot of the (principal,
+// key) counter is taken iff its count is below req.Max, atomically. Granted,
+// rep.Count is the count after the increment; denied (a value, not an
+// error), the count that blocked it. The count expires req.TTLMs (0: the
+// service's default, 1 h) after its last change, so leaked slots come back.
+// Errors: ErrInvalid (max < 1, principal or key not 1..256 bytes …),
+// ErrUnavailable, ErrInternal, ErrBadReply.
+func (c *Client) Reserve(ctx context.Context, req quota.ReserveRequest) (quota.ReserveReply, error) {
+	var rep quota.ReserveReply
+	if err := c.call(ctx, c.subj.reserve, c.timeout, req, &rep); err != nil {
+		return quota.ReserveReply{}, err
+	}
+	return rep, nil
+}
+
+// Release sends <prefix>.v1.quota.release: one slot of the (principal,
+// key) counter is given back; it returns the count after it. At zero it is
+// a no-op (count 0).
+// Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
+func (c *Client) Release(ctx context.Context, principal, key string) (count int64, err error) {
+	var rep quota.CountReply
+	if err := c.call(ctx, c.subj.release, c.timeout, quota.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+		return 0, err
+	}
+	return rep.Count, nil
+}
+
+// Count sends <prefix>.v1.quota.count: the (principal, key) counter's
+// current count (0 when it has none).
+// Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
+func (c *Client) Count(ctx context.Context, principal, key string) (int64, error) {
+	var rep quota.CountReply
+	if err := c.call(ctx, c.subj.count, c.timeout, quota.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+		return 0, err
+	}
+	return rep.Count, nil
+}
