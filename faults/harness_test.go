@@ -181,7 +181,8 @@ type Node struct {
 	member string // quota member id of the current incarnation
 
 	// process nodes
-	proc *proc
+	proc  *proc
+	procs []*proc // every incarnation
 	// in-process nodes
 	app   *fxtest.App
 	NATS  *sluicefx.NATS
@@ -234,6 +235,7 @@ func (n *Node) startProc() error {
 	}
 	n.mu.Lock()
 	n.proc, n.url, n.member = p, listen, member
+	n.procs = append(n.procs, p)
 	n.mu.Unlock()
 	return n.waitReady(30 * time.Second)
 }
@@ -595,6 +597,35 @@ func (h *Harness) CheckHooks(t testing.TB, l *Ledger, allowSplit bool) Report {
 		t.Errorf("invariant broken: %s", v)
 	}
 	return r
+}
+
+// LogSummary logs how often each warning and error message appeared in
+// the process nodes' logs (every incarnation).
+func (h *Harness) LogSummary(t testing.TB) {
+	t.Helper()
+	for _, n := range h.nodes {
+		for _, p := range n.procs {
+			counts := map[string]int{}
+			for _, l := range strings.Split(p.out.text(), "\n") {
+				var rec struct {
+					Level string `json:"level"`
+					Msg   string `json:"msg"`
+					Err   string `json:"error"`
+				}
+				if json.Unmarshal([]byte(l), &rec) != nil || (rec.Level != "WARN" && rec.Level != "ERROR") {
+					continue
+				}
+				e := rec.Err
+				if len(e) > 120 {
+					e = e[:120] + "…"
+				}
+				counts[rec.Level+" "+rec.Msg+" "+e]++
+			}
+			for m, c := range counts {
+				t.Logf("%s: %d × %s", p.name, c, m)
+			}
+		}
+	}
 }
 
 // kitServers are in-process servers (testkit.Cluster).

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -10,9 +11,7 @@ import (
 // the HOOKS stream (R3) and that the fleet serves every partition again.
 func TestKillNode(t *testing.T) {
 	t.Parallel()
-	t0 := time.Now()
 	h := Start(t, Options{NodeProcs: true})
-	t.Logf("harness up in %v", time.Since(t0))
 	l := NewLedger()
 	run := h.startHooks(l, hookLoad{Tenants: []string{"a", "b", "c", "d", "e", "f"}, Workers: 12, Redeliver: true})
 	defer run.stop()
@@ -27,15 +26,58 @@ func TestKillNode(t *testing.T) {
 	h.Node(victim).Kill()
 	killed := time.Now()
 	step("after the kill")
-	served := h.WaitServed(t, 30*time.Second, h.AllPartitions()...)
+	h.WaitServed(t, 30*time.Second, h.AllPartitions()...)
 	t.Logf("node %d killed: every partition served again %v after the kill", victim, time.Since(killed).Round(time.Millisecond))
-	_ = served
 	start := time.Now()
 	h.Node(victim).Restart(t)
 	t.Logf("node %d restarted in %v", victim, time.Since(start).Round(time.Millisecond))
 	step("after the restart")
 	run.stop()
 	t.Logf("load: %s", run)
+	for _, e := range run.protocolErrors() {
+		t.Errorf("malformed answer: %s", e)
+	}
+	h.CheckHooks(t, l, true)
+}
+
+// TestKillServer kill -9s one of three nats-server processes (R3 streams
+// and buckets) under hook and replay load, restarts it on its store
+// directory, and checks the hooks, the replay capacity and that the
+// restarted server catches up. The node connected to the killed server
+// fails over to another server of the cluster.
+func TestKillServer(t *testing.T) {
+	t.Parallel()
+	const capacity = 150
+	h := Start(t, Options{ServerProcs: true, NodeProcs: true, Args: []string{"--replay-capacity", strconv.Itoa(capacity)}})
+	l := NewLedger()
+	run := h.startHooks(l, hookLoad{Tenants: []string{"a", "b", "c", "d", "e", "f"}, Workers: 12, Redeliver: true})
+	defer run.stop()
+	rp := h.startReplay(capacity, 4)
+	defer rp.stop()
+	step := func(what string) {
+		t.Helper()
+		if err := run.waitAccepted(200, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("before the kill")
+	const victim = 1
+	h.KillServer(victim)
+	killed := time.Now()
+	step("after the kill")
+	t.Logf("server %d killed: 200 more hooks accepted %v after the kill", victim, time.Since(killed).Round(time.Millisecond))
+	start := time.Now()
+	h.RestartServer(t, victim)
+	t.Logf("server %d restarted in %v", victim, time.Since(start).Round(time.Millisecond))
+	step("after the restart")
+	h.waitCurrent(t, 60*time.Second)
+	t.Logf("every stream replica current %v after the restart", time.Since(start).Round(time.Millisecond))
+	run.stop()
+	for _, v := range rp.stop() {
+		t.Errorf("invariant broken: %s", v)
+	}
+	t.Logf("load: %s", run)
+	t.Logf("%s", rp)
 	for _, e := range run.protocolErrors() {
 		t.Errorf("malformed answer: %s", e)
 	}
