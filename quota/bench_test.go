@@ -17,7 +17,9 @@ import (
 // BenchmarkHit measures one Client.Hit round trip against one worker on an
 // in-process nats-server (file-backed JetStream): charges only (GCRA in the
 // owner's memory) and hit+claim (plus one KV create), serially and with 64
-// calls in flight.
+// calls in flight, for a coalescing client (batch frames, the default) and
+// one that sends a JSON request per hit (WithCoalescing(false): clients
+// before frames), so that one run compares the two.
 //
 //	go test -run '^$' -bench BenchmarkHit -benchtime 3s ./quota/
 func BenchmarkHit(b *testing.B) {
@@ -30,7 +32,10 @@ func BenchmarkHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(cnc.Close)
-	c := e.client(b, cnc, WithBudget(5*time.Second))
+	clients := map[string]*Client{
+		"frames": e.client(b, cnc, WithBudget(5*time.Second)),
+		"json":   e.client(b, cnc, WithBudget(5*time.Second), WithCoalescing(false)),
+	}
 
 	const tenants = 1024
 	names := make([]string, tenants)
@@ -42,7 +47,7 @@ func BenchmarkHit(b *testing.B) {
 		return []Charge{{Kind: KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
 	}
 	var seq atomic.Int64
-	hit := func(withClaim bool) error {
+	hit := func(c *Client, withClaim bool) error {
 		n := seq.Add(1)
 		tenant := names[n%tenants]
 		r := HitRequest{Charges: charge(tenant)}
@@ -60,26 +65,38 @@ func BenchmarkHit(b *testing.B) {
 		name  string
 		claim bool
 	}{{"charges", false}, {"claim", true}} {
-		b.Run(mode.name+"/serial", func(b *testing.B) {
-			for b.Loop() {
-				if err := hit(mode.claim); err != nil {
-					b.Fatal(err)
+		for _, cname := range []string{"frames", "json"} {
+			c := clients[cname]
+			b.Run(mode.name+"/"+cname+"/serial", func(b *testing.B) {
+				for b.Loop() {
+					if err := hit(c, mode.claim); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
-		})
-		b.Run(mode.name+"/inflight64", func(b *testing.B) {
-			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := hit(mode.claim); err != nil {
-						b.Error(err)
-						return
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+			})
+			b.Run(mode.name+"/"+cname+"/inflight64", func(b *testing.B) {
+				var f0, i0 int64
+				if c.co != nil {
+					f0, i0 = c.co.frames.Load(), c.co.items.Load()
+				}
+				b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := hit(c, mode.claim); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+				if c.co != nil {
+					if f := c.co.frames.Load() - f0; f > 0 {
+						b.ReportMetric(float64(c.co.items.Load()-i0)/float64(f), "hits/frame")
 					}
 				}
 			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
-		})
+		}
 	}
 }
 

@@ -24,11 +24,12 @@ type Client struct {
 	p        int
 	budget   time.Duration
 	subjects []string
+	co       *coalescer // nil: one JSON request per hit (WithCoalescing(false))
 }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
-// ErrInvalid), WithBudget.
+// ErrInvalid), WithBudget, WithCoalescing.
 func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
@@ -40,6 +41,9 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions)}
 	for n := range c.subjects {
 		c.subjects[n] = PartitionSubject(cfg.prefix, n)
+	}
+	if !cfg.noCoalesce {
+		c.co = newCoalescer(nc, c.subjects)
 	}
 	return c, nil
 }
@@ -60,8 +64,59 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if err := validateHit(&r); err != nil {
 		return HitReply{}, err
 	}
+	n := Partition(r.Tenant(), c.p)
+	if c.co == nil || c.co.isLegacy(n) || r.Claim != nil && len(r.Claim.Key) > maxFrameKey || c.co.start() != nil {
+		return c.hitJSON(ctx, &r)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.budget)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	backoff := minBackoff
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		st, reason, rep := c.co.hit(ctx, n, &r, deadline)
+		switch st {
+		case stAnswered:
+			return rep, nil
+		case stInvalid:
+			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
+		case stLegacy:
+			return c.hitJSON(ctx, &r)
+		case stRetry:
+		case stTimeout:
+			if err := ctx.Err(); err != nil {
+				return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, c.subjects[n], attempt, err)
+			}
+			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
+		default: // stUnavailable, stFailed
+			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// hitJSON sends r as one JSON request (owners that predate frames).
+func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 	var rep HitReply
-	err := c.call(ctx, r.Tenant(), &ownerRequest{Op: opHit, Hit: &r}, &rep)
+	err := c.call(ctx, r.Tenant(), &ownerRequest{Op: opHit, Hit: r}, &rep)
 	return rep, err
 }
 

@@ -310,6 +310,7 @@ func (w *Worker) acquire(ps []int, orphan []bool) {
 				continue
 			}
 			w.owned[n] = t
+			w.served[n].Store(t)
 			w.view.hold(n, w.id, r.rev, time.Now())
 			w.met.leases.WithLabelValues("acquired").Inc()
 			w.log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i])
@@ -477,6 +478,11 @@ func (w *Worker) sweep() {
 
 // shutdown releases everything (Stop).
 func (w *Worker) shutdown() {
+	// Frames sent to the member subject now get no responders: clients go
+	// back to the partition subjects, where a peer takes over.
+	if w.routeSub != nil {
+		_ = w.routeSub.Unsubscribe()
+	}
 	ts := make([]*tenure, 0, len(w.owned))
 	for _, t := range w.owned {
 		ts = append(ts, t)

@@ -109,8 +109,8 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if len(t.tenants) != idleTenants {
-			b.Fatalf("partition holds %d tenants, want %d", len(t.tenants), idleTenants)
+		if n := t.state.len(); n != idleTenants*len(kinds) {
+			b.Fatalf("partition holds %d buckets, want %d", n, idleTenants*len(kinds))
 		}
 		return t
 	})

@@ -14,6 +14,42 @@ type workerMetrics struct {
 	counterOps *prometheus.CounterVec // op, result
 	inFlight   prometheus.Gauge
 	leases     *prometheus.CounterVec // event
+
+	// hits' children by result, resolved once (the hot path counts every
+	// decision).
+	hitOK, hitDuplicate, hitPending, hitLimited, hitInvalid, hitUnavailable prometheus.Counter
+}
+
+// hit counts one hit answered with result.
+func (m *workerMetrics) hit(result string) {
+	var c prometheus.Counter
+	switch result {
+	case ResultOK:
+		c = m.hitOK
+	case ResultDuplicate:
+		c = m.hitDuplicate
+	case ResultPending:
+		c = m.hitPending
+	case ResultRateLimited:
+		c = m.hitLimited
+	case "invalid":
+		c = m.hitInvalid
+	case "unavailable":
+		c = m.hitUnavailable
+	default:
+		c = m.hits.WithLabelValues(result)
+	}
+	c.Inc()
+}
+
+func (m *workerMetrics) resolve() *workerMetrics {
+	m.hitOK = m.hits.WithLabelValues(ResultOK)
+	m.hitDuplicate = m.hits.WithLabelValues(ResultDuplicate)
+	m.hitPending = m.hits.WithLabelValues(ResultPending)
+	m.hitLimited = m.hits.WithLabelValues(ResultRateLimited)
+	m.hitInvalid = m.hits.WithLabelValues("invalid")
+	m.hitUnavailable = m.hits.WithLabelValues("unavailable")
+	return m
 }
 
 func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
@@ -40,7 +76,7 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 		}, []string{"event"}),
 	}
 	if reg == nil {
-		return m, nil
+		return m.resolve(), nil
 	}
 	var err error
 	m.owned, err = register(reg, m.owned)
@@ -59,7 +95,7 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 	if m.leases, err = register(reg, m.leases); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return m.resolve(), nil
 }
 
 // register registers c on reg, or returns the collector already registered

@@ -43,6 +43,7 @@ type config struct {
 	pendingTTL  time.Duration
 	countTTL    time.Duration
 	now         func() time.Time
+	noCoalesce  bool
 	log         *slog.Logger
 	reg         prometheus.Registerer
 }
@@ -196,6 +197,17 @@ func WithClock(now func() time.Time) Option {
 			return invalid("nil clock")
 		}
 		c.now = now
+		return nil
+	}
+}
+
+// WithCoalescing turns the client's coalescing of concurrent hits on (the
+// default) or off. On, hits bound for one owner travel in one batch frame
+// (see the owner protocol in wire.go); off, every hit is one JSON request,
+// as clients before batch frames sent them. Client.
+func WithCoalescing(on bool) Option {
+	return func(c *config) error {
+		c.noCoalesce = !on
 		return nil
 	}
 }

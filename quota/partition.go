@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"hash/fnv"
 	"strconv"
 
 	"github.com/sluice-dev/sluice/kvstore"
@@ -23,15 +22,45 @@ func Partition(key string, p int) int {
 	if p <= 1 {
 		return 0
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	return int(h.Sum32() % uint32(p))
+	h := uint32(fnvOffset32)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= fnvPrime32
+	}
+	return int(h % uint32(p))
 }
+
+// partitionBytes is Partition of a byte slice.
+func partitionBytes(key []byte, p int) int {
+	if p <= 1 {
+		return 0
+	}
+	h := uint32(fnvOffset32)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= fnvPrime32
+	}
+	return int(h % uint32(p))
+}
+
+// FNV-1a 32 (hash/fnv), inlined: no allocation per call.
+const (
+	fnvOffset32 = 2166136261
+	fnvPrime32  = 16777619
+)
 
 // PartitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".
 func PartitionSubject(prefix string, n int) string {
 	return prefix + ".v1.quota.p." + strconv.Itoa(n)
+}
+
+// MemberSubject is the subject a worker serves batch frames on, for every
+// partition it holds: "<prefix>.v1.quota.m.<encoded member id>". Owners
+// advertise it in their replies; clients learn it and send one frame per
+// owner rather than one per partition.
+func MemberSubject(prefix, id string) string {
+	return prefix + ".v1.quota.m." + kvstore.EncodeToken(id)
 }
 
 // Keys of the leases bucket.

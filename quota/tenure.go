@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,7 @@ type tenure struct {
 	inflight tracker
 
 	mu       sync.Mutex
-	tenants  map[string]map[string]int64 // tenant -> kind -> TAT (µs)
+	state    bucketState // GCRA buckets
 	counters map[string]*counter
 }
 
@@ -46,7 +47,7 @@ func (w *Worker) newTenure(n int, rev uint64, sent time.Time, orphan bool) *tenu
 		orphan:   orphan,
 		acquired: time.Now(),
 		rev:      rev,
-		tenants:  make(map[string]map[string]int64),
+		state:    newBucketState(),
 		counters: make(map[string]*counter),
 	}
 	t.setDeadline(sent)
@@ -72,6 +73,9 @@ func (t *tenure) subscribe() error {
 func (t *tenure) end() {
 	t.ended.Store(true)
 	t.inflight.close()
+	if t.w.served != nil {
+		t.w.served[t.n].CompareAndSwap(t, nil)
+	}
 }
 
 func (t *tenure) serving() bool {
@@ -79,9 +83,15 @@ func (t *tenure) serving() bool {
 }
 
 // handle is the subscription callback. It never waits on KV: hits are
-// decided under the tenure lock, and anything that needs KV runs in a
-// goroutine (bounded by the worker's semaphore) that replies when done.
+// decided under the tenure lock and answered inline, and anything that
+// needs KV runs in a goroutine (bounded by the worker's semaphore) that
+// replies when done. A batch frame (frame.go) is served by the worker,
+// which routes each item to the tenure of its partition.
 func (t *tenure) handle(m *nats.Msg) {
+	if isFrame(m.Data) {
+		t.w.serveFrame(m)
+		return
+	}
 	if !t.serving() {
 		respondError(m, 503, reasonNotOwner)
 		return
@@ -97,7 +107,7 @@ func (t *tenure) handle(m *nats.Msg) {
 	}
 	key, _ := req.routingKey()
 	if p := Partition(key, t.w.cfg.partitions); p != t.n {
-		t.invalid(m, &req, "misrouted: partition "+itoa(p)+" of "+itoa(t.w.cfg.partitions)+", not "+itoa(t.n)+" (is the client's partition count the fleet's?)")
+		t.invalid(m, &req, misrouted(p, t.w.cfg.partitions, t.n))
 		return
 	}
 	timeout := min(msToDuration(req.TimeoutMs, DefaultBudget), maxOwnerTimeout)
@@ -112,42 +122,59 @@ func (t *tenure) handle(m *nats.Msg) {
 	}
 }
 
+func misrouted(p, of, n int) string {
+	return "misrouted: partition " + itoa(p) + " of " + itoa(of) + ", not " + itoa(n) + " (is the client's partition count the fleet's?)"
+}
+
 func (t *tenure) invalid(m *nats.Msg, req *ownerRequest, reason string) {
 	switch req.Op {
 	case opHit:
-		t.w.met.hits.WithLabelValues("invalid").Inc()
+		t.w.met.hit("invalid")
 	case opReserve, opRelease, opCount:
 		t.w.met.counterOps.WithLabelValues(req.Op, "invalid").Inc()
 	}
 	respondError(m, 400, reason)
 }
 
-// async runs fn in a tracked goroutine with a timeout. When the worker has
-// maxInFlight requests waiting on KV, it blocks the subscription until one
-// finishes (back-pressure). It returns false, having answered not_owner,
-// when the tenure or the worker no longer admits requests.
-func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.Context)) bool {
+// admit admits one KV-bound request: it takes a slot of the worker's
+// semaphore (blocking the caller while maxInFlight requests wait on KV:
+// back-pressure) and registers with both trackers. False when the tenure
+// or the worker no longer admits requests; then nothing is held. Every
+// true must be paired with finish.
+func (t *tenure) admit() bool {
 	w := t.w
 	w.sem <- struct{}{}
 	if !w.inflight.add() {
 		<-w.sem
-		respondError(m, 503, reasonNotOwner)
 		return false
 	}
 	if !t.inflight.add() {
 		w.inflight.done()
 		<-w.sem
-		respondError(m, 503, reasonNotOwner)
 		return false
 	}
 	w.met.inFlight.Inc()
+	return true
+}
+
+func (t *tenure) finish() {
+	w := t.w
+	w.met.inFlight.Dec()
+	t.inflight.done()
+	w.inflight.done()
+	<-w.sem
+}
+
+// async runs fn in a tracked goroutine with a timeout (see admit). It
+// returns false, having answered not_owner, when the tenure or the worker
+// no longer admits requests.
+func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.Context)) bool {
+	if !t.admit() {
+		respondError(m, 503, reasonNotOwner)
+		return false
+	}
 	go func() {
-		defer func() {
-			w.met.inFlight.Dec()
-			t.inflight.done()
-			w.inflight.done()
-			<-w.sem
-		}()
+		defer t.finish()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		fn(ctx)
@@ -155,7 +182,28 @@ func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.C
 	return true
 }
 
-// hit decides the charges under the lock, then hands a claim to a goroutine.
+// charge decides charges (refs[i], lims[i]) at now, all or nothing, and
+// applies them when every one is admitted. t.mu must be held.
+func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decision, now int64) (allowed bool, retry time.Duration) {
+	allowed = true
+	for i := range refs {
+		d := lims[i].Charge(t.state.get(&refs[i]), now)
+		decs[i] = d
+		if !d.Allowed {
+			allowed = false
+			retry = max(retry, d.RetryAfter)
+		}
+	}
+	if allowed {
+		for i := range refs {
+			t.state.set(&refs[i], decs[i].TAT, now)
+		}
+	}
+	return allowed, retry
+}
+
+// hit serves a JSON hit: it decides the charges under the lock, then hands
+// a claim to a goroutine.
 func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
 	w := t.w
 	now := gcra.Micros(w.cfg.now())
@@ -163,103 +211,80 @@ func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
 	n := len(r.Charges)
 	var limBuf [4]gcra.Limit
 	var decBuf [4]gcra.Decision
-	lims, decs := limBuf[:0], decBuf[:0]
+	var refBuf [4]bucketRef
+	lims, decs, refs := limBuf[:0], decBuf[:n:n], refBuf[:0]
+	if n > len(decBuf) {
+		decs = make([]gcra.Decision, n)
+	}
+	t.mu.Lock()
 	for _, c := range r.Charges {
 		lims = append(lims, gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs})
+		refs = append(refs, t.state.refString(c.Kind, tenant, true))
 	}
-	allowed := true
-	var retry time.Duration
-	t.mu.Lock()
-	tats := t.tenants[tenant]
-	for i, c := range r.Charges {
-		d := lims[i].Charge(tats[c.Kind], now)
-		decs = append(decs, d)
-		if !d.Allowed {
-			allowed = false
-			retry = max(retry, d.RetryAfter)
-		}
-	}
-	if allowed && n > 0 {
-		if tats == nil {
-			tats = make(map[string]int64, n)
-			t.tenants[tenant] = tats
-		}
-		for i, c := range r.Charges {
-			tats[c.Kind] = decs[i].TAT
-		}
-	}
+	allowed, retry := t.charge(refs, lims, decs, now)
 	t.mu.Unlock()
 
 	if !allowed {
-		w.met.hits.WithLabelValues(ResultRateLimited).Inc()
+		w.met.hit(ResultRateLimited)
 		respondJSON(m, HitReply{Result: ResultRateLimited, RetryAfterMs: ceilMs(retry), Limits: limitStates(r.Charges, decs, false)})
 		return
 	}
 	if r.Claim == nil {
-		w.met.hits.WithLabelValues(ResultOK).Inc()
+		w.met.hit(ResultOK)
 		respondJSON(m, HitReply{Result: ResultOK, Limits: limitStates(r.Charges, decs, true)})
 		return
 	}
 	limits := limitStates(r.Charges, decs, true)
+	refs = slices.Clone(refs)
+	lims = slices.Clone(lims)
 	ok := t.async(m, timeout, func(ctx context.Context) {
 		cl := r.Claim
 		id := claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}
 		res, err := w.store.Claim(ctx, id, cl.HookID, msToDuration(cl.PendingTTLMs, w.cfg.pendingTTL))
 		if err != nil || res.Outcome != claims.OK {
-			t.refund(tenant, r.Charges, lims)
+			t.refund(refs, lims)
 		}
 		switch {
 		case errors.Is(err, claims.ErrInvalid):
-			w.met.hits.WithLabelValues("invalid").Inc()
+			w.met.hit("invalid")
 			respondError(m, 400, err.Error())
 		case err != nil:
-			w.met.hits.WithLabelValues("unavailable").Inc()
+			w.met.hit("unavailable")
 			respondError(m, 503, "claims: "+err.Error())
 		case res.Outcome == claims.OK:
-			w.met.hits.WithLabelValues(ResultOK).Inc()
+			w.met.hit(ResultOK)
 			respondJSON(m, HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits})
 		case res.Outcome == claims.Duplicate:
-			w.met.hits.WithLabelValues(ResultDuplicate).Inc()
+			w.met.hit(ResultDuplicate)
 			respondJSON(m, HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision})
 		default:
-			w.met.hits.WithLabelValues(ResultPending).Inc()
+			w.met.hit(ResultPending)
 			respondJSON(m, HitReply{Result: ResultPending, HookID: res.HookID, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Revision: res.Revision})
 		}
 	})
 	if !ok {
-		t.refund(tenant, r.Charges, lims) // answered not_owner: nothing spent
+		t.refund(refs, lims) // answered not_owner: nothing spent
 	}
 }
 
 // refund gives back charges that were applied (duplicate, pending, error).
-func (t *tenure) refund(tenant string, cs []Charge, lims []gcra.Limit) {
+func (t *tenure) refund(refs []bucketRef, lims []gcra.Limit) {
 	now := gcra.Micros(t.w.cfg.now())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tats := t.tenants[tenant]
-	if tats == nil {
-		return
-	}
-	for i, c := range cs {
-		tat, ok := tats[c.Kind]
-		if !ok {
-			continue
+	for i := range refs {
+		tat := t.state.get(&refs[i])
+		if tat == 0 {
+			continue // full (reset or swept meanwhile)
 		}
-		if tat = lims[i].Refund(tat, now); tat <= now {
-			delete(tats, c.Kind)
-		} else {
-			tats[c.Kind] = tat
-		}
-	}
-	if len(tats) == 0 {
-		delete(t.tenants, tenant)
+		t.state.set(&refs[i], lims[i].Refund(tat, now), now)
 	}
 }
 
 // reset forgets a tenant's buckets (they become full).
 func (t *tenure) reset(tenant string) {
 	t.mu.Lock()
-	delete(t.tenants, tenant)
+	t.state.reset(tenant)
 	t.mu.Unlock()
 }
 
@@ -269,16 +294,7 @@ func (t *tenure) sweep() {
 	idle := time.Now().Add(-counterIdle)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for tenant, tats := range t.tenants {
-		for kind, tat := range tats {
-			if tat <= now {
-				delete(tats, kind)
-			}
-		}
-		if len(tats) == 0 {
-			delete(t.tenants, tenant)
-		}
-	}
+	t.state.sweep(now)
 	for k, c := range t.counters {
 		if c.refs == 0 && c.used.Before(idle) {
 			delete(t.counters, k)
@@ -289,22 +305,28 @@ func (t *tenure) sweep() {
 func limitStates(cs []Charge, ds []gcra.Decision, applied bool) []LimitState {
 	out := make([]LimitState, len(cs))
 	for i, c := range cs {
-		d := ds[i]
-		rem := d.Remaining
-		if !applied {
-			// Nothing was charged: what is left at this instant.
-			rem = 0
-			if d.Allowed {
-				rem = d.Remaining + 1
-			}
-		}
-		reset := d.ResetAfter
-		if !applied && d.Allowed && c.IncrementUs > 0 {
-			reset -= time.Duration(c.IncrementUs) * time.Microsecond
-		}
-		out[i] = LimitState{Kind: c.Kind, Remaining: rem, ResetAfterMs: ceilMs(max(0, reset))}
+		l := limitOf(c.IncrementUs, ds[i], applied)
+		out[i] = LimitState{Kind: c.Kind, Remaining: l.remaining, ResetAfterMs: l.resetMs}
 	}
 	return out
+}
+
+// limitOf is a charge's bucket after the decision d; applied: the hit's
+// charges were taken.
+func limitOf(inc int64, d gcra.Decision, applied bool) limitPair {
+	rem := d.Remaining
+	if !applied {
+		// Nothing was charged: what is left at this instant.
+		rem = 0
+		if d.Allowed {
+			rem = d.Remaining + 1
+		}
+	}
+	reset := d.ResetAfter
+	if !applied && d.Allowed && inc > 0 {
+		reset -= time.Duration(inc) * time.Microsecond
+	}
+	return limitPair{remaining: rem, resetMs: ceilMs(max(0, reset))}
 }
 
 // ceilMs is d in whole milliseconds, rounded up.

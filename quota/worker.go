@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +62,14 @@ type Worker struct {
 	renewEvery  time.Duration // heartbeat and renewal period
 	margin      time.Duration // a lease stops serving this long before its TTL runs out
 	orphanGrace time.Duration // a free partition nobody takes is taken by anyone after this
+
+	// served[n] is the tenure serving partition n (nil: none), for batch
+	// frames that reach the worker on any of its subjects.
+	served []atomic.Pointer[tenure]
+	// route is the subject of the worker's own subscription (batch frames
+	// for any partition it serves); replies advertise it to clients.
+	route    string
+	routeSub *nats.Subscription
 
 	inflight tracker        // every request goroutine
 	bg       sync.WaitGroup // retired watchers being stopped; loop goroutine only
@@ -128,6 +137,8 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		done:        make(chan struct{}),
 		owned:       make(map[int]*tenure),
 		strayTried:  make([]uint64, cfg.partitions),
+		served:      make([]atomic.Pointer[tenure], cfg.partitions),
+		route:       MemberSubject(cfg.prefix, id),
 	}
 	w.view.reset(cfg.partitions, w.staleAfter())
 	return w, nil
@@ -170,7 +181,15 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("quota: heartbeat: %w", err)
 	}
 	w.life, w.cancel = context.WithCancel(context.Background())
+	sub, err := w.nc.QueueSubscribe(w.route, queueGroup, w.serveFrame)
+	if err != nil {
+		w.cancel()
+		close(w.done)
+		return fmt.Errorf("quota: subscribe %s: %w", w.route, err)
+	}
+	w.routeSub = sub
 	if err := w.startWatcher(); err != nil {
+		_ = sub.Unsubscribe()
 		w.cancel()
 		close(w.done)
 		return fmt.Errorf("quota: watch leases: %w", err)

@@ -1,0 +1,424 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Client-side coalescing of hits (DESIGN.md "Partition-owning workers"):
+// concurrent hits bound for one owner travel in one batch frame and are
+// answered in one reply. There is no timer: a lane (one per destination
+// subject) sends at once while it has fewer than laneWindow frames
+// awaiting their first reply, and otherwise gathers what arrives until one
+// of them is answered — so a lone hit is never delayed, and under load the
+// batch is whatever accumulated during the previous round trip.
+//
+// Destinations: a hit first goes to its partition's subject (one lane per
+// partition); owners name their member subject in every reply, and the
+// client then sends the hits of every partition that owner answered for to
+// that subject (one lane per owner), which is what makes batches large
+// when load is spread over many partitions. An item answered not_owner, or
+// a frame nobody receives, sends the partition back to its partition
+// subject.
+const (
+	// laneWindow is how many frames a lane has awaiting their first reply
+	// before it gathers.
+	laneWindow = 2
+	// maxBatch bounds the items of one frame.
+	maxBatch = 256
+	// legacyFor is how long a partition whose owner answered a frame with
+	// an error header (a version without frames) gets JSON requests.
+	legacyFor = 10 * time.Second
+	// maxFrameKey: a claim key longer than this goes as JSON.
+	maxFrameKey = 16 << 10
+)
+
+// Outcome of a call beyond the frame's statuses.
+const (
+	stRetry   = 10 // no responders (or not_owner): retry after a backoff
+	stLegacy  = 11 // the owner does not speak frames: send as JSON
+	stTimeout = 12 // the frame got no reply within its deadline
+	stFailed  = 13 // publish failed or the reply was malformed (reason)
+)
+
+// hitCall is one Hit waiting in a lane or a frame.
+type hitCall struct {
+	req      *HitRequest
+	n        int
+	deadline time.Time
+	state    atomic.Uint32 // 0 waiting, 1 answered, 2 abandoned by the caller
+	done     chan struct{}
+
+	// Set before done is signalled.
+	status byte
+	reason string
+	rep    HitReply
+}
+
+// complete answers the call unless its caller gave up; the fields are
+// written only by the winner of the CAS.
+func (c *hitCall) complete(status byte, reason string, rep HitReply) {
+	if !c.state.CompareAndSwap(0, 1) {
+		return
+	}
+	c.status, c.reason, c.rep = status, reason, rep
+	c.done <- struct{}{}
+}
+
+// lane is one destination subject's queue.
+type lane struct {
+	subject string
+	mu      sync.Mutex
+	queue   []*hitCall
+	waiting int // frames sent and not yet answered at all
+}
+
+// frameBatch is one frame in flight.
+type frameBatch struct {
+	id    uint64
+	lane  *lane
+	calls []*hitCall
+	timer *time.Timer
+
+	mu       sync.Mutex
+	left     int  // calls without an answer
+	released bool // the lane's window slot was given back
+	done     bool // finished: forgotten, every call answered
+}
+
+type coalescer struct {
+	nc    *nats.Conn
+	parts []*lane                // partition -> its partition lane
+	route []atomic.Pointer[lane] // partition -> the lane its hits take
+	// legacy[n]: until when (UnixNano) partition n gets JSON requests.
+	legacy []atomic.Int64
+
+	mu      sync.Mutex
+	inbox   string // "<inbox>." — reply subjects are inbox + frame id
+	sub     *nats.Subscription
+	batches map[uint64]*frameBatch
+	members map[string]*lane
+	seq     uint64
+
+	frames, items atomic.Int64 // sent, for benchmarks
+}
+
+func newCoalescer(nc *nats.Conn, subjects []string) *coalescer {
+	co := &coalescer{
+		nc:      nc,
+		parts:   make([]*lane, len(subjects)),
+		route:   make([]atomic.Pointer[lane], len(subjects)),
+		legacy:  make([]atomic.Int64, len(subjects)),
+		batches: make(map[uint64]*frameBatch),
+		members: make(map[string]*lane),
+	}
+	for n, s := range subjects {
+		co.parts[n] = &lane{subject: s}
+		co.route[n].Store(co.parts[n])
+	}
+	return co
+}
+
+// start subscribes the reply inbox once.
+func (co *coalescer) start() error {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.sub != nil {
+		return nil
+	}
+	inbox := co.nc.NewInbox() + "."
+	sub, err := co.nc.Subscribe(inbox+"*", co.onReply)
+	if err != nil {
+		return err
+	}
+	_ = sub.SetPendingLimits(-1, -1) // replies are bounded by the frames in flight
+	co.inbox, co.sub = inbox, sub
+	return nil
+}
+
+// isLegacy reports whether partition n's owner is known not to speak frames.
+func (co *coalescer) isLegacy(n int) bool {
+	until := co.legacy[n].Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// hit sends r as one item of a frame and waits for its answer or ctx.
+func (co *coalescer) hit(ctx context.Context, n int, r *HitRequest, deadline time.Time) (byte, string, HitReply) {
+	c := &hitCall{req: r, n: n, deadline: deadline, done: make(chan struct{}, 1)}
+	co.enqueue(co.route[n].Load(), c)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(0, 2) {
+			return stTimeout, ctx.Err().Error(), HitReply{}
+		}
+		<-c.done // answered meanwhile
+	}
+	return c.status, c.reason, c.rep
+}
+
+func (co *coalescer) enqueue(l *lane, c *hitCall) {
+	l.mu.Lock()
+	l.queue = append(l.queue, c)
+	if l.waiting >= laneWindow && len(l.queue) < maxBatch {
+		l.mu.Unlock()
+		return
+	}
+	calls := l.take()
+	l.waiting++
+	l.mu.Unlock()
+	co.send(l, calls)
+}
+
+// take removes up to maxBatch calls from the queue (l.mu held).
+func (l *lane) take() []*hitCall {
+	k := min(len(l.queue), maxBatch)
+	calls := make([]*hitCall, k)
+	copy(calls, l.queue)
+	rest := copy(l.queue, l.queue[k:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	return calls
+}
+
+// release gives a window slot back and sends what gathered meanwhile.
+func (co *coalescer) release(l *lane) {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.waiting--
+		l.mu.Unlock()
+		return
+	}
+	calls := l.take() // the slot passes on to the next frame
+	l.mu.Unlock()
+	co.send(l, calls)
+}
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// send publishes calls as one frame. The lane slot it holds is released
+// by the frame's first reply, its expiry, or a failed publish.
+func (co *coalescer) send(l *lane, calls []*hitCall) {
+	now := time.Now()
+	live := calls[:0]
+	var deadline time.Time
+	for _, c := range calls {
+		switch {
+		case c.state.Load() != 0:
+			continue // the caller gave up
+		case !now.Before(c.deadline):
+			c.complete(stTimeout, "deadline passed before sending", HitReply{})
+			continue
+		}
+		live = append(live, c)
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
+	}
+	if len(live) == 0 {
+		co.release(l)
+		return
+	}
+	co.mu.Lock()
+	co.seq++
+	b := &frameBatch{id: co.seq, lane: l, calls: live, left: len(live)}
+	co.batches[b.id] = b
+	reply := co.inbox + strconv.FormatUint(b.id, 10)
+	co.mu.Unlock()
+
+	co.frames.Add(1)
+	co.items.Add(int64(len(live)))
+	bp := framePool.Get().(*[]byte)
+	buf := appendFrameHeader((*bp)[:0], len(live))
+	for _, c := range live {
+		buf = appendHitItem(buf, c.n, max(1, c.deadline.Sub(now).Milliseconds()), c.req)
+	}
+	// The frame lives as long as its latest item may wait.
+	b.mu.Lock()
+	b.timer = time.AfterFunc(deadline.Sub(now), func() { co.expire(b) })
+	b.mu.Unlock()
+	err := co.nc.PublishMsg(&nats.Msg{Subject: l.subject, Reply: reply, Data: buf})
+	*bp = buf
+	framePool.Put(bp)
+	if err != nil {
+		co.finish(b, stFailed, "publish: "+err.Error())
+	}
+}
+
+// expire ends a frame that got no (complete) reply in time.
+func (co *coalescer) expire(b *frameBatch) {
+	co.finish(b, stTimeout, "no reply from "+b.lane.subject)
+}
+
+// finish answers every call of b still waiting with status, forgets b and
+// releases its lane slot if its first reply never came.
+func (co *coalescer) finish(b *frameBatch, status byte, reason string) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return
+	}
+	b.done = true
+	release := !b.released
+	b.released = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
+	co.mu.Lock()
+	delete(co.batches, b.id)
+	co.mu.Unlock()
+	for _, c := range b.calls {
+		if status == stRetry {
+			co.forget(c.n)
+		}
+		c.complete(status, reason, HitReply{})
+	}
+	if release {
+		co.release(b.lane)
+	}
+}
+
+// onReply is the inbox callback: one reply (of possibly several) to a frame.
+func (co *coalescer) onReply(m *nats.Msg) {
+	i := strings.LastIndexByte(m.Subject, '.')
+	id, err := strconv.ParseUint(m.Subject[i+1:], 10, 64)
+	if err != nil {
+		return
+	}
+	co.mu.Lock()
+	b := co.batches[id]
+	co.mu.Unlock()
+	if b == nil {
+		return // expired or finished
+	}
+	if !isFrame(m.Data) {
+		co.onHeaderReply(b, m)
+		return
+	}
+	f, err := decodeReplyHeader(m.Data)
+	if err != nil {
+		co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
+		return
+	}
+	var learned *lane
+	if len(f.route) > 0 && string(f.route) != b.lane.subject {
+		learned = co.memberLane(f.route)
+	}
+	var a wireAnswer
+	answered := 0
+	for range f.count {
+		if err := f.next(&a); err != nil || a.index >= len(b.calls) {
+			co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
+			return
+		}
+		c := b.calls[a.index]
+		if a.status == stNotOwner {
+			co.forget(c.n)
+			c.complete(stRetry, reasonNotOwner, HitReply{})
+		} else {
+			if learned != nil {
+				co.route[c.n].Store(learned)
+			}
+			c.complete(a.status, string(a.reason), decodeHitReply(&a, c.req))
+		}
+		answered++
+	}
+	if !f.done() {
+		co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
+		return
+	}
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return // expired meanwhile
+	}
+	b.left -= answered
+	if b.left > 0 && f.more {
+		release := !b.released
+		b.released = true
+		b.mu.Unlock()
+		if release {
+			co.release(b.lane) // the owner has decided what it could: send the next frame
+		}
+		return
+	}
+	b.mu.Unlock()
+	// Every item answered (or the owner says nothing more follows, and
+	// whatever is left fails rather than waiting for its deadline).
+	co.finish(b, stFailed, "owner of "+b.lane.subject+" sent no answer")
+}
+
+// onHeaderReply handles a reply that is not a frame: no responders, or an
+// error header from an owner that does not speak frames (it answers 400 to
+// what is not JSON) or that is not serving (503 not_owner).
+func (co *coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		co.finish(b, stRetry, "no responders")
+		return
+	}
+	code, reason := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader)
+	switch {
+	case code == "503" && reason == reasonNotOwner:
+		co.finish(b, stRetry, reasonNotOwner)
+	case code == "400":
+		until := time.Now().Add(legacyFor).UnixNano()
+		for _, c := range b.calls {
+			co.legacy[c.n].Store(until)
+		}
+		co.finish(b, stLegacy, reason)
+	default:
+		co.finish(b, stUnavailable, "owner of "+b.lane.subject+" answered "+code+" "+reason)
+	}
+}
+
+// memberLane returns the lane of a member subject.
+func (co *coalescer) memberLane(route []byte) *lane {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	l := co.members[string(route)]
+	if l == nil {
+		l = &lane{subject: string(route)}
+		co.members[l.subject] = l
+	}
+	return l
+}
+
+// forget sends partition n's hits to its partition subject again.
+func (co *coalescer) forget(n int) {
+	co.route[n].Store(co.parts[n])
+}
+
+// decodeHitReply builds the HitReply of an answered item.
+func decodeHitReply(a *wireAnswer, r *HitRequest) HitReply {
+	if a.status != stAnswered {
+		return HitReply{}
+	}
+	rep := HitReply{
+		Result:       resultCodes[a.result],
+		RetryAfterMs: a.retryMs,
+		Revision:     a.revision,
+	}
+	if len(a.hookID) > 0 {
+		rep.HookID = string(a.hookID)
+	}
+	if a.nLimits > 0 {
+		rep.Limits = make([]LimitState, a.nLimits)
+		for i := range a.nLimits {
+			l := a.limits[i]
+			rep.Limits[i] = LimitState{Remaining: l.remaining, ResetAfterMs: l.resetMs}
+			if i < len(r.Charges) {
+				rep.Limits[i].Kind = r.Charges[i].Kind
+			}
+		}
+	}
+	return rep
+}

@@ -1,0 +1,173 @@
+package quota
+
+import (
+	"hash/maphash"
+)
+
+// maxKindSlots bounds the charge kinds a partition keys by hash. The edge
+// uses two (hooks, bytes); kinds beyond the first maxKindSlots a tenure sees
+// are kept in an exact map (slower, larger, never wrong).
+const maxKindSlots = 32
+
+// bucketState is one partition's GCRA state: one TAT (µs) per (kind,
+// tenant) bucket; a bucket with no entry is full. Not safe for concurrent
+// use (the tenure's mu guards it).
+//
+// Layout, for ≤ 64 bytes per idle bucket: the key is a 64-bit hash of the
+// tenant under a seed of the kind's slot (seeds are random per tenure, so
+// nobody can pick colliding names), the value the TAT — 16 bytes a slot in
+// a Go map, about 38 bytes a bucket with the map's slack, and no tenant
+// string is kept. Two buckets whose hashes collide (probability about
+// n²/2⁶⁵ for n buckets: 3·10⁻⁸ for a million) share one TAT; every charge
+// then sees a TAT at least its own, so a collision can only make a bucket
+// stricter, never admit more than its limit. Kinds are interned in slots
+// so that Reset can find every bucket of a tenant without a tenant index.
+type bucketState struct {
+	tats  map[uint64]int64
+	kinds []string       // slot -> kind
+	seeds []maphash.Seed // slot -> seed
+	// over holds buckets of kinds beyond maxKindSlots: tenant -> kind -> TAT.
+	over map[string]map[string]int64
+}
+
+func newBucketState() bucketState {
+	return bucketState{tats: make(map[uint64]int64)}
+}
+
+// slot returns the slot of kind, adding it when add is set and there is
+// room; -1 when the kind has none.
+func (s *bucketState) slot(kind []byte, add bool) int {
+	for i, k := range s.kinds {
+		if k == string(kind) {
+			return i
+		}
+	}
+	if !add || len(s.kinds) == maxKindSlots {
+		return -1
+	}
+	s.kinds = append(s.kinds, internKind(kind))
+	s.seeds = append(s.seeds, maphash.MakeSeed())
+	return len(s.kinds) - 1
+}
+
+// bucketRef names one bucket: a slot and the tenant's hash under its seed,
+// or (slot -1) the exact kind and tenant of an overflow bucket.
+type bucketRef struct {
+	slot   int
+	key    uint64
+	kind   string
+	tenant string
+}
+
+// ref resolves (kind, tenant). add: a new kind may take a slot.
+func (s *bucketState) ref(kind, tenant []byte, add bool) bucketRef {
+	if i := s.slot(kind, add); i >= 0 {
+		return bucketRef{slot: i, key: maphash.Bytes(s.seeds[i], tenant)}
+	}
+	return bucketRef{slot: -1, kind: string(kind), tenant: string(tenant)}
+}
+
+// refString is ref for string arguments.
+func (s *bucketState) refString(kind, tenant string, add bool) bucketRef {
+	i := -1
+	for j, k := range s.kinds {
+		if k == kind {
+			i = j
+			break
+		}
+	}
+	if i < 0 && add && len(s.kinds) < maxKindSlots {
+		s.kinds = append(s.kinds, kind)
+		s.seeds = append(s.seeds, maphash.MakeSeed())
+		i = len(s.kinds) - 1
+	}
+	if i >= 0 {
+		return bucketRef{slot: i, key: maphash.String(s.seeds[i], tenant)}
+	}
+	return bucketRef{slot: -1, kind: kind, tenant: tenant}
+}
+
+// get returns the bucket's TAT (0: full).
+func (s *bucketState) get(r *bucketRef) int64 {
+	if r.slot >= 0 {
+		return s.tats[r.key]
+	}
+	return s.over[r.tenant][r.kind]
+}
+
+// set stores the bucket's TAT; a TAT <= now is a full bucket and is
+// dropped.
+func (s *bucketState) set(r *bucketRef, tat, now int64) {
+	if r.slot >= 0 {
+		if tat <= now {
+			delete(s.tats, r.key)
+		} else {
+			s.tats[r.key] = tat
+		}
+		return
+	}
+	m := s.over[r.tenant]
+	if tat <= now {
+		delete(m, r.kind)
+		if len(m) == 0 {
+			delete(s.over, r.tenant)
+		}
+		return
+	}
+	if m == nil {
+		if s.over == nil {
+			s.over = make(map[string]map[string]int64)
+		}
+		m = make(map[string]int64, 1)
+		s.over[r.tenant] = m
+	}
+	m[r.kind] = tat
+}
+
+// reset forgets every bucket of tenant.
+func (s *bucketState) reset(tenant string) {
+	for i := range s.kinds {
+		delete(s.tats, maphash.String(s.seeds[i], tenant))
+	}
+	delete(s.over, tenant)
+}
+
+// sweep drops full buckets (TAT <= now).
+func (s *bucketState) sweep(now int64) {
+	for k, tat := range s.tats {
+		if tat <= now {
+			delete(s.tats, k)
+		}
+	}
+	for tenant, m := range s.over {
+		for kind, tat := range m {
+			if tat <= now {
+				delete(m, kind)
+			}
+		}
+		if len(m) == 0 {
+			delete(s.over, tenant)
+		}
+	}
+}
+
+// len is the number of buckets held (not full).
+func (s *bucketState) len() int {
+	n := len(s.tats)
+	for _, m := range s.over {
+		n += len(m)
+	}
+	return n
+}
+
+// internKind returns kind as a string, without allocating for the edge's
+// kinds.
+func internKind(kind []byte) string {
+	switch string(kind) {
+	case KindHooks:
+		return KindHooks
+	case KindBytes:
+		return KindBytes
+	}
+	return string(kind)
+}
