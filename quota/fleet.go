@@ -128,7 +128,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{Result: ResultOK, Local: true}, nil
 	}
 	cl := r.Claim
-	res, err := f.mem.Claim(context.WithoutCancel(ctx), claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
+	res, err := f.mem.Claim(ctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
 	if err != nil || res.Outcome != claims.OK {
 		now := gcra.Micros(f.now())
 		for i := range keys {
