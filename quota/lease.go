@@ -492,10 +492,12 @@ func (w *Worker) shutdown() {
 	// Retired tenures' requests and anything else still in flight.
 	w.inflight.close()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.leaseTTL)
-	if err := w.inflight.wait(ctx); err != nil {
+	err := w.inflight.wait(ctx)
+	if err != nil {
 		w.stopErr = errors.Join(w.stopErr, err)
 	}
 	cancel()
+	w.runners.stop(err == nil) // past the timeout, runners still busy end on their own
 	if w.nc.IsConnected() {
 		pctx, pcancel := context.WithTimeout(context.Background(), w.renewEvery)
 		if err := w.leases.Purge(pctx, memberKey(w.id), 0); err != nil {

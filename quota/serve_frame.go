@@ -179,7 +179,7 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 	for k, j := range admitted {
 		j.batch, j.slot = cb, k
 		cb.answers[k].index = j.item
-		go j.run()
+		w.runners.run(j.run)
 	}
 }
 

@@ -173,12 +173,12 @@ func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.C
 		respondError(m, 503, reasonNotOwner)
 		return false
 	}
-	go func() {
+	t.w.runners.run(func() {
 		defer t.finish()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		fn(ctx)
-	}()
+	})
 	return true
 }
 

@@ -72,6 +72,7 @@ type Worker struct {
 	routeSub *nats.Subscription
 
 	inflight tracker        // every request goroutine
+	runners  runners        // goroutines of KV-bound requests
 	bg       sync.WaitGroup // retired watchers being stopped; loop goroutine only
 
 	life   context.Context // ends when Stop has finished; for the watcher
@@ -139,6 +140,7 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		strayTried:  make([]uint64, cfg.partitions),
 		served:      make([]atomic.Pointer[tenure], cfg.partitions),
 		route:       MemberSubject(cfg.prefix, id),
+		runners:     newRunners(),
 	}
 	w.view.reset(cfg.partitions, w.staleAfter())
 	return w, nil
@@ -386,3 +388,59 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 
 func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
+
+// runnerIdle is how long an idle runner waits for work before it exits.
+const runnerIdle = time.Second
+
+// runners runs KV-bound work on reused goroutines: a claim's call chain
+// (JetStream publish, context, events) grows a fresh goroutine's stack
+// every time, which costs more than the create's own CPU on a busy owner.
+// A runner that finds no work for runnerIdle exits. The zero value works
+// (without quit, runners end only by idling).
+type runners struct {
+	jobs chan func() // unbuffered: a send succeeds when a runner is idle
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newRunners() runners {
+	return runners{jobs: make(chan func()), quit: make(chan struct{})}
+}
+
+// run runs fn on an idle runner or a new one.
+func (r *runners) run(fn func()) {
+	select {
+	case r.jobs <- fn:
+	default:
+		r.wg.Add(1)
+		go r.loop(fn)
+	}
+}
+
+func (r *runners) loop(fn func()) {
+	defer r.wg.Done()
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		fn()
+		fn = nil
+		idle.Reset(runnerIdle)
+		select {
+		case fn = <-r.jobs:
+		case <-idle.C:
+			return
+		case <-r.quit:
+			return
+		}
+	}
+}
+
+// stop ends idle runners, and with wait waits for all (no run may follow).
+func (r *runners) stop(wait bool) {
+	if r.quit != nil {
+		close(r.quit)
+	}
+	if wait {
+		r.wg.Wait()
+	}
+}
