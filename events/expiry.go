@@ -143,7 +143,12 @@ func (w *ExpiryWatcher) Start(ctx context.Context) error {
 	if w.state != 0 {
 		return ErrStarted
 	}
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, kvstore.StreamName(w.bucket), w.ConsumerConfig())
+	var cons jetstream.Consumer
+	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = w.js.CreateOrUpdateConsumer(ctx, kvstore.StreamName(w.bucket), w.ConsumerConfig())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("events: expiry consumer %s on %s: %w", w.cfg.durable, kvstore.StreamName(w.bucket), kvstore.MapError(err))
 	}

@@ -178,10 +178,20 @@ func (s *Settler) Start(ctx context.Context) error {
 	if s.state != 0 {
 		return ErrStarted
 	}
-	if _, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig()); err != nil {
+	// Retried: on a cluster that is still forming, a create can hang or
+	// fail until leaders are elected, and every node creates these.
+	if err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		_, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig())
+		return err
+	}); err != nil {
 		return fmt.Errorf("events: settle stream %s: %w", s.cfg.streamName, kvstore.MapError(err))
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, s.cfg.streamName, s.ConsumerConfig())
+	var cons jetstream.Consumer
+	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = s.js.CreateOrUpdateConsumer(ctx, s.cfg.streamName, s.ConsumerConfig())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("events: settle consumer %s: %w", s.cfg.durable, kvstore.MapError(err))
 	}

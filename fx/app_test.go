@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,7 +55,11 @@ func startErr(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, err
 	}
 	var h *sluicefx.HTTP
 	var n *sluicefx.NATS
-	app := fx.New(sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&h, &n))
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&h, &n))
 	if err := app.Err(); err != nil {
 		return nil, nil, err
 	}

@@ -84,7 +84,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		return changed
 	}
 	var kv jetstream.KeyValue
-	err := Retry(ctx, func(ctx context.Context) error {
+	ensureOnce := func(ctx context.Context) error {
 		// An existing bucket is updated in one stream update: going through
 		// CreateOrUpdateKeyValue would reset MaxMsgs for a moment, leaving
 		// a window in which a capacity (the replay store's) is not enforced.
@@ -118,6 +118,17 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		default:
 			return err
 		}
+	}
+	err := Retry(ctx, func(ctx context.Context) error {
+		err := ensureOnce(ctx)
+		var apiErr *jetstream.APIError
+		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+			(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound) {
+			// In a cluster a stream another node just created may not be
+			// visible here yet (or vice versa): look again.
+			return errRetryNow
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
