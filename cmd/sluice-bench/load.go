@@ -21,7 +21,8 @@ const (
 
 var outcomeNames = [numOutcomes]string{"ok", "rate_limited", "duplicate", "pending", "error"}
 
-// opFunc performs one operation; seq is unique across the run's goroutines.
+// opFunc performs one operation; seq is unique across every call of one
+// opFunc (the caller of runLoad keeps the counter across slices).
 type opFunc func(ctx context.Context, seq uint64) outcome
 
 // loadResult is what one closed-loop run measured.
@@ -41,16 +42,17 @@ type window struct {
 // runLoad keeps inflight operations in flight (closed loop: each goroutine
 // issues its next op when the previous one returns) for warmup, then
 // measures for dur. Only ops that complete inside the window are counted.
+// seq numbers the ops (keys derived from it must stay unique: pass the same
+// counter to every run of one op).
 // Every op must be bounded in time by itself (client budgets); ctx ending
 // stops the run early.
-func runLoad(ctx context.Context, inflight int, warmup, dur time.Duration, op opFunc, w window, errText func() string) loadResult {
+func runLoad(ctx context.Context, inflight int, warmup, dur time.Duration, seq *atomic.Uint64, op opFunc, w window, errText func() string) loadResult {
 	const (
 		phaseWarm int32 = iota
 		phaseMeasure
 		phaseStop
 	)
 	var phase atomic.Int32
-	var seq atomic.Uint64
 	type local struct {
 		h   hist
 		out [numOutcomes]uint64

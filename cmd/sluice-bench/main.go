@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,9 @@ type options struct {
 	edge         bool
 	memory       bool
 	repeat       int
+	slices       int
+	drain        bool
+	jsonClient   bool
 	jsonPath     string
 	edgeBin      string
 	partitions   int
@@ -85,7 +89,10 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
 	names := fs.String("workloads", "decisions,hit+claim,hot,edge,memory", "what to run: decisions, hit+claim, hot (sluice vs Redis), edge (HTTP vs floor), memory")
-	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times (rows interleaved within each run)")
+	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
+	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
+	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
+	fs.BoolVar(&o.jsonClient, "json-client", true, "also measure sluice with quota.WithCoalescing(false) (one JSON request per hit), as row sluice-json")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout; the tables then go to stderr)")
 	fs.StringVar(&o.edgeBin, "edge-bin", "", "use this cmd/edge binary instead of building ./cmd/edge")
 	fs.IntVar(&o.partitions, "partitions", quota.DefaultPartitions, "quota partitions of the edge (and the client)")
@@ -129,8 +136,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.duration <= 0 || o.warmup < 0:
 		return nil, errors.New("--duration must be > 0 and --warmup >= 0")
-	case o.repeat < 1:
-		return nil, errors.New("--repeat must be >= 1")
+	case o.repeat < 1 || o.slices < 1:
+		return nil, errors.New("--repeat and --slices must be >= 1")
 	case o.httpInflight < 1 || o.httpTenants < 1 || o.claims < 1:
 		return nil, errors.New("--http-inflight, --http-tenants and --memory-claims must be >= 1")
 	case o.partitions < 1 || o.partitions > quota.MaxPartitions:
@@ -145,11 +152,22 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 // plannedTime is how long the rows take (without start-up and memory).
 func (o *options) plannedTime() time.Duration {
 	row := o.duration + o.warmup
-	rows := 2 * len(o.workloads) * len(o.inflight)
+	contenders := 2
+	if o.jsonClient {
+		contenders = 3
+	}
+	rows := contenders * len(o.workloads) * len(o.inflight)
 	if o.edge {
 		rows += 2
 	}
-	total := time.Duration(rows*o.repeat) * row
+	total := time.Duration(rows*o.repeat)*row + time.Duration(rows*o.repeat*o.slices)*sliceWarmup
+	if o.drain {
+		for _, w := range o.workloads {
+			if w.Claim {
+				total += time.Duration(len(o.inflight)*o.repeat) * (pendingTTL + 45*time.Second)
+			}
+		}
+	}
 	if o.profileDir != "" {
 		total += time.Duration(len(o.workloads)+1) * row
 	}
@@ -173,6 +191,8 @@ type settings struct {
 	Warmup       string            `json:"warmup"`
 	Inflight     []int             `json:"inflight"`
 	Repeat       int               `json:"repeat"`
+	Slices       int               `json:"slices"`
+	JSONClient   bool              `json:"json_client"`
 	Partitions   int               `json:"partitions"`
 	HTTPInflight int               `json:"http_inflight"`
 	HTTPTenants  int               `json:"http_tenants"`
@@ -190,6 +210,8 @@ type bench struct {
 	edge   *edgeProc
 	nc     *nats.Conn
 	qc     *quota.Client
+	ncJSON *nats.Conn
+	qcJSON *quota.Client // WithCoalescing(false), with --json-client
 	redis  *child
 	rdb    *redis.Client
 	rskip  string
@@ -259,6 +281,9 @@ func (b *bench) close() {
 	if b.nc != nil {
 		b.nc.Close()
 	}
+	if b.ncJSON != nil {
+		b.ncJSON.Close()
+	}
 	b.floor.stop(10 * time.Second)
 	b.redis.stop(10 * time.Second)
 	if b.edge != nil {
@@ -273,7 +298,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	o := b.o
 	rep := &report{Started: time.Now().UTC(), Settings: settings{
 		Duration: o.duration.String(), Warmup: o.warmup.String(), Inflight: o.inflight, Repeat: o.repeat,
-		Partitions: o.partitions, HTTPInflight: o.httpInflight, HTTPTenants: o.httpTenants, HTTPBody: len(hookBody),
+		Slices: o.slices, JSONClient: o.jsonClient, Partitions: o.partitions, HTTPInflight: o.httpInflight, HTTPTenants: o.httpTenants, HTTPBody: len(hookBody),
 		Workloads: map[string]string{},
 	}}
 	for _, w := range o.workloads {
@@ -313,14 +338,22 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rr := runResult{Run: i, LoadAvg: loadAvg()}
 		for _, w := range o.workloads {
 			for _, n := range o.inflight {
-				rr.Pairs = append(rr.Pairs, b.quotaPair(ctx, i, w, n))
+				rr.Pairs = append(rr.Pairs, b.quotaPair(ctx, i, w, n)...)
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
+				}
+				if w.Claim && o.drain {
+					if d := b.drainClaims(ctx, i, w, n); d != nil {
+						rr.Drains = append(rr.Drains, d)
+					}
 				}
 			}
 		}
 		if o.edge {
 			rr.Pairs = append(rr.Pairs, b.edgePair(ctx, i))
+		}
+		if len(rr.Pairs) == 0 {
+			break // memory only
 		}
 		rep.Runs = append(rep.Runs, rr)
 		printRun(b.out, rr)
@@ -366,8 +399,13 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 	if b.edge, err = startEdge(ctx, bin, dir, b.o.partitions, pprof); err != nil {
 		return err
 	}
-	if b.nc, b.qc, err = connectQuota(b.edge.natsURL, b.o.partitions); err != nil {
+	if b.nc, b.qc, err = connectQuota(b.edge.natsURL, b.o.partitions, true); err != nil {
 		return err
+	}
+	if b.o.jsonClient {
+		if b.ncJSON, b.qcJSON, err = connectQuota(b.edge.natsURL, b.o.partitions, false); err != nil {
+			return err
+		}
 	}
 	if err := waitPartitions(ctx, b.qc); err != nil {
 		return fmt.Errorf("edge serves no quota: %w\n%s", err, b.edge.out.String())
@@ -417,7 +455,8 @@ func (b *bench) redisVersion(ctx context.Context) string {
 // edges) and returns it.
 func (b *bench) measure(ctx context.Context, run int, name string, inflight int, system string, server *child, op opFunc, errs *firstError, hooks window) row {
 	var s0, s1, c0, c1 time.Duration
-	res := runLoad(ctx, inflight, b.o.warmup, b.o.duration, op, window{
+	var seq atomic.Uint64
+	res := runLoad(ctx, inflight, b.o.warmup, b.o.duration, &seq, op, window{
 		start: func() {
 			s0, _ = cpuTime(server.pid())
 			c0, _ = cpuTime(b.self)
@@ -444,30 +483,6 @@ func (b *bench) measure(ctx context.Context, run int, name string, inflight int,
 func keyPrefix() string {
 	id := nuid.Next()
 	return id[len(id)-8:] + "-"
-}
-
-func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) pair {
-	errs := &firstError{}
-	a := b.measure(ctx, run, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc, w, keyPrefix(), errs), errs, window{})
-	var r row
-	if b.rdb == nil {
-		r = row{Run: run, Workload: w.Name, Inflight: n, System: "redis", Skipped: b.rskip}
-	} else {
-		rerrs := &firstError{}
-		r = b.measure(ctx, run, w.Name, n, "redis", b.redis, redisOp(b.rdb, w, keyPrefix(), rerrs), rerrs, window{})
-	}
-	return newPair(a, r)
-}
-
-func (b *bench) edgePair(ctx context.Context, run int) pair {
-	n := b.o.httpInflight
-	client := httpClient(n)
-	defer client.CloseIdleConnections()
-	errs := &firstError{}
-	a := b.measure(ctx, run, "edge", n, "edge", b.edge.child, hookOp(client, b.edge.httpURL, b.o.httpTenants, keyPrefix(), errs), errs, window{})
-	ferrs := &firstError{}
-	f := b.measure(ctx, run, "edge", n, "floor", b.floor, hookOp(client, b.floorU, b.o.httpTenants, keyPrefix(), ferrs), ferrs, window{})
-	return newPair(a, f)
 }
 
 func (b *bench) memory(ctx context.Context) *memoryResult {

@@ -89,9 +89,10 @@ func ratioOf(a, b row) *ratios {
 	}
 }
 
+// div is a/b, 0 when b is 0 (JSON has no NaN).
 func div(a, b float64) float64 {
 	if b == 0 {
-		return math.NaN()
+		return 0
 	}
 	return a / b
 }
@@ -115,6 +116,9 @@ type runResult struct {
 	Run     int    `json:"run"`
 	LoadAvg string `json:"loadavg_at_start"`
 	Pairs   []pair `json:"pairs"`
+	// Drains: what expiring the never-settled pending claims of the
+	// hit+claim rows cost, measured after them (with --drain).
+	Drains []*drainResult `json:"drains,omitempty"`
 }
 
 // printRun writes one run's table.
@@ -122,8 +126,12 @@ func printRun(w io.Writer, r runResult) {
 	fmt.Fprintf(w, "\n== run %d (load average at start: %s) ==\n", r.Run, r.LoadAvg)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tin flight\tsystem\tops/s\tp50\tp99\tp99.9\tsrv CPU s/1k\tcli CPU s/1k\tok %\t")
-	for _, p := range r.Pairs {
-		for _, x := range []row{p.A, p.B} {
+	for i, p := range r.Pairs {
+		xs := []row{p.A, p.B}
+		if i+1 < len(r.Pairs) && sameRow(r.Pairs[i+1].B, p.B) {
+			xs = xs[:1] // B is printed with the last pair that shares it
+		}
+		for _, x := range xs {
 			if x.Skipped != "" {
 				fmt.Fprintf(tw, "%s\t%d\t%s\tskipped: %s\t\t\t\t\t\t\t\n", x.Workload, x.Inflight, x.System, firstLine(x.Skipped))
 				continue
@@ -138,13 +146,22 @@ func printRun(w io.Writer, r runResult) {
 		}
 	}
 	tw.Flush()
-	for _, p := range r.Pairs {
-		for _, x := range []row{p.A, p.B} {
+	printDrains(w, r.Drains)
+	for i, p := range r.Pairs {
+		xs := []row{p.A, p.B}
+		if i+1 < len(r.Pairs) && sameRow(r.Pairs[i+1].B, p.B) {
+			xs = xs[:1]
+		}
+		for _, x := range xs {
 			if x.FirstError != "" {
 				fmt.Fprintf(w, "  %s %s/%d: %d errors, first: %s\n", x.System, x.Workload, x.Inflight, x.Outcomes["error"], x.FirstError)
 			}
 		}
 	}
+}
+
+func sameRow(a, b row) bool {
+	return a.Run == b.Run && a.Workload == b.Workload && a.Inflight == b.Inflight && a.System == b.System
 }
 
 // spread is min / median / max of one figure over runs.
@@ -197,14 +214,14 @@ type summaryRow struct {
 
 func summarize(runs []runResult) []summaryRow {
 	type key struct {
-		w string
-		n int
+		w, a string
+		n    int
 	}
 	var order []key
 	groups := map[key][]pair{}
 	for _, r := range runs {
 		for _, p := range r.Pairs {
-			k := key{p.Workload, p.Inflight}
+			k := key{p.Workload, p.A.System, p.Inflight}
 			if _, ok := groups[k]; !ok {
 				order = append(order, k)
 			}
@@ -271,7 +288,7 @@ type goal struct {
 func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 	find := func(w string) *summaryRow {
 		for i := range rows {
-			if rows[i].Workload == w && rows[i].Inflight == maxInflight {
+			if rows[i].Workload == w && rows[i].Inflight == maxInflight && rows[i].A != "sluice-json" {
 				return &rows[i]
 			}
 		}
@@ -336,8 +353,8 @@ func printMemory(w io.Writer, m *memoryResult) {
 		fmt.Fprintf(w, "sluice idle GCRA bucket (1M tenants, %s): %.1f bytes/bucket\n", k, m.BucketBytes[k])
 	}
 	if c := m.Claims; c != nil {
-		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim\n",
-			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer)
+		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim; server heap %.1f B/claim\n",
+			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer, c.ServerHeapBytesPer)
 	}
 	if m.ClaimsError != "" {
 		fmt.Fprintln(w, "claims: error:", firstLine(m.ClaimsError))

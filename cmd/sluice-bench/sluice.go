@@ -96,14 +96,15 @@ func cleanEnv() []string {
 }
 
 // connectQuota opens a TCP connection to the edge's embedded NATS server and
-// a quota client for it (budget: long enough that an overloaded 2-core
+// a quota client for it (coalescing: the default client; off: one JSON
+// request per hit) (budget: long enough that an overloaded 2-core
 // machine slows the rows down instead of failing them).
-func connectQuota(natsURL string, partitions int) (*nats.Conn, *quota.Client, error) {
+func connectQuota(natsURL string, partitions int, coalescing bool) (*nats.Conn, *quota.Client, error) {
 	nc, err := nats.Connect(natsURL, nats.Name("sluice-bench"), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", natsURL, err)
 	}
-	c, err := quota.NewClient(nc, quota.WithPrefix("sluice"), quota.WithPartitions(partitions), quota.WithBudget(2*time.Second))
+	c, err := quota.NewClient(nc, quota.WithPrefix("sluice"), quota.WithPartitions(partitions), quota.WithBudget(2*time.Second), quota.WithCoalescing(coalescing))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
