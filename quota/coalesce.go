@@ -39,6 +39,9 @@ const (
 	legacyFor = 10 * time.Second
 	// maxFrameKey: a claim key longer than this goes as JSON.
 	maxFrameKey = 16 << 10
+	// slotHold bounds how long a frame without any reply keeps its lane
+	// slot: the window paces the owner, it must not wait for a lost frame.
+	slotHold = 20 * time.Millisecond
 )
 
 // Outcome of a call beyond the frame's statuses.
@@ -83,10 +86,11 @@ type lane struct {
 
 // frameBatch is one frame in flight.
 type frameBatch struct {
-	id    uint64
-	lane  *lane
-	calls []*hitCall
-	timer *time.Timer
+	id       uint64
+	lane     *lane
+	calls    []*hitCall
+	deadline time.Time
+	timer    *time.Timer
 
 	mu       sync.Mutex
 	left     int  // calls without an answer
@@ -241,9 +245,12 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	for _, c := range live {
 		buf = appendHitItem(buf, c.n, max(1, c.deadline.Sub(now).Milliseconds()), c.req)
 	}
-	// The frame lives as long as its latest item may wait.
+	// The frame lives as long as its latest item may wait; it holds the
+	// lane's slot for slotHold at most (a frame lost with a subscription
+	// that went away must not stall the lane until its deadline).
+	b.deadline = deadline
 	b.mu.Lock()
-	b.timer = time.AfterFunc(deadline.Sub(now), func() { co.expire(b) })
+	b.timer = time.AfterFunc(min(slotHold, deadline.Sub(now)), func() { co.onTimer(b) })
 	b.mu.Unlock()
 	err := co.nc.PublishMsg(&nats.Msg{Subject: l.subject, Reply: reply, Data: buf})
 	*bp = buf
@@ -253,8 +260,24 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	}
 }
 
-// expire ends a frame that got no (complete) reply in time.
-func (co *coalescer) expire(b *frameBatch) {
+// onTimer releases the lane slot of a frame whose first reply is late,
+// and ends a frame that got no (complete) reply by its deadline.
+func (co *coalescer) onTimer(b *frameBatch) {
+	if left := time.Until(b.deadline); left > 0 {
+		b.mu.Lock()
+		if b.done {
+			b.mu.Unlock()
+			return
+		}
+		release := !b.released
+		b.released = true
+		b.timer.Reset(left)
+		b.mu.Unlock()
+		if release {
+			co.release(b.lane)
+		}
+		return
+	}
 	co.finish(b, stTimeout, "no reply from "+b.lane.subject)
 }
 

@@ -383,7 +383,11 @@ func (w *Worker) renewAll() {
 func (w *Worker) lose(t *tenure, why string) {
 	t.end()
 	if t.sub != nil {
-		_ = t.sub.Unsubscribe()
+		// Requests already received are answered not_owner (the tenure has
+		// ended) rather than dropped: their clients retry at once.
+		if err := t.sub.Drain(); err != nil {
+			_ = t.sub.Unsubscribe()
+		}
 	}
 	delete(w.owned, t.n)
 	if w.view.holders[t.n] == w.id {
@@ -407,7 +411,7 @@ func (w *Worker) release(ts []*tenure) {
 	defer cancel()
 	connected := w.nc.IsConnected()
 	if connected {
-		drainAll(ctx, ts)
+		drainTenures(ctx, ts)
 	} else {
 		// Nothing to drain, and KV calls would wait out their timeouts:
 		// the leases will expire.
@@ -438,29 +442,37 @@ func (w *Worker) release(ts []*tenure) {
 	w.setSnapshot()
 }
 
-// drainAll drains the tenures' subscriptions and waits until they are
-// closed (or ctx ends, then unsubscribes outright).
-func drainAll(ctx context.Context, ts []*tenure) {
-	var waits []<-chan nats.SubStatus
+// drainTenures drains the tenures' subscriptions (see drainAll).
+func drainTenures(ctx context.Context, ts []*tenure) {
+	subs := make([]*nats.Subscription, 0, len(ts))
 	for _, t := range ts {
-		if t.sub == nil {
-			continue
+		if t.sub != nil {
+			subs = append(subs, t.sub)
 		}
-		ch := t.sub.StatusChanged(nats.SubscriptionClosed)
-		if err := t.sub.Drain(); err != nil {
-			_ = t.sub.Unsubscribe()
+	}
+	drainAll(ctx, subs)
+}
+
+// drainAll drains subscriptions and waits until they are closed (or ctx
+// ends, then unsubscribes outright).
+func drainAll(ctx context.Context, subs []*nats.Subscription) {
+	var waits []<-chan nats.SubStatus
+	var draining []*nats.Subscription
+	for _, sub := range subs {
+		ch := sub.StatusChanged(nats.SubscriptionClosed)
+		if err := sub.Drain(); err != nil {
+			_ = sub.Unsubscribe()
 			continue
 		}
 		waits = append(waits, ch)
+		draining = append(draining, sub)
 	}
 	for i, ch := range waits {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			for _, t := range ts[i:] {
-				if t.sub != nil {
-					_ = t.sub.Unsubscribe()
-				}
+			for _, sub := range draining[i:] {
+				_ = sub.Unsubscribe()
 			}
 			return
 		}
@@ -479,9 +491,13 @@ func (w *Worker) sweep() {
 // shutdown releases everything (Stop).
 func (w *Worker) shutdown() {
 	// Frames sent to the member subject now get no responders: clients go
-	// back to the partition subjects, where a peer takes over.
+	// back to the partition subjects, where a peer takes over. The frames
+	// already received are served first (dropped, their callers would wait
+	// out their deadlines).
 	if w.routeSub != nil {
-		_ = w.routeSub.Unsubscribe()
+		ctx, cancel := context.WithTimeout(context.Background(), w.renewEvery)
+		drainAll(ctx, []*nats.Subscription{w.routeSub})
+		cancel()
 	}
 	ts := make([]*tenure, 0, len(w.owned))
 	for _, t := range w.owned {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,14 +41,24 @@ type claimJob struct {
 	limits  []limitPair
 }
 
-// claimBatch collects the answers of a frame's claims; the last one to
-// finish sends them in one reply.
+// claimBatch collects the answers of a frame's claims and sends them
+// together: when the last one is done, or claimLinger after an answer is
+// ready while others still wait on KV (a slow create delays the others of
+// its frame by that much, not by its own deadline).
 type claimBatch struct {
 	w       *Worker
 	reply   string
-	answers []answer
-	left    atomic.Int32
+	answers []answer // by job slot; written by the job before it reports
+
+	mu      sync.Mutex // held while a reply is built and published (replies stay in order)
+	left    int
+	pending []int // slots answered and not yet sent
+	timer   *time.Timer
 }
+
+// claimLinger bounds how long a claim's answer waits for the other claims
+// of its frame.
+const claimLinger = time.Millisecond
 
 // serveFrame serves a batch frame (frame.go) that reached the worker on its
 // member subject or on a partition subject: every item is decided by the
@@ -162,8 +171,7 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 		admitted = append(admitted, j)
 	}
 	if len(admitted) > 0 {
-		cb = &claimBatch{w: w, reply: m.Reply, answers: make([]answer, len(admitted))}
-		cb.left.Store(int32(len(admitted)))
+		cb = &claimBatch{w: w, reply: m.Reply, answers: make([]answer, len(admitted)), left: len(admitted)}
 	}
 	// The immediate reply: every item decided here. When the frame's only
 	// item waits on a claim there is nothing to say yet.
@@ -212,15 +220,41 @@ func (j *claimJob) run() {
 		w.met.hit(ResultPending)
 		a.result, a.hookID, a.revision, a.retryMs = 3, res.HookID, res.Revision, max(1, ceilMs(res.RetryAfter))
 	}
-	if j.batch.left.Add(-1) == 0 {
-		j.batch.send()
+	j.batch.done(j.slot)
+}
+
+// done reports slot's answer ready.
+func (b *claimBatch) done(slot int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.left--
+	b.pending = append(b.pending, slot)
+	switch {
+	case b.left == 0:
+		if b.timer != nil {
+			b.timer.Stop()
+		}
+		b.sendLocked()
+	case b.timer == nil:
+		b.timer = time.AfterFunc(claimLinger, b.flush)
 	}
 }
 
-func (b *claimBatch) send() {
-	buf := appendReplyHeader(make([]byte, 0, 64+48*len(b.answers)), false, b.w.route, len(b.answers))
-	for k := range b.answers {
+func (b *claimBatch) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timer = nil
+	if len(b.pending) > 0 && b.left > 0 {
+		b.sendLocked()
+	}
+}
+
+// sendLocked publishes the pending answers (b.mu held).
+func (b *claimBatch) sendLocked() {
+	buf := appendReplyHeader(make([]byte, 0, 64+48*len(b.pending)), b.left > 0, b.w.route, len(b.pending))
+	for _, k := range b.pending {
 		buf = appendAnswer(buf, &b.answers[k])
 	}
+	b.pending = b.pending[:0]
 	_ = b.w.nc.Publish(b.reply, buf)
 }

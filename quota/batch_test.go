@@ -1,0 +1,508 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// tenantsIn returns n distinct tenants of partition p (of DefaultPartitions).
+func tenantsIn(p, n int, stem string) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if s := stem + strconv.Itoa(i); Partition(s, DefaultPartitions) == p {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// frameExchange sends a raw frame to subject and collects reply frames
+// until every one of want items is answered (or timeout).
+func frameExchange(t *testing.T, nc *nats.Conn, subject string, frame []byte, want int) map[int]wireAnswer {
+	t.Helper()
+	inbox := nc.NewInbox()
+	ch := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: frame}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]wireAnswer{}
+	timeout := time.After(10 * time.Second)
+	for len(got) < want {
+		select {
+		case m := <-ch:
+			if !isFrame(m.Data) {
+				t.Fatalf("reply is not a frame: headers %v data %q", m.Header, m.Data)
+			}
+			f, err := decodeReplyHeader(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range f.count {
+				var a wireAnswer
+				if err := f.next(&a); err != nil {
+					t.Fatal(err)
+				}
+				if _, dup := got[a.index]; dup {
+					t.Fatalf("item %d answered twice", a.index)
+				}
+				a.reason = append([]byte(nil), a.reason...)
+				a.hookID = append([]byte(nil), a.hookID...)
+				got[a.index] = a
+			}
+			if !f.done() {
+				t.Fatal("trailing bytes in a reply frame")
+			}
+		case <-timeout:
+			t.Fatalf("answered %d of %d items", len(got), want)
+		}
+	}
+	select {
+	case m := <-ch:
+		t.Fatalf("an extra reply: %q", m.Data)
+	case <-time.After(50 * time.Millisecond):
+	}
+	return got
+}
+
+func TestFrameMixedItems(t *testing.T) {
+	t.Parallel()
+	k, e, w, c := single(t)
+	ctx := testkit.Context(t)
+	ts := tenantsIn(5, 4, "mixed-")
+	// ts[1] is exhausted first (burst 1).
+	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks(ts[1], 1)}}); err != nil || rep.Result != ResultOK {
+		t.Fatalf("setup: %+v %v", rep, err)
+	}
+	// A committed claim for a duplicate.
+	dupID := claims.ID{Tenant: ts[3], Source: "gh", Key: "dup"}
+	res, err := e.store.Claim(ctx, dupID, "first", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Settle(ctx, dupID, "first", res.Revision, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	items := []HitRequest{
+		0: {Charges: []Charge{hooks(ts[0], 2)}},                                                                                // ok
+		1: {Charges: []Charge{hooks(ts[1], 1)}},                                                                                // rate_limited
+		2: {Charges: []Charge{{Kind: KindBytes, Tenant: ts[2], IncrementUs: 11, CapacityUs: 10}}},                              // invalid
+		3: {Charges: []Charge{hooks(ts[0], 2)}, Claim: &ClaimRequest{Tenant: ts[0], Source: "gh", Key: "new", HookID: "h3"}},   // ok + claim
+		4: {Charges: []Charge{hooks(ts[0], 2)}, Claim: &ClaimRequest{Tenant: ts[0], Source: "gh", Key: "other", HookID: "h4"}}, // denied: burst spent by 0 and 3
+		5: {Charges: []Charge{hooks(ts[3], 5)}, Claim: &ClaimRequest{Tenant: ts[3], Source: "gh", Key: "dup", HookID: "h5"}},   // duplicate, refunded
+		6: {Charges: []Charge{hooks(ts[2], 1), hooks(ts[2], 1)}},                                                               // invalid: kind twice
+		7: {Charges: []Charge{hooks("elsewhere", 1)}},                                                                          // misrouted (claims partition 5)
+		8: {Claim: &ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                 // invalid
+	}
+	frame := appendFrameHeader(nil, len(items))
+	for i := range items {
+		frame = appendHitItem(frame, 5, 1000, &items[i])
+	}
+	if Partition("elsewhere", DefaultPartitions) == 5 {
+		t.Fatal("pick another misrouted tenant")
+	}
+	got := frameExchange(t, k.Conn, MemberSubject(e.prefix, w.ID()), frame, len(items))
+	want := []struct {
+		status byte
+		result string
+	}{
+		{stAnswered, ResultOK}, {stAnswered, ResultRateLimited}, {stInvalid, ""}, {stAnswered, ResultOK},
+		{stAnswered, ResultRateLimited}, {stAnswered, ResultDuplicate}, {stInvalid, ""}, {stInvalid, ""}, {stInvalid, ""},
+	}
+	for i, w := range want {
+		a := got[i]
+		if a.status != w.status || w.status == stAnswered && resultCodes[a.result] != w.result {
+			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.status, resultCodes[a.result], a.reason, w.status, w.result)
+		}
+	}
+	if a := got[0]; a.nLimits != 1 || a.limits[0].remaining != 1 {
+		t.Errorf("item 0 limits %+v", a.limits[:a.nLimits])
+	}
+	if a := got[3]; a.revision == 0 || string(a.hookID) != "h3" || a.nLimits != 1 || a.limits[0].remaining != 0 {
+		t.Errorf("item 3: %+v", a)
+	}
+	if a := got[5]; string(a.hookID) != "first" {
+		t.Errorf("item 5 hook id %q", a.hookID)
+	}
+	// Nothing of the duplicate, the denials or the invalid items was spent:
+	// ts[3] has its whole burst of 5, ts[2] its burst of 1.
+	for _, r := range []HitRequest{{Charges: []Charge{hooks(ts[3], 5)}}, {Charges: []Charge{hooks(ts[2], 1)}}} {
+		rep, err := c.Hit(ctx, r)
+		if err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != r.Charges[0].CapacityUs/r.Charges[0].IncrementUs-1 {
+			t.Errorf("after the frame, %s: %+v %v", r.Charges[0].Tenant, rep, err)
+		}
+	}
+	// A frame that does not parse is one 400, like malformed JSON.
+	msg, err := k.Conn.Request(MemberSubject(e.prefix, w.ID()), []byte{frameMagic, frameVersion, 1, 9}, 5*time.Second)
+	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
+		t.Fatalf("malformed frame: %v %v", msg, err)
+	}
+}
+
+// holdLane makes the lane of partition n gather (as if its window were
+// full) and returns a function that sends what gathered as one frame.
+func holdLane(c *Client, n int) (l *lane, flush func()) {
+	l = c.co.route[n].Load()
+	l.mu.Lock()
+	l.waiting = laneWindow
+	l.mu.Unlock()
+	return l, func() {
+		l.mu.Lock()
+		l.waiting = 1 // the slot flush's frame takes
+		l.mu.Unlock()
+		c.co.release(l)
+	}
+}
+
+func queued(l *lane) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+func TestCoalescedCallsShareAFrame(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t)
+	ctx := testkit.Context(t)
+	ts := tenantsIn(9, 3, "co-")
+	l, flush := holdLane(c, 9)
+	type res struct {
+		rep HitReply
+		err error
+	}
+	calls := []HitRequest{
+		{Charges: []Charge{hooks(ts[0], 1)}},
+		{Charges: []Charge{hooks(ts[0], 1)}}, // the same bucket: one of the two is denied
+		{Charges: []Charge{hooks(ts[1], 3)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "a"}},
+		{Charges: []Charge{hooks(ts[2], 3)}, Claim: &ClaimRequest{Tenant: ts[2], Source: "s", Key: "same", HookID: "b"}},
+		{Charges: []Charge{hooks(ts[1], 3)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "c"}},
+	}
+	out := make([]res, len(calls))
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			rep, err := c.Hit(ctx, calls[i])
+			out[i] = res{rep, err}
+		})
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == len(calls) }, "all calls queued in the lane")
+	frames := c.co.frames.Load()
+	flush()
+	wg.Wait()
+	if n := c.co.frames.Load() - frames; n != 1 {
+		t.Fatalf("%d frames for %d coalesced calls", n, len(calls))
+	}
+	results := map[string]int{}
+	for i, r := range out[:2] {
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		results[r.rep.Result]++
+	}
+	if results[ResultOK] != 1 || results[ResultRateLimited] != 1 {
+		t.Errorf("two charges of a burst-1 bucket in one frame: %v", results)
+	}
+	// ts[1] and ts[2] are different tenants: keys differ; ts[1]'s two claims
+	// on one key: one ok, one pending (the other's claim in flight).
+	if out[3].err != nil || out[3].rep.Result != ResultOK {
+		t.Errorf("ts[2] claim: %+v %v", out[3].rep, out[3].err)
+	}
+	results = map[string]int{}
+	for _, r := range []res{out[2], out[4]} {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		results[r.rep.Result]++
+	}
+	if results[ResultOK] != 1 || results[ResultPending] != 1 {
+		t.Errorf("two claims of one key in one frame: %v", results)
+	}
+	// The pending one was refunded: ts[1] spent exactly one of 3.
+	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks(ts[1], 3)}})
+	if err != nil || rep.Limits[0].Remaining != 1 {
+		t.Errorf("ts[1] after the frame: %+v %v", rep, err)
+	}
+}
+
+func TestLoneHitIsSentAtOnce(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	prefix := newPrefix()
+	// A fake owner that records the frames it gets and answers ok.
+	var mu sync.Mutex
+	var sizes []int
+	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
+		items, err := decodeRequestFrame(m.Data, nil)
+		if err != nil {
+			t.Errorf("decode: %v", err)
+			return
+		}
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		b := appendReplyHeader(nil, false, "", len(items))
+		for i := range items {
+			b = appendAnswer(b, &answer{index: i, result: 1})
+		}
+		_ = m.Respond(b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	cnc, err := k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cnc.Close()
+	c, err := NewClient(cnc, WithPrefix(prefix), WithBudget(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst time.Duration
+	for i := range 50 {
+		start := time.Now()
+		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("lone", 1)}})
+		worst = max(worst, time.Since(start))
+		if err != nil || rep.Result != ResultOK {
+			t.Fatalf("hit %d: %+v %v", i, rep, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range sizes {
+		if n != 1 {
+			t.Fatalf("frame %d carried %d items", i, n)
+		}
+	}
+	if len(sizes) != 50 {
+		t.Fatalf("%d frames for 50 serial hits", len(sizes))
+	}
+	t.Logf("50 serial hits, one frame each, slowest %v", worst)
+}
+
+// slowStore blocks claims of the key "slow" until released (or ctx ends),
+// recording the deadline the owner gave them.
+type slowStore struct {
+	claims.Store
+	release  chan struct{}
+	deadline atomic.Int64 // time until the ctx deadline when the claim started, ns
+}
+
+func (s *slowStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	if id.Key == "slow" {
+		if dl, ok := ctx.Deadline(); ok {
+			s.deadline.Store(int64(time.Until(dl)))
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return claims.Result{}, claims.ErrUnavailable
+		}
+	}
+	return s.Store.Claim(ctx, id, hookID, ttl)
+}
+
+func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	store := &slowStore{Store: e.store, release: make(chan struct{})}
+	w, err := NewWorker(k.Conn, e.leases, e.counts, store, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop(testkit.Context(t)) }()
+	defer close(store.release)
+	waitServed(t, 10*time.Second, w)
+	c := e.client(t, k.Conn, WithBudget(5*time.Second))
+	ts := tenantsIn(3, 2, "dl-")
+	l, flush := holdLane(c, 3)
+
+	type res struct {
+		rep HitReply
+		err error
+		el  time.Duration
+	}
+	var short, long, quick res
+	var wg sync.WaitGroup
+	call := func(out *res, timeout time.Duration, r HitRequest) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		out.rep, out.err = c.Hit(ctx, r)
+		out.el = time.Since(start)
+	}
+	slow := &ClaimRequest{Tenant: ts[0], Source: "s", Key: "slow", HookID: "h"}
+	wg.Go(func() {
+		call(&short, 300*time.Millisecond, HitRequest{Charges: []Charge{hooks(ts[0], 5)}, Claim: slow})
+	})
+	wg.Go(func() {
+		call(&long, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
+	})
+	wg.Go(func() { call(&quick, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}}) })
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == 3 }, "three calls queued")
+	flush()
+	wg.Wait()
+
+	if quick.err != nil || quick.rep.Result != ResultOK || quick.el > time.Second {
+		t.Errorf("charges-only item: %+v %v after %v", quick.rep, quick.err, quick.el)
+	}
+	if long.err != nil || long.rep.Result != ResultOK || long.el >= 250*time.Millisecond {
+		t.Errorf("fast claim next to a slow one: %+v %v after %v (waited for the slow claim?)", long.rep, long.err, long.el)
+	}
+	if !errors.Is(short.err, ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
+		t.Errorf("slow claim, 300 ms deadline: %v after %v", short.err, short.el)
+	}
+	// The owner bounded the slow claim by that item's own deadline, not
+	// the frame's latest one.
+	if d := time.Duration(store.deadline.Load()); d <= 0 || d > 300*time.Millisecond {
+		t.Errorf("owner gave the slow claim %v", d)
+	}
+	// It timed out at the owner: its charge was refunded.
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		rep, err := c.Hit(testkit.Context(t), HitRequest{Charges: []Charge{hooks(ts[0], 5)}})
+		return err == nil && rep.Limits[0].Remaining == 4
+	}, "the timed-out claim's charge is refunded")
+}
+
+func TestBatchStraddlingHandoff(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	nc1, err := k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc1.Close()
+	nc2, err := k.Server.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
+	w1 := e.startWorker(t, nc1, WithMemberID("one"), WithRegisterer(reg1))
+	waitServed(t, 10*time.Second, w1)
+	c := e.client(t, k.Conn, WithBudget(10*time.Second))
+
+	// 32 callers hit 200 tenants (spread over the partitions) with unique
+	// claims while a second worker joins (the first hands half its
+	// partitions over) and then the first stops (it hands over the rest).
+	var stop atomic.Bool
+	var oks, sent atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				tenant := "h" + strconv.Itoa((g*7919+i)%200)
+				r := HitRequest{Charges: []Charge{{Kind: KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 40}}}
+				if i%4 == 0 {
+					key := strconv.Itoa(g) + "-" + strconv.Itoa(i)
+					r.Claim = &ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: key}
+				}
+				sent.Add(1)
+				rep, err := c.Hit(context.Background(), r)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if rep.Result != ResultOK {
+					errs <- errors.New("result " + rep.Result)
+					return
+				}
+				oks.Add(1)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	w2 := e.startWorker(t, nc2, WithMemberID("two"), WithRegisterer(reg2))
+	testkit.Eventually(t, 15*time.Second, func() bool { return allServed(w1, w2) && len(w1.Partitions()) > 0 && len(w2.Partitions()) > 0 }, "partitions split between the two")
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := w1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitServed(t, 15*time.Second, w2)
+	time.Sleep(200 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a hit failed across the handoff: %v", err)
+	}
+	// Every hit was decided exactly once: the owners counted as many ok
+	// decisions as the callers got answers.
+	decided := metricValue(t, reg1, "sluice_quota_hits_total", map[string]string{"result": "ok"}) +
+		metricValue(t, reg2, "sluice_quota_hits_total", map[string]string{"result": "ok"})
+	if int64(decided) != oks.Load() || oks.Load() != sent.Load() {
+		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
+	}
+	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.frames.Load(), float64(c.co.items.Load())/float64(c.co.frames.Load()))
+}
+
+// TestLegacyOwnerGetsJSON: an owner that predates frames answers a frame
+// 400 (it is not JSON); the client resends as JSON and keeps using JSON
+// for the partition.
+func TestLegacyOwnerGetsJSON(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	prefix := newPrefix()
+	var frames, jsons atomic.Int64
+	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
+		var req ownerRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil { // what the old owner did
+			frames.Add(1)
+			_ = m.RespondMsg(errorMsg(400, "invalid_request: "+err.Error()))
+			return
+		}
+		jsons.Add(1)
+		data, _ := json.Marshal(HitReply{Result: ResultOK, Limits: []LimitState{{Kind: KindHooks, Remaining: 7}}})
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	c, err := NewClient(k.Conn, WithPrefix(prefix), WithBudget(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("old", 1)}})
+		if err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 7 {
+			t.Fatalf("hit %d: %+v %v", i, rep, err)
+		}
+	}
+	if frames.Load() != 1 || jsons.Load() != 3 {
+		t.Fatalf("old owner got %d frames and %d JSON requests; want 1 and 3", frames.Load(), jsons.Load())
+	}
+	// And an old client (JSON, one request per hit) is served by a new owner.
+	k2, e, _, _ := single(t)
+	old := e.client(t, k2.Conn, WithCoalescing(false))
+	if rep, err := old.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 1 {
+		t.Fatalf("JSON client, new owner: %+v %v", rep, err)
+	}
+}
