@@ -27,7 +27,15 @@ import (
 // Nats-Service-Error-Code (400 or 503) and Nats-Service-Error (the reason)
 // and an empty body. The reason "not_owner" (503) means the receiver is
 // handing the partition over: the client retries like on no-responders.
-// "op":"batch" is reserved for coalescing several requests in one message.
+//
+// "op":"batch" is the binary batch frame of frame.go (first byte 0xFA, so
+// never mistaken for JSON): several hits, possibly of several partitions
+// the receiving worker serves, answered item by item in one reply (plus
+// one for the items that waited on a claim). Owners also serve frames on
+// their member subject (MemberSubject), which their replies advertise.
+// Clients coalesce concurrent hits into frames (coalesce.go) and send JSON
+// to an owner that answers a frame with an error header (a version before
+// frames); owners answer JSON as before.
 const (
 	opHit     = "hit"
 	opReset   = "reset"
