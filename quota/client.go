@@ -68,12 +68,12 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if c.co == nil || c.co.isLegacy(n) || r.Claim != nil && len(r.Claim.Key) > maxFrameKey || c.co.start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.budget)
-		defer cancel()
+	// No context per call: the frame's timer answers an item at its
+	// deadline, the budget when ctx has none.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.budget)
 	}
-	deadline, _ := ctx.Deadline()
 	backoff := minBackoff
 	var timer *time.Timer
 	defer func() {
@@ -89,25 +89,31 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		case stInvalid:
 			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
 		case stLegacy:
+			ctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
 			return c.hitJSON(ctx, &r)
 		case stRetry:
 		case stTimeout:
-			if err := ctx.Err(); err != nil {
-				return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, c.subjects[n], attempt, err)
+			err := ctx.Err()
+			if err == nil {
+				err = context.DeadlineExceeded // the budget
 			}
-			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
+			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
 		default: // stUnavailable, stFailed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
+		wait := min(backoff, time.Until(deadline))
 		if timer == nil {
-			timer = time.NewTimer(backoff)
+			timer = time.NewTimer(wait)
 		} else {
-			timer.Reset(backoff)
+			timer.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
-			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
 		case <-timer.C:
+		}
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
+			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}

@@ -86,11 +86,11 @@ type lane struct {
 
 // frameBatch is one frame in flight.
 type frameBatch struct {
-	id       uint64
-	lane     *lane
-	calls    []*hitCall
-	deadline time.Time
-	timer    *time.Timer
+	id    uint64
+	lane  *lane
+	calls []*hitCall
+	sent  time.Time
+	timer *time.Timer
 
 	mu       sync.Mutex
 	left     int  // calls without an answer
@@ -154,7 +154,8 @@ func (co *coalescer) isLegacy(n int) bool {
 	return until != 0 && time.Now().UnixNano() < until
 }
 
-// hit sends r as one item of a frame and waits for its answer or ctx.
+// hit sends r as one item of a frame and waits for its answer, ctx, or
+// the deadline (which the frame's timer enforces: ctx may have none).
 func (co *coalescer) hit(ctx context.Context, n int, r *HitRequest, deadline time.Time) (byte, string, HitReply) {
 	c := &hitCall{req: r, n: n, deadline: deadline, done: make(chan struct{}, 1)}
 	co.enqueue(co.route[n].Load(), c)
@@ -213,7 +214,7 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 func (co *coalescer) send(l *lane, calls []*hitCall) {
 	now := time.Now()
 	live := calls[:0]
-	var deadline time.Time
+	earliest := time.Time{}
 	for _, c := range calls {
 		switch {
 		case c.state.Load() != 0:
@@ -223,8 +224,8 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 			continue
 		}
 		live = append(live, c)
-		if c.deadline.After(deadline) {
-			deadline = c.deadline
+		if earliest.IsZero() || c.deadline.Before(earliest) {
+			earliest = c.deadline
 		}
 	}
 	if len(live) == 0 {
@@ -245,12 +246,13 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	for _, c := range live {
 		buf = appendHitItem(buf, c.n, max(1, c.deadline.Sub(now).Milliseconds()), c.req)
 	}
-	// The frame lives as long as its latest item may wait; it holds the
-	// lane's slot for slotHold at most (a frame lost with a subscription
-	// that went away must not stall the lane until its deadline).
-	b.deadline = deadline
+	// The frame's timer answers each item at its deadline (callers whose
+	// context has none rely on it) and gives the lane slot back after
+	// slotHold without a reply (a frame lost with a subscription that went
+	// away must not stall the lane).
+	b.sent = now
 	b.mu.Lock()
-	b.timer = time.AfterFunc(min(slotHold, deadline.Sub(now)), func() { co.onTimer(b) })
+	b.timer = time.AfterFunc(min(slotHold, earliest.Sub(now)), func() { co.onTimer(b) })
 	b.mu.Unlock()
 	err := co.nc.PublishMsg(&nats.Msg{Subject: l.subject, Reply: reply, Data: buf})
 	*bp = buf
@@ -260,25 +262,56 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	}
 }
 
-// onTimer releases the lane slot of a frame whose first reply is late,
-// and ends a frame that got no (complete) reply by its deadline.
+// onTimer answers the items of b whose deadline has passed (stTimeout),
+// releases b's lane slot if its first reply is later than slotHold, and
+// re-arms for the next of these; with no item left waiting, b is done.
 func (co *coalescer) onTimer(b *frameBatch) {
-	if left := time.Until(b.deadline); left > 0 {
-		b.mu.Lock()
-		if b.done {
-			b.mu.Unlock()
-			return
-		}
-		release := !b.released
-		b.released = true
-		b.timer.Reset(left)
+	now := time.Now()
+	var expired []*hitCall
+	var earliest time.Time
+	b.mu.Lock()
+	if b.done {
 		b.mu.Unlock()
-		if release {
-			co.release(b.lane)
-		}
 		return
 	}
-	co.finish(b, stTimeout, "no reply from "+b.lane.subject)
+	for _, c := range b.calls {
+		if c.state.Load() != 0 {
+			continue
+		}
+		if !now.Before(c.deadline) {
+			expired = append(expired, c)
+		} else if earliest.IsZero() || c.deadline.Before(earliest) {
+			earliest = c.deadline
+		}
+	}
+	if earliest.IsZero() {
+		b.mu.Unlock()
+		co.finish(b, stTimeout, "no reply from "+b.lane.subject)
+		return
+	}
+	release := false
+	if !b.released {
+		if hold := b.sent.Add(slotHold); now.Before(hold) {
+			earliest = minTime(earliest, hold)
+		} else {
+			release, b.released = true, true
+		}
+	}
+	b.timer.Reset(earliest.Sub(now))
+	b.mu.Unlock()
+	for _, c := range expired {
+		c.complete(stTimeout, "no reply from "+b.lane.subject+" by the deadline", HitReply{})
+	}
+	if release {
+		co.release(b.lane)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // finish answers every call of b still waiting with status, forgets b and
