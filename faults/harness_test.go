@@ -46,6 +46,11 @@ type Options struct {
 	// SIGSTOP, SIGTERM). Otherwise the nodes are fx apps in the test
 	// process, whose internals (Quota, NATS) the test can reach.
 	NodeProcs bool
+	// Embedded runs each node as a cmd/edge process that embeds its
+	// nats-server, clustered with the others' (--nats-listen,
+	// --cluster-listen, --routes): the single-binary cluster. Killing a
+	// node kills its server too. Implies NodeProcs; ServerProcs is ignored.
+	Embedded bool
 	// Partitions of the fleet (default 8).
 	Partitions int
 	// Replicas of every bucket and stream (default: min(3, Servers)).
@@ -114,14 +119,21 @@ func Start(t testing.TB, o Options) *Harness {
 		Timeout:   20 * time.Second,
 	}
 	t.Cleanup(h.http.CloseIdleConnections)
+	if o.Embedded {
+		o.NodeProcs, o.ServerProcs = true, false
+		h.o = o
+	}
 	var natsd string
 	if o.NodeProcs || o.ServerProcs {
 		h.edge, natsd = binaries(t)
 		t.Logf("harness: binaries ready after %v", time.Since(start).Round(time.Millisecond))
 	}
-	if o.ServerProcs {
+	switch {
+	case o.Embedded:
+		h.srv = newEmbeddedServers(t, h, o.Servers)
+	case o.ServerProcs:
 		h.srv = startProcServers(t, natsd, o.Servers)
-	} else {
+	default:
 		h.srv = &kitServers{k: testkit.Cluster(t, o.Servers)}
 	}
 	if err := os.WriteFile(filepath.Join(h.dir, "edge.yaml"), []byte(o.YAML), 0o600); err != nil {
@@ -139,6 +151,17 @@ func Start(t testing.TB, o Options) *Harness {
 	errs := make([]error, o.Servers)
 	for i, n := range h.nodes {
 		switch {
+		case o.Embedded:
+			// Together: R3 assets need all three peers. A node that fails
+			// its start-up (slow R3 creation on a loaded machine, or a
+			// creation race: see the report of issue #7) is started again,
+			// once, as a supervisor would, and logged.
+			wg.Go(func() {
+				if errs[i] = n.startProc(); errs[i] != nil {
+					t.Logf("node %d failed to start; starting it again: %v", i, errs[i])
+					errs[i] = n.startProc()
+				}
+			})
 		case !o.NodeProcs:
 			// In-process apps one by one (fxtest is driven from the test
 			// goroutine).
@@ -196,9 +219,13 @@ func (n *Node) args() []string {
 		"--config", filepath.Join(n.h.dir, "edge.yaml"),
 		"--data-dir", n.dir,
 		"--http-addr", "127.0.0.1:0",
-		"--nats-url", n.h.srv.url(n.i),
 		"--replicas", strconv.Itoa(o.Replicas),
 		"--partitions", strconv.Itoa(o.Partitions),
+	}
+	if e, ok := n.h.srv.(*embeddedServers); ok {
+		a = append(a, e.args[n.i]...)
+	} else {
+		a = append(a, "--nats-url", n.h.srv.url(n.i))
 	}
 	return append(a, o.Args...)
 }
@@ -650,6 +677,41 @@ func (s *kitServers) kill(i int)                  { s.url(0); s.k.Kill(i) }
 func (s *kitServers) restart(t testing.TB, i int) { s.k.Restart(t, i) }
 func (s *kitServers) stop(int)                    { panic("faults: SIGSTOP needs Options.ServerProcs") }
 func (s *kitServers) cont(int)                    {}
+
+// embeddedServers are the servers the Embedded nodes run.
+type embeddedServers struct {
+	h    *Harness
+	args [][]string
+	urls []string
+}
+
+func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
+	ports := freePorts(t, 2*n)
+	e := &embeddedServers{h: h}
+	for i := range n {
+		var routes []string
+		for j := range n {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+j]))
+			}
+		}
+		e.args = append(e.args, []string{
+			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--cluster-name", fmt.Sprintf("faults-%d", ports[0]),
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
+			"--routes", strings.Join(routes, ","),
+		})
+		e.urls = append(e.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	return e
+}
+
+func (e *embeddedServers) n() int                      { return len(e.urls) }
+func (e *embeddedServers) url(i int) string            { return e.urls[i] }
+func (e *embeddedServers) kill(i int)                  { e.h.nodes[i].Kill() }
+func (e *embeddedServers) restart(t testing.TB, i int) { e.h.nodes[i].Restart(t) }
+func (e *embeddedServers) stop(i int)                  { e.h.nodes[i].Freeze() }
+func (e *embeddedServers) cont(i int)                  { e.h.nodes[i].Thaw() }
 
 // procServers are natsd processes.
 type procServers struct {

@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// TestKillNode kill -9s one of three edge processes under load, restarts
-// it on its data directory, and checks that every hook answered 2xx is in
-// the HOOKS stream (R3) and that the fleet serves every partition again.
+// TestKillNode kill -9s one of three edge processes of a single-binary
+// cluster (each embeds one of three clustered nats-servers: R3 streams and
+// buckets) under load, restarts it on its data directory, and checks that
+// every hook answered 2xx is in the HOOKS stream, that every key has one
+// winner, and that the fleet serves every partition again.
 func TestKillNode(t *testing.T) {
 	t.Parallel()
-	h := Start(t, Options{NodeProcs: true})
+	h := Start(t, Options{Embedded: true})
 	l := NewLedger()
 	run := h.startHooks(l, hookLoad{Tenants: []string{"a", "b", "c", "d", "e", "f"}, Workers: 12, Redeliver: true})
 	defer run.stop()
