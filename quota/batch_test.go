@@ -506,3 +506,18 @@ func TestLegacyOwnerGetsJSON(t *testing.T) {
 		t.Fatalf("JSON client, new owner: %+v %v", rep, err)
 	}
 }
+
+func TestBigHitsGoAsJSON(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t)
+	ctx := testkit.Context(t)
+	frames := c.co.frames.Load()
+	key := string(make([]byte, maxItemBytes)) // NUL bytes: a valid key
+	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("big", 1)}, Claim: &ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
+	if err != nil || rep.Result != ResultOK || rep.Revision == 0 {
+		t.Fatalf("big claim: %+v %v", rep, err)
+	}
+	if c.co.frames.Load() != frames {
+		t.Fatal("a hit over maxItemBytes went in a frame")
+	}
+}

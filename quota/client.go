@@ -65,7 +65,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
-	if c.co == nil || c.co.isLegacy(n) || r.Claim != nil && len(r.Claim.Key) > maxFrameKey || c.co.start() != nil {
+	if c.co == nil || c.co.isLegacy(n) || !frameable(&r) || c.co.start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
 	// No context per call: the frame's timer answers an item at its

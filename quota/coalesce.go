@@ -37,8 +37,10 @@ const (
 	// legacyFor is how long a partition whose owner answered a frame with
 	// an error header (a version without frames) gets JSON requests.
 	legacyFor = 10 * time.Second
-	// maxFrameKey: a claim key longer than this goes as JSON.
-	maxFrameKey = 16 << 10
+	// maxItemBytes: a hit whose strings are longer than this in all goes
+	// as JSON (a frame of maxBatch items stays well under NATS's default
+	// 1 MiB max payload).
+	maxItemBytes = 3 << 10
 	// slotHold bounds how long a frame without any reply keeps its lane
 	// slot: the window paces the owner, it must not wait for a lost frame.
 	slotHold = 20 * time.Millisecond
@@ -254,6 +256,12 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	b.mu.Lock()
 	b.timer = time.AfterFunc(min(slotHold, earliest.Sub(now)), func() { co.onTimer(b) })
 	b.mu.Unlock()
+	if mp := co.nc.MaxPayload(); mp > 0 && int64(len(buf)) > mp {
+		// A server with a small max payload: these go as JSON.
+		framePool.Put(bp)
+		co.finish(b, stLegacy, "frame over the server's max payload")
+		return
+	}
 	err := co.nc.PublishMsg(&nats.Msg{Subject: l.subject, Reply: reply, Data: buf})
 	*bp = buf
 	framePool.Put(bp)
@@ -451,6 +459,18 @@ func (co *coalescer) memberLane(route []byte) *lane {
 // forget sends partition n's hits to its partition subject again.
 func (co *coalescer) forget(n int) {
 	co.route[n].Store(co.parts[n])
+}
+
+// frameable reports whether r is small enough for a frame.
+func frameable(r *HitRequest) bool {
+	n := 0
+	for i := range r.Charges {
+		n += len(r.Charges[i].Kind) + len(r.Charges[i].Tenant)
+	}
+	if c := r.Claim; c != nil {
+		n += len(c.Tenant) + len(c.Source) + len(c.Key) + len(c.HookID)
+	}
+	return n <= maxItemBytes
 }
 
 // decodeHitReply builds the HitReply of an answered item.
