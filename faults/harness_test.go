@@ -133,6 +133,9 @@ func Start(t testing.TB, o Options) *Harness {
 		h.srv = newEmbeddedServers(t, h, o.Servers)
 	case o.ServerProcs:
 		h.srv = startProcServers(t, natsd, o.Servers)
+	case o.Servers == 1:
+		k := testkit.New(t, testkit.WithListener())
+		h.srv = &singleServer{k: k}
 	default:
 		h.srv = &kitServers{k: testkit.Cluster(t, o.Servers)}
 	}
@@ -677,6 +680,16 @@ func (s *kitServers) kill(i int)                  { s.url(0); s.k.Kill(i) }
 func (s *kitServers) restart(t testing.TB, i int) { s.k.Restart(t, i) }
 func (s *kitServers) stop(int)                    { panic("faults: SIGSTOP needs Options.ServerProcs") }
 func (s *kitServers) cont(int)                    {}
+
+// singleServer is one in-process server without a cluster (R1).
+type singleServer struct{ k *testkit.Kit }
+
+func (s *singleServer) n() int                  { return 1 }
+func (s *singleServer) url(int) string          { return s.k.Server.ClientURL() }
+func (s *singleServer) kill(int)                { panic("faults: a single in-process server cannot be killed") }
+func (s *singleServer) restart(testing.TB, int) {}
+func (s *singleServer) stop(int)                { panic("faults: SIGSTOP needs Options.ServerProcs") }
+func (s *singleServer) cont(int)                {}
 
 // embeddedServers are the servers the Embedded nodes run.
 type embeddedServers struct {
