@@ -396,3 +396,20 @@ tenants:
 		})
 	}
 }
+
+// startFuzzServiceApp starts one app for a fuzz target and returns its
+// in-process connection.
+func startFuzzServiceApp(f *testing.F) *nats.Conn {
+	f.Helper()
+	dir := f.TempDir()
+	cfg, err := config.Parse([]string{"--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off",
+		"--http-addr", "127.0.0.1:0", "--partitions", "4", "--replay-capacity", "1000"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var nc *sluicefx.NATS
+	app := fxtest.New(f, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&nc))
+	app.RequireStart()
+	f.Cleanup(app.RequireStop)
+	return nc.Conn
+}
