@@ -51,12 +51,12 @@ const abuseAdminToken = "abuse-admin-token-0123456789"
 // penalty — is exactly as it was.
 func TestAbuse(t *testing.T) {
 	t.Parallel()
-	total := 10000
+	total := scale(10000)
 	if testing.Short() {
 		total = 2000
 	}
 	h := Start(t, Options{Servers: 1, NodeProcs: true, YAML: abuseYAML, Args: []string{"--admin-token", abuseAdminToken}})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), scaleD(90*time.Second))
 	defer cancel()
 
 	// The victim's state.
@@ -449,6 +449,7 @@ func setPath(cur any, path []string, v any) {
 // in edge.ValidName.
 func TestUncleanPaths(t *testing.T) {
 	t.Parallel()
+	knownBug(t, "unclean-paths")
 	h := Start(t, Options{Servers: 1, NodeProcs: true, YAML: abuseYAML, Args: []string{"--admin-token", abuseAdminToken}})
 	client := &http.Client{Transport: h.http.Transport, Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

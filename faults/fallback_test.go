@@ -15,27 +15,27 @@ import (
 )
 
 // TestFleetFallbackKeepsOneWinner: two nodes (two quota.Fleets) get a hit
-// with a claim on the same key while the partition owner does not answer
+// with a claim on the same key while the partition owner cannot decide
 // within the budget — the edge's situation when an owner dies, is frozen,
 // or is merely slow under load (edge/handler.go calls Fleet.Hit with a
 // deadline equal to the store budget). At most one of them may be told
-// "ok": two node-local claims would give the key two winners.
+// "ok": two node-local claims give the key two winners.
 //
-// Silent owner: the fleet call uses up the caller's deadline, the fallback
-// claim runs on that spent context and fails, and the edge answers 503
-// (safe, by accident). Failing owner: it answers 503 at once (its KV write
-// timed out: what TestDedupeRace's loaded owners do), the fallback claim
-// then has time left and succeeds on both nodes. BUG (issue #7's report):
-// quota.Fleet falls back to node-local claims, which dedupe per node only.
+// SilentOwner: nobody answers; FailingOwner: the owner answers 503 at once
+// (its KV write failed: what the loaded or electing owners of the kill
+// scenarios do). BUG fallback-split (issue #7's report): quota.Fleet falls
+// back to node-local in-memory claims, which dedupe per node only.
 func TestFleetFallbackKeepsOneWinner(t *testing.T) {
 	t.Parallel()
 	t.Run("SilentOwner", func(t *testing.T) {
 		t.Parallel()
+		knownBug(t, "fallback-split")
 		k := testkit.New(t) // no worker: nobody serves any partition
 		fallbackWinners(t, k)
 	})
 	t.Run("FailingOwner", func(t *testing.T) {
 		t.Parallel()
+		knownBug(t, "fallback-split")
 		k := testkit.New(t)
 		// An owner of every partition that answers 503 at once.
 		sub, err := k.Conn.Subscribe("sluice.v1.quota.p.*", func(m *nats.Msg) {

@@ -618,11 +618,24 @@ func (h *Harness) Stored(t testing.TB) []StoredHook {
 }
 
 // CheckHooks reads the stream, checks the ledger against it, logs the
-// report and fails the test on violations.
+// report and fails the test on violations. Split keys (more than one
+// winner) are violations unless allowSplit; with
+// SLUICE_FAULTS_KNOWN_BUGS=tolerate they are logged as the known bug
+// fallback-split.
 func (h *Harness) CheckHooks(t testing.TB, l *Ledger, allowSplit bool) Report {
 	t.Helper()
 	r := l.Check(h.Stored(t))
 	t.Logf("hooks: %s; answers by status %v", r, l.Codes())
+	for i, k := range r.Split {
+		if i == 3 {
+			break
+		}
+		t.Logf("split key %s: answers %v", k, l.Winners(k))
+	}
+	if len(r.Split) > 0 && !allowSplit && tolerateKnownBugs() {
+		t.Logf("known bug fallback-split tolerated: %d keys with more than one winner", len(r.Split))
+		allowSplit = true
+	}
 	for _, v := range r.Violations(allowSplit) {
 		t.Errorf("invariant broken: %s", v)
 	}

@@ -19,7 +19,7 @@ func TestKillNode(t *testing.T) {
 	defer run.stop()
 	step := func(what string) {
 		t.Helper()
-		if err := run.waitAccepted(200, 30*time.Second); err != nil {
+		if err := run.waitAccepted(int64(scale(200)), scaleD(30*time.Second)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestKillServer(t *testing.T) {
 	defer rp.stop()
 	step := func(what string) {
 		t.Helper()
-		if err := run.waitAccepted(200, 30*time.Second); err != nil {
+		if err := run.waitAccepted(int64(scale(200)), scaleD(30*time.Second)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}

@@ -99,6 +99,18 @@ func (l *Ledger) Codes() map[int]int {
 	return out
 }
 
+// Winners returns the ids the 2xx answers for k named, with how many
+// answers named each.
+func (l *Ledger) Winners(k HookKey) map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for id, n := range l.answers[k] {
+		out[id] = n
+	}
+	return out
+}
+
 // Accepted is the number of distinct hooks answered 202.
 func (l *Ledger) Accepted() int {
 	l.mu.Lock()

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -64,4 +66,40 @@ func binaries(t testing.TB) (edge, natsd string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "edge"), filepath.Join(binDir, "natsd")
+}
+
+// long runs the long versions of the scenarios (go test ./faults
+// -faults.long -timeout 30m): more keys, more requests, longer phases.
+var longRun = flag.Bool("faults.long", false, "run the long versions of the fault scenarios")
+
+// scale is n, or 10 × n with -faults.long.
+func scale(n int) int {
+	if *longRun {
+		return 10 * n
+	}
+	return n
+}
+
+// scaleD is d, or 5 × d with -faults.long.
+func scaleD(d time.Duration) time.Duration {
+	if *longRun {
+		return 5 * d
+	}
+	return d
+}
+
+// tolerateKnownBugs: with SLUICE_FAULTS_KNOWN_BUGS=tolerate, the failures
+// that the bugs listed in issue #7's report cause are logged instead of
+// failing the run (every other invariant is still enforced):
+//   - fallback-split: quota.Fleet answers a keyed hit from node-local
+//     claims when the owner fails, so one dedupe key can get two winners;
+//   - unclean-paths: "." / ".." / "//" paths are answered 307.
+func tolerateKnownBugs() bool { return os.Getenv("SLUICE_FAULTS_KNOWN_BUGS") == "tolerate" }
+
+// knownBug skips t when known bugs are tolerated.
+func knownBug(t *testing.T, name string) {
+	t.Helper()
+	if tolerateKnownBugs() {
+		t.Skipf("known bug %s tolerated (SLUICE_FAULTS_KNOWN_BUGS=tolerate)", name)
+	}
 }

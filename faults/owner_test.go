@@ -46,12 +46,12 @@ func TestOwnerDies(t *testing.T) {
 	begin := time.Now()
 	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 2 * len(tenants), Pace: 20 * time.Millisecond, MaxTries: 1})
 	defer run.stop()
-	time.Sleep(2 * time.Second) // every tenant spends its burst and runs at its rate
+	time.Sleep(scaleD(2 * time.Second)) // every tenant spends its burst and runs at its rate
 	h.Node(victim).Kill()
 	killed := time.Now()
 	took := h.WaitServed(t, 30*time.Second, victimParts...)
 	t.Logf("owner (node %d) killed: its %d partitions served again after %v", victim, len(victimParts), took.Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
+	time.Sleep(scaleD(2 * time.Second))
 	run.stop()
 	elapsed := time.Since(begin).Seconds()
 	t.Logf("load: %s over %.1f s (the owner was killed at %.1f s)", run, elapsed, killed.Sub(begin).Seconds())

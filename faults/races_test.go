@@ -23,11 +23,11 @@ import (
 // binary). A 409 is retried after 50 ms.
 func TestDedupeRace(t *testing.T) {
 	t.Parallel()
-	keys, racers, parallel := 1000, 64, 4
+	keys, racers, parallel := scale(1000), 64, 4
 	switch {
 	case testing.Short():
 		keys = 100
-	case raceEnabled:
+	case raceEnabled && !*longRun:
 		keys = 100
 	}
 	h := Start(t, Options{ServerProcs: true, NodeProcs: true})
@@ -186,15 +186,15 @@ func TestReserveRace(t *testing.T) {
 		after := c.Stats()
 		t.Logf("%s: %d grants, %d failed calls in %v", what, after.Grants-before.Grants, after.Failures-before.Failures, d)
 	}
-	phase("steady", 2*time.Second)
+	phase("steady", scaleD(2*time.Second))
 	h.Node(victim).Kill()
 	killed := time.Now()
 	took := h.WaitServed(t, 30*time.Second, part)
 	t.Logf("owner node %d killed: partition %d served again after %v", victim, part, took.Round(time.Millisecond))
-	phase("after the crash failover", 2*time.Second)
+	phase("after the crash failover", scaleD(2*time.Second))
 	h.Node(victim).Restart(t)
 	restarted := time.Now()
-	phase("around the restart (the partition may be handed back)", 3*time.Second)
+	phase("around the restart (the partition may be handed back)", scaleD(3*time.Second))
 	cancel()
 	wg.Wait()
 	t.Logf("owner of partition %d at the end: node %d (killed at +0s, restarted at +%v)", part, h.Owner(part), restarted.Sub(killed).Round(time.Millisecond))
