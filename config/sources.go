@@ -137,7 +137,7 @@ func (l Limits) Validate() error {
 // ValidName reports whether s is a valid tenant or source name: 1..128 bytes
 // of [A-Za-z0-9._~-] (the HTTP path rule).
 func ValidName(s string) bool {
-	if s == "" || len(s) > MaxNameBytes {
+	if s == "" || len(s) > MaxNameBytes || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

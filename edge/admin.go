@@ -18,9 +18,11 @@ import (
 // path answers 404 (the API does not exist); with one, a request without the
 // right bearer token answers 401.
 func (h *Handler) mountAdmin() {
-	h.mux.HandleFunc("/v1/admin/", h.admin(func(w http.ResponseWriter, r *http.Request) {
+	notFound := h.admin(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
-	}))
+	})
+	h.mux.HandleFunc("/v1/admin/", notFound)
+	h.mux.HandleFunc("/v1/admin", notFound) // no redirect to the subtree
 	h.mux.HandleFunc("GET /v1/admin/tenants/{tenant}/limits", h.admin(h.getLimits))
 	h.mux.HandleFunc("PUT /v1/admin/tenants/{tenant}/limits", h.admin(h.putLimits))
 	h.mux.HandleFunc("DELETE /v1/admin/tenants/{tenant}/limits", h.admin(h.deleteLimits))

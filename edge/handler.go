@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rid = nuid.Next()
 	}
 	w.Header().Set("X-Request-Id", rid)
+	// net/http's mux answers a path that is not canonical ("..", ".", "//")
+	// with a redirect to the cleaned path, which could send a webhook to
+	// another tenant's endpoint: refuse it instead.
+	if p := r.URL.EscapedPath(); p != "/" && (p != path.Clean(p) || strings.Contains(p, "%2F") || strings.Contains(p, "%2f")) {
+		h.m.requests.WithLabelValues("invalid", "400").Inc()
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -153,9 +162,9 @@ func tokenByte(c byte) bool {
 }
 
 // ValidName reports whether s is a valid tenant or source: 1–128 bytes of
-// [A-Za-z0-9._~-].
+// [A-Za-z0-9._~-], and not "." or ".." (path segments no URL can carry).
 func ValidName(s string) bool {
-	if s == "" || len(s) > 128 {
+	if s == "" || len(s) > 128 || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
