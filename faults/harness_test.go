@@ -64,6 +64,9 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// heavy bounds the clusters running at once.
+var heavy = make(chan struct{}, 3)
+
 // baseYAML accepts any tenant and source, with limits high enough that load
 // tests are never rate limited.
 const baseYAML = `allow_unknown: true
@@ -111,6 +114,12 @@ func Start(t testing.TB, o Options) *Harness {
 	}
 	if o.YAML == "" {
 		o.YAML = baseYAML
+	}
+	if o.Servers >= 3 {
+		// At most heavyAtOnce clusters at a time: on two cores more would
+		// only stretch every scenario's timings. Released last.
+		heavy <- struct{}{}
+		t.Cleanup(func() { <-heavy })
 	}
 	h := &Harness{t: t, o: o, dir: t.TempDir()}
 	start := time.Now()
