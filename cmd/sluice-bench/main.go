@@ -46,6 +46,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-dev/sluice/quota"
 )
@@ -136,8 +137,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.duration <= 0 || o.warmup < 0:
 		return nil, errors.New("--duration must be > 0 and --warmup >= 0")
-	case o.repeat < 1 || o.slices < 1:
-		return nil, errors.New("--repeat and --slices must be >= 1")
+	case o.repeat < 0 || o.repeat == 0 && o.profileDir == "" || o.slices < 1:
+		return nil, errors.New("--repeat must be >= 1 (0 only with --profile: profile, measure nothing else) and --slices >= 1")
 	case o.httpInflight < 1 || o.httpTenants < 1 || o.claims < 1:
 		return nil, errors.New("--http-inflight, --http-tenants and --memory-claims must be >= 1")
 	case o.partitions < 1 || o.partitions > quota.MaxPartitions:
@@ -202,22 +203,23 @@ type settings struct {
 
 // bench holds the processes and clients of one invocation.
 type bench struct {
-	o      *options
-	out    io.Writer
-	log    io.Writer
-	tmp    string
-	root   string
-	edge   *edgeProc
-	nc     *nats.Conn
-	qc     *quota.Client
-	ncJSON *nats.Conn
-	qcJSON *quota.Client // WithCoalescing(false), with --json-client
-	redis  *child
-	rdb    *redis.Client
-	rskip  string
-	floor  *child
-	floorU string
-	self   int
+	o         *options
+	out       io.Writer
+	log       io.Writer
+	tmp       string
+	root      string
+	edge      *edgeProc
+	nc        *nats.Conn
+	qc        *quota.Client
+	ncJSON    *nats.Conn
+	qcJSON    *quota.Client // WithCoalescing(false), with --json-client
+	redis     *child
+	rdb       *redis.Client
+	redisAddr string
+	rskip     string
+	floor     *child
+	floorU    string
+	self      int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -338,12 +340,16 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rr := runResult{Run: i, LoadAvg: loadAvg()}
 		for _, w := range o.workloads {
 			for _, n := range o.inflight {
+				var before baseline
+				if w.Claim && o.drain {
+					before = b.storeBaseline(ctx)
+				}
 				rr.Pairs = append(rr.Pairs, b.quotaPair(ctx, i, w, n)...)
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
 				if w.Claim && o.drain {
-					if d := b.drainClaims(ctx, i, w, n); d != nil {
+					if d := b.drainClaims(ctx, i, w, n, before); d != nil {
 						rr.Drains = append(rr.Drains, d)
 					}
 				}
@@ -426,7 +432,7 @@ func (b *bench) startRedis(ctx context.Context) {
 		b.logf("redis: skipped: %v", err)
 		return
 	}
-	b.redis = c
+	b.redis, b.redisAddr = c, addr
 	b.rdb = newRedisClient(addr, slices.Max(b.o.inflight)+8)
 	if err := warmRedis(ctx, b.rdb); err != nil {
 		b.rskip = err.Error()
@@ -506,7 +512,12 @@ func (b *bench) memory(ctx context.Context) *memoryResult {
 		return m
 	}
 	b.logf("memory: redis keys")
-	if rm, err := redisStoreMemory(ctx, b.rdb, 1_000_000, b.o.claims); err != nil {
+	// Its own client: FLUSHALL of a big database can outlast the load
+	// client's 5 s read timeout on a busy machine.
+	rdb := redis.NewClient(&redis.Options{Addr: b.redisAddr, ReadTimeout: 2 * time.Minute, WriteTimeout: time.Minute, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	defer rdb.Close()
+	if rm, err := redisStoreMemory(ctx, rdb, 1_000_000, b.o.claims); err != nil {
 		m.RedisSkipped = err.Error()
 	} else {
 		m.Redis = rm

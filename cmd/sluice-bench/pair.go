@@ -138,10 +138,12 @@ type drainResult struct {
 }
 
 type drainCost struct {
-	// Claims is the stream's message count (sluice) or DBSIZE (Redis)
-	// when the wait started.
+	// Claims is how many more messages the claims stream (sluice) or keys
+	// the database (Redis) held when the wait started than before the row
+	// (the edge rows leave committed claims behind, with a 72 h TTL).
 	Claims uint64 `json:"claims"`
-	// Seconds until the stream / database was empty (or the wait gave up).
+	// Seconds until the stream / database was back to its size before the
+	// row (or the wait gave up).
 	Seconds float64 `json:"seconds"`
 	Drained bool    `json:"drained"`
 	// CPUPer1k is the server process's CPU seconds from the start of the
@@ -149,31 +151,64 @@ type drainCost struct {
 	CPUPer1k float64 `json:"cpu_s_per_1k_claims"`
 }
 
-// drainClaims waits until the pending claims of the rows just measured have
-// expired on both systems, so that their expiry is not charged to the next
-// row, and reports what the expiry cost each server.
-func (b *bench) drainClaims(ctx context.Context, run int, w workload, n int) *drainResult {
-	ctx, cancel := context.WithTimeout(ctx, pendingTTL+45*time.Second)
-	defer cancel()
-	js, err := jetstream.New(b.nc)
-	if err != nil {
-		return nil
-	}
-	stream, err := js.Stream(ctx, kvstore.StreamName(kvstore.BucketNames("sluice").Claims))
-	if err != nil {
-		b.logf("drain: %v", err)
-		return nil
-	}
-	msgs := func() (uint64, bool) {
+// storeSizes is the claims stream's message count and Redis's DBSIZE.
+type storeSizes struct {
+	msgs, keys func(ctx context.Context) (uint64, bool)
+}
+
+func (b *bench) storeSizes() storeSizes {
+	var s storeSizes
+	s.msgs = func(ctx context.Context) (uint64, bool) {
+		js, err := jetstream.New(b.nc)
+		if err != nil {
+			return 0, false
+		}
+		stream, err := js.Stream(ctx, kvstore.StreamName(kvstore.BucketNames("sluice").Claims))
+		if err != nil {
+			return 0, false
+		}
 		info, err := stream.Info(ctx)
 		if err != nil {
 			return 0, false
 		}
 		return info.State.Msgs, true
 	}
-	dbsize := func() (uint64, bool) {
+	s.keys = func(ctx context.Context) (uint64, bool) {
+		if b.rdb == nil {
+			return 0, false
+		}
 		v, err := b.rdb.DBSize(ctx).Result()
 		return uint64(v), err == nil
+	}
+	return s
+}
+
+// baseline is what the stores held before a hit+claim row.
+type baseline struct{ msgs, keys uint64 }
+
+func (b *bench) storeBaseline(ctx context.Context) baseline {
+	s := b.storeSizes()
+	var bl baseline
+	bl.msgs, _ = s.msgs(ctx)
+	bl.keys, _ = s.keys(ctx)
+	return bl
+}
+
+// drainClaims waits until the pending claims of the rows just measured have
+// expired on both systems (the stores are back to their size before the
+// row), so that their expiry is not charged to the next row, and reports
+// what the expiry cost each server.
+func (b *bench) drainClaims(ctx context.Context, run int, w workload, n int, before baseline) *drainResult {
+	ctx, cancel := context.WithTimeout(ctx, pendingTTL+45*time.Second)
+	defer cancel()
+	sizes := b.storeSizes()
+	msgs := func() (uint64, bool) {
+		v, ok := sizes.msgs(ctx)
+		return v - min(v, before.msgs), ok
+	}
+	dbsize := func() (uint64, bool) {
+		v, ok := sizes.keys(ctx)
+		return v - min(v, before.keys), ok
 	}
 	type waiter struct {
 		cost  *drainCost

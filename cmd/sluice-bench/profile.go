@@ -40,28 +40,22 @@ func (b *bench) profile(ctx context.Context) ([]profileEntry, error) {
 	n := slices.Max(b.o.inflight)
 	var out []profileEntry
 	type rowFn func(hooks window) row
-	var rows []struct {
-		name string
-		n    int
-		fn   rowFn
+	type profRow struct {
+		name  string
+		n     int
+		claim bool
+		fn    rowFn
 	}
+	var rows []profRow
 	for _, w := range b.o.workloads {
-		rows = append(rows, struct {
-			name string
-			n    int
-			fn   rowFn
-		}{w.Name, n, func(hooks window) row {
+		rows = append(rows, profRow{w.Name, n, w.Claim, func(hooks window) row {
 			errs := &firstError{}
 			return b.measure(ctx, 0, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc, w, keyPrefix(), errs), errs, hooks)
 		}})
 	}
 	if b.o.edge {
 		hn := b.o.httpInflight
-		rows = append(rows, struct {
-			name string
-			n    int
-			fn   rowFn
-		}{"edge", hn, func(hooks window) row {
+		rows = append(rows, profRow{"edge", hn, false, func(hooks window) row {
 			client := httpClient(hn)
 			defer client.CloseIdleConnections()
 			errs := &firstError{}
@@ -96,8 +90,16 @@ func (b *bench) profile(ctx context.Context) ([]profileEntry, error) {
 			},
 		}
 		b.logf("profiling %s at %d in flight (%d s)", r.name, r.n, secs)
+		var before baseline
+		if r.claim && b.o.drain {
+			before = b.storeBaseline(ctx)
+		}
 		res := r.fn(hooks)
 		<-done
+		if r.claim && b.o.drain {
+			// Let the row's claims expire before the next profile.
+			b.drainClaims(ctx, 0, workload{Name: r.name}, r.n, before)
+		}
 		for _, e := range []struct {
 			side, file string
 			err        error
