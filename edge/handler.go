@@ -23,16 +23,15 @@ import (
 	"github.com/sluice-dev/sluice/quota"
 )
 
-// Config holds a Handler's dependencies. Policy, Limits, Admitter, Claims,
-// LocalClaims and Hooks are required; the rest have defaults.
+// Config holds a Handler's dependencies. Policy, Limits, Admitter, Claims
+// and Hooks are required; the rest have defaults.
 type Config struct {
 	Policy      Policy
 	Limits      LimitsFunc
 	Overrides   *Overrides // fleet-wide admin overrides (nil: none, admin PUT disabled)
 	Admitter    Admitter
 	Resetter    Resetter           // used by the admin API to reset buckets
-	Claims      claims.Store       // the fleet (KV) claim store
-	LocalClaims claims.Store       // the node-local fallback claim store (the one the Admitter falls back to)
+	Claims      claims.Store       // the fleet (KV) claim store; the Admitter takes claims there too
 	Replay      claims.ReplayStore // replay nonces (nil: no replay protection)
 	LocalReplay claims.ReplayStore // replay fallback when Replay is unavailable (nil: answer 503)
 	Hooks       HookStorer
@@ -82,8 +81,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("edge: Config.Limits is required")
 	case cfg.Admitter == nil:
 		return nil, errors.New("edge: Config.Admitter is required")
-	case cfg.Claims == nil || cfg.LocalClaims == nil:
-		return nil, errors.New("edge: Config.Claims and Config.LocalClaims are required")
+	case cfg.Claims == nil:
+		return nil, errors.New("edge: Config.Claims is required")
 	case cfg.Hooks == nil:
 		return nil, errors.New("edge: Config.Hooks is required")
 	}
@@ -371,10 +370,9 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	}
 	h.setRemaining(w, rep)
 
+	// Claims always live in the fleet store, also when the charges were
+	// decided locally (see quota.Fleet): one winner per key.
 	claimStore := h.cfg.Claims
-	if rep.Local {
-		claimStore = h.cfg.LocalClaims
-	}
 	var id claims.ID
 	if key != "" {
 		h.m.claimOutcome.WithLabelValues("ok").Inc()

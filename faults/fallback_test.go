@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -23,8 +24,10 @@ import (
 //
 // SilentOwner: nobody answers; FailingOwner: the owner answers 503 at once
 // (its KV write failed: what the loaded or electing owners of the kill
-// scenarios do). BUG fallback-split (issue #7's report): quota.Fleet falls
-// back to node-local in-memory claims, which dedupe per node only.
+// scenarios do). Found here: a Fleet that fell back to node-local in-memory
+// claims deduped per node only (two winners). Fixed: the fallback decides
+// charges locally but takes the claim in the fleet's claim store (KV) with
+// a fresh budget, so exactly one node wins and the fallback stays available.
 func TestFleetFallbackKeepsOneWinner(t *testing.T) {
 	t.Parallel()
 	t.Run("SilentOwner", func(t *testing.T) {
@@ -55,6 +58,9 @@ func TestFleetFallbackKeepsOneWinner(t *testing.T) {
 func fallbackWinners(t *testing.T, k *testkit.Kit) {
 	const budget = 50 * time.Millisecond
 	lim, _ := gcra.LimitFromRate(10, 10)
+	// Both nodes share the fleet's claim store (the KV bucket), as fx wires
+	// them: the fallback takes claims there, never in node-local memory.
+	store := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: "fallback_claims"}))
 	winners := 0
 	for node := range 2 {
 		client, err := quota.NewClient(k.Conn, quota.WithBudget(budget), quota.WithPartitions(4))
@@ -65,7 +71,7 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fleet, err := quota.NewFleet(client, local, claims.NewMemory(), quota.WithBudget(budget))
+		fleet, err := quota.NewFleet(client, local, store, quota.WithBudget(budget))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,5 +94,10 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 	}
 	if winners > 1 {
 		t.Fatalf("%d nodes were told ok for one key while its owner could not decide: two winners", winners)
+	}
+	// And the fallback stays available: the claim store answered, so
+	// exactly one node won.
+	if winners != 1 {
+		t.Fatalf("no node was told ok while the claim store was reachable")
 	}
 }

@@ -78,7 +78,6 @@ func ProvideRegistry() *Registry {
 type Stores struct {
 	ClaimsBucket *kvstore.Bucket
 	Claims       claims.Store // fleet (KV)
-	LocalClaims  claims.Store // node-local fallback
 	Replay       claims.ReplayStore
 	LocalReplay  claims.ReplayStore
 	Cooldown     *cooldown.Store
@@ -114,7 +113,6 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	s := &Stores{
 		ClaimsBucket: cb,
 		Claims:       claims.NewKV(cb, claims.WithLogger(log)),
-		LocalClaims:  claims.NewMemory(),
 		Replay:       claims.NewKVReplay(rb, cfg.ReplaySkew),
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log)),
@@ -164,7 +162,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := quota.NewFleet(client, local, ev.LocalClaims, append(common, quota.WithRegisterer(reg))...)
+	fleet, err := quota.NewFleet(client, local, ev.Claims, append(common, quota.WithRegisterer(reg))...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +173,10 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 // Events are the lifecycle publisher, the settle-by-subject consumer, the
 // expiry watcher, and the claim stores decorated to publish lifecycle events.
 type Events struct {
-	Publisher   *events.Publisher
-	Settler     *events.Settler
-	Expiry      *events.ExpiryWatcher
-	Claims      claims.Store // Stores.Claims, publishing pending/committed/released
-	LocalClaims claims.Store
+	Publisher *events.Publisher
+	Settler   *events.Settler
+	Expiry    *events.ExpiryWatcher
+	Claims    claims.Store // Stores.Claims, publishing pending/committed/released
 }
 
 // ProvideEvents builds and starts the events parts.
@@ -202,7 +199,7 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 	lc.Append(fx.Hook{OnStart: settler.Start, OnStop: func(context.Context) error { settler.Stop(); return nil }})
 	lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
 	lc.Append(fx.StopHook(pub.Close))
-	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed, LocalClaims: s.LocalClaims}, nil
+	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed}, nil
 }
 
 // Service holds the `sluice` micro service once the app has started.
@@ -272,7 +269,6 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Admitter:     q.Fleet,
 		Resetter:     q.Fleet,
 		Claims:       ev.Claims,
-		LocalClaims:  ev.LocalClaims,
 		Replay:       s.Replay,
 		LocalReplay:  s.LocalReplay,
 		Hooks:        edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),

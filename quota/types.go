@@ -76,8 +76,9 @@ type HitReply struct {
 	RetryAfterMs int64        `json:"retry_after_ms,omitempty"`
 	Revision     uint64       `json:"revision,omitempty"`
 	Limits       []LimitState `json:"limits,omitempty"`
-	// Local is set (never on the wire) when the answer came from node-local
-	// fallback state: the claim, if any, lives in the node's memory store.
+	// Local is set (never on the wire) when the charges were decided from
+	// node-local fallback state (the owner did not answer in time). The
+	// claim, if any, still lives in the fleet's claim store.
 	Local bool `json:"-"`
 }
 
