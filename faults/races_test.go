@@ -97,7 +97,10 @@ func TestDedupeRace(t *testing.T) {
 // killed (crash failover: its lease expires) and later restarted (the
 // partition is handed back: graceful handoff). Counted from the clients'
 // side, the slots held at once never exceed the max, and no grant returns a
-// count above it.
+// count above it. The counter's ttl_ms is 3 s: slots whose reserve answer
+// or release answer was lost (the owner applied it after the caller's
+// budget ran out) come back 3 s after the counter's last change; the
+// racers hold a slot for at most 12 ms, so the TTL never frees a held one.
 func TestReserveRace(t *testing.T) {
 	t.Parallel()
 	const racers, maxSlots = 100, 10
@@ -158,7 +161,7 @@ func TestReserveRace(t *testing.T) {
 					Granted bool  `json:"granted"`
 					Count   int64 `json:"count"`
 				}
-				if !call(nc, "reserve", map[string]any{"principal": principal, "key": "slots", "max": maxSlots, "ttl_ms": 120000}, &rep) {
+				if !call(nc, "reserve", map[string]any{"principal": principal, "key": "slots", "max": maxSlots, "ttl_ms": 3000}, &rep) {
 					c.Failed()
 					sleepCtx(ctx, 20*time.Millisecond)
 					continue
