@@ -440,13 +440,11 @@ func setPath(cur any, path []string, v any) {
 }
 
 // TestUncleanPaths: paths that are not canonical ("." or ".." segments,
-// "//") and "/v1/admin" are answered 307 by net/http's ServeMux, which
-// redirects to the cleaned path, rather than 4xx. PROTOCOL.md allows "."
-// and ".." as tenant and source names ([A-Za-z0-9._~-]{1,128}) but no hook
-// can be posted to them, and "/v1/hooks/x/../victim/s" redirects a sender
-// to another tenant's endpoint. BUG (issue #7's report): reject unclean
-// paths with 400 before the mux (edge.Handler.ServeHTTP) and "." / ".."
-// in edge.ValidName.
+// "//") were answered 307 by net/http's ServeMux, which redirects to the
+// cleaned path — "/v1/hooks/x/../victim/s" pointed a sender at another
+// tenant's endpoint — and "." / ".." passed as tenant and source names but
+// could not be posted to. Found here; fixed in d16e2c3 (400 before the
+// mux). Every such path must get a 4xx.
 func TestUncleanPaths(t *testing.T) {
 	t.Parallel()
 	knownBug(t, "unclean-paths")

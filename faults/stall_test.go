@@ -128,6 +128,9 @@ func TestServerStall(t *testing.T) {
 		})
 	}
 	hw.Wait()
+	// Stay frozen for a while: the quota calls above keep running into it,
+	// and the other servers elect new leaders for what it led.
+	time.Sleep(time.Until(frozen.Add(scaleD(3 * time.Second))))
 	stalledFor := time.Since(frozen)
 	h.ThawServer(victim)
 	thawed := time.Now()
