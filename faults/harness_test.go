@@ -179,12 +179,11 @@ func Start(t testing.TB, o Options) *Harness {
 			// goroutine).
 			n.startInProc(t)
 		case i == 0:
-			errs[0] = n.startProc()
+			if errs[0] = n.startProc(); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
 		default:
 			wg.Go(func() { errs[i] = n.startProc() })
-		}
-		if errs[0] != nil {
-			break
 		}
 	}
 	wg.Wait()
