@@ -188,9 +188,11 @@ func retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 10008: cluster not ready / no leader; 10023: insufficient
-		// resources; 10074/10075: peers not current; 503s in general.
+		// resources; 10074/10075: peers not current; 10005: no suitable
+		// peers (a fresh cluster whose peers are not all known yet); 503s
+		// in general.
 		switch apiErr.ErrorCode {
-		case 10008, 10023, 10074, 10075:
+		case 10005, 10008, 10023, 10074, 10075:
 			return true
 		}
 		return apiErr.Code == 503 || apiErr.Code == 408
