@@ -30,7 +30,10 @@ func TestDedupeRace(t *testing.T) {
 	case raceEnabled && !*longRun:
 		keys = 100
 	}
-	h := Start(t, Options{ServerProcs: true, NodeProcs: true})
+	// A pending claim whose holder never learned it won (its answer was
+	// lost to a timeout under load) blocks the key until it expires: 5 s
+	// here, so every key still gets its winner within a racer's 30 s.
+	h := Start(t, Options{ServerProcs: true, NodeProcs: true, Args: []string{"--pending-ttl", "5s"}})
 	l := NewLedger()
 	var sent, conflicts, unavailable, noAnswer atomic.Int64
 	body := []byte(`{"race":true}`)
