@@ -50,8 +50,8 @@ type Fleet struct {
 // NewFleet wraps client with node-local fallback state. store is the
 // fleet's claim store (claims.NewKV on the claims bucket), used directly
 // for the claim of a hit the owner could not answer. Options read:
-// WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL,
-// WithBudget. The error wraps ErrInvalidOption for a bad option or a nil
+// WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL (the
+// budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
 func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...Option) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
@@ -65,7 +65,7 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...O
 		c:          client,
 		local:      local,
 		mem:        store,
-		budget:     cfg.budget,
+		budget:     client.Budget(), // one budget for the owner call and the fallback
 		now:        cfg.now,
 		pendingTTL: cfg.pendingTTL,
 		countTTL:   cfg.countTTL,
@@ -110,15 +110,37 @@ func (f *Fleet) outcome(op string, err error) bool {
 
 // Hit is Client.Hit with the local fallback (HitReply.Local set). The
 // fallback charges the local limiter and takes the claim, if any, in the
-// fleet's claim store with a fresh budget (see Fleet); ErrInvalid is
-// returned as is, a claims.ErrInvalid as ErrInvalid, and a claim store that
-// cannot answer as ErrUnavailable (charges refunded).
+// fleet's claim store (see Fleet); ErrInvalid is returned as is, a
+// claims.ErrInvalid as ErrInvalid, and a claim store that cannot answer as
+// ErrUnavailable (charges refunded).
+//
+// The whole call stays within one budget (ctx's deadline, else the
+// Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
+// the rest for the fallback's claim store call.
 func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	rep, err := f.c.Hit(ctx, r)
+	ctx, cancel := withBudget(ctx, f.budget)
+	defer cancel()
+	octx := ctx
+	if r.Claim != nil {
+		if dl, ok := ctx.Deadline(); ok {
+			var ocancel context.CancelFunc
+			octx, ocancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)*6/10))
+			defer ocancel()
+		}
+	}
+	rep, err := f.c.Hit(octx, r)
 	if !f.outcome(opHit, err) {
 		return rep, err
 	}
 	return f.localHit(ctx, r)
+}
+
+// withBudget bounds ctx by budget when it has no deadline.
+func withBudget(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || budget <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, budget)
 }
 
 func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
@@ -140,8 +162,13 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{Result: ResultOK, Local: true}, nil
 	}
 	cl := r.Claim
-	// The caller's budget went on the owner: the claim gets a fresh one.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.budget)
+	// What is left of the budget (at least 40% of it, see Hit); a floor of
+	// 20 ms so a caller that spent it all still gets one try.
+	left := f.budget
+	if dl, ok := ctx.Deadline(); ok {
+		left = max(time.Until(dl), 20*time.Millisecond)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	res, err := f.mem.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
 	cancel()
 	if err != nil || res.Outcome != claims.OK {
