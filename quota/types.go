@@ -106,8 +106,8 @@ func (r *HitRequest) Validate() error {
 		if c.Tenant == "" {
 			return fmt.Errorf("%w: charges[%d].tenant is empty", ErrInvalid, i)
 		}
-		if c.Kind == "" {
-			return fmt.Errorf("%w: charges[%d].kind is empty", ErrInvalid, i)
+		if c.Kind == "" || len(c.Kind) > 64 {
+			return fmt.Errorf("%w: charges[%d].kind must be 1..64 bytes", ErrInvalid, i)
 		}
 		if tenant == "" {
 			tenant = c.Tenant
