@@ -274,7 +274,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
 			return
 		}
-		if ok := h.replayCheck(w, r.Context(), tenant, source, v, start); !ok {
+		if ok := h.replayCheck(w, r.Context(), tenant, source, v); !ok {
 			return
 		}
 	}
@@ -433,7 +433,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 // replayCheck claims the verified message's (id, timestamp) so a captured
 // request cannot be replayed. It writes the response and returns false when
 // the request must stop here.
-func (h *Handler) replayCheck(w http.ResponseWriter, ctx context.Context, tenant, source string, v Verified, now time.Time) bool {
+func (h *Handler) replayCheck(w http.ResponseWriter, ctx context.Context, tenant, source string, v Verified) bool {
 	// Without a signed timestamp (GitHub) an exact replay cannot be told
 	// from a genuine redelivery: dedupe answers both.
 	if h.cfg.Replay == nil || v.MessageID == "" || v.Timestamp == 0 {
