@@ -353,7 +353,7 @@ func (it *wireHit) fastValid() bool {
 		return false
 	}
 	for i, c := range it.charges {
-		if len(c.kind) == 0 || c.inc <= 0 || c.cap <= 0 || c.inc > c.cap {
+		if len(c.kind) == 0 || len(c.kind) > MaxKindBytes || c.inc <= 0 || c.cap <= 0 || c.inc > c.cap {
 			return false
 		}
 		for j := range i {

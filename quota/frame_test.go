@@ -191,3 +191,38 @@ func FuzzDecodeReplyFrame(f *testing.F) {
 		_ = rf.done()
 	})
 }
+
+// TestFastValidMatchesValidateHit: the owner's allocation-free check of a
+// charges-only item agrees with validateHit on the edges of every bound.
+func TestFastValidMatchesValidateHit(t *testing.T) {
+	long := func(n int) []byte { return bytes.Repeat([]byte{'k'}, n) }
+	ch := func(kind []byte, inc, cap int64) wireCharge { return wireCharge{kind: kind, inc: inc, cap: cap} }
+	cases := map[string]wireHit{
+		"ok":            {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
+		"kind at bound": {tenant: []byte("t"), charges: []wireCharge{ch(long(MaxKindBytes), 1, 2)}},
+		"kind too long": {tenant: []byte("t"), charges: []wireCharge{ch(long(MaxKindBytes+1), 1, 2)}},
+		"empty kind":    {tenant: []byte("t"), charges: []wireCharge{ch(nil, 1, 2)}},
+		"tenant bound":  {tenant: long(MaxNameBytes), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
+		"tenant long":   {tenant: long(MaxNameBytes + 1), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
+		"no tenant":     {charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
+		"inc > cap":     {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 3, 2)}},
+		"zero inc":      {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 0, 2)}},
+		"kind twice":    {tenant: []byte("t"), charges: []wireCharge{ch([]byte("a"), 1, 2), ch([]byte("a"), 1, 2)}},
+		"no charges":    {tenant: []byte("t")},
+		"17 charges":    {tenant: []byte("t"), charges: make([]wireCharge, 17)},
+		"claim is slow": {tenant: []byte("t"), claim: true, source: []byte("s"), key: []byte("k"), hookID: []byte("h")},
+	}
+	for i := range cases["17 charges"].charges {
+		cases["17 charges"].charges[i] = ch([]byte{byte('a' + i)}, 1, 2)
+	}
+	for name, it := range cases {
+		req := it.request()
+		err := validateHit(&req)
+		if it.fastValid() && err != nil {
+			t.Errorf("%s: fastValid accepts, validateHit says %v", name, err)
+		}
+		if !it.fastValid() && err == nil && !it.claim {
+			t.Errorf("%s: fastValid refuses a valid charges-only hit", name)
+		}
+	}
+}

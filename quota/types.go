@@ -21,6 +21,9 @@ var (
 	ErrPartitionMismatch = errors.New("quota: partition count mismatch")
 )
 
+// MaxKindBytes bounds a charge's kind (it is kept per partition).
+const MaxKindBytes = 64
+
 // Charge kinds used by the edge.
 const (
 	KindHooks = "hooks"
@@ -106,8 +109,8 @@ func (r *HitRequest) Validate() error {
 		if c.Tenant == "" {
 			return fmt.Errorf("%w: charges[%d].tenant is empty", ErrInvalid, i)
 		}
-		if c.Kind == "" || len(c.Kind) > 64 {
-			return fmt.Errorf("%w: charges[%d].kind must be 1..64 bytes", ErrInvalid, i)
+		if c.Kind == "" || len(c.Kind) > MaxKindBytes {
+			return fmt.Errorf("%w: charges[%d].kind must be 1..%d bytes", ErrInvalid, i, MaxKindBytes)
 		}
 		if tenant == "" {
 			tenant = c.Tenant
