@@ -162,11 +162,18 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{Result: ResultOK, Local: true}, nil
 	}
 	cl := r.Claim
-	// What is left of the budget (at least 40% of it, see Hit); a floor of
-	// 20 ms so a caller that spent it all still gets one try.
+	// What is left of the budget (about 40% of it, see Hit); nothing left
+	// means unavailable, never a call past the budget.
 	left := f.budget
 	if dl, ok := ctx.Deadline(); ok {
-		left = max(time.Until(dl), 20*time.Millisecond)
+		left = time.Until(dl)
+	}
+	if left <= 0 {
+		now := gcra.Micros(f.now())
+		for i := range keys {
+			f.local.Refund(keys[i], lims[i], now)
+		}
+		return HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	res, err := f.mem.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
