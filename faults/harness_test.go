@@ -606,6 +606,12 @@ func (h *Harness) Stored(t testing.TB) []StoredHook {
 	for uint64(len(out)) < info.State.Msgs {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
+			// Right after a restart the stream's leader may still be
+			// moving: no responders is transient here.
+			if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
 			t.Fatalf("HOOKS fetch: %v", err)
 		}
 		got := 0
