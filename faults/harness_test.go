@@ -64,8 +64,10 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// heavy bounds the clusters running at once.
-var heavy = make(chan struct{}, 3)
+// heavy bounds the clusters running at once: one, so that the timing of a
+// scenario (failover times, budgets) is not bent by another scenario sharing
+// the two cores.
+var heavy = make(chan struct{}, 1)
 
 // baseYAML accepts any tenant and source, with limits high enough that load
 // tests are never rate limited.
