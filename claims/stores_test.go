@@ -92,7 +92,7 @@ func TestMemoryReplay(t *testing.T) {
 // from a replica that lags behind the write it was just told about.
 func TestKVReplicated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("3-node cluster")
+		t.Skip("skipped with -short: starts a 3-node cluster")
 	}
 	t.Parallel()
 	cl := testkit.Cluster(t, 3)
