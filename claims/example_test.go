@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // ExampleKV takes a webhook's dedupe key through both phases on an
@@ -22,7 +23,7 @@ func ExampleKV() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/service"
 )
@@ -38,7 +39,7 @@ func startSluice() (nc *nats.Conn, stop func()) {
 	dir, err := os.MkdirTemp("", "sluice-client-example")
 	must(err)
 	stops = append(stops, func() { os.RemoveAll(dir) })
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
 	must(err)
 	stops = append(stops, srv.Shutdown)
 	node, err := srv.Connect()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // Example shares a penalty and a reading between two instances using the
@@ -22,7 +23,7 @@ func Example() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
 	if err != nil {
 		panic(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // A node wires a Publisher, a claims store that reports its state changes,
@@ -20,7 +21,7 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "sluice-events-example")
 	defer os.RemoveAll(dir)
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: dir})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
 	if err != nil {
 		panic(err)
 	}

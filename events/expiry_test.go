@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -183,8 +184,8 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	port := freePort(t)
-	cfg := kvstore.ServerConfig{StoreDir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", port)}
-	srv, err := kvstore.StartServer(cfg)
+	cfg := natsembed.ServerConfig{StoreDir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", port)}
+	srv, err := natsembed.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	// The server goes away and comes back on the same port and data.
 	srv.Shutdown()
 	testkit.Eventually(t, 5*time.Second, func() bool { return !nc.IsConnected() }, "client noticed the outage")
-	srv, err = kvstore.StartServer(cfg)
+	srv, err = natsembed.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

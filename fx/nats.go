@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // NATS is the connection every part uses, and the embedded server when
@@ -28,7 +29,7 @@ type NATS struct {
 	Conn *nats.Conn
 	JS   jetstream.JetStream
 	// Server is the embedded server (nil with --nats-url).
-	Server *kvstore.Server
+	Server *natsembed.Server
 }
 
 // ProvideNATS starts the embedded server (unless --nats-url is set),
@@ -50,7 +51,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 	}
 	if cfg.NATSURL == "" {
-		srvCfg := kvstore.ServerConfig{
+		srvCfg := natsembed.ServerConfig{
 			Name:          "",
 			StoreDir:      filepath.Join(cfg.DataDir, "jetstream"),
 			Listen:        cfg.NATSListen,
@@ -66,7 +67,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		if err := os.MkdirAll(srvCfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
-		srv, err := kvstore.StartServer(srvCfg)
+		srv, err := natsembed.StartServer(srvCfg)
 		if err != nil {
 			return nil, err
 		}

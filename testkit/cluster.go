@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // ClusterKit is n embedded nats-servers with JetStream, clustered over
@@ -19,8 +20,8 @@ import (
 // and ports across Kill(i)/Restart(i).
 type ClusterKit struct {
 	mu      sync.Mutex
-	servers []*kvstore.Server // nil while killed
-	cfgs    []kvstore.ServerConfig
+	servers []*natsembed.Server // nil while killed
+	cfgs    []natsembed.ServerConfig
 }
 
 // Cluster starts n (>= 1) clustered servers with JetStream, each with a
@@ -31,7 +32,7 @@ func Cluster(t testing.TB, n int) *ClusterKit {
 	if n < 1 {
 		t.Fatalf("testkit: cluster of %d servers", n)
 	}
-	c := &ClusterKit{servers: make([]*kvstore.Server, n), cfgs: make([]kvstore.ServerConfig, n)}
+	c := &ClusterKit{servers: make([]*natsembed.Server, n), cfgs: make([]natsembed.ServerConfig, n)}
 	name := fmt.Sprintf("tk-%p", c)
 	// A JetStream cluster needs its routes configured at start, so the
 	// route ports are picked (random free ports) before any server starts.
@@ -40,7 +41,7 @@ func Cluster(t testing.TB, n int) *ClusterKit {
 		t.Fatalf("testkit: cluster ports: %v", err)
 	}
 	for i := range n {
-		c.cfgs[i] = kvstore.ServerConfig{
+		c.cfgs[i] = natsembed.ServerConfig{
 			Name:          fmt.Sprintf("s%d", i),
 			StoreDir:      t.TempDir(),
 			Listen:        "127.0.0.1:-1",
@@ -61,7 +62,7 @@ func Cluster(t testing.TB, n int) *ClusterKit {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			srv, err := kvstore.StartServer(c.cfgs[i])
+			srv, err := natsembed.StartServer(c.cfgs[i])
 			if err != nil {
 				errs[i] = err
 				return
@@ -116,7 +117,7 @@ func hostPort(url string) string {
 func (c *ClusterKit) N() int { return len(c.cfgs) }
 
 // Server returns server i (nil while killed).
-func (c *ClusterKit) Server(i int) *kvstore.Server {
+func (c *ClusterKit) Server(i int) *natsembed.Server {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.servers[i]
@@ -228,7 +229,7 @@ func (c *ClusterKit) Restart(t testing.TB, i int) {
 	if running {
 		t.Fatalf("testkit: server %d is running", i)
 	}
-	srv, err := kvstore.StartServer(c.cfgs[i])
+	srv, err := natsembed.StartServer(c.cfgs[i])
 	if err != nil {
 		t.Fatalf("testkit: restart server %d: %v", i, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // T is the part of testing.TB the kit uses. *testing.T and *testing.B
@@ -26,7 +27,7 @@ type T interface {
 
 // Kit is a running embedded server and a connection to it.
 type Kit struct {
-	Server *kvstore.Server
+	Server *natsembed.Server
 	Conn   *nats.Conn
 	JS     jetstream.JetStream
 	// Dir is the server's JetStream store directory.
@@ -34,28 +35,28 @@ type Kit struct {
 }
 
 // Option adjusts the server a Kit starts.
-type Option func(*kvstore.ServerConfig)
+type Option func(*natsembed.ServerConfig)
 
 // WithListener gives the server a random loopback TCP port (the default is
 // in-process only). Kit.Server.ClientURL() then returns its URL.
 func WithListener() Option {
-	return func(c *kvstore.ServerConfig) { c.Listen = "127.0.0.1:-1" }
+	return func(c *natsembed.ServerConfig) { c.Listen = "127.0.0.1:-1" }
 }
 
 // WithStoreDir keeps JetStream files in dir (e.g. to restart on the same data).
 func WithStoreDir(dir string) Option {
-	return func(c *kvstore.ServerConfig) { c.StoreDir = dir }
+	return func(c *natsembed.ServerConfig) { c.StoreDir = dir }
 }
 
 // New starts an in-process nats-server with JetStream in a temporary
 // directory and connects to it. Both are stopped by t.Cleanup.
 func New(t T, opts ...Option) *Kit {
 	t.Helper()
-	cfg := kvstore.ServerConfig{StoreDir: t.TempDir()}
+	cfg := natsembed.ServerConfig{StoreDir: t.TempDir()}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := kvstore.StartServer(cfg)
+	srv, err := natsembed.StartServer(cfg)
 	if err != nil {
 		t.Fatalf("testkit: start server: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // hookBody is the 1 KiB JSON body of every benchmark webhook.
@@ -112,7 +113,7 @@ func floorMain(args []string) int {
 }
 
 func runFloor(ctx context.Context, dataDir, addr string) error {
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: filepath.Join(dataDir, "jetstream"), Listen: "off"})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: filepath.Join(dataDir, "jetstream"), Listen: "off"})
 	if err != nil {
 		return err
 	}

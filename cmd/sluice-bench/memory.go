@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // memoryResult holds the memory figures.
@@ -121,7 +122,7 @@ func claimShape(i int) (claims.ID, string) {
 // reports the stream's bytes per claim and the store directory's size.
 func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, error) {
 	storeDir := filepath.Join(dir, "jetstream")
-	srv, err := kvstore.StartServer(kvstore.ServerConfig{StoreDir: storeDir, Listen: "off"})
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: storeDir, Listen: "off"})
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
 // Command natsd runs one embedded nats-server with JetStream
-// (kvstore.StartServer, exactly as the edge embeds it) as a process of its
+// (natsembed.StartServer, exactly as the edge embeds it) as a process of its
 // own, for the fault tests of package faults: they kill -9 it, SIGSTOP it
 // and restart it on the same store directory and ports.
 //
@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 func main() {
-	var cfg kvstore.ServerConfig
+	var cfg natsembed.ServerConfig
 	var routes string
 	flag.StringVar(&cfg.Name, "name", "", "server name (required in a JetStream cluster)")
 	flag.StringVar(&cfg.StoreDir, "store", "", "JetStream store directory")
@@ -36,7 +36,7 @@ func main() {
 		cfg.Routes = strings.Split(routes, ",")
 	}
 	cfg.ReadyTimeout = 30 * time.Second
-	srv, err := kvstore.StartServer(cfg)
+	srv, err := natsembed.StartServer(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package kvstore
+package natsembed
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // ErrServerStart is returned by StartServer when the embedded server does not
 // become ready in time.
-var ErrServerStart = errors.New("kvstore: embedded nats-server did not start")
+var ErrServerStart = errors.New("natsembed: embedded nats-server did not start")
 
 // ServerConfig configures an embedded nats-server with JetStream.
 // The zero value is a single in-process node with a temporary-less store
