@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -106,8 +107,15 @@ type Config struct {
 	LogFormat string
 
 	// AllowUnknown accepts tenants and sources the file does not list, with
-	// Defaults (allow_unknown; true when not set).
+	// Defaults (allow_unknown; when not set, true only if the file lists no
+	// tenant). A listed tenant may decide for its own sources (see
+	// Config.AllowsUnlisted).
 	AllowUnknown bool
+	// OpenQuickstart is true when AllowUnknown comes from the absence of
+	// tenants rather than from the file: the edge then accepts any tenant
+	// and source, which the configuration only allows with a loopback
+	// --http-addr, and the edge says so in its start-up log.
+	OpenQuickstart bool
 	// Defaults are the limits of tenants without their own and the settings
 	// of unlisted sources.
 	Defaults Defaults
@@ -213,7 +221,26 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	if err := cfg.resolveFile(file, getenv); err != nil {
 		return nil, err
 	}
+	if cfg.OpenQuickstart && !IsLoopback(cfg.HTTPAddr) {
+		return nil, fmt.Errorf("config: --http-addr%s: %s is not a loopback address and no tenants are listed: "+
+			"list tenants in --config (or set allow_unknown: true there to accept any tenant and source)",
+			vals["http-addr"].from("http-addr"), cfg.HTTPAddr)
+	}
 	return cfg, nil
+}
+
+// IsLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost"; an empty host (all interfaces) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EnvName returns the environment twin of a flag: "http-addr" ->

@@ -60,6 +60,7 @@ func TestDefaults(t *testing.T) {
 		LogLevel:       slog.LevelInfo,
 		LogFormat:      "text",
 		AllowUnknown:   true,
+		OpenQuickstart: true,
 		Defaults: config.Defaults{
 			Limits: config.Limits{
 				Hooks: config.Rate{Rate: 100, Burst: 200},
@@ -91,11 +92,11 @@ func TestPrecedence(t *testing.T) {
 		want  any
 		label string
 	}{
-		{"http-addr", layer{":1", ":2", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "all"},
-		{"http-addr", layer{":1", ":2", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":2", "env over file"},
-		{"http-addr", layer{":1", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":1", "file over default"},
+		{"http-addr", layer{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:3", "all"},
+		{"http-addr", layer{"127.0.0.1:1", "127.0.0.1:2", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:2", "env over file"},
+		{"http-addr", layer{"127.0.0.1:1", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:1", "file over default"},
 		{"http-addr", layer{"", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:8080", "default"},
-		{"http-addr", layer{":1", "", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "flag over file"},
+		{"http-addr", layer{"127.0.0.1:1", "", "127.0.0.1:3"}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:3", "flag over file"},
 		{"partitions", layer{"8", "16", "32"}, func(c *config.Config) any { return c.Partitions }, 32, "all"},
 		{"partitions", layer{"8", "16", ""}, func(c *config.Config) any { return c.Partitions }, 16, "env over file"},
 		{"partitions", layer{"8", "", ""}, func(c *config.Config) any { return c.Partitions }, 8, "file"},
@@ -150,7 +151,7 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "0.0.0.0:9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "prefix": "p.q",

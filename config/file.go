@@ -40,16 +40,18 @@ type fileSourceDefaults struct {
 }
 
 type fileTenant struct {
-	Limits  *fileLimits            `yaml:"limits"`
-	Sources map[string]*fileSource `yaml:"sources"`
+	AllowUnknown *bool                  `yaml:"allow_unknown"`
+	Limits       *fileLimits            `yaml:"limits"`
+	Sources      map[string]*fileSource `yaml:"sources"`
 }
 
 type fileSource struct {
-	Dedupe       *string `yaml:"dedupe"`
-	Verify       *string `yaml:"verify"`
-	Secret       *string `yaml:"secret"`
-	SecretEnv    *string `yaml:"secret_env"`
-	MaxBodyBytes *int64  `yaml:"max_body_bytes"`
+	Dedupe       *string     `yaml:"dedupe"`
+	Verify       *string     `yaml:"verify"`
+	Secret       *string     `yaml:"secret"`
+	SecretEnv    *string     `yaml:"secret_env"`
+	MaxBodyBytes *int64      `yaml:"max_body_bytes"`
+	Limits       *fileLimits `yaml:"limits"`
 }
 
 // maxFileNodes bounds the nodes visited while decoding (aliases included),

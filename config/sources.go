@@ -72,6 +72,13 @@ type Tenant struct {
 	Limits *Limits
 	// Sources are the tenant's listed sources, by name.
 	Sources map[string]Source
+	// AllowUnknown is the tenant's own allow_unknown (nil: not set; see
+	// Config.Source for the rule).
+	AllowUnknown *bool
+	// Verified is true when one of the tenant's listed sources verifies
+	// signatures: its unlisted sources are then refused unless the tenant
+	// itself says allow_unknown: true.
+	Verified bool
 }
 
 // Source is the effective configuration of one tenant's source.
@@ -85,22 +92,45 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// Limits are the source's own budgets (completed from its tenant's
+	// limits), charged instead of the tenant's: a source with its own
+	// limits neither spends nor is starved by its tenant's budget. nil: the
+	// source shares its tenant's budget.
+	Limits *Limits
 }
 
 // Source returns the effective configuration of tenant's source: the listed
-// one, or, when AllowUnknown, the defaults; otherwise ErrUnknownSource.
-// Names are not validated here (the edge answers 400 for invalid ones
-// first; see ValidName).
+// one, or the defaults when an unlisted source is allowed (see
+// AllowsUnlisted); otherwise ErrUnknownSource. Names are not validated here
+// (the edge answers 400 for invalid ones first; see ValidName).
 func (c *Config) Source(tenant, source string) (Source, error) {
-	if t, ok := c.Tenants[tenant]; ok {
+	t, listed := c.Tenants[tenant]
+	if listed {
 		if s, ok := t.Sources[source]; ok {
 			return s, nil
 		}
 	}
-	if !c.AllowUnknown {
+	if !c.AllowsUnlisted(tenant) {
 		return Source{}, fmt.Errorf("%w: %s/%s", ErrUnknownSource, tenant, source)
 	}
 	return Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes}, nil
+}
+
+// AllowsUnlisted reports whether tenant accepts sources the file does not
+// list. A listed tenant's own allow_unknown decides; else a listed tenant
+// with a verifying source refuses them (an unsigned sibling must not spend
+// or fill a verified source's tenant); else the top-level allow_unknown
+// decides (false as soon as the file lists a tenant, unless set).
+func (c *Config) AllowsUnlisted(tenant string) bool {
+	if t, ok := c.Tenants[tenant]; ok {
+		switch {
+		case t.AllowUnknown != nil:
+			return *t.AllowUnknown
+		case t.Verified:
+			return false
+		}
+	}
+	return c.AllowUnknown
 }
 
 // Limits returns tenant's configured limits and their origin: its own
@@ -154,9 +184,13 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 	if f == nil {
 		f = &fileConfig{}
 	}
-	c.AllowUnknown = true
+	// Without tenants (the quickstart) anything is accepted, on loopback
+	// only (see check); once the file lists tenants, only they are.
+	c.AllowUnknown = len(f.Tenants) == 0
+	c.OpenQuickstart = c.AllowUnknown
 	if f.AllowUnknown != nil {
 		c.AllowUnknown = *f.AllowUnknown
+		c.OpenQuickstart = false
 	}
 	c.Defaults = Defaults{
 		Limits: Limits{
@@ -199,24 +233,26 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 		if ft == nil {
 			ft = &fileTenant{}
 		}
-		t := Tenant{Sources: make(map[string]Source, len(ft.Sources))}
+		t := Tenant{Sources: make(map[string]Source, len(ft.Sources)), AllowUnknown: ft.AllowUnknown}
+		tl := c.Defaults.Limits
 		if ft.Limits != nil {
 			l, err := mergeLimits(c.Defaults.Limits, ft.Limits, path+".limits")
 			if err != nil {
 				return err
 			}
-			t.Limits = &l
+			t.Limits, tl = &l, l
 		}
 		for _, sn := range sortedKeys(ft.Sources) {
 			spath := path + ".sources." + sn
 			if !ValidName(sn) {
 				return fmt.Errorf("config: %s: invalid source name (want 1..%d bytes of [A-Za-z0-9._~-])", spath, MaxNameBytes)
 			}
-			s, err := c.resolveSource(ft.Sources[sn], spath, getenv)
+			s, err := c.resolveSource(ft.Sources[sn], spath, tl, getenv)
 			if err != nil {
 				return err
 			}
 			t.Sources[sn] = s
+			t.Verified = t.Verified || s.Verifier != nil
 		}
 		c.Tenants[tn] = t
 	}
@@ -224,11 +260,18 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 }
 
 // resolveSource builds a listed source's effective configuration.
-func (c *Config) resolveSource(fs *fileSource, path string, getenv func(string) string) (Source, error) {
+func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits, getenv func(string) string) (Source, error) {
 	if fs == nil {
 		fs = &fileSource{}
 	}
 	s := Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes, Configured: true}
+	if fs.Limits != nil {
+		l, err := mergeLimits(tenantLimits, fs.Limits, path+".limits")
+		if err != nil {
+			return Source{}, err
+		}
+		s.Limits = &l
+	}
 	if fs.Dedupe != nil {
 		d, err := webhook.ParseDedupe(*fs.Dedupe)
 		if err != nil {

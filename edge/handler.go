@@ -287,6 +287,11 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	}
 
 	lims, _ := h.EffectiveLimits(tenant)
+	hooksKind, bytesKind := quota.KindHooks, quota.KindBytes
+	if src.Limits != nil {
+		lims = *src.Limits
+		hooksKind, bytesKind = SourceKind(quota.KindHooks, source), SourceKind(quota.KindBytes, source)
+	}
 	hooksLim, err1 := gcra.LimitFromRate(lims.Hooks.Rate, lims.Hooks.Burst)
 	if err1 != nil {
 		h.log.Error("invalid hooks limit", "tenant", tenant, "error", err1)
@@ -294,7 +299,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := quota.HitRequest{Charges: []quota.Charge{{
-		Kind: quota.KindHooks, Tenant: tenant, IncrementUs: hooksLim.Increment, CapacityUs: hooksLim.Capacity,
+		Kind: hooksKind, Tenant: tenant, IncrementUs: hooksLim.Increment, CapacityUs: hooksLim.Capacity,
 	}}}
 	var bytesLim gcra.Limit
 	if len(body) > 0 {
@@ -310,7 +315,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.Charges = append(req.Charges, quota.Charge{
-			Kind: quota.KindBytes, Tenant: tenant, IncrementUs: bytesLim.Increment, CapacityUs: bytesLim.Capacity,
+			Kind: bytesKind, Tenant: tenant, IncrementUs: bytesLim.Increment, CapacityUs: bytesLim.Capacity,
 		})
 	}
 	hookID := h.cfg.NewID()
@@ -353,7 +358,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		return
 	case quota.ResultDuplicate:
 		h.m.claimOutcome.WithLabelValues("duplicate").Inc()
-		h.setRemaining(w, rep)
+		h.setRemaining(w, rep, hooksKind)
 		w.Header().Set("X-Hook-Id", rep.HookID)
 		h.m.requests.WithLabelValues("duplicate", "200").Inc()
 		writeJSON(w, http.StatusOK, duplicateBody{Status: "duplicate", ID: rep.HookID, Duplicate: true})
@@ -371,7 +376,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, "store_unavailable", http.StatusServiceUnavailable, errorBody{Error: "store_unavailable"})
 		return
 	}
-	h.setRemaining(w, rep)
+	h.setRemaining(w, rep, hooksKind)
 
 	// Claims always live in the fleet store, also when the charges were
 	// decided locally (see quota.Fleet): one winner per key.
@@ -494,9 +499,9 @@ func setPolicyHeaders(w http.ResponseWriter, l Limits, hooks gcra.Limit) {
 		hooks.Burst(), gcra.CeilSeconds(hooks.Window()), l.Bytes.Burst, bw))
 }
 
-func (h *Handler) setRemaining(w http.ResponseWriter, rep quota.HitReply) {
+func (h *Handler) setRemaining(w http.ResponseWriter, rep quota.HitReply, hooksKind string) {
 	for _, ls := range rep.Limits {
-		if ls.Kind == quota.KindHooks {
+		if ls.Kind == hooksKind {
 			t := int64(math.Ceil(float64(ls.ResetAfterMs) / 1000))
 			w.Header().Set("RateLimit", fmt.Sprintf(`"hooks";r=%d;t=%d`, ls.Remaining, t))
 			return

@@ -333,6 +333,10 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 				scheme = "https"
 			}
 			log.Info("edge listening", "url", scheme+"://"+addr)
+			if cfg.OpenQuickstart {
+				log.Warn("no tenants configured: accepting any tenant and source with the defaults, unsigned; allowed on a loopback --http-addr only. List tenants in --config for anything else",
+					"http_addr", addr)
+			}
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
@@ -357,6 +361,10 @@ func (p policy) Source(tenant, source string) (edge.Source, error) {
 		return edge.Source{}, fmt.Errorf("%w: %w", edge.ErrUnknownSource, err)
 	}
 	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
+	if s.Limits != nil {
+		l := edgeLimits(*s.Limits)
+		out.Limits = &l
+	}
 	if s.Verifier != nil {
 		v := s.Verifier
 		out.Verify = func(h http.Header, body []byte, now time.Time) (edge.Verified, error) {
@@ -373,10 +381,14 @@ func (p policy) Source(tenant, source string) (edge.Source, error) {
 func limitsFunc(cfg *config.Config) edge.LimitsFunc {
 	return func(tenant string) (edge.Limits, string) {
 		l, origin := cfg.Limits(tenant)
-		return edge.Limits{
-			Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
-			Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
-		}, string(origin)
+		return edgeLimits(l), string(origin)
+	}
+}
+
+func edgeLimits(l config.Limits) edge.Limits {
+	return edge.Limits{
+		Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
+		Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
 	}
 }
 
