@@ -1192,3 +1192,12 @@ func counts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	return out
 }
+
+// TestOversizedRequest: a request over MaxRequestBytes is a 400 from the
+// service, whatever the endpoint, before decoding.
+func TestOversizedRequest(t *testing.T) {
+	e := start(t, nil)
+	body := `[` + strings.Repeat(`{},`, (900<<10)/3) + `{}]`
+	e.fails(t, "sluice.v1.quota.hit", body, "400", "invalid_request: request larger than 65536 bytes")
+	e.fails(t, "sluice.v1.claims.get", body, "400", "invalid_request: request larger than 65536 bytes")
+}
