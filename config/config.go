@@ -47,6 +47,8 @@ type Config struct {
 
 	// HTTPAddr is the HTTP listener, host:port (--http-addr).
 	HTTPAddr string
+	// HTTPMaxConns bounds the open HTTP connections (--http-max-conns).
+	HTTPMaxConns int
 	// TLSCert and TLSKey enable HTTPS (--tls-cert, --tls-key; both or none).
 	TLSCert, TLSKey string
 
@@ -121,6 +123,8 @@ type Config struct {
 	Defaults Defaults
 	// Tenants are the tenants listed in the file, by name.
 	Tenants map[string]Tenant
+
+	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
 }
 
 // NATSAuth are the NATS credentials (--nats-creds, --nats-user,

@@ -59,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		HooksMaxAge:    168 * time.Hour,
 		LogLevel:       slog.LevelInfo,
 		LogFormat:      "text",
+		HTTPMaxConns:   4096,
 		AllowUnknown:   true,
 		OpenQuickstart: true,
 		Defaults: config.Defaults{
@@ -109,9 +110,9 @@ func TestPrecedence(t *testing.T) {
 		{"nats-listen", layer{"off", ":5", ""}, func(c *config.Config) any { return c.NATSListen }, ":5", "env over file off"},
 		{"nats-listen", layer{"", "", "off"}, func(c *config.Config) any { return c.NATSListen }, "", "flag off"},
 		{"prefix", layer{"a", "b.c", ""}, func(c *config.Config) any { return c.Prefix }, "b.c", "env"},
-		{"admin-token", layer{"f", "e", "x"}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "x", "secret flag"},
-		{"admin-token", layer{"f", "e", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "e", "secret env"},
-		{"admin-token", layer{"f", "", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "f", "secret file"},
+		{"admin-token", layer{tokF, tokE, tokX}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokX, "secret flag"},
+		{"admin-token", layer{tokF, tokE, ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokE, "secret env"},
+		{"admin-token", layer{tokF, "", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokF, "secret file"},
 		{"dedupe-ttl", layer{"1h", "", "2h"}, func(c *config.Config) any { return c.DedupeTTL }, 2 * time.Hour, "flag over file"},
 	}
 	for _, tc := range cases {
@@ -151,11 +152,11 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "prefix": "p.q",
-		"partitions": "7", "replicas": "3", "admin-token": "tok", "replay-capacity": "5", "replay-skew": "2s",
+		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
 	}
@@ -186,7 +187,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
 		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != "tok" || byFlag.Replicas != 3 {
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	// The second half of the combinations: embedded-server cluster and
@@ -373,5 +374,21 @@ func TestHelp(t *testing.T) {
 	}
 	if got := config.FileKey("nats-tls-ca"); got != "nats_tls_ca" {
 		t.Errorf("FileKey = %s", got)
+	}
+}
+
+// Admin tokens of the minimum length (16 bytes).
+const (
+	tokF = "file-token-0123456"
+	tokE = "env-token-01234567"
+	tokX = "flag-token-0123456"
+)
+
+// TestAdminTokenLength: a short admin token is refused, naming its length
+// but never its value.
+func TestAdminTokenLength(t *testing.T) {
+	_, err := config.Parse([]string{"--admin-token", "short-s3cret"}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "--admin-token: must be at least 16 bytes (got 12)") || strings.Contains(err.Error(), "short-s3cret") {
+		t.Fatalf("short token: %v", err)
 	}
 }

@@ -26,6 +26,8 @@ const (
 	MaxPartitions = 4096 // quota.MaxPartitions
 	MaxReplicas   = 5    // JetStream's limit
 	MaxPrefix     = 64
+	// MinAdminTokenBytes is the shortest --admin-token accepted.
+	MinAdminTokenBytes = 16
 )
 
 // settings is the table of PROTOCOL.md, in usage order.
@@ -37,6 +39,11 @@ var settings = []setting{
 	{"http-addr", "host:port", "127.0.0.1:8080", "HTTP listener", func(c *Config, v string) error {
 		c.HTTPAddr = v
 		return checkHostPort(v)
+	}},
+	{"http-max-conns", "n", "4096", "most open HTTP connections (more wait to be accepted)", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, 1<<20)
+		c.HTTPMaxConns = int(n)
+		return err
 	}},
 	{"tls-cert", "path", "", "certificate file for HTTPS (with --tls-key)", str(func(c *Config) *string { return &c.TLSCert })},
 	{"tls-key", "path", "", "key file for HTTPS (with --tls-cert)", str(func(c *Config) *string { return &c.TLSKey })},
@@ -123,8 +130,12 @@ var settings = []setting{
 		c.Replicas = int(n)
 		return err
 	}},
-	{"admin-token", "secret", "", "bearer token enabling the admin API", func(c *Config, v string) error {
+	{"admin-token", "secret", "", "bearer token enabling the admin API (at least 16 bytes)", func(c *Config, v string) error {
 		c.AdminToken = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			// Never the value: only its length.
+			return fmt.Errorf("must be at least %d bytes (got %d); e.g. openssl rand -hex 32", MinAdminTokenBytes, len(v))
+		}
 		return nil
 	}},
 	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {

@@ -133,6 +133,23 @@ func (c *Config) AllowsUnlisted(tenant string) bool {
 	return c.AllowUnknown
 }
 
+// LargestBody returns the largest max_body_bytes of the configuration, the
+// field that sets it (defaults.source.max_body_bytes, or a listed source's)
+// and whether the file sets it (false: the built-in default), to check it
+// against the NATS max payload at start-up.
+func (c *Config) LargestBody() (n int64, field string, explicit bool) {
+	n, field, explicit = c.Defaults.Source.MaxBodyBytes, "defaults.source.max_body_bytes", c.bodyLimitSet
+	for _, tn := range sortedKeys(c.Tenants) {
+		t := c.Tenants[tn]
+		for _, sn := range sortedKeys(t.Sources) {
+			if m := t.Sources[sn].MaxBodyBytes; m > n {
+				n, field, explicit = m, "tenants."+tn+".sources."+sn+".max_body_bytes", true
+			}
+		}
+	}
+	return n, field, explicit
+}
+
 // Limits returns tenant's configured limits and their origin: its own
 // (OriginTenant) or the defaults (OriginDefault).
 func (c *Config) Limits(tenant string) (Limits, Origin) {
@@ -220,6 +237,7 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 					return fmt.Errorf("config: defaults.source.max_body_bytes: %w", err)
 				}
 				c.Defaults.Source.MaxBodyBytes = *s.MaxBodyBytes
+				c.bodyLimitSet = true
 			}
 		}
 	}

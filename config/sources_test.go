@@ -218,9 +218,9 @@ func TestSecretEnv(t *testing.T) {
 // TestRedaction: no secret — source secrets, admin token, NATS password and
 // token — appears in any printed, marshalled or logged form of a Config.
 func TestRedaction(t *testing.T) {
-	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken", "n4ts-passw0rd", "n4ts-t0ken"}
+	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken-0123456789", "n4ts-passw0rd", "n4ts-t0ken"}
 	cfg := loadTest(t)
-	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
+	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken-0123456789", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
 	cfg3 := mustLoad(t, nil, env(map[string]string{"SLUICE_NATS_TOKEN": "n4ts-t0ken"}))
 	var out strings.Builder
 	for _, c := range []*config.Config{cfg, cfg2, cfg3} {
@@ -263,7 +263,7 @@ func TestRedaction(t *testing.T) {
 		t.Error("no redaction marker at all")
 	}
 	// The values are still there for those who ask.
-	if cfg2.AdminToken.Reveal() != "adm1n-t0ken" || cfg2.NATS.Password.Reveal() != "n4ts-passw0rd" || cfg3.NATS.Token.Reveal() != "n4ts-t0ken" {
+	if cfg2.AdminToken.Reveal() != "adm1n-t0ken-0123456789" || cfg2.NATS.Password.Reveal() != "n4ts-passw0rd" || cfg3.NATS.Token.Reveal() != "n4ts-t0ken" {
 		t.Error("Reveal")
 	}
 }

@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -53,4 +55,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg.MustRegister(m.requests, m.hitLatency, m.pubLatency, m.claimOutcome, m.fallback, m.replay, m.adminOps)
 	}
 	return m
+}
+
+// statusLabel is an HTTP status as a metric label, from a fixed set.
+func statusLabel(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code)
 }

@@ -276,6 +276,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		PendingTTL:   cfg.PendingTTL,
 		DedupeTTL:    cfg.DedupeTTL,
 		StoreTimeout: cfg.StoreTimeout,
+		MaxPayload:   n.Conn.MaxPayload,
 		AdminToken:   cfg.AdminToken.Reveal(),
 		Ready: func() error {
 			if !ready.Load() {
@@ -306,12 +307,27 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	served := make(chan struct{})
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
+			// A body over the NATS max payload could never be stored:
+			// refuse a configured limit that does not fit rather than
+			// answer 503 forever; the built-in default is lowered to fit
+			// (413 beyond). Checked on start, so the NATS parts stop again.
+			if body, field, explicit := cfg.LargestBody(); body+edge.HookOverheadBytes > n.Conn.MaxPayload() {
+				if explicit {
+					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
+						field, body, edge.HookOverheadBytes, n.Conn.MaxPayload())
+				}
+				log.Warn("the NATS server's max_payload is below the default max_body_bytes plus headers: larger bodies get 413",
+					"max_payload", n.Conn.MaxPayload(), "max_body_bytes", body-(body+edge.HookOverheadBytes-n.Conn.MaxPayload()))
+			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 			}
 			addr := ln.Addr().String()
 			out.Addr.Store(&addr)
+			if cfg.HTTPMaxConns > 0 {
+				ln = newLimitListener(ln, cfg.HTTPMaxConns)
+			}
 			if cfg.TLSCert != "" {
 				cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 				if err != nil {

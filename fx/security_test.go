@@ -51,3 +51,14 @@ func writeYAML(t *testing.T, body string) string {
 	}
 	return p
 }
+
+// TestBodyOverMaxPayloadRefused: a max_body_bytes that cannot fit in one
+// NATS message with its headers is a start-up error naming the field.
+func TestBodyOverMaxPayloadRefused(t *testing.T) {
+	t.Parallel()
+	y := writeYAML(t, "tenants: {a: {sources: {big: {max_body_bytes: 8388608}}}}\n")
+	_, _, err := startErr(t, "--config", y, "--data-dir", t.TempDir(), "--nats-listen", "off")
+	if err == nil || !strings.Contains(err.Error(), "tenants.a.sources.big.max_body_bytes: 8388608 bytes plus 8192 bytes of headers exceed the NATS server's max_payload of 8388608 bytes") {
+		t.Fatalf("start: %v", err)
+	}
+}
