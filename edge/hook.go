@@ -150,7 +150,22 @@ func (h *Handler) verify(q *hookRequest) bool {
 		return false
 	}
 	h.failures.Refund(fkey, h.failLimit, now)
+	if v.Timestamp == 0 {
+		// No signed timestamp (GitHub): a captured request re-sent with a
+		// fresh delivery id carries a valid signature forever. Dedupe on
+		// the signed content instead, so that it (and a genuine
+		// redelivery) is a duplicate of the original.
+		q.key = ContentKey(q.body)
+	}
 	return h.claimNonce(q, v)
+}
+
+// ContentKey is the dedupe key of a hook whose signature covers no
+// timestamp: "body-sha256:<hex>" of the signed body (the signature is a
+// function of it).
+func ContentKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "body-sha256:" + hex.EncodeToString(sum[:])
 }
 
 // ReplayNamespace is the replay namespace of a tenant's source:
@@ -170,7 +185,7 @@ func ReplayNamespace(tenant, source string) string {
 // stored (or released).
 func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	// Without a signed timestamp (GitHub) an exact replay cannot be told
-	// from a genuine redelivery: dedupe answers both.
+	// from a genuine redelivery: the content key's dedupe answers both.
 	if h.cfg.Replay == nil || v.MessageID == "" || v.Timestamp == 0 {
 		return true
 	}
@@ -247,7 +262,7 @@ func (h *Handler) unavailable(q *hookRequest) bool {
 // admit charges the budgets (the source's own, or its tenant's) and takes
 // the dedupe claim in one round trip, and answers every outcome but ok.
 func (h *Handler) admit(q *hookRequest) bool {
-	if q.src.Dedupe != nil {
+	if q.src.Dedupe != nil && q.key == "" {
 		if k, ok := q.src.Dedupe(q.r.Header, q.body); ok && k != "" {
 			q.key = claims.NormalizeKey(k)
 		}

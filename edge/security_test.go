@@ -223,3 +223,33 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestGitHubReplayWithFreshDelivery: GitHub signs no timestamp, so a
+// captured body+signature re-sent under a fresh X-GitHub-Delivery is a
+// duplicate of the original (not stored again); a genuine redelivery (same
+// delivery id) is still 200 duplicate; another body is a new hook.
+func TestGitHubReplayWithFreshDelivery(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, exampleYAML(t))
+	const secret = "It's a Secret to Everybody"
+	body := []byte(`{"action":"opened","number":1}`)
+	sig := webhook.SignGitHub(secret, body)
+	first := a.post("/v1/hooks/acme/gh", body, map[string]string{"X-GitHub-Delivery": "d-1", "X-Hub-Signature-256": sig})
+	mustStatus(t, first, 202)
+	for _, delivery := range []string{"d-2", "d-3", "d-1"} {
+		r := a.post("/v1/hooks/acme/gh", body, map[string]string{"X-GitHub-Delivery": delivery, "X-Hub-Signature-256": sig})
+		mustStatus(t, r, 200)
+		if r.body["status"] != "duplicate" || r.body["id"] != first.body["id"] {
+			t.Fatalf("delivery %s: %v, want a duplicate of %v", delivery, r.body, first.body["id"])
+		}
+	}
+	other := []byte(`{"action":"closed","number":1}`)
+	mustStatus(t, a.post("/v1/hooks/acme/gh", other, map[string]string{"X-GitHub-Delivery": "d-4", "X-Hub-Signature-256": webhook.SignGitHub(secret, other)}), 202)
+	st := a.stored()
+	if len(st) != 2 {
+		t.Fatalf("stored %d hooks, want 2", len(st))
+	}
+	if k := st[str(first.body["id"])].Header.Get(edge.HeaderDedupeKey); k != edge.ContentKey(body) {
+		t.Fatalf("stored dedupe key %q", k)
+	}
+}
