@@ -70,6 +70,10 @@ type Config struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// ClusterToken is required of every route (--cluster-token), and
+	// ClusterTLS makes routes use mutual TLS (--cluster-tls-*).
+	ClusterToken Secret
+	ClusterTLS   TLSFiles
 
 	// Prefix is the subject prefix (--prefix).
 	Prefix string
@@ -141,6 +145,11 @@ type NATSAuth struct {
 	TLSCA    string // CA bundle to verify the server (or, embedded, clients)
 	TLSCert  string // client certificate (embedded: server certificate)
 	TLSKey   string // key of TLSCert
+}
+
+// TLSFiles are a certificate, its key and a CA bundle (paths).
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Load reads the configuration from args (without the program name), the

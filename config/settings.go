@@ -21,6 +21,43 @@ type setting struct {
 	set   func(c *Config, v string) error
 }
 
+// checkEmbeddedSecurity refuses an embedded server that would let anyone
+// in: a non-loopback client listener without client authentication, a
+// non-loopback route listener without route authentication, and TLS or
+// route settings that would otherwise be ignored.
+func (c *Config) checkEmbeddedSecurity() error {
+	n, ct := c.NATS, c.ClusterTLS
+	if c.NATSURL != "" {
+		for _, f := range []struct{ name, v string }{
+			{"--cluster-token", c.ClusterToken.Reveal()}, {"--cluster-tls-ca", ct.CA}, {"--cluster-tls-cert", ct.Cert}, {"--cluster-tls-key", ct.Key},
+		} {
+			if f.v != "" {
+				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
+			}
+		}
+		return nil
+	}
+	if n.TLSCA != "" && n.TLSCert == "" {
+		return errors.New("config: --nats-tls-ca: the embedded server verifies client certificates only when it serves TLS: add --nats-tls-cert and --nats-tls-key")
+	}
+	if (ct.Cert == "") != (ct.Key == "") || (ct.Cert == "") != (ct.CA == "") {
+		return errors.New("config: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: give all three or none")
+	}
+	if c.ClusterListen == "" && (c.ClusterToken.IsSet() || ct.Cert != "") {
+		return errors.New("config: --cluster-token/--cluster-tls-*: need --cluster-listen")
+	}
+	clientAuth := n.User != "" || n.Token.IsSet() || n.NKey != "" || (n.TLSCA != "" && n.TLSCert != "")
+	if c.NATSListen != "" && !IsLoopback(c.NATSListen) && !clientAuth {
+		return fmt.Errorf("config: --nats-listen: %s is not a loopback address and the embedded server would accept any client: "+
+			"add --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
+	}
+	if c.ClusterListen != "" && !IsLoopback(c.ClusterListen) && !c.ClusterToken.IsSet() && ct.Cert == "" {
+		return fmt.Errorf("config: --cluster-listen: %s is not a loopback address and any host could join as a route: "+
+			"add --cluster-token (and --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca), or listen on 127.0.0.1", c.ClusterListen)
+	}
+	return nil
+}
+
 // Bounds of numeric settings.
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
@@ -116,6 +153,16 @@ var settings = []setting{
 		}
 		return nil
 	}},
+	{"cluster-token", "secret", "", "secret every route of the embedded cluster must present (at least 16 bytes; the same on every node)", func(c *Config, v string) error {
+		c.ClusterToken = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			return fmt.Errorf("must be at least %d bytes (got %d)", MinAdminTokenBytes, len(v))
+		}
+		return nil
+	}},
+	{"cluster-tls-ca", "path", "", "CA that signs every node's route certificate (mutual TLS on routes)", str(func(c *Config) *string { return &c.ClusterTLS.CA })},
+	{"cluster-tls-cert", "path", "", "this node's route certificate (with --cluster-tls-key and --cluster-tls-ca)", str(func(c *Config) *string { return &c.ClusterTLS.Cert })},
+	{"cluster-tls-key", "path", "", "key of --cluster-tls-cert", str(func(c *Config) *string { return &c.ClusterTLS.Key })},
 	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
 		return checkPrefix(v)
@@ -353,6 +400,9 @@ func (c *Config) check() error {
 				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
 			}
 		}
+	}
+	if err := c.checkEmbeddedSecurity(); err != nil {
+		return err
 	}
 	if c.ClusterListen == "" {
 		if len(c.Routes) > 0 {

@@ -1,13 +1,14 @@
 package sluicefx_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
@@ -45,11 +46,7 @@ func TestQuickstartSaysSo(t *testing.T) {
 
 func writeYAML(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteTemp(t, "edge.yaml", []byte(body))
 }
 
 // TestBodyOverMaxPayloadRefused: a max_body_bytes that cannot fit in one
@@ -60,5 +57,50 @@ func TestBodyOverMaxPayloadRefused(t *testing.T) {
 	_, _, err := startErr(t, "--config", y, "--data-dir", t.TempDir(), "--nats-listen", "off")
 	if err == nil || !strings.Contains(err.Error(), "tenants.a.sources.big.max_body_bytes: 8388608 bytes plus 8192 bytes of headers exceed the NATS server's max_payload of 8388608 bytes") {
 		t.Fatalf("start: %v", err)
+	}
+}
+
+// TestEmbeddedNKeyAndTLS: --nats-nkey and --nats-tls-* are enforced by the
+// embedded server (they used to be ignored): an anonymous or plaintext
+// client is refused; one with the nkey over TLS is served, and the app
+// itself (in-process) still runs.
+func TestEmbeddedNKeyAndTLS(t *testing.T) {
+	t.Parallel()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	seedFile := testkit.WriteTemp(t, "edge.nk", seed)
+	p := testkit.NewPKI(t)
+	cert, key := p.Issue("nats")
+	port := testkit.FreePort(t)
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port),
+		"--nats-nkey", seedFile, "--nats-tls-cert", cert, "--nats-tls-key", key)
+	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
+	nkeyOpt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string][]nats.Option{
+		"anonymous TLS":  {nats.RootCAs(p.CAFile)},
+		"nkey plaintext": {nkeyOpt},
+	} {
+		u := url
+		if name == "nkey plaintext" {
+			u = fmt.Sprintf("nats://127.0.0.1:%d", port)
+		}
+		if nc, err := nats.Connect(u, append(opts, nats.MaxReconnects(0))...); err == nil {
+			nc.Close()
+			t.Errorf("%s client accepted", name)
+		}
+	}
+	nc, err := nats.Connect(url, nats.RootCAs(p.CAFile), nkeyOpt)
+	if err != nil {
+		t.Fatalf("nkey TLS client refused: %v", err)
+	}
+	nc.Close()
+	if code := post(t, h, "/v1/hooks/t/s", "k1"); code != 202 {
+		t.Fatalf("hook through the app: %d", code)
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 )
 
@@ -38,6 +40,20 @@ type ServerConfig struct {
 	Routes        []string
 	// Auth required of clients of this server (all optional, at most one kind).
 	User, Password, Token string
+	// NKeySeedFile is the path of an nkey user seed: clients must sign in
+	// with that nkey (its public key is the server's user); Connect does.
+	NKeySeedFile string
+	// TLSCert and TLSKey serve TLS on the client listener (clients must use
+	// it; in-process connections need not). With TLSCA, clients must also
+	// present a certificate signed by it.
+	TLSCert, TLSKey, TLSCA string
+	// ClusterToken, when set, is required of every route (user
+	// RouteUser, password ClusterToken), and given to the routes this
+	// server dials.
+	ClusterToken string
+	// ClusterTLSCert, ClusterTLSKey and ClusterTLSCA make routes use mutual
+	// TLS: each side presents its certificate, verified with ClusterTLSCA.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 	// Logger receives the server's own log at warn level and above (nil: none).
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept connections
@@ -51,10 +67,14 @@ type ServerConfig struct {
 	SyncAlways bool
 }
 
+// RouteUser is the user name routes authenticate as (with ClusterToken).
+const RouteUser = "sluice-route"
+
 // Server is a running embedded nats-server.
 type Server struct {
-	ns  *server.Server
-	cfg ServerConfig
+	ns   *server.Server
+	cfg  ServerConfig
+	nkey nats.Option // in-process sign-in with NKeySeedFile (nil: none)
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -121,12 +141,52 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			}
 			opts.Routes = server.RoutesFromStr(joinComma(urls))
 		}
+		if cfg.ClusterToken != "" {
+			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.ClusterToken
+			for _, u := range opts.Routes {
+				u.User = url.UserPassword(RouteUser, cfg.ClusterToken)
+			}
+		}
+		if cfg.ClusterTLSCert != "" || cfg.ClusterTLSCA != "" {
+			if cfg.ClusterTLSCert == "" || cfg.ClusterTLSCA == "" {
+				return nil, fmt.Errorf("%w: route TLS needs a certificate, its key and a CA", ErrServerStart)
+			}
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+				CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey, CaFile: cfg.ClusterTLSCA, Verify: true,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%w: route TLS: %w", ErrServerStart, err)
+			}
+			// Routes dial each other: the CA also verifies the server side
+			// (as nats-server's own cluster tls block does).
+			tc.RootCAs = tc.ClientCAs
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 2
+		}
 	}
+	var nkeyOpt nats.Option
 	switch {
 	case cfg.Token != "":
 		opts.Authorization = cfg.Token
 	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
+	case cfg.NKeySeedFile != "":
+		pub, opt, err := nkeyUser(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey: %w", ErrServerStart, err)
+		}
+		opts.Nkeys, nkeyOpt = []*server.NkeyUser{{Nkey: pub}}, opt
+	}
+	if cfg.TLSCert != "" || cfg.TLSCA != "" {
+		if cfg.TLSCert == "" {
+			return nil, fmt.Errorf("%w: client TLS needs a certificate and its key (a CA alone verifies nothing)", ErrServerStart)
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+			CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CaFile: cfg.TLSCA, Verify: cfg.TLSCA != "",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: client TLS: %w", ErrServerStart, err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, cfg.TLSCA != "", 2
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -145,7 +205,33 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg}, nil
+	return &Server{ns: ns, cfg: cfg, nkey: nkeyOpt}, nil
+}
+
+// nkeyUser reads an nkey user seed file: its public key and the client
+// option that signs in with it.
+func nkeyUser(path string) (string, nats.Option, error) {
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(seed)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return "", nil, fmt.Errorf("%s: not a user nkey seed (want SU…)", path)
+	}
+	kp.Wipe()
+	opt, err := nats.NkeyOptionFromSeed(path)
+	if err != nil {
+		return "", nil, err
+	}
+	return pub, opt, nil
 }
 
 // NATS is the underlying server, for tests and advanced wiring.
@@ -176,6 +262,8 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		base = append(base, nats.Token(s.cfg.Token))
 	case s.cfg.User != "":
 		base = append(base, nats.UserInfo(s.cfg.User, s.cfg.Password))
+	case s.nkey != nil:
+		base = append(base, s.nkey)
 	}
 	return nats.Connect("", append(base, opts...)...)
 }
