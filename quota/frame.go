@@ -74,20 +74,6 @@ const (
 // Result codes.
 var resultCodes = [...]string{1: ResultOK, 2: ResultDuplicate, 3: ResultPending, 4: ResultRateLimited}
 
-func resultCode(r string) byte {
-	switch r {
-	case ResultOK:
-		return 1
-	case ResultDuplicate:
-		return 2
-	case ResultPending:
-		return 3
-	case ResultRateLimited:
-		return 4
-	}
-	return 0
-}
-
 // errFrame is a frame that does not parse.
 var errFrame = errors.New("malformed frame")
 
