@@ -61,7 +61,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // request, ErrUnavailable when the owner did not answer within the
 // deadline or its store failed (nothing was spent then).
 func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	if err := validateHit(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
@@ -130,7 +130,7 @@ func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 // Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
 	r := ResetRequest{Tenant: tenant}
-	if err := validateReset(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	var rep okReply
@@ -143,7 +143,7 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
 func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	if err := validateReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return ReserveReply{}, err
 	}
 	var rep ReserveReply
@@ -154,7 +154,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, e
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply
@@ -164,7 +164,7 @@ func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, err
 
 // Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply

@@ -36,7 +36,7 @@ import (
 type Fleet struct {
 	c          *Client
 	local      *gcra.Limiter
-	mem        claims.Store // the fleet's claim store (KV), never node-local memory
+	claims     claims.Store // the fleet's claim store (KV): the fallback takes claims there, never in node memory
 	budget     time.Duration
 	now        func() time.Time
 	pendingTTL time.Duration
@@ -64,7 +64,7 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...O
 	f := &Fleet{
 		c:          client,
 		local:      local,
-		mem:        store,
+		claims:     store,
 		budget:     client.Budget(), // one budget for the owner call and the fallback
 		now:        cfg.now,
 		pendingTTL: cfg.pendingTTL,
@@ -176,26 +176,21 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
-	res, err := f.mem.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
+	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
 	cancel()
-	if err != nil || res.Outcome != claims.OK {
+	a, err := claimAnswer(res, err, nil)
+	if a.result != resOK {
 		now := gcra.Micros(f.now())
 		for i := range keys {
 			f.local.Refund(keys[i], lims[i], now)
 		}
 	}
-	switch {
-	case errors.Is(err, claims.ErrInvalid):
-		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	case err != nil:
-		return HitReply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case res.Outcome == claims.OK:
-		return HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
-	case res.Outcome == claims.Duplicate:
-		return HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
-	default:
-		return HitReply{Result: ResultPending, HookID: res.HookID, Revision: res.Revision, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Local: true}, nil
+	if err != nil {
+		return HitReply{}, err
 	}
+	rep := a.hitReply(nil)
+	rep.Local = true
+	return rep, nil
 }
 
 // Reset resets the tenant's buckets in the fleet and locally (the local

@@ -59,7 +59,7 @@ const (
 	opItemHit = 1
 
 	maxFrameItems   = 1024
-	maxFrameCharges = 16
+	maxFrameCharges = MaxCharges
 	maxFrameString  = 1 << 20
 )
 
@@ -71,8 +71,19 @@ const (
 	stNotOwner    = 3
 )
 
+// resultCode is a hit's result on the wire of a reply frame.
+type resultCode = byte
+
 // Result codes.
-var resultCodes = [...]string{1: ResultOK, 2: ResultDuplicate, 3: ResultPending, 4: ResultRateLimited}
+const (
+	resOK          resultCode = 1
+	resDuplicate   resultCode = 2
+	resPending     resultCode = 3
+	resRateLimited resultCode = 4
+)
+
+// resultCodes names the result codes (0: none).
+var resultCodes = [...]string{resOK: ResultOK, resDuplicate: ResultDuplicate, resPending: ResultPending, resRateLimited: ResultRateLimited}
 
 // errFrame is a frame that does not parse.
 var errFrame = errors.New("malformed frame")
@@ -134,7 +145,7 @@ type answer struct {
 	index    int
 	status   byte
 	reason   string // status != 0
-	result   byte
+	result   resultCode
 	hookID   string
 	retryMs  int64
 	revision uint64
@@ -332,23 +343,26 @@ func (it *wireHit) request() HitRequest {
 	return r
 }
 
-// fastValid reports whether a charges-only item passes validateHit,
-// without allocating. False means: run validateHit on item.request().
-func (it *wireHit) fastValid() bool {
-	if it.claim || len(it.charges) == 0 || len(it.charges) > 16 || len(it.tenant) == 0 || len(it.tenant) > MaxNameBytes {
-		return false
+// validate checks the item with HitRequest.Validate's rules. A
+// charges-only item is checked in place, without allocating; one with a
+// claim is rebuilt as a HitRequest (its claim allocates anyway).
+func (it *wireHit) validate() error {
+	if it.claim {
+		r := it.request()
+		return r.Validate()
 	}
-	for i, c := range it.charges {
-		if len(c.kind) == 0 || len(c.kind) > MaxKindBytes || c.inc <= 0 || c.cap <= 0 || c.inc > c.cap {
-			return false
-		}
-		for j := range i {
-			if string(it.charges[j].kind) == string(c.kind) {
-				return false
-			}
-		}
-	}
-	return true
+	return validateCharges(frameCharges{it}, it.tenant, false)
+}
+
+// frameCharges is the chargeList of a decoded item: every charge is for
+// the item's tenant.
+type frameCharges struct{ it *wireHit }
+
+func (f frameCharges) len() int { return len(f.it.charges) }
+
+func (f frameCharges) at(i int) (kind, tenant []byte, inc, capacity int64) {
+	c := &f.it.charges[i]
+	return c.kind, f.it.tenant, c.inc, c.cap
 }
 
 // replyFrame is a decoded reply frame header.
@@ -379,7 +393,7 @@ type wireAnswer struct {
 	index    int
 	status   byte
 	reason   []byte
-	result   byte
+	result   resultCode
 	hookID   []byte
 	retryMs  int64
 	revision uint64

@@ -139,10 +139,10 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
 			again = appendWireHit(again, it)
-			// Validation and the fast path agree and never panic.
+			// The frame's check and the JSON one agree and never panic.
 			req := it.request()
-			if it.fastValid() && validateHit(&req) != nil {
-				t.Fatalf("fastValid accepts what validateHit refuses: %+v: %v", req, validateHit(&req))
+			if fe, je := it.validate(), req.Validate(); (fe == nil) != (je == nil) {
+				t.Fatalf("item check says %v, HitRequest.Validate says %v: %+v", fe, je, req)
 			}
 			_ = partitionBytes(it.tenant, DefaultPartitions)
 		}
@@ -192,9 +192,10 @@ func FuzzDecodeReplyFrame(f *testing.F) {
 	})
 }
 
-// TestFastValidMatchesValidateHit: the owner's allocation-free check of a
-// charges-only item agrees with validateHit on the edges of every bound.
-func TestFastValidMatchesValidateHit(t *testing.T) {
+// TestItemValidateMatchesValidate: the owner's allocation-free check of a
+// charges-only item agrees with HitRequest.Validate on the edges of every
+// bound.
+func TestItemValidateMatchesValidate(t *testing.T) {
 	long := func(n int) []byte { return bytes.Repeat([]byte{'k'}, n) }
 	ch := func(kind []byte, inc, cap int64) wireCharge { return wireCharge{kind: kind, inc: inc, cap: cap} }
 	cases := map[string]wireHit{
@@ -217,12 +218,17 @@ func TestFastValidMatchesValidateHit(t *testing.T) {
 	}
 	for name, it := range cases {
 		req := it.request()
-		err := validateHit(&req)
-		if it.fastValid() && err != nil {
-			t.Errorf("%s: fastValid accepts, validateHit says %v", name, err)
+		err := req.Validate()
+		if it.validate() == nil && err != nil {
+			t.Errorf("%s: the item check accepts, Validate says %v", name, err)
 		}
-		if !it.fastValid() && err == nil && !it.claim {
-			t.Errorf("%s: fastValid refuses a valid charges-only hit", name)
+		if it.validate() != nil && err == nil {
+			t.Errorf("%s: the item check refuses a valid hit: %v", name, it.validate())
+		}
+		if !it.claim {
+			if n := testing.AllocsPerRun(10, func() { _ = it.validate() }); err == nil && n != 0 {
+				t.Errorf("%s: the item check of a valid charges-only hit allocates %v times", name, n)
+			}
 		}
 	}
 }

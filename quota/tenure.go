@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 )
@@ -202,69 +200,28 @@ func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decisio
 	return allowed, retry
 }
 
-// hit serves a JSON hit: it decides the charges under the lock, then hands
-// a claim to a goroutine.
+// hit serves a JSON hit (valid, routed to t) with the decision core of
+// batch frames (decide.go): its charges under the lock, then its claim, if
+// any, in a goroutine that replies when the claim is written.
 func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
-	w := t.w
-	now := gcra.Micros(w.cfg.now())
-	tenant := r.Tenant()
-	n := len(r.Charges)
-	var limBuf [4]gcra.Limit
-	var decBuf [4]gcra.Decision
-	var refBuf [4]bucketRef
-	lims, decs, refs := limBuf[:0], decBuf[:n:n], refBuf[:0]
-	if n > len(decBuf) {
-		decs = make([]gcra.Decision, n)
-	}
+	it := hitItem(r, t.n, timeout.Milliseconds())
+	var sc chargeScratch
+	now := gcra.Micros(t.w.cfg.now())
 	t.mu.Lock()
-	for _, c := range r.Charges {
-		lims = append(lims, gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs})
-		refs = append(refs, t.state.refString(c.Kind, tenant, true))
-	}
-	allowed, retry := t.charge(refs, lims, decs, now)
+	a, j, _ := t.decide(&it, 0, now, &sc, nil)
 	t.mu.Unlock()
-
-	if !allowed {
-		w.met.hit(ResultRateLimited)
-		respondJSON(m, HitReply{Result: ResultRateLimited, RetryAfterMs: ceilMs(retry), Limits: limitStates(r.Charges, decs, false)})
+	if j == nil {
+		t.w.met.hit(a.metric())
+		respondAnswer(m, &a, r.Charges)
 		return
 	}
-	if r.Claim == nil {
-		w.met.hit(ResultOK)
-		respondJSON(m, HitReply{Result: ResultOK, Limits: limitStates(r.Charges, decs, true)})
+	j.msg, j.kinds = m, r.Charges
+	if !t.admit() {
+		t.refund(j.refs, j.lims) // answered not_owner: nothing spent
+		respondError(m, 503, reasonNotOwner)
 		return
 	}
-	limits := limitStates(r.Charges, decs, true)
-	refs = slices.Clone(refs)
-	lims = slices.Clone(lims)
-	ok := t.async(m, timeout, func(ctx context.Context) {
-		cl := r.Claim
-		id := claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}
-		res, err := w.store.Claim(ctx, id, cl.HookID, msToDuration(cl.PendingTTLMs, w.cfg.pendingTTL))
-		if err != nil || res.Outcome != claims.OK {
-			t.refund(refs, lims)
-		}
-		switch {
-		case errors.Is(err, claims.ErrInvalid):
-			w.met.hit("invalid")
-			respondError(m, 400, err.Error())
-		case err != nil:
-			w.met.hit("unavailable")
-			respondError(m, 503, "claims: "+err.Error())
-		case res.Outcome == claims.OK:
-			w.met.hit(ResultOK)
-			respondJSON(m, HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits})
-		case res.Outcome == claims.Duplicate:
-			w.met.hit(ResultDuplicate)
-			respondJSON(m, HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision})
-		default:
-			w.met.hit(ResultPending)
-			respondJSON(m, HitReply{Result: ResultPending, HookID: res.HookID, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Revision: res.Revision})
-		}
-	})
-	if !ok {
-		t.refund(refs, lims) // answered not_owner: nothing spent
-	}
+	t.w.runners.run(j.run)
 }
 
 // refund gives back charges that were applied (duplicate, pending, error).
@@ -300,15 +257,6 @@ func (t *tenure) sweep() {
 			delete(t.counters, k)
 		}
 	}
-}
-
-func limitStates(cs []Charge, ds []gcra.Decision, applied bool) []LimitState {
-	out := make([]LimitState, len(cs))
-	for i, c := range cs {
-		l := limitOf(c.IncrementUs, ds[i], applied)
-		out[i] = LimitState{Kind: c.Kind, Remaining: l.remaining, ResetAfterMs: l.resetMs}
-	}
-	return out
 }
 
 // limitOf is a charge's bucket after the decision d; applied: the hit's
