@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// Client-side coalescing of hits (DESIGN.md "Partition-owning workers"):
+// Client-side coalescing of hits (docs/DESIGN.md "Partition-owning workers"):
 // concurrent hits bound for one owner travel in one batch frame and are
 // answered in one reply. There is no timer: a lane (one per destination
 // subject) sends at once while it has fewer than laneWindow frames
