@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Client calls the partition owners directly: it routes each request to
@@ -84,9 +85,9 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	for attempt := 1; ; attempt++ {
 		st, reason, rep := c.co.hit(ctx, n, &r, deadline)
 		switch st {
-		case stAnswered:
+		case frame.StatusAnswered:
 			return rep, nil
-		case stInvalid:
+		case frame.StatusInvalid:
 			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
 		case stLegacy:
 			ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -99,7 +100,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 				err = context.DeadlineExceeded // the budget
 			}
 			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
-		default: // stUnavailable, stFailed
+		default: // frame.StatusUnavailable, stFailed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
 		wait := min(backoff, time.Until(deadline))

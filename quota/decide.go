@@ -11,11 +11,12 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner's decision core. Every hit an owner serves — an item of a batch
-// frame (serveFrame) or a JSON request (tenure.hit) — is a wireHit that
-// has passed wireHit.validate, is routed to the tenure of its partition,
+// frame (serveFrame) or a JSON request (tenure.hit) — is a frame.Item that
+// has passed frame.Item.validate, is routed to the tenure of its partition,
 // and is decided by tenure.decide: its charges all or nothing under the
 // tenure's lock, then, for an admitted hit with a claim, a claimJob that
 // writes the claim (claimJob.run) and turns its outcome into the answer
@@ -35,11 +36,11 @@ type chargeScratch struct {
 // claim, the job that takes the claim (its answer comes with the claim).
 // One bucket state per charge is appended to limits; an answer's limits
 // alias it.
-func (t *tenure) decide(it *wireHit, index int, now int64, sc *chargeScratch, limits []limitPair) (answer, *claimJob, []limitPair) {
+func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch, limits []frame.Limit) (frame.Answer, *claimJob, []frame.Limit) {
 	refs, lims, decs := sc.refs[:0], sc.lims[:0], sc.decs[:0]
-	for _, c := range it.charges {
-		refs = append(refs, t.state.ref(c.kind, it.tenant, true))
-		lims = append(lims, gcra.Limit{Increment: c.inc, Capacity: c.cap})
+	for _, c := range it.Charges {
+		refs = append(refs, t.state.ref(c.Kind, it.Tenant, true))
+		lims = append(lims, gcra.Limit{Increment: c.Inc, Capacity: c.Cap})
 		decs = append(decs, gcra.Decision{})
 	}
 	sc.refs, sc.lims, sc.decs = refs, lims, decs
@@ -51,23 +52,23 @@ func (t *tenure) decide(it *wireHit, index int, now int64, sc *chargeScratch, li
 	own := limits[start:len(limits):len(limits)]
 	switch {
 	case !allowed:
-		return answer{index: index, result: resRateLimited, retryMs: ceilMs(retry), limits: own}, nil, limits
-	case !it.claim:
-		return answer{index: index, result: resOK, limits: own}, nil, limits
+		return frame.Answer{Index: index, Result: frame.ResultRateLimited, RetryMs: ceilMs(retry), Limits: own}, nil, limits
+	case !it.Claim:
+		return frame.Answer{Index: index, Result: frame.ResultOK, Limits: own}, nil, limits
 	}
 	w := t.w
 	j := &claimJob{
 		t:       t,
 		item:    index,
-		id:      claims.ID{Tenant: string(it.tenant), Source: string(it.source), Key: string(it.key)},
-		hookID:  string(it.hookID),
-		pending: msToDuration(it.pendingMs, w.cfg.pendingTTL),
-		timeout: min(msToDuration(it.timeoutMs, DefaultBudget), maxOwnerTimeout),
+		id:      claims.ID{Tenant: string(it.Tenant), Source: string(it.Source), Key: string(it.Key)},
+		hookID:  string(it.HookID),
+		pending: msToDuration(it.PendingMs, w.cfg.pendingTTL),
+		timeout: min(msToDuration(it.TimeoutMs, DefaultBudget), maxOwnerTimeout),
 		refs:    slices.Clone(refs),
 		lims:    slices.Clone(lims),
 		limits:  slices.Clone(own),
 	}
-	return answer{}, j, limits[:start]
+	return frame.Answer{}, j, limits[:start]
 }
 
 // claimJob is one admitted hit whose charges are taken and whose claim is
@@ -82,7 +83,7 @@ type claimJob struct {
 	timeout time.Duration
 	refs    []bucketRef
 	lims    []gcra.Limit
-	limits  []limitPair
+	limits  []frame.Limit
 
 	batch *claimBatch
 	slot  int       // index in batch.answers
@@ -100,15 +101,15 @@ func (j *claimJob) run() {
 	res, err := w.store.Claim(ctx, j.id, j.hookID, j.pending)
 	cancel()
 	a, _ := claimAnswer(res, err, j.limits)
-	if a.result != resOK {
+	if a.Result != frame.ResultOK {
 		t.refund(j.refs, j.lims)
 	}
-	w.met.hit(a.metric())
+	w.met.hit(answerMetric(&a))
 	if j.batch == nil {
 		respondAnswer(j.msg, &a, j.kinds)
 		return
 	}
-	a.index = j.item
+	a.Index = j.item
 	j.batch.answers[j.slot] = a
 	j.batch.done(j.slot)
 }
@@ -120,71 +121,54 @@ func (j *claimJob) run() {
 // when it did not answer. Only an ok answer keeps the charges; the caller
 // refunds them otherwise. failure is the answer as a Go error (wrapping
 // ErrInvalid or ErrUnavailable, and err), nil for an answered hit.
-func claimAnswer(res claims.Result, err error, limits []limitPair) (a answer, failure error) {
+func claimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
 	switch {
 	case errors.Is(err, claims.ErrInvalid):
-		return answer{status: stInvalid, reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	case err != nil:
-		return answer{status: stUnavailable, reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case res.Outcome == claims.OK:
-		return answer{result: resOK, hookID: res.HookID, revision: res.Revision, limits: limits}, nil
+		return frame.Answer{Result: frame.ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits}, nil
 	case res.Outcome == claims.Duplicate:
-		return answer{result: resDuplicate, hookID: res.HookID, revision: res.Revision}, nil
+		return frame.Answer{Result: frame.ResultDuplicate, HookID: res.HookID, Revision: res.Revision}, nil
 	default:
-		return answer{result: resPending, hookID: res.HookID, revision: res.Revision, retryMs: max(1, ceilMs(res.RetryAfter))}, nil
+		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, ceilMs(res.RetryAfter))}, nil
 	}
 }
 
-// metric is the answer's label of sluice_quota_hits_total.
-func (a *answer) metric() string {
-	switch a.status {
-	case stAnswered:
-		return resultCodes[a.result]
-	case stInvalid:
+// answerMetric is the answer's label of sluice_quota_hits_total.
+func answerMetric(a *frame.Answer) string {
+	switch a.Status {
+	case frame.StatusAnswered:
+		return resultCodes[a.Result]
+	case frame.StatusInvalid:
 		return "invalid"
-	case stUnavailable:
+	case frame.StatusUnavailable:
 		return "unavailable"
 	}
 	return reasonNotOwner
 }
 
-// hitReply is an answered item as a HitReply; charges name the limits.
-func (a *answer) hitReply(charges []Charge) HitReply {
-	rep := HitReply{Result: resultCodes[a.result], HookID: a.hookID, RetryAfterMs: a.retryMs, Revision: a.revision}
-	if len(a.limits) > 0 {
-		rep.Limits = make([]LimitState, len(a.limits))
-		for i, l := range a.limits {
-			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.remaining, ResetAfterMs: l.resetMs}
+// answerReply is an answered item as a HitReply; charges name the limits.
+func answerReply(a *frame.Answer, charges []Charge) HitReply {
+	rep := HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
+	if len(a.Limits) > 0 {
+		rep.Limits = make([]LimitState, len(a.Limits))
+		for i, l := range a.Limits {
+			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
 		}
 	}
 	return rep
 }
 
 // respondAnswer answers a JSON hit: a HitReply, or the error headers.
-func respondAnswer(m *nats.Msg, a *answer, charges []Charge) {
-	switch a.status {
-	case stAnswered:
-		respondJSON(m, a.hitReply(charges))
-	case stInvalid:
-		respondError(m, 400, a.reason)
+func respondAnswer(m *nats.Msg, a *frame.Answer, charges []Charge) {
+	switch a.Status {
+	case frame.StatusAnswered:
+		respondJSON(m, answerReply(a, charges))
+	case frame.StatusInvalid:
+		respondError(m, 400, a.Reason)
 	default:
-		respondError(m, 503, a.reason)
+		respondError(m, 503, a.Reason)
 	}
-}
-
-// hitItem is r, routed to partition n with timeoutMs left of the caller's
-// budget, as the item the decision core reads (allocating: JSON hits are
-// the owner's slow path).
-func hitItem(r *HitRequest, n int, timeoutMs int64) wireHit {
-	it := wireHit{op: opItemHit, n: n, timeoutMs: timeoutMs, tenant: []byte(r.Tenant())}
-	it.charges = make([]wireCharge, len(r.Charges))
-	for i, c := range r.Charges {
-		it.charges[i] = wireCharge{kind: []byte(c.Kind), inc: c.IncrementUs, cap: c.CapacityUs}
-	}
-	if c := r.Claim; c != nil {
-		it.claim = true
-		it.source, it.key, it.hookID = []byte(c.Source), []byte(c.Key), []byte(c.HookID)
-		it.ttlMs, it.pendingMs = c.TTLMs, c.PendingTTLMs
-	}
-	return it
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Fleet is the Client with a node-local fallback: when the partition owner
@@ -179,7 +180,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
 	cancel()
 	a, err := claimAnswer(res, err, nil)
-	if a.result != resOK {
+	if a.Result != frame.ResultOK {
 		now := gcra.Micros(f.now())
 		for i := range keys {
 			f.local.Refund(keys[i], lims[i], now)
@@ -188,7 +189,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if err != nil {
 		return HitReply{}, err
 	}
-	rep := a.hitReply(nil)
+	rep := answerReply(&a, nil)
 	rep.Local = true
 	return rep, nil
 }

@@ -7,13 +7,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // frameScratch is the reusable state of serving one frame.
 type frameScratch struct {
-	items   []wireHit
-	answers []answer
-	limits  []limitPair
+	items   []frame.Item
+	answers []frame.Answer
+	limits  []frame.Limit
 	charges chargeScratch
 	claims  []*claimJob
 	buf     []byte
@@ -28,7 +29,7 @@ var scratchPool = sync.Pool{New: func() any { return new(frameScratch) }}
 type claimBatch struct {
 	w       *Worker
 	reply   string
-	answers []answer // by job slot; written by the job before it reports
+	answers []frame.Answer // by job slot; written by the job before it reports
 
 	mu      sync.Mutex // held while a reply is built and published (replies stay in order)
 	left    int
@@ -53,7 +54,7 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 	}
 	fs := scratchPool.Get().(*frameScratch)
 	defer fs.release()
-	items, err := decodeRequestFrame(m.Data, fs.items)
+	items, err := frame.DecodeRequest(m.Data, fs.items)
 	fs.items = items
 	if err != nil {
 		respondError(m, 400, "invalid_request: "+err.Error())
@@ -105,7 +106,7 @@ func (w *Worker) decideItems(fs *frameScratch) {
 			fs.claims = append(fs.claims, job)
 			continue
 		}
-		w.met.hit(a.metric())
+		w.met.hit(answerMetric(&a))
 		answers = append(answers, a)
 	}
 	unlock()
@@ -115,20 +116,20 @@ func (w *Worker) decideItems(fs *frameScratch) {
 // routeItem finds the tenure that decides item it (the index-th): false with
 // the item's answer when it is invalid, misrouted, or its partition is not
 // served here.
-func (w *Worker) routeItem(it *wireHit, index int) (*tenure, answer, bool) {
-	if err := it.validate(); err != nil {
+func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bool) {
+	if err := validateItem(it); err != nil {
 		w.met.hit("invalid")
-		return nil, answer{index: index, status: stInvalid, reason: err.Error()}, false
+		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: err.Error()}, false
 	}
-	if p := partitionBytes(it.tenant, w.cfg.partitions); p != it.n {
+	if p := partitionBytes(it.Tenant, w.cfg.partitions); p != it.N {
 		w.met.hit("invalid")
-		return nil, answer{index: index, status: stInvalid, reason: misrouted(p, w.cfg.partitions, it.n)}, false
+		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: misrouted(p, w.cfg.partitions, it.N)}, false
 	}
-	t := w.served[it.n].Load()
+	t := w.served[it.N].Load()
 	if t == nil || !t.serving() {
-		return nil, answer{index: index, status: stNotOwner, reason: reasonNotOwner}, false
+		return nil, frame.Answer{Index: index, Status: frame.StatusNotOwner, Reason: reasonNotOwner}, false
 	}
-	return t, answer{}, true
+	return t, frame.Answer{}, true
 }
 
 // admitClaims admits the claims of fs (this may wait for KV slots:
@@ -140,7 +141,7 @@ func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	for _, j := range fs.claims {
 		if !j.t.admit() {
 			j.t.refund(j.refs, j.lims)
-			fs.answers = append(fs.answers, answer{index: j.item, status: stNotOwner, reason: reasonNotOwner})
+			fs.answers = append(fs.answers, frame.Answer{Index: j.item, Status: frame.StatusNotOwner, Reason: reasonNotOwner})
 			continue
 		}
 		admitted = append(admitted, j)
@@ -150,7 +151,7 @@ func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	if len(admitted) == 0 {
 		return nil
 	}
-	return &claimBatch{w: w, reply: reply, answers: make([]answer, len(admitted)), left: len(admitted)}
+	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, len(admitted)), left: len(admitted)}
 }
 
 // replyDecided publishes the immediate reply: every item decided so far;
@@ -160,9 +161,9 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 	if len(fs.answers) == 0 && (!more || len(fs.items) == 1) {
 		return
 	}
-	buf := appendReplyHeader(fs.buf[:0], more, w.route, len(fs.answers))
+	buf := frame.AppendReplyHeader(fs.buf[:0], more, w.route, len(fs.answers))
 	for k := range fs.answers {
-		buf = appendAnswer(buf, &fs.answers[k])
+		buf = frame.AppendAnswer(buf, &fs.answers[k])
 	}
 	fs.buf = buf
 	_ = w.nc.Publish(reply, buf)
@@ -205,9 +206,9 @@ func (b *claimBatch) flush() {
 
 // sendLocked publishes the pending answers (b.mu held).
 func (b *claimBatch) sendLocked() {
-	buf := appendReplyHeader(make([]byte, 0, 64+48*len(b.pending)), b.left > 0, b.w.route, len(b.pending))
+	buf := frame.AppendReplyHeader(make([]byte, 0, 64+48*len(b.pending)), b.left > 0, b.w.route, len(b.pending))
 	for _, k := range b.pending {
-		buf = appendAnswer(buf, &b.answers[k])
+		buf = frame.AppendAnswer(buf, &b.answers[k])
 	}
 	b.pending = b.pending[:0]
 	_ = b.w.nc.Publish(b.reply, buf)

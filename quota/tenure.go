@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // tenure is one holding of one partition's lease: from a successful Create
@@ -86,7 +87,7 @@ func (t *tenure) serving() bool {
 // replies when done. A batch frame (frame.go) is served by the worker,
 // which routes each item to the tenure of its partition.
 func (t *tenure) handle(m *nats.Msg) {
-	if isFrame(m.Data) {
+	if frame.Is(m.Data) {
 		t.w.serveFrame(m)
 		return
 	}
@@ -211,7 +212,7 @@ func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
 	a, j, _ := t.decide(&it, 0, now, &sc, nil)
 	t.mu.Unlock()
 	if j == nil {
-		t.w.met.hit(a.metric())
+		t.w.met.hit(answerMetric(&a))
 		respondAnswer(m, &a, r.Charges)
 		return
 	}
@@ -261,7 +262,7 @@ func (t *tenure) sweep() {
 
 // limitOf is a charge's bucket after the decision d; applied: the hit's
 // charges were taken.
-func limitOf(inc int64, d gcra.Decision, applied bool) limitPair {
+func limitOf(inc int64, d gcra.Decision, applied bool) frame.Limit {
 	rem := d.Remaining
 	if !applied {
 		// Nothing was charged: what is left at this instant.
@@ -274,7 +275,7 @@ func limitOf(inc int64, d gcra.Decision, applied bool) limitPair {
 	if !applied && d.Allowed && inc > 0 {
 		reset -= time.Duration(inc) * time.Microsecond
 	}
-	return limitPair{remaining: rem, resetMs: ceilMs(max(0, reset))}
+	return frame.Limit{Remaining: rem, ResetMs: ceilMs(max(0, reset))}
 }
 
 // ceilMs is d in whole milliseconds, rounded up.

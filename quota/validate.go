@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Bounds of a request (docs/PROTOCOL.md). Every check of a request on any
@@ -11,7 +12,7 @@ import (
 // frame, the sluice.v1.quota.* service — is one of the functions below.
 const (
 	// MaxCharges bounds the charges of one hit.
-	MaxCharges = 16
+	MaxCharges = frame.MaxCharges
 	// MaxKindBytes bounds a charge's kind (it is kept per partition).
 	MaxKindBytes = 64
 	// MaxNameBytes bounds tenants, principals and counter keys.
