@@ -64,18 +64,5 @@ func MemberSubject(prefix, id string) string {
 	return prefix + ".v1.quota.m." + kvstore.EncodeToken(id)
 }
 
-// Keys of the leases bucket.
-const (
-	configKey    = "config.partitions"
-	leaseStem    = "lease."
-	memberStem   = "member."
-	memberFilter = "member.*"
-	leaseFilter  = "lease.*"
-)
-
-func leaseKey(n int) string { return leaseStem + strconv.Itoa(n) }
-
-func memberKey(id string) string { return memberStem + kvstore.EncodeToken(id) }
-
 // counterKey is the counts-bucket key of a (principal, key) counter.
 func counterKey(principal, key string) string { return kvstore.Join(principal, key) }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // tenure is one holding of one partition's lease: from a successful Create
@@ -20,17 +21,14 @@ import (
 // counters load from KV on first access) and dies with it; requests still
 // in flight keep their tenure alive but cannot touch a later one.
 type tenure struct {
-	w        *Worker
-	n        int
-	subject  string
-	orphan   bool
-	acquired time.Time
+	w       *Worker
+	n       int
+	subject string
+	lease   *lease.Lease
 
-	rev uint64             // lease revision; loop goroutine only
-	sub *nats.Subscription // loop goroutine only
+	sub *nats.Subscription // lease loop goroutine only
 
-	deadline atomic.Int64 // sinceBase nanoseconds: serve only before it
-	ended    atomic.Bool  // released or lost: serve nothing more
+	ended    atomic.Bool // released or lost: serve nothing more
 	inflight tracker
 
 	mu       sync.Mutex
@@ -38,25 +36,15 @@ type tenure struct {
 	counters map[string]*counter
 }
 
-func (w *Worker) newTenure(n int, rev uint64, sent time.Time, orphan bool) *tenure {
-	t := &tenure{
+func (w *Worker) newTenure(l *lease.Lease) *tenure {
+	return &tenure{
 		w:        w,
-		n:        n,
-		subject:  PartitionSubject(w.cfg.prefix, n),
-		orphan:   orphan,
-		acquired: time.Now(),
-		rev:      rev,
+		n:        l.N,
+		subject:  PartitionSubject(w.cfg.prefix, l.N),
+		lease:    l,
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
 	}
-	t.setDeadline(sent)
-	return t
-}
-
-// setDeadline records a successful write of the lease sent at sent: the
-// server started its TTL after sent, so sent + TTL - margin is safe.
-func (t *tenure) setDeadline(sent time.Time) {
-	t.deadline.Store(int64(sent.Sub(t.w.base) + t.w.cfg.leaseTTL - t.w.margin))
 }
 
 func (t *tenure) subscribe() error {
@@ -78,7 +66,7 @@ func (t *tenure) end() {
 }
 
 func (t *tenure) serving() bool {
-	return !t.ended.Load() && t.w.sinceBase() < t.deadline.Load()
+	return !t.ended.Load() && t.lease.Valid()
 }
 
 // handle is the subscription callback. It never waits on KV: hits are

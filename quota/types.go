@@ -3,7 +3,11 @@
 // callers a routing client with a node-local fallback.
 package quota
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluice-dev/sluice/quota/internal/lease"
+)
 
 // Errors.
 var (
@@ -15,7 +19,7 @@ var (
 	ErrInvalid = errors.New("quota: invalid request")
 	// ErrPartitionMismatch: the fleet was created with another partition
 	// count; a node configured differently refuses to start.
-	ErrPartitionMismatch = errors.New("quota: partition count mismatch")
+	ErrPartitionMismatch = lease.ErrPartitionMismatch
 )
 
 // Charge kinds used by the edge.
