@@ -322,7 +322,7 @@ func (l *Loop) retireWatcher() {
 // apply folds one watched entry into the view (nil: initial values done).
 func (l *Loop) apply(e jetstream.KeyValueEntry) {
 	if e == nil {
-		l.view.synced = true
+		l.view.markSynced()
 		return
 	}
 	now := time.Now()

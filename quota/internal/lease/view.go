@@ -96,6 +96,9 @@ func (v *view) holder(n int, now time.Time) (id string, since time.Time) {
 	return id, time.Time{}
 }
 
+// markSynced records that the watcher delivered all initial values.
+func (v *view) markSynced() { v.synced = true }
+
 // observe records that the watcher delivered revision rev.
 func (v *view) observe(rev uint64) { v.maxRev = max(v.maxRev, rev) }
 
