@@ -1,6 +1,3 @@
-// Package quota serves fleet-wide GCRA rate limits and reserve/release
-// counters from partition-owning workers over NATS request/reply, and gives
-// callers a routing client with a node-local fallback.
 package quota
 
 import (
