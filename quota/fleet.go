@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -119,7 +121,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 // Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
 // the rest for the fallback's claim store call.
 func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	ctx, cancel := withBudget(ctx, f.budget)
+	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()
 	octx := ctx
 	if r.Claim != nil {
@@ -136,14 +138,6 @@ func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	return f.localHit(ctx, r)
 }
 
-// withBudget bounds ctx by budget when it has no deadline.
-func withBudget(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || budget <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, budget)
-}
-
 func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	keys := make([]string, len(r.Charges))
 	lims := make([]gcra.Limit, len(r.Charges))
@@ -157,7 +151,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, ceilMs(d.RetryAfter)), Local: true}, nil
+		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, millis.Ceil(d.RetryAfter)), Local: true}, nil
 	}
 	if r.Claim == nil {
 		return HitReply{Result: ResultOK, Local: true}, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/millis"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
@@ -263,19 +264,7 @@ func limitOf(inc int64, d gcra.Decision, applied bool) frame.Limit {
 	if !applied && d.Allowed && inc > 0 {
 		reset -= time.Duration(inc) * time.Microsecond
 	}
-	return frame.Limit{Remaining: rem, ResetMs: ceilMs(max(0, reset))}
-}
-
-// ceilMs is d in whole milliseconds, rounded up.
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
+	return frame.Limit{Remaining: rem, ResetMs: millis.Ceil(max(0, reset))}
 }
 
 // maxOwnerTimeout bounds the KV calls of one request, whatever the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/internal/millis"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -264,16 +265,7 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: ceilMs(st.ExpiresIn)}, nil
-}
-
-// ceilMs is d in whole milliseconds, rounded up (a live claim never reads
-// as expiring in 0 ms).
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: millis.Ceil(st.ExpiresIn)}, nil
 }
 
 // ---- replay.claim ----
