@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // setting is one flag with its default, usage and setter. The setter parses
@@ -62,7 +64,7 @@ func (c *Config) checkEmbeddedSecurity() error {
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
 	MaxReplicas   = 5    // JetStream's limit
-	MaxPrefix     = 64
+	MaxPrefix     = names.MaxPrefix
 	// MinAdminTokenBytes is the shortest --admin-token accepted.
 	MinAdminTokenBytes = 16
 )
@@ -332,33 +334,12 @@ func redactURL(v string) string {
 	return rest
 }
 
-// checkPrefix validates a subject prefix: 1..64 bytes, '.'-separated tokens
-// of [A-Za-z0-9_-] (kvstore.ValidatePrefix's rule).
-func checkPrefix(p string) error {
-	if p == "" || len(p) > MaxPrefix {
-		return fmt.Errorf("must be 1..%d bytes, got %d", MaxPrefix, len(p))
-	}
-	for tok := range strings.SplitSeq(p, ".") {
-		if !isPrefixToken(tok) {
-			return fmt.Errorf("invalid prefix %q (want '.'-separated tokens of [A-Za-z0-9_-])", p)
-		}
-	}
-	return nil
-}
+// checkPrefix validates a subject prefix (names.ValidatePrefix, the rule
+// kvstore.ValidatePrefix applies too).
+func checkPrefix(p string) error { return names.ValidatePrefix(p) }
 
 // isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
-func isPrefixToken(tok string) bool {
-	if tok == "" {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func isPrefixToken(tok string) bool { return names.PlainToken(tok) }
 
 // check validates combinations of settings.
 func (c *Config) check() error {

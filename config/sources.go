@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -22,7 +23,7 @@ const (
 	// MaxBodyBytesLimit bounds max_body_bytes.
 	MaxBodyBytesLimit = 1 << 30
 	// MaxNameBytes bounds tenant and source names (the HTTP rule).
-	MaxNameBytes = 128
+	MaxNameBytes = names.MaxName
 )
 
 // Rate is a GCRA budget: Rate units per second with bursts of up to Burst
@@ -182,19 +183,8 @@ func (l Limits) Validate() error {
 }
 
 // ValidName reports whether s is a valid tenant or source name: 1..128 bytes
-// of [A-Za-z0-9._~-] (the HTTP path rule).
-func ValidName(s string) bool {
-	if s == "" || len(s) > MaxNameBytes || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// of [A-Za-z0-9._~-] (the HTTP path rule), not "." or "..".
+func ValidName(s string) bool { return names.ValidName(s) }
 
 // resolveFile completes c from the file's structured part (nil: no file).
 func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {

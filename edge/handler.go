@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -188,23 +189,11 @@ func validRequestID(s string) bool {
 }
 
 // tokenByte: [A-Za-z0-9._~-], the bytes PROTOCOL.md allows in a tenant or source.
-func tokenByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-'
-}
+func tokenByte(c byte) bool { return names.NameByte(c) }
 
 // ValidName reports whether s is a valid tenant or source: 1–128 bytes of
 // [A-Za-z0-9._~-], and not "." or ".." (path segments no URL can carry).
-func ValidName(s string) bool {
-	if s == "" || len(s) > 128 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tokenByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
+func ValidName(s string) bool { return names.ValidName(s) }
 
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Ready != nil {

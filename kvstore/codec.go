@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // ErrInvalidToken is returned by DecodeToken for a string that EncodeToken
@@ -34,9 +36,7 @@ const hexDigits = "0123456789ABCDEF"
 // emptyToken is the encoding of the empty string.
 const emptyToken = "="
 
-func plain(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
-}
+func plain(b byte) bool { return names.Plain(b) }
 
 // EncodedLen is the length of EncodeToken(s) without building it.
 func EncodedLen(s string) int {

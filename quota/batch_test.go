@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -32,7 +33,7 @@ func tenantsIn(p, n int, stem string) []string {
 
 // frameExchange sends a raw frame to subject and collects reply frames
 // until every one of want items is answered (or timeout).
-func frameExchange(t *testing.T, nc *nats.Conn, subject string, frame []byte, want int) map[int]wireAnswer {
+func frameExchange(t *testing.T, nc *nats.Conn, subject string, req []byte, want int) map[int]frame.ReplyAnswer {
 	t.Helper()
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, 16)
@@ -41,34 +42,34 @@ func frameExchange(t *testing.T, nc *nats.Conn, subject string, frame []byte, wa
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: frame}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: req}); err != nil {
 		t.Fatal(err)
 	}
-	got := map[int]wireAnswer{}
+	got := map[int]frame.ReplyAnswer{}
 	timeout := time.After(10 * time.Second)
 	for len(got) < want {
 		select {
 		case m := <-ch:
-			if !isFrame(m.Data) {
+			if !frame.Is(m.Data) {
 				t.Fatalf("reply is not a frame: headers %v data %q", m.Header, m.Data)
 			}
-			f, err := decodeReplyHeader(m.Data)
+			f, err := frame.DecodeReply(m.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range f.count {
-				var a wireAnswer
-				if err := f.next(&a); err != nil {
+			for range f.Count {
+				var a frame.ReplyAnswer
+				if err := f.Next(&a); err != nil {
 					t.Fatal(err)
 				}
-				if _, dup := got[a.index]; dup {
-					t.Fatalf("item %d answered twice", a.index)
+				if _, dup := got[a.Index]; dup {
+					t.Fatalf("item %d answered twice", a.Index)
 				}
-				a.reason = append([]byte(nil), a.reason...)
-				a.hookID = append([]byte(nil), a.hookID...)
-				got[a.index] = a
+				a.Reason = append([]byte(nil), a.Reason...)
+				a.HookID = append([]byte(nil), a.HookID...)
+				got[a.Index] = a
 			}
-			if !f.done() {
+			if !f.Done() {
 				t.Fatal("trailing bytes in a reply frame")
 			}
 		case <-timeout:
@@ -112,35 +113,35 @@ func TestFrameMixedItems(t *testing.T) {
 		7: {Charges: []Charge{hooks("elsewhere", 1)}},                                                                          // misrouted (claims partition 5)
 		8: {Claim: &ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                 // invalid
 	}
-	frame := appendFrameHeader(nil, len(items))
+	fr := frame.AppendRequestHeader(nil, len(items))
 	for i := range items {
-		frame = appendHitItem(frame, 5, 1000, &items[i])
+		fr = appendHitItem(fr, 5, 1000, &items[i])
 	}
 	if Partition("elsewhere", DefaultPartitions) == 5 {
 		t.Fatal("pick another misrouted tenant")
 	}
-	got := frameExchange(t, k.Conn, MemberSubject(e.prefix, w.ID()), frame, len(items))
+	got := frameExchange(t, k.Conn, MemberSubject(e.prefix, w.ID()), fr, len(items))
 	want := []struct {
 		status byte
 		result string
 	}{
-		{stAnswered, ResultOK}, {stAnswered, ResultRateLimited}, {stInvalid, ""}, {stAnswered, ResultOK},
-		{stAnswered, ResultRateLimited}, {stAnswered, ResultDuplicate}, {stInvalid, ""}, {stInvalid, ""}, {stInvalid, ""},
+		{frame.StatusAnswered, ResultOK}, {frame.StatusAnswered, ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, ResultOK},
+		{frame.StatusAnswered, ResultRateLimited}, {frame.StatusAnswered, ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
 	}
 	for i, w := range want {
 		a := got[i]
-		if a.status != w.status || w.status == stAnswered && resultCodes[a.result] != w.result {
-			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.status, resultCodes[a.result], a.reason, w.status, w.result)
+		if a.Status != w.status || w.status == frame.StatusAnswered && resultCodes[a.Result] != w.result {
+			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.Status, resultCodes[a.Result], a.Reason, w.status, w.result)
 		}
 	}
-	if a := got[0]; a.nLimits != 1 || a.limits[0].remaining != 1 {
-		t.Errorf("item 0 limits %+v", a.limits[:a.nLimits])
+	if a := got[0]; a.NLimits != 1 || a.Limits[0].Remaining != 1 {
+		t.Errorf("item 0 limits %+v", a.Limits[:a.NLimits])
 	}
-	if a := got[3]; a.revision == 0 || string(a.hookID) != "h3" || a.nLimits != 1 || a.limits[0].remaining != 0 {
+	if a := got[3]; a.Revision == 0 || string(a.HookID) != "h3" || a.NLimits != 1 || a.Limits[0].Remaining != 0 {
 		t.Errorf("item 3: %+v", a)
 	}
-	if a := got[5]; string(a.hookID) != "first" {
-		t.Errorf("item 5 hook id %q", a.hookID)
+	if a := got[5]; string(a.HookID) != "first" {
+		t.Errorf("item 5 hook id %q", a.HookID)
 	}
 	// Nothing of the duplicate, the denials or the invalid items was spent:
 	// ts[3] has its whole burst of 5, ts[2] its burst of 1.
@@ -151,7 +152,7 @@ func TestFrameMixedItems(t *testing.T) {
 		}
 	}
 	// A frame that does not parse is one 400, like malformed JSON.
-	msg, err := k.Conn.Request(MemberSubject(e.prefix, w.ID()), []byte{frameMagic, frameVersion, 1, 9}, 5*time.Second)
+	msg, err := k.Conn.Request(MemberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("malformed frame: %v %v", msg, err)
 	}
@@ -250,7 +251,7 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
-		items, err := decodeRequestFrame(m.Data, nil)
+		items, err := frame.DecodeRequest(m.Data, nil)
 		if err != nil {
 			t.Errorf("decode: %v", err)
 			return
@@ -258,9 +259,9 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		mu.Unlock()
-		b := appendReplyHeader(nil, false, "", len(items))
+		b := frame.AppendReplyHeader(nil, false, "", len(items))
 		for i := range items {
-			b = appendAnswer(b, &answer{index: i, result: 1})
+			b = frame.AppendAnswer(b, &frame.Answer{Index: i, Result: 1})
 		}
 		_ = m.Respond(b)
 	})

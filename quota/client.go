@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Client calls the partition owners directly: it routes each request to
@@ -61,7 +62,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // request, ErrUnavailable when the owner did not answer within the
 // deadline or its store failed (nothing was spent then).
 func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	if err := validateHit(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
@@ -84,9 +85,9 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	for attempt := 1; ; attempt++ {
 		st, reason, rep := c.co.hit(ctx, n, &r, deadline)
 		switch st {
-		case stAnswered:
+		case frame.StatusAnswered:
 			return rep, nil
-		case stInvalid:
+		case frame.StatusInvalid:
 			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
 		case stLegacy:
 			ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -99,7 +100,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 				err = context.DeadlineExceeded // the budget
 			}
 			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
-		default: // stUnavailable, stFailed
+		default: // frame.StatusUnavailable, stFailed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
 		wait := min(backoff, time.Until(deadline))
@@ -130,7 +131,7 @@ func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 // Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
 	r := ResetRequest{Tenant: tenant}
-	if err := validateReset(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	var rep okReply
@@ -143,7 +144,7 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
 func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	if err := validateReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return ReserveReply{}, err
 	}
 	var rep ReserveReply
@@ -154,7 +155,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, e
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply
@@ -164,7 +165,7 @@ func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, err
 
 // Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -51,7 +52,7 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 		ids[i] = w.ID()
 	}
 	slices.Sort(ids)
-	want := assign(ids, ws[0].cfg.partitions)
+	want := lease.Assign(ids, ws[0].cfg.partitions)
 	testkit.Eventually(t, timeout, func() bool {
 		for _, w := range ws {
 			var mine []int

@@ -11,9 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// Client-side coalescing of hits (DESIGN.md "Partition-owning workers"):
+// Client-side coalescing of hits (docs/DESIGN.md "Partition-owning workers"):
 // concurrent hits bound for one owner travel in one batch frame and are
 // answered in one reply. There is no timer: a lane (one per destination
 // subject) sends at once while it has fewer than laneWindow frames
@@ -244,7 +246,7 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	co.frames.Add(1)
 	co.items.Add(int64(len(live)))
 	bp := framePool.Get().(*[]byte)
-	buf := appendFrameHeader((*bp)[:0], len(live))
+	buf := frame.AppendRequestHeader((*bp)[:0], len(live))
 	for _, c := range live {
 		buf = appendHitItem(buf, c.n, max(1, c.deadline.Sub(now).Milliseconds()), c.req)
 	}
@@ -364,39 +366,39 @@ func (co *coalescer) onReply(m *nats.Msg) {
 	if b == nil {
 		return // expired or finished
 	}
-	if !isFrame(m.Data) {
+	if !frame.Is(m.Data) {
 		co.onHeaderReply(b, m)
 		return
 	}
-	f, err := decodeReplyHeader(m.Data)
+	f, err := frame.DecodeReply(m.Data)
 	if err != nil {
 		co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
 		return
 	}
 	var learned *lane
-	if len(f.route) > 0 && string(f.route) != b.lane.subject {
-		learned = co.memberLane(f.route)
+	if len(f.Route) > 0 && string(f.Route) != b.lane.subject {
+		learned = co.memberLane(f.Route)
 	}
-	var a wireAnswer
+	var a frame.ReplyAnswer
 	answered := 0
-	for range f.count {
-		if err := f.next(&a); err != nil || a.index >= len(b.calls) {
+	for range f.Count {
+		if err := f.Next(&a); err != nil || a.Index >= len(b.calls) {
 			co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
 			return
 		}
-		c := b.calls[a.index]
-		if a.status == stNotOwner {
+		c := b.calls[a.Index]
+		if a.Status == frame.StatusNotOwner {
 			co.forget(c.n)
 			c.complete(stRetry, reasonNotOwner, HitReply{})
 		} else {
 			if learned != nil {
 				co.route[c.n].Store(learned)
 			}
-			c.complete(a.status, string(a.reason), decodeHitReply(&a, c.req))
+			c.complete(a.Status, string(a.Reason), decodeHitReply(&a, c.req))
 		}
 		answered++
 	}
-	if !f.done() {
+	if !f.Done() {
 		co.finish(b, stFailed, fmt.Sprintf("malformed reply from %s", b.lane.subject))
 		return
 	}
@@ -406,7 +408,7 @@ func (co *coalescer) onReply(m *nats.Msg) {
 		return // expired meanwhile
 	}
 	b.left -= answered
-	if b.left > 0 && f.more {
+	if b.left > 0 && f.More {
 		release := !b.released
 		b.released = true
 		b.mu.Unlock()
@@ -440,7 +442,7 @@ func (co *coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
 		}
 		co.finish(b, stLegacy, reason)
 	default:
-		co.finish(b, stUnavailable, "owner of "+b.lane.subject+" answered "+code+" "+reason)
+		co.finish(b, frame.StatusUnavailable, "owner of "+b.lane.subject+" answered "+code+" "+reason)
 	}
 }
 
@@ -474,23 +476,23 @@ func frameable(r *HitRequest) bool {
 }
 
 // decodeHitReply builds the HitReply of an answered item.
-func decodeHitReply(a *wireAnswer, r *HitRequest) HitReply {
-	if a.status != stAnswered {
+func decodeHitReply(a *frame.ReplyAnswer, r *HitRequest) HitReply {
+	if a.Status != frame.StatusAnswered {
 		return HitReply{}
 	}
 	rep := HitReply{
-		Result:       resultCodes[a.result],
-		RetryAfterMs: a.retryMs,
-		Revision:     a.revision,
+		Result:       resultCodes[a.Result],
+		RetryAfterMs: a.RetryMs,
+		Revision:     a.Revision,
 	}
-	if len(a.hookID) > 0 {
-		rep.HookID = string(a.hookID)
+	if len(a.HookID) > 0 {
+		rep.HookID = string(a.HookID)
 	}
-	if a.nLimits > 0 {
-		rep.Limits = make([]LimitState, a.nLimits)
-		for i := range a.nLimits {
-			l := a.limits[i]
-			rep.Limits[i] = LimitState{Remaining: l.remaining, ResetAfterMs: l.resetMs}
+	if a.NLimits > 0 {
+		rep.Limits = make([]LimitState, a.NLimits)
+		for i := range a.NLimits {
+			l := a.Limits[i]
+			rep.Limits[i] = LimitState{Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
 			if i < len(r.Charges) {
 				rep.Limits[i].Kind = r.Charges[i].Kind
 			}

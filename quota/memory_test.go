@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // idleTenants is how many tenants BenchmarkIdleBucketMemory fills one
@@ -92,12 +94,12 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &Worker{cfg: cfg, met: met, base: time.Now(), margin: time.Second}
+	w := &Worker{cfg: cfg, met: met}
 	// An hour per charge: every bucket stays ahead of the (fixed) clock, so
 	// none is full and nothing could sweep it.
 	const hour = int64(time.Hour / time.Microsecond)
 	return heapPerItem(idleTenants*len(kinds), func() any {
-		t := w.newTenure(0, 1, time.Now(), false)
+		t := w.newTenure(&lease.Lease{N: 0})
 		m := &nats.Msg{} // unbound: the reply is built, then dropped
 		for i := range idleTenants {
 			tenant := tenantName(i)

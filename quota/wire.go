@@ -7,8 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/sluice-dev/sluice/claims"
 )
 
 // The owner protocol: JSON requests on PartitionSubject(prefix, n), answered
@@ -89,74 +87,14 @@ func (r *ownerRequest) validate() error {
 	}
 	switch r.Op {
 	case opHit:
-		return validateHit(r.Hit)
+		return r.Hit.Validate()
 	case opReset:
-		return validateReset(r.Reset)
+		return r.Reset.Validate()
 	case opReserve:
-		return validateReserve(r.Reserve)
+		return r.Reserve.Validate()
 	default:
-		return validateCounter(r.Counter)
+		return r.Counter.Validate()
 	}
-}
-
-// MaxNameBytes bounds tenants, principals and counter keys.
-const MaxNameBytes = 256
-
-func validateHit(r *HitRequest) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	for i, c := range r.Charges {
-		if len(c.Tenant) > MaxNameBytes {
-			return fmt.Errorf("%w: charges[%d].tenant longer than %d bytes", ErrInvalid, i, MaxNameBytes)
-		}
-		for j := range i {
-			if r.Charges[j].Kind == c.Kind {
-				return fmt.Errorf("%w: charges[%d]: kind %q charged twice", ErrInvalid, i, c.Kind)
-			}
-		}
-	}
-	if c := r.Claim; c != nil {
-		// Checked before any charge is taken (claims.Store would refuse it
-		// only after).
-		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
-		if err := claims.ValidateHookID(c.HookID); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
-	}
-	return nil
-}
-
-func validateReset(r *ResetRequest) error {
-	if r.Tenant == "" || len(r.Tenant) > MaxNameBytes {
-		return fmt.Errorf("%w: tenant must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	}
-	return nil
-}
-
-func validateCounter(r *CounterRequest) error {
-	switch {
-	case r.Principal == "" || len(r.Principal) > MaxNameBytes:
-		return fmt.Errorf("%w: principal must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	case r.Key == "" || len(r.Key) > MaxNameBytes:
-		return fmt.Errorf("%w: key must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	}
-	return nil
-}
-
-func validateReserve(r *ReserveRequest) error {
-	if err := validateCounter(&CounterRequest{Principal: r.Principal, Key: r.Key}); err != nil {
-		return err
-	}
-	switch {
-	case r.Max < 1:
-		return fmt.Errorf("%w: max must be >= 1, got %d", ErrInvalid, r.Max)
-	case r.TTLMs < 0:
-		return fmt.Errorf("%w: ttl_ms must be >= 0", ErrInvalid)
-	}
-	return nil
 }
 
 // okReply is the reply of reset.

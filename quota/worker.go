@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,11 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // Errors of the Worker lifecycle.
@@ -50,18 +49,13 @@ const queueGroup = "owner"
 type Worker struct {
 	cfg    config
 	nc     *nats.Conn
-	leases *kvstore.Bucket
 	counts *kvstore.Bucket
 	store  claims.Store
 	id     string
 	log    *slog.Logger
 	met    *workerMetrics
 	sem    chan struct{}
-	base   time.Time // monotonic reference of lease deadlines
-
-	renewEvery  time.Duration // heartbeat and renewal period
-	margin      time.Duration // a lease stops serving this long before its TTL runs out
-	orphanGrace time.Duration // a free partition nobody takes is taken by anyone after this
+	leases *lease.Loop // the lease loop; it reports to leaseOwner
 
 	// served[n] is the tenure serving partition n (nil: none), for batch
 	// frames that reach the worker on any of its subjects.
@@ -71,29 +65,21 @@ type Worker struct {
 	route    string
 	routeSub *nats.Subscription
 
-	inflight tracker        // every request goroutine
-	runners  runners        // goroutines of KV-bound requests
-	bg       sync.WaitGroup // retired watchers being stopped; loop goroutine only
+	inflight tracker // every request goroutine
+	runners  runners // goroutines of KV-bound requests
 
-	life   context.Context // ends when Stop has finished; for the watcher
-	cancel context.CancelFunc
 	stopCh chan struct{}
 	done   chan struct{}
 
 	mu       sync.Mutex // guards started, stopped, snapshot
 	started  bool
 	stopped  bool
-	snapshot []int // sorted partitions served, for Partitions
+	snapshot []int // sorted partitions held, for Partitions
 
-	// Owned by the loop goroutine.
-	owned      map[int]*tenure
-	strayTried []uint64  // partition -> lease revision purgeStrays last tried
-	retired    []*tenure // lost tenures whose requests may still be in flight
-	watcher    jetstream.KeyWatcher
-	view       view
-	hbRev      uint64    // revision of the oldest heartbeat the watcher has not echoed
-	hbAt       time.Time // when it was written
-	stopErr    error
+	// Owned by the lease loop's goroutine (leaseOwner's callbacks).
+	tenures map[int]*tenure
+	retired []*tenure // lost tenures whose requests may still be in flight
+	stopErr error
 }
 
 // NewWorker returns a worker serving quota partitions over nc, with leases
@@ -121,34 +107,26 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		return nil, fmt.Errorf("quota: metrics: %w", err)
 	}
 	w := &Worker{
-		cfg:         cfg,
-		nc:          nc,
-		leases:      leases,
-		counts:      counts,
-		store:       store,
-		id:          id,
-		log:         cfg.log.With("member", id),
-		met:         met,
-		sem:         make(chan struct{}, cfg.maxInFlight),
-		base:        time.Now(),
-		renewEvery:  cfg.leaseTTL / 3,
-		margin:      cfg.leaseTTL / 4,
-		orphanGrace: cfg.leaseTTL / 2,
-		stopCh:      make(chan struct{}),
-		done:        make(chan struct{}),
-		owned:       make(map[int]*tenure),
-		strayTried:  make([]uint64, cfg.partitions),
-		served:      make([]atomic.Pointer[tenure], cfg.partitions),
-		route:       MemberSubject(cfg.prefix, id),
-		runners:     newRunners(),
+		cfg:     cfg,
+		nc:      nc,
+		counts:  counts,
+		store:   store,
+		id:      id,
+		log:     cfg.log.With("member", id),
+		met:     met,
+		sem:     make(chan struct{}, cfg.maxInFlight),
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
+		tenures: make(map[int]*tenure),
+		served:  make([]atomic.Pointer[tenure], cfg.partitions),
+		route:   MemberSubject(cfg.prefix, id),
+		runners: newRunners(),
 	}
-	w.view.reset(cfg.partitions, w.staleAfter())
+	w.leases = lease.New(lease.Config{
+		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.partitions, TTL: cfg.leaseTTL, Log: w.log,
+	}, leaseOwner{w})
 	return w, nil
 }
-
-// staleAfter is how long a heartbeat or lease may go unrenewed before the
-// view presumes it gone: a TTL plus one renewal period.
-func (w *Worker) staleAfter() time.Duration { return w.cfg.leaseTTL + w.renewEvery }
 
 // ID is the worker's member id.
 func (w *Worker) ID() string { return w.id }
@@ -174,64 +152,21 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	w.mu.Unlock()
 
-	if err := w.checkPartitions(ctx); err != nil {
+	if err := w.leases.Start(ctx); err != nil {
+		w.leases.Close()
 		close(w.done)
 		return err
 	}
-	if err := w.heartbeat(ctx); err != nil {
-		close(w.done)
-		return fmt.Errorf("quota: heartbeat: %w", err)
-	}
-	w.life, w.cancel = context.WithCancel(context.Background())
 	sub, err := w.nc.QueueSubscribe(w.route, queueGroup, w.serveFrame)
 	if err != nil {
-		w.cancel()
+		w.leases.Close()
 		close(w.done)
 		return fmt.Errorf("quota: subscribe %s: %w", w.route, err)
 	}
 	w.routeSub = sub
-	if err := w.startWatcher(); err != nil {
-		_ = sub.Unsubscribe()
-		w.cancel()
-		close(w.done)
-		return fmt.Errorf("quota: watch leases: %w", err)
-	}
 	w.log.Info("quota worker started", "partitions", w.cfg.partitions, "lease_ttl", w.cfg.leaseTTL)
 	go w.run()
 	return nil
-}
-
-// partitionsRecord is the value of config.partitions.
-type partitionsRecord struct {
-	Partitions int `json:"partitions"`
-}
-
-// checkPartitions records the fleet's partition count once and refuses
-// another one.
-func (w *Worker) checkPartitions(ctx context.Context) error {
-	want := w.cfg.partitions
-	val, _ := json.Marshal(partitionsRecord{Partitions: want})
-	for range 3 {
-		_, rec, err := w.leases.Create(ctx, configKey, val, 0)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, kvstore.ErrExists) {
-			return fmt.Errorf("quota: record partition count: %w", err)
-		}
-		if rec == nil {
-			continue // vanished meanwhile: try again
-		}
-		var got partitionsRecord
-		if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
-			return fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", w.leases.Name(), configKey, rec.Value)
-		}
-		if got.Partitions != want {
-			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got.Partitions, want)
-		}
-		return nil
-	}
-	return fmt.Errorf("quota: record partition count: key %s keeps changing", configKey)
 }
 
 // Stop releases every lease (so peers take the partitions over at once),
@@ -256,57 +191,6 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("quota: stop: %w", ctx.Err())
 	}
-}
-
-// setSnapshot publishes the owned partitions for Partitions and the gauge.
-func (w *Worker) setSnapshot() {
-	ps := make([]int, 0, len(w.owned))
-	for n := range w.owned {
-		ps = append(ps, n)
-	}
-	slices.Sort(ps)
-	w.mu.Lock()
-	w.snapshot = ps
-	w.mu.Unlock()
-	w.met.owned.Set(float64(len(ps)))
-}
-
-// sinceBase is the monotonic clock of lease deadlines.
-func (w *Worker) sinceBase() int64 { return int64(time.Since(w.base)) }
-
-// memberRecord is the value of a member's heartbeat.
-type memberRecord struct {
-	ID         string `json:"id"`
-	Partitions int    `json:"partitions"`
-}
-
-// leaseRecord is the value of a lease.
-type leaseRecord struct {
-	Owner string `json:"owner"`
-}
-
-// heartbeat writes the member record with a TTL and remembers the oldest
-// revision the watcher has yet to echo (see checkWatcher).
-func (w *Worker) heartbeat(ctx context.Context) error {
-	val, _ := json.Marshal(memberRecord{ID: w.id, Partitions: w.cfg.partitions})
-	rev, err := w.leases.Put(ctx, memberKey(w.id), val, w.cfg.leaseTTL)
-	if err == nil && (w.hbRev == 0 || w.view.maxRev >= w.hbRev) {
-		w.hbRev, w.hbAt = rev, time.Now()
-	}
-	return err
-}
-
-func (w *Worker) leaseValue() []byte {
-	val, _ := json.Marshal(leaseRecord{Owner: w.id})
-	return val
-}
-
-func parseOwner(val []byte) string {
-	var r leaseRecord
-	if json.Unmarshal(val, &r) != nil || r.Owner == "" {
-		return "?" // held, by something unreadable: never ours
-	}
-	return r.Owner
 }
 
 // tracker counts goroutines and lets one wait until none is left. Once
