@@ -45,7 +45,7 @@ func (s *Service) endpoints() []*endpoint {
 		add("cooldown_penalize", "cooldown.penalize", st, s.cooldownPenalize)
 		add("cooldown_load", "cooldown.load", st, s.cooldownLoad)
 	}
-	return eps
+	return append(eps, scoped(s.cfg.Prefix, eps)...)
 }
 
 // okReply is {"ok":true}.
