@@ -128,6 +128,10 @@ type Config struct {
 	// Tenants are the tenants listed in the file, by name.
 	Tenants map[string]Tenant
 
+	// NATSUsers are the embedded server's users with their roles
+	// (nats_users), sorted by name.
+	NATSUsers []NATSUser
+
 	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
 }
 
@@ -145,6 +149,16 @@ type NATSAuth struct {
 	TLSCA    string // CA bundle to verify the server (or, embedded, clients)
 	TLSCert  string // client certificate (embedded: server certificate)
 	TLSKey   string // key of TLSCert
+}
+
+// NATSUser is a user of the embedded server with a role (see package
+// authz): a password or an nkey public key.
+type NATSUser struct {
+	Name     string
+	Role     string
+	Tenants  []string
+	Password Secret
+	NKey     string // public user nkey (U…)
 }
 
 // TLSFiles are a certificate, its key and a CA bundle (paths).
@@ -232,6 +246,9 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 		return nil, err
 	}
 	if err := cfg.resolveFile(file, getenv); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkEmbeddedSecurity(); err != nil {
 		return nil, err
 	}
 	if cfg.OpenQuickstart && !IsLoopback(cfg.HTTPAddr) {

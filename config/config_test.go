@@ -406,8 +406,8 @@ func TestEmbeddedServerExposure(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--nats-listen", "0.0.0.0:4222"}, "--nats-listen: 0.0.0.0:4222 is not a loopback address and the embedded server would accept any client: add --nats-nkey"},
-		{[]string{"--nats-listen", ":4222", "--nats-tls-cert", "c", "--nats-tls-key", "k"}, "add --nats-nkey, --nats-user/--nats-password or --nats-token"},
+		{[]string{"--nats-listen", "0.0.0.0:4222"}, "--nats-listen: 0.0.0.0:4222 is not a loopback address and the embedded server would accept any client: add nats_users"},
+		{[]string{"--nats-listen", ":4222", "--nats-tls-cert", "c", "--nats-tls-key", "k"}, "add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token"},
 		{[]string{"--cluster-listen", "0.0.0.0:6222"}, "--cluster-listen: 0.0.0.0:6222 is not a loopback address and any host could join as a route: add --cluster-token"},
 		{[]string{"--nats-tls-ca", "ca.pem"}, "--nats-tls-ca: the embedded server verifies client certificates only when it serves TLS"},
 		{[]string{"--cluster-listen", ":1", "--cluster-tls-cert", "c"}, "give all three or none"},

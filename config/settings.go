@@ -48,10 +48,10 @@ func (c *Config) checkEmbeddedSecurity() error {
 	if c.ClusterListen == "" && (c.ClusterToken.IsSet() || ct.Cert != "") {
 		return errors.New("config: --cluster-token/--cluster-tls-*: need --cluster-listen")
 	}
-	clientAuth := n.User != "" || n.Token.IsSet() || n.NKey != "" || (n.TLSCA != "" && n.TLSCert != "")
+	clientAuth := n.User != "" || n.Token.IsSet() || n.NKey != "" || (n.TLSCA != "" && n.TLSCert != "") || len(c.NATSUsers) > 0
 	if c.NATSListen != "" && !IsLoopback(c.NATSListen) && !clientAuth {
 		return fmt.Errorf("config: --nats-listen: %s is not a loopback address and the embedded server would accept any client: "+
-			"add --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
+			"add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
 	}
 	if c.ClusterListen != "" && !IsLoopback(c.ClusterListen) && !c.ClusterToken.IsSet() && ct.Cert == "" {
 		return fmt.Errorf("config: --cluster-listen: %s is not a loopback address and any host could join as a route: "+
@@ -381,9 +381,6 @@ func (c *Config) check() error {
 				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
 			}
 		}
-	}
-	if err := c.checkEmbeddedSecurity(); err != nil {
-		return err
 	}
 	if c.ClusterListen == "" {
 		if len(c.Routes) > 0 {

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/sluice-dev/sluice/authz"
+
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -231,6 +235,9 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 			}
 		}
 	}
+	if err := c.resolveNATSUsers(f.NATSUsers, getenv); err != nil {
+		return err
+	}
 	c.Tenants = make(map[string]Tenant, len(f.Tenants))
 	for _, tn := range sortedKeys(f.Tenants) {
 		path := "tenants." + tn
@@ -381,4 +388,63 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
+}
+
+// resolveNATSUsers checks nats_users: a role of authz.Roles, tenants (valid
+// names) exactly for service and consumer, and one credential — password
+// (at least MinAdminTokenBytes bytes), password_env or nkey (a public user
+// nkey).
+func (c *Config) resolveNATSUsers(users map[string]*fileNATSUser, getenv func(string) string) error {
+	if len(users) > 0 && c.NATSURL != "" {
+		return errors.New("config: nats_users: only for the embedded server; for --nats-url print the server's authorization with `edge nats-authz`")
+	}
+	if len(users) > 0 && c.NATS.Token.IsSet() {
+		return errors.New("config: nats_users: not with --nats-token (nats-server takes users or a token)")
+	}
+	for _, name := range sortedKeys(users) {
+		path := "nats_users." + name
+		fu := users[name]
+		if fu == nil {
+			fu = &fileNATSUser{}
+		}
+		u := NATSUser{Name: name, Tenants: fu.Tenants}
+		if fu.Role != nil {
+			u.Role = *fu.Role
+		}
+		for _, t := range u.Tenants {
+			if !ValidName(t) {
+				return fmt.Errorf("config: %s.tenants: invalid tenant name %.64q", path, t)
+			}
+		}
+		if _, err := authz.For(u.Role, name, c.Prefix, c.HooksStream, u.Tenants); err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
+		}
+		n := 0
+		if fu.Password != nil {
+			n++
+			u.Password = NewSecret(*fu.Password)
+		}
+		if fu.PasswordEnv != nil {
+			n++
+			if !validEnvName(*fu.PasswordEnv) || getenv(*fu.PasswordEnv) == "" {
+				return fmt.Errorf("config: %s.password_env: environment variable %.64q is not set", path, *fu.PasswordEnv)
+			}
+			u.Password = NewSecret(getenv(*fu.PasswordEnv))
+		}
+		if fu.NKey != nil {
+			n++
+			if !nkeys.IsValidPublicUserKey(*fu.NKey) {
+				return fmt.Errorf("config: %s.nkey: not a public user nkey (U…; `nk -gen user -pubout`)", path)
+			}
+			u.NKey = *fu.NKey
+		}
+		switch {
+		case n != 1:
+			return fmt.Errorf("config: %s: give exactly one of password, password_env and nkey", path)
+		case u.NKey == "" && len(u.Password.Reveal()) < MinAdminTokenBytes:
+			return fmt.Errorf("config: %s: password must be at least %d bytes", path, MinAdminTokenBytes)
+		}
+		c.NATSUsers = append(c.NATSUsers, u)
+	}
+	return nil
 }

@@ -40,6 +40,11 @@ type ServerConfig struct {
 	Routes        []string
 	// Auth required of clients of this server (all optional, at most one kind).
 	User, Password, Token string
+	// Users are users confined by subject permissions (see package authz
+	// for sluice's roles). With any, User/Password and NKeySeedFile are
+	// users without restrictions, and Connect signs in as an internal
+	// unrestricted user when neither is set. Not with Token.
+	Users []User
 	// NKeySeedFile is the path of an nkey user seed: clients must sign in
 	// with that nkey (its public key is the server's user); Connect does.
 	NKeySeedFile string
@@ -67,6 +72,13 @@ type ServerConfig struct {
 	SyncAlways bool
 }
 
+// User is a client of the server with a password or an nkey (public key),
+// allowed to publish and subscribe only to the listed subjects.
+type User struct {
+	Name, Password, NKey string
+	Publish, Subscribe   []string
+}
+
 // RouteUser is the user name routes authenticate as (with ClusterToken).
 const RouteUser = "sluice-route"
 
@@ -75,6 +87,9 @@ type Server struct {
 	ns   *server.Server
 	cfg  ServerConfig
 	nkey nats.Option // in-process sign-in with NKeySeedFile (nil: none)
+	// internal is the generated unrestricted user Connect signs in as
+	// (with Users and no User/NKeySeedFile).
+	internal *server.User
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -176,6 +191,13 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		}
 		opts.Nkeys, nkeyOpt = []*server.NkeyUser{{Nkey: pub}}, opt
 	}
+	var internal *server.User
+	if len(cfg.Users) > 0 {
+		var err error
+		if internal, err = addUsers(opts, cfg); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+		}
+	}
 	if cfg.TLSCert != "" || cfg.TLSCA != "" {
 		if cfg.TLSCert == "" {
 			return nil, fmt.Errorf("%w: client TLS needs a certificate and its key (a CA alone verifies nothing)", ErrServerStart)
@@ -205,7 +227,40 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg, nkey: nkeyOpt}, nil
+	return &Server{ns: ns, cfg: cfg, nkey: nkeyOpt, internal: internal}, nil
+}
+
+// addUsers moves the server's auth to users: cfg.Users with their
+// permissions, plus an unrestricted user for sluice itself (cfg.User, the
+// nkey already in opts.Nkeys, or a generated one, returned).
+func addUsers(opts *server.Options, cfg ServerConfig) (*server.User, error) {
+	if cfg.Token != "" {
+		return nil, errors.New("users and a token cannot be combined")
+	}
+	var internal *server.User
+	switch {
+	case opts.Username != "":
+		opts.Users = append(opts.Users, &server.User{Username: opts.Username, Password: opts.Password})
+		opts.Username, opts.Password = "", ""
+	case len(opts.Nkeys) == 0:
+		internal = &server.User{Username: "sluice-node-" + nuid.Next(), Password: nuid.Next() + nuid.Next()}
+		opts.Users = append(opts.Users, internal)
+	}
+	for _, u := range cfg.Users {
+		perms := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: u.Publish},
+			Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+		}
+		switch {
+		case u.NKey != "" && u.Password == "":
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
+		case u.NKey == "" && u.Password != "" && u.Name != "":
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
+		default:
+			return nil, fmt.Errorf("user %q: a name with a password, or an nkey", u.Name)
+		}
+	}
+	return internal, nil
 }
 
 // nkeyUser reads an nkey user seed file: its public key and the client
@@ -264,6 +319,8 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		base = append(base, nats.UserInfo(s.cfg.User, s.cfg.Password))
 	case s.nkey != nil:
 		base = append(base, s.nkey)
+	case s.internal != nil:
+		base = append(base, nats.UserInfo(s.internal.Username, s.internal.Password))
 	}
 	return nats.Connect("", append(base, opts...)...)
 }
