@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -151,7 +151,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, millis.Ceil(d.RetryAfter)), Local: true}, nil
+		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
 	}
 	if r.Claim == nil {
 		return HitReply{Result: ResultOK, Local: true}, nil

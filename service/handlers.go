@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -265,7 +265,7 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: millis.Ceil(st.ExpiresIn)}, nil
+	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
 }
 
 // ---- replay.claim ----
