@@ -111,7 +111,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: newMetrics(cfg.Registerer), log: cfg.Logger}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger}
 	h.mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", h.serveHook)
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")

@@ -101,6 +101,13 @@ func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opt
 	if cfg.durable == "" {
 		cfg.durable = DefaultExpiryDurable
 	}
+	seen, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_events_expiry_messages_total",
+		Help: "Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	w := &ExpiryWatcher{
 		js:     js,
 		bucket: bucket,
@@ -108,12 +115,9 @@ func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opt
 		pub:    pub,
 		cfg:    cfg,
 		log:    cfg.logger.With("component", "events.expiry", "bucket", bucket, "consumer", cfg.durable),
-		seen: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_expiry_messages_total",
-			Help: "Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
-		}, []string{"outcome"})),
-		ring: make([]uint64, recentSeqs),
-		set:  make(map[uint64]struct{}, recentSeqs),
+		seen:   seen,
+		ring:   make([]uint64, recentSeqs),
+		set:    make(map[uint64]struct{}, recentSeqs),
 	}
 	for _, o := range []string{expExpired, expOther, expUndecodable, expDuplicate} {
 		w.seen.WithLabelValues(o)

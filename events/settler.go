@@ -117,18 +117,22 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	if cfg.durable == "" {
 		cfg.durable = DefaultSettlerDurable
 	}
+	applied, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_events_applied_total",
+		Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
+	}, []string{"op", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	s := &Settler{
-		js:    js,
-		store: store,
-		subj:  subj,
-		cfg:   cfg,
-		log:   cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
-		applied: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_applied_total",
-			Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
-		}, []string{"op", "outcome"})),
-		sem:  make(chan struct{}, cfg.concurrency),
-		quit: make(chan struct{}),
+		js:      js,
+		store:   store,
+		subj:    subj,
+		cfg:     cfg,
+		log:     cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
+		applied: applied,
+		sem:     make(chan struct{}, cfg.concurrency),
+		quit:    make(chan struct{}),
 	}
 	for _, op := range []string{opSettle, opRelease} {
 		for _, o := range []string{outcomeOK, outcomeLost, outcomeInvalid, outcomeMalformed, outcomeUnavailable, outcomeError} {
