@@ -58,6 +58,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -81,20 +82,20 @@ type subjects struct {
 }
 
 func newSubjects(prefix string) subjects {
-	p := prefix + ".v1."
+	at := func(e string) string { return endpoints.Subject(prefix, e) }
 	return subjects{
-		hit:          p + "quota.hit",
-		reset:        p + "quota.reset",
-		reserve:      p + "quota.reserve",
-		release:      p + "quota.release",
-		count:        p + "quota.count",
-		settle:       p + "claims.settle",
-		releaseClaim: p + "claims.release",
-		get:          p + "claims.get",
-		replay:       p + "replay.claim",
-		record:       p + "cooldown.record",
-		penalize:     p + "cooldown.penalize",
-		load:         p + "cooldown.load",
+		hit:          at(endpoints.QuotaHit),
+		reset:        at(endpoints.QuotaReset),
+		reserve:      at(endpoints.QuotaReserve),
+		release:      at(endpoints.QuotaRelease),
+		count:        at(endpoints.QuotaCount),
+		settle:       at(endpoints.ClaimsSettle),
+		releaseClaim: at(endpoints.ClaimsRelease),
+		get:          at(endpoints.ClaimsGet),
+		replay:       at(endpoints.ReplayClaim),
+		record:       at(endpoints.CooldownRecord),
+		penalize:     at(endpoints.CooldownPenalize),
+		load:         at(endpoints.CooldownLoad),
 	}
 }
 
