@@ -41,7 +41,7 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 	return &tenure{
 		w:        w,
 		n:        l.N,
-		subject:  PartitionSubject(w.cfg.prefix, l.N),
+		subject:  partitionSubject(w.cfg.prefix, l.N),
 		lease:    l,
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
