@@ -309,3 +309,13 @@ func counterVec(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheu
 	}
 	return c, nil
 }
+
+// lifecycle is the state of a Settler or an ExpiryWatcher: new until Start,
+// running until Stop, then stopped for good.
+type lifecycle int
+
+const (
+	stateNew lifecycle = iota
+	stateRunning
+	stateStopped
+)

@@ -81,7 +81,7 @@ type Settler struct {
 	applied *prometheus.CounterVec
 
 	mu    sync.Mutex
-	state int // 0 new, 1 running, 2 stopped
+	state lifecycle
 	cc    jetstream.ConsumeContext
 
 	sem     chan struct{}  // one slot per handler in flight
@@ -179,7 +179,7 @@ func (s *Settler) ConsumerConfig() jetstream.ConsumerConfig {
 func (s *Settler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != 0 {
+	if s.state != stateNew {
 		return ErrStarted
 	}
 	// Retried: on a cluster that is still forming, a create can hang or
@@ -208,7 +208,7 @@ func (s *Settler) Start(ctx context.Context) error {
 		return fmt.Errorf("events: settle consume: %w", kvstore.MapError(err))
 	}
 	s.cc = cc
-	s.state = 1
+	s.state = stateRunning
 	s.log.Info("settler started")
 	return nil
 }
@@ -219,12 +219,12 @@ func (s *Settler) Start(ctx context.Context) error {
 // once, and before Start.
 func (s *Settler) Stop() {
 	s.mu.Lock()
-	if s.state != 1 {
-		s.state = 2
+	if s.state != stateRunning {
+		s.state = stateStopped
 		s.mu.Unlock()
 		return
 	}
-	s.state = 2
+	s.state = stateStopped
 	cc := s.cc
 	s.mu.Unlock()
 	close(s.quit)

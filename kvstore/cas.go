@@ -164,7 +164,6 @@ func (b *Bucket) Name() string { return b.name }
 // KV is the plain nats.go handle (watchers, listing).
 func (b *Bucket) KV() jetstream.KeyValue { return b.kv }
 
-
 // Subject is the subject a key is stored under.
 func (b *Bucket) Subject(key string) string { return b.prefix + key }
 
