@@ -14,14 +14,14 @@
 //
 //   - node: a sluice process — publishes and subscribes everything.
 //   - operator: reset, settle/release, admin calls on every tenant
-//     (<prefix>.v1.>, $SRV.>), and reads the lifecycle events. No store
-//     ($JS, $KV) access.
+//     (<prefix>.v1.>, $SRV.>), and reads the lifecycle events
+//     (<prefix>.v1.events.>). No store ($JS, $KV) access.
 //   - service: the public endpoints for its tenants only
 //     (<prefix>.v1.t.<tenant>.>); never reset, the owners' subjects
 //     (<prefix>.quota.>), or any $JS/$KV API.
 //   - consumer: reads (pulls and acks) its tenants' stored hooks from the
 //     hooks stream through one durable consumer per tenant, named by the
-//     tenant's subject token; nothing else.
+//     tenant's subject token, and their lifecycle events; nothing else.
 //
 // Every role but node receives replies on its own inbox prefix only,
 // _INBOX.<user>. (clients set nats.CustomInboxPrefix("_INBOX.<user>")), so
@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -65,7 +66,7 @@ func TenantToken(tenant string) string { return kvstore.EncodeToken(tenant) }
 // ScopedPrefix is the subject prefix of tenant's scoped public endpoints:
 // <prefix>.v1.t.<token>.
 func ScopedPrefix(prefix, tenant string) string {
-	return prefix + ".v1.t." + TenantToken(tenant) + "."
+	return endpoints.ScopedPrefix(prefix, TenantToken(tenant))
 }
 
 // InboxPrefix is the reply inbox prefix of user.
@@ -98,7 +99,7 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 	case RoleOperator:
 		p = Permissions{
 			Publish:   []string{prefix + ".v1.>", "$SRV.>"},
-			Subscribe: []string{inbox, prefix + ".events.>"},
+			Subscribe: []string{inbox, prefix + ".v1.events.>"},
 		}
 	case RoleService:
 		p.Subscribe = []string{inbox}
@@ -109,6 +110,9 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 		p.Subscribe = []string{inbox}
 		for _, t := range tenants {
 			tok := TenantToken(t)
+			// The tenant's lifecycle events (events.Subjects).
+			p.Subscribe = append(p.Subscribe,
+				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok)
 			p.Publish = append(p.Publish,
 				// Create (with the filter in the subject: the server checks
 				// it against the body), read, pull and ack only the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 )
 
 // ClaimState is the reply of <prefix>.v1.claims.get: a dedupe claim as the
@@ -64,7 +64,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 	if ttl < 0 {
 		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
 	}
-	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: millis.Ceil(ttl)}
+	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: timeconv.CeilMs(ttl)}
 	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
 }
 

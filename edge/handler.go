@@ -140,7 +140,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: newMetrics(cfg.Registerer), log: cfg.Logger, failures: failures, failLimit: failLimit}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit}
 	h.mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", h.serveHook)
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")

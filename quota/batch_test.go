@@ -120,7 +120,7 @@ func TestFrameMixedItems(t *testing.T) {
 	if Partition("elsewhere", DefaultPartitions) == 5 {
 		t.Fatal("pick another misrouted tenant")
 	}
-	got := frameExchange(t, k.Conn, MemberSubject(e.prefix, w.ID()), fr, len(items))
+	got := frameExchange(t, k.Conn, memberSubject(e.prefix, w.ID()), fr, len(items))
 	want := []struct {
 		status byte
 		result string
@@ -152,7 +152,7 @@ func TestFrameMixedItems(t *testing.T) {
 		}
 	}
 	// A frame that does not parse is one 400, like malformed JSON.
-	msg, err := k.Conn.Request(MemberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
+	msg, err := k.Conn.Request(memberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("malformed frame: %v %v", msg, err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // Client calls the partition owners directly: it routes each request to
-// PartitionSubject(prefix, Partition(tenant or principal, P)) in one round
+// <prefix>.v1.quota.p.<Partition(tenant or principal, P)> in one round
 // trip. Every call has a deadline: ctx's, or the budget when ctx has none.
 // No responders (a partition changing hands) is retried with a short backoff
 // inside the deadline; past it the call fails with ErrUnavailable.
@@ -41,7 +41,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions)}
 	for n := range c.subjects {
-		c.subjects[n] = PartitionSubject(cfg.prefix, n)
+		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
 	if !cfg.noCoalesce {
 		c.co = newCoalescer(nc, c.subjects)

@@ -297,8 +297,8 @@ func TestClusterServerKill(t *testing.T) {
 	cl := testkit.Cluster(t, 3)
 	p := newPrefix()
 	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, LeasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, CountsBucket(p, 3))
+	e.leases = cl.Bucket(t, 0, leasesBucket(p, 3))
+	e.counts = cl.Bucket(t, 0, countsBucket(p, 3))
 	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
 	ms := fleetOf(t, cl, e, 3, WithPartitions(16))
 	cs := clientsOn(t, cl, e, WithPartitions(16))

@@ -56,12 +56,20 @@ const (
 	stFailed  = 13 // publish failed or the reply was malformed (reason)
 )
 
+// States of a hitCall: it leaves callWaiting once, for callAnswered (its
+// answer came) or callAbandoned (its caller gave up first).
+const (
+	callWaiting uint32 = iota
+	callAnswered
+	callAbandoned
+)
+
 // hitCall is one Hit waiting in a lane or a frame.
 type hitCall struct {
 	req      *HitRequest
 	n        int
 	deadline time.Time
-	state    atomic.Uint32 // 0 waiting, 1 answered, 2 abandoned by the caller
+	state    atomic.Uint32 // callWaiting, callAnswered or callAbandoned
 	done     chan struct{}
 
 	// Set before done is signalled.
@@ -73,7 +81,7 @@ type hitCall struct {
 // complete answers the call unless its caller gave up; the fields are
 // written only by the winner of the CAS.
 func (c *hitCall) complete(status byte, reason string, rep HitReply) {
-	if !c.state.CompareAndSwap(0, 1) {
+	if !c.state.CompareAndSwap(callWaiting, callAnswered) {
 		return
 	}
 	c.status, c.reason, c.rep = status, reason, rep
@@ -166,7 +174,7 @@ func (co *coalescer) hit(ctx context.Context, n int, r *HitRequest, deadline tim
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		if c.state.CompareAndSwap(0, 2) {
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
 			return stTimeout, ctx.Err().Error(), HitReply{}
 		}
 		<-c.done // answered meanwhile
@@ -221,7 +229,7 @@ func (co *coalescer) send(l *lane, calls []*hitCall) {
 	earliest := time.Time{}
 	for _, c := range calls {
 		switch {
-		case c.state.Load() != 0:
+		case c.state.Load() != callWaiting:
 			continue // the caller gave up
 		case !now.Before(c.deadline):
 			c.complete(stTimeout, "deadline passed before sending", HitReply{})
@@ -285,7 +293,7 @@ func (co *coalescer) onTimer(b *frameBatch) {
 		return
 	}
 	for _, c := range b.calls {
-		if c.state.Load() != 0 {
+		if c.state.Load() != callWaiting {
 			continue
 		}
 		if !now.Before(c.deadline) {

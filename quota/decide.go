@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -53,7 +53,7 @@ func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch,
 	own := limits[start:len(limits):len(limits)]
 	switch {
 	case !allowed:
-		return frame.Answer{Index: index, Result: frame.ResultRateLimited, RetryMs: millis.Ceil(retry), Limits: own}, nil, limits
+		return frame.Answer{Index: index, Result: frame.ResultRateLimited, RetryMs: timeconv.CeilMs(retry), Limits: own}, nil, limits
 	case !it.Claim:
 		return frame.Answer{Index: index, Result: frame.ResultOK, Limits: own}, nil, limits
 	}
@@ -133,7 +133,7 @@ func claimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.An
 	case res.Outcome == claims.Duplicate:
 		return frame.Answer{Result: frame.ResultDuplicate, HookID: res.HookID, Revision: res.Revision}, nil
 	default:
-		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, millis.Ceil(res.RetryAfter))}, nil
+		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, timeconv.CeilMs(res.RetryAfter))}, nil
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -79,10 +80,8 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...O
 		}, []string{"op"}),
 		counters: localCounters{m: make(map[string]*localCounter)},
 	}
-	if cfg.reg != nil {
-		if f.fallbacks, err = register(cfg.reg, f.fallbacks); err != nil {
-			return nil, err
-		}
+	if f.fallbacks, err = promreg.Register(cfg.reg, f.fallbacks); err != nil {
+		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return f, nil
 }
@@ -151,7 +150,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, millis.Ceil(d.RetryAfter)), Local: true}, nil
+		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
 	}
 	if r.Claim == nil {
 		return HitReply{Result: ResultOK, Local: true}, nil

@@ -43,8 +43,8 @@ func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig)
 	names := kvstore.BucketNames(p)
 	e := &fleetEnv{
 		prefix: p,
-		leases: open(t, LeasesBucket(p, 1)),
-		counts: open(t, CountsBucket(p, 1)),
+		leases: open(t, leasesBucket(p, 1)),
+		counts: open(t, countsBucket(p, 1)),
 		claims: open(t, kvstore.BucketConfig{Name: names.Claims}),
 	}
 	e.store = claims.NewKV(e.claims)
@@ -58,10 +58,10 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 	js := jsOf(t, nc)
 	ctx := testkit.Context(t)
 	var err error
-	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(e.prefix, e.replicas)); err != nil {
+	if leases, err = kvstore.OpenBucket(ctx, js, leasesBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
-	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(e.prefix, e.replicas)); err != nil {
+	if counts, err = kvstore.OpenBucket(ctx, js, countsBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
 	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(e.prefix).Claims, Replicas: e.replicas})

@@ -50,17 +50,17 @@ const (
 	fnvPrime32  = 16777619
 )
 
-// PartitionSubject is the subject the owner of partition n serves:
+// partitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".
-func PartitionSubject(prefix string, n int) string {
+func partitionSubject(prefix string, n int) string {
 	return prefix + ".v1.quota.p." + strconv.Itoa(n)
 }
 
-// MemberSubject is the subject a worker serves batch frames on, for every
+// memberSubject is the subject a worker serves batch frames on, for every
 // partition it holds: "<prefix>.v1.quota.m.<encoded member id>". Owners
 // advertise it in their replies; clients learn it and send one frame per
 // owner rather than one per partition.
-func MemberSubject(prefix, id string) string {
+func memberSubject(prefix, id string) string {
 	return prefix + ".v1.quota.m." + kvstore.EncodeToken(id)
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
@@ -41,7 +41,7 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 	return &tenure{
 		w:        w,
 		n:        l.N,
-		subject:  PartitionSubject(w.cfg.prefix, l.N),
+		subject:  partitionSubject(w.cfg.prefix, l.N),
 		lease:    l,
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
@@ -264,7 +264,7 @@ func limitOf(inc int64, d gcra.Decision, applied bool) frame.Limit {
 	if !applied && d.Allowed && inc > 0 {
 		reset -= time.Duration(inc) * time.Microsecond
 	}
-	return frame.Limit{Remaining: rem, ResetMs: millis.Ceil(max(0, reset))}
+	return frame.Limit{Remaining: rem, ResetMs: timeconv.CeilMs(max(0, reset))}
 }
 
 // maxOwnerTimeout bounds the KV calls of one request, whatever the

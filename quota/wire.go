@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// The owner protocol: JSON requests on PartitionSubject(prefix, n), answered
+// The owner protocol: JSON requests on partitionSubject(prefix, n), answered
 // by the worker holding partition n's lease. It is internal to sluice
 // (clients in other languages use the sluice.v1.quota.* service) but stable
 // enough to mix versions during a rolling upgrade: unknown fields are
@@ -30,7 +30,7 @@ import (
 // never mistaken for JSON): several hits, possibly of several partitions
 // the receiving worker serves, answered item by item in one reply (plus
 // one for the items that waited on a claim). Owners also serve frames on
-// their member subject (MemberSubject), which their replies advertise.
+// their member subject (memberSubject), which their replies advertise.
 // Clients coalesce concurrent hits into frames (coalesce.go) and send JSON
 // to an owner that answers a frame with an error header (a version before
 // frames); owners answer JSON as before.

@@ -83,8 +83,8 @@ type Worker struct {
 }
 
 // NewWorker returns a worker serving quota partitions over nc, with leases
-// and heartbeats in the leases bucket, counters in the counts bucket (see
-// LeasesBucket, CountsBucket) and dedupe claims in store.
+// and heartbeats in the leases bucket, counters in the counts bucket (both
+// opened by OpenBuckets) and dedupe claims in store.
 //
 // Options read: WithPrefix, WithPartitions, WithLeaseTTL, WithMemberID,
 // WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
@@ -119,7 +119,7 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		done:    make(chan struct{}),
 		tenures: make(map[int]*tenure),
 		served:  make([]atomic.Pointer[tenure], cfg.partitions),
-		route:   MemberSubject(cfg.prefix, id),
+		route:   memberSubject(cfg.prefix, id),
 		runners: newRunners(),
 	}
 	w.leases = lease.New(lease.Config{

@@ -104,7 +104,7 @@ func TestHitInvalid(t *testing.T) {
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	msg, err := k.Conn.Request(PartitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
+	msg, err := k.Conn.Request(partitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestHitInvalid(t *testing.T) {
 	}
 	// Misrouted (a client with another partition count): 400 too.
 	wrong := (Partition("a", DefaultPartitions) + 1) % DefaultPartitions
-	msg, err = k.Conn.Request(PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
+	msg, err = k.Conn.Request(partitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("misrouted: %v %v", msg, err)
 	}

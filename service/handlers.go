@@ -7,7 +7,8 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/internal/millis"
+	"github.com/sluice-dev/sluice/internal/endpoints"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -19,31 +20,30 @@ const MaxNameBytes = quota.MaxNameBytes
 // endpoints builds the endpoints of the dependencies cfg provides, in the
 // order of PROTOCOL.md.
 func (s *Service) endpoints() []*endpoint {
-	p := s.cfg.Prefix + ".v1."
 	st, settle := s.cfg.StoreTimeout, s.cfg.SettleTimeout
 	var eps []*endpoint
-	add := func(name, subject string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
-		eps = append(eps, &endpoint{name: name, subject: p + subject, timeout: timeout, handle: h})
+	add := func(e string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
+		eps = append(eps, &endpoint{name: endpoints.Name(e), subject: endpoints.Subject(s.cfg.Prefix, e), timeout: timeout, handle: h})
 	}
 	if s.cfg.Quota != nil {
-		add("quota_hit", "quota.hit", st, s.quotaHit)
-		add("quota_reset", "quota.reset", st, s.quotaReset)
-		add("quota_reserve", "quota.reserve", st, s.quotaReserve)
-		add("quota_release", "quota.release", st, s.quotaRelease)
-		add("quota_count", "quota.count", st, s.quotaCount)
+		add(endpoints.QuotaHit, st, s.quotaHit)
+		add(endpoints.QuotaReset, st, s.quotaReset)
+		add(endpoints.QuotaReserve, st, s.quotaReserve)
+		add(endpoints.QuotaRelease, st, s.quotaRelease)
+		add(endpoints.QuotaCount, st, s.quotaCount)
 	}
 	if s.cfg.Claims != nil {
-		add("claims_settle", "claims.settle", settle, s.claimsSettle)
-		add("claims_release", "claims.release", settle, s.claimsRelease)
-		add("claims_get", "claims.get", st, s.claimsGet)
+		add(endpoints.ClaimsSettle, settle, s.claimsSettle)
+		add(endpoints.ClaimsRelease, settle, s.claimsRelease)
+		add(endpoints.ClaimsGet, st, s.claimsGet)
 	}
 	if s.cfg.Replay != nil {
-		add("replay_claim", "replay.claim", st, s.replayClaim)
+		add(endpoints.ReplayClaim, st, s.replayClaim)
 	}
 	if s.cfg.Cooldown != nil {
-		add("cooldown_record", "cooldown.record", st, s.cooldownRecord)
-		add("cooldown_penalize", "cooldown.penalize", st, s.cooldownPenalize)
-		add("cooldown_load", "cooldown.load", st, s.cooldownLoad)
+		add(endpoints.CooldownRecord, st, s.cooldownRecord)
+		add(endpoints.CooldownPenalize, st, s.cooldownPenalize)
+		add(endpoints.CooldownLoad, st, s.cooldownLoad)
 	}
 	return append(eps, scoped(s.cfg.Prefix, eps)...)
 }
@@ -265,7 +265,7 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: millis.Ceil(st.ExpiresIn)}, nil
+	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
 }
 
 // ---- replay.claim ----

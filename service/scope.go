@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -17,7 +18,7 @@ import (
 // scopeTenants returns, per endpoint suffix, the tenants a body acts for
 // (decoded leniently: the handler decodes and validates strictly after).
 var scopeTenants = map[string]func(data []byte) ([]string, error){
-	"quota.hit": func(data []byte) ([]string, error) {
+	endpoints.QuotaHit: func(data []byte) ([]string, error) {
 		var r quota.HitRequest
 		if err := decodeStrict(data, &r); err != nil {
 			return nil, err
@@ -31,13 +32,13 @@ var scopeTenants = map[string]func(data []byte) ([]string, error){
 		}
 		return ts, nil
 	},
-	"quota.reserve":  principal,
-	"quota.release":  principal,
-	"quota.count":    principal,
-	"claims.settle":  claimTenant,
-	"claims.release": claimTenant,
-	"claims.get":     claimTenant,
-	"replay.claim": func(data []byte) ([]string, error) {
+	endpoints.QuotaReserve:  principal,
+	endpoints.QuotaRelease:  principal,
+	endpoints.QuotaCount:    principal,
+	endpoints.ClaimsSettle:  claimTenant,
+	endpoints.ClaimsRelease: claimTenant,
+	endpoints.ClaimsGet:     claimTenant,
+	endpoints.ReplayClaim: func(data []byte) ([]string, error) {
 		var r struct {
 			Namespace string `json:"namespace"`
 		}
@@ -48,9 +49,9 @@ var scopeTenants = map[string]func(data []byte) ([]string, error){
 		t, _, _ := strings.Cut(r.Namespace, "/")
 		return []string{t}, nil
 	},
-	"cooldown.record":   account,
-	"cooldown.penalize": account,
-	"cooldown.load":     account,
+	endpoints.CooldownRecord:   account,
+	endpoints.CooldownPenalize: account,
+	endpoints.CooldownLoad:     account,
 }
 
 func principal(data []byte) ([]string, error) {
@@ -78,30 +79,32 @@ func account(data []byte) ([]string, error) {
 }
 
 // scoped returns the tenant-scoped twins of eps (same handler, subject
-// <prefix>.v1.t.*.<suffix>, with the scope check).
+// endpoints.ScopedSubject(prefix, "*", e), with the scope check).
 func scoped(prefix string, eps []*endpoint) []*endpoint {
-	base := prefix + ".v1."
-	var out []*endpoint
+	byName := map[string]*endpoint{}
 	for _, ep := range eps {
-		suffix := strings.TrimPrefix(ep.subject, base)
-		tenants, ok := scopeTenants[suffix]
+		byName[ep.name] = ep
+	}
+	var out []*endpoint
+	for _, e := range endpoints.Scoped {
+		ep, ok := byName[endpoints.Name(e)]
 		if !ok {
-			continue // quota.reset: operators only
+			continue // a dependency not provided
 		}
-		tokenAt := len(strings.Split(base+"t", "."))
+		tenants := scopeTenants[e]
 		out = append(out, &endpoint{
-			name: ep.name + "_t", subject: base + "t.*." + suffix, timeout: ep.timeout, handle: ep.handle,
+			name: ep.name + "_t", subject: endpoints.ScopedSubject(prefix, "*", e), timeout: ep.timeout, handle: ep.handle,
 			scope: func(subject string, data []byte) error {
-				parts := strings.Split(subject, ".")
-				if len(parts) <= tokenAt {
-					return invalid("subject %q has no tenant token", subject)
+				tok, ok := endpoints.ScopedToken(prefix, subject)
+				if !ok {
+					return invalid("subject %.128q has no tenant token", subject)
 				}
 				ts, err := tenants(data)
 				if err != nil {
 					return err
 				}
 				for _, t := range ts {
-					if authz.TenantToken(t) != parts[tokenAt] {
+					if authz.TenantToken(t) != tok {
 						return invalid("tenant %.64q does not match the subject's tenant", t)
 					}
 				}

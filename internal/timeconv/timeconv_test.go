@@ -1,4 +1,4 @@
-package millis
+package timeconv
 
 import (
 	"math"
@@ -20,8 +20,8 @@ func TestCeil(t *testing.T) {
 		{time.Hour, 3_600_000},
 		{math.MaxInt64, math.MaxInt64/int64(time.Millisecond) + 1},
 	} {
-		if got := Ceil(tc.d); got != tc.want {
-			t.Errorf("Ceil(%v) = %d, want %d", tc.d, got, tc.want)
+		if got := CeilMs(tc.d); got != tc.want {
+			t.Errorf("CeilMs(%v) = %d, want %d", tc.d, got, tc.want)
 		}
 	}
 }
