@@ -357,3 +357,40 @@ func TestEdgeYAML(t *testing.T) {
 		t.Errorf("without ACME_SW_SECRET: %v", err)
 	}
 }
+
+// TestNATSUsers: nats_users resolve with their role, tenants and one
+// credential; every mistake names the user's field.
+func TestNATSUsers(t *testing.T) {
+	const pub = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	y := "nats_users:\n" +
+		"  svc: {role: service, tenants: [acme], password_env: SVC_PASSWORD}\n" +
+		"  reader: {role: consumer, tenants: [acme, globex], nkey: " + pub + "}\n" +
+		"  ops: {role: operator, password: operator-password-0123}\n"
+	cfg := mustLoad(t, []string{"--config", writeFile(t, y)}, env(map[string]string{"SVC_PASSWORD": "service-password-0123"}))
+	if len(cfg.NATSUsers) != 3 {
+		t.Fatalf("users %+v", cfg.NATSUsers)
+	}
+	ops, reader, svc := cfg.NATSUsers[0], cfg.NATSUsers[1], cfg.NATSUsers[2]
+	if ops.Name != "ops" || ops.Role != "operator" || ops.Password.Reveal() != "operator-password-0123" ||
+		reader.NKey != pub || len(reader.Tenants) != 2 || svc.Password.Reveal() != "service-password-0123" || svc.Tenants[0] != "acme" {
+		t.Fatalf("users %+v", cfg.NATSUsers)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", cfg.NATSUsers), "password-0123") {
+		t.Fatal("a printed user shows its password")
+	}
+	for _, c := range []struct{ yaml, err string }{
+		{"nats_users: {s: {role: service, password: p-0123456789abcdef}}", "nats_users.s: authz: invalid: role service needs tenants"},
+		{"nats_users: {s: {role: root, password: p-0123456789abcdef}}", `nats_users.s: authz: invalid: unknown role "root"`},
+		{"nats_users: {s: {role: service, tenants: [a/b], password: p-0123456789abcdef}}", "nats_users.s.tenants: invalid tenant name"},
+		{"nats_users: {s: {role: operator, password: short}}", "nats_users.s: password must be at least 16 bytes"},
+		{"nats_users: {s: {role: operator}}", "nats_users.s: give exactly one of password, password_env and nkey"},
+		{"nats_users: {s: {role: operator, nkey: SUABC}}", "nats_users.s.nkey: not a public user nkey"},
+		{"nats_users: {s: {role: operator, password_env: NOPE}}", `nats_users.s.password_env: environment variable "NOPE" is not set`},
+		{"nats_token: t\nnats_users: {s: {role: operator, password: p-0123456789abcdef}}", "nats_users: not with --nats-token"},
+		{"nats_users: {s: {role: service, tenants: acme, password: p-0123456789abcdef}}", "nats_users.s.tenants: want a list"},
+	} {
+		if _, err := config.Parse([]string{"--config", writeFile(t, c.yaml+"\n")}, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.err)
+		}
+	}
+}
