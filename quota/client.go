@@ -31,11 +31,11 @@ type Client struct {
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
 // ErrInvalid), WithBudget, WithCoalescing.
-func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, ClientOption.applyClient)
 	if err != nil {
 		return nil, err
 	}

@@ -90,11 +90,11 @@ type Worker struct {
 // WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
 // WithRegisterer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
+func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...WorkerOption) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
 		return nil, invalid("NewWorker needs a connection, both buckets and a claims store")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, WorkerOption.applyWorker)
 	if err != nil {
 		return nil, err
 	}
