@@ -18,7 +18,7 @@
 //	wire.go         the owner protocol's JSON form, error replies, wire number conversions
 //	frame.go        the quota side of the batch frame: items as HitRequests, result names
 //	client.go       Client: validation, routing, retries, JSON fallback
-//	coalesce.go     the Client's coalescing of concurrent hits into batch frames
+//	coalesce.go     the Client's side of coalescing: which hits go in a frame, their answers
 //	fleet.go        Fleet: the node-local fallback (local limiter, claims in the fleet's KV store)
 //	worker.go       Worker: wiring, Start and Stop
 //	goroutines.go   the Worker's request tracker and reused KV-bound goroutines (runners)
@@ -31,4 +31,5 @@
 //
 //	internal/frame  the batch frame codec: pure, fuzzed
 //	internal/lease  heartbeats, the watched view, the assignment, the lease loop
+//	internal/coalesce  lanes and frames in flight: concurrent hits for one owner in one frame
 package quota

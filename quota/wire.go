@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner protocol: JSON requests on partitionSubject(prefix, n), answered
@@ -47,7 +48,7 @@ const (
 
 // reasonNotOwner is the 503 reason of a receiver that no longer holds (or
 // is releasing) the partition.
-const reasonNotOwner = "not_owner"
+const reasonNotOwner = frame.ReasonNotOwner
 
 type ownerRequest struct {
 	Op        string          `json:"op"`
