@@ -143,18 +143,13 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	common := []quota.Option{
-		quota.WithPrefix(cfg.Prefix),
-		quota.WithPartitions(cfg.Partitions),
-		quota.WithBudget(cfg.StoreTimeout),
-		quota.WithPendingTTL(cfg.PendingTTL),
-		quota.WithLogger(log.With("component", "quota")),
-	}
-	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, append(common, quota.WithRegisterer(reg))...)
+	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
+	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
+	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, common...)
+	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +157,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := quota.NewFleet(client, local, ev.Claims, append(common, quota.WithRegisterer(reg))...)
+	fleet, err := quota.NewFleet(client, local, ev.Claims, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -160,31 +161,14 @@ func TestFrameMixedItems(t *testing.T) {
 
 // holdLane makes the lane of partition n gather (as if its window were
 // full) and returns a function that sends what gathered as one frame.
-func holdLane(c *Client, n int) (l *lane, flush func()) {
-	l = c.co.route[n].Load()
-	l.mu.Lock()
-	l.waiting = laneWindow
-	l.mu.Unlock()
-	return l, func() {
-		l.mu.Lock()
-		l.waiting = 1 // the slot flush's frame takes
-		l.mu.Unlock()
-		c.co.release(l)
-	}
-}
-
-func queued(l *lane) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue)
-}
+func holdLane(c *Client, n int) (queued func() int, flush func()) { return c.co.Hold(n) }
 
 func TestCoalescedCallsShareAFrame(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
 	ts := tenantsIn(9, 3, "co-")
-	l, flush := holdLane(c, 9)
+	queued, flush := holdLane(c, 9)
 	type res struct {
 		rep HitReply
 		err error
@@ -204,11 +188,11 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 			out[i] = res{rep, err}
 		})
 	}
-	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == len(calls) }, "all calls queued in the lane")
-	frames := c.co.frames.Load()
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == len(calls) }, "all calls queued in the lane")
+	frames := c.co.Frames()
 	flush()
 	wg.Wait()
-	if n := c.co.frames.Load() - frames; n != 1 {
+	if n := c.co.Frames() - frames; n != 1 {
 		t.Fatalf("%d frames for %d coalesced calls", n, len(calls))
 	}
 	results := map[string]int{}
@@ -339,7 +323,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn, WithBudget(5*time.Second))
 	ts := tenantsIn(3, 2, "dl-")
-	l, flush := holdLane(c, 3)
+	queued, flush := holdLane(c, 3)
 
 	type res struct {
 		rep HitReply
@@ -363,7 +347,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 		call(&long, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
 	})
 	wg.Go(func() { call(&quick, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}}) })
-	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == 3 }, "three calls queued")
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == 3 }, "three calls queued")
 	flush()
 	wg.Wait()
 
@@ -474,7 +458,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	if int64(decided) != oks.Load() || oks.Load() != sent.Load() {
 		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
 	}
-	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.frames.Load(), float64(c.co.items.Load())/float64(c.co.frames.Load()))
+	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.Frames(), float64(c.co.Items())/float64(c.co.Frames()))
 }
 
 // TestLegacyOwnerGetsJSON: an owner that predates frames answers a frame
@@ -525,13 +509,13 @@ func TestBigHitsGoAsJSON(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	frames := c.co.frames.Load()
-	key := string(make([]byte, maxItemBytes)) // NUL bytes: a valid key
+	frames := c.co.Frames()
+	key := string(make([]byte, coalesce.MaxItemBytes)) // NUL bytes: a valid key
 	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("big", 1)}, Claim: &ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
 	if err != nil || rep.Result != ResultOK || rep.Revision == 0 {
 		t.Fatalf("big claim: %+v %v", rep, err)
 	}
-	if c.co.frames.Load() != frames {
-		t.Fatal("a hit over maxItemBytes went in a frame")
+	if c.co.Frames() != frames {
+		t.Fatal("a hit over coalesce.MaxItemBytes went in a frame")
 	}
 }

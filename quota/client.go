@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -25,17 +26,17 @@ type Client struct {
 	p        int
 	budget   time.Duration
 	subjects []string
-	co       *coalescer // nil: one JSON request per hit (WithCoalescing(false))
+	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
 }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
 // ErrInvalid), WithBudget, WithCoalescing.
-func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, ClientOption.applyClient)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
 	if !cfg.noCoalesce {
-		c.co = newCoalescer(nc, c.subjects)
+		c.co = coalesce.New(nc, c.subjects)
 	}
 	return c, nil
 }
@@ -66,7 +67,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
-	if c.co == nil || c.co.isLegacy(n) || !frameable(&r) || c.co.start() != nil {
+	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
 	// No context per call: the frame's timer answers an item at its
@@ -83,24 +84,25 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		st, reason, rep := c.co.hit(ctx, n, &r, deadline)
-		switch st {
+		a := c.co.Hit(ctx, n, coalesced{&r}, deadline)
+		reason := a.Reason
+		switch a.Status {
 		case frame.StatusAnswered:
-			return rep, nil
+			return decodeHitReply(&a, &r), nil
 		case frame.StatusInvalid:
 			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
-		case stLegacy:
+		case coalesce.Legacy:
 			ctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			return c.hitJSON(ctx, &r)
-		case stRetry:
-		case stTimeout:
+		case coalesce.Retry:
+		case coalesce.Timeout:
 			err := ctx.Err()
 			if err == nil {
 				err = context.DeadlineExceeded // the budget
 			}
 			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
-		default: // frame.StatusUnavailable, stFailed
+		default: // frame.StatusUnavailable, coalesce.Failed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
 		wait := min(backoff, time.Until(deadline))

@@ -24,7 +24,7 @@ type member struct {
 
 // fleetOf starts n workers, worker i on server i % N over its own
 // connection, and waits until their partitions match the assignment.
-func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...Option) []member {
+func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...WorkerOption) []member {
 	t.Helper()
 	ms := make([]member, n)
 	for i := range ms {
@@ -70,10 +70,10 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 }
 
 // clientsOn returns one client per server, on connections of their own.
-func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...Option) []*Client {
+func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...ClientOption) []*Client {
 	cs := make([]*Client, cl.N())
 	for i := range cs {
-		cs[i] = e.client(t, cl.Connect(t, i), append([]Option{WithBudget(5 * time.Second)}, opts...)...)
+		cs[i] = e.client(t, cl.Connect(t, i), append([]ClientOption{WithBudget(5 * time.Second)}, opts...)...)
 	}
 	return cs
 }

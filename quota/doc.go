@@ -15,12 +15,13 @@
 //	options.go      Option and the defaults
 //	partition.go    Partition (tenant -> partition), the owner subjects, counter keys
 //	buckets.go      the leases and counts buckets
-//	wire.go         the owner protocol's JSON form and error replies
+//	wire.go         the owner protocol's JSON form, error replies, wire number conversions
 //	frame.go        the quota side of the batch frame: items as HitRequests, result names
 //	client.go       Client: validation, routing, retries, JSON fallback
-//	coalesce.go     the Client's coalescing of concurrent hits into batch frames
+//	coalesce.go     the Client's side of coalescing: which hits go in a frame, their answers
 //	fleet.go        Fleet: the node-local fallback (local limiter, claims in the fleet's KV store)
-//	worker.go       Worker: wiring, Start and Stop, request trackers and runners
+//	worker.go       Worker: wiring, Start and Stop
+//	goroutines.go   the Worker's request tracker and reused KV-bound goroutines (runners)
 //	owner.go        the Worker as the lease loop's owner (acquired, lost, released) and its shutdown
 //	tenure.go       one held partition: its subscription, JSON requests, counters, refunds
 //	serve_frame.go  serving a batch frame as a sequence of steps
@@ -30,4 +31,5 @@
 //
 //	internal/frame  the batch frame codec: pure, fuzzed
 //	internal/lease  heartbeats, the watched view, the assignment, the lease loop
+//	internal/coalesce  lanes and frames in flight: concurrent hits for one owner in one frame
 package quota

@@ -57,11 +57,11 @@ type Fleet struct {
 // WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL (the
 // budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...Option) (*Fleet, error) {
+func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
 		return nil, invalid("NewFleet needs a client, a local limiter and the fleet's claims store")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, FleetOption.applyFleet)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -144,7 +145,8 @@ func FuzzDecodeReplyFrame(f *testing.F) {
 			if a.NLimits > frame.MaxCharges || a.Status == frame.StatusAnswered && (a.Result == 0 || int(a.Result) >= len(resultCodes)) {
 				t.Fatalf("accepted %+v", a)
 			}
-			_ = decodeHitReply(&a, &HitRequest{})
+			ans := coalesce.AnswerOf(&a)
+			_ = decodeHitReply(&ans, &HitRequest{})
 		}
 		_ = rf.Done()
 	})

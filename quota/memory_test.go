@@ -86,7 +86,7 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 func idleBucketBytes(b *testing.B, kinds []string) float64 {
 	b.Helper()
 	t0 := time.Unix(1_700_000_000, 0)
-	cfg, err := buildConfig([]Option{WithClock(func() time.Time { return t0 })})
+	cfg, err := buildConfig([]WorkerOption{WithClock(func() time.Time { return t0 })}, WorkerOption.applyWorker)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner protocol: JSON requests on partitionSubject(prefix, n), answered
@@ -44,7 +48,7 @@ const (
 
 // reasonNotOwner is the 503 reason of a receiver that no longer holds (or
 // is releasing) the partition.
-const reasonNotOwner = "not_owner"
+const reasonNotOwner = frame.ReasonNotOwner
 
 type ownerRequest struct {
 	Op        string          `json:"op"`
@@ -125,3 +129,20 @@ func respondError(m *nats.Msg, code int, reason string) {
 	}
 	_ = m.RespondMsg(errorMsg(code, reason))
 }
+
+// msToDuration converts a wire millisecond count (0: def).
+func msToDuration(ms int64, def time.Duration) time.Duration {
+	if ms <= 0 {
+		return def
+	}
+	if ms > int64(claims.MaxTTL/time.Millisecond) {
+		return claims.MaxTTL
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -90,11 +88,11 @@ type Worker struct {
 // WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
 // WithRegisterer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
+func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...WorkerOption) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
 		return nil, invalid("NewWorker needs a connection, both buckets and a claims store")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, WorkerOption.applyWorker)
 	if err != nil {
 		return nil, err
 	}
@@ -190,141 +188,5 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return w.stopErr
 	case <-ctx.Done():
 		return fmt.Errorf("quota: stop: %w", ctx.Err())
-	}
-}
-
-// tracker counts goroutines and lets one wait until none is left. Once
-// closed, it admits no more.
-type tracker struct {
-	mu     sync.Mutex
-	n      int
-	closed bool
-	zero   chan struct{}
-}
-
-// add admits one more goroutine; false once closed.
-func (t *tracker) add() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.n == 0 {
-		t.zero = make(chan struct{})
-	}
-	t.n++
-	return true
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.zero)
-	}
-	t.mu.Unlock()
-}
-
-// close stops admitting goroutines.
-func (t *tracker) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-}
-
-// idle reports whether no goroutine is tracked.
-func (t *tracker) idle() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n == 0
-}
-
-// wait returns when no goroutine is tracked, or ctx's error.
-func (t *tracker) wait(ctx context.Context) error {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	z := t.zero
-	t.mu.Unlock()
-	select {
-	case <-z:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// msToDuration converts a wire millisecond count (0: def).
-func msToDuration(ms int64, def time.Duration) time.Duration {
-	if ms <= 0 {
-		return def
-	}
-	if ms > int64(claims.MaxTTL/time.Millisecond) {
-		return claims.MaxTTL
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
-
-func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
-
-// runnerIdle is how long an idle runner waits for work before it exits.
-const runnerIdle = time.Second
-
-// runners runs KV-bound work on reused goroutines: a claim's call chain
-// (JetStream publish, context, events) grows a fresh goroutine's stack
-// every time, which costs more than the create's own CPU on a busy owner.
-// A runner that finds no work for runnerIdle exits. The zero value works
-// (without quit, runners end only by idling).
-type runners struct {
-	jobs chan func() // unbuffered: a send succeeds when a runner is idle
-	quit chan struct{}
-	wg   sync.WaitGroup
-}
-
-func newRunners() runners {
-	return runners{jobs: make(chan func()), quit: make(chan struct{})}
-}
-
-// run runs fn on an idle runner or a new one.
-func (r *runners) run(fn func()) {
-	select {
-	case r.jobs <- fn:
-	default:
-		r.wg.Add(1)
-		go r.loop(fn)
-	}
-}
-
-func (r *runners) loop(fn func()) {
-	defer r.wg.Done()
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		fn()
-		fn = nil
-		idle.Reset(runnerIdle)
-		select {
-		case fn = <-r.jobs:
-		case <-idle.C:
-			return
-		case <-r.quit:
-			return
-		}
-	}
-}
-
-// stop ends idle runners, and with wait waits for all (no run may follow).
-func (r *runners) stop(wait bool) {
-	if r.quit != nil {
-		close(r.quit)
-	}
-	if wait {
-		r.wg.Wait()
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -324,14 +325,39 @@ func TestPartitionMismatchRefusesStart(t *testing.T) {
 	}
 }
 
+// TestOptionsValidate: every option with a bad value fails the constructor
+// it applies to with ErrInvalidOption (an option that does not apply to a
+// constructor does not compile).
 func TestOptionsValidate(t *testing.T) {
-	for name, o := range map[string]Option{
+	for name, o := range map[string]ClientOption{
 		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0), "budget": WithBudget(0),
+	} {
+		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("client %s: %v", name, err)
+		}
+	}
+	for name, o := range map[string]WorkerOption{
+		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0),
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
 		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
 	} {
-		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: %v", name, err)
+		if _, err := NewWorker(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("worker %s: %v", name, err)
+		}
+	}
+	client, err := NewClient(&nats.Conn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := gcra.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]FleetOption{
+		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
+	} {
+		if _, err := NewFleet(client, local, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("fleet %s: %v", name, err)
 		}
 	}
 }
