@@ -206,11 +206,4 @@ func (c *countingStore) Release(ctx context.Context, id claims.ID, hookID string
 }
 
 // newStore is the store under test: the real KV claims store.
-func newStore(t testing.TB, b *kvstore.Bucket) claims.Store {
-	t.Helper()
-	s, err := claims.NewKV(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newStore(t testing.TB, b *kvstore.Bucket) claims.Store { return testkit.ClaimsKV(t, b) }

@@ -47,7 +47,7 @@ func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig)
 		counts: open(t, countsBucket(p, 1)),
 		claims: open(t, kvstore.BucketConfig{Name: names.Claims}),
 	}
-	e.store = newKV(t, e.claims)
+	e.store = testkit.ClaimsKV(t, e.claims)
 	return e
 }
 
@@ -68,17 +68,7 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 	if err != nil {
 		t.Fatal(err)
 	}
-	return leases, counts, newKV(t, cb)
-}
-
-// newKV is claims.NewKV failing the test on an error.
-func newKV(t testing.TB, b *kvstore.Bucket) *claims.KV {
-	t.Helper()
-	s, err := claims.NewKV(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return leases, counts, testkit.ClaimsKV(t, cb)
 }
 
 // newMemory is claims.NewMemory failing the test on an error.

@@ -182,17 +182,8 @@ func (e *env) realQuota(c *Config) {
 	c.Quota, c.Partitions = qc, testPartitions
 }
 
-// newKV, newKVReplay and newCooldown construct a store, failing the test
-// on an error.
-func newKV(t testing.TB, b *kvstore.Bucket) *claims.KV {
-	t.Helper()
-	s, err := claims.NewKV(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
+// newKVReplay and newCooldown construct a store, failing the test on an
+// error.
 func newKVReplay(t testing.TB, b *kvstore.Bucket) *claims.KVReplay {
 	t.Helper()
 	r, err := claims.NewKVReplay(b, 0)
@@ -221,7 +212,7 @@ func start(t *testing.T, mutate func(*env, *Config)) *env {
 		t:        t,
 		kit:      kit,
 		quota:    newFakeQuota(),
-		claims:   newKV(t, kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims})),
+		claims:   testkit.ClaimsKV(t, kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims})),
 		replay:   newKVReplay(t, kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1))),
 		cooldown: newCooldown(t, kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))),
 	}
@@ -1074,7 +1065,7 @@ func TestCooldown(t *testing.T) {
 func TestStoppedServer(t *testing.T) {
 	store := testkit.New(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
-	cs := newKV(t, store.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
+	cs := testkit.ClaimsKV(t, store.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
 	rs := newKVReplay(t, store.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)))
 	cd := newCooldown(t, store.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
 	e := start(t, func(_ *env, c *Config) {
