@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
 )
@@ -347,7 +348,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
 		w.Header().Set("RateLimit", fmt.Sprintf(`"hooks";r=0;t=%s`, retryAfterSeconds(ra)))
 		if h.cfg.Lifecycle != nil {
-			h.cfg.Lifecycle.LimitDenied(tenant, source, "", ra)
+			h.cfg.Lifecycle.LimitDenied(tenant, source, events.DeniedKind(&req, &rep), ra)
 		}
 		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return

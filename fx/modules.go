@@ -219,6 +219,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Claims:       ev.Claims,
 				Replay:       s.Replay,
 				Cooldown:     s.Cooldown,
+				Events:       ev.Publisher,
 				StoreTimeout: cfg.StoreTimeout,
 				DedupeTTL:    cfg.DedupeTTL,
 				Logger:       log.With("component", "service"),

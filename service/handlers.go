@@ -89,6 +89,13 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		// settle through claims.settle. Say the fleet store is unavailable.
 		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
+	if rep.Result == quota.ResultRateLimited && s.cfg.Events != nil {
+		source := ""
+		if req.Claim != nil {
+			source = req.Claim.Source
+		}
+		s.cfg.Events.HitDenied(&req, &rep, source)
+	}
 	return hitReply{
 		Result:       rep.Result,
 		HookID:       rep.HookID,

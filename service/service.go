@@ -148,6 +148,9 @@ type Config struct {
 	Replay claims.ReplayStore
 	// Cooldown serves cooldown.* (cooldown.New).
 	Cooldown Cooldown
+	// Events, when set, receives every quota.hit the service answers
+	// rate_limited (limit.denied.<tenant>).
+	Events Events
 
 	// StoreTimeout bounds every request from its arrival (default 250 ms),
 	// except settle and release of claims.
