@@ -18,11 +18,19 @@ import (
 // -race): the partitions are served again within failoverBound (lease
 // TTL + 3 s); control tenants stay within a quarter burst of
 // their limit (measured -0.05); affected tenants are over their limit by
-// at most (N-1) + 1 bursts + 0.25 (measured +2.55..+3.06 with N = 3): each
-// of the N-1 surviving nodes admits a burst from its own full local
-// limiter while no owner answers, and the new owner starts with a full
-// bucket. The goal is ≤ 1 burst: issue #12 item 1 (the fallback and the
-// takeover in quota/) will tighten this bound when it lands.
+// at most (N-1) + 1 + (N-2)·rate·gap/burst + 0.25 bursts: each of the N-1
+// surviving nodes admits a burst from its own full local limiter while no
+// owner answers (and refills it at the full rate, where the limit allows
+// the rate once), and the new owner starts with a full bucket. The goal is
+// ≤ 1 burst: issue #12 item 1 (the fallback and the takeover in quota/)
+// will tighten this bound when it lands. Measured +2.05..+3.13 against a
+// bound of 3.49–3.50 (N = 3, gaps of 4.7–5.0 s); with a fallback that
+// admits everything, +8.6.
+//
+// The load offers each affected tenant several times what a correct fleet
+// admits during the gap (every hit waits out the 250 ms budget before the
+// fallback answers it): with less, a fallback that admitted everything
+// passed this test (found by breaking it on purpose).
 func TestOwnerDies(t *testing.T) {
 	t.Parallel()
 	const rate, burst = 1.0, 20
@@ -50,7 +58,7 @@ func TestOwnerDies(t *testing.T) {
 	tenants := append(slices.Clone(affected), control...)
 	l := NewLedger()
 	begin := time.Now()
-	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 2 * len(tenants), Pace: 20 * time.Millisecond, MaxTries: 1})
+	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 12 * len(tenants), Pace: 100 * time.Millisecond, MaxTries: 1})
 	defer run.stop()
 	// Every tenant spends its burst and runs at its rate.
 	if err := run.waitDenied(tenants, nil, scaleD(30*time.Second)); err != nil {
@@ -91,9 +99,13 @@ func TestOwnerDies(t *testing.T) {
 		}
 	}
 	// Today's bound, near the measured value (see above): the N-1
-	// surviving nodes' local bursts and the new owner's full bucket. To be
-	// tightened to 1 burst by issue #12 item 1.
-	if bound := float64(len(h.Nodes())-1) + 1 + 0.25; worst > bound {
+	// surviving nodes' local bursts (and their extra refill over the gap)
+	// and the new owner's full bucket. To be tightened to 1 burst by
+	// issue #12 item 1.
+	n := float64(len(h.Nodes()))
+	bound := (n - 1) + 1 + (n-2)*rate*took.Seconds()/burst + 0.25
+	t.Logf("over-admission: worst %.2f bursts, today's bound %.2f", worst, bound)
+	if worst > bound {
 		t.Errorf("over-admission %.2f bursts, above today's bound of %.2f", worst, bound)
 	}
 	h.CheckHooks(t, l, false)
