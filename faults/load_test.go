@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -114,8 +115,9 @@ type loadRun struct {
 	gaveUp   atomic.Int64 // hooks abandoned after MaxTries
 	bad      atomic.Int64 // malformed answers (Ledger.Bad)
 	mu       sync.Mutex
-	perTen   map[string]int // 202s per tenant
-	denied   map[string]int // 429s per tenant
+	perTen   map[string]int  // 202s per tenant
+	denied   map[string]int  // 429s per tenant
+	lat      []time.Duration // latencies of answered requests since takeLatencies
 }
 
 // startHooks starts hl in the background, recording every answer in l.
@@ -153,7 +155,15 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 				for try := 0; try < hl.MaxTries && ctx.Err() == nil; try++ {
 					node := hl.Nodes[(w+i+try)%len(hl.Nodes)]
 					r.sent.Add(1)
+					sentAt := time.Now()
 					code, id, err := h.PostHook(ctx, node, k, body)
+					if code != 0 {
+						r.mu.Lock()
+						if len(r.lat) < maxLatencies {
+							r.lat = append(r.lat, time.Since(sentAt))
+						}
+						r.mu.Unlock()
+					}
 					if err != nil && code != 0 {
 						r.bad.Add(1)
 						l.Bad(k, code, err.Error())
@@ -210,6 +220,21 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 func (r *loadRun) stop() {
 	r.cancel()
 	r.wg.Wait()
+}
+
+// maxLatencies bounds the latencies a loadRun keeps between two
+// takeLatencies.
+const maxLatencies = 1 << 20
+
+// takeLatencies returns the latencies of the requests answered since the
+// last call, sorted.
+func (r *loadRun) takeLatencies() []time.Duration {
+	r.mu.Lock()
+	l := r.lat
+	r.lat = nil
+	r.mu.Unlock()
+	slices.Sort(l)
+	return l
 }
 
 // deniedNow returns how many 429s each tenant got so far.
