@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// soakFor is the length of TestSoak (go test ./faults -run Soak
-// -faults.soak 10m -timeout 30m); 0 runs the short version CI runs.
+// soakFor is the length of TestSoak (go test ./faults -timeout 30m -v
+// -run Soak -faults.soak=10m); 0 runs the short version CI runs.
 var soakFor = flag.Duration("faults.soak", 0, "run TestSoak for this long, killing a node or a server every minute (0: a short version)")
 
 // soakRow is what TestSoak reports for one interval.
