@@ -18,6 +18,10 @@ type localStore struct {
 	max     int
 	entries map[string]*list.Element // of *localEntry
 	lru     list.List                // front: most recently touched
+	// pending holds the keys whose own penalty did not reach the shared
+	// store; Store writes them when the store answers again
+	// (flushPending). A subset of entries.
+	pending map[string]struct{}
 }
 
 type localEntry struct {
@@ -47,7 +51,7 @@ func (e *localEntry) prune(nowMs int64) {
 func (e *localEntry) empty() bool { return e.reading == nil && e.own == nil && e.seen == nil }
 
 func newLocalStore(max int) *localStore {
-	return &localStore{max: max, entries: make(map[string]*list.Element)}
+	return &localStore{max: max, entries: make(map[string]*list.Element), pending: make(map[string]struct{})}
 }
 
 // lookup returns the live entry for key (pruned, touched), or nil. With
@@ -67,6 +71,7 @@ func (l *localStore) lookup(key string, nowMs int64, create bool) *localEntry {
 		back := l.lru.Back()
 		l.lru.Remove(back)
 		delete(l.entries, back.Value.(*localEntry).key)
+		delete(l.pending, back.Value.(*localEntry).key)
 	}
 	e := &localEntry{key: key}
 	l.entries[key] = l.lru.PushFront(e)
@@ -75,6 +80,9 @@ func (l *localStore) lookup(key string, nowMs int64, create bool) *localEntry {
 
 // settle removes e when nothing in it is live. Call with mu held.
 func (l *localStore) settle(e *localEntry) {
+	if e.own == nil {
+		delete(l.pending, e.key)
+	}
 	if e.empty() {
 		if el, ok := l.entries[e.key]; ok {
 			l.lru.Remove(el)
@@ -110,8 +118,67 @@ func (l *localStore) penalize(key string, until *int64, nowMs int64) {
 		return
 	}
 	e.own, e.seen = until, nil
+	delete(l.pending, key)
 	e.prune(nowMs)
 	l.settle(e)
+}
+
+// markPending records that this node's penalty of key (just set by
+// penalize) did not reach the shared store. A cleared penalty is never
+// pending: a clear is not replayed (refusing an upstream a little too long
+// is the safe side).
+func (l *localStore) markPending(key string, nowMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.lookup(key, nowMs, false); e != nil && e.own != nil {
+		l.pending[key] = struct{}{}
+	}
+}
+
+// pendingPenalties returns up to max pending keys whose own penalty is
+// still live, with that penalty; the others stop being pending.
+func (l *localStore) pendingPenalties(nowMs int64, max int) map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int64{}
+	for key := range l.pending {
+		if len(out) == max {
+			break
+		}
+		el, ok := l.entries[key]
+		if !ok {
+			delete(l.pending, key)
+			continue
+		}
+		e := el.Value.(*localEntry)
+		e.prune(nowMs)
+		if e.own == nil {
+			delete(l.pending, key)
+			continue
+		}
+		out[key] = *e.own
+	}
+	return out
+}
+
+// written records that the penalty until of key reached the shared store
+// (or was overtaken there): it is no longer pending, unless this node has
+// set another penalty since.
+func (l *localStore) written(key string, until int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.entries[key]; ok {
+		if e := el.Value.(*localEntry); e.own == nil || *e.own == until {
+			delete(l.pending, key)
+		}
+	}
+}
+
+// hasPending reports whether any penalty waits for the shared store.
+func (l *localStore) hasPending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending) > 0
 }
 
 // observe merges a successful shared read or write (st, already pruned) and

@@ -166,6 +166,12 @@ func WithMaxLocalEntries(n int) Option {
 // successful read; by the same rule a node keeps its own penalty against
 // another node's Penalize(nil) until the penalty passes or a reading reaches
 // it (refusing an upstream a little too long is the safe side).
+//
+// A penalty whose shared write failed is also written to the shared store
+// later: the next call of this Store that the shared store answers (any
+// key) writes up to eight such penalties before it returns, by the same
+// merge rule, so the other nodes learn it too. A failed clear
+// (Penalize(nil)) is not replayed.
 type Store struct {
 	b          *kvstore.Bucket
 	readingTTL time.Duration
@@ -264,9 +270,51 @@ func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *
 	if untilMs != nil && *untilMs > nowMs {
 		until = ptr(*untilMs)
 	}
-	return s.write(ctx, "penalize", account, backend, nowMs,
+	err := s.write(ctx, "penalize", account, backend, nowMs,
 		func(key string) { s.local.penalize(key, until, nowMs) },
 		func(st *state) { st.PenaltyUntilMs = until })
+	if err != nil && until != nil {
+		// Written later, when the shared store answers again.
+		s.local.markPending(Key(account, backend), nowMs)
+	}
+	return err
+}
+
+// maxFlush bounds the pending penalties one successful call writes.
+const maxFlush = 8
+
+// flushPending writes penalties whose shared write failed (Penalize) now
+// that the shared store answered a call, at most maxFlush per call, within
+// ctx: the later of the shared penalty and this node's, unless a shared
+// reading has reached this node's (the Load merge rule, so a penalty is
+// never written over the reading that ended it; like that rule it wins
+// over another node's Penalize(nil)). It stops at the first failure: the
+// rest wait for the next successful call.
+func (s *Store) flushPending(ctx context.Context) {
+	if !s.local.hasPending() {
+		return
+	}
+	nowMs := s.now().UnixMilli()
+	for key, until := range s.local.pendingPenalties(nowMs, maxFlush) {
+		unlock, err := s.lockKey(ctx, key)
+		if err != nil {
+			return
+		}
+		st, err := s.update(ctx, key, nowMs, func(st *state) {
+			if st.Reading != nil && st.Reading.ObservedAtMs >= until {
+				return
+			}
+			st.PenaltyUntilMs = later(st.PenaltyUntilMs, ptr(until))
+		})
+		unlock()
+		if err != nil {
+			s.log.Debug("pending penalty still not written", "key", key, "error", err)
+			return
+		}
+		s.local.observe(key, st, nowMs)
+		s.local.written(key, until)
+		s.log.Info("penalty written to the shared store after a failed write", "key", key, "until_ms", until)
+	}
 }
 
 // write applies one change of (account, backend): local is the node-local
@@ -283,12 +331,13 @@ func (s *Store) write(ctx context.Context, op, account, backend string, nowMs in
 	if err != nil {
 		return s.writeFailed(op, account, backend, fmt.Errorf("%w: waiting for a local writer: %w", kvstore.ErrUnavailable, err))
 	}
-	defer unlock()
 	st, err := s.update(ctx, key, nowMs, mutate)
+	unlock()
 	if err != nil {
 		return s.writeFailed(op, account, backend, err)
 	}
 	s.local.observe(key, st, nowMs)
+	s.flushPending(ctx)
 	return nil
 }
 
@@ -344,6 +393,9 @@ func (s *Store) Load(ctx context.Context, account string, backends []string) ([]
 	wg.Wait()
 
 	local := 0
+	if firstErr(errs) == nil {
+		s.flushPending(ctx)
+	}
 	for i, err := range errs {
 		switch {
 		case err == nil:

@@ -667,3 +667,64 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("nil logger (discard): %v", err)
 	}
 }
+
+// A penalty whose shared write failed is written to the shared store when
+// it answers again (issue #12 item 2): the other nodes then see it, unless
+// a shared reading reached it meanwhile.
+func TestFailedPenaltyWrittenLater(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	t0 := time.Now().UnixMilli()
+	clk := newClock(t0)
+	s1 := e.store(cooldown.WithClock(clk.Now))
+	other := e.store(cooldown.WithClock(clk.Now)) // another node
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	// The shared writes fail on purpose (a context that has ended).
+	for _, b := range []string{"w", "reached", "cleared"} {
+		if err := s1.Penalize(dead, "acct", b, i64(t0+60_000)); !errors.Is(err, cooldown.ErrUnavailable) {
+			t.Fatalf("penalize %s with a dead context: %v", b, err)
+		}
+	}
+	// A failed clear is not replayed: "cleared" was penalized, then cleared
+	// node-locally only.
+	if err := s1.Penalize(dead, "acct", "cleared", nil); !errors.Is(err, cooldown.ErrUnavailable) {
+		t.Fatalf("clear with a dead context: %v", err)
+	}
+	got := load(t, other, "acct", "w", "reached", "cleared")
+	for _, g := range got {
+		if g.PenaltyUntilMs != nil {
+			t.Fatalf("a failed write reached the shared store: %+v", got)
+		}
+	}
+	// Meanwhile another node's reading reaches the "reached" penalty.
+	record(t, other, cooldown.Reading{Account: "acct", Backend: "reached", ObservedAtMs: t0 + 60_000})
+
+	// The store answers s1 again (a write of an unrelated key): the pending
+	// penalty is written.
+	record(t, s1, cooldown.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0})
+	got = load(t, other, "acct", "w", "reached", "cleared")
+	if !eq(got[0].PenaltyUntilMs, i64(t0+60_000)) {
+		t.Fatalf("the failed penalty was not written when the store answered again: %+v", got[0])
+	}
+	if got[1].PenaltyUntilMs != nil || got[2].PenaltyUntilMs != nil {
+		t.Fatalf("a reached or cleared penalty was written: reached %s, cleared %s", show(got[1].PenaltyUntilMs), show(got[2].PenaltyUntilMs))
+	}
+
+	// Written once: another node's clear afterwards stands in the shared
+	// store (s1's next calls do not write it again).
+	penalize(t, other, "acct", "w", nil)
+	record(t, s1, cooldown.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0 + 1})
+	if got := load(t, e.store(cooldown.WithClock(clk.Now)), "acct", "w")[0]; got.PenaltyUntilMs != nil {
+		t.Fatalf("the penalty was written again after it reached the store: %+v", got)
+	}
+
+	// A Load that the store answers flushes too.
+	if err := s1.Penalize(dead, "acct", "v", i64(t0+90_000)); !errors.Is(err, cooldown.ErrUnavailable) {
+		t.Fatal(err)
+	}
+	load(t, s1, "acct", "unrelated")
+	if got := load(t, other, "acct", "v")[0]; !eq(got.PenaltyUntilMs, i64(t0+90_000)) {
+		t.Fatalf("a Load the store answered did not write the pending penalty: %+v", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
 )
@@ -44,6 +45,7 @@ type hookRequest struct {
 	lims           Limits
 	hooksKind      string
 	hooksLim       gcra.Limit
+	req            quota.HitRequest
 	rep            quota.HitReply
 }
 
@@ -285,7 +287,7 @@ func (h *Handler) admit(q *hookRequest) bool {
 		h.log.Warn("hit failed", "tenant", q.tenant, "error", err)
 		return h.unavailable(q)
 	}
-	q.rep = rep
+	q.req, q.rep = req, rep
 	if rep.Local {
 		h.m.fallback.WithLabelValues("hit").Inc()
 	}
@@ -348,7 +350,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
 		w.Header().Set("RateLimit", fmt.Sprintf(`"hooks";r=0;t=%s`, retryAfterSeconds(ra)))
 		if h.cfg.Lifecycle != nil {
-			h.cfg.Lifecycle.LimitDenied(q.tenant, q.source, "", ra)
+			h.cfg.Lifecycle.LimitDenied(q.tenant, q.source, events.DeniedKind(&q.req, &rep), ra)
 		}
 		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false

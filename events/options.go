@@ -180,6 +180,19 @@ func WithStreamName(name string) Option {
 	}
 }
 
+// StreamBytesFor is the byte limit of the settle/release stream on a
+// JetStream store of maxStore bytes (0 or less: unknown or unlimited):
+// DefaultStreamMaxBytes, or an eighth of the store when that is less. A
+// file stream's byte limit is reserved from the store when it is created,
+// so a fixed 1 GiB kept sluice from starting on a data dir with less than
+// about 1.4 GB free.
+func StreamBytesFor(maxStore int64) int64 {
+	if maxStore <= 0 {
+		return DefaultStreamMaxBytes
+	}
+	return max(1, min(DefaultStreamMaxBytes, maxStore/8))
+}
+
 // WithStreamLimits bounds the settle/release stream (Settler): how old,
 // how many and how many bytes of unapplied events it keeps. The oldest go
 // first. Each must be > 0; defaults DefaultStreamMaxAge,

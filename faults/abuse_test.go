@@ -447,7 +447,6 @@ func setPath(cur any, path []string, v any) {
 // mux). Every such path must get a 4xx.
 func TestUncleanPaths(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "unclean-paths")
 	h := Start(t, Options{Servers: 1, NodeProcs: true, YAML: abuseYAML, Args: []string{"--admin-token", abuseAdminToken}})
 	client := &http.Client{Transport: h.http.Transport, Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

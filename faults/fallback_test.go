@@ -22,7 +22,9 @@ import (
 // deadline equal to the store budget). At most one of them may be told
 // "ok": two node-local claims give the key two winners.
 //
-// SilentOwner: nobody answers; FailingOwner: the owner answers 503 at once
+// NoOwner: no worker subscribes (no responders at once); SilentOwner: an
+// owner takes every request and never answers (the caller waits out the
+// owner's share of the budget); FailingOwner: the owner answers 503 at once
 // (its KV write failed: what the loaded or electing owners of the kill
 // scenarios do). Found here: a Fleet that fell back to node-local in-memory
 // claims deduped per node only (two winners). Fixed: the fallback decides
@@ -30,15 +32,24 @@ import (
 // a fresh budget, so exactly one node wins and the fallback stays available.
 func TestFleetFallbackKeepsOneWinner(t *testing.T) {
 	t.Parallel()
+	t.Run("NoOwner", func(t *testing.T) {
+		t.Parallel()
+		k := testkit.New(t) // no worker: nobody serves any partition
+		fallbackWinners(t, k)
+	})
 	t.Run("SilentOwner", func(t *testing.T) {
 		t.Parallel()
-		knownBug(t, "fallback-split")
-		k := testkit.New(t) // no worker: nobody serves any partition
+		k := testkit.New(t)
+		// An owner of every partition that never answers.
+		sub, err := k.Conn.Subscribe("sluice.v1.quota.p.*", func(*nats.Msg) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
 		fallbackWinners(t, k)
 	})
 	t.Run("FailingOwner", func(t *testing.T) {
 		t.Parallel()
-		knownBug(t, "fallback-split")
 		k := testkit.New(t)
 		// An owner of every partition that answers 503 at once.
 		sub, err := k.Conn.Subscribe("sluice.v1.quota.p.*", func(m *nats.Msg) {
@@ -56,7 +67,8 @@ func TestFleetFallbackKeepsOneWinner(t *testing.T) {
 }
 
 func fallbackWinners(t *testing.T, k *testkit.Kit) {
-	const budget = 50 * time.Millisecond
+	// Large enough that twice the budget is beyond budget + callSlack.
+	const budget = 200 * time.Millisecond
 	lim, _ := gcra.LimitFromRate(10, 10)
 	// Both nodes share the fleet's claim store (the KV bucket), as fx wires
 	// them: the fallback takes claims there, never in node-local memory.
@@ -91,8 +103,12 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 		if err == nil && rep.Result == quota.ResultOK {
 			winners++
 		}
-		if took > budget+250*time.Millisecond {
-			t.Errorf("node %d: answered after %v, budget %v", node, took, budget)
+		// The owner's share of the budget and the claim's together: the
+		// whole call fits the budget (measured 1 ms for an owner failing
+		// at once, 121–123 ms for a silent or absent one: its 60 % share,
+		// then the claim), plus a small fixed slack.
+		if took > budget+callSlack {
+			t.Errorf("node %d: answered after %v, budget %v + %v", node, took, budget, callSlack)
 		}
 	}
 	if winners > 1 {

@@ -18,11 +18,15 @@
 //     any);
 //   - counts never above their max: every granted reserve returns a count
 //     <= max, and the slots the clients hold at once never exceed max;
-//   - the replay store never holds more than its capacity.
+//   - the replay store never holds more than its capacity;
+//   - every 2xx answer is well formed (200 or 202, a JSON body naming the
+//     hook id that X-Hook-Id names), and the stored hook an answer names
+//     has the tenant, source and dedupe key that answer was for.
 package faults
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +56,7 @@ type Ledger struct {
 	accepted map[string]HookKey         // 202 id -> key
 	dupIDs   map[string]HookKey         // ids named by 200 duplicate answers
 	codes    map[int]int                // status -> count (0: no answer)
+	bad      []string                   // malformed or unexpected 2xx answers
 }
 
 // NewLedger returns an empty ledger.
@@ -65,12 +70,16 @@ func NewLedger() *Ledger {
 }
 
 // Hook records one answer to a POST of a hook with key k: the HTTP status
-// (0 when no answer arrived) and, for 202 and 200, the id of the body.
+// (0 when no answer arrived) and, for 202 and 200, the id of the body. A
+// 2xx other than 200 and 202 is a violation (Report.Bad).
 func (l *Ledger) Hook(k HookKey, code int, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.codes[code]++
 	if code != 202 && code != 200 {
+		if code >= 200 && code < 300 {
+			l.bad = append(l.bad, fmt.Sprintf("%s: unexpected status %d", k, code))
+		}
 		return
 	}
 	if code == 202 {
@@ -87,6 +96,17 @@ func (l *Ledger) Hook(k HookKey, code int, id string) {
 		l.answers[k] = m
 	}
 	m[id]++
+}
+
+// Bad records an answer for k that broke the protocol (what says how: a
+// 2xx body that is not JSON, no id, X-Hook-Id disagreeing with the body, a
+// 429 or 503 without Retry-After...). It is a violation, never "no
+// answer".
+func (l *Ledger) Bad(k HookKey, code int, what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.codes[code]++
+	l.bad = append(l.bad, fmt.Sprintf("%s: %s", k, what))
 }
 
 // Codes returns how many answers of each status were recorded (0: none).
@@ -134,6 +154,12 @@ type Report struct {
 	UnknownDuplicate []string
 	// StoredTwice: hook ids stored more than once.
 	StoredTwice []string
+	// Mismatched: hook ids answered 2xx for one key whose stored message
+	// carries another tenant, source or dedupe key.
+	Mismatched []string
+	// Bad: malformed answers (Ledger.Bad), and 2xx statuses other than 200
+	// and 202.
+	Bad []string
 	// Split: dedupe keys whose 2xx answers named more than one hook id.
 	Split []HookKey
 	// ExtraStored: stored hooks beyond the first for one dedupe key (a hook
@@ -154,6 +180,8 @@ func (r Report) Violations(allowSplit bool) []string {
 	add("hooks answered 202 but not stored", r.Missing)
 	add("200 duplicates naming a hook that is not stored", r.UnknownDuplicate)
 	add("hook ids stored twice", r.StoredTwice)
+	add("hooks stored under another tenant, source or key than answered", r.Mismatched)
+	add("malformed answers or unexpected 2xx statuses", r.Bad)
 	if !allowSplit && len(r.Split) > 0 {
 		ks := make([]string, len(r.Split))
 		for i, k := range r.Split {
@@ -165,8 +193,8 @@ func (r Report) Violations(allowSplit bool) []string {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("accepted %d, duplicates naming %d ids, %d keys, stored %d; missing %d, unknown duplicates %d, stored twice %d, split keys %d, extra stored %d",
-		r.Accepted, r.Duplicates, r.Keys, r.Stored, len(r.Missing), len(r.UnknownDuplicate), len(r.StoredTwice), len(r.Split), r.ExtraStored)
+	return fmt.Sprintf("accepted %d, duplicates naming %d ids, %d keys, stored %d; missing %d, unknown duplicates %d, stored twice %d, mismatched %d, bad answers %d, split keys %d, extra stored %d",
+		r.Accepted, r.Duplicates, r.Keys, r.Stored, len(r.Missing), len(r.UnknownDuplicate), len(r.StoredTwice), len(r.Mismatched), len(r.Bad), len(r.Split), r.ExtraStored)
 }
 
 // Check compares the ledger with the stream's content.
@@ -174,10 +202,14 @@ func (l *Ledger) Check(stored []StoredHook) Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	byID := make(map[string]int, len(stored))
+	keyOf := make(map[string]HookKey, len(stored))
 	perKey := map[HookKey]int{}
-	r := Report{Accepted: len(l.accepted), Duplicates: len(l.dupIDs), Keys: len(l.answers), Stored: len(stored)}
+	r := Report{Accepted: len(l.accepted), Duplicates: len(l.dupIDs), Keys: len(l.answers), Stored: len(stored), Bad: slices.Clone(l.bad)}
 	for _, h := range stored {
 		byID[h.ID]++
+		if byID[h.ID] == 1 {
+			keyOf[h.ID] = h.HookKey
+		}
 		if byID[h.ID] == 2 {
 			r.StoredTwice = append(r.StoredTwice, h.ID)
 		}
@@ -188,15 +220,23 @@ func (l *Ledger) Check(stored []StoredHook) Report {
 	for _, n := range perKey {
 		r.ExtraStored += n - 1
 	}
-	for id := range l.accepted {
+	mismatched := map[string]bool{}
+	for id, k := range l.accepted {
 		if byID[id] == 0 {
 			r.Missing = append(r.Missing, id)
+		} else if keyOf[id] != k {
+			mismatched[id] = true
 		}
 	}
-	for id := range l.dupIDs {
+	for id, k := range l.dupIDs {
 		if byID[id] == 0 {
 			r.UnknownDuplicate = append(r.UnknownDuplicate, id)
+		} else if keyOf[id] != k {
+			mismatched[id] = true
 		}
+	}
+	for id := range mismatched {
+		r.Mismatched = append(r.Mismatched, fmt.Sprintf("%s stored as %s", id, keyOf[id]))
 	}
 	for k, ids := range l.answers {
 		if len(ids) > 1 {
@@ -206,6 +246,7 @@ func (l *Ledger) Check(stored []StoredHook) Report {
 	sort.Strings(r.Missing)
 	sort.Strings(r.UnknownDuplicate)
 	sort.Strings(r.StoredTwice)
+	sort.Strings(r.Mismatched)
 	sort.Slice(r.Split, func(i, j int) bool { return r.Split[i].String() < r.Split[j].String() })
 	return r
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,15 +20,35 @@ import (
 var errNodeDown = errors.New("node down")
 
 // PostHook sends one hook to node i and returns the status and, for 202
-// and 200, the hook id of the body (and checks that X-Hook-Id agrees).
+// and 200, the hook id of the body (and checks that X-Hook-Id agrees). An
+// answer that breaks the protocol (a 2xx other than 200 and 202, a body
+// that is not the documented JSON, ids that disagree, a 409, 429 or 503
+// without a Retry-After of whole seconds >= 1) returns its status and an
+// error: record it with Ledger.Bad, never as "no answer".
 func (h *Harness) PostHook(ctx context.Context, i int, k HookKey, body []byte) (int, string, error) {
+	code, id, _, err := h.postHook(ctx, i, k, body)
+	return code, id, err
+}
+
+// postHook is PostHook that also returns the answer's header.
+func (h *Harness) postHook(ctx context.Context, i int, k HookKey, body []byte) (int, string, http.Header, error) {
+	code, id, hdr, err := h.sendHook(ctx, i, k, body)
+	if err == nil && (code == 409 || code == 429 || code == 503) {
+		if n, aerr := strconv.Atoi(hdr.Get("Retry-After")); aerr != nil || n < 1 {
+			err = fmt.Errorf("%d with Retry-After %q", code, hdr.Get("Retry-After"))
+		}
+	}
+	return code, id, hdr, err
+}
+
+func (h *Harness) sendHook(ctx context.Context, i int, k HookKey, body []byte) (int, string, http.Header, error) {
 	u := h.nodes[i].URL()
 	if u == "" {
-		return 0, "", errNodeDown
+		return 0, "", nil, errNodeDown
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/v1/hooks/"+k.Tenant+"/"+k.Source, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if k.Key != "" {
@@ -34,15 +56,19 @@ func (h *Harness) PostHook(ctx context.Context, i int, k HookKey, body []byte) (
 	}
 	res, err := h.http.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
-	if res.StatusCode != 202 && res.StatusCode != 200 {
-		return res.StatusCode, "", nil
+	code, hdr := res.StatusCode, res.Header
+	if code < 200 || code >= 300 {
+		return code, "", hdr, nil
+	}
+	if code != 202 && code != 200 {
+		return code, "", hdr, fmt.Errorf("unexpected status %d with body %q", code, raw)
 	}
 	var b struct {
 		Status    string `json:"status"`
@@ -50,15 +76,15 @@ func (h *Harness) PostHook(ctx context.Context, i int, k HookKey, body []byte) (
 		Duplicate bool   `json:"duplicate"`
 	}
 	if err := json.Unmarshal(raw, &b); err != nil || b.ID == "" {
-		return res.StatusCode, "", fmt.Errorf("%d with body %q", res.StatusCode, raw)
+		return code, "", hdr, fmt.Errorf("%d with body %q", code, raw)
 	}
-	if hid := res.Header.Get("X-Hook-Id"); hid != b.ID {
-		return res.StatusCode, "", fmt.Errorf("%d: X-Hook-Id %q, body id %q", res.StatusCode, hid, b.ID)
+	if hid := hdr.Get("X-Hook-Id"); hid != b.ID {
+		return code, "", hdr, fmt.Errorf("%d: X-Hook-Id %q, body id %q", code, hid, b.ID)
 	}
-	if (res.StatusCode == 202) != (b.Status == "accepted") || (res.StatusCode == 200) != b.Duplicate {
-		return res.StatusCode, "", fmt.Errorf("%d with body %q", res.StatusCode, raw)
+	if (code == 202) != (b.Status == "accepted") || (code == 200) != b.Duplicate {
+		return code, "", hdr, fmt.Errorf("%d with body %q", code, raw)
 	}
-	return res.StatusCode, b.ID, nil
+	return code, b.ID, hdr, nil
 }
 
 // hookLoad sends hooks the way a webhook provider does: each hook has a
@@ -87,9 +113,11 @@ type loadRun struct {
 	accepted atomic.Int64 // 2xx
 	errs     atomic.Int64 // no answer
 	gaveUp   atomic.Int64 // hooks abandoned after MaxTries
-	protoErr sync.Map     // malformed 2xx answers
+	bad      atomic.Int64 // malformed answers (Ledger.Bad)
 	mu       sync.Mutex
-	perTen   map[string]int // 202s per tenant
+	perTen   map[string]int  // 202s per tenant
+	denied   map[string]int  // 429s per tenant
+	lat      []time.Duration // latencies of answered requests since takeLatencies
 }
 
 // startHooks starts hl in the background, recording every answer in l.
@@ -118,7 +146,7 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 		hl.Prefix = "k"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &loadRun{cancel: cancel, perTen: map[string]int{}}
+	r := &loadRun{cancel: cancel, perTen: map[string]int{}, denied: map[string]int{}}
 	body := []byte(`{"event":"fault-test","pad":"0123456789abcdef0123456789abcdef"}`)
 	for w := range hl.Workers {
 		r.wg.Go(func() {
@@ -127,9 +155,19 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 				for try := 0; try < hl.MaxTries && ctx.Err() == nil; try++ {
 					node := hl.Nodes[(w+i+try)%len(hl.Nodes)]
 					r.sent.Add(1)
+					sentAt := time.Now()
 					code, id, err := h.PostHook(ctx, node, k, body)
+					if code != 0 {
+						r.mu.Lock()
+						if len(r.lat) < maxLatencies {
+							r.lat = append(r.lat, time.Since(sentAt))
+						}
+						r.mu.Unlock()
+					}
 					if err != nil && code != 0 {
-						r.protoErr.Store(err.Error(), true)
+						r.bad.Add(1)
+						l.Bad(k, code, err.Error())
+						break // a protocol violation: recorded, not retried
 					}
 					if err != nil {
 						r.errs.Add(1)
@@ -152,10 +190,16 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 							if code, id, err := h.PostHook(ctx, next, k, body); err == nil && code != 0 {
 								l.Hook(k, code, id)
 							} else if err != nil && code != 0 {
-								r.protoErr.Store(err.Error(), true)
+								r.bad.Add(1)
+								l.Bad(k, code, err.Error())
 							}
 						}
 						break
+					}
+					if code == 429 {
+						r.mu.Lock()
+						r.denied[k.Tenant]++
+						r.mu.Unlock()
 					}
 					if code != 0 && code != 409 && code != 429 && code != 503 {
 						break // a 4xx the sender would not retry
@@ -178,6 +222,51 @@ func (r *loadRun) stop() {
 	r.wg.Wait()
 }
 
+// maxLatencies bounds the latencies a loadRun keeps between two
+// takeLatencies.
+const maxLatencies = 1 << 20
+
+// takeLatencies returns the latencies of the requests answered since the
+// last call, sorted.
+func (r *loadRun) takeLatencies() []time.Duration {
+	r.mu.Lock()
+	l := r.lat
+	r.lat = nil
+	r.mu.Unlock()
+	slices.Sort(l)
+	return l
+}
+
+// deniedNow returns how many 429s each tenant got so far.
+func (r *loadRun) deniedNow() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.denied)
+}
+
+// waitDenied waits until every tenant of ts was answered 429 more often
+// than since says (nil: at least once): it has spent its bucket.
+func (r *loadRun) waitDenied(ts []string, since map[string]int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		r.mu.Lock()
+		var left []string
+		for _, tn := range ts {
+			if r.denied[tn] <= since[tn] {
+				left = append(left, tn)
+			}
+		}
+		r.mu.Unlock()
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("tenants %v never rate limited within %v", left, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitAccepted waits until n more hooks than now were answered 2xx.
 func (r *loadRun) waitAccepted(n int64, timeout time.Duration) error {
 	want := r.accepted.Load() + n
@@ -192,20 +281,8 @@ func (r *loadRun) waitAccepted(n int64, timeout time.Duration) error {
 }
 
 func (r *loadRun) String() string {
-	var proto []string
-	r.protoErr.Range(func(k, _ any) bool { proto = append(proto, k.(string)); return len(proto) < 3 })
-	s := fmt.Sprintf("%d requests, %d answered 2xx, %d without answer, %d hooks given up", r.sent.Load(), r.accepted.Load(), r.errs.Load(), r.gaveUp.Load())
-	if len(proto) > 0 {
-		s += fmt.Sprintf("; malformed answers: %v", proto)
-	}
-	return s
-}
-
-// protocolErrors lists malformed 2xx answers.
-func (r *loadRun) protocolErrors() []string {
-	var out []string
-	r.protoErr.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
-	return out
+	return fmt.Sprintf("%d requests, %d answered 2xx, %d malformed, %d without answer, %d hooks given up",
+		r.sent.Load(), r.accepted.Load(), r.bad.Load(), r.errs.Load(), r.gaveUp.Load())
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

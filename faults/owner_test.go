@@ -12,11 +12,25 @@ import (
 // while those tenants (and control tenants owned elsewhere) send well above
 // their limit, and measures (1) how long until the partitions are served
 // again and (2) how many hooks each tenant got accepted beyond what its
-// limit allows over the run (burst + rate × duration), in bursts. The goal
-// is at most one extra burst per tenant (the new owner starts with full
-// buckets); the numbers are logged. The test fails only beyond the bound
-// the design states for a degraded fleet (N × the limit: each node's
-// local fallback plus the new owner).
+// limit allows over the run (burst + rate × duration), in bursts.
+//
+// Asserted near the measured values (2 vCPU shared with other test runs,
+// -race): the partitions are served again within failoverBound (lease
+// TTL + 3 s); control tenants stay within a quarter burst of
+// their limit (measured -0.05); affected tenants are over their limit by
+// at most (N-1) + 1 + (N-2)·rate·gap/burst + 0.25 bursts: each of the N-1
+// surviving nodes admits a burst from its own full local limiter while no
+// owner answers (and refills it at the full rate, where the limit allows
+// the rate once), and the new owner starts with a full bucket. The goal is
+// ≤ 1 burst: issue #12 item 1 (the fallback and the takeover in quota/)
+// will tighten this bound when it lands. Measured +2.05..+3.13 against a
+// bound of 3.49–3.50 (N = 3, gaps of 4.7–5.0 s); with a fallback that
+// admits everything, +8.6.
+//
+// The load offers each affected tenant several times what a correct fleet
+// admits during the gap (every hit waits out the 250 ms budget before the
+// fallback answers it): with less, a fallback that admitted everything
+// passed this test (found by breaking it on purpose).
 func TestOwnerDies(t *testing.T) {
 	t.Parallel()
 	const rate, burst = 1.0, 20
@@ -44,14 +58,24 @@ func TestOwnerDies(t *testing.T) {
 	tenants := append(slices.Clone(affected), control...)
 	l := NewLedger()
 	begin := time.Now()
-	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 2 * len(tenants), Pace: 20 * time.Millisecond, MaxTries: 1})
+	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 12 * len(tenants), Pace: 100 * time.Millisecond, MaxTries: 1})
 	defer run.stop()
-	time.Sleep(scaleD(2 * time.Second)) // every tenant spends its burst and runs at its rate
+	// Every tenant spends its burst and runs at its rate.
+	if err := run.waitDenied(tenants, nil, scaleD(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	h.Node(victim).Kill()
 	killed := time.Now()
 	took := h.WaitServed(t, 30*time.Second, victimParts...)
 	t.Logf("owner (node %d) killed: its %d partitions served again after %v", victim, len(victimParts), took.Round(time.Millisecond))
-	time.Sleep(scaleD(2 * time.Second))
+	if took > failoverBound {
+		t.Errorf("partitions served again after %v, above %v", took, failoverBound)
+	}
+	// The new owner's full buckets are spent: every affected tenant is
+	// rate limited again after its partition was served.
+	if err := run.waitDenied(affected, run.deniedNow(), scaleD(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	run.stop()
 	elapsed := time.Since(begin).Seconds()
 	t.Logf("load: %s over %.1f s (the owner was killed at %.1f s)", run, elapsed, killed.Sub(begin).Seconds())
@@ -69,15 +93,20 @@ func TestOwnerDies(t *testing.T) {
 		// A control tenant's owner is alive, but a hit it answers after the
 		// caller's budget (the failover saturates two cores) falls back to
 		// the node-local limiter: a fraction of a burst can pass on top
-		// (measured up to +0.16). More than half a burst is a fault.
-		if kind == "control" && over > 0.5 {
+		// (measured -0.05..+0.16). More than a quarter burst is a fault.
+		if kind == "control" && over > 0.25 {
 			t.Errorf("control tenant %s over its limit by %.2f bursts", tn, over)
 		}
 	}
-	// The design's bound while degraded: each of the N nodes may admit a
-	// limit from local state, and the new owner starts with a full bucket.
-	if bound := float64(len(h.Nodes())) + 1; worst > bound {
-		t.Errorf("over-admission %.2f bursts, above the degraded bound of %.0f", worst, bound)
+	// Today's bound, near the measured value (see above): the N-1
+	// surviving nodes' local bursts (and their extra refill over the gap)
+	// and the new owner's full bucket. To be tightened to 1 burst by
+	// issue #12 item 1.
+	n := float64(len(h.Nodes()))
+	bound := (n - 1) + 1 + (n-2)*rate*took.Seconds()/burst + 0.25
+	t.Logf("over-admission: worst %.2f bursts, today's bound %.2f", worst, bound)
+	if worst > bound {
+		t.Errorf("over-admission %.2f bursts, above today's bound of %.2f", worst, bound)
 	}
 	h.CheckHooks(t, l, false)
 	h.LogSummary(t)

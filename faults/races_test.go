@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // TestDedupeRace runs 64-way races on one dedupe key, the racers spread
@@ -55,6 +56,10 @@ func TestDedupeRace(t *testing.T) {
 					for try := 0; ctx.Err() == nil; try++ {
 						sent.Add(1)
 						code, id, err := h.PostHook(ctx, (r+try)%3, key, body)
+						if err != nil && code != 0 {
+							l.Bad(key, code, err.Error())
+							return
+						}
 						if err != nil {
 							if noAnswer.Add(1) <= 5 {
 								t.Errorf("%s: %v", key, err)
@@ -100,13 +105,25 @@ func TestDedupeRace(t *testing.T) {
 // killed (crash failover: its lease expires) and later restarted (the
 // partition is handed back: graceful handoff). Counted from the clients'
 // side, the slots held at once never exceed the max, and no grant returns a
-// count above it. The counter's ttl_ms is 3 s: slots whose reserve answer
-// or release answer was lost (the owner applied it after the caller's
-// budget ran out) come back 3 s after the counter's last change; the
-// racers hold a slot for at most 12 ms, so the TTL never frees a held one.
+// count above it. Four holders take a slot before the kill and keep it
+// across the failover: the new owner must count them (reserve counts are
+// written through to KV), or the racers would hold more than the 6 slots
+// left. Each phase must grant again: at least 100 grants after the crash
+// failover and 100 after the restart (measured 500–790 grants per 2 s on
+// 2 shared vCPUs under -race).
+//
+// The counter's ttl_ms is 10 s, longer than the failover (≤ 6 s), so no
+// held slot expires in the gap. The racers are between two cycles at the
+// instant of the kill (they race again at once, through the gap): a slot a
+// racer held when its owner died could not be released until a new owner
+// serves, so it would stay taken until the counter's TTL — and six such
+// leaked slots fill the counter until the TTL then frees every slot,
+// the holders' too (found by this test; the known limit "a lost answer can
+// hold a slot" in the README, issue #12 item 2).
 func TestReserveRace(t *testing.T) {
 	t.Parallel()
-	const racers, maxSlots = 100, 10
+	const racers, holders, maxSlots = 100, 4, 10
+	const ttlMs = 10000
 	// A budget of 1 s: 100 racers queue on one counter, whose owner writes
 	// every change through to KV (R3) before it answers.
 	h := Start(t, Options{ServerProcs: true, NodeProcs: true, Args: []string{"--store-timeout", "1s"}})
@@ -155,21 +172,27 @@ func TestReserveRace(t *testing.T) {
 		errMu.Unlock()
 		return false
 	}
+	// cycle is read-locked by a racer for one reserve-hold-release cycle:
+	// write-locking it waits until no racer holds a slot.
+	var cycle sync.RWMutex
 	var wg sync.WaitGroup
 	for r := range racers {
 		wg.Go(func() {
 			nc := conns[r%3]
 			for ctx.Err() == nil {
+				cycle.RLock()
 				var rep struct {
 					Granted bool  `json:"granted"`
 					Count   int64 `json:"count"`
 				}
-				if !call(nc, "reserve", map[string]any{"principal": principal, "key": "slots", "max": maxSlots, "ttl_ms": 3000}, &rep) {
+				if !call(nc, "reserve", map[string]any{"principal": principal, "key": "slots", "max": maxSlots, "ttl_ms": ttlMs}, &rep) {
+					cycle.RUnlock()
 					c.Failed()
 					sleepCtx(ctx, 20*time.Millisecond)
 					continue
 				}
 				if !rep.Granted {
+					cycle.RUnlock()
 					c.Denied()
 					sleepCtx(ctx, 5*time.Millisecond)
 					continue
@@ -183,24 +206,75 @@ func TestReserveRace(t *testing.T) {
 				if !call(nc, "release", map[string]any{"principal": principal, "key": "slots"}, &rel) {
 					c.Leaked()
 				}
+				cycle.RUnlock()
 			}
 		})
 	}
-	phase := func(what string, d time.Duration) {
-		before := c.Stats()
-		time.Sleep(d)
+	// phase waits (bounded) until n more grants than now were counted.
+	phase := func(what string, n int64) {
+		t.Helper()
+		before, start := c.Stats(), time.Now()
+		testkit.Eventually(t, scaleD(30*time.Second), func() bool { return c.Stats().Grants-before.Grants >= n }, what+": grants")
 		after := c.Stats()
-		t.Logf("%s: %d grants, %d failed calls in %v", what, after.Grants-before.Grants, after.Failures-before.Failures, d)
+		t.Logf("%s: %d grants, %d failed calls in %v", what, after.Grants-before.Grants, after.Failures-before.Failures, time.Since(start).Round(time.Millisecond))
 	}
-	phase("steady", scaleD(2*time.Second))
+	phase("steady", int64(scale(50)))
+	// The holders take their slots (retrying denials) and keep them
+	// across the failover.
+	held := make(chan struct{}, holders)
+	releaseHeld := make(chan struct{})
+	var hw sync.WaitGroup
+	for i := range holders {
+		hw.Go(func() {
+			nc := conns[i%3]
+			for ctx.Err() == nil {
+				var rep struct {
+					Granted bool  `json:"granted"`
+					Count   int64 `json:"count"`
+				}
+				if call(nc, "reserve", map[string]any{"principal": principal, "key": "slots", "max": maxSlots, "ttl_ms": ttlMs}, &rep) && rep.Granted {
+					c.Granted(rep.Count)
+					held <- struct{}{}
+					break
+				}
+				sleepCtx(ctx, 5*time.Millisecond)
+			}
+			select {
+			case <-releaseHeld:
+			case <-ctx.Done():
+				return
+			}
+			c.Releasing()
+			var rel struct {
+				Count int64 `json:"count"`
+			}
+			if !call(nc, "release", map[string]any{"principal": principal, "key": "slots"}, &rel) {
+				c.Leaked()
+			}
+		})
+	}
+	for range holders {
+		select {
+		case <-held:
+		case <-time.After(scaleD(30 * time.Second)):
+			t.Fatalf("the %d holders did not get their slots", holders)
+		}
+	}
+	cycle.Lock()
 	h.Node(victim).Kill()
+	cycle.Unlock()
 	killed := time.Now()
 	took := h.WaitServed(t, 30*time.Second, part)
 	t.Logf("owner node %d killed: partition %d served again after %v", victim, part, took.Round(time.Millisecond))
-	phase("after the crash failover", scaleD(2*time.Second))
+	if took > failoverBound {
+		t.Errorf("partition served again after %v, above %v", took, failoverBound)
+	}
+	phase("after the crash failover, 4 slots held across it", int64(scale(100)))
+	close(releaseHeld)
+	hw.Wait()
 	h.Node(victim).Restart(t)
 	restarted := time.Now()
-	phase("around the restart (the partition may be handed back)", scaleD(3*time.Second))
+	phase("after the restart (the partition may be handed back)", int64(scale(100)))
 	cancel()
 	wg.Wait()
 	t.Logf("owner of partition %d at the end: node %d (killed at +0s, restarted at +%v)", part, h.Owner(part), restarted.Sub(killed).Round(time.Millisecond))
@@ -211,9 +285,6 @@ func TestReserveRace(t *testing.T) {
 	for _, v := range c.Violations() {
 		t.Errorf("invariant broken: %s", v)
 	}
-	if s := c.Stats(); s.Grants < 50 {
-		t.Errorf("only %d grants: the counter was not exercised", s.Grants)
-	}
 	var cnt struct {
 		Count int64 `json:"count"`
 	}
@@ -223,5 +294,4 @@ func TestReserveRace(t *testing.T) {
 			t.Errorf("final count %d outside 0..%d", cnt.Count, maxSlots)
 		}
 	}
-	_ = fmt.Sprint
 }

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,15 +12,18 @@ import (
 
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // TestServerStall freezes (SIGSTOP) the nats-server that node 1 is
 // connected to, under load. While it is frozen:
 //   - every quota call of every node (Fleet.Hit with a claim, Reserve,
-//     Count) returns within its budget + 10 ms, with a node-local fallback
-//     answer when the fleet cannot answer;
+//     Count) returns within its budget + callSlack (a fixed slack), with a
+//     node-local fallback answer when the fleet cannot answer (node 1
+//     answers some locally) or ErrUnavailable (a claim its frozen server
+//     cannot take), never another error;
 //   - the edge of node 1, which cannot store anything, answers hooks 503
-//     with Retry-After, never 2xx;
+//     with a Retry-After of at least one second, never 2xx;
 //   - the other nodes keep accepting hooks.
 //
 // After SIGCONT the fleet recovers and the invariants hold. (A hook
@@ -44,6 +48,7 @@ func TestServerStall(t *testing.T) {
 	lat := map[string][]time.Duration{}
 	local := map[string]int{}
 	var callErrs []string
+	errsPer := map[string]int{}
 	lim, _ := gcra.LimitFromRate(1e6, 1e6)
 	var wg sync.WaitGroup
 	for ni, n := range h.Nodes() {
@@ -83,8 +88,11 @@ func TestServerStall(t *testing.T) {
 					if isLocal {
 						local[key]++
 					}
-					if err != nil && len(callErrs) < 10 {
-						callErrs = append(callErrs, fmt.Sprintf("%s: %v", key, err))
+					if err != nil {
+						errsPer[key]++
+						if !errors.Is(err, quota.ErrUnavailable) && len(callErrs) < 10 {
+							callErrs = append(callErrs, fmt.Sprintf("%s: %v", key, err))
+						}
 					}
 					mu.Unlock()
 					sleepCtx(ctx, 5*time.Millisecond)
@@ -92,28 +100,30 @@ func TestServerStall(t *testing.T) {
 			})
 		}
 	}
-	// The scheduler's own lateness over the same window: how late a 5 ms
-	// sleep wakes up. On a loaded machine (2 cores, -race, six processes)
-	// no call can beat it, so it is added to the margin and logged.
-	var lateMax time.Duration
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			start := time.Now()
-			time.Sleep(5 * time.Millisecond)
-			if late := time.Since(start) - 5*time.Millisecond; late > lateMax {
-				lateMax = late
+	// A baseline before the stall: every node has made a few calls of
+	// every kind.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lat) < 3*len(h.Nodes()) {
+			return false
+		}
+		for _, ds := range lat {
+			if len(ds) < 5 {
+				return false
 			}
 		}
-	})
-	time.Sleep(300 * time.Millisecond) // a baseline before the stall
+		return true
+	}, "a baseline of 5 calls of each kind on every node")
 
 	h.FreezeServer(victim)
 	frozen := time.Now()
 	// Hooks sent to the node whose server is frozen: 503, never 2xx.
 	type answer struct {
-		code int
-		took time.Duration
-		err  error
+		code  int
+		retry string
+		took  time.Duration
+		err   error
 	}
 	answers := make([]answer, 8)
 	var hw sync.WaitGroup
@@ -121,14 +131,19 @@ func TestServerStall(t *testing.T) {
 		hw.Go(func() {
 			k := HookKey{"stalled", "s", "stall-hook-" + strconv.Itoa(i)}
 			start := time.Now()
-			code, id, err := h.PostHook(context.Background(), victim, k, []byte(`{}`))
-			answers[i] = answer{code: code, took: time.Since(start), err: err}
-			l.Hook(k, code, id)
+			code, id, hdr, err := h.postHook(context.Background(), victim, k, []byte(`{}`))
+			answers[i] = answer{code: code, retry: hdr.Get("Retry-After"), took: time.Since(start), err: err}
+			if err != nil && code != 0 {
+				l.Bad(k, code, err.Error())
+			} else {
+				l.Hook(k, code, id)
+			}
 		})
 	}
 	hw.Wait()
-	// Stay frozen for a while: the quota calls above keep running into it,
-	// and the other servers elect new leaders for what it led.
+	// Stay frozen for a fixed while (the fault's length, not a wait for a
+	// condition): the quota calls above keep running into it, and the
+	// other servers elect new leaders for what it led.
 	time.Sleep(time.Until(frozen.Add(scaleD(3 * time.Second))))
 	stalledFor := time.Since(frozen)
 	h.ThawServer(victim)
@@ -138,18 +153,19 @@ func TestServerStall(t *testing.T) {
 	for i, a := range answers {
 		if a.err != nil || a.code != 503 {
 			t.Errorf("hook %d to the node of the frozen server: status %d, error %v after %v; want 503", i, a.code, a.err, a.took)
+		} else if n, err := strconv.Atoi(a.retry); err != nil || n < 1 {
+			t.Errorf("hook %d to the node of the frozen server: 503 with Retry-After %q; want whole seconds >= 1", i, a.retry)
 		} else {
-			t.Logf("hook %d to the node of the frozen server: %d after %v", i, a.code, a.took.Round(time.Millisecond))
+			t.Logf("hook %d to the node of the frozen server: %d, Retry-After %s, after %v", i, a.code, a.retry, a.took.Round(time.Millisecond))
 		}
 	}
 	t.Logf("server %d frozen for %v", victim, stalledFor.Round(time.Millisecond))
 
-	// Every call within its budget + 10 ms (+ the scheduler's lateness).
-	// Under the race detector, with three servers and three edge processes
-	// on two cores, a timer fires up to a few tens of ms late (measured
-	// 40 ms over budget + 10 ms + lateness): raceSlack allows for that.
-	margin := 10*time.Millisecond + lateMax + raceSlack
-	t.Logf("scheduler lateness (a 5 ms sleep) up to %v during the stall: margin %v", lateMax.Round(time.Microsecond), margin.Round(time.Microsecond))
+	// Every call within its budget + a fixed slack. Under the race
+	// detector, with three servers and three edge processes on two cores,
+	// a call ends up to ~52 ms after its budget (measured; the machine
+	// shared with other test runs): callSlack is 75 ms there, 25 ms
+	// without -race.
 	keys := make([]string, 0, len(lat))
 	for k := range lat {
 		keys = append(keys, k)
@@ -159,14 +175,18 @@ func TestServerStall(t *testing.T) {
 		ds := lat[k]
 		slices.Sort(ds)
 		worst := ds[len(ds)-1]
-		t.Logf("%s: %d calls, %d answered locally, p50 %v, p99 %v, max %v", k, len(ds), local[k],
+		t.Logf("%s: %d calls, %d answered locally, %d unavailable, p50 %v, p99 %v, max %v", k, len(ds), local[k], errsPer[k],
 			ds[len(ds)/2].Round(time.Microsecond), ds[len(ds)*99/100].Round(time.Microsecond), worst.Round(time.Microsecond))
-		if worst > budget+margin {
-			t.Errorf("%s: a call took %v, budget %v + %v", k, worst, budget, margin)
+		if worst > budget+callSlack {
+			t.Errorf("%s: a call took %v, budget %v + %v", k, worst, budget, callSlack)
 		}
 	}
 	for _, e := range callErrs {
-		t.Logf("call error: %s", e)
+		t.Errorf("call error other than unavailable: %s", e)
+	}
+	// The node whose server froze answered from its fallback.
+	if n := local[fmt.Sprintf("node %d count", victim)] + local[fmt.Sprintf("node %d reserve", victim)] + local[fmt.Sprintf("node %d hit", victim)]; n == 0 {
+		t.Errorf("node %d (frozen server) answered no quota call from its fallback", victim)
 	}
 
 	// Recovery.
@@ -175,14 +195,12 @@ func TestServerStall(t *testing.T) {
 	if err := run.waitAccepted(100, 30*time.Second); err != nil {
 		t.Fatalf("after SIGCONT: %v", err)
 	}
-	code, _, err := h.PostHook(context.Background(), victim, HookKey{"stalled", "s", "after"}, []byte(`{}`))
-	for time.Since(thawed) < 30*time.Second && (err != nil || code != 202) {
-		time.Sleep(100 * time.Millisecond)
+	var code int
+	var err error
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		code, _, err = h.PostHook(context.Background(), victim, HookKey{"stalled", "s", "after"}, []byte(`{}`))
-	}
-	if code != 202 && code != 200 {
-		t.Errorf("node %d after SIGCONT: %d %v", victim, code, err)
-	}
+		return err == nil && (code == 202 || code == 200)
+	}, fmt.Sprintf("node %d accepts a hook after SIGCONT", victim))
 	run.stop()
 	t.Logf("load: %s", run)
 	h.CheckHooks(t, l, false)

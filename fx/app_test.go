@@ -3,12 +3,14 @@ package sluicefx_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,21 +79,8 @@ func startErr(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, err
 
 func post(t *testing.T, h *sluicefx.HTTP, path, key string) int {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+path, bytes.NewReader([]byte(`{}`)))
-		req.Header.Set("Idempotency-Key", key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		// Right after start a fresh cluster may still be electing leaders.
-		if res.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			return res.StatusCode
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	code, _ := postRA(t, h, path, key)
+	return code
 }
 
 // External mode: --nats-url points at an existing server; hooks land there.
@@ -176,7 +165,15 @@ func TestEmbeddedCluster(t *testing.T) {
 	if code := post(t, nodes[0].h, "/v1/hooks/t/s", "shared"); code != 202 {
 		t.Fatalf("node 0: %d", code)
 	}
-	if code := post(t, nodes[2].h, "/v1/hooks/t/s", "shared"); code != 200 {
+	// The first hook's claim is settled asynchronously (the settler):
+	// until then another node finds it pending and answers 409 in_flight,
+	// which a sender retries (this flaked under load: issue #12).
+	code := 0
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		code = post(t, nodes[2].h, "/v1/hooks/t/s", "shared")
+		return code != http.StatusConflict
+	}, "node 2 answers the shared key with something other than 409")
+	if code != 200 {
 		t.Fatalf("node 2 on the same key: %d, want 200 duplicate", code)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -190,4 +187,137 @@ func TestEmbeddedCluster(t *testing.T) {
 		t.Fatalf("stream seen from node 1: %+v %v", info, err)
 	}
 	_ = jetstream.ErrKeyExists
+}
+
+// Every denial is an event (issue #12 item 3): a hook the edge answers 429
+// and a sluice.v1.quota.hit a NATS caller gets answered rate_limited each
+// publish exactly one limit.denied.<tenant>, with the kind that denied it
+// and the retry-after the caller was given.
+func TestLimitDeniedEvents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	yaml := "allow_unknown: true\ndefaults:\n  limits: {hooks: {rate: 0.01, burst: 2}, bytes: {rate: 1000000000, burst: 1000000000}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, n, _ := start(t, "--data-dir", dir, "--config", filepath.Join(dir, "edge.yaml"))
+	type event struct {
+		Tenant       string `json:"tenant"`
+		Source       string `json:"source"`
+		Kind         string `json:"kind"`
+		RetryAfterMs int64  `json:"retry_after_ms"`
+		Reason       string `json:"reason"`
+	}
+	ch := make(chan event, 64)
+	sub, err := n.Conn.Subscribe("sluice.v1.events.limit.denied.>", func(m *nats.Msg) {
+		var e event
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			t.Errorf("event %q: %v", m.Data, err)
+		}
+		ch <- e
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := n.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The edge path: a burst of 2, then 3 denials.
+	var edgeDenials []int64
+	for i := range 5 {
+		code, ra := postRA(t, h, "/v1/hooks/edget/src", fmt.Sprintf("k%d", i))
+		switch {
+		case i < 2 && code != 202, i >= 2 && code != 429:
+			t.Fatalf("hook %d: status %d", i, code)
+		case code == 429:
+			edgeDenials = append(edgeDenials, ra)
+		}
+	}
+	// The NATS path: a free-form kind, a burst of 1, then one denial.
+	hit := func(tenant string) (result string, retryMs int64) {
+		t.Helper()
+		req := fmt.Sprintf(`{"charges":[{"kind":"jobs","tenant":%q,"increment_us":3600000000,"capacity_us":3600000000}]}`, tenant)
+		m, err := n.Conn.Request("sluice.v1.quota.hit", []byte(req), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Result       string `json:"result"`
+			RetryAfterMs int64  `json:"retry_after_ms"`
+		}
+		if err := json.Unmarshal(m.Data, &rep); err != nil {
+			t.Fatalf("quota.hit reply %q: %v", m.Data, err)
+		}
+		return rep.Result, rep.RetryAfterMs
+	}
+	if r, _ := hit("natst"); r != "ok" {
+		t.Fatalf("first hit: %s", r)
+	}
+	r, natsRetry := hit("natst")
+	if r != "rate_limited" || natsRetry <= 0 {
+		t.Fatalf("second hit: %s, retry %d ms", r, natsRetry)
+	}
+	// A sentinel denial last: one publisher queue per node, in order, so
+	// once it arrives every earlier event has.
+	hit("sentinel")
+	if r, _ := hit("sentinel"); r != "rate_limited" {
+		t.Fatalf("sentinel: %s", r)
+	}
+	var got []event
+	timeout := time.After(15 * time.Second)
+	for len(got) == 0 || got[len(got)-1].Tenant != "sentinel" {
+		select {
+		case e := <-ch:
+			got = append(got, e)
+		case <-timeout:
+			t.Fatalf("events so far: %+v", got)
+		}
+	}
+	var edge, viaNATS []event
+	for _, e := range got[:len(got)-1] {
+		switch e.Tenant {
+		case "edget":
+			edge = append(edge, e)
+		case "natst":
+			viaNATS = append(viaNATS, e)
+		default:
+			t.Errorf("unexpected event %+v", e)
+		}
+	}
+	if len(edge) != len(edgeDenials) {
+		t.Fatalf("%d edge denials, %d events: %+v", len(edgeDenials), len(edge), edge)
+	}
+	for i, e := range edge {
+		// Retry-After is whole seconds; the event carries milliseconds.
+		if e.Kind != "hooks" || e.Source != "src" || e.Reason != "rate_limited" || e.RetryAfterMs <= 0 || (e.RetryAfterMs+999)/1000 != edgeDenials[i] {
+			t.Errorf("edge event %d: %+v, Retry-After %d s", i, e, edgeDenials[i])
+		}
+	}
+	if len(viaNATS) != 1 || viaNATS[0].Kind != "jobs" || viaNATS[0].RetryAfterMs != natsRetry || viaNATS[0].Source != "" {
+		t.Fatalf("NATS denial (retry %d ms): events %+v", natsRetry, viaNATS)
+	}
+}
+
+// postRA posts a hook and returns the status and the Retry-After seconds
+// (0 when absent).
+func postRA(t *testing.T, h *sluicefx.HTTP, path, key string) (int, int64) {
+	t.Helper()
+	code := 0
+	var ra int64
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+path, bytes.NewReader([]byte(`{}`)))
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		code = res.StatusCode
+		ra, _ = strconv.ParseInt(res.Header.Get("Retry-After"), 10, 64)
+		// Right after start the store may still be electing leaders.
+		return code != http.StatusServiceUnavailable
+	}, "an answer other than 503")
+	return code, ra
 }

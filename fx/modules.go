@@ -43,6 +43,7 @@ var Module = fx.Options(
 	// The service is resolved before the HTTP server so that, stopping in
 	// reverse order, the HTTP server stops first.
 	fx.Invoke(func(*Service, *HTTP) {}),
+	fx.Invoke(WatchStorage),
 )
 
 // Options returns the fx options of a complete edge for cfg, with fx's own
@@ -194,16 +195,23 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	settler, err := events.NewSettler(n.JS, observed, cfg.Prefix,
-		events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL))
+	opts := []events.Option{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL)}
+	if n.Server != nil {
+		// The stream's byte limit is reserved from the store: fit it.
+		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
+	}
+	settler, err := events.NewSettler(n.JS, observed, cfg.Prefix, opts...)
 	if err != nil {
-		return nil, err
+		return nil, storageError(n, err)
 	}
 	exp, err := events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog))
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.Hook{OnStart: settler.Start, OnStop: func(context.Context) error { settler.Stop(); return nil }})
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error { return storageError(n, settler.Start(ctx)) },
+		OnStop:  func(context.Context) error { settler.Stop(); return nil },
+	})
 	lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
 	lc.Append(fx.StopHook(pub.Close))
 	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed}, nil
@@ -226,6 +234,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Claims:       ev.Claims,
 				Replay:       s.Replay,
 				Cooldown:     s.Cooldown,
+				Events:       ev.Publisher,
 				StoreTimeout: cfg.StoreTimeout,
 				DedupeTTL:    cfg.DedupeTTL,
 				Logger:       log.With("component", "service"),
@@ -292,7 +301,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			if !n.Conn.IsConnected() {
 				return errors.New("nats not connected")
 			}
-			return nil
+			return storageReadyErr(n)
 		},
 		Gatherer:   reg,
 		Registerer: reg,

@@ -85,8 +85,16 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		if err := os.MkdirAll(srvCfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
+		// One process per data dir; released after the server stopped
+		// (stop hooks run in reverse order).
+		unlock, err := natsembed.LockDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		lc.Append(fx.StopHook(unlock))
 		srv, err := natsembed.StartServer(srvCfg)
 		if err != nil {
+			unlock()
 			return nil, err
 		}
 		lc.Append(fx.StopHook(srv.Shutdown))
@@ -180,4 +188,19 @@ func clientAuth(cfg *config.Config) ([]nats.Option, error) {
 		opts = append(opts, nats.Secure(tc))
 	}
 	return opts, nil
+}
+
+// storageError makes an error of creating a stream on a store too small
+// for it say so plainly: nats-server answers "insufficient storage
+// resources available" (API error 10047) when the byte limits reserved by
+// the streams exceed what JetStream may use on the data dir's filesystem.
+func storageError(n *NATS, err error) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10047 {
+		return err
+	}
+	if n.Server == nil {
+		return fmt.Errorf("the NATS server has no room for sluice's streams (free space on its JetStream store, or raise its max_file_store): %w", err)
+	}
+	return fmt.Errorf("the data dir's filesystem leaves JetStream %d bytes, not enough for sluice's streams: free space there or use a larger --data-dir: %w", n.Server.MaxStore(), err)
 }

@@ -84,9 +84,10 @@ const RouteUser = "sluice-route"
 
 // Server is a running embedded nats-server.
 type Server struct {
-	ns   *server.Server
-	cfg  ServerConfig
-	nkey nats.Option // in-process sign-in with NKeySeedFile (nil: none)
+	ns      *server.Server
+	cfg     ServerConfig
+	storage *storageWatch
+	nkey    nats.Option // in-process sign-in with NKeySeedFile (nil: none)
 	// internal is the generated unrestricted user Connect signs in as
 	// (with Users and no User/NKeySeedFile).
 	internal *server.User
@@ -103,7 +104,6 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
 		MaxPayload: 8 << 20,
 	}
 	if cfg.SyncAlways {
@@ -214,9 +214,14 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
 	}
-	if cfg.Logger != nil {
-		ns.SetLoggerV2(&slogAdapter{l: cfg.Logger}, false, false, false)
+	// The server's log is also how a critical write error (no space left)
+	// becomes known: watch every line at warn level and above.
+	sw := &storageWatch{}
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
 	}
+	ns.SetLoggerV2(&slogAdapter{l: l, watch: sw}, false, false, false)
 	ns.Start()
 	wait := cfg.ReadyTimeout
 	if wait <= 0 {
@@ -227,7 +232,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg, nkey: nkeyOpt, internal: internal}, nil
+	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal}, nil
 }
 
 // addUsers moves the server's auth to users: cfg.Users with their
@@ -370,12 +375,22 @@ func joinComma(ss []string) string {
 	return out
 }
 
-// slogAdapter routes nats-server's logger into slog.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter routes nats-server's logger into slog, and shows every line
+// at warn level and above to the storage watch.
+type slogAdapter struct {
+	l     *slog.Logger
+	watch *storageWatch
+}
 
 func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Tracef(format string, v ...any)  {}
+func (a *slogAdapter) Warnf(format string, v ...any) {
+	a.l.Warn(a.watch.see(fmt.Sprintf(format, v...)))
+}
+func (a *slogAdapter) Fatalf(format string, v ...any) {
+	a.l.Error(a.watch.see(fmt.Sprintf(format, v...)))
+}
+func (a *slogAdapter) Errorf(format string, v ...any) {
+	a.l.Error(a.watch.see(fmt.Sprintf(format, v...)))
+}
+func (a *slogAdapter) Debugf(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Tracef(format string, v ...any) {}

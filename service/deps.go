@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -49,9 +50,18 @@ type Cooldown interface {
 	Load(ctx context.Context, account string, backends []string) ([]cooldown.Entry, error)
 }
 
+// Events receives the denials the service decides: a quota.hit answered
+// rate_limited publishes limit.denied.<tenant> once, from the node that
+// answered the NATS caller (the HTTP edge publishes its own denials: its
+// hits do not pass through the service). *events.Publisher implements it.
+type Events interface {
+	HitDenied(req *quota.HitRequest, rep *quota.HitReply, source string)
+}
+
 // Compile-time checks of the implementations the service is wired with.
 var (
 	_ Cooldown           = (*cooldown.Store)(nil)
 	_ claims.Store       = (*claims.KV)(nil)
 	_ claims.ReplayStore = (*claims.KVReplay)(nil)
+	_ Events             = (*events.Publisher)(nil)
 )

@@ -92,6 +92,13 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		// hook id), so the claim taken here is not lost.
 		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
+	if rep.Result == quota.ResultRateLimited && s.cfg.Events != nil {
+		source := ""
+		if req.Claim != nil {
+			source = req.Claim.Source
+		}
+		s.cfg.Events.HitDenied(&req, &rep, source)
+	}
 	return hitReply{
 		Result:       rep.Result,
 		HookID:       rep.HookID,

@@ -25,7 +25,7 @@
 // a fractional or out-of-range integer, a negative revision — is a 400
 // naming the member; null is the same as absent. Then, per endpoint:
 //
-//   - quota.hit: 1..16 charges or a claim; every charge with a kind,
+//   - quota.hit: 1..16 charges or a claim; every charge with a free-form kind of 1..64 bytes,
 //     a tenant of 1..256 bytes, 0 < increment_us <= capacity_us, no kind
 //     twice; all charges for one tenant, the claim's when there is one; a
 //     claim with tenant, source (1..256 bytes), key and hook_id (1..256
@@ -148,6 +148,9 @@ type Config struct {
 	Replay claims.ReplayStore
 	// Cooldown serves cooldown.* (cooldown.New).
 	Cooldown Cooldown
+	// Events, when set, receives every quota.hit the service answers
+	// rate_limited (limit.denied.<tenant>).
+	Events Events
 
 	// StoreTimeout bounds every request from its arrival (default 250 ms),
 	// except settle and release of claims.

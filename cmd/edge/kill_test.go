@@ -144,31 +144,7 @@ func TestKill9KeepsEveryAcceptedHook(t *testing.T) {
 	}
 
 	p2 := startEdge(t, bin, data, hp, np)
-	nc, err := nats.Connect(p2.natsU)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer ccancel()
-	cons, err := js.OrderedConsumer(cctx, "HOOKS", jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(cctx, "HOOKS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := st.Info(cctx)
-	stored := map[string]bool{}
-	for i := uint64(0); i < info.State.Msgs; i++ {
-		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatalf("reading stream: %v", err)
-		}
-		stored[m.Headers().Get("Sluice-Hook-Id")] = true
-	}
+	stored := storedHookIDs(t, p2.natsU)
 	missing := 0
 	for id := range accepted {
 		if !stored[id] {
@@ -188,4 +164,44 @@ func TestKill9KeepsEveryAcceptedHook(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("graceful stop took %v", d)
 	}
+}
+
+// storedHookIDs reads the hook ids of the whole HOOKS stream through the
+// edge's NATS listener.
+func storedHookIDs(t *testing.T, natsURL string) map[string]bool {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer msgs.Stop()
+	stored := map[string]bool{}
+	for range info.State.Msgs {
+		m, err := msgs.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			t.Fatalf("reading HOOKS: %v", err)
+		}
+		stored[m.Headers().Get("Sluice-Hook-Id")] = true
+	}
+	return stored
 }

@@ -59,8 +59,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = app.Stop(stopCtx)
 		return 1
 	}
-	<-ctx.Done()
-	log.Info("shutting down")
+	code := 0
+	select {
+	case <-ctx.Done():
+	case sig := <-app.Wait():
+		// The app asked to stop (fx.Shutdowner), e.g. storage that only a
+		// restart recovers: its exit code goes to the supervisor.
+		code = sig.ExitCode
+	}
+	log.Info("shutting down", "exit_code", code)
 	stopCtx, c3 := context.WithTimeout(context.Background(), app.StopTimeout())
 	defer c3()
 	if err := app.Stop(stopCtx); err != nil {
@@ -68,5 +75,5 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	log.Info("stopped")
-	return 0
+	return code
 }
