@@ -170,7 +170,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := quota.NewFleet(client, local, ev.Claims, pending, logger, metrics)
+	fleet, err := quota.NewFleet(client, local, ev.Claims, pending, logger, metrics, quota.WithMembers(w.Members))
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ type config struct {
 	countTTL    time.Duration
 	now         func() time.Time
 	noCoalesce  bool
+	members     func() int
 	log         *slog.Logger
 	reg         prometheus.Registerer
 }
@@ -113,6 +114,10 @@ type workerOption func(*config) error
 func (o workerOption) applyWorker(c *config) error { return o(c) }
 
 type clientOption func(*config) error
+
+type fleetOption func(*config) error
+
+func (o fleetOption) applyFleet(c *config) error { return o(c) }
 
 func (o clientOption) applyClient(c *config) error { return o(c) }
 
@@ -257,6 +262,23 @@ func WithLogger(l *slog.Logger) WorkerFleetOption {
 func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
 	return WorkerFleetOption(func(c *config) error {
 		c.reg = r
+		return nil
+	})
+}
+
+// WithMembers gives the fallback the number of live members of the fleet
+// (Worker.Members of the node's worker). While no owner answers, every
+// member may be falling back at once: the fallback then divides each
+// charge's rate and burst among them, so the fleet together admits about
+// one limit rather than one per member (docs/DESIGN.md "Failure
+// semantics"). Without it (or while it reports less than 2) the fallback
+// applies the whole limit on each node. Fleet.
+func WithMembers(members func() int) FleetOption {
+	return fleetOption(func(c *config) error {
+		if members == nil {
+			return invalid("nil member count")
+		}
+		c.members = members
 		return nil
 	})
 }

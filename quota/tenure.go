@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,14 @@ import (
 // to the release or loss. Its state starts empty (GCRA buckets are full,
 // counters load from KV on first access) and dies with it; requests still
 // in flight keep their tenure alive but cannot touch a later one.
+//
+// A partition taken over after its previous holder's lease lapsed (it died:
+// lease.Lease.Lapsed) starts conservatively instead: a bucket this tenure
+// has not touched holds one charge at the takeover, as if its burst had
+// just been spent, and refills at its rate from there. The dead owner's
+// buckets and what the fallback admitted meanwhile are unknown; full
+// buckets would add a whole burst (docs/DESIGN.md "Failure semantics").
+// A tenant at or below its rate still gets every charge.
 type tenure struct {
 	w       *Worker
 	n       int
@@ -35,10 +44,11 @@ type tenure struct {
 	mu       sync.Mutex
 	state    bucketState // GCRA buckets
 	counters map[string]*counter
+	lapsedAt int64 // µs: the takeover of a lapsed lease (0: buckets start full)
 }
 
 func (w *Worker) newTenure(l *lease.Lease) *tenure {
-	return &tenure{
+	t := &tenure{
 		w:        w,
 		n:        l.N,
 		subject:  partitionSubject(w.cfg.prefix, l.N),
@@ -46,6 +56,29 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
 	}
+	if l.Lapsed {
+		t.lapsedAt = gcra.Micros(w.cfg.now())
+	}
+	return t
+}
+
+// tat is the bucket's TAT for a charge of lim: its state, or for a bucket
+// not held after a lapsed takeover, one charge left at the takeover (see
+// tenure). A bucket dropped since (refilled, swept) gives a TAT <= now
+// there, so the rule cannot make a refilled bucket stricter. t.mu must be
+// held.
+func (t *tenure) tat(r *bucketRef, lim gcra.Limit) int64 {
+	tat := t.state.get(r)
+	if tat != 0 || t.lapsedAt == 0 {
+		return tat
+	}
+	if spent := lim.Capacity - lim.Increment; spent > 0 {
+		if spent > math.MaxInt64-t.lapsedAt {
+			return math.MaxInt64
+		}
+		return t.lapsedAt + spent
+	}
+	return 0
 }
 
 func (t *tenure) subscribe() error {
@@ -175,7 +208,7 @@ func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.C
 func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decision, now int64) (allowed bool, retry time.Duration) {
 	allowed = true
 	for i := range refs {
-		d := lims[i].Charge(t.state.get(&refs[i]), now)
+		d := lims[i].Charge(t.tat(&refs[i], lims[i]), now)
 		decs[i] = d
 		if !d.Allowed {
 			allowed = false

@@ -129,6 +129,11 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 // ID is the worker's member id.
 func (w *Worker) ID() string { return w.id }
 
+// Members is the number of live members of the fleet as this worker sees
+// them (itself included; 0 before it has seen the leases bucket): what a
+// Fleet on the same node divides its fallback limits by (WithMembers).
+func (w *Worker) Members() int { return w.leases.Members() }
+
 // Partitions returns the partitions the worker serves now, ascending.
 func (w *Worker) Partitions() []int {
 	w.mu.Lock()

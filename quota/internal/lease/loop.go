@@ -70,8 +70,12 @@ type Owner interface {
 // Lease is one holding of one partition's lease: from a successful Create
 // to its release or loss.
 type Lease struct {
-	N        int       // the partition
-	Orphan   bool      // taken against the assignment (it stayed free too long)
+	N      int  // the partition
+	Orphan bool // taken against the assignment (it stayed free too long)
+	// Lapsed: the previous holder's lease ran out instead of being handed
+	// back (it died or stopped renewing), so whatever it admitted lately is
+	// unknown; the owner starts such a partition from a conservative state.
+	Lapsed   bool
 	Acquired time.Time // when it was created
 
 	rev      uint64       // revision of the last write; loop goroutine only
@@ -115,6 +119,8 @@ type Loop struct {
 	hbRev      uint64    // revision of the oldest heartbeat the watcher has not echoed
 	hbAt       time.Time // when it was written
 	beating    bool      // a heartbeat was written (Close removes it)
+
+	members atomic.Int32 // live members at the last reconcile (Members)
 }
 
 // New returns a loop for cfg that reports to owner.
@@ -130,7 +136,7 @@ func New(cfg Config, owner Owner) *Loop {
 		strayTried:  make([]uint64, cfg.Partitions),
 	}
 	l.life, l.cancel = context.WithCancel(context.Background())
-	l.view.reset(cfg.Partitions, l.staleAfter())
+	l.view.reset(cfg.Partitions, l.staleAfter(), l.lapseAfter())
 	return l
 }
 
@@ -140,6 +146,15 @@ func (l *Loop) RenewEvery() time.Duration { return l.renewEvery }
 // staleAfter is how long a heartbeat or lease may go unrenewed before the
 // view presumes it gone: a TTL plus one renewal period.
 func (l *Loop) staleAfter() time.Duration { return l.cfg.TTL + l.renewEvery }
+
+// lapseAfter is how long after its last write a lease that went away had
+// lapsed rather than been handed back: TTL - margin, when fencing stops its
+// holder serving it (Lease.Valid).
+func (l *Loop) lapseAfter() time.Duration { return l.cfg.TTL - l.margin }
+
+// Members is the number of live members (heartbeating, this one included)
+// as of the last reconcile; 0 before the first. Safe for concurrent use.
+func (l *Loop) Members() int { return int(l.members.Load()) }
 
 // Start checks the fleet's partition count (recording it if this is the
 // fleet's first member; ErrPartitionMismatch when it differs), heartbeats
@@ -283,7 +298,7 @@ func (l *Loop) checkWatcher() {
 // The watcher keeps l.life for its whole life (nats.go re-creates its
 // ordered consumer with it).
 func (l *Loop) startWatcher() error {
-	l.view.reset(l.cfg.Partitions, l.staleAfter())
+	l.view.reset(l.cfg.Partitions, l.staleAfter(), l.lapseAfter())
 	l.hbRev = 0
 	kw, err := l.cfg.Bucket.KV().WatchFiltered(l.life, []string{memberFilter, leaseFilter})
 	if err != nil {
@@ -379,7 +394,9 @@ func (l *Loop) reconcile() {
 	}
 	now := time.Now()
 	l.purgeStrays(now)
-	want := Assign(l.view.live(l.cfg.ID, now), l.cfg.Partitions)
+	live := l.view.live(l.cfg.ID, now)
+	l.members.Store(int32(len(live)))
+	want := Assign(live, l.cfg.Partitions)
 	var acquire []int
 	var orphan []bool
 	var release []*Lease
@@ -481,7 +498,8 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 		r := res[i]
 		switch {
 		case r.err == nil:
-			h := &Lease{N: n, Orphan: orphan[i], Acquired: time.Now(), rev: r.rev, base: l.base}
+			now := time.Now()
+			h := &Lease{N: n, Orphan: orphan[i], Lapsed: l.view.lapsed(n, now), Acquired: now, rev: r.rev, base: l.base}
 			l.setDeadline(h, r.sent)
 			if err := l.owner.Acquired(h); err != nil {
 				l.cfg.Log.Warn("quota: serving the partition failed; giving the lease back", "partition", n, "err", err)
@@ -492,7 +510,7 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 			}
 			l.held[n] = h
 			l.view.hold(n, l.cfg.ID, r.rev, time.Now())
-			l.cfg.Log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i])
+			l.cfg.Log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i], "lapsed", h.Lapsed)
 		case errors.Is(r.err, kvstore.ErrExists):
 			if r.holder != "" {
 				l.view.hold(n, r.holder, r.holderRev, time.Now())

@@ -16,8 +16,9 @@ import (
 // costs one failed Create, which refreshes it.
 type view struct {
 	staleAfter time.Duration
-	synced     bool   // the watcher delivered all initial values
-	maxRev     uint64 // highest revision the watcher delivered
+	lapseAfter time.Duration // a lease gone this long after its last write lapsed (see lapsed)
+	synced     bool          // the watcher delivered all initial values
+	maxRev     uint64        // highest revision the watcher delivered
 
 	members  map[string]time.Time // member id -> last heartbeat seen
 	suspects map[string]bool      // members that dropped a lease assigned to them
@@ -26,18 +27,21 @@ type view struct {
 	revs      []uint64    // partition -> revision of the holder's last write
 	seen      []time.Time // partition -> when its holder last wrote it
 	freeSince []time.Time // partition -> when it was last seen going free
+	lapses    []bool      // partition -> its last holder's lease lapsed (see lapsed)
 }
 
-func (v *view) reset(p int, staleAfter time.Duration) {
+func (v *view) reset(p int, staleAfter, lapseAfter time.Duration) {
 	now := time.Now()
 	*v = view{
 		staleAfter: staleAfter,
+		lapseAfter: lapseAfter,
 		members:    make(map[string]time.Time),
 		suspects:   make(map[string]bool),
 		holders:    make([]string, p),
 		revs:       make([]uint64, p),
 		seen:       make([]time.Time, p),
 		freeSince:  make([]time.Time, p),
+		lapses:     make([]bool, p),
 	}
 	for i := range v.freeSince {
 		v.freeSince[i] = now
@@ -71,6 +75,7 @@ func (v *view) live(self string, now time.Time) []string {
 // hold records that id wrote partition n's lease at revision rev.
 func (v *view) hold(n int, id string, rev uint64, now time.Time) {
 	v.holders[n] = id
+	v.lapses[n] = false
 	v.revs[n] = rev
 	v.seen[n] = now
 }
@@ -79,8 +84,22 @@ func (v *view) hold(n int, id string, rev uint64, now time.Time) {
 func (v *view) free(n int, now time.Time) {
 	if v.holders[n] != "" {
 		v.freeSince[n] = now
+		v.lapses[n] = now.Sub(v.seen[n]) >= v.lapseAfter
 	}
 	v.holders[n] = ""
+}
+
+// lapsed reports whether partition n's last seen holder stopped renewing
+// its lease rather than handing it back: the lease went away (or is
+// presumed gone) lapseAfter or more after its last write, when fencing had
+// already stopped the holder from serving it. A holder that died lapses; a
+// release purges the lease within a renewal period of its last write. A
+// partition never seen held has not lapsed.
+func (v *view) lapsed(n int, now time.Time) bool {
+	if v.holders[n] != "" {
+		return now.Sub(v.seen[n]) > v.staleAfter
+	}
+	return v.lapses[n]
 }
 
 // holder returns partition n's holder, "" when it is free or its holder has
