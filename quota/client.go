@@ -45,7 +45,8 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
 	if !cfg.noCoalesce {
-		c.co = coalesce.New(nc, c.subjects)
+		prefix := cfg.prefix
+		c.co = coalesce.New(nc, c.subjects, func(s []byte) bool { return isMemberSubject(prefix, s) })
 	}
 	return c, nil
 }

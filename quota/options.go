@@ -181,8 +181,8 @@ func WithLeaseTTL(d time.Duration) WorkerOption {
 // Worker.
 func WithMemberID(id string) WorkerOption {
 	return workerOption(func(c *config) error {
-		if id == "" || len(id) > 128 {
-			return invalid("member id must be 1..128 bytes")
+		if !validMemberID(id) {
+			return invalid("member id must be 1..%d bytes", maxMemberIDBytes)
 		}
 		c.memberID = id
 		return nil

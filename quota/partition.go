@@ -61,8 +61,28 @@ func partitionSubject(prefix string, n int) string {
 // advertise it in their replies; clients learn it and send one frame per
 // owner rather than one per partition.
 func memberSubject(prefix, id string) string {
-	return prefix + ".v1.quota.m." + kvstore.EncodeToken(id)
+	return memberStem(prefix) + kvstore.EncodeToken(id)
 }
+
+func memberStem(prefix string) string { return prefix + ".v1.quota.m." }
+
+// maxMemberIDBytes bounds a member id (WithMemberID).
+const maxMemberIDBytes = 128
+
+// isMemberSubject reports whether subject is one memberSubject(prefix, id)
+// gives for a valid id: the only subjects a client follows an owner's
+// reply to.
+func isMemberSubject(prefix string, subject []byte) bool {
+	stem := memberStem(prefix)
+	if len(subject) <= len(stem) || string(subject[:len(stem)]) != stem {
+		return false
+	}
+	id, err := kvstore.DecodeToken(string(subject[len(stem):]))
+	return err == nil && validMemberID(id)
+}
+
+// validMemberID is the rule of a member id: 1..maxMemberIDBytes bytes.
+func validMemberID(id string) bool { return id != "" && len(id) <= maxMemberIDBytes }
 
 // counterKey is the counts-bucket key of a (principal, key) counter.
 func counterKey(principal, key string) string { return kvstore.Join(principal, key) }

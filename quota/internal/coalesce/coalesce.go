@@ -154,21 +154,29 @@ type Coalescer struct {
 	// legacy[n]: until when (UnixNano) partition n gets JSON requests.
 	legacy []atomic.Int64
 
+	// isMember accepts a subject an owner's reply names as its route: only
+	// the prefix's member subjects, never another subject a reply could
+	// send this client's hits to.
+	isMember func(subject []byte) bool
+
 	mu      sync.Mutex
 	inbox   string // "<inbox>." — reply subjects are inbox + frame id
 	sub     *nats.Subscription
 	batches map[uint64]*frameBatch
-	members map[string]*lane
+	members map[string]*lane // at most len(parts): one owner holds at least one partition
 	seq     uint64
 
 	frames, items atomic.Int64 // sent, for benchmarks
 }
 
 // New returns a coalescer sending to subjects (partition n's subject at
-// index n) over nc.
-func New(nc *nats.Conn, subjects []string) *Coalescer {
+// index n) over nc. isMember tells the member subjects a reply may route
+// later hits to; a reply naming any other subject is answered but not
+// followed.
+func New(nc *nats.Conn, subjects []string, isMember func(subject []byte) bool) *Coalescer {
 	co := &Coalescer{
-		nc:      nc,
+		nc:       nc,
+		isMember: isMember,
 		parts:   make([]*lane, len(subjects)),
 		route:   make([]atomic.Pointer[lane], len(subjects)),
 		legacy:  make([]atomic.Int64, len(subjects)),
@@ -423,7 +431,7 @@ func (co *Coalescer) onReply(m *nats.Msg) {
 		return
 	}
 	var learned *lane
-	if len(f.Route) > 0 && string(f.Route) != b.lane.subject {
+	if len(f.Route) > 0 && string(f.Route) != b.lane.subject && co.isMember(f.Route) {
 		learned = co.memberLane(f.Route)
 	}
 	var a frame.ReplyAnswer
@@ -493,16 +501,41 @@ func (co *Coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
 	}
 }
 
-// memberLane returns the lane of a member subject.
+// memberLane returns the lane of a member subject, or nil when the member
+// table is full of lanes that partitions still route to. The table holds
+// at most one lane per partition: lanes no partition routes to are
+// dropped to make room (their frames in flight keep them), so an owner
+// advertising ever new member subjects cannot grow it.
 func (co *Coalescer) memberLane(route []byte) *lane {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	l := co.members[string(route)]
-	if l == nil {
-		l = &lane{subject: string(route)}
-		co.members[l.subject] = l
+	if l := co.members[string(route)]; l != nil {
+		return l
 	}
+	if len(co.members) >= len(co.parts) {
+		used := make(map[*lane]bool, len(co.route))
+		for i := range co.route {
+			used[co.route[i].Load()] = true
+		}
+		for s, l := range co.members {
+			if !used[l] {
+				delete(co.members, s)
+			}
+		}
+		if len(co.members) >= len(co.parts) {
+			return nil
+		}
+	}
+	l := &lane{subject: string(route)}
+	co.members[l.subject] = l
 	return l
+}
+
+// Members is the number of member lanes known (for tests).
+func (co *Coalescer) Members() int {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	return len(co.members)
 }
 
 // forget sends partition n's hits to its partition subject again.
