@@ -21,8 +21,8 @@ import (
 // burst (issue #12 item 1): while no owner answers each surviving node's
 // fallback applies 1/M of the limit (M live members, the dead one counted
 // until it leaves the lease view), and the new owner starts the lapsed
-// partition with one charge per bucket rather than a full burst (see
-// quota's tenure). Measured +0.20..+0.44 bursts (gaps of 4.8-5.4 s,
+// partition with an eighth of the burst per bucket rather than a full
+// burst (see quota's tenure). Measured +0.20..+0.44 bursts (gaps of 4.8-5.4 s,
 // 3 runs); before, +2.05..+3.13.
 //
 // The load offers each affected tenant several times what a correct fleet

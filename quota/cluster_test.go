@@ -259,11 +259,12 @@ func TestCluster(t *testing.T) {
 		if before != burst {
 			t.Errorf("before the crash %d ok, want exactly %d", before, burst)
 		}
-		// The new owner starts the lapsed partition with one charge per
-		// bucket (see tenure), not a full burst; the clients never fall
-		// back.
-		if over != 1 {
-			t.Errorf("over-admission %d, want 1 (the conservative start's one charge)", over)
+		// The new owner starts the lapsed partition with an eighth of the
+		// burst per bucket (see tenure), not a full burst; the clients
+		// never fall back. (Less when an answer granting a charge came
+		// after the caller's budget.)
+		if over > burst/takeoverShare {
+			t.Errorf("over-admission %d, want at most %d (the conservative start's share)", over, burst/takeoverShare)
 		}
 	})
 }

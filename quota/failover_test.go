@@ -48,9 +48,9 @@ func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
 }
 
 // A partition taken over after its owner died starts from a conservative
-// state (issue #12 item 1): each bucket holds one charge at the takeover,
-// so a tenant whose burst was spent gets one more, not a whole burst. A
-// graceful handover (the owner releases) starts full, as before.
+// state (issue #12 item 1): each bucket holds an eighth of its burst at
+// the takeover, so a tenant whose burst was spent gets that, not a whole
+// burst. A graceful handover (the owner releases) starts full, as before.
 func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 	t.Parallel()
 	const p, burst = 8, 20
@@ -82,11 +82,11 @@ func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 	owner := ownerOf(n, ws...)
 	crash(ms, ws, owner)
 	next := waitNewOwner(t, n, owner, ws)
-	if got := admitted(tenant, burst); got != 1 {
-		t.Fatalf("after the owner died: %d admitted to a tenant whose burst was spent, want 1 (a conservative start)", got)
+	if got := admitted(tenant, burst); got != burst/takeoverShare {
+		t.Fatalf("after the owner died: %d admitted to a tenant whose burst was spent, want %d (a conservative start)", got, burst/takeoverShare)
 	}
-	if got := admitted(saver, burst); got != 1 {
-		t.Fatalf("after the owner died: %d admitted to an untouched tenant, want 1", got)
+	if got := admitted(saver, burst); got != burst/takeoverShare {
+		t.Fatalf("after the owner died: %d admitted to an untouched tenant, want %d", got, burst/takeoverShare)
 	}
 
 	// A graceful handover: the buckets start full at the next owner.
@@ -121,13 +121,14 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 		if i == owner {
 			continue
 		}
-		f, err := NewFleet(e.client(t, m.nc, WithPartitions(p), WithBudget(100*time.Millisecond)), mustLimiter(t), e.store, WithMembers(m.w.Members))
+		f, err := NewFleet(e.client(t, m.nc, WithPartitions(p), WithBudget(500*time.Millisecond)), mustLimiter(t), e.store, WithMembers(m.w.Members))
 		if err != nil {
 			t.Fatal(err)
 		}
 		fleets = append(fleets, f)
 	}
-	// steady: 10/s with a burst of 20, sent at 5/s through one node.
+	// steady: 10/s with a burst of 20, sent at 5/s at most (evenly spaced)
+	// through one node.
 	steadyLim, _ := gcra.LimitFromRate(10, burst)
 	steadyCharge := Charge{Kind: KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
 
@@ -158,14 +159,17 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
+		// At most one hit per 200 ms (two increments): a call that took
+		// longer (the fallback waits out the budget) is not made up for.
+		timer := time.NewTimer(0)
+		defer timer.Stop()
 		for {
 			select {
 			case <-stop:
 				return
-			case <-tick.C:
+			case <-timer.C:
 			}
+			timer.Reset(200 * time.Millisecond)
 			rep, err := fleets[0].Hit(context.Background(), HitRequest{Charges: []Charge{steadyCharge}})
 			switch {
 			case err != nil:
@@ -180,7 +184,7 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 			}
 		}
 	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return ok.Load() == burst && steadyOK.Load() >= 5 }, "burst spent, steady under way")
+	testkit.Eventually(t, 10*time.Second, func() bool { return ok.Load() >= burst && steadyOK.Load() >= 5 }, "burst spent, steady under way")
 	crash(ms, ws, owner)
 	waitNewOwner(t, n, owner, ws)
 	after := steadyOK.Load()
@@ -192,9 +196,10 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 		over, burst, local.Load(), steadyOK.Load(), steadyLocal.Load(), steadyDenied.Load(), errs.Load())
 	// Two fallbacks with a third of the burst each (6), one more each
 	// when the dead member leaves the count (its share grows to a half),
-	// and one charge at the new owner: at most 15, measured 14-15; without
-	// the division and the conservative start, 2 × 20 + 20.
-	if bound := int64(2*(burst/3+1) + 1); over > bound || over > burst {
+	// and an eighth of the burst at the new owner (2): at most 16,
+	// measured 14-15; without the division and the conservative start,
+	// 2 × 20 + 20.
+	if bound := int64(2*(burst/3+1) + burst/takeoverShare); over > bound || over > burst {
 		t.Errorf("over-admission %d, above %d (one burst is %d)", over, bound, burst)
 	}
 	if local.Load() == 0 || steadyLocal.Load() == 0 {

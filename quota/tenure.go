@@ -25,11 +25,13 @@ import (
 //
 // A partition taken over after its previous holder's lease lapsed (it died:
 // lease.Lease.Lapsed) starts conservatively instead: a bucket this tenure
-// has not touched holds one charge at the takeover, as if its burst had
-// just been spent, and refills at its rate from there. The dead owner's
-// buckets and what the fallback admitted meanwhile are unknown; full
-// buckets would add a whole burst (docs/DESIGN.md "Failure semantics").
-// A tenant at or below its rate still gets every charge.
+// has not touched holds 1/takeoverShare of its burst (at least one charge)
+// at the takeover, as if the rest had just been spent, and refills at its
+// rate from there. The dead owner's buckets and what the fallback admitted
+// meanwhile are unknown; full buckets would add a whole burst
+// (docs/DESIGN.md "Failure semantics"). A tenant below its rate still gets
+// every charge: the eighth absorbs hits that bunch up across the failover
+// (retries that waited for the new owner).
 type tenure struct {
 	w       *Worker
 	n       int
@@ -47,6 +49,10 @@ type tenure struct {
 	lapsedAt int64 // µs: the takeover of a lapsed lease (0: buckets start full)
 }
 
+// takeoverShare: a bucket starts a lapsed takeover with 1/takeoverShare of
+// its burst (see tenure).
+const takeoverShare = 8
+
 func (w *Worker) newTenure(l *lease.Lease) *tenure {
 	t := &tenure{
 		w:        w,
@@ -63,8 +69,8 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 }
 
 // tat is the bucket's TAT for a charge of lim: its state, or for a bucket
-// not held after a lapsed takeover, one charge left at the takeover (see
-// tenure). A bucket dropped since (refilled, swept) gives a TAT <= now
+// not held after a lapsed takeover, 1/takeoverShare of its burst (at least
+// one charge) left at the takeover (see tenure). A bucket dropped since (refilled, swept) gives a TAT <= now
 // there, so the rule cannot make a refilled bucket stricter. t.mu must be
 // held.
 func (t *tenure) tat(r *bucketRef, lim gcra.Limit) int64 {
@@ -72,7 +78,7 @@ func (t *tenure) tat(r *bucketRef, lim gcra.Limit) int64 {
 	if tat != 0 || t.lapsedAt == 0 {
 		return tat
 	}
-	if spent := lim.Capacity - lim.Increment; spent > 0 {
+	if spent := lim.Capacity - max(lim.Increment, lim.Capacity/takeoverShare); spent > 0 {
 		if spent > math.MaxInt64-t.lapsedAt {
 			return math.MaxInt64
 		}

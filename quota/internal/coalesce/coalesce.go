@@ -177,11 +177,11 @@ func New(nc *nats.Conn, subjects []string, isMember func(subject []byte) bool) *
 	co := &Coalescer{
 		nc:       nc,
 		isMember: isMember,
-		parts:   make([]*lane, len(subjects)),
-		route:   make([]atomic.Pointer[lane], len(subjects)),
-		legacy:  make([]atomic.Int64, len(subjects)),
-		batches: make(map[uint64]*frameBatch),
-		members: make(map[string]*lane),
+		parts:    make([]*lane, len(subjects)),
+		route:    make([]atomic.Pointer[lane], len(subjects)),
+		legacy:   make([]atomic.Int64, len(subjects)),
+		batches:  make(map[uint64]*frameBatch),
+		members:  make(map[string]*lane),
 	}
 	for n, s := range subjects {
 		co.parts[n] = &lane{subject: s}

@@ -147,9 +147,9 @@ func (l *Loop) RenewEvery() time.Duration { return l.renewEvery }
 // view presumes it gone: a TTL plus one renewal period.
 func (l *Loop) staleAfter() time.Duration { return l.cfg.TTL + l.renewEvery }
 
-// lapseAfter is how long after its last write a lease that went away had
-// lapsed rather than been handed back: TTL - margin, when fencing stops its
-// holder serving it (Lease.Valid).
+// lapseAfter is how long after its last write (server times) a lease that
+// went away had lapsed rather than been handed back: TTL - margin, when
+// fencing stops its holder serving it (Lease.Valid).
 func (l *Loop) lapseAfter() time.Duration { return l.cfg.TTL - l.margin }
 
 // Members is the number of live members (heartbeating, this one included)
@@ -358,10 +358,10 @@ func (l *Loop) apply(e jetstream.KeyValueEntry) {
 	holder := ""
 	if live {
 		holder = parseOwner(e.Value())
-		l.view.hold(n, holder, e.Revision(), now)
+		l.view.hold(n, holder, e.Revision(), now, e.Created())
 	} else {
 		prev, _ := l.view.raw(n)
-		l.view.free(n, now)
+		l.view.free(n, now, l.view.lapsedBy(n, e.Created()))
 		// A lease its holder should have kept went away: the holder died
 		// (expiry) or is stopping (purge). Leave it out of the assignment
 		// until it heartbeats again, so its partitions move at once rather
@@ -480,6 +480,7 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 		sent      time.Time
 		holder    string
 		holderRev uint64
+		holderAt  time.Time
 		err       error
 	}
 	res := make([]result, len(ps))
@@ -491,7 +492,7 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 		rev, rec, err := l.cfg.Bucket.Create(ctx, leaseKey(ps[i]), val, l.cfg.TTL)
 		res[i].rev, res[i].err = rev, err
 		if rec != nil {
-			res[i].holder, res[i].holderRev = parseOwner(rec.Value), rec.Revision
+			res[i].holder, res[i].holderRev, res[i].holderAt = parseOwner(rec.Value), rec.Revision, rec.Created
 		}
 	})
 	for i, n := range ps {
@@ -509,11 +510,11 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 				continue
 			}
 			l.held[n] = h
-			l.view.hold(n, l.cfg.ID, r.rev, time.Now())
+			l.view.hold(n, l.cfg.ID, r.rev, now, r.sent)
 			l.cfg.Log.Debug("quota: partition acquired", "partition", n, "revision", r.rev, "orphan", orphan[i], "lapsed", h.Lapsed)
 		case errors.Is(r.err, kvstore.ErrExists):
 			if r.holder != "" {
-				l.view.hold(n, r.holder, r.holderRev, time.Now())
+				l.view.hold(n, r.holder, r.holderRev, time.Now(), r.holderAt)
 			}
 		default:
 			l.cfg.Log.Debug("quota: acquire lease failed", "partition", n, "err", r.err)
@@ -578,7 +579,7 @@ func (l *Loop) lose(h *Lease, why string) {
 	l.owner.Lost(h, why)
 	delete(l.held, h.N)
 	if id, _ := l.view.raw(h.N); id == l.cfg.ID {
-		l.view.free(h.N, time.Now())
+		l.view.free(h.N, time.Now(), true) // our state went with it
 	}
 	l.cfg.Log.Warn("quota: partition lost", "partition", h.N, "reason", why)
 }
@@ -603,7 +604,7 @@ func (l *Loop) release(hs []*Lease) {
 	}
 	for _, h := range hs {
 		delete(l.held, h.N)
-		l.view.free(h.N, time.Now())
+		l.view.free(h.N, time.Now(), false)
 		l.cfg.Log.Debug("quota: partition released", "partition", h.N)
 	}
 	l.owner.Released(hs)

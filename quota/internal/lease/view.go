@@ -16,7 +16,7 @@ import (
 // costs one failed Create, which refreshes it.
 type view struct {
 	staleAfter time.Duration
-	lapseAfter time.Duration // a lease gone this long after its last write lapsed (see lapsed)
+	lapseAfter time.Duration // a lease gone this long (server time) after its last write lapsed
 	synced     bool          // the watcher delivered all initial values
 	maxRev     uint64        // highest revision the watcher delivered
 
@@ -26,6 +26,7 @@ type view struct {
 	holders   []string    // partition -> holder id ("" = free)
 	revs      []uint64    // partition -> revision of the holder's last write
 	seen      []time.Time // partition -> when its holder last wrote it
+	written   []time.Time // partition -> the server time of that write (zero: unknown)
 	freeSince []time.Time // partition -> when it was last seen going free
 	lapses    []bool      // partition -> its last holder's lease lapsed (see lapsed)
 }
@@ -40,6 +41,7 @@ func (v *view) reset(p int, staleAfter, lapseAfter time.Duration) {
 		holders:    make([]string, p),
 		revs:       make([]uint64, p),
 		seen:       make([]time.Time, p),
+		written:    make([]time.Time, p),
 		freeSince:  make([]time.Time, p),
 		lapses:     make([]bool, p),
 	}
@@ -72,29 +74,39 @@ func (v *view) live(self string, now time.Time) []string {
 	return ms
 }
 
-// hold records that id wrote partition n's lease at revision rev.
-func (v *view) hold(n int, id string, rev uint64, now time.Time) {
+// hold records that id wrote partition n's lease at revision rev, at
+// server time written.
+func (v *view) hold(n int, id string, rev uint64, now, written time.Time) {
 	v.holders[n] = id
 	v.lapses[n] = false
 	v.revs[n] = rev
 	v.seen[n] = now
+	v.written[n] = written
 }
 
-// free records that partition n's lease went away.
-func (v *view) free(n int, now time.Time) {
+// free records that partition n's lease went away; lapsed: see lapsed.
+func (v *view) free(n int, now time.Time, lapsed bool) {
 	if v.holders[n] != "" {
 		v.freeSince[n] = now
-		v.lapses[n] = now.Sub(v.seen[n]) >= v.lapseAfter
+		v.lapses[n] = lapsed
 	}
 	v.holders[n] = ""
 }
 
+// lapsedBy reports whether a marker written at server time at, removing
+// partition n's lease, ends a lapse (see lapsed) rather than a release.
+func (v *view) lapsedBy(n int, at time.Time) bool {
+	return !v.written[n].IsZero() && at.Sub(v.written[n]) >= v.lapseAfter
+}
+
 // lapsed reports whether partition n's last seen holder stopped renewing
-// its lease rather than handing it back: the lease went away (or is
-// presumed gone) lapseAfter or more after its last write, when fencing had
-// already stopped the holder from serving it. A holder that died lapses; a
-// release purges the lease within a renewal period of its last write. A
-// partition never seen held has not lapsed.
+// its lease rather than handing it back: the marker that removed it was
+// written lapseAfter or more after the lease's last write (both server
+// times, so a slow client cannot blur them), when fencing had already
+// stopped the holder serving it — an expiry comes a TTL after the last
+// write, while a release's purge must come before the TTL runs out (it is
+// conditional on the lease's revision). A lease presumed gone without a
+// marker (stale) lapsed too. A partition never seen held has not lapsed.
 func (v *view) lapsed(n int, now time.Time) bool {
 	if v.holders[n] != "" {
 		return now.Sub(v.seen[n]) > v.staleAfter
