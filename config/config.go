@@ -49,6 +49,9 @@ type Config struct {
 	HTTPAddr string
 	// HTTPMaxConns bounds the open HTTP connections (--http-max-conns).
 	HTTPMaxConns int
+	// MaxInFlightHooks bounds the hooks served at once; beyond it 503
+	// overloaded at once (--max-inflight-hooks).
+	MaxInFlightHooks int
 	// TLSCert and TLSKey enable HTTPS (--tls-cert, --tls-key; both or none).
 	TLSCert, TLSKey string
 

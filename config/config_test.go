@@ -44,24 +44,25 @@ func mustLoad(t *testing.T, args []string, getenv func(string) string) *config.C
 func TestDefaults(t *testing.T) {
 	cfg := mustLoad(t, nil, nil)
 	want := &config.Config{
-		HTTPAddr:       "127.0.0.1:8080",
-		DataDir:        "./data",
-		NATSListen:     "127.0.0.1:4222",
-		Prefix:         "sluice",
-		Partitions:     64,
-		Replicas:       1,
-		ReplayCapacity: 1000000,
-		ReplaySkew:     0,
-		StoreTimeout:   250 * time.Millisecond,
-		PendingTTL:     30 * time.Second,
-		DedupeTTL:      72 * time.Hour,
-		HooksStream:    "HOOKS",
-		HooksMaxAge:    168 * time.Hour,
-		LogLevel:       slog.LevelInfo,
-		LogFormat:      "text",
-		HTTPMaxConns:   4096,
-		AllowUnknown:   true,
-		OpenQuickstart: true,
+		HTTPAddr:         "127.0.0.1:8080",
+		DataDir:          "./data",
+		NATSListen:       "127.0.0.1:4222",
+		Prefix:           "sluice",
+		Partitions:       64,
+		Replicas:         1,
+		ReplayCapacity:   1000000,
+		ReplaySkew:       0,
+		StoreTimeout:     250 * time.Millisecond,
+		PendingTTL:       30 * time.Second,
+		DedupeTTL:        72 * time.Hour,
+		HooksStream:      "HOOKS",
+		HooksMaxAge:      168 * time.Hour,
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        "text",
+		HTTPMaxConns:     4096,
+		MaxInFlightHooks: 512,
+		AllowUnknown:     true,
+		OpenQuickstart:   true,
 		Defaults: config.Defaults{
 			Limits: config.Limits{
 				Hooks: config.Rate{Rate: 100, Burst: 200},
@@ -152,7 +153,7 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "cluster-token": "",

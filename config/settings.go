@@ -84,6 +84,11 @@ var settings = []setting{
 		c.HTTPMaxConns = int(n)
 		return err
 	}},
+	{"max-inflight-hooks", "n", "512", "most hooks served at once; beyond it 503 overloaded with Retry-After at once", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, 1<<20)
+		c.MaxInFlightHooks = int(n)
+		return err
+	}},
 	{"tls-cert", "path", "", "certificate file for HTTPS (with --tls-key)", str(func(c *Config) *string { return &c.TLSCert })},
 	{"tls-key", "path", "", "key file for HTTPS (with --tls-cert)", str(func(c *Config) *string { return &c.TLSKey })},
 	{"data-dir", "path", "./data", "JetStream storage of the embedded server", func(c *Config, v string) error {

@@ -41,6 +41,11 @@ type Config struct {
 	DedupeTTL      time.Duration // committed claim TTL (default 72 h)
 	StoreTimeout   time.Duration // budget of one fleet call (default 250 ms)
 	PublishTimeout time.Duration // budget of the durable publish (default 5 s)
+	// MaxInFlight bounds the hooks served at once (default
+	// DefaultMaxInFlight): one more is answered 503 overloaded with
+	// Retry-After at once, before its body is read, so that the work a
+	// node starts can finish inside its budgets.
+	MaxInFlight int
 
 	// MaxPayload returns the NATS connection's max payload (nil: not
 	// checked): a body over it minus HookOverheadBytes is answered 413.
@@ -72,6 +77,9 @@ type Lifecycle interface {
 	LimitDenied(tenant, source, kind string, retryAfter time.Duration)
 }
 
+// DefaultMaxInFlight is the default of Config.MaxInFlight.
+const DefaultMaxInFlight = 512
+
 // DefaultVerifyFailures is the default budget of failed signature checks of
 // one source: 10 per second with bursts of 100.
 var DefaultVerifyFailures = Rate{Rate: 10, Burst: 100}
@@ -89,6 +97,7 @@ type Handler struct {
 
 	failures  *gcra.Limiter // verification failures, by tenant/source
 	failLimit gcra.Limit
+	slots     chan struct{} // hooks in flight (Config.MaxInFlight)
 }
 
 // New validates cfg and returns a Handler.
@@ -117,6 +126,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +156,8 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit,
+		slots: make(chan struct{}, cfg.MaxInFlight)}
 	h.mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", h.serveHook)
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")

@@ -61,6 +61,16 @@ type heldNonce struct {
 // budget and claims no key), admit (charges plus dedupe claim), store
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
+	// Load shedding before any work (issue #12 item 2): beyond
+	// MaxInFlight hooks, 503 at once.
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, "overloaded", http.StatusServiceUnavailable, errorBody{Error: "overloaded"})
+		return
+	}
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
 	if !h.resolveSource(q) || !h.readBody(q) || !h.verify(q) {
 		return

@@ -292,6 +292,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		PendingTTL:   cfg.PendingTTL,
 		DedupeTTL:    cfg.DedupeTTL,
 		StoreTimeout: cfg.StoreTimeout,
+		MaxInFlight:  cfg.MaxInFlightHooks,
 		MaxPayload:   n.Conn.MaxPayload,
 		AdminToken:   cfg.AdminToken.Reveal(),
 		Ready: func() error {

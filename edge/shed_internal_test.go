@@ -1,0 +1,110 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+type anySource struct{}
+
+func (anySource) Source(string, string) (Source, error) { return Source{}, nil }
+
+// heldAdmitter admits every hit once release is closed (the hits in flight
+// until then), counting them: a narrow seam standing for an owner that is
+// slow under load.
+type heldAdmitter struct {
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (a *heldAdmitter) Hit(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
+	a.calls.Add(1)
+	select {
+	case <-a.release:
+		return quota.HitReply{Result: quota.ResultOK}, nil
+	case <-ctx.Done():
+		return quota.HitReply{}, ctx.Err()
+	}
+}
+
+type nopStorer struct{ n atomic.Int64 }
+
+func (s *nopStorer) Store(context.Context, Hook) (uint64, error) { return uint64(s.n.Add(1)), nil }
+
+// TestShedsBeyondMaxInFlight: with MaxInFlight hooks in flight, one more
+// is answered 503 overloaded with Retry-After at once — before its body is
+// read or anything is charged — and served again once a slot frees.
+func TestShedsBeyondMaxInFlight(t *testing.T) {
+	const max = 4
+	adm := &heldAdmitter{release: make(chan struct{})}
+	mem, err := claims.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &nopStorer{}
+	h, err := New(Config{
+		Policy: anySource{}, Admitter: adm, Claims: mem, Hooks: store, MaxInFlight: max,
+		Limits: func(string) (Limits, string) {
+			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+		},
+		StoreTimeout: 10 * time.Second, Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/hooks/acme/src", strings.NewReader(`{}`)))
+		return w
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, max)
+	for i := range max {
+		wg.Go(func() { codes[i] = post().Code })
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return adm.calls.Load() == max }, "hooks in flight")
+	start := time.Now()
+	shed := make(chan *httptest.ResponseRecorder, 1)
+	go func() { shed <- post() }()
+	var w *httptest.ResponseRecorder
+	select {
+	case w = <-shed:
+	case <-time.After(2 * time.Second):
+		close(adm.release) // let everything finish before failing
+		wg.Wait()
+		<-shed
+		t.Fatal("a hook beyond the bound waited for a slot instead of 503 at once")
+	}
+	if took := time.Since(start); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" ||
+		!strings.Contains(w.Body.String(), `"overloaded"`) || took > time.Second {
+		t.Fatalf("beyond the bound: %d %q %s after %v, want 503 overloaded with Retry-After at once", w.Code, w.Header().Get("Retry-After"), w.Body, took)
+	}
+	if adm.calls.Load() != max {
+		t.Fatalf("the shed hook was charged: %d hits", adm.calls.Load())
+	}
+	close(adm.release)
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusAccepted {
+			t.Fatalf("hook %d in flight answered %d", i, c)
+		}
+	}
+	if w := post(); w.Code != http.StatusAccepted {
+		t.Fatalf("after the slots freed: %d %s", w.Code, w.Body)
+	}
+	if store.n.Load() != max+1 {
+		t.Fatalf("stored %d hooks, want %d", store.n.Load(), max+1)
+	}
+}
