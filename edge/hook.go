@@ -295,6 +295,9 @@ func (h *Handler) admit(q *hookRequest) bool {
 			return false
 		}
 		h.log.Warn("hit failed", "tenant", q.tenant, "error", err)
+		if q.key != "" {
+			h.releaseLostClaim(q)
+		}
 		return h.unavailable(q)
 	}
 	q.req, q.rep = req, rep
@@ -434,6 +437,30 @@ func (h *Handler) releaseClaim(q *hookRequest, id claims.ID) {
 		return
 	}
 	h.m.claimOutcome.WithLabelValues("released").Inc()
+}
+
+// releaseLostClaim gives back the pending claim that a hit whose answer
+// did not come back may have taken under q's hook id, so that the sender's
+// retry is not answered 409 until the pending TTL (issue #12 item 2). A
+// Claim with the same hook id is idempotent: it returns that claim's
+// revision (or takes the free key afresh), which the release needs. A key
+// held by another hook or committed is left alone. When the store cannot
+// answer either, the claim expires after its TTL as before.
+func (h *Handler) releaseLostClaim(q *hookRequest) {
+	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout)
+	res, err := h.cfg.Claims.Claim(ctx, id, q.hookID, h.cfg.PendingTTL)
+	cancel()
+	if err != nil {
+		h.m.claimOutcome.WithLabelValues("release_failed").Inc()
+		h.log.Warn("could not release the claim of an unanswered hit", "hook_id", q.hookID, "error", err)
+		return
+	}
+	if res.Outcome != claims.OK {
+		return // another hook's, or committed
+	}
+	q.rep.Revision = res.Revision
+	h.releaseClaim(q, id)
 }
 
 // settleClaim commits the claim of a stored hook.
