@@ -31,11 +31,12 @@ type soakRow struct {
 // node, then a server, in turn every minute (the short version CI runs:
 // one node and one server, 5 s apart). Every interval it reports the hooks
 // accepted, p50 and p99 latency, and each node's RSS and goroutines; after
-// each restart the same for the next 10 s (5 s in the short version). At the end every invariant is checked (CheckHooks:
+// each restart the same for the 10 s that follow its first 10 s (5 s in
+// the short version). At the end every invariant is checked (CheckHooks:
 // nothing acked is lost, one winner per key, well-formed answers). Runs of
 // 5 minutes or more also assert: RSS and goroutines after warm-up (before
-// the second kill) grow by less than 10% to the last report, and the p99 of the
-// interval after each restart's first 10 s is within 2× (+50 ms) of the
+// the second kill) grow by less than 10% to the last report, and the p99 of
+// the 10 s after each restart's first 10 s is within 2× (+50 ms) of the
 // interval before the kill.
 func TestSoak(t *testing.T) {
 	t.Parallel()
@@ -84,9 +85,13 @@ func TestSoak(t *testing.T) {
 			h.RestartServer(t, victim)
 			h.waitCurrent(t, 60*time.Second)
 		}
-		run.takeLatencies() // the restart itself
+		// The goal: p99 back to its pre-kill level within 10 s of the
+		// restart. So the restart and those 10 s are left out, and the
+		// next 10 s measured.
 		time.Sleep(settle)
-		after := report(fmt.Sprintf("(%v after restarting %s %d)", settle, map[bool]string{true: "node", false: "server"}[i%2 == 0], victim))
+		run.takeLatencies()
+		time.Sleep(settle)
+		after := report(fmt.Sprintf("(%v–%v after restarting %s %d)", settle, 2*settle, map[bool]string{true: "node", false: "server"}[i%2 == 0], victim))
 		rows = append(rows, before, after)
 		if long && after.p99 > 2*before.p99+50*time.Millisecond {
 			slow = append(slow, fmt.Sprintf("+%v: p99 %v 10 s after a restart, %v before the kill", after.end, after.p99, before.p99))
