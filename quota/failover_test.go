@@ -29,6 +29,16 @@ func crashable(t *testing.T, k *testkit.Kit, e *fleetEnv, n int, opts ...WorkerO
 	return ms
 }
 
+// crashableFleet starts a server, the env's buckets on it and n crashable
+// workers over p partitions.
+func crashableFleet(t *testing.T, n, p int) (*testkit.Kit, *fleetEnv, []member, []*Worker) {
+	t.Helper()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	ms := crashable(t, k, e, n, WithPartitions(p))
+	return k, e, ms, workers(ms)
+}
+
 // crash closes member i's connection and leaves it out of ws (a crashed
 // worker may still list the partitions it can no longer serve).
 func crash(ms []member, ws []*Worker, i int) {
@@ -54,10 +64,7 @@ func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
 func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 	t.Parallel()
 	const p, burst = 8, 20
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	ms := crashable(t, k, e, 3, WithPartitions(p))
-	ws := workers(ms)
+	k, e, ms, ws := crashableFleet(t, 3, p)
 	c := e.client(t, k.Conn, WithPartitions(p), WithBudget(2*time.Second))
 	ctx := testkit.Context(t)
 	const tenant = "hammered"
@@ -108,10 +115,7 @@ func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	t.Parallel()
 	const p, burst = 8, 20
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	ms := crashable(t, k, e, 3, WithPartitions(p))
-	ws := workers(ms)
+	_, e, ms, ws := crashableFleet(t, 3, p)
 	const hammered = "hammered"
 	n := Partition(hammered, p)
 	steady := tenantFor(n, p) // on the same partition
