@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -320,10 +321,11 @@ type counter struct {
 	refs   int       // tenure.mu
 	used   time.Time // tenure.mu
 	loaded bool
-	count  int64
-	rev    uint64        // revision of the live value; 0: none (create)
-	ttl    time.Duration // TTL of the stored value
-	fresh  time.Time     // the cache is known valid until then
+	count  int64            // anonymous slots
+	slots  map[string]int64 // named slots (request ids) -> expiry, Unix ms
+	rev    uint64           // revision of the live value; 0: none (create)
+	ttl    time.Duration    // TTL of the stored value
+	fresh  time.Time        // the cache is known valid until then
 }
 
 func (t *tenure) counterRef(key string) *counter {
@@ -394,27 +396,57 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 				return counterReply{}, err
 			}
 		}
-		var next int64
+		now := w.cfg.now()
+		nowMs := now.UnixMilli()
+		for id, exp := range c.slots {
+			if exp <= nowMs {
+				delete(c.slots, id) // a named slot past its own TTL
+			}
+		}
+		total := c.count + int64(len(c.slots))
+		next, slots := c.count, c.slots
 		var ttl time.Duration
 		switch req.Op {
 		case opCount:
-			return counterReply{count: c.count}, nil
+			return counterReply{count: total}, nil
 		case opReserve:
-			if c.count >= req.Reserve.Max {
-				return counterReply{count: c.count}, nil
+			ttl = msToDuration(req.Reserve.TTLMs, w.cfg.countTTL)
+			id := req.Reserve.RequestID
+			_, held := c.slots[id]
+			switch {
+			case id != "" && held: // a retry, or the holder renewing it
+			case total >= req.Reserve.Max:
+				return counterReply{count: total}, nil
+			case id == "":
+				next++
 			}
-			next, ttl = c.count+1, msToDuration(req.Reserve.TTLMs, w.cfg.countTTL)
+			if id != "" {
+				slots = maps.Clone(c.slots)
+				if slots == nil {
+					slots = make(map[string]int64, 1)
+				}
+				slots[id] = now.Add(ttl).UnixMilli()
+			}
 		case opRelease:
-			if c.count <= 0 {
-				return counterReply{count: 0}, nil
-			}
-			next, ttl = c.count-1, c.ttl
+			ttl = c.ttl
 			if ttl <= 0 {
 				ttl = w.cfg.countTTL
 			}
+			id := req.Counter.RequestID
+			if _, held := c.slots[id]; id != "" && held {
+				slots = maps.Clone(c.slots)
+				delete(slots, id)
+			} else if id != "" || c.count <= 0 {
+				return counterReply{count: total}, nil // released already (or never held)
+			} else {
+				next--
+			}
+		}
+		for _, exp := range slots {
+			ttl = max(ttl, time.Duration(exp-nowMs)*time.Millisecond) // the value outlives its slots
 		}
 		ttl = kvstore.RoundTTL(ttl)
-		val := []byte(itoa64(next))
+		val := encodeCounter(next, slots)
 		sent := time.Now()
 		var rev uint64
 		var err error
@@ -425,8 +457,8 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 		}
 		switch {
 		case err == nil:
-			c.count, c.rev, c.ttl, c.fresh = next, rev, ttl, sent.Add(ttl)
-			return counterReply{granted: req.Op == opReserve, count: next}, nil
+			c.count, c.slots, c.rev, c.ttl, c.fresh = next, slots, rev, ttl, sent.Add(ttl)
+			return counterReply{granted: req.Op == opReserve, count: next + int64(len(slots))}, nil
 		case errors.Is(err, kvstore.ErrExists), errors.Is(err, kvstore.ErrWrongLastSequence):
 			c.loaded = false // another writer (a stale or new owner) or an expiry: reload
 		default:
@@ -442,15 +474,12 @@ func (t *tenure) loadCounter(ctx context.Context, c *counter, key string) error 
 	rec, err := t.w.counts.GetLeader(ctx, key) // not a lagging replica: the count decides grants
 	switch {
 	case errors.Is(err, kvstore.ErrNotFound):
-		c.count, c.rev, c.ttl, c.fresh = 0, 0, 0, time.Now().Add(counterIdle)
+		c.count, c.slots, c.rev, c.ttl, c.fresh = 0, nil, 0, 0, time.Now().Add(counterIdle)
 	case err != nil:
 		return err
 	default:
-		n, perr := parseInt64(rec.Value)
-		if perr != nil || n < 0 {
-			n = 0 // unreadable: treat as empty, overwrite by CAS
-		}
-		c.count, c.rev, c.ttl = n, rec.Revision, rec.TTL
+		n, slots, _ := decodeCounter(rec.Value) // unreadable: empty, overwritten by CAS
+		c.count, c.slots, c.rev, c.ttl = n, slots, rec.Revision, rec.TTL
 		c.fresh = time.Now().Add(counterIdle)
 		if exp := rec.ExpiresAt(); !exp.IsZero() {
 			c.fresh = exp

@@ -98,6 +98,11 @@ type ReserveRequest struct {
 	Key       string `json:"key"`
 	Max       int64  `json:"max"`
 	TTLMs     int64  `json:"ttl_ms,omitempty"`
+	// RequestID names the slot (optional): a reserve retried with the same
+	// id gets the same grant rather than a second slot, and renews the
+	// slot, which frees ttl_ms after its last reserve (its own TTL, not
+	// the counter's). Release it with the same id.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // ReserveReply: granted → count after the increment; denied → the count
@@ -111,6 +116,9 @@ type ReserveReply struct {
 type CounterRequest struct {
 	Principal string `json:"principal"`
 	Key       string `json:"key"`
+	// RequestID (release only, optional) releases the slot a reserve named:
+	// a release retried with the same id releases nothing more.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // CountReply is the reply of release and count.

@@ -116,16 +116,35 @@ func (r *CounterRequest) Validate() error {
 	if err := validateName("principal", r.Principal); err != nil {
 		return err
 	}
+	if err := validateRequestID(r.RequestID); err != nil {
+		return err
+	}
 	return validateName("key", r.Key)
+}
+
+// MaxRequestIDBytes bounds a counter request id; MaxNamedSlots bounds the
+// named slots of one counter (a reserve naming a slot needs max <= it).
+const (
+	MaxRequestIDBytes = 64
+	MaxNamedSlots     = 1024
+)
+
+func validateRequestID(id string) error {
+	if len(id) > MaxRequestIDBytes {
+		return fmt.Errorf("%w: request_id must be at most %d bytes", ErrInvalid, MaxRequestIDBytes)
+	}
+	return nil
 }
 
 // Validate checks a reserve request: a counter (see CounterRequest.Validate),
 // max >= 1 and ttl_ms >= 0.
 func (r *ReserveRequest) Validate() error {
-	if err := (&CounterRequest{Principal: r.Principal, Key: r.Key}).Validate(); err != nil {
+	if err := (&CounterRequest{Principal: r.Principal, Key: r.Key, RequestID: r.RequestID}).Validate(); err != nil {
 		return err
 	}
 	switch {
+	case r.RequestID != "" && r.Max > MaxNamedSlots:
+		return fmt.Errorf("%w: a reserve with a request_id needs max <= %d, got %d", ErrInvalid, MaxNamedSlots, r.Max)
 	case r.Max < 1:
 		return fmt.Errorf("%w: max must be >= 1, got %d", ErrInvalid, r.Max)
 	case r.TTLMs < 0:

@@ -188,8 +188,8 @@ func TestProtocolContract(t *testing.T) {
 	}{
 		{subHit, func() string { return claim("c-hit", "h1") }, hitExt},
 		{subReset, func() string { return `{"tenant":"acme"}` }, nil},
-		{subReserve, func() string { return `{"principal":"p","key":"slots","max":3,"ttl_ms":60000}` }, nil},
-		{subQRelease, func() string { return `{"principal":"p","key":"slots"}` }, nil},
+		{subReserve, func() string { return `{"principal":"p","key":"slots","max":3,"ttl_ms":60000,"request_id":"job-1"}` }, nil},
+		{subQRelease, func() string { return `{"principal":"p","key":"slots","request_id":"job-1"}` }, nil},
 		{subCount, func() string { return `{"principal":"p","key":"slots"}` }, nil},
 		{subSettle, func() string { return held("c-settle", "h2") }, nil},
 		{subCRelease, func() string { return held("c-release", "h3") }, nil},
