@@ -85,8 +85,14 @@ func TestListenDefaults(t *testing.T) {
 	if cfg.ClusterListen != "" || cfg.NATSURL != "" || cfg.AdminToken.IsSet() {
 		t.Errorf("defaults: cluster listen %q, nats url %q, admin token set %v", cfg.ClusterListen, cfg.NATSURL, cfg.AdminToken.IsSet())
 	}
-	for _, listen := range []string{"127.0.0.1:0", ":0"} {
-		a := startApp(t, baseYAML, nil, nil, "--nats-listen", listen)
+	// An empty host is refused without auth (config cannot tell it binds
+	// loopback); with a token it binds loopback.
+	if _, err := config.Parse([]string{"--nats-listen", ":0"}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("--nats-listen :0 without auth: %v, want refused", err)
+	}
+	for _, args := range [][]string{{"--nats-listen", "127.0.0.1:0"}, {"--nats-listen", ":0", "--nats-token", strings.Repeat("t", 32)}} {
+		listen := args[1]
+		a := startApp(t, baseYAML, nil, nil, args...)
 		ns := a.nats.Server.NATS()
 		addr, ok := ns.Addr().(*net.TCPAddr)
 		if !ok || !addr.IP.IsLoopback() {
