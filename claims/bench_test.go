@@ -80,20 +80,25 @@ func BenchmarkKV(b *testing.B) {
 				return err
 			})
 		})
-		b.Run(fmt.Sprintf("Settle/inflight=%d", n), func(b *testing.B) {
-			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
-			run := strconv.FormatInt(runSeq.Add(1), 10)
-			key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
-			revs := make([]uint64, b.N)
-			inFlight(b, 64, func(i int) error { // setup, timed again below
-				r, err := s.Claim(ctx, key(i), "hook", time.Minute)
-				revs[i] = r.Revision
-				return err
+		for _, settle := range []struct {
+			name string
+			fn   func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error
+		}{{"Settle", (*claims.KV).Settle}, {"SettleOwn", (*claims.KV).SettleOwn}} {
+			b.Run(fmt.Sprintf("%s/inflight=%d", settle.name, n), func(b *testing.B) {
+				s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
+				run := strconv.FormatInt(runSeq.Add(1), 10)
+				key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
+				revs := make([]uint64, b.N)
+				inFlight(b, 64, func(i int) error { // setup, timed again below
+					r, err := s.Claim(ctx, key(i), "hook", time.Minute)
+					revs[i] = r.Revision
+					return err
+				})
+				inFlight(b, n, func(i int) error {
+					return settle.fn(s, ctx, key(i), "hook", revs[i], time.Hour)
+				})
 			})
-			inFlight(b, n, func(i int) error {
-				return s.Settle(ctx, key(i), "hook", revs[i], time.Hour)
-			})
-		})
+		}
 		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
 			r := claims.NewKVReplay(benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
 			run := strconv.FormatInt(runSeq.Add(1), 10)

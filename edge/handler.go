@@ -413,7 +413,9 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	}
 	if key != "" {
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout*4)
-		serr := claimStore.Settle(sctx, id, hookID, rep.Revision, h.cfg.DedupeTTL)
+		// rep.Revision is our own claim's (the hit took it for hookID):
+		// settle in one write.
+		serr := claims.SettleOwn(sctx, claimStore, id, hookID, rep.Revision, h.cfg.DedupeTTL)
 		scancel()
 		if serr != nil {
 			// The hook is durable: still 202 (at-least-once). The key may be
