@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,36 +13,8 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// inFlight runs op(0..b.N-1) on n goroutines (n calls in flight), times
-// only that, and reports ops/s next to ns/op (wall time per op).
-func inFlight(b *testing.B, n int, op func(i int) error) {
-	b.Helper()
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	b.StartTimer() // a no-op unless an earlier inFlight stopped it
-	for range n {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N || failed.Load() != nil {
-					return
-				}
-				if err := op(i); err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-}
+// inFlight is testkit.InFlight.
+var inFlight = testkit.InFlight
 
 // benchBucket opens a fresh bucket and deletes it after the run, so that
 // the expiry of one run's claims does not load the server during the next.

@@ -69,8 +69,26 @@ func applyKVOptions(opts []KVOption) kvOptions {
 	return o
 }
 
-// NewKV returns a Store on b. b must have been opened with History 1 and a
-// LimitMarkerTTL (kvstore.OpenBucket does both).
+// BucketConfig is the configuration of the dedupe claims bucket named
+// name (kvstore.BucketNames(prefix).Claims). With expiryEvents the stream
+// keeps expiry markers (LimitMarkerTTL 1 s) for events.ExpiryWatcher to
+// report claim.expired; without, it keeps per-key TTLs and writes no
+// markers: an expired claim vanishes at once and nothing else is written or
+// delivered for it (a watcher would see about three messages per claim).
+// Opening an existing bucket with the other setting switches it in place
+// (kvstore.EnsureBucket); the claims it holds are kept.
+func BucketConfig(name string, replicas int, expiryEvents bool) kvstore.BucketConfig {
+	return kvstore.BucketConfig{
+		Name:           name,
+		Description:    "sluice dedupe claims",
+		Replicas:       replicas,
+		LimitMarkerTTL: time.Second,
+		NoMarkers:      !expiryEvents,
+	}
+}
+
+// NewKV returns a Store on b, a bucket opened with kvstore.OpenBucket
+// (History 1, per-key TTLs), e.g. with BucketConfig.
 func NewKV(b *kvstore.Bucket, opts ...KVOption) *KV {
 	o := applyKVOptions(opts)
 	return &KV{b: b, now: o.now, log: o.log.With("bucket", b.Name())}

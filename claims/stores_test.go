@@ -58,6 +58,17 @@ func TestKVStore(t *testing.T) {
 	})
 }
 
+// TestKVStoreNoMarkers runs the suite on the default claims bucket: per-key
+// TTLs without expiry markers (no --claim-expiry-events).
+func TestKVStoreNoMarkers(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), 1, false))
+		return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+	})
+}
+
 func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
@@ -113,7 +124,8 @@ func TestKVReplicated(t *testing.T) {
 		var own atomic.Int64
 		wantOwnSettles(t, &own, 10)
 		runStoreSuite(t, func(t *testing.T) storeFixture {
-			b := cl.Bucket(t, next(), kvstore.BucketConfig{Name: bucketName("claims_own"), Replicas: 3})
+			// The default claims bucket: no expiry markers.
+			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), 3, false))
 			return storeFixture{store: newOwnSettling(claims.NewKV(b), &own), elapse: noElapse}
 		})
 	})

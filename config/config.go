@@ -99,6 +99,11 @@ type Config struct {
 	// (--sync-always). Without it an ack survives a process crash (kill -9)
 	// but not a power loss of the last ~2 minutes' writes.
 	SyncAlways bool
+	// ClaimExpiryEvents publishes claim.expired events (--claim-expiry-events):
+	// the claims bucket keeps expiry markers and an expiry watcher reads
+	// them. Off (the default), the bucket has per-key TTLs without markers
+	// and no watcher runs.
+	ClaimExpiryEvents bool
 
 	// LogLevel is the slog level (--log-level: debug, info, warn, error).
 	LogLevel slog.Level

@@ -157,6 +157,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"partitions": "7", "replicas": "3", "admin-token": "tok", "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
+		"claim-expiry-events": "true",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -185,7 +186,8 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
 		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != "tok" || byFlag.Replicas != 3 {
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != "tok" || byFlag.Replicas != 3 ||
+		!byFlag.ClaimExpiryEvents {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	// The second half of the combinations: embedded-server cluster and

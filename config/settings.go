@@ -154,6 +154,11 @@ var settings = []setting{
 		c.SyncAlways = b
 		return err
 	}},
+	{"claim-expiry-events", "bool", "false", "publish claim.expired events (expiry markers in the claims bucket and a watcher; costs ~3 messages per claim)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.ClaimExpiryEvents = b
+		return err
+	}},
 	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug":

@@ -20,7 +20,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/events"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -201,4 +203,32 @@ func TestEmbeddedCluster(t *testing.T) {
 		t.Fatalf("stream seen from node 1: %+v %v", info, err)
 	}
 	_ = jetstream.ErrKeyExists
+}
+
+// --claim-expiry-events: off (the default) the claims bucket writes no
+// expiry markers and no expiry watcher runs; a node started with it on
+// turns the markers on in the same bucket and runs the watcher.
+func TestClaimExpiryEventsFlag(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	ctx := testkit.Context(t)
+	stream := "KV_" + kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	check := func(markers time.Duration, watcher bool) {
+		t.Helper()
+		st, err := k.JS.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.SubjectDeleteMarkerTTL; got != markers {
+			t.Fatalf("marker TTL %v, want %v", got, markers)
+		}
+		_, err = st.Consumer(ctx, events.DefaultExpiryDurable)
+		if (err == nil) != watcher {
+			t.Fatalf("expiry consumer: %v, want present = %v", err, watcher)
+		}
+	}
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir())
+	check(0, false)
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claim-expiry-events", "true")
+	check(time.Second, true)
 }
