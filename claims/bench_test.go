@@ -40,17 +40,23 @@ func BenchmarkKV(b *testing.B) {
 	k := testkit.New(b)
 	ctx := context.Background()
 	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
-			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
-			run := strconv.FormatInt(runSeq.Add(1), 10)
-			inFlight(b, n, func(i int) error {
-				r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
-				if err == nil && r.Outcome != claims.OK {
-					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
-				}
-				return err
+		for _, claim := range []struct {
+			name  string
+			async bool
+		}{{"Claim", false}, {"ClaimAsyncPersist", true}} { // --claims-persist sync, async
+			b.Run(fmt.Sprintf("%s/inflight=%d", claim.name, n), func(b *testing.B) {
+				cfg := kvstore.BucketConfig{Name: bucketName("bench_claims"), AsyncPersist: claim.async}
+				s := claims.NewKV(benchBucket(b, k, cfg))
+				run := strconv.FormatInt(runSeq.Add(1), 10)
+				inFlight(b, n, func(i int) error {
+					r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+					if err == nil && r.Outcome != claims.OK {
+						err = fmt.Errorf("claim %d: %v", i, r.Outcome)
+					}
+					return err
+				})
 			})
-		})
+		}
 		for _, settle := range []struct {
 			name string
 			fn   func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error

@@ -69,21 +69,37 @@ func applyKVOptions(opts []KVOption) kvOptions {
 	return o
 }
 
+// BucketOptions are the settings of the dedupe claims bucket.
+type BucketOptions struct {
+	// Replicas of the stream (default 1).
+	Replicas int
+	// ExpiryEvents keeps expiry markers (LimitMarkerTTL 1 s) for
+	// events.ExpiryWatcher to report claim.expired. Without it the bucket
+	// keeps per-key TTLs and writes no markers: an expired claim vanishes at
+	// once and nothing else is written or delivered for it (a watcher would
+	// see about three messages per claim). Opening an existing bucket with
+	// the other setting switches it in place (kvstore.EnsureBucket); the
+	// claims it holds are kept.
+	ExpiryEvents bool
+	// AsyncPersist puts the stream in async persist mode (R1 file storage
+	// only, see kvstore.BucketConfig.AsyncPersist): a claim write is acked
+	// before it reaches the file. A hard kill or power loss of the server
+	// can lose the last acked claims, so a key seen just before may be
+	// accepted once more; hooks are not affected (their stream stays
+	// synchronous). Fixed when the bucket is created.
+	AsyncPersist bool
+}
+
 // BucketConfig is the configuration of the dedupe claims bucket named
-// name (kvstore.BucketNames(prefix).Claims). With expiryEvents the stream
-// keeps expiry markers (LimitMarkerTTL 1 s) for events.ExpiryWatcher to
-// report claim.expired; without, it keeps per-key TTLs and writes no
-// markers: an expired claim vanishes at once and nothing else is written or
-// delivered for it (a watcher would see about three messages per claim).
-// Opening an existing bucket with the other setting switches it in place
-// (kvstore.EnsureBucket); the claims it holds are kept.
-func BucketConfig(name string, replicas int, expiryEvents bool) kvstore.BucketConfig {
+// name (kvstore.BucketNames(prefix).Claims).
+func BucketConfig(name string, o BucketOptions) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:           name,
 		Description:    "sluice dedupe claims",
-		Replicas:       replicas,
+		Replicas:       o.Replicas,
 		LimitMarkerTTL: time.Second,
-		NoMarkers:      !expiryEvents,
+		NoMarkers:      !o.ExpiryEvents,
+		AsyncPersist:   o.AsyncPersist,
 	}
 }
 

@@ -215,7 +215,7 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 	}
 	kept := id("acme", "gh", "kept")
 	for i, on := range []bool{true, false, true} {
-		b := k.Bucket(t, claims.BucketConfig(name, 1, on))
+		b := k.Bucket(t, claims.BucketConfig(name, claims.BucketOptions{Replicas: 1, ExpiryEvents: on}))
 		s := claims.NewKV(b)
 		cfg := st().CachedInfo().Config
 		wantTTL := time.Duration(0)

@@ -64,7 +64,7 @@ func TestKVStoreNoMarkers(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
-		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), 1, false))
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), claims.BucketOptions{Replicas: 1}))
 		return storeFixture{store: claims.NewKV(b), elapse: noElapse}
 	})
 }
@@ -125,7 +125,7 @@ func TestKVReplicated(t *testing.T) {
 		wantOwnSettles(t, &own, 10)
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			// The default claims bucket: no expiry markers.
-			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), 3, false))
+			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
 			return storeFixture{store: newOwnSettling(claims.NewKV(b), &own), elapse: noElapse}
 		})
 	})

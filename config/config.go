@@ -104,6 +104,10 @@ type Config struct {
 	// them. Off (the default), the bucket has per-key TTLs without markers
 	// and no watcher runs.
 	ClaimExpiryEvents bool
+	// ClaimsPersist is the claims bucket's persist mode (--claims-persist):
+	// PersistSync (the default) or PersistAsync (R1 only: the server acks
+	// a claim write before it reaches the file).
+	ClaimsPersist string
 
 	// LogLevel is the slog level (--log-level: debug, info, warn, error).
 	LogLevel slog.Level
@@ -119,6 +123,12 @@ type Config struct {
 	// Tenants are the tenants listed in the file, by name.
 	Tenants map[string]Tenant
 }
+
+// Values of --claims-persist.
+const (
+	PersistSync  = "sync"
+	PersistAsync = "async"
+)
 
 // NATSAuth are the NATS credentials (--nats-creds, --nats-user,
 // --nats-password, --nats-token, --nats-nkey, --nats-tls-ca,

@@ -3,6 +3,7 @@ package sluicefx_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +233,32 @@ func TestClaimExpiryEventsFlag(t *testing.T) {
 	check(0, false)
 	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claim-expiry-events", "true")
 	check(time.Second, true)
+}
+
+// --claims-persist async creates the claims bucket in async persist mode;
+// a node asking for the other mode on that bucket refuses to start, and
+// says which flag and what to do.
+func TestClaimsPersistAsync(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	ctx := testkit.Context(t)
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claims-persist", "async")
+	st, err := k.JS.Stream(ctx, "KV_"+kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.CachedInfo().Config.PersistMode; m != jetstream.AsyncPersistMode {
+		t.Fatalf("claims persist mode %v", m)
+	}
+	// The stores alone on the kit's connection: a whole app failing in a
+	// constructor would leave its own connection open (fx runs no stop
+	// hooks then).
+	cfg, err := config.Parse([]string{"--nats-url", k.Server.ClientURL()}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sluicefx.ProvideStores(fxtest.NewLifecycle(t), cfg, &sluicefx.NATS{Conn: k.Conn, JS: k.JS}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "--claims-persist sync") || !errors.Is(err, kvstore.ErrPersistMode) {
+		t.Fatalf("start with sync on an async bucket: %v", err)
+	}
 }

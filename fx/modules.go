@@ -89,7 +89,13 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
-	cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(names.Claims, cfg.Replicas, cfg.ClaimExpiryEvents))
+	cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(names.Claims, claims.BucketOptions{
+		Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
+	}))
+	if errors.Is(err, kvstore.ErrPersistMode) {
+		return nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
+			"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, names.Claims)
+	}
 	if err != nil {
 		return nil, err
 	}
