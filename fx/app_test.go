@@ -52,7 +52,7 @@ func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtes
 
 // startErr is start for goroutines other than the test's: it reports errors
 // instead of failing the test.
-func startErr(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
+func startErr(t testing.TB, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		return nil, nil, err
