@@ -7,10 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // memoryResult holds the memory figures.
@@ -137,12 +136,12 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 		return nil, err
 	}
 	name := kvstore.BucketNames(kvstore.DefaultPrefix).Claims
-	b, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: name, Description: "sluice dedupe claims"})
+	b, err := kvstore.OpenBucket(ctx, js, claims.BucketConfig(name, claims.BucketOptions{}))
 	if err != nil {
 		return nil, err
 	}
 	store := claims.NewKV(b)
-	heap0 := liveHeap()
+	heap0 := testkit.LiveHeap()
 	type held struct {
 		id   claims.ID
 		hook string
@@ -217,10 +216,10 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	}
 	keep := all[0].id
 	all = nil // the bench's own bookkeeping is not the server's memory
-	heap1 := liveHeap()
-	size, err := dirSize(filepath.Join(storeDir, "jetstream"))
+	heap1 := testkit.LiveHeap()
+	size, err := testkit.DirBytes(filepath.Join(storeDir, "jetstream"))
 	if err != nil {
-		size, err = dirSize(storeDir)
+		size, err = testkit.DirBytes(storeDir)
 		if err != nil {
 			return nil, err
 		}
@@ -246,32 +245,6 @@ func uuidString() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
-func dirSize(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			total += info.Size()
-		}
-		return nil
-	})
-	return total, err
 }
 
 // redisStoreMemory measures Redis's used_memory growth per GCRA bucket key
