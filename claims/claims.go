@@ -233,4 +233,9 @@ type ReplayStore interface {
 	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
 	// Errors: ErrInvalid (see ValidateReplay), ErrUnavailable.
 	Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error)
+	// Release forgets a pair this caller has just Claimed and not used (the
+	// request it protected was refused for another reason, so an identical
+	// resend must not read as a replay). Releasing an absent pair is not an
+	// error. Errors: ErrInvalid, ErrUnavailable.
+	Release(ctx context.Context, namespace, key string) error
 }

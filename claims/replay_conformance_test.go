@@ -38,6 +38,7 @@ func runReplaySuite(t *testing.T, newStore func(t *testing.T, capacity int) repl
 		{"FarFuture", 100, testReplayFarFuture},
 		{"InvalidArguments", 100, testReplayInvalid},
 		{"CanceledContext", 100, testReplayCanceled},
+		{"Release", 1, testReplayRelease},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -102,6 +103,27 @@ func testReplayCapacityOne(t *testing.T, f replayFixture) {
 	}, "one expires and frees its slot")
 	wantReplay(t, s, "ns", "two", later, claims.AlreadyClaimed)
 	wantReplay(t, s, "ns", "one", later, claims.Full)
+}
+
+// testReplayRelease: a released pair can be claimed again, and its slot
+// comes back (a KV purge marker holds it for up to the marker TTL).
+func testReplayRelease(t *testing.T, f replayFixture) {
+	s, ctx := f.store, testkit.Context(t)
+	later := f.now().Add(time.Hour).Unix()
+	wantReplay(t, s, "ns", "one", later, claims.Claimed)
+	if err := s.Release(ctx, "ns", "one"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := s.Release(ctx, "ns", "absent"); err != nil {
+		t.Fatalf("Release of an absent pair: %v", err)
+	}
+	testkit.Eventually(t, waitTTL, func() bool {
+		return replay(t, s, "ns", "one", later) == claims.Claimed
+	}, "released pair claimed again")
+	wantReplay(t, s, "ns", "one", later, claims.AlreadyClaimed)
+	if err := s.Release(ctx, "", "x"); !errors.Is(err, claims.ErrInvalid) {
+		t.Fatalf("Release with an empty namespace: %v", err)
+	}
 }
 
 func testReplayConcurrentDistinct(t *testing.T, f replayFixture) {

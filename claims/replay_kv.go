@@ -117,3 +117,17 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 	}
 	return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, err)
 }
+
+// Release forgets (namespace, key): a stream purge by subject, which needs
+// no free slot (a purge marker would be refused at capacity) and frees the
+// pair's slot at once.
+func (r *KVReplay) Release(ctx context.Context, namespace, key string) error {
+	if err := ValidateReplay(namespace, key, 0); err != nil {
+		return err
+	}
+	k := ReplayKVKey(namespace, key)
+	if err := r.b.Forget(ctx, k); err != nil {
+		return fmt.Errorf("%w: replay release %s: %w", ErrUnavailable, k, err)
+	}
+	return nil
+}

@@ -102,6 +102,19 @@ func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainU
 	return Claimed, nil
 }
 
+// Release forgets (namespace, key).
+func (r *MemoryReplay) Release(ctx context.Context, namespace, key string) error {
+	if err := ValidateReplay(namespace, key, 0); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[replayKey{namespace, key}]; e != nil {
+		r.remove(e)
+	}
+	return nil
+}
+
 // Sweep drops every pair whose retention (retain_until + skew, or one
 // second after its claim if that is later) is at or before now (Unix
 // seconds) and returns how many it dropped.

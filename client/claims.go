@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/timeconv"
 )
 
 // ClaimState is the reply of <prefix>.v1.claims.get: a dedupe claim as the
@@ -62,7 +64,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 	if ttl < 0 {
 		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
 	}
-	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: ceilMs(ttl)}
+	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: timeconv.CeilMs(ttl)}
 	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
 }
 
@@ -94,12 +96,4 @@ func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (Clai
 		return ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
 	}
 	return st, nil
-}
-
-// ceilMs is d in whole milliseconds, rounded up.
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -57,7 +57,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -80,26 +82,31 @@ type subjects struct {
 	record, penalize, load              string
 }
 
-func newSubjects(prefix string) subjects {
-	p := prefix + ".v1."
+// newSubjects returns the subjects of prefix; with a tenant, the scoped
+// ones (reset has none).
+func newSubjects(prefix, tenant string) subjects {
+	at := func(e string) string { return endpoints.Subject(prefix, e) }
+	if tenant != "" {
+		at = func(e string) string { return endpoints.ScopedSubject(prefix, authz.TenantToken(tenant), e) }
+	}
 	return subjects{
-		hit:          p + "quota.hit",
-		reset:        p + "quota.reset",
-		reserve:      p + "quota.reserve",
-		release:      p + "quota.release",
-		count:        p + "quota.count",
-		settle:       p + "claims.settle",
-		releaseClaim: p + "claims.release",
-		get:          p + "claims.get",
-		replay:       p + "replay.claim",
-		record:       p + "cooldown.record",
-		penalize:     p + "cooldown.penalize",
-		load:         p + "cooldown.load",
+		hit:          at(endpoints.QuotaHit),
+		reset:        endpoints.Subject(prefix, endpoints.QuotaReset),
+		reserve:      at(endpoints.QuotaReserve),
+		release:      at(endpoints.QuotaRelease),
+		count:        at(endpoints.QuotaCount),
+		settle:       at(endpoints.ClaimsSettle),
+		releaseClaim: at(endpoints.ClaimsRelease),
+		get:          at(endpoints.ClaimsGet),
+		replay:       at(endpoints.ReplayClaim),
+		record:       at(endpoints.CooldownRecord),
+		penalize:     at(endpoints.CooldownPenalize),
+		load:         at(endpoints.CooldownLoad),
 	}
 }
 
 // New returns a client of the sluice service reachable on nc. Options:
-// WithPrefix, WithTimeout, WithSettleTimeout. It does not touch the
+// WithPrefix, WithTimeout, WithSettleTimeout, WithTenant. It does not touch the
 // network: a service that is not running shows up as ErrUnavailable on the
 // first call.
 //
@@ -131,7 +138,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		prefix:        o.prefix,
 		timeout:       o.timeout,
 		settleTimeout: max(o.settleTimeout, o.timeout),
-		subj:          newSubjects(o.prefix),
+		subj:          newSubjects(o.prefix, o.tenant),
 		events:        ev,
 	}, nil
 }

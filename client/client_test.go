@@ -853,3 +853,32 @@ func TestSettleReleaseAsync(t *testing.T) {
 	mustHit(t, e.c, claimHit("async-s", "h9"), quota.ResultDuplicate)
 	mustHit(t, e.c, claimHit("async-r", "h9"), quota.ResultOK)
 }
+
+// TestWithTenant: a client for acme calls the scoped subjects (what a
+// service-role user may publish): acme's calls are served, another
+// tenant's are refused by the service (400).
+func TestWithTenant(t *testing.T) {
+	e := start(t, nil, client.WithTenant("acme"))
+	ctx := ctxT(t)
+	seen := make(chan string, 16)
+	sub, err := e.kit.Conn.Subscribe("sluice.v1.t.>", func(m *nats.Msg) { seen <- m.Subject })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := e.kit.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rep := mustHit(t, e.c, claimHit("d-1", "h1"), quota.ResultOK)
+	if err := e.c.Settle(ctx, "acme", "gh", "d-1", "h1", rep.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-seen; s != "sluice.v1.t.acme.quota.hit" {
+		t.Fatalf("hit sent to %q", s)
+	}
+	_, err = e.c.GetClaim(ctx, "globex", "gh", "d-1")
+	wantServiceError(t, err, client.ErrInvalid, 400, "invalid_request")
+	if _, err := client.New(e.nc, client.WithTenant("")); !errors.Is(err, client.ErrInvalidOption) {
+		t.Fatalf("empty tenant: %v", err)
+	}
+}

@@ -24,6 +24,7 @@ type options struct {
 	prefix        string
 	timeout       time.Duration
 	settleTimeout time.Duration
+	tenant        string
 }
 
 // Option configures a Client. An Option given a bad value makes New fail
@@ -65,6 +66,21 @@ func WithSettleTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: settle timeout must be > 0, got %v", ErrInvalidOption, d)
 		}
 		o.settleTimeout = d
+		return nil
+	}
+}
+
+// WithTenant sends every call but Reset to the tenant-scoped subjects of
+// tenant, <prefix>.v1.t.<tenant>.<endpoint> (PROTOCOL.md "Roles"): what a
+// NATS user with the service role for tenant may publish. The service then
+// refuses (400) a call acting for another tenant. Reset stays on the
+// unscoped subject (operators only). tenant must be 1..256 bytes.
+func WithTenant(tenant string) Option {
+	return func(o *options) error {
+		if tenant == "" || len(tenant) > 256 {
+			return fmt.Errorf("%w: tenant must be 1..256 bytes", ErrInvalidOption)
+		}
+		o.tenant = tenant
 		return nil
 	}
 }

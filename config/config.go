@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -46,6 +47,8 @@ type Config struct {
 
 	// HTTPAddr is the HTTP listener, host:port (--http-addr).
 	HTTPAddr string
+	// HTTPMaxConns bounds the open HTTP connections (--http-max-conns).
+	HTTPMaxConns int
 	// TLSCert and TLSKey enable HTTPS (--tls-cert, --tls-key; both or none).
 	TLSCert, TLSKey string
 
@@ -67,6 +70,10 @@ type Config struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// ClusterToken is required of every route (--cluster-token), and
+	// ClusterTLS makes routes use mutual TLS (--cluster-tls-*).
+	ClusterToken Secret
+	ClusterTLS   TLSFiles
 
 	// Prefix is the subject prefix (--prefix).
 	Prefix string
@@ -115,13 +122,26 @@ type Config struct {
 	LogFormat string
 
 	// AllowUnknown accepts tenants and sources the file does not list, with
-	// Defaults (allow_unknown; true when not set).
+	// Defaults (allow_unknown; when not set, true only if the file lists no
+	// tenant). A listed tenant may decide for its own sources (see
+	// Config.AllowsUnlisted).
 	AllowUnknown bool
+	// OpenQuickstart is true when AllowUnknown comes from the absence of
+	// tenants rather than from the file: the edge then accepts any tenant
+	// and source, which the configuration only allows with a loopback
+	// --http-addr, and the edge says so in its start-up log.
+	OpenQuickstart bool
 	// Defaults are the limits of tenants without their own and the settings
 	// of unlisted sources.
 	Defaults Defaults
 	// Tenants are the tenants listed in the file, by name.
 	Tenants map[string]Tenant
+
+	// NATSUsers are the embedded server's users with their roles
+	// (nats_users), sorted by name.
+	NATSUsers []NATSUser
+
+	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
 }
 
 // Values of --claims-persist.
@@ -144,6 +164,21 @@ type NATSAuth struct {
 	TLSCA    string // CA bundle to verify the server (or, embedded, clients)
 	TLSCert  string // client certificate (embedded: server certificate)
 	TLSKey   string // key of TLSCert
+}
+
+// NATSUser is a user of the embedded server with a role (see package
+// authz): a password or an nkey public key.
+type NATSUser struct {
+	Name     string
+	Role     string
+	Tenants  []string
+	Password Secret
+	NKey     string // public user nkey (U…)
+}
+
+// TLSFiles are a certificate, its key and a CA bundle (paths).
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Load reads the configuration from args (without the program name), the
@@ -228,7 +263,29 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	if err := cfg.resolveFile(file, getenv); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkEmbeddedSecurity(); err != nil {
+		return nil, err
+	}
+	if cfg.OpenQuickstart && !IsLoopback(cfg.HTTPAddr) {
+		return nil, fmt.Errorf("config: --http-addr%s: %s is not a loopback address and no tenants are listed: "+
+			"list tenants in --config (or set allow_unknown: true there to accept any tenant and source)",
+			vals["http-addr"].from("http-addr"), cfg.HTTPAddr)
+	}
 	return cfg, nil
+}
+
+// IsLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost"; an empty host (all interfaces) is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EnvName returns the environment twin of a flag: "http-addr" ->

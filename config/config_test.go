@@ -60,7 +60,9 @@ func TestDefaults(t *testing.T) {
 		ClaimsPersist:  "sync",
 		LogLevel:       slog.LevelInfo,
 		LogFormat:      "text",
+		HTTPMaxConns:   4096,
 		AllowUnknown:   true,
+		OpenQuickstart: true,
 		Defaults: config.Defaults{
 			Limits: config.Limits{
 				Hooks: config.Rate{Rate: 100, Burst: 200},
@@ -92,11 +94,11 @@ func TestPrecedence(t *testing.T) {
 		want  any
 		label string
 	}{
-		{"http-addr", layer{":1", ":2", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "all"},
-		{"http-addr", layer{":1", ":2", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":2", "env over file"},
-		{"http-addr", layer{":1", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, ":1", "file over default"},
+		{"http-addr", layer{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:3", "all"},
+		{"http-addr", layer{"127.0.0.1:1", "127.0.0.1:2", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:2", "env over file"},
+		{"http-addr", layer{"127.0.0.1:1", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:1", "file over default"},
 		{"http-addr", layer{"", "", ""}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:8080", "default"},
-		{"http-addr", layer{":1", "", ":3"}, func(c *config.Config) any { return c.HTTPAddr }, ":3", "flag over file"},
+		{"http-addr", layer{"127.0.0.1:1", "", "127.0.0.1:3"}, func(c *config.Config) any { return c.HTTPAddr }, "127.0.0.1:3", "flag over file"},
 		{"partitions", layer{"8", "16", "32"}, func(c *config.Config) any { return c.Partitions }, 32, "all"},
 		{"partitions", layer{"8", "16", ""}, func(c *config.Config) any { return c.Partitions }, 16, "env over file"},
 		{"partitions", layer{"8", "", ""}, func(c *config.Config) any { return c.Partitions }, 8, "file"},
@@ -106,12 +108,12 @@ func TestPrecedence(t *testing.T) {
 		{"log-level", layer{"warn", "error", "debug"}, func(c *config.Config) any { return c.LogLevel }, slog.LevelDebug, "all"},
 		{"log-level", layer{"warn", "", ""}, func(c *config.Config) any { return c.LogLevel }, slog.LevelWarn, "file"},
 		{"nats-listen", layer{"off", "", ""}, func(c *config.Config) any { return c.NATSListen }, "", "file off"},
-		{"nats-listen", layer{"off", ":5", ""}, func(c *config.Config) any { return c.NATSListen }, ":5", "env over file off"},
+		{"nats-listen", layer{"off", "127.0.0.1:5", ""}, func(c *config.Config) any { return c.NATSListen }, "127.0.0.1:5", "env over file off"},
 		{"nats-listen", layer{"", "", "off"}, func(c *config.Config) any { return c.NATSListen }, "", "flag off"},
 		{"prefix", layer{"a", "b.c", ""}, func(c *config.Config) any { return c.Prefix }, "b.c", "env"},
-		{"admin-token", layer{"f", "e", "x"}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "x", "secret flag"},
-		{"admin-token", layer{"f", "e", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "e", "secret env"},
-		{"admin-token", layer{"f", "", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, "f", "secret file"},
+		{"admin-token", layer{tokF, tokE, tokX}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokX, "secret flag"},
+		{"admin-token", layer{tokF, tokE, ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokE, "secret env"},
+		{"admin-token", layer{tokF, "", ""}, func(c *config.Config) any { return c.AdminToken.Reveal() }, tokF, "secret file"},
 		{"dedupe-ttl", layer{"1h", "", "2h"}, func(c *config.Config) any { return c.DedupeTTL }, 2 * time.Hour, "flag over file"},
 	}
 	for _, tc := range cases {
@@ -151,11 +153,12 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "0.0.0.0:9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
-		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "prefix": "p.q",
-		"partitions": "7", "replicas": "3", "admin-token": "tok", "replay-capacity": "5", "replay-skew": "2s",
+		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "cluster-token": "",
+		"cluster-tls-ca": "", "cluster-tls-cert": "", "cluster-tls-key": "", "prefix": "p.q",
+		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
 		"claim-expiry-events": "true", "claims-persist": "sync",
@@ -187,19 +190,23 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
 		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != "tok" || byFlag.Replicas != 3 ||
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
 		!byFlag.ClaimExpiryEvents {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	// The second half of the combinations: embedded-server cluster and
 	// user/password credentials.
 	args = []string{"--cluster-name", "c1", "--cluster-listen", ":6222", "--routes", "nats-route://a:6222, b:6222",
-		"--nats-user", "u", "--nats-password", "pw"}
+		"--nats-user", "u", "--nats-password", "pw", "--cluster-token", tokX,
+		"--cluster-tls-cert", "r.pem", "--cluster-tls-key", "r.key", "--cluster-tls-ca", "rca.pem"}
 	cfg := mustLoad(t, args, nil)
+	if cfg.ClusterToken.Reveal() != tokX || cfg.ClusterTLS != (config.TLSFiles{Cert: "r.pem", Key: "r.key", CA: "rca.pem"}) {
+		t.Fatalf("cluster auth: %+v", cfg)
+	}
 	if cfg.ClusterName != "c1" || !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "b:6222"}) || cfg.NATS.Password.Reveal() != "pw" {
 		t.Fatalf("cluster/user: %+v", cfg)
 	}
-	p = writeFile(t, "cluster_listen: ':6222'\nroutes: [nats-route://a:6222, nats-route://b:6222]\nnats_token: t\nnats_listen: off\n")
+	p = writeFile(t, "cluster_listen: ':6222'\ncluster_token: "+tokE+"\nroutes: [nats-route://a:6222, nats-route://b:6222]\nnats_token: t\nnats_listen: off\n")
 	cfg = mustLoad(t, []string{"--config", p}, nil)
 	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATS.Token.Reveal() != "t" || cfg.NATSListen != "" {
 		t.Fatalf("routes list in file: %+v", cfg)
@@ -380,5 +387,56 @@ func TestHelp(t *testing.T) {
 	}
 	if got := config.FileKey("nats-tls-ca"); got != "nats_tls_ca" {
 		t.Errorf("FileKey = %s", got)
+	}
+}
+
+// Admin tokens of the minimum length (16 bytes).
+const (
+	tokF = "file-token-0123456"
+	tokE = "env-token-01234567"
+	tokX = "flag-token-0123456"
+)
+
+// TestAdminTokenLength: a short admin token is refused, naming its length
+// but never its value.
+func TestAdminTokenLength(t *testing.T) {
+	_, err := config.Parse([]string{"--admin-token", "short-s3cret"}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "--admin-token: must be at least 16 bytes (got 12)") || strings.Contains(err.Error(), "short-s3cret") {
+		t.Fatalf("short token: %v", err)
+	}
+}
+
+// TestEmbeddedServerExposure: a non-loopback client or route listener
+// without authentication refuses to start, naming the flag to add; TLS and
+// route settings that would be ignored are errors too.
+func TestEmbeddedServerExposure(t *testing.T) {
+	bad := []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--nats-listen", "0.0.0.0:4222"}, "--nats-listen: 0.0.0.0:4222 is not a loopback address and the embedded server would accept any client: add nats_users"},
+		{[]string{"--nats-listen", ":4222", "--nats-tls-cert", "c", "--nats-tls-key", "k"}, "add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token"},
+		{[]string{"--cluster-listen", "0.0.0.0:6222"}, "--cluster-listen: 0.0.0.0:6222 is not a loopback address and any host could join as a route: add --cluster-token"},
+		{[]string{"--nats-tls-ca", "ca.pem"}, "--nats-tls-ca: the embedded server verifies client certificates only when it serves TLS"},
+		{[]string{"--cluster-listen", ":1", "--cluster-tls-cert", "c"}, "give all three or none"},
+		{[]string{"--cluster-token", tokX}, "need --cluster-listen"},
+		{[]string{"--cluster-listen", ":1", "--cluster-token", "short"}, "--cluster-token: must be at least 16 bytes"},
+		{[]string{"--nats-url", "nats://x", "--cluster-token", tokX}, "--cluster-token: only for the embedded server"},
+	}
+	for _, c := range bad {
+		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.err)
+		}
+	}
+	for _, args := range [][]string{
+		{"--nats-listen", "0.0.0.0:4222", "--nats-nkey", "seed.nk"},
+		{"--nats-listen", "0.0.0.0:4222", "--nats-token", "t"},
+		{"--nats-listen", "0.0.0.0:4222", "--nats-tls-cert", "c", "--nats-tls-key", "k", "--nats-tls-ca", "ca"},
+		{"--nats-listen", "127.0.0.1:4222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca"},
+		{"--cluster-listen", "127.0.0.1:6222"},
+	} {
+		mustLoad(t, args, nil)
 	}
 }

@@ -14,9 +14,18 @@ import (
 // fileConfig is the YAML file beyond the flag keys. Every field is a pointer
 // or a map so that "not set" differs from a zero value.
 type fileConfig struct {
-	AllowUnknown *bool                  `yaml:"allow_unknown"`
-	Defaults     *fileDefaults          `yaml:"defaults"`
-	Tenants      map[string]*fileTenant `yaml:"tenants"`
+	AllowUnknown *bool                    `yaml:"allow_unknown"`
+	NATSUsers    map[string]*fileNATSUser `yaml:"nats_users"`
+	Defaults     *fileDefaults            `yaml:"defaults"`
+	Tenants      map[string]*fileTenant   `yaml:"tenants"`
+}
+
+type fileNATSUser struct {
+	Role        *string  `yaml:"role"`
+	Tenants     []string `yaml:"tenants"`
+	Password    *string  `yaml:"password"`
+	PasswordEnv *string  `yaml:"password_env"`
+	NKey        *string  `yaml:"nkey"`
 }
 
 type fileDefaults struct {
@@ -40,16 +49,18 @@ type fileSourceDefaults struct {
 }
 
 type fileTenant struct {
-	Limits  *fileLimits            `yaml:"limits"`
-	Sources map[string]*fileSource `yaml:"sources"`
+	AllowUnknown *bool                  `yaml:"allow_unknown"`
+	Limits       *fileLimits            `yaml:"limits"`
+	Sources      map[string]*fileSource `yaml:"sources"`
 }
 
 type fileSource struct {
-	Dedupe       *string `yaml:"dedupe"`
-	Verify       *string `yaml:"verify"`
-	Secret       *string `yaml:"secret"`
-	SecretEnv    *string `yaml:"secret_env"`
-	MaxBodyBytes *int64  `yaml:"max_body_bytes"`
+	Dedupe       *string     `yaml:"dedupe"`
+	Verify       *string     `yaml:"verify"`
+	Secret       *string     `yaml:"secret"`
+	SecretEnv    *string     `yaml:"secret_env"`
+	MaxBodyBytes *int64      `yaml:"max_body_bytes"`
+	Limits       *fileLimits `yaml:"limits"`
 }
 
 // maxFileNodes bounds the nodes visited while decoding (aliases included),
@@ -284,6 +295,20 @@ func (w *walker) decode(n *yaml.Node, v reflect.Value, path string) error {
 			}
 			v.SetMapIndex(reflect.ValueOf(key), e)
 		}
+		return nil
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return fmt.Errorf("line %d: %s: want a list", n.Line, path)
+		}
+		out := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+		for i, e := range n.Content {
+			ev := reflect.New(v.Type().Elem()).Elem()
+			if err := w.decode(e, ev, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+			out = reflect.Append(out, ev)
+		}
+		v.Set(out)
 		return nil
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // setting is one flag with its default, usage and setter. The setter parses
@@ -21,11 +23,50 @@ type setting struct {
 	set   func(c *Config, v string) error
 }
 
+// checkEmbeddedSecurity refuses an embedded server that would let anyone
+// in: a non-loopback client listener without client authentication, a
+// non-loopback route listener without route authentication, and TLS or
+// route settings that would otherwise be ignored.
+func (c *Config) checkEmbeddedSecurity() error {
+	n, ct := c.NATS, c.ClusterTLS
+	if c.NATSURL != "" {
+		for _, f := range []struct{ name, v string }{
+			{"--cluster-token", c.ClusterToken.Reveal()}, {"--cluster-tls-ca", ct.CA}, {"--cluster-tls-cert", ct.Cert}, {"--cluster-tls-key", ct.Key},
+		} {
+			if f.v != "" {
+				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
+			}
+		}
+		return nil
+	}
+	if n.TLSCA != "" && n.TLSCert == "" {
+		return errors.New("config: --nats-tls-ca: the embedded server verifies client certificates only when it serves TLS: add --nats-tls-cert and --nats-tls-key")
+	}
+	if (ct.Cert == "") != (ct.Key == "") || (ct.Cert == "") != (ct.CA == "") {
+		return errors.New("config: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: give all three or none")
+	}
+	if c.ClusterListen == "" && (c.ClusterToken.IsSet() || ct.Cert != "") {
+		return errors.New("config: --cluster-token/--cluster-tls-*: need --cluster-listen")
+	}
+	clientAuth := n.User != "" || n.Token.IsSet() || n.NKey != "" || (n.TLSCA != "" && n.TLSCert != "") || len(c.NATSUsers) > 0
+	if c.NATSListen != "" && !IsLoopback(c.NATSListen) && !clientAuth {
+		return fmt.Errorf("config: --nats-listen: %s is not a loopback address and the embedded server would accept any client: "+
+			"add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
+	}
+	if c.ClusterListen != "" && !IsLoopback(c.ClusterListen) && !c.ClusterToken.IsSet() && ct.Cert == "" {
+		return fmt.Errorf("config: --cluster-listen: %s is not a loopback address and any host could join as a route: "+
+			"add --cluster-token (and --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca), or listen on 127.0.0.1", c.ClusterListen)
+	}
+	return nil
+}
+
 // Bounds of numeric settings.
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
 	MaxReplicas   = 5    // JetStream's limit
-	MaxPrefix     = 64
+	MaxPrefix     = names.MaxPrefix
+	// MinAdminTokenBytes is the shortest --admin-token accepted.
+	MinAdminTokenBytes = 16
 )
 
 // settings is the table of PROTOCOL.md, in usage order.
@@ -37,6 +78,11 @@ var settings = []setting{
 	{"http-addr", "host:port", "127.0.0.1:8080", "HTTP listener", func(c *Config, v string) error {
 		c.HTTPAddr = v
 		return checkHostPort(v)
+	}},
+	{"http-max-conns", "n", "4096", "most open HTTP connections (more wait to be accepted)", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, 1<<20)
+		c.HTTPMaxConns = int(n)
+		return err
 	}},
 	{"tls-cert", "path", "", "certificate file for HTTPS (with --tls-key)", str(func(c *Config) *string { return &c.TLSCert })},
 	{"tls-key", "path", "", "key file for HTTPS (with --tls-cert)", str(func(c *Config) *string { return &c.TLSKey })},
@@ -109,6 +155,16 @@ var settings = []setting{
 		}
 		return nil
 	}},
+	{"cluster-token", "secret", "", "secret every route of the embedded cluster must present (at least 16 bytes; the same on every node)", func(c *Config, v string) error {
+		c.ClusterToken = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			return fmt.Errorf("must be at least %d bytes (got %d)", MinAdminTokenBytes, len(v))
+		}
+		return nil
+	}},
+	{"cluster-tls-ca", "path", "", "CA that signs every node's route certificate (mutual TLS on routes)", str(func(c *Config) *string { return &c.ClusterTLS.CA })},
+	{"cluster-tls-cert", "path", "", "this node's route certificate (with --cluster-tls-key and --cluster-tls-ca)", str(func(c *Config) *string { return &c.ClusterTLS.Cert })},
+	{"cluster-tls-key", "path", "", "key of --cluster-tls-cert", str(func(c *Config) *string { return &c.ClusterTLS.Key })},
 	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
 		return checkPrefix(v)
@@ -123,8 +179,12 @@ var settings = []setting{
 		c.Replicas = int(n)
 		return err
 	}},
-	{"admin-token", "secret", "", "bearer token enabling the admin API", func(c *Config, v string) error {
+	{"admin-token", "secret", "", "bearer token enabling the admin API (at least 16 bytes)", func(c *Config, v string) error {
 		c.AdminToken = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			// Never the value: only its length.
+			return fmt.Errorf("must be at least %d bytes (got %d); e.g. openssl rand -hex 32", MinAdminTokenBytes, len(v))
+		}
 		return nil
 	}},
 	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
@@ -286,33 +346,12 @@ func redactURL(v string) string {
 	return rest
 }
 
-// checkPrefix validates a subject prefix: 1..64 bytes, '.'-separated tokens
-// of [A-Za-z0-9_-] (kvstore.ValidatePrefix's rule).
-func checkPrefix(p string) error {
-	if p == "" || len(p) > MaxPrefix {
-		return fmt.Errorf("must be 1..%d bytes, got %d", MaxPrefix, len(p))
-	}
-	for tok := range strings.SplitSeq(p, ".") {
-		if !isPrefixToken(tok) {
-			return fmt.Errorf("invalid prefix %q (want '.'-separated tokens of [A-Za-z0-9_-])", p)
-		}
-	}
-	return nil
-}
+// checkPrefix validates a subject prefix (names.ValidatePrefix, the rule
+// kvstore.ValidatePrefix applies too).
+func checkPrefix(p string) error { return names.ValidatePrefix(p) }
 
 // isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
-func isPrefixToken(tok string) bool {
-	if tok == "" {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func isPrefixToken(tok string) bool { return names.PlainToken(tok) }
 
 // check validates combinations of settings.
 func (c *Config) check() error {

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/sluice-dev/sluice/authz"
+
+	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -22,7 +27,7 @@ const (
 	// MaxBodyBytesLimit bounds max_body_bytes.
 	MaxBodyBytesLimit = 1 << 30
 	// MaxNameBytes bounds tenant and source names (the HTTP rule).
-	MaxNameBytes = 128
+	MaxNameBytes = names.MaxName
 )
 
 // Rate is a GCRA budget: Rate units per second with bursts of up to Burst
@@ -72,6 +77,13 @@ type Tenant struct {
 	Limits *Limits
 	// Sources are the tenant's listed sources, by name.
 	Sources map[string]Source
+	// AllowUnknown is the tenant's own allow_unknown (nil: not set; see
+	// Config.Source for the rule).
+	AllowUnknown *bool
+	// Verified is true when one of the tenant's listed sources verifies
+	// signatures: its unlisted sources are then refused unless the tenant
+	// itself says allow_unknown: true.
+	Verified bool
 }
 
 // Source is the effective configuration of one tenant's source.
@@ -85,22 +97,62 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// Limits are the source's own budgets (completed from its tenant's
+	// limits), charged instead of the tenant's: a source with its own
+	// limits neither spends nor is starved by its tenant's budget. nil: the
+	// source shares its tenant's budget.
+	Limits *Limits
 }
 
 // Source returns the effective configuration of tenant's source: the listed
-// one, or, when AllowUnknown, the defaults; otherwise ErrUnknownSource.
-// Names are not validated here (the edge answers 400 for invalid ones
-// first; see ValidName).
+// one, or the defaults when an unlisted source is allowed (see
+// AllowsUnlisted); otherwise ErrUnknownSource. Names are not validated here
+// (the edge answers 400 for invalid ones first; see ValidName).
 func (c *Config) Source(tenant, source string) (Source, error) {
-	if t, ok := c.Tenants[tenant]; ok {
+	t, listed := c.Tenants[tenant]
+	if listed {
 		if s, ok := t.Sources[source]; ok {
 			return s, nil
 		}
 	}
-	if !c.AllowUnknown {
+	if !c.AllowsUnlisted(tenant) {
 		return Source{}, fmt.Errorf("%w: %s/%s", ErrUnknownSource, tenant, source)
 	}
 	return Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes}, nil
+}
+
+// AllowsUnlisted reports whether tenant accepts sources the file does not
+// list. A listed tenant's own allow_unknown decides; else a listed tenant
+// with a verifying source refuses them (an unsigned sibling must not spend
+// or fill a verified source's tenant); else the top-level allow_unknown
+// decides (false as soon as the file lists a tenant, unless set).
+func (c *Config) AllowsUnlisted(tenant string) bool {
+	if t, ok := c.Tenants[tenant]; ok {
+		switch {
+		case t.AllowUnknown != nil:
+			return *t.AllowUnknown
+		case t.Verified:
+			return false
+		}
+	}
+	return c.AllowUnknown
+}
+
+// LargestBody returns the largest max_body_bytes of the configuration, the
+// field that sets it (defaults.source.max_body_bytes, or a listed source's)
+// and whether the file sets it (false: the built-in default), to check it
+// against the NATS max payload at start-up.
+func (c *Config) LargestBody() (n int64, field string, explicit bool) {
+	n, field, explicit = c.Defaults.Source.MaxBodyBytes, "defaults.source.max_body_bytes", c.bodyLimitSet
+	for _, tn := range sortedKeys(c.Tenants) {
+		t := c.Tenants[tn]
+		for _, sn := range sortedKeys(t.Sources) {
+			if m := t.Sources[sn].MaxBodyBytes; m > n {
+				n, field, explicit = m, "tenants."+tn+".sources."+sn+".max_body_bytes", true
+			}
+		}
+	}
+	return n, field, explicit
 }
 
 // Limits returns tenant's configured limits and their origin: its own
@@ -135,28 +187,21 @@ func (l Limits) Validate() error {
 }
 
 // ValidName reports whether s is a valid tenant or source name: 1..128 bytes
-// of [A-Za-z0-9._~-] (the HTTP path rule).
-func ValidName(s string) bool {
-	if s == "" || len(s) > MaxNameBytes || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// of [A-Za-z0-9._~-] (the HTTP path rule), not "." or "..".
+func ValidName(s string) bool { return names.ValidName(s) }
 
 // resolveFile completes c from the file's structured part (nil: no file).
 func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 	if f == nil {
 		f = &fileConfig{}
 	}
-	c.AllowUnknown = true
+	// Without tenants (the quickstart) anything is accepted, on loopback
+	// only (see check); once the file lists tenants, only they are.
+	c.AllowUnknown = len(f.Tenants) == 0
+	c.OpenQuickstart = c.AllowUnknown
 	if f.AllowUnknown != nil {
 		c.AllowUnknown = *f.AllowUnknown
+		c.OpenQuickstart = false
 	}
 	c.Defaults = Defaults{
 		Limits: Limits{
@@ -186,8 +231,12 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 					return fmt.Errorf("config: defaults.source.max_body_bytes: %w", err)
 				}
 				c.Defaults.Source.MaxBodyBytes = *s.MaxBodyBytes
+				c.bodyLimitSet = true
 			}
 		}
+	}
+	if err := c.resolveNATSUsers(f.NATSUsers, getenv); err != nil {
+		return err
 	}
 	c.Tenants = make(map[string]Tenant, len(f.Tenants))
 	for _, tn := range sortedKeys(f.Tenants) {
@@ -199,24 +248,26 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 		if ft == nil {
 			ft = &fileTenant{}
 		}
-		t := Tenant{Sources: make(map[string]Source, len(ft.Sources))}
+		t := Tenant{Sources: make(map[string]Source, len(ft.Sources)), AllowUnknown: ft.AllowUnknown}
+		tl := c.Defaults.Limits
 		if ft.Limits != nil {
 			l, err := mergeLimits(c.Defaults.Limits, ft.Limits, path+".limits")
 			if err != nil {
 				return err
 			}
-			t.Limits = &l
+			t.Limits, tl = &l, l
 		}
 		for _, sn := range sortedKeys(ft.Sources) {
 			spath := path + ".sources." + sn
 			if !ValidName(sn) {
 				return fmt.Errorf("config: %s: invalid source name (want 1..%d bytes of [A-Za-z0-9._~-])", spath, MaxNameBytes)
 			}
-			s, err := c.resolveSource(ft.Sources[sn], spath, getenv)
+			s, err := c.resolveSource(ft.Sources[sn], spath, tl, getenv)
 			if err != nil {
 				return err
 			}
 			t.Sources[sn] = s
+			t.Verified = t.Verified || s.Verifier != nil
 		}
 		c.Tenants[tn] = t
 	}
@@ -224,11 +275,18 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 }
 
 // resolveSource builds a listed source's effective configuration.
-func (c *Config) resolveSource(fs *fileSource, path string, getenv func(string) string) (Source, error) {
+func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits, getenv func(string) string) (Source, error) {
 	if fs == nil {
 		fs = &fileSource{}
 	}
 	s := Source{Dedupe: c.Defaults.Source.Dedupe, MaxBodyBytes: c.Defaults.Source.MaxBodyBytes, Configured: true}
+	if fs.Limits != nil {
+		l, err := mergeLimits(tenantLimits, fs.Limits, path+".limits")
+		if err != nil {
+			return Source{}, err
+		}
+		s.Limits = &l
+	}
 	if fs.Dedupe != nil {
 		d, err := webhook.ParseDedupe(*fs.Dedupe)
 		if err != nil {
@@ -330,4 +388,63 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
+}
+
+// resolveNATSUsers checks nats_users: a role of authz.Roles, tenants (valid
+// names) exactly for service and consumer, and one credential — password
+// (at least MinAdminTokenBytes bytes), password_env or nkey (a public user
+// nkey).
+func (c *Config) resolveNATSUsers(users map[string]*fileNATSUser, getenv func(string) string) error {
+	if len(users) > 0 && c.NATSURL != "" {
+		return errors.New("config: nats_users: only for the embedded server; for --nats-url print the server's authorization with `edge nats-authz`")
+	}
+	if len(users) > 0 && c.NATS.Token.IsSet() {
+		return errors.New("config: nats_users: not with --nats-token (nats-server takes users or a token)")
+	}
+	for _, name := range sortedKeys(users) {
+		path := "nats_users." + name
+		fu := users[name]
+		if fu == nil {
+			fu = &fileNATSUser{}
+		}
+		u := NATSUser{Name: name, Tenants: fu.Tenants}
+		if fu.Role != nil {
+			u.Role = *fu.Role
+		}
+		for _, t := range u.Tenants {
+			if !ValidName(t) {
+				return fmt.Errorf("config: %s.tenants: invalid tenant name %.64q", path, t)
+			}
+		}
+		if _, err := authz.For(u.Role, name, c.Prefix, c.HooksStream, u.Tenants); err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
+		}
+		n := 0
+		if fu.Password != nil {
+			n++
+			u.Password = NewSecret(*fu.Password)
+		}
+		if fu.PasswordEnv != nil {
+			n++
+			if !validEnvName(*fu.PasswordEnv) || getenv(*fu.PasswordEnv) == "" {
+				return fmt.Errorf("config: %s.password_env: environment variable %.64q is not set", path, *fu.PasswordEnv)
+			}
+			u.Password = NewSecret(getenv(*fu.PasswordEnv))
+		}
+		if fu.NKey != nil {
+			n++
+			if !nkeys.IsValidPublicUserKey(*fu.NKey) {
+				return fmt.Errorf("config: %s.nkey: not a public user nkey (U…; `nk -gen user -pubout`)", path)
+			}
+			u.NKey = *fu.NKey
+		}
+		switch {
+		case n != 1:
+			return fmt.Errorf("config: %s: give exactly one of password, password_env and nkey", path)
+		case u.NKey == "" && len(u.Password.Reveal()) < MinAdminTokenBytes:
+			return fmt.Errorf("config: %s: password must be at least %d bytes", path, MinAdminTokenBytes)
+		}
+		c.NATSUsers = append(c.NATSUsers, u)
+	}
+	return nil
 }

@@ -96,8 +96,8 @@ func TestSourceResolution(t *testing.T) {
 		t.Errorf("pay verify: %+v, %v", v, err)
 	}
 
-	// allow_unknown true (the default): unlisted sources get defaults.source.
-	open := mustLoad(t, []string{"--config", writeFile(t, "defaults: {source: {dedupe: svix}}\ntenants: {acme: {sources: {gh: {dedupe: github}}}}\n")}, nil)
+	// allow_unknown true: unlisted sources get defaults.source.
+	open := mustLoad(t, []string{"--config", writeFile(t, "allow_unknown: true\ndefaults: {source: {dedupe: svix}}\ntenants: {acme: {sources: {gh: {dedupe: github}}}}\n")}, nil)
 	for _, pair := range [][2]string{{"acme", "other"}, {"someone", "x"}} {
 		s, err := open.Source(pair[0], pair[1])
 		if err != nil || s.Configured || s.Verifier != nil || s.Dedupe.String() != "svix" || s.MaxBodyBytes != 1048576 {
@@ -108,6 +108,64 @@ func TestSourceResolution(t *testing.T) {
 	s, err := mustLoad(t, nil, nil).Source("t", "s")
 	if err != nil || s.Dedupe.String() != "auto" || s.MaxBodyBytes != 1048576 || s.Verifier != nil {
 		t.Errorf("built-in default source: %+v, %v", s, err)
+	}
+}
+
+// TestUnlistedRules: which unlisted tenants and sources are accepted.
+func TestUnlistedRules(t *testing.T) {
+	verified := "gh: {verify: github, secret: s3cret}"
+	cases := []struct {
+		yaml string
+		// pairs accepted (true) or refused (false)
+		want map[[2]string]bool
+	}{
+		// Tenants listed, allow_unknown unset: only listed sources.
+		{"tenants: {a: {sources: {x: {}}}}", map[[2]string]bool{{"a", "x"}: true, {"a", "y"}: false, {"b", "x"}: false}},
+		// allow_unknown true: unknown tenants and a plain tenant's
+		// unlisted sources, never a verified tenant's.
+		{"allow_unknown: true\ntenants: {a: {sources: {x: {}}}, v: {sources: {" + verified + "}}}",
+			map[[2]string]bool{{"a", "y"}: true, {"b", "y"}: true, {"v", "gh"}: true, {"v", "unsigned"}: false}},
+		// A verified tenant may still say so itself.
+		{"allow_unknown: true\ntenants: {v: {allow_unknown: true, sources: {" + verified + "}}}",
+			map[[2]string]bool{{"v", "unsigned"}: true}},
+		// A tenant's own allow_unknown wins both ways.
+		{"allow_unknown: true\ntenants: {c: {allow_unknown: false}}", map[[2]string]bool{{"c", "y"}: false, {"d", "y"}: true}},
+		{"tenants: {o: {allow_unknown: true}}", map[[2]string]bool{{"o", "y"}: true, {"p", "y"}: false}},
+		// No tenants: the quickstart accepts anything.
+		{"defaults: {source: {dedupe: none}}", map[[2]string]bool{{"any", "thing"}: true}},
+	}
+	for _, c := range cases {
+		cfg := mustLoad(t, []string{"--config", writeFile(t, c.yaml+"\n")}, nil)
+		for pair, ok := range c.want {
+			if _, err := cfg.Source(pair[0], pair[1]); (err == nil) != ok {
+				t.Errorf("%q: %v: err %v, want accepted=%v", c.yaml, pair, err, ok)
+			}
+		}
+	}
+}
+
+// TestQuickstartLoopbackOnly: without tenants (and without allow_unknown)
+// the edge accepts anything, so it must listen on loopback only.
+func TestQuickstartLoopbackOnly(t *testing.T) {
+	cfg := mustLoad(t, nil, nil)
+	if !cfg.AllowUnknown || !cfg.OpenQuickstart {
+		t.Fatalf("no file: AllowUnknown %v OpenQuickstart %v", cfg.AllowUnknown, cfg.OpenQuickstart)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:8080"} {
+		mustLoad(t, []string{"--http-addr", addr}, nil)
+	}
+	for _, addr := range []string{"0.0.0.0:8080", ":8080", "10.1.2.3:80"} {
+		_, err := config.Parse([]string{"--http-addr", addr}, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "--http-addr: "+addr+" is not a loopback address and no tenants are listed") {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+	// Listing tenants, or saying allow_unknown, lifts it.
+	for _, y := range []string{"tenants: {a: {}}\n", "allow_unknown: true\n", "allow_unknown: false\n"} {
+		cfg := mustLoad(t, []string{"--http-addr", "0.0.0.0:8080", "--config", writeFile(t, y)}, nil)
+		if cfg.OpenQuickstart {
+			t.Errorf("%q: OpenQuickstart", y)
+		}
 	}
 }
 
@@ -160,9 +218,9 @@ func TestSecretEnv(t *testing.T) {
 // TestRedaction: no secret — source secrets, admin token, NATS password and
 // token — appears in any printed, marshalled or logged form of a Config.
 func TestRedaction(t *testing.T) {
-	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken", "n4ts-passw0rd", "n4ts-t0ken"}
+	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken-0123456789", "n4ts-passw0rd", "n4ts-t0ken"}
 	cfg := loadTest(t)
-	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
+	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken-0123456789", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
 	cfg3 := mustLoad(t, nil, env(map[string]string{"SLUICE_NATS_TOKEN": "n4ts-t0ken"}))
 	var out strings.Builder
 	for _, c := range []*config.Config{cfg, cfg2, cfg3} {
@@ -205,7 +263,7 @@ func TestRedaction(t *testing.T) {
 		t.Error("no redaction marker at all")
 	}
 	// The values are still there for those who ask.
-	if cfg2.AdminToken.Reveal() != "adm1n-t0ken" || cfg2.NATS.Password.Reveal() != "n4ts-passw0rd" || cfg3.NATS.Token.Reveal() != "n4ts-t0ken" {
+	if cfg2.AdminToken.Reveal() != "adm1n-t0ken-0123456789" || cfg2.NATS.Password.Reveal() != "n4ts-passw0rd" || cfg3.NATS.Token.Reveal() != "n4ts-t0ken" {
 		t.Error("Reveal")
 	}
 }
@@ -242,13 +300,29 @@ func TestValidName(t *testing.T) {
 func TestEdgeYAML(t *testing.T) {
 	e := env(map[string]string{"ACME_SW_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
 	cfg := mustLoad(t, []string{"--config", "../testdata/edge.yaml"}, e)
-	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.Partitions != 64 || cfg.PendingTTL != 30*time.Second || !cfg.AllowUnknown {
+	if cfg.HTTPAddr != "127.0.0.1:8080" || cfg.Partitions != 64 || cfg.PendingTTL != 30*time.Second || cfg.AllowUnknown || cfg.OpenQuickstart {
 		t.Errorf("process settings: %+v", cfg)
 	}
 	want := map[string]struct{ verifier, dedupe string }{
 		"acme/gh": {"github", "github"}, "acme/pay": {"stripe", "stripe"}, "acme/sw": {"standard_webhooks", "standard_webhooks"},
 		"acme/raw": {"", "header:X-Event-Id"}, "acme/orders": {"", "json:data.order.id"}, "acme/metrics": {"", "none"},
 		"globex/shop": {"", "shopify"}, "globex/svix": {"standard_webhooks", "svix"},
+	}
+	// Listed tenants: unknown tenants and unlisted sources are refused,
+	// except in sandbox, which says allow_unknown itself.
+	for _, pair := range [][2]string{{"acme", "unlisted"}, {"globex", "x"}, {"nobody", "gh"}} {
+		if _, err := cfg.Source(pair[0], pair[1]); !errors.Is(err, config.ErrUnknownSource) {
+			t.Errorf("%v: %v, want ErrUnknownSource", pair, err)
+		}
+	}
+	if s, err := cfg.Source("sandbox", "anything"); err != nil || s.Configured || s.Verifier != nil {
+		t.Errorf("sandbox/anything: %+v, %v", s, err)
+	}
+	if s, _ := cfg.Source("acme", "raw"); s.Limits == nil || s.Limits.Hooks != (config.Rate{Rate: 5, Burst: 10}) || s.Limits.Bytes.Rate != 10485760 {
+		t.Errorf("acme/raw own limits %+v", s.Limits)
+	}
+	if s, _ := cfg.Source("acme", "gh"); s.Limits != nil {
+		t.Errorf("acme/gh has limits %+v; want the tenant's", s.Limits)
 	}
 	n := 0
 	for tn, tenant := range cfg.Tenants {
@@ -281,5 +355,42 @@ func TestEdgeYAML(t *testing.T) {
 	// Without the environment variable the example fails, naming it.
 	if _, err := config.Parse([]string{"--config", "../testdata/edge.yaml"}, nil, nil); err == nil || !strings.Contains(err.Error(), "tenants.acme.sources.sw.secret_env: environment variable ACME_SW_SECRET is not set") {
 		t.Errorf("without ACME_SW_SECRET: %v", err)
+	}
+}
+
+// TestNATSUsers: nats_users resolve with their role, tenants and one
+// credential; every mistake names the user's field.
+func TestNATSUsers(t *testing.T) {
+	const pub = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	y := "nats_users:\n" +
+		"  svc: {role: service, tenants: [acme], password_env: SVC_PASSWORD}\n" +
+		"  reader: {role: consumer, tenants: [acme, globex], nkey: " + pub + "}\n" +
+		"  ops: {role: operator, password: operator-password-0123}\n"
+	cfg := mustLoad(t, []string{"--config", writeFile(t, y)}, env(map[string]string{"SVC_PASSWORD": "service-password-0123"}))
+	if len(cfg.NATSUsers) != 3 {
+		t.Fatalf("users %+v", cfg.NATSUsers)
+	}
+	ops, reader, svc := cfg.NATSUsers[0], cfg.NATSUsers[1], cfg.NATSUsers[2]
+	if ops.Name != "ops" || ops.Role != "operator" || ops.Password.Reveal() != "operator-password-0123" ||
+		reader.NKey != pub || len(reader.Tenants) != 2 || svc.Password.Reveal() != "service-password-0123" || svc.Tenants[0] != "acme" {
+		t.Fatalf("users %+v", cfg.NATSUsers)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", cfg.NATSUsers), "password-0123") {
+		t.Fatal("a printed user shows its password")
+	}
+	for _, c := range []struct{ yaml, err string }{
+		{"nats_users: {s: {role: service, password: p-0123456789abcdef}}", "nats_users.s: authz: invalid: role service needs tenants"},
+		{"nats_users: {s: {role: root, password: p-0123456789abcdef}}", `nats_users.s: authz: invalid: unknown role "root"`},
+		{"nats_users: {s: {role: service, tenants: [a/b], password: p-0123456789abcdef}}", "nats_users.s.tenants: invalid tenant name"},
+		{"nats_users: {s: {role: operator, password: short}}", "nats_users.s: password must be at least 16 bytes"},
+		{"nats_users: {s: {role: operator}}", "nats_users.s: give exactly one of password, password_env and nkey"},
+		{"nats_users: {s: {role: operator, nkey: SUABC}}", "nats_users.s.nkey: not a public user nkey"},
+		{"nats_users: {s: {role: operator, password_env: NOPE}}", `nats_users.s.password_env: environment variable "NOPE" is not set`},
+		{"nats_token: t\nnats_users: {s: {role: operator, password: p-0123456789abcdef}}", "nats_users: not with --nats-token"},
+		{"nats_users: {s: {role: service, tenants: acme, password: p-0123456789abcdef}}", "nats_users.s.tenants: want a list"},
+	} {
+		if _, err := config.Parse([]string{"--config", writeFile(t, c.yaml+"\n")}, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.err)
+		}
 	}
 }

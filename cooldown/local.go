@@ -147,10 +147,3 @@ func (l *localStore) view(key string, nowMs int64) (*reading, *int64) {
 	l.settle(e)
 	return r, p
 }
-
-// len is the number of entries held.
-func (l *localStore) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lru.Len()
-}

@@ -24,17 +24,17 @@ func (a *app) admin(method, path, token, body string) resp {
 
 func TestAdminLimits(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, testYAML, "--admin-token", "tok")
+	a := startApp(t, testYAML, "--admin-token", adminToken)
 	// Without or with a wrong token: 401.
 	mustStatus(t, a.admin("GET", "/v1/admin/tenants/slow/limits", "", ""), 401)
 	mustStatus(t, a.admin("GET", "/v1/admin/tenants/slow/limits", "nope", ""), 401)
 
-	r := a.admin("GET", "/v1/admin/tenants/slow/limits", "tok", "")
+	r := a.admin("GET", "/v1/admin/tenants/slow/limits", adminToken, "")
 	mustStatus(t, r, 200)
 	if r.body["origin"] != "tenant" {
 		t.Fatalf("origin %v", r.body)
 	}
-	if r := a.admin("GET", "/v1/admin/tenants/nobody/limits", "tok", ""); r.body["origin"] != "default" {
+	if r := a.admin("GET", "/v1/admin/tenants/nobody/limits", adminToken, ""); r.body["origin"] != "default" {
 		t.Fatalf("origin %v", r.body)
 	}
 	// Spend the tenant's burst of 2.
@@ -43,7 +43,7 @@ func TestAdminLimits(t *testing.T) {
 	mustStatus(t, a.post("/v1/hooks/slow/s", nil, nil), 429)
 
 	// An override resets the tenant's buckets and applies at once.
-	r = a.admin("PUT", "/v1/admin/tenants/slow/limits", "tok", `{"hooks":{"rate":0.001,"burst":3}}`)
+	r = a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, `{"hooks":{"rate":0.001,"burst":3}}`)
 	mustStatus(t, r, 200)
 	if r.body["origin"] != "override" {
 		t.Fatalf("PUT reply %v", r.body)
@@ -52,16 +52,16 @@ func TestAdminLimits(t *testing.T) {
 		mustStatus(t, a.post("/v1/hooks/slow/s", nil, nil), 202)
 	}
 	mustStatus(t, a.post("/v1/hooks/slow/s", nil, nil), 429)
-	if r := a.admin("GET", "/v1/admin/tenants/slow/limits", "tok", ""); r.body["origin"] != "override" {
+	if r := a.admin("GET", "/v1/admin/tenants/slow/limits", adminToken, ""); r.body["origin"] != "override" {
 		t.Fatalf("after PUT: %v", r.body)
 	}
 	// Bad bodies.
 	for _, b := range []string{`{`, `{}`, `{"hooks":{"rate":0,"burst":1}}`, `{"hooks":{"rate":1,"burst":0}}`, `{"x":1}`} {
-		mustStatus(t, a.admin("PUT", "/v1/admin/tenants/slow/limits", "tok", b), 400)
+		mustStatus(t, a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, b), 400)
 	}
-	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", "tok", ""), 200)
-	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", "tok", ""), 404)
-	if r := a.admin("GET", "/v1/admin/tenants/slow/limits", "tok", ""); r.body["origin"] != "tenant" {
+	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", adminToken, ""), 200)
+	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", adminToken, ""), 404)
+	if r := a.admin("GET", "/v1/admin/tenants/slow/limits", adminToken, ""); r.body["origin"] != "tenant" {
 		t.Fatalf("after DELETE: %v", r.body)
 	}
 }
@@ -69,11 +69,11 @@ func TestAdminLimits(t *testing.T) {
 func TestAdminOverrideSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a := startAppIn(t, dir, testYAML, "--admin-token", "tok")
-	mustStatus(t, a.admin("PUT", "/v1/admin/tenants/x/limits", "tok", `{"hooks":{"rate":5,"burst":7}}`), 200)
+	a := startAppIn(t, dir, testYAML, "--admin-token", adminToken)
+	mustStatus(t, a.admin("PUT", "/v1/admin/tenants/x/limits", adminToken, `{"hooks":{"rate":5,"burst":7}}`), 200)
 	a.fx.RequireStop()
-	b := startAppIn(t, dir, testYAML, "--admin-token", "tok")
-	r := b.admin("GET", "/v1/admin/tenants/x/limits", "tok", "")
+	b := startAppIn(t, dir, testYAML, "--admin-token", adminToken)
+	r := b.admin("GET", "/v1/admin/tenants/x/limits", adminToken, "")
 	if r.body["origin"] != "override" {
 		t.Fatalf("override lost across restart: %v", r.body)
 	}
@@ -87,15 +87,15 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 
 func TestAdminClaimLookup(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, testYAML, "--admin-token", "tok")
-	r := a.admin("GET", "/v1/admin/claims/t/s/k1", "tok", "")
+	a := startApp(t, testYAML, "--admin-token", adminToken)
+	r := a.admin("GET", "/v1/admin/claims/t/s/k1", adminToken, "")
 	mustStatus(t, r, 200)
 	if r.body["state"] != "absent" {
 		t.Fatalf("absent claim: %v", r.body)
 	}
 	p := a.post("/v1/hooks/t/s", nil, map[string]string{"Idempotency-Key": "k1"})
 	mustStatus(t, p, 202)
-	r = a.admin("GET", "/v1/admin/claims/t/s/k1", "tok", "")
+	r = a.admin("GET", "/v1/admin/claims/t/s/k1", adminToken, "")
 	if r.body["state"] != "committed" || r.body["hook_id"] != p.body["id"] {
 		t.Fatalf("committed claim: %v", r.body)
 	}
@@ -147,3 +147,5 @@ func TestOperatorEndpoints(t *testing.T) {
 		t.Fatalf("request metric missing")
 	}
 }
+
+const adminToken = "admin-token-0123456789abcdef"

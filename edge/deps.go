@@ -9,6 +9,8 @@ package edge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"time"
@@ -39,6 +41,22 @@ type Source struct {
 	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)
 	// MaxBodyBytes bounds the body (413 beyond it).
 	MaxBodyBytes int64
+	// Limits, when set, are the source's own budgets, charged instead of
+	// its tenant's (under the kinds SourceKind names): the source neither
+	// spends nor is starved by the tenant's budget.
+	Limits *Limits
+}
+
+// SourceKind is the charge kind of a source's own budget of kind base
+// ("hooks" or "bytes"): base@source, or base@#<hash> when that would exceed
+// quota.MaxKindBytes. Kinds of different sources never collide.
+func SourceKind(base, source string) string {
+	k := base + "@" + source
+	if len(k) <= quota.MaxKindBytes {
+		return k
+	}
+	sum := sha256.Sum256([]byte(source))
+	return base + "@#" + hex.EncodeToString(sum[:16])
 }
 
 // Policy resolves a tenant/source pair to its configuration.

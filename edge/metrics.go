@@ -1,7 +1,12 @@
 package edge
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
 // metrics of the edge. Labels are bounded: outcome, status, store — never a
@@ -16,7 +21,9 @@ type metrics struct {
 	adminOps     *prometheus.CounterVec // op, code
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics creates the collectors and registers them on reg (nil: not
+// registered; promreg.Register's policy).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "edge", Name: "requests_total",
@@ -49,8 +56,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Admin API requests by operation and status code.",
 		}, []string{"op", "code"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.hitLatency, m.pubLatency, m.claimOutcome, m.fallback, m.replay, m.adminOps)
+	var err error
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
 	}
-	return m
+	if m.hitLatency, err = promreg.Register(reg, m.hitLatency); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.pubLatency, err = promreg.Register(reg, m.pubLatency); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.claimOutcome, err = promreg.Register(reg, m.claimOutcome); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.fallback, err = promreg.Register(reg, m.fallback); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.replay, err = promreg.Register(reg, m.replay); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.adminOps, err = promreg.Register(reg, m.adminOps); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	return m, nil
+}
+
+// statusLabel is an HTTP status as a metric label, from a fixed set.
+func statusLabel(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code)
 }

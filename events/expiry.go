@@ -75,7 +75,7 @@ type ExpiryWatcher struct {
 	seen   *prometheus.CounterVec
 
 	mu    sync.Mutex
-	state int // 0 new, 1 running, 2 stopped
+	state lifecycle
 	cc    jetstream.ConsumeContext
 
 	// Only the consume loop touches these.
@@ -103,6 +103,13 @@ func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opt
 	if cfg.durable == "" {
 		cfg.durable = DefaultExpiryDurable
 	}
+	seen, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_events_expiry_messages_total",
+		Help: "Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	w := &ExpiryWatcher{
 		js:     js,
 		bucket: bucket,
@@ -110,12 +117,9 @@ func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opt
 		pub:    pub,
 		cfg:    cfg,
 		log:    cfg.logger.With("component", "events.expiry", "bucket", bucket, "consumer", cfg.durable),
-		seen: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_expiry_messages_total",
-			Help: "Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
-		}, []string{"outcome"})),
-		ring: make([]uint64, recentSeqs),
-		set:  make(map[uint64]struct{}, recentSeqs),
+		seen:   seen,
+		ring:   make([]uint64, recentSeqs),
+		set:    make(map[uint64]struct{}, recentSeqs),
 	}
 	for _, o := range []string{expExpired, expOther, expUndecodable, expDuplicate} {
 		w.seen.WithLabelValues(o)
@@ -142,7 +146,7 @@ func (w *ExpiryWatcher) ConsumerConfig() jetstream.ConsumerConfig {
 func (w *ExpiryWatcher) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state != 0 {
+	if w.state != stateNew {
 		return ErrStarted
 	}
 	var cons jetstream.Consumer
@@ -163,7 +167,7 @@ func (w *ExpiryWatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("events: expiry consume: %w", kvstore.MapError(err))
 	}
 	w.cc = cc
-	w.state = 1
+	w.state = stateRunning
 	w.log.Info("expiry watcher started")
 	return nil
 }
@@ -172,12 +176,12 @@ func (w *ExpiryWatcher) Start(ctx context.Context) error {
 // consume loop. Safe to call more than once, and before Start.
 func (w *ExpiryWatcher) Stop() {
 	w.mu.Lock()
-	if w.state != 1 {
-		w.state = 2
+	if w.state != stateRunning {
+		w.state = stateStopped
 		w.mu.Unlock()
 		return
 	}
-	w.state = 2
+	w.state = stateStopped
 	cc := w.cc
 	w.mu.Unlock()
 	cc.Drain()

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or a constructor
@@ -298,20 +299,23 @@ func checkName(name string) error {
 	return nil
 }
 
-// counterVec registers c on reg and returns the collector to use: c, or the
-// one already registered under the same name (so several components can
-// share a registerer).
-func counterVec(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
-	if reg == nil {
-		return c
+// counterVec registers c on reg (promreg.Register: an equal collector
+// already registered is shared, so several components can share a
+// registerer) and returns the collector to use.
+func counterVec(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
 	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if ex, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return ex
-			}
-		}
-	}
-	return c
+	return c, nil
 }
+
+// lifecycle is the state of a Settler or an ExpiryWatcher: new until Start,
+// running until Stop, then stopped for good.
+type lifecycle int
+
+const (
+	stateNew lifecycle = iota
+	stateRunning
+	stateStopped
+)

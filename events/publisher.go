@@ -67,18 +67,22 @@ func NewPublisher(nc *nats.Conn, prefix string, logger *slog.Logger, opts ...Opt
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	outcome, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_events_published_total",
+		Help: "Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	p := &Publisher{
-		nc:   nc,
-		subj: subj,
-		log:  logger.With("component", "events.publisher"),
-		now:  cfg.now,
-		q:    make(chan outMsg, cfg.queueSize),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-		outcome: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_published_total",
-			Help: "Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",
-		}, []string{"outcome"})),
+		nc:      nc,
+		subj:    subj,
+		log:     logger.With("component", "events.publisher"),
+		now:     cfg.now,
+		q:       make(chan outMsg, cfg.queueSize),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		outcome: outcome,
 	}
 	for _, o := range []string{pubOK, pubDropped, pubError} {
 		p.outcome.WithLabelValues(o)

@@ -81,7 +81,7 @@ type Settler struct {
 	applied *prometheus.CounterVec
 
 	mu    sync.Mutex
-	state int // 0 new, 1 running, 2 stopped
+	state lifecycle
 	cc    jetstream.ConsumeContext
 
 	sem     chan struct{}  // one slot per handler in flight
@@ -117,18 +117,22 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	if cfg.durable == "" {
 		cfg.durable = DefaultSettlerDurable
 	}
+	applied, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_events_applied_total",
+		Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
+	}, []string{"op", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	s := &Settler{
-		js:    js,
-		store: store,
-		subj:  subj,
-		cfg:   cfg,
-		log:   cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
-		applied: counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_events_applied_total",
-			Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
-		}, []string{"op", "outcome"})),
-		sem:  make(chan struct{}, cfg.concurrency),
-		quit: make(chan struct{}),
+		js:      js,
+		store:   store,
+		subj:    subj,
+		cfg:     cfg,
+		log:     cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
+		applied: applied,
+		sem:     make(chan struct{}, cfg.concurrency),
+		quit:    make(chan struct{}),
 	}
 	for _, op := range []string{opSettle, opRelease} {
 		for _, o := range []string{outcomeOK, outcomeLost, outcomeInvalid, outcomeMalformed, outcomeUnavailable, outcomeError} {
@@ -175,7 +179,7 @@ func (s *Settler) ConsumerConfig() jetstream.ConsumerConfig {
 func (s *Settler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != 0 {
+	if s.state != stateNew {
 		return ErrStarted
 	}
 	// Retried: on a cluster that is still forming, a create can hang or
@@ -204,7 +208,7 @@ func (s *Settler) Start(ctx context.Context) error {
 		return fmt.Errorf("events: settle consume: %w", kvstore.MapError(err))
 	}
 	s.cc = cc
-	s.state = 1
+	s.state = stateRunning
 	s.log.Info("settler started")
 	return nil
 }
@@ -215,12 +219,12 @@ func (s *Settler) Start(ctx context.Context) error {
 // once, and before Start.
 func (s *Settler) Stop() {
 	s.mu.Lock()
-	if s.state != 1 {
-		s.state = 2
+	if s.state != stateRunning {
+		s.state = stateStopped
 		s.mu.Unlock()
 		return
 	}
-	s.state = 2
+	s.state = stateStopped
 	cc := s.cc
 	s.mu.Unlock()
 	close(s.quit)

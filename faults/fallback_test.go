@@ -71,7 +71,7 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fleet, err := quota.NewFleet(client, local, store, quota.WithBudget(budget))
+		fleet, err := quota.NewFleet(client, local, store) // the budget is the client's
 		if err != nil {
 			t.Fatal(err)
 		}

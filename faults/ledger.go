@@ -12,9 +12,10 @@
 //     id is stored twice;
 //   - at most one winner per dedupe key: all 202 and 200 answers for a key
 //     name one hook id (a node that answers from its node-local fallback
-//     does not dedupe against other nodes: DESIGN.md "Failure semantics";
-//     the Report counts such splits and the scenario decides whether it
-//     may have any);
+//     still takes the claim in the fleet's KV claim store, so it dedupes
+//     against every other node: docs/DESIGN.md "Failure semantics"; the
+//     Report counts splits and the scenario decides whether it may have
+//     any);
 //   - counts never above their max: every granted reserve returns a count
 //     <= max, and the slots the clients hold at once never exceed max;
 //   - the replay store never holds more than its capacity.

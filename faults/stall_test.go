@@ -111,10 +111,9 @@ func TestServerStall(t *testing.T) {
 	frozen := time.Now()
 	// Hooks sent to the node whose server is frozen: 503, never 2xx.
 	type answer struct {
-		code  int
-		retry string
-		took  time.Duration
-		err   error
+		code int
+		took time.Duration
+		err  error
 	}
 	answers := make([]answer, 8)
 	var hw sync.WaitGroup

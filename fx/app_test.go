@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,7 +119,7 @@ func TestExternalNATS(t *testing.T) {
 // With auth set on the embedded server, clients must present it.
 func TestEmbeddedAuthRequired(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-token", "s3cret")
 	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
@@ -134,22 +133,12 @@ func TestEmbeddedAuthRequired(t *testing.T) {
 	nc.Close()
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // Embedded cluster mode: three sluice nodes whose embedded servers form a
 // nats-server cluster with R3 buckets and streams; a key claimed through one
 // node is a duplicate through another, and every node sees the hook.
 func TestEmbeddedCluster(t *testing.T) {
 	t.Parallel()
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)}
 	routes := ""
 	for i, p := range ports {
 		if i > 0 {

@@ -147,18 +147,13 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	common := []quota.Option{
-		quota.WithPrefix(cfg.Prefix),
-		quota.WithPartitions(cfg.Partitions),
-		quota.WithBudget(cfg.StoreTimeout),
-		quota.WithPendingTTL(cfg.PendingTTL),
-		quota.WithLogger(log.With("component", "quota")),
-	}
-	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, append(common, quota.WithRegisterer(reg))...)
+	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
+	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
+	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, common...)
+	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +161,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	fleet, err := quota.NewFleet(client, local, ev.Claims, append(common, quota.WithRegisterer(reg))...)
+	fleet, err := quota.NewFleet(client, local, ev.Claims, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +277,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		PendingTTL:   cfg.PendingTTL,
 		DedupeTTL:    cfg.DedupeTTL,
 		StoreTimeout: cfg.StoreTimeout,
+		MaxPayload:   n.Conn.MaxPayload,
 		AdminToken:   cfg.AdminToken.Reveal(),
 		Ready: func() error {
 			if !ready.Load() {
@@ -312,12 +308,27 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	served := make(chan struct{})
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
+			// A body over the NATS max payload could never be stored:
+			// refuse a configured limit that does not fit rather than
+			// answer 503 forever; the built-in default is lowered to fit
+			// (413 beyond). Checked on start, so the NATS parts stop again.
+			if body, field, explicit := cfg.LargestBody(); body+edge.HookOverheadBytes > n.Conn.MaxPayload() {
+				if explicit {
+					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
+						field, body, edge.HookOverheadBytes, n.Conn.MaxPayload())
+				}
+				log.Warn("the NATS server's max_payload is below the default max_body_bytes plus headers: larger bodies get 413",
+					"max_payload", n.Conn.MaxPayload(), "max_body_bytes", body-(body+edge.HookOverheadBytes-n.Conn.MaxPayload()))
+			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("--http-addr %s: %w", cfg.HTTPAddr, err)
 			}
 			addr := ln.Addr().String()
 			out.Addr.Store(&addr)
+			if cfg.HTTPMaxConns > 0 {
+				ln = newLimitListener(ln, cfg.HTTPMaxConns)
+			}
 			if cfg.TLSCert != "" {
 				cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 				if err != nil {
@@ -339,6 +350,10 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 				scheme = "https"
 			}
 			log.Info("edge listening", "url", scheme+"://"+addr)
+			if cfg.OpenQuickstart {
+				log.Warn("no tenants configured: accepting any tenant and source with the defaults, unsigned; allowed on a loopback --http-addr only. List tenants in --config for anything else",
+					"http_addr", addr)
+			}
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
@@ -363,6 +378,10 @@ func (p policy) Source(tenant, source string) (edge.Source, error) {
 		return edge.Source{}, fmt.Errorf("%w: %w", edge.ErrUnknownSource, err)
 	}
 	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
+	if s.Limits != nil {
+		l := edgeLimits(*s.Limits)
+		out.Limits = &l
+	}
 	if s.Verifier != nil {
 		v := s.Verifier
 		out.Verify = func(h http.Header, body []byte, now time.Time) (edge.Verified, error) {
@@ -379,10 +398,14 @@ func (p policy) Source(tenant, source string) (edge.Source, error) {
 func limitsFunc(cfg *config.Config) edge.LimitsFunc {
 	return func(tenant string) (edge.Limits, string) {
 		l, origin := cfg.Limits(tenant)
-		return edge.Limits{
-			Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
-			Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
-		}, string(origin)
+		return edgeLimits(l), string(origin)
+	}
+}
+
+func edgeLimits(l config.Limits) edge.Limits {
+	return edge.Limits{
+		Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
+		Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
 	}
 }
 

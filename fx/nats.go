@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
@@ -52,17 +53,34 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 	}
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{
-			Name:          "",
-			StoreDir:      filepath.Join(cfg.DataDir, "jetstream"),
-			Listen:        cfg.NATSListen,
-			ClusterName:   cfg.ClusterName,
-			ClusterListen: cfg.ClusterListen,
-			Routes:        cfg.Routes,
-			User:          cfg.NATS.User,
-			Password:      cfg.NATS.Password.Reveal(),
-			Token:         cfg.NATS.Token.Reveal(),
-			Logger:        log.With("component", "nats-server"),
-			SyncAlways:    cfg.SyncAlways,
+			Name:           "",
+			StoreDir:       filepath.Join(cfg.DataDir, "jetstream"),
+			Listen:         cfg.NATSListen,
+			ClusterName:    cfg.ClusterName,
+			ClusterListen:  cfg.ClusterListen,
+			Routes:         cfg.Routes,
+			User:           cfg.NATS.User,
+			Password:       cfg.NATS.Password.Reveal(),
+			Token:          cfg.NATS.Token.Reveal(),
+			NKeySeedFile:   cfg.NATS.NKey,
+			TLSCert:        cfg.NATS.TLSCert,
+			TLSKey:         cfg.NATS.TLSKey,
+			TLSCA:          cfg.NATS.TLSCA,
+			ClusterToken:   cfg.ClusterToken.Reveal(),
+			ClusterTLSCert: cfg.ClusterTLS.Cert,
+			ClusterTLSKey:  cfg.ClusterTLS.Key,
+			ClusterTLSCA:   cfg.ClusterTLS.CA,
+			Logger:         log.With("component", "nats-server"),
+			SyncAlways:     cfg.SyncAlways,
+		}
+		for _, u := range cfg.NATSUsers {
+			perms, err := authz.For(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, u.Tenants)
+			if err != nil {
+				return nil, fmt.Errorf("config: nats_users.%s: %w", u.Name, err)
+			}
+			srvCfg.Users = append(srvCfg.Users, natsembed.User{
+				Name: u.Name, Password: u.Password.Reveal(), NKey: u.NKey, Publish: perms.Publish, Subscribe: perms.Subscribe,
+			})
 		}
 		if err := os.MkdirAll(srvCfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)

@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/timeconv"
 )
 
 // Errors returned by this package. Each is returned wrapped with detail;
@@ -192,13 +194,4 @@ func Micros(t time.Time) int64 { return t.UnixMicro() }
 // CeilSeconds rounds d up to whole seconds, 0 for d <= 0: the delta-seconds of
 // Retry-After (callers raise it to >= 1) and the t= and w= of the RateLimit
 // headers.
-func CeilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
+func CeilSeconds(d time.Duration) int64 { return timeconv.Ceil(d, time.Second) }

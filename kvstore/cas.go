@@ -164,9 +164,6 @@ func (b *Bucket) Name() string { return b.name }
 // KV is the plain nats.go handle (watchers, listing).
 func (b *Bucket) KV() jetstream.KeyValue { return b.kv }
 
-// JetStream is the JetStream context the bucket was opened with.
-func (b *Bucket) JetStream() jetstream.JetStream { return b.js }
-
 // Subject is the subject a key is stored under.
 func (b *Bucket) Subject(key string) string { return b.prefix + key }
 
@@ -302,12 +299,6 @@ func parseTTL(v string) time.Duration {
 		return time.Duration(n) * time.Second
 	}
 	return 0
-}
-
-// IsMarker reports whether a watched entry is a delete, purge or expiry
-// marker rather than a value.
-func IsMarker(e jetstream.KeyValueEntry) bool {
-	return e.Operation() != jetstream.KeyValuePut
 }
 
 // GetLeader reads the live value of key from the stream leader, through the

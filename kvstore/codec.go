@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // ErrInvalidToken is returned by DecodeToken for a string that EncodeToken
@@ -34,12 +36,10 @@ const hexDigits = "0123456789ABCDEF"
 // emptyToken is the encoding of the empty string.
 const emptyToken = "="
 
-func plain(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
-}
+func plain(b byte) bool { return names.Plain(b) }
 
-// EncodedLen is the length of EncodeToken(s) without building it.
-func EncodedLen(s string) int {
+// encodedLen is the length of EncodeToken(s) without building it.
+func encodedLen(s string) int {
 	if s == "" {
 		return len(emptyToken)
 	}
@@ -71,7 +71,7 @@ func EncodeToken(s string) string {
 		return s
 	}
 	var b strings.Builder
-	b.Grow(EncodedLen(s))
+	b.Grow(encodedLen(s))
 	appendToken(&b, s)
 	return b.String()
 }
@@ -145,7 +145,7 @@ func Join(parts ...string) string {
 	var b strings.Builder
 	n := len(parts)
 	for _, p := range parts {
-		n += EncodedLen(p)
+		n += encodedLen(p)
 	}
 	b.Grow(n)
 	for i, p := range parts {

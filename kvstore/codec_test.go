@@ -29,8 +29,8 @@ func TestEncodeTokenTable(t *testing.T) {
 		if err != nil || back != c.in {
 			t.Errorf("DecodeToken(%q) = %q, %v; want %q", c.want, back, err, c.in)
 		}
-		if EncodedLen(c.in) != len(c.want) {
-			t.Errorf("EncodedLen(%q) = %d, want %d", c.in, EncodedLen(c.in), len(c.want))
+		if encodedLen(c.in) != len(c.want) {
+			t.Errorf("encodedLen(%q) = %d, want %d", c.in, encodedLen(c.in), len(c.want))
 		}
 	}
 }

@@ -3,6 +3,8 @@ package kvstore
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // DefaultPrefix is the default subject prefix and bucket name stem.
@@ -11,18 +13,8 @@ const DefaultPrefix = "sluice"
 // ValidatePrefix checks a subject prefix: one or more '.'-separated tokens of
 // [A-Za-z0-9_-], at most 64 bytes.
 func ValidatePrefix(p string) error {
-	if p == "" || len(p) > 64 {
-		return fmt.Errorf("prefix must be 1..64 bytes, got %d", len(p))
-	}
-	for _, tok := range strings.Split(p, ".") {
-		if tok == "" {
-			return fmt.Errorf("prefix %q has an empty token", p)
-		}
-		for i := 0; i < len(tok); i++ {
-			if !plain(tok[i]) {
-				return fmt.Errorf("prefix %q: byte %q not allowed (use [A-Za-z0-9_-] and '.')", p, tok[i])
-			}
-		}
+	if err := names.ValidatePrefix(p); err != nil {
+		return fmt.Errorf("prefix: %w", err)
 	}
 	return nil
 }

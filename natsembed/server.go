@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 )
 
@@ -38,6 +40,25 @@ type ServerConfig struct {
 	Routes        []string
 	// Auth required of clients of this server (all optional, at most one kind).
 	User, Password, Token string
+	// Users are users confined by subject permissions (see package authz
+	// for sluice's roles). With any, User/Password and NKeySeedFile are
+	// users without restrictions, and Connect signs in as an internal
+	// unrestricted user when neither is set. Not with Token.
+	Users []User
+	// NKeySeedFile is the path of an nkey user seed: clients must sign in
+	// with that nkey (its public key is the server's user); Connect does.
+	NKeySeedFile string
+	// TLSCert and TLSKey serve TLS on the client listener (clients must use
+	// it; in-process connections need not). With TLSCA, clients must also
+	// present a certificate signed by it.
+	TLSCert, TLSKey, TLSCA string
+	// ClusterToken, when set, is required of every route (user
+	// RouteUser, password ClusterToken), and given to the routes this
+	// server dials.
+	ClusterToken string
+	// ClusterTLSCert, ClusterTLSKey and ClusterTLSCA make routes use mutual
+	// TLS: each side presents its certificate, verified with ClusterTLSCA.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 	// Logger receives the server's own log at warn level and above (nil: none).
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept connections
@@ -51,10 +72,24 @@ type ServerConfig struct {
 	SyncAlways bool
 }
 
+// User is a client of the server with a password or an nkey (public key),
+// allowed to publish and subscribe only to the listed subjects.
+type User struct {
+	Name, Password, NKey string
+	Publish, Subscribe   []string
+}
+
+// RouteUser is the user name routes authenticate as (with ClusterToken).
+const RouteUser = "sluice-route"
+
 // Server is a running embedded nats-server.
 type Server struct {
-	ns  *server.Server
-	cfg ServerConfig
+	ns   *server.Server
+	cfg  ServerConfig
+	nkey nats.Option // in-process sign-in with NKeySeedFile (nil: none)
+	// internal is the generated unrestricted user Connect signs in as
+	// (with Users and no User/NKeySeedFile).
+	internal *server.User
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -121,12 +156,59 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			}
 			opts.Routes = server.RoutesFromStr(joinComma(urls))
 		}
+		if cfg.ClusterToken != "" {
+			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.ClusterToken
+			for _, u := range opts.Routes {
+				u.User = url.UserPassword(RouteUser, cfg.ClusterToken)
+			}
+		}
+		if cfg.ClusterTLSCert != "" || cfg.ClusterTLSCA != "" {
+			if cfg.ClusterTLSCert == "" || cfg.ClusterTLSCA == "" {
+				return nil, fmt.Errorf("%w: route TLS needs a certificate, its key and a CA", ErrServerStart)
+			}
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+				CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey, CaFile: cfg.ClusterTLSCA, Verify: true,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%w: route TLS: %w", ErrServerStart, err)
+			}
+			// Routes dial each other: the CA also verifies the server side
+			// (as nats-server's own cluster tls block does).
+			tc.RootCAs = tc.ClientCAs
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 2
+		}
 	}
+	var nkeyOpt nats.Option
 	switch {
 	case cfg.Token != "":
 		opts.Authorization = cfg.Token
 	case cfg.User != "":
 		opts.Username, opts.Password = cfg.User, cfg.Password
+	case cfg.NKeySeedFile != "":
+		pub, opt, err := nkeyUser(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey: %w", ErrServerStart, err)
+		}
+		opts.Nkeys, nkeyOpt = []*server.NkeyUser{{Nkey: pub}}, opt
+	}
+	var internal *server.User
+	if len(cfg.Users) > 0 {
+		var err error
+		if internal, err = addUsers(opts, cfg); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+		}
+	}
+	if cfg.TLSCert != "" || cfg.TLSCA != "" {
+		if cfg.TLSCert == "" {
+			return nil, fmt.Errorf("%w: client TLS needs a certificate and its key (a CA alone verifies nothing)", ErrServerStart)
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+			CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CaFile: cfg.TLSCA, Verify: cfg.TLSCA != "",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: client TLS: %w", ErrServerStart, err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, cfg.TLSCA != "", 2
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -145,7 +227,66 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg}, nil
+	return &Server{ns: ns, cfg: cfg, nkey: nkeyOpt, internal: internal}, nil
+}
+
+// addUsers moves the server's auth to users: cfg.Users with their
+// permissions, plus an unrestricted user for sluice itself (cfg.User, the
+// nkey already in opts.Nkeys, or a generated one, returned).
+func addUsers(opts *server.Options, cfg ServerConfig) (*server.User, error) {
+	if cfg.Token != "" {
+		return nil, errors.New("users and a token cannot be combined")
+	}
+	var internal *server.User
+	switch {
+	case opts.Username != "":
+		opts.Users = append(opts.Users, &server.User{Username: opts.Username, Password: opts.Password})
+		opts.Username, opts.Password = "", ""
+	case len(opts.Nkeys) == 0:
+		internal = &server.User{Username: "sluice-node-" + nuid.Next(), Password: nuid.Next() + nuid.Next()}
+		opts.Users = append(opts.Users, internal)
+	}
+	for _, u := range cfg.Users {
+		perms := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: u.Publish},
+			Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+		}
+		switch {
+		case u.NKey != "" && u.Password == "":
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
+		case u.NKey == "" && u.Password != "" && u.Name != "":
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: perms})
+		default:
+			return nil, fmt.Errorf("user %q: a name with a password, or an nkey", u.Name)
+		}
+	}
+	return internal, nil
+}
+
+// nkeyUser reads an nkey user seed file: its public key and the client
+// option that signs in with it.
+func nkeyUser(path string) (string, nats.Option, error) {
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(seed)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return "", nil, fmt.Errorf("%s: not a user nkey seed (want SU…)", path)
+	}
+	kp.Wipe()
+	opt, err := nats.NkeyOptionFromSeed(path)
+	if err != nil {
+		return "", nil, err
+	}
+	return pub, opt, nil
 }
 
 // NATS is the underlying server, for tests and advanced wiring.
@@ -176,6 +317,10 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 		base = append(base, nats.Token(s.cfg.Token))
 	case s.cfg.User != "":
 		base = append(base, nats.UserInfo(s.cfg.User, s.cfg.Password))
+	case s.nkey != nil:
+		base = append(base, s.nkey)
+	case s.internal != nil:
+		base = append(base, nats.UserInfo(s.internal.Username, s.internal.Password))
 	}
 	return nats.Connect("", append(base, opts...)...)
 }

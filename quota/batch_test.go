@@ -16,6 +16,8 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -32,7 +34,7 @@ func tenantsIn(p, n int, stem string) []string {
 
 // frameExchange sends a raw frame to subject and collects reply frames
 // until every one of want items is answered (or timeout).
-func frameExchange(t *testing.T, nc *nats.Conn, subject string, frame []byte, want int) map[int]wireAnswer {
+func frameExchange(t *testing.T, nc *nats.Conn, subject string, req []byte, want int) map[int]frame.ReplyAnswer {
 	t.Helper()
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, 16)
@@ -41,34 +43,34 @@ func frameExchange(t *testing.T, nc *nats.Conn, subject string, frame []byte, wa
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: frame}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: req}); err != nil {
 		t.Fatal(err)
 	}
-	got := map[int]wireAnswer{}
+	got := map[int]frame.ReplyAnswer{}
 	timeout := time.After(10 * time.Second)
 	for len(got) < want {
 		select {
 		case m := <-ch:
-			if !isFrame(m.Data) {
+			if !frame.Is(m.Data) {
 				t.Fatalf("reply is not a frame: headers %v data %q", m.Header, m.Data)
 			}
-			f, err := decodeReplyHeader(m.Data)
+			f, err := frame.DecodeReply(m.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for range f.count {
-				var a wireAnswer
-				if err := f.next(&a); err != nil {
+			for range f.Count {
+				var a frame.ReplyAnswer
+				if err := f.Next(&a); err != nil {
 					t.Fatal(err)
 				}
-				if _, dup := got[a.index]; dup {
-					t.Fatalf("item %d answered twice", a.index)
+				if _, dup := got[a.Index]; dup {
+					t.Fatalf("item %d answered twice", a.Index)
 				}
-				a.reason = append([]byte(nil), a.reason...)
-				a.hookID = append([]byte(nil), a.hookID...)
-				got[a.index] = a
+				a.Reason = append([]byte(nil), a.Reason...)
+				a.HookID = append([]byte(nil), a.HookID...)
+				got[a.Index] = a
 			}
-			if !f.done() {
+			if !f.Done() {
 				t.Fatal("trailing bytes in a reply frame")
 			}
 		case <-timeout:
@@ -112,35 +114,35 @@ func TestFrameMixedItems(t *testing.T) {
 		7: {Charges: []Charge{hooks("elsewhere", 1)}},                                                                          // misrouted (claims partition 5)
 		8: {Claim: &ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                 // invalid
 	}
-	frame := appendFrameHeader(nil, len(items))
+	fr := frame.AppendRequestHeader(nil, len(items))
 	for i := range items {
-		frame = appendHitItem(frame, 5, 1000, &items[i])
+		fr = appendHitItem(fr, 5, 1000, &items[i])
 	}
 	if Partition("elsewhere", DefaultPartitions) == 5 {
 		t.Fatal("pick another misrouted tenant")
 	}
-	got := frameExchange(t, k.Conn, MemberSubject(e.prefix, w.ID()), frame, len(items))
+	got := frameExchange(t, k.Conn, memberSubject(e.prefix, w.ID()), fr, len(items))
 	want := []struct {
 		status byte
 		result string
 	}{
-		{stAnswered, ResultOK}, {stAnswered, ResultRateLimited}, {stInvalid, ""}, {stAnswered, ResultOK},
-		{stAnswered, ResultRateLimited}, {stAnswered, ResultDuplicate}, {stInvalid, ""}, {stInvalid, ""}, {stInvalid, ""},
+		{frame.StatusAnswered, ResultOK}, {frame.StatusAnswered, ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, ResultOK},
+		{frame.StatusAnswered, ResultRateLimited}, {frame.StatusAnswered, ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
 	}
 	for i, w := range want {
 		a := got[i]
-		if a.status != w.status || w.status == stAnswered && resultCodes[a.result] != w.result {
-			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.status, resultCodes[a.result], a.reason, w.status, w.result)
+		if a.Status != w.status || w.status == frame.StatusAnswered && resultCodes[a.Result] != w.result {
+			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.Status, resultCodes[a.Result], a.Reason, w.status, w.result)
 		}
 	}
-	if a := got[0]; a.nLimits != 1 || a.limits[0].remaining != 1 {
-		t.Errorf("item 0 limits %+v", a.limits[:a.nLimits])
+	if a := got[0]; a.NLimits != 1 || a.Limits[0].Remaining != 1 {
+		t.Errorf("item 0 limits %+v", a.Limits[:a.NLimits])
 	}
-	if a := got[3]; a.revision == 0 || string(a.hookID) != "h3" || a.nLimits != 1 || a.limits[0].remaining != 0 {
+	if a := got[3]; a.Revision == 0 || string(a.HookID) != "h3" || a.NLimits != 1 || a.Limits[0].Remaining != 0 {
 		t.Errorf("item 3: %+v", a)
 	}
-	if a := got[5]; string(a.hookID) != "first" {
-		t.Errorf("item 5 hook id %q", a.hookID)
+	if a := got[5]; string(a.HookID) != "first" {
+		t.Errorf("item 5 hook id %q", a.HookID)
 	}
 	// Nothing of the duplicate, the denials or the invalid items was spent:
 	// ts[3] has its whole burst of 5, ts[2] its burst of 1.
@@ -151,7 +153,7 @@ func TestFrameMixedItems(t *testing.T) {
 		}
 	}
 	// A frame that does not parse is one 400, like malformed JSON.
-	msg, err := k.Conn.Request(MemberSubject(e.prefix, w.ID()), []byte{frameMagic, frameVersion, 1, 9}, 5*time.Second)
+	msg, err := k.Conn.Request(memberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("malformed frame: %v %v", msg, err)
 	}
@@ -159,31 +161,14 @@ func TestFrameMixedItems(t *testing.T) {
 
 // holdLane makes the lane of partition n gather (as if its window were
 // full) and returns a function that sends what gathered as one frame.
-func holdLane(c *Client, n int) (l *lane, flush func()) {
-	l = c.co.route[n].Load()
-	l.mu.Lock()
-	l.waiting = laneWindow
-	l.mu.Unlock()
-	return l, func() {
-		l.mu.Lock()
-		l.waiting = 1 // the slot flush's frame takes
-		l.mu.Unlock()
-		c.co.release(l)
-	}
-}
-
-func queued(l *lane) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.queue)
-}
+func holdLane(c *Client, n int) (queued func() int, flush func()) { return c.co.Hold(n) }
 
 func TestCoalescedCallsShareAFrame(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
 	ts := tenantsIn(9, 3, "co-")
-	l, flush := holdLane(c, 9)
+	queued, flush := holdLane(c, 9)
 	type res struct {
 		rep HitReply
 		err error
@@ -203,11 +188,11 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 			out[i] = res{rep, err}
 		})
 	}
-	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == len(calls) }, "all calls queued in the lane")
-	frames := c.co.frames.Load()
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == len(calls) }, "all calls queued in the lane")
+	frames := c.co.Frames()
 	flush()
 	wg.Wait()
-	if n := c.co.frames.Load() - frames; n != 1 {
+	if n := c.co.Frames() - frames; n != 1 {
 		t.Fatalf("%d frames for %d coalesced calls", n, len(calls))
 	}
 	results := map[string]int{}
@@ -250,7 +235,7 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
-		items, err := decodeRequestFrame(m.Data, nil)
+		items, err := frame.DecodeRequest(m.Data, nil)
 		if err != nil {
 			t.Errorf("decode: %v", err)
 			return
@@ -258,9 +243,9 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 		mu.Lock()
 		sizes = append(sizes, len(items))
 		mu.Unlock()
-		b := appendReplyHeader(nil, false, "", len(items))
+		b := frame.AppendReplyHeader(nil, false, "", len(items))
 		for i := range items {
-			b = appendAnswer(b, &answer{index: i, result: 1})
+			b = frame.AppendAnswer(b, &frame.Answer{Index: i, Result: 1})
 		}
 		_ = m.Respond(b)
 	})
@@ -338,7 +323,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn, WithBudget(5*time.Second))
 	ts := tenantsIn(3, 2, "dl-")
-	l, flush := holdLane(c, 3)
+	queued, flush := holdLane(c, 3)
 
 	type res struct {
 		rep HitReply
@@ -362,7 +347,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 		call(&long, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
 	})
 	wg.Go(func() { call(&quick, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}}) })
-	testkit.Eventually(t, 5*time.Second, func() bool { return queued(l) == 3 }, "three calls queued")
+	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == 3 }, "three calls queued")
 	flush()
 	wg.Wait()
 
@@ -473,7 +458,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	if int64(decided) != oks.Load() || oks.Load() != sent.Load() {
 		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
 	}
-	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.frames.Load(), float64(c.co.items.Load())/float64(c.co.frames.Load()))
+	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.Frames(), float64(c.co.Items())/float64(c.co.Frames()))
 }
 
 // TestLegacyOwnerGetsJSON: an owner that predates frames answers a frame
@@ -524,13 +509,13 @@ func TestBigHitsGoAsJSON(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	frames := c.co.frames.Load()
-	key := string(make([]byte, maxItemBytes)) // NUL bytes: a valid key
+	frames := c.co.Frames()
+	key := string(make([]byte, coalesce.MaxItemBytes)) // NUL bytes: a valid key
 	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("big", 1)}, Claim: &ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
 	if err != nil || rep.Result != ResultOK || rep.Revision == 0 {
 		t.Fatalf("big claim: %+v %v", rep, err)
 	}
-	if c.co.frames.Load() != frames {
-		t.Fatal("a hit over maxItemBytes went in a frame")
+	if c.co.Frames() != frames {
+		t.Fatal("a hit over coalesce.MaxItemBytes went in a frame")
 	}
 }

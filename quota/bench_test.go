@@ -79,7 +79,7 @@ func BenchmarkHit(b *testing.B) {
 			b.Run(mode.name+"/"+cname+"/inflight64", func(b *testing.B) {
 				var f0, i0 int64
 				if c.co != nil {
-					f0, i0 = c.co.frames.Load(), c.co.items.Load()
+					f0, i0 = c.co.Frames(), c.co.Items()
 				}
 				b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 				b.RunParallel(func(pb *testing.PB) {
@@ -92,8 +92,8 @@ func BenchmarkHit(b *testing.B) {
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
 				if c.co != nil {
-					if f := c.co.frames.Load() - f0; f > 0 {
-						b.ReportMetric(float64(c.co.items.Load()-i0)/float64(f), "hits/frame")
+					if f := c.co.Frames() - f0; f > 0 {
+						b.ReportMetric(float64(c.co.Items()-i0)/float64(f), "hits/frame")
 					}
 				}
 			})
@@ -102,7 +102,7 @@ func BenchmarkHit(b *testing.B) {
 }
 
 // BenchmarkClaimCreate compares the two ways an owner can keep 64 claim
-// creates in flight (DESIGN.md "pipelining"): 64 goroutines each doing a
+// creates in flight (docs/DESIGN.md "pipelining"): 64 goroutines each doing a
 // synchronous create (kvstore.Bucket.Create: what claims.KV does), and one
 // goroutine keeping 64 async publishes in flight
 // (jetstream.PublishMsgAsync with expected-last-subject-sequence 0 and a

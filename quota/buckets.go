@@ -9,9 +9,9 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
-// LeasesBucket is the configuration of the bucket holding the fleet's
+// leasesBucket is the configuration of the bucket holding the fleet's
 // partition count, member heartbeats and partition leases for prefix.
-func LeasesBucket(prefix string, replicas int) kvstore.BucketConfig {
+func leasesBucket(prefix string, replicas int) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:        kvstore.BucketNames(prefix).Leases,
 		Description: "sluice quota: partition count, member heartbeats, partition leases",
@@ -19,9 +19,9 @@ func LeasesBucket(prefix string, replicas int) kvstore.BucketConfig {
 	}
 }
 
-// CountsBucket is the configuration of the bucket holding reserve/release
+// countsBucket is the configuration of the bucket holding reserve/release
 // counters for prefix.
-func CountsBucket(prefix string, replicas int) kvstore.BucketConfig {
+func countsBucket(prefix string, replicas int) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:        kvstore.BucketNames(prefix).Counts,
 		Description: "sluice quota: reserve/release counters",
@@ -35,10 +35,10 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, rep
 	if err := kvstore.ValidatePrefix(prefix); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
-	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(prefix, replicas)); err != nil {
+	if leases, err = kvstore.OpenBucket(ctx, js, leasesBucket(prefix, replicas)); err != nil {
 		return nil, nil, err
 	}
-	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(prefix, replicas)); err != nil {
+	if counts, err = kvstore.OpenBucket(ctx, js, countsBucket(prefix, replicas)); err != nil {
 		return nil, nil, err
 	}
 	return leases, counts, nil

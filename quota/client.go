@@ -11,10 +11,12 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Client calls the partition owners directly: it routes each request to
-// PartitionSubject(prefix, Partition(tenant or principal, P)) in one round
+// <prefix>.v1.quota.p.<Partition(tenant or principal, P)> in one round
 // trip. Every call has a deadline: ctx's, or the budget when ctx has none.
 // No responders (a partition changing hands) is retried with a short backoff
 // inside the deadline; past it the call fails with ErrUnavailable.
@@ -24,26 +26,26 @@ type Client struct {
 	p        int
 	budget   time.Duration
 	subjects []string
-	co       *coalescer // nil: one JSON request per hit (WithCoalescing(false))
+	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
 }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
 // ErrInvalid), WithBudget, WithCoalescing.
-func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, ClientOption.applyClient)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions)}
 	for n := range c.subjects {
-		c.subjects[n] = PartitionSubject(cfg.prefix, n)
+		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
 	if !cfg.noCoalesce {
-		c.co = newCoalescer(nc, c.subjects)
+		c.co = coalesce.New(nc, c.subjects)
 	}
 	return c, nil
 }
@@ -61,11 +63,11 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // request, ErrUnavailable when the owner did not answer within the
 // deadline or its store failed (nothing was spent then).
 func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	if err := validateHit(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
-	if c.co == nil || c.co.isLegacy(n) || !frameable(&r) || c.co.start() != nil {
+	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
 	// No context per call: the frame's timer answers an item at its
@@ -82,24 +84,25 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		st, reason, rep := c.co.hit(ctx, n, &r, deadline)
-		switch st {
-		case stAnswered:
-			return rep, nil
-		case stInvalid:
+		a := c.co.Hit(ctx, n, coalesced{&r}, deadline)
+		reason := a.Reason
+		switch a.Status {
+		case frame.StatusAnswered:
+			return decodeHitReply(&a, &r), nil
+		case frame.StatusInvalid:
 			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
-		case stLegacy:
+		case coalesce.Legacy:
 			ctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
 			return c.hitJSON(ctx, &r)
-		case stRetry:
-		case stTimeout:
+		case coalesce.Retry:
+		case coalesce.Timeout:
 			err := ctx.Err()
 			if err == nil {
 				err = context.DeadlineExceeded // the budget
 			}
 			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
-		default: // stUnavailable, stFailed
+		default: // frame.StatusUnavailable, coalesce.Failed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
 		wait := min(backoff, time.Until(deadline))
@@ -130,7 +133,7 @@ func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 // Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
 	r := ResetRequest{Tenant: tenant}
-	if err := validateReset(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	var rep okReply
@@ -143,7 +146,7 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
 func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	if err := validateReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return ReserveReply{}, err
 	}
 	var rep ReserveReply
@@ -154,7 +157,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, e
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply
@@ -164,7 +167,7 @@ func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, err
 
 // Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := validateCounter(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return CountReply{}, err
 	}
 	var rep CountReply

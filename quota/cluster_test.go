@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -23,7 +24,7 @@ type member struct {
 
 // fleetOf starts n workers, worker i on server i % N over its own
 // connection, and waits until their partitions match the assignment.
-func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...Option) []member {
+func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...WorkerOption) []member {
 	t.Helper()
 	ms := make([]member, n)
 	for i := range ms {
@@ -51,7 +52,7 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 		ids[i] = w.ID()
 	}
 	slices.Sort(ids)
-	want := assign(ids, ws[0].cfg.partitions)
+	want := lease.Assign(ids, ws[0].cfg.partitions)
 	testkit.Eventually(t, timeout, func() bool {
 		for _, w := range ws {
 			var mine []int
@@ -69,10 +70,10 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 }
 
 // clientsOn returns one client per server, on connections of their own.
-func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...Option) []*Client {
+func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...ClientOption) []*Client {
 	cs := make([]*Client, cl.N())
 	for i := range cs {
-		cs[i] = e.client(t, cl.Connect(t, i), append([]Option{WithBudget(5 * time.Second)}, opts...)...)
+		cs[i] = e.client(t, cl.Connect(t, i), append([]ClientOption{WithBudget(5 * time.Second)}, opts...)...)
 	}
 	return cs
 }
@@ -296,8 +297,8 @@ func TestClusterServerKill(t *testing.T) {
 	cl := testkit.Cluster(t, 3)
 	p := newPrefix()
 	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, LeasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, CountsBucket(p, 3))
+	e.leases = cl.Bucket(t, 0, leasesBucket(p, 3))
+	e.counts = cl.Bucket(t, 0, countsBucket(p, 3))
 	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
 	ms := fleetOf(t, cl, e, 3, WithPartitions(16))
 	cs := clientsOn(t, cl, e, WithPartitions(16))

@@ -13,6 +13,10 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // Fleet is the Client with a node-local fallback: when the partition owner
@@ -36,7 +40,7 @@ import (
 type Fleet struct {
 	c          *Client
 	local      *gcra.Limiter
-	mem        claims.Store // the fleet's claim store (KV), never node-local memory
+	claims     claims.Store // the fleet's claim store (KV): the fallback takes claims there, never in node memory
 	budget     time.Duration
 	now        func() time.Time
 	pendingTTL time.Duration
@@ -53,18 +57,18 @@ type Fleet struct {
 // WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL (the
 // budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...Option) (*Fleet, error) {
+func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
 		return nil, invalid("NewFleet needs a client, a local limiter and the fleet's claims store")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, FleetOption.applyFleet)
 	if err != nil {
 		return nil, err
 	}
 	f := &Fleet{
 		c:          client,
 		local:      local,
-		mem:        store,
+		claims:     store,
 		budget:     client.Budget(), // one budget for the owner call and the fallback
 		now:        cfg.now,
 		pendingTTL: cfg.pendingTTL,
@@ -76,10 +80,8 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...O
 		}, []string{"op"}),
 		counters: localCounters{m: make(map[string]*localCounter)},
 	}
-	if cfg.reg != nil {
-		if f.fallbacks, err = register(cfg.reg, f.fallbacks); err != nil {
-			return nil, err
-		}
+	if f.fallbacks, err = promreg.Register(cfg.reg, f.fallbacks); err != nil {
+		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return f, nil
 }
@@ -118,7 +120,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 // Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
 // the rest for the fallback's claim store call.
 func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
-	ctx, cancel := withBudget(ctx, f.budget)
+	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()
 	octx := ctx
 	if r.Claim != nil {
@@ -135,14 +137,6 @@ func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	return f.localHit(ctx, r)
 }
 
-// withBudget bounds ctx by budget when it has no deadline.
-func withBudget(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok || budget <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, budget)
-}
-
 func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	keys := make([]string, len(r.Charges))
 	lims := make([]gcra.Limit, len(r.Charges))
@@ -156,7 +150,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, ceilMs(d.RetryAfter)), Local: true}, nil
+		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
 	}
 	if r.Claim == nil {
 		return HitReply{Result: ResultOK, Local: true}, nil
@@ -176,26 +170,21 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
-	res, err := f.mem.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
+	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
 	cancel()
-	if err != nil || res.Outcome != claims.OK {
+	a, err := claimAnswer(res, err, nil)
+	if a.Result != frame.ResultOK {
 		now := gcra.Micros(f.now())
 		for i := range keys {
 			f.local.Refund(keys[i], lims[i], now)
 		}
 	}
-	switch {
-	case errors.Is(err, claims.ErrInvalid):
-		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	case err != nil:
-		return HitReply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case res.Outcome == claims.OK:
-		return HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
-	case res.Outcome == claims.Duplicate:
-		return HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision, Local: true}, nil
-	default:
-		return HitReply{Result: ResultPending, HookID: res.HookID, Revision: res.Revision, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Local: true}, nil
+	if err != nil {
+		return HitReply{}, err
 	}
+	rep := answerReply(&a, nil)
+	rep.Local = true
+	return rep, nil
 }
 
 // Reset resets the tenant's buckets in the fleet and locally (the local

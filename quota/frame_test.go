@@ -2,31 +2,22 @@ package quota
 
 import (
 	"bytes"
-	"encoding/binary"
 	"testing"
+
+	"github.com/sluice-dev/sluice/quota/internal/coalesce"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // appendWireHit encodes a decoded item again (the inverse of the decoder).
-func appendWireHit(b []byte, it *wireHit) []byte {
-	b = append(b, it.op)
-	b = binary.AppendUvarint(b, uint64(it.n))
-	b = binary.AppendUvarint(b, uint64(it.timeoutMs))
-	b = appendBytes(b, string(it.tenant))
-	b = binary.AppendUvarint(b, uint64(len(it.charges)))
-	for _, c := range it.charges {
-		b = appendBytes(b, string(c.kind))
-		b = binary.AppendVarint(b, c.inc)
-		b = binary.AppendVarint(b, c.cap)
+func appendWireHit(b []byte, it *frame.Item) []byte {
+	b = frame.AppendHitHead(b, it.N, it.TimeoutMs, string(it.Tenant), len(it.Charges))
+	for _, c := range it.Charges {
+		b = frame.AppendCharge(b, string(c.Kind), c.Inc, c.Cap)
 	}
-	if !it.claim {
-		return append(b, 0)
+	if !it.Claim {
+		return frame.AppendNoClaim(b)
 	}
-	b = append(b, 1)
-	b = appendBytes(b, string(it.source))
-	b = appendBytes(b, string(it.key))
-	b = appendBytes(b, string(it.hookID))
-	b = binary.AppendVarint(b, it.ttlMs)
-	return binary.AppendVarint(b, it.pendingMs)
+	return frame.AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
 }
 
 func sampleFrames() [][]byte {
@@ -37,7 +28,7 @@ func sampleFrames() [][]byte {
 	}
 	var out [][]byte
 	for k := 1; k <= len(reqs); k++ {
-		f := appendFrameHeader(nil, k)
+		f := frame.AppendRequestHeader(nil, k)
 		for i := range k {
 			f = appendHitItem(f, Partition(reqs[i].Tenant(), 64), int64(100*i), &reqs[i])
 		}
@@ -51,19 +42,19 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Charges: []Charge{hooks("acme", 3), {Kind: "custom", Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
 		{Charges: []Charge{hooks("beta", 1)}, Claim: &ClaimRequest{Tenant: "beta", Source: "gh", Key: "k-1", HookID: "h", TTLMs: 5, PendingTTLMs: 30_000}},
 	}
-	f := appendFrameHeader(nil, len(reqs))
+	f := frame.AppendRequestHeader(nil, len(reqs))
 	for i := range reqs {
 		f = appendHitItem(f, 7+i, 250, &reqs[i])
 	}
-	items, err := decodeRequestFrame(f, nil)
+	items, err := frame.DecodeRequest(f, nil)
 	if err != nil || len(items) != 2 {
 		t.Fatalf("decode: %v %d", err, len(items))
 	}
 	for i, it := range items {
-		if it.n != 7+i || it.timeoutMs != 250 {
-			t.Errorf("item %d: n %d timeout %d", i, it.n, it.timeoutMs)
+		if it.N != 7+i || it.TimeoutMs != 250 {
+			t.Errorf("item %d: n %d timeout %d", i, it.N, it.TimeoutMs)
 		}
-		got := it.request()
+		got := itemRequest(&it)
 		if got.Tenant() != reqs[i].Tenant() || len(got.Charges) != len(reqs[i].Charges) {
 			t.Fatalf("item %d: %+v", i, got)
 		}
@@ -76,39 +67,7 @@ func TestFrameRoundTrip(t *testing.T) {
 			t.Errorf("item %d claim: %+v, want %+v", i, got.Claim, reqs[i].Claim)
 		}
 	}
-	// Reply frames.
-	as := []answer{
-		{index: 1, result: 1, hookID: "h", revision: 42, limits: []limitPair{{remaining: 0, resetMs: 3600_000}}},
-		{index: 0, status: stInvalid, reason: "no"},
-		{index: 2, result: 4, retryMs: 17, limits: []limitPair{{0, 5}, {3, 0}}},
-		{index: 3, status: stNotOwner, reason: reasonNotOwner},
-	}
-	b := appendReplyHeader(nil, true, "sluice.v1.quota.m.x", len(as))
-	for i := range as {
-		b = appendAnswer(b, &as[i])
-	}
-	rf, err := decodeReplyHeader(b)
-	if err != nil || !rf.more || string(rf.route) != "sluice.v1.quota.m.x" || rf.count != len(as) {
-		t.Fatalf("reply header: %+v %v", rf, err)
-	}
-	for i, want := range as {
-		var a wireAnswer
-		if err := rf.next(&a); err != nil {
-			t.Fatalf("answer %d: %v", i, err)
-		}
-		if a.index != want.index || a.status != want.status || string(a.reason) != want.reason || a.result != want.result ||
-			string(a.hookID) != want.hookID || a.retryMs != want.retryMs || a.revision != want.revision || a.nLimits != len(want.limits) {
-			t.Errorf("answer %d: %+v, want %+v", i, a, want)
-		}
-		for k := range a.nLimits {
-			if a.limits[k] != want.limits[k] {
-				t.Errorf("answer %d limit %d: %+v", i, k, a.limits[k])
-			}
-		}
-	}
-	if !rf.done() {
-		t.Fatal("trailing bytes")
-	}
+	// Reply frames: quota/internal/frame TestReplyRoundTrip.
 }
 
 // FuzzDecodeRequestFrame: the owner's decoder never panics, never reads
@@ -119,46 +78,46 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 	for _, s := range sampleFrames() {
 		f.Add(s)
 	}
-	f.Add([]byte{frameMagic, frameVersion, 0})
+	f.Add([]byte{frame.Magic, frame.Version, 0})
 	f.Add([]byte(`{"op":"hit"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		items, err := decodeRequestFrame(data, nil)
+		items, err := frame.DecodeRequest(data, nil)
 		if err != nil {
 			if len(items) != 0 {
 				t.Fatal("items with an error")
 			}
 			return
 		}
-		if len(items) == 0 || len(items) > maxFrameItems {
+		if len(items) == 0 || len(items) > frame.MaxItems {
 			t.Fatalf("%d items", len(items))
 		}
-		again := appendFrameHeader(nil, len(items))
+		again := frame.AppendRequestHeader(nil, len(items))
 		for i := range items {
 			it := &items[i]
-			if it.n >= MaxPartitions || it.timeoutMs < 0 || len(it.charges) > maxFrameCharges {
+			if it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > frame.MaxCharges {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
 			again = appendWireHit(again, it)
-			// Validation and the fast path agree and never panic.
-			req := it.request()
-			if it.fastValid() && validateHit(&req) != nil {
-				t.Fatalf("fastValid accepts what validateHit refuses: %+v: %v", req, validateHit(&req))
+			// The frame's check and the JSON one agree and never panic.
+			req := itemRequest(it)
+			if fe, je := validateItem(it), req.Validate(); (fe == nil) != (je == nil) {
+				t.Fatalf("item check says %v, HitRequest.Validate says %v: %+v", fe, je, req)
 			}
-			_ = partitionBytes(it.tenant, DefaultPartitions)
+			_ = partitionBytes(it.Tenant, DefaultPartitions)
 		}
 		// Varints have more than one encoding; the canonical form must
 		// decode to the same items.
-		items2, err := decodeRequestFrame(again, nil)
+		items2, err := frame.DecodeRequest(again, nil)
 		if err != nil || len(items2) != len(items) {
 			t.Fatalf("re-encoded frame: %v", err)
 		}
-		if again2 := appendFrameHeader(nil, len(items2)); !bytes.Equal(appendAll(again2, items2), again) {
+		if again2 := frame.AppendRequestHeader(nil, len(items2)); !bytes.Equal(appendAll(again2, items2), again) {
 			t.Fatal("encoding is not stable")
 		}
 	})
 }
 
-func appendAll(b []byte, items []wireHit) []byte {
+func appendAll(b []byte, items []frame.Item) []byte {
 	for i := range items {
 		b = appendWireHit(b, &items[i])
 	}
@@ -169,60 +128,67 @@ func appendAll(b []byte, items []wireHit) []byte {
 //
 //	go test -run '^$' -fuzz FuzzDecodeReplyFrame -fuzztime 60s ./quota/
 func FuzzDecodeReplyFrame(f *testing.F) {
-	b := appendReplyHeader(nil, false, "r", 2)
-	b = appendAnswer(b, &answer{index: 0, result: 1, limits: []limitPair{{1, 2}}})
-	b = appendAnswer(b, &answer{index: 1, status: stNotOwner, reason: "not_owner"})
+	b := frame.AppendReplyHeader(nil, false, "r", 2)
+	b = frame.AppendAnswer(b, &frame.Answer{Index: 0, Result: 1, Limits: []frame.Limit{{Remaining: 1, ResetMs: 2}}})
+	b = frame.AppendAnswer(b, &frame.Answer{Index: 1, Status: frame.StatusNotOwner, Reason: "not_owner"})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rf, err := decodeReplyHeader(data)
+		rf, err := frame.DecodeReply(data)
 		if err != nil {
 			return
 		}
-		var a wireAnswer
-		for range rf.count {
-			if rf.next(&a) != nil {
+		var a frame.ReplyAnswer
+		for range rf.Count {
+			if rf.Next(&a) != nil {
 				return
 			}
-			if a.nLimits > maxFrameCharges || a.status == stAnswered && (a.result == 0 || int(a.result) >= len(resultCodes)) {
+			if a.NLimits > frame.MaxCharges || a.Status == frame.StatusAnswered && (a.Result == 0 || int(a.Result) >= len(resultCodes)) {
 				t.Fatalf("accepted %+v", a)
 			}
-			_ = decodeHitReply(&a, &HitRequest{})
+			ans := coalesce.AnswerOf(&a)
+			_ = decodeHitReply(&ans, &HitRequest{})
 		}
-		_ = rf.done()
+		_ = rf.Done()
 	})
 }
 
-// TestFastValidMatchesValidateHit: the owner's allocation-free check of a
-// charges-only item agrees with validateHit on the edges of every bound.
-func TestFastValidMatchesValidateHit(t *testing.T) {
+// TestItemValidateMatchesValidate: the owner's allocation-free check of a
+// charges-only item agrees with HitRequest.Validate on the edges of every
+// bound.
+func TestItemValidateMatchesValidate(t *testing.T) {
 	long := func(n int) []byte { return bytes.Repeat([]byte{'k'}, n) }
-	ch := func(kind []byte, inc, cap int64) wireCharge { return wireCharge{kind: kind, inc: inc, cap: cap} }
-	cases := map[string]wireHit{
-		"ok":            {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
-		"kind at bound": {tenant: []byte("t"), charges: []wireCharge{ch(long(MaxKindBytes), 1, 2)}},
-		"kind too long": {tenant: []byte("t"), charges: []wireCharge{ch(long(MaxKindBytes+1), 1, 2)}},
-		"empty kind":    {tenant: []byte("t"), charges: []wireCharge{ch(nil, 1, 2)}},
-		"tenant bound":  {tenant: long(MaxNameBytes), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
-		"tenant long":   {tenant: long(MaxNameBytes + 1), charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
-		"no tenant":     {charges: []wireCharge{ch([]byte("hooks"), 1, 2)}},
-		"inc > cap":     {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 3, 2)}},
-		"zero inc":      {tenant: []byte("t"), charges: []wireCharge{ch([]byte("hooks"), 0, 2)}},
-		"kind twice":    {tenant: []byte("t"), charges: []wireCharge{ch([]byte("a"), 1, 2), ch([]byte("a"), 1, 2)}},
-		"no charges":    {tenant: []byte("t")},
-		"17 charges":    {tenant: []byte("t"), charges: make([]wireCharge, 17)},
-		"claim is slow": {tenant: []byte("t"), claim: true, source: []byte("s"), key: []byte("k"), hookID: []byte("h")},
+	ch := func(kind []byte, inc, cap int64) frame.Charge { return frame.Charge{Kind: kind, Inc: inc, Cap: cap} }
+	cases := map[string]frame.Item{
+		"ok":            {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"kind at bound": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(MaxKindBytes), 1, 2)}},
+		"kind too long": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(MaxKindBytes+1), 1, 2)}},
+		"empty kind":    {Tenant: []byte("t"), Charges: []frame.Charge{ch(nil, 1, 2)}},
+		"tenant bound":  {Tenant: long(MaxNameBytes), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"tenant long":   {Tenant: long(MaxNameBytes + 1), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"no tenant":     {Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"inc > cap":     {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 3, 2)}},
+		"zero inc":      {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 0, 2)}},
+		"kind twice":    {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("a"), 1, 2), ch([]byte("a"), 1, 2)}},
+		"no charges":    {Tenant: []byte("t")},
+		"17 charges":    {Tenant: []byte("t"), Charges: make([]frame.Charge, 17)},
+		"claim is slow": {Tenant: []byte("t"), Claim: true, Source: []byte("s"), Key: []byte("k"), HookID: []byte("h")},
 	}
-	for i := range cases["17 charges"].charges {
-		cases["17 charges"].charges[i] = ch([]byte{byte('a' + i)}, 1, 2)
+	for i := range cases["17 charges"].Charges {
+		cases["17 charges"].Charges[i] = ch([]byte{byte('a' + i)}, 1, 2)
 	}
 	for name, it := range cases {
-		req := it.request()
-		err := validateHit(&req)
-		if it.fastValid() && err != nil {
-			t.Errorf("%s: fastValid accepts, validateHit says %v", name, err)
+		req := itemRequest(&it)
+		err := req.Validate()
+		if validateItem(&it) == nil && err != nil {
+			t.Errorf("%s: the item check accepts, Validate says %v", name, err)
 		}
-		if !it.fastValid() && err == nil && !it.claim {
-			t.Errorf("%s: fastValid refuses a valid charges-only hit", name)
+		if validateItem(&it) != nil && err == nil {
+			t.Errorf("%s: the item check refuses a valid hit: %v", name, validateItem(&it))
+		}
+		if !it.Claim {
+			if n := testing.AllocsPerRun(10, func() { _ = validateItem(&it) }); err == nil && n != 0 {
+				t.Errorf("%s: the item check of a valid charges-only hit allocates %v times", name, n)
+			}
 		}
 	}
 }

@@ -43,8 +43,8 @@ func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig)
 	names := kvstore.BucketNames(p)
 	e := &fleetEnv{
 		prefix: p,
-		leases: open(t, LeasesBucket(p, 1)),
-		counts: open(t, CountsBucket(p, 1)),
+		leases: open(t, leasesBucket(p, 1)),
+		counts: open(t, countsBucket(p, 1)),
 		claims: open(t, kvstore.BucketConfig{Name: names.Claims}),
 	}
 	e.store = claims.NewKV(e.claims)
@@ -58,10 +58,10 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 	js := jsOf(t, nc)
 	ctx := testkit.Context(t)
 	var err error
-	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(e.prefix, e.replicas)); err != nil {
+	if leases, err = kvstore.OpenBucket(ctx, js, leasesBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
-	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(e.prefix, e.replicas)); err != nil {
+	if counts, err = kvstore.OpenBucket(ctx, js, countsBucket(e.prefix, e.replicas)); err != nil {
 		t.Fatal(err)
 	}
 	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(e.prefix).Claims, Replicas: e.replicas})
@@ -73,10 +73,10 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 
 // startWorker starts a worker on nc (its own buckets handles) and stops it
 // in t.Cleanup.
-func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...Option) *Worker {
+func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...WorkerOption) *Worker {
 	t.Helper()
 	leases, counts, store := e.bucketsOn(t, nc)
-	opts = append([]Option{WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)
+	opts = append([]WorkerOption{WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)
 	w, err := NewWorker(nc, leases, counts, store, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +92,9 @@ func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...Option) *Wor
 	return w
 }
 
-func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...Option) *Client {
+func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...ClientOption) *Client {
 	t.Helper()
-	c, err := NewClient(nc, append([]Option{WithPrefix(e.prefix)}, opts...)...)
+	c, err := NewClient(nc, append([]ClientOption{WithPrefix(e.prefix)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +158,13 @@ func jsOf(t testing.TB, nc *nats.Conn) jetstream.JetStream {
 	return js
 }
 
-// single starts one server, the env's buckets on it, one worker and a
-// client; it waits until the worker serves every partition.
-func single(t testing.TB, opts ...Option) (*testkit.Kit, *fleetEnv, *Worker, *Client) {
+// single starts one server, the env's buckets on it, one worker (with
+// opts) and a client; it waits until the worker serves every partition.
+func single(t testing.TB, opts ...WorkerOption) (*testkit.Kit, *fleetEnv, *Worker, *Client) {
 	t.Helper()
 	k := testkit.New(t)
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
 	w := e.startWorker(t, k.Conn, opts...)
 	waitServed(t, 10*time.Second, w)
-	return k, e, w, e.client(t, k.Conn, opts...)
+	return k, e, w, e.client(t, k.Conn)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // idleTenants is how many tenants BenchmarkIdleBucketMemory fills one
@@ -84,7 +86,7 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 func idleBucketBytes(b *testing.B, kinds []string) float64 {
 	b.Helper()
 	t0 := time.Unix(1_700_000_000, 0)
-	cfg, err := buildConfig([]Option{WithClock(func() time.Time { return t0 })})
+	cfg, err := buildConfig([]WorkerOption{WithClock(func() time.Time { return t0 })}, WorkerOption.applyWorker)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,12 +94,12 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &Worker{cfg: cfg, met: met, base: time.Now(), margin: time.Second}
+	w := &Worker{cfg: cfg, met: met}
 	// An hour per charge: every bucket stays ahead of the (fixed) clock, so
 	// none is full and nothing could sweep it.
 	const hour = int64(time.Hour / time.Microsecond)
 	return heapPerItem(idleTenants*len(kinds), func() any {
-		t := w.newTenure(0, 1, time.Now(), false)
+		t := w.newTenure(&lease.Lease{N: 0})
 		m := &nats.Msg{} // unbound: the reply is built, then dropped
 		for i := range idleTenants {
 			tenant := tenantName(i)

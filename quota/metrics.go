@@ -1,9 +1,9 @@
 package quota
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
 // workerMetrics are a Worker's Prometheus metrics. Labels are bounded:
@@ -75,40 +75,21 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 			Help: "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).",
 		}, []string{"event"}),
 	}
-	if reg == nil {
-		return m.resolve(), nil
-	}
 	var err error
-	m.owned, err = register(reg, m.owned)
-	if err != nil {
+	if m.owned, err = promreg.Register(reg, m.owned); err != nil {
 		return nil, err
 	}
-	if m.hits, err = register(reg, m.hits); err != nil {
+	if m.hits, err = promreg.Register(reg, m.hits); err != nil {
 		return nil, err
 	}
-	if m.counterOps, err = register(reg, m.counterOps); err != nil {
+	if m.counterOps, err = promreg.Register(reg, m.counterOps); err != nil {
 		return nil, err
 	}
-	if m.inFlight, err = register(reg, m.inFlight); err != nil {
+	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
 		return nil, err
 	}
-	if m.leases, err = register(reg, m.leases); err != nil {
+	if m.leases, err = promreg.Register(reg, m.leases); err != nil {
 		return nil, err
 	}
 	return m.resolve(), nil
-}
-
-// register registers c on reg, or returns the collector already registered
-// under the same description (a worker restarted in the same process).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }

@@ -61,13 +61,15 @@ func defaults() config {
 	}
 }
 
-func buildConfig(opts []Option) (config, error) {
+// buildConfig applies opts (with apply, the constructor's method of them)
+// to the defaults.
+func buildConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
 	c := defaults()
 	for _, o := range opts {
-		if o == nil {
+		if any(o) == nil {
 			continue
 		}
-		if err := o(&c); err != nil {
+		if err := apply(o, &c); err != nil {
 			return config{}, err
 		}
 	}
@@ -77,11 +79,42 @@ func buildConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// Option configures a Worker, a Client or a Fleet. Each constructor documents
-// the options it reads and ignores the others, so one option list can
-// configure all three. An option with an invalid argument makes the
-// constructor fail with an error wrapping ErrInvalidOption.
-type Option func(*config) error
+// Options follow nats.go: each constructor takes its own option type, so
+// an option that does not apply to it does not compile, and an option with
+// an invalid argument makes the constructor fail with an error wrapping
+// ErrInvalidOption. An option that several constructors read has a type
+// that is an option of each of them.
+
+// WorkerOption configures NewWorker.
+type WorkerOption interface{ applyWorker(*config) error }
+
+// ClientOption configures NewClient.
+type ClientOption interface{ applyClient(*config) error }
+
+// FleetOption configures NewFleet.
+type FleetOption interface{ applyFleet(*config) error }
+
+// WorkerClientOption is an option of both NewWorker and NewClient (the
+// routing: prefix and partition count).
+type WorkerClientOption func(*config) error
+
+func (o WorkerClientOption) applyWorker(c *config) error { return o(c) }
+func (o WorkerClientOption) applyClient(c *config) error { return o(c) }
+
+// WorkerFleetOption is an option of both NewWorker and NewFleet (the
+// decisions' clock and TTLs, logging, metrics).
+type WorkerFleetOption func(*config) error
+
+func (o WorkerFleetOption) applyWorker(c *config) error { return o(c) }
+func (o WorkerFleetOption) applyFleet(c *config) error  { return o(c) }
+
+type workerOption func(*config) error
+
+func (o workerOption) applyWorker(c *config) error { return o(c) }
+
+type clientOption func(*config) error
+
+func (o clientOption) applyClient(c *config) error { return o(c) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
@@ -89,141 +122,141 @@ func invalid(format string, args ...any) error {
 
 // WithPrefix sets the subject prefix (default "sluice"); see
 // kvstore.ValidatePrefix. Worker, Client.
-func WithPrefix(prefix string) Option {
-	return func(c *config) error {
+func WithPrefix(prefix string) WorkerClientOption {
+	return WorkerClientOption(func(c *config) error {
 		if err := kvstore.ValidatePrefix(prefix); err != nil {
 			return invalid("%v", err)
 		}
 		c.prefix = prefix
 		return nil
-	}
+	})
 }
 
 // WithPartitions sets the partition count P, 1..MaxPartitions (default 64).
 // It is fixed for the fleet's life: a Worker configured with another P than
 // the fleet recorded refuses to start (ErrPartitionMismatch). Worker, Client.
-func WithPartitions(p int) Option {
-	return func(c *config) error {
+func WithPartitions(p int) WorkerClientOption {
+	return WorkerClientOption(func(c *config) error {
 		if p < 1 || p > MaxPartitions {
 			return invalid("partitions must be 1..%d, got %d", MaxPartitions, p)
 		}
 		c.partitions = p
 		return nil
-	}
+	})
 }
 
 // WithBudget bounds a client call whose context has no deadline (default
 // 250 ms). Client, Fleet (through its Client).
-func WithBudget(d time.Duration) Option {
-	return func(c *config) error {
+func WithBudget(d time.Duration) ClientOption {
+	return clientOption(func(c *config) error {
 		if d <= 0 {
 			return invalid("budget must be > 0, got %v", d)
 		}
 		c.budget = d
 		return nil
-	}
+	})
 }
 
 // WithLeaseTTL sets the TTL of partition leases and member heartbeats
 // (default 5 s; rounded up to whole seconds, at least 1 s). A crashed
 // owner's partitions are served again about one TTL after its last renewal.
 // Worker.
-func WithLeaseTTL(d time.Duration) Option {
-	return func(c *config) error {
+func WithLeaseTTL(d time.Duration) WorkerOption {
+	return workerOption(func(c *config) error {
 		if d <= 0 {
 			return invalid("lease TTL must be > 0, got %v", d)
 		}
 		c.leaseTTL = kvstore.RoundTTL(d)
 		return nil
-	}
+	})
 }
 
 // WithMemberID names the worker in the fleet (default: a random NUID). Ids
 // must be unique among running workers: a lease records its holder's id.
 // Worker.
-func WithMemberID(id string) Option {
-	return func(c *config) error {
+func WithMemberID(id string) WorkerOption {
+	return workerOption(func(c *config) error {
 		if id == "" || len(id) > 128 {
 			return invalid("member id must be 1..128 bytes")
 		}
 		c.memberID = id
 		return nil
-	}
+	})
 }
 
 // WithMaxInFlight bounds the requests a worker has waiting on KV at once
 // (claims, counter write-through), default 256. When the bound is reached
 // the partition's subscription waits: back-pressure, not failure. Worker.
-func WithMaxInFlight(n int) Option {
-	return func(c *config) error {
+func WithMaxInFlight(n int) WorkerOption {
+	return workerOption(func(c *config) error {
 		if n < 1 {
 			return invalid("max in flight must be >= 1, got %d", n)
 		}
 		c.maxInFlight = n
 		return nil
-	}
+	})
 }
 
 // WithPendingTTL sets the pending TTL of a claim whose request has no
 // pending_ttl_ms (default 30 s). Worker, Fleet.
-func WithPendingTTL(d time.Duration) Option {
-	return func(c *config) error {
+func WithPendingTTL(d time.Duration) WorkerFleetOption {
+	return WorkerFleetOption(func(c *config) error {
 		if d <= 0 {
 			return invalid("pending TTL must be > 0, got %v", d)
 		}
 		c.pendingTTL = d
 		return nil
-	}
+	})
 }
 
 // WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
 // (default 1 h). Worker, Fleet.
-func WithCountTTL(d time.Duration) Option {
-	return func(c *config) error {
+func WithCountTTL(d time.Duration) WorkerFleetOption {
+	return WorkerFleetOption(func(c *config) error {
 		if d <= 0 {
 			return invalid("count TTL must be > 0, got %v", d)
 		}
 		c.countTTL = d
 		return nil
-	}
+	})
 }
 
 // WithClock sets the clock of the GCRA decisions and the local counters
 // (default time.Now). Leases always use the real clock: their TTLs run on
 // the server. Worker, Fleet.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
+func WithClock(now func() time.Time) WorkerFleetOption {
+	return WorkerFleetOption(func(c *config) error {
 		if now == nil {
 			return invalid("nil clock")
 		}
 		c.now = now
 		return nil
-	}
+	})
 }
 
 // WithCoalescing turns the client's coalescing of concurrent hits on (the
 // default) or off. On, hits bound for one owner travel in one batch frame
 // (see the owner protocol in wire.go); off, every hit is one JSON request,
 // as clients before batch frames sent them. Client.
-func WithCoalescing(on bool) Option {
-	return func(c *config) error {
+func WithCoalescing(on bool) ClientOption {
+	return clientOption(func(c *config) error {
 		c.noCoalesce = !on
 		return nil
-	}
+	})
 }
 
 // WithLogger sets the logger (default: discard). Worker, Fleet.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+func WithLogger(l *slog.Logger) WorkerFleetOption {
+	return WorkerFleetOption(func(c *config) error {
 		c.log = l
 		return nil
-	}
+	})
 }
 
 // WithRegisterer registers the metrics on r (default: none). Worker, Fleet.
-func WithRegisterer(r prometheus.Registerer) Option {
-	return func(c *config) error {
+func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
+	return WorkerFleetOption(func(c *config) error {
 		c.reg = r
 		return nil
-	}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // DefaultPartitions is the default number of quota partitions of a fleet.
@@ -11,7 +12,7 @@ const DefaultPartitions = 64
 
 // MaxPartitions bounds the partition count (one lease, one subscription and
 // one KV key per partition).
-const MaxPartitions = 4096
+const MaxPartitions = frame.MaxPartitions
 
 // Partition maps a tenant (or a counter's principal) to its partition:
 // FNV-1a 32 of the string's bytes mod p, the same function as nats-server's
@@ -49,32 +50,19 @@ const (
 	fnvPrime32  = 16777619
 )
 
-// PartitionSubject is the subject the owner of partition n serves:
+// partitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".
-func PartitionSubject(prefix string, n int) string {
+func partitionSubject(prefix string, n int) string {
 	return prefix + ".v1.quota.p." + strconv.Itoa(n)
 }
 
-// MemberSubject is the subject a worker serves batch frames on, for every
+// memberSubject is the subject a worker serves batch frames on, for every
 // partition it holds: "<prefix>.v1.quota.m.<encoded member id>". Owners
 // advertise it in their replies; clients learn it and send one frame per
 // owner rather than one per partition.
-func MemberSubject(prefix, id string) string {
+func memberSubject(prefix, id string) string {
 	return prefix + ".v1.quota.m." + kvstore.EncodeToken(id)
 }
-
-// Keys of the leases bucket.
-const (
-	configKey    = "config.partitions"
-	leaseStem    = "lease."
-	memberStem   = "member."
-	memberFilter = "member.*"
-	leaseFilter  = "lease.*"
-)
-
-func leaseKey(n int) string { return leaseStem + strconv.Itoa(n) }
-
-func memberKey(id string) string { return memberStem + kvstore.EncodeToken(id) }
 
 // counterKey is the counts-bucket key of a (principal, key) counter.
 func counterKey(principal, key string) string { return kvstore.Join(principal, key) }

@@ -1,45 +1,26 @@
 package quota
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // frameScratch is the reusable state of serving one frame.
 type frameScratch struct {
-	items   []wireHit
-	answers []answer
-	limits  []limitPair
-	refs    []bucketRef
-	lims    []gcra.Limit
-	decs    []gcra.Decision
+	items   []frame.Item
+	answers []frame.Answer
+	limits  []frame.Limit
+	charges chargeScratch
 	claims  []*claimJob
 	buf     []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(frameScratch) }}
-
-// claimJob is one admitted hit of a frame that waits on a claim create.
-type claimJob struct {
-	t       *tenure
-	batch   *claimBatch
-	item    int // index in the frame
-	slot    int // index in batch.answers
-	id      claims.ID
-	hookID  string
-	pending time.Duration
-	timeout time.Duration
-	refs    []bucketRef
-	lims    []gcra.Limit
-	limits  []limitPair
-}
 
 // claimBatch collects the answers of a frame's claims and sends them
 // together: when the last one is done, or claimLinger after an answer is
@@ -48,7 +29,7 @@ type claimJob struct {
 type claimBatch struct {
 	w       *Worker
 	reply   string
-	answers []answer // by job slot; written by the job before it reports
+	answers []frame.Answer // by job slot; written by the job before it reports
 
 	mu      sync.Mutex // held while a reply is built and published (replies stay in order)
 	left    int
@@ -72,19 +53,34 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 		return
 	}
 	fs := scratchPool.Get().(*frameScratch)
-	defer func() {
-		fs.claims = fs.claims[:0]
-		scratchPool.Put(fs)
-	}()
-	items, err := decodeRequestFrame(m.Data, fs.items)
+	defer fs.release()
+	items, err := frame.DecodeRequest(m.Data, fs.items)
 	fs.items = items
 	if err != nil {
 		respondError(m, 400, "invalid_request: "+err.Error())
 		return
 	}
+	w.decideItems(fs)
+	cb := w.admitClaims(fs, m.Reply)
+	w.replyDecided(fs, m.Reply, cb != nil)
+	w.startClaims(fs, cb)
+}
+
+// release returns fs to the pool.
+func (fs *frameScratch) release() {
+	clear(fs.claims) // the jobs outlive the frame
+	fs.claims = fs.claims[:0]
+	fs.answers = fs.answers[:0]
+	scratchPool.Put(fs)
+}
+
+// decideItems decides every item of fs: invalid, misrouted and unowned
+// items are answered at once, the others by the decision core (decide)
+// under their tenure's lock, taken once per run of items of one partition.
+// Answers go to fs.answers, claims to take to fs.claims.
+func (w *Worker) decideItems(fs *frameScratch) {
 	now := gcra.Micros(w.cfg.now())
-	answers := fs.answers[:0]
-	limits := fs.limits[:0]
+	answers, limits := fs.answers[:0], fs.limits[:0]
 	var cur *tenure
 	unlock := func() {
 		if cur != nil {
@@ -92,25 +88,11 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 			cur = nil
 		}
 	}
-	for i := range items {
-		it := &items[i]
-		if !it.fastValid() {
-			req := it.request()
-			if err := validateHit(&req); err != nil {
-				w.met.hit("invalid")
-				answers = append(answers, answer{index: i, status: stInvalid, reason: err.Error()})
-				continue
-			}
-		}
-		p := partitionBytes(it.tenant, w.cfg.partitions)
-		if p != it.n {
-			w.met.hit("invalid")
-			answers = append(answers, answer{index: i, status: stInvalid, reason: misrouted(p, w.cfg.partitions, it.n)})
-			continue
-		}
-		t := w.served[p].Load()
-		if t == nil || !t.serving() {
-			answers = append(answers, answer{index: i, status: stNotOwner, reason: reasonNotOwner})
+	for i := range fs.items {
+		it := &fs.items[i]
+		t, a, ok := w.routeItem(it, i)
+		if !ok {
+			answers = append(answers, a)
 			continue
 		}
 		if t != cur {
@@ -118,109 +100,82 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 			t.mu.Lock()
 			cur = t
 		}
-		nc := len(it.charges)
-		refs, lims, decs := fs.refs[:0], fs.lims[:0], fs.decs[:0]
-		for _, c := range it.charges {
-			refs = append(refs, t.state.ref(c.kind, it.tenant, true))
-			lims = append(lims, gcra.Limit{Increment: c.inc, Capacity: c.cap})
-			decs = append(decs, gcra.Decision{})
+		a, job, l := t.decide(it, i, now, &fs.charges, limits)
+		limits = l
+		if job != nil {
+			fs.claims = append(fs.claims, job)
+			continue
 		}
-		fs.refs, fs.lims, fs.decs = refs, lims, decs
-		allowed, retry := t.charge(refs, lims, decs, now)
-		start := len(limits)
-		for k := range nc {
-			limits = append(limits, limitOf(lims[k].Increment, decs[k], allowed))
-		}
-		switch {
-		case !allowed:
-			w.met.hit(ResultRateLimited)
-			answers = append(answers, answer{index: i, result: 4, retryMs: ceilMs(retry), limits: limits[start:len(limits):len(limits)]})
-		case !it.claim:
-			w.met.hit(ResultOK)
-			answers = append(answers, answer{index: i, result: 1, limits: limits[start:len(limits):len(limits)]})
-		default:
-			j := &claimJob{
-				t:       t,
-				item:    i,
-				id:      claims.ID{Tenant: string(it.tenant), Source: string(it.source), Key: string(it.key)},
-				hookID:  string(it.hookID),
-				pending: msToDuration(it.pendingMs, w.cfg.pendingTTL),
-				timeout: min(msToDuration(it.timeoutMs, DefaultBudget), maxOwnerTimeout),
-				refs:    append([]bucketRef(nil), refs...),
-				lims:    append([]gcra.Limit(nil), lims...),
-				limits:  append([]limitPair(nil), limits[start:]...),
-			}
-			limits = limits[:start]
-			fs.claims = append(fs.claims, j)
-		}
+		w.met.hit(answerMetric(&a))
+		answers = append(answers, a)
 	}
 	unlock()
-	fs.limits = limits
+	fs.answers, fs.limits = answers, limits
+}
 
-	// Admit the claims (this may wait for KV slots: back-pressure); one
-	// that is refused (the tenure ended meanwhile) is refunded and answered
-	// not_owner now.
-	var cb *claimBatch
+// routeItem finds the tenure that decides item it (the index-th): false with
+// the item's answer when it is invalid, misrouted, or its partition is not
+// served here.
+func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bool) {
+	if err := validateItem(it); err != nil {
+		w.met.hit("invalid")
+		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: err.Error()}, false
+	}
+	if p := partitionBytes(it.Tenant, w.cfg.partitions); p != it.N {
+		w.met.hit("invalid")
+		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: misrouted(p, w.cfg.partitions, it.N)}, false
+	}
+	t := w.served[it.N].Load()
+	if t == nil || !t.serving() {
+		return nil, frame.Answer{Index: index, Status: frame.StatusNotOwner, Reason: reasonNotOwner}, false
+	}
+	return t, frame.Answer{}, true
+}
+
+// admitClaims admits the claims of fs (this may wait for KV slots:
+// back-pressure) and returns the batch that collects their answers (nil:
+// none admitted). A claim that is refused (its tenure ended meanwhile) is
+// refunded and answered not_owner now.
+func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	admitted := fs.claims[:0]
 	for _, j := range fs.claims {
 		if !j.t.admit() {
 			j.t.refund(j.refs, j.lims)
-			answers = append(answers, answer{index: j.item, status: stNotOwner, reason: reasonNotOwner})
+			fs.answers = append(fs.answers, frame.Answer{Index: j.item, Status: frame.StatusNotOwner, Reason: reasonNotOwner})
 			continue
 		}
 		admitted = append(admitted, j)
 	}
-	if len(admitted) > 0 {
-		cb = &claimBatch{w: w, reply: m.Reply, answers: make([]answer, len(admitted)), left: len(admitted)}
+	clear(fs.claims[len(admitted):])
+	fs.claims = admitted
+	if len(admitted) == 0 {
+		return nil
 	}
-	// The immediate reply: every item decided here. When the frame's only
-	// item waits on a claim there is nothing to say yet.
-	if len(answers) > 0 || len(admitted) > 0 && len(items) > 1 {
-		buf := appendReplyHeader(fs.buf[:0], cb != nil, w.route, len(answers))
-		for k := range answers {
-			buf = appendAnswer(buf, &answers[k])
-		}
-		fs.buf = buf
-		_ = w.nc.Publish(m.Reply, buf)
-	}
-	fs.answers = answers[:0]
-	for k, j := range admitted {
-		j.batch, j.slot = cb, k
-		cb.answers[k].index = j.item
-		w.runners.run(j.run)
-	}
+	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, len(admitted)), left: len(admitted)}
 }
 
-// run takes the claim, refunds the charges unless it is ours, and records
-// the answer; the last job of the frame sends the reply.
-func (j *claimJob) run() {
-	t, w := j.t, j.t.w
-	defer t.finish()
-	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
-	res, err := w.store.Claim(ctx, j.id, j.hookID, j.pending)
-	cancel()
-	if err != nil || res.Outcome != claims.OK {
-		t.refund(j.refs, j.lims)
+// replyDecided publishes the immediate reply: every item decided so far;
+// more: claims are still to be answered. When the frame's only item waits
+// on a claim there is nothing to say yet.
+func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
+	if len(fs.answers) == 0 && (!more || len(fs.items) == 1) {
+		return
 	}
-	a := &j.batch.answers[j.slot]
-	switch {
-	case errors.Is(err, claims.ErrInvalid):
-		w.met.hit("invalid")
-		a.status, a.reason = stInvalid, err.Error()
-	case err != nil:
-		w.met.hit("unavailable")
-		a.status, a.reason = stUnavailable, "claims: "+err.Error()
-	case res.Outcome == claims.OK:
-		w.met.hit(ResultOK)
-		a.result, a.hookID, a.revision, a.limits = 1, res.HookID, res.Revision, j.limits
-	case res.Outcome == claims.Duplicate:
-		w.met.hit(ResultDuplicate)
-		a.result, a.hookID, a.revision = 2, res.HookID, res.Revision
-	default:
-		w.met.hit(ResultPending)
-		a.result, a.hookID, a.revision, a.retryMs = 3, res.HookID, res.Revision, max(1, ceilMs(res.RetryAfter))
+	buf := frame.AppendReplyHeader(fs.buf[:0], more, w.route, len(fs.answers))
+	for k := range fs.answers {
+		buf = frame.AppendAnswer(buf, &fs.answers[k])
 	}
-	j.batch.done(j.slot)
+	fs.buf = buf
+	_ = w.nc.Publish(reply, buf)
+}
+
+// startClaims hands the admitted claims of fs to runners; each answers
+// into its slot of cb.
+func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
+	for k, j := range fs.claims {
+		j.batch, j.slot = cb, k
+		w.runners.run(j.run)
+	}
 }
 
 // done reports slot's answer ready.
@@ -251,9 +206,9 @@ func (b *claimBatch) flush() {
 
 // sendLocked publishes the pending answers (b.mu held).
 func (b *claimBatch) sendLocked() {
-	buf := appendReplyHeader(make([]byte, 0, 64+48*len(b.pending)), b.left > 0, b.w.route, len(b.pending))
+	buf := frame.AppendReplyHeader(make([]byte, 0, 64+48*len(b.pending)), b.left > 0, b.w.route, len(b.pending))
 	for _, k := range b.pending {
-		buf = appendAnswer(buf, &b.answers[k])
+		buf = frame.AppendAnswer(buf, &b.answers[k])
 	}
 	b.pending = b.pending[:0]
 	_ = b.w.nc.Publish(b.reply, buf)

@@ -67,26 +67,6 @@ func (s *bucketState) ref(kind, tenant []byte, add bool) bucketRef {
 	return bucketRef{slot: -1, kind: string(kind), tenant: string(tenant)}
 }
 
-// refString is ref for string arguments.
-func (s *bucketState) refString(kind, tenant string, add bool) bucketRef {
-	i := -1
-	for j, k := range s.kinds {
-		if k == kind {
-			i = j
-			break
-		}
-	}
-	if i < 0 && add && len(s.kinds) < maxKindSlots {
-		s.kinds = append(s.kinds, kind)
-		s.seeds = append(s.seeds, maphash.MakeSeed())
-		i = len(s.kinds) - 1
-	}
-	if i >= 0 {
-		return bucketRef{slot: i, key: maphash.String(s.seeds[i], tenant)}
-	}
-	return bucketRef{slot: -1, kind: kind, tenant: tenant}
-}
-
 // get returns the bucket's TAT (0: full).
 func (s *bucketState) get(r *bucketRef) int64 {
 	if r.slot >= 0 {

@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // tenure is one holding of one partition's lease: from a successful Create
@@ -21,17 +22,14 @@ import (
 // counters load from KV on first access) and dies with it; requests still
 // in flight keep their tenure alive but cannot touch a later one.
 type tenure struct {
-	w        *Worker
-	n        int
-	subject  string
-	orphan   bool
-	acquired time.Time
+	w       *Worker
+	n       int
+	subject string
+	lease   *lease.Lease
 
-	rev uint64             // lease revision; loop goroutine only
-	sub *nats.Subscription // loop goroutine only
+	sub *nats.Subscription // lease loop goroutine only
 
-	deadline atomic.Int64 // sinceBase nanoseconds: serve only before it
-	ended    atomic.Bool  // released or lost: serve nothing more
+	ended    atomic.Bool // released or lost: serve nothing more
 	inflight tracker
 
 	mu       sync.Mutex
@@ -39,25 +37,15 @@ type tenure struct {
 	counters map[string]*counter
 }
 
-func (w *Worker) newTenure(n int, rev uint64, sent time.Time, orphan bool) *tenure {
-	t := &tenure{
+func (w *Worker) newTenure(l *lease.Lease) *tenure {
+	return &tenure{
 		w:        w,
-		n:        n,
-		subject:  PartitionSubject(w.cfg.prefix, n),
-		orphan:   orphan,
-		acquired: time.Now(),
-		rev:      rev,
+		n:        l.N,
+		subject:  partitionSubject(w.cfg.prefix, l.N),
+		lease:    l,
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
 	}
-	t.setDeadline(sent)
-	return t
-}
-
-// setDeadline records a successful write of the lease sent at sent: the
-// server started its TTL after sent, so sent + TTL - margin is safe.
-func (t *tenure) setDeadline(sent time.Time) {
-	t.deadline.Store(int64(sent.Sub(t.w.base) + t.w.cfg.leaseTTL - t.w.margin))
 }
 
 func (t *tenure) subscribe() error {
@@ -79,7 +67,7 @@ func (t *tenure) end() {
 }
 
 func (t *tenure) serving() bool {
-	return !t.ended.Load() && t.w.sinceBase() < t.deadline.Load()
+	return !t.ended.Load() && t.lease.Valid()
 }
 
 // handle is the subscription callback. It never waits on KV: hits are
@@ -88,7 +76,7 @@ func (t *tenure) serving() bool {
 // replies when done. A batch frame (frame.go) is served by the worker,
 // which routes each item to the tenure of its partition.
 func (t *tenure) handle(m *nats.Msg) {
-	if isFrame(m.Data) {
+	if frame.Is(m.Data) {
 		t.w.serveFrame(m)
 		return
 	}
@@ -202,69 +190,28 @@ func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decisio
 	return allowed, retry
 }
 
-// hit serves a JSON hit: it decides the charges under the lock, then hands
-// a claim to a goroutine.
+// hit serves a JSON hit (valid, routed to t) with the decision core of
+// batch frames (decide.go): its charges under the lock, then its claim, if
+// any, in a goroutine that replies when the claim is written.
 func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
-	w := t.w
-	now := gcra.Micros(w.cfg.now())
-	tenant := r.Tenant()
-	n := len(r.Charges)
-	var limBuf [4]gcra.Limit
-	var decBuf [4]gcra.Decision
-	var refBuf [4]bucketRef
-	lims, decs, refs := limBuf[:0], decBuf[:n:n], refBuf[:0]
-	if n > len(decBuf) {
-		decs = make([]gcra.Decision, n)
-	}
+	it := hitItem(r, t.n, timeout.Milliseconds())
+	var sc chargeScratch
+	now := gcra.Micros(t.w.cfg.now())
 	t.mu.Lock()
-	for _, c := range r.Charges {
-		lims = append(lims, gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs})
-		refs = append(refs, t.state.refString(c.Kind, tenant, true))
-	}
-	allowed, retry := t.charge(refs, lims, decs, now)
+	a, j, _ := t.decide(&it, 0, now, &sc, nil)
 	t.mu.Unlock()
-
-	if !allowed {
-		w.met.hit(ResultRateLimited)
-		respondJSON(m, HitReply{Result: ResultRateLimited, RetryAfterMs: ceilMs(retry), Limits: limitStates(r.Charges, decs, false)})
+	if j == nil {
+		t.w.met.hit(answerMetric(&a))
+		respondAnswer(m, &a, r.Charges)
 		return
 	}
-	if r.Claim == nil {
-		w.met.hit(ResultOK)
-		respondJSON(m, HitReply{Result: ResultOK, Limits: limitStates(r.Charges, decs, true)})
+	j.msg, j.kinds = m, r.Charges
+	if !t.admit() {
+		t.refund(j.refs, j.lims) // answered not_owner: nothing spent
+		respondError(m, 503, reasonNotOwner)
 		return
 	}
-	limits := limitStates(r.Charges, decs, true)
-	refs = slices.Clone(refs)
-	lims = slices.Clone(lims)
-	ok := t.async(m, timeout, func(ctx context.Context) {
-		cl := r.Claim
-		id := claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}
-		res, err := w.store.Claim(ctx, id, cl.HookID, msToDuration(cl.PendingTTLMs, w.cfg.pendingTTL))
-		if err != nil || res.Outcome != claims.OK {
-			t.refund(refs, lims)
-		}
-		switch {
-		case errors.Is(err, claims.ErrInvalid):
-			w.met.hit("invalid")
-			respondError(m, 400, err.Error())
-		case err != nil:
-			w.met.hit("unavailable")
-			respondError(m, 503, "claims: "+err.Error())
-		case res.Outcome == claims.OK:
-			w.met.hit(ResultOK)
-			respondJSON(m, HitReply{Result: ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits})
-		case res.Outcome == claims.Duplicate:
-			w.met.hit(ResultDuplicate)
-			respondJSON(m, HitReply{Result: ResultDuplicate, HookID: res.HookID, Revision: res.Revision})
-		default:
-			w.met.hit(ResultPending)
-			respondJSON(m, HitReply{Result: ResultPending, HookID: res.HookID, RetryAfterMs: max(1, ceilMs(res.RetryAfter)), Revision: res.Revision})
-		}
-	})
-	if !ok {
-		t.refund(refs, lims) // answered not_owner: nothing spent
-	}
+	t.w.runners.run(j.run)
 }
 
 // refund gives back charges that were applied (duplicate, pending, error).
@@ -302,18 +249,9 @@ func (t *tenure) sweep() {
 	}
 }
 
-func limitStates(cs []Charge, ds []gcra.Decision, applied bool) []LimitState {
-	out := make([]LimitState, len(cs))
-	for i, c := range cs {
-		l := limitOf(c.IncrementUs, ds[i], applied)
-		out[i] = LimitState{Kind: c.Kind, Remaining: l.remaining, ResetAfterMs: l.resetMs}
-	}
-	return out
-}
-
 // limitOf is a charge's bucket after the decision d; applied: the hit's
 // charges were taken.
-func limitOf(inc int64, d gcra.Decision, applied bool) limitPair {
+func limitOf(inc int64, d gcra.Decision, applied bool) frame.Limit {
 	rem := d.Remaining
 	if !applied {
 		// Nothing was charged: what is left at this instant.
@@ -326,19 +264,7 @@ func limitOf(inc int64, d gcra.Decision, applied bool) limitPair {
 	if !applied && d.Allowed && inc > 0 {
 		reset -= time.Duration(inc) * time.Microsecond
 	}
-	return limitPair{remaining: rem, resetMs: ceilMs(max(0, reset))}
-}
-
-// ceilMs is d in whole milliseconds, rounded up.
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
+	return frame.Limit{Remaining: rem, ResetMs: timeconv.CeilMs(max(0, reset))}
 }
 
 // maxOwnerTimeout bounds the KV calls of one request, whatever the

@@ -1,11 +1,9 @@
-// Package quota serves fleet-wide GCRA rate limits and reserve/release
-// counters from partition-owning workers over NATS request/reply, and gives
-// callers a routing client with a node-local fallback.
 package quota
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // Errors.
@@ -18,11 +16,8 @@ var (
 	ErrInvalid = errors.New("quota: invalid request")
 	// ErrPartitionMismatch: the fleet was created with another partition
 	// count; a node configured differently refuses to start.
-	ErrPartitionMismatch = errors.New("quota: partition count mismatch")
+	ErrPartitionMismatch = lease.ErrPartitionMismatch
 )
-
-// MaxKindBytes bounds a charge's kind (it is kept per partition).
-const MaxKindBytes = 64
 
 // Charge kinds used by the edge.
 const (
@@ -83,48 +78,6 @@ type HitReply struct {
 	// node-local fallback state (the owner did not answer in time). The
 	// claim, if any, still lives in the fleet's claim store.
 	Local bool `json:"-"`
-}
-
-// Validate checks a hit request: at least one charge or a claim, every charge
-// well-formed (known kind not required; tenant non-empty; 0 < increment <=
-// capacity), all charges for one tenant (the claim's, when there is one).
-func (r *HitRequest) Validate() error {
-	if len(r.Charges) == 0 && r.Claim == nil {
-		return fmt.Errorf("%w: no charges and no claim", ErrInvalid)
-	}
-	if len(r.Charges) > 16 {
-		return fmt.Errorf("%w: at most 16 charges", ErrInvalid)
-	}
-	tenant := ""
-	if r.Claim != nil {
-		tenant = r.Claim.Tenant
-		if r.Claim.Tenant == "" || r.Claim.Source == "" || r.Claim.Key == "" || r.Claim.HookID == "" {
-			return fmt.Errorf("%w: claim needs tenant, source, key and hook_id", ErrInvalid)
-		}
-		if r.Claim.TTLMs < 0 || r.Claim.PendingTTLMs < 0 {
-			return fmt.Errorf("%w: claim ttl_ms and pending_ttl_ms must be >= 0", ErrInvalid)
-		}
-	}
-	for i, c := range r.Charges {
-		if c.Tenant == "" {
-			return fmt.Errorf("%w: charges[%d].tenant is empty", ErrInvalid, i)
-		}
-		if c.Kind == "" || len(c.Kind) > MaxKindBytes {
-			return fmt.Errorf("%w: charges[%d].kind must be 1..%d bytes", ErrInvalid, i, MaxKindBytes)
-		}
-		if tenant == "" {
-			tenant = c.Tenant
-		} else if c.Tenant != tenant {
-			return fmt.Errorf("%w: all charges must belong to one tenant", ErrInvalid)
-		}
-		if c.IncrementUs <= 0 || c.CapacityUs <= 0 {
-			return fmt.Errorf("%w: charges[%d]: increment_us and capacity_us must be > 0", ErrInvalid, i)
-		}
-		if c.IncrementUs > c.CapacityUs {
-			return fmt.Errorf("%w: charges[%d]: increment_us > capacity_us can never pass", ErrInvalid, i)
-		}
-	}
-	return nil
 }
 
 // Tenant is the tenant that routes the request (the claim's or the first

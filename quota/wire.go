@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The owner protocol: JSON requests on PartitionSubject(prefix, n), answered
+// The owner protocol: JSON requests on partitionSubject(prefix, n), answered
 // by the worker holding partition n's lease. It is internal to sluice
 // (clients in other languages use the sluice.v1.quota.* service) but stable
 // enough to mix versions during a rolling upgrade: unknown fields are
@@ -32,7 +34,7 @@ import (
 // never mistaken for JSON): several hits, possibly of several partitions
 // the receiving worker serves, answered item by item in one reply (plus
 // one for the items that waited on a claim). Owners also serve frames on
-// their member subject (MemberSubject), which their replies advertise.
+// their member subject (memberSubject), which their replies advertise.
 // Clients coalesce concurrent hits into frames (coalesce.go) and send JSON
 // to an owner that answers a frame with an error header (a version before
 // frames); owners answer JSON as before.
@@ -46,7 +48,7 @@ const (
 
 // reasonNotOwner is the 503 reason of a receiver that no longer holds (or
 // is releasing) the partition.
-const reasonNotOwner = "not_owner"
+const reasonNotOwner = frame.ReasonNotOwner
 
 type ownerRequest struct {
 	Op        string          `json:"op"`
@@ -89,74 +91,14 @@ func (r *ownerRequest) validate() error {
 	}
 	switch r.Op {
 	case opHit:
-		return validateHit(r.Hit)
+		return r.Hit.Validate()
 	case opReset:
-		return validateReset(r.Reset)
+		return r.Reset.Validate()
 	case opReserve:
-		return validateReserve(r.Reserve)
+		return r.Reserve.Validate()
 	default:
-		return validateCounter(r.Counter)
+		return r.Counter.Validate()
 	}
-}
-
-// MaxNameBytes bounds tenants, principals and counter keys.
-const MaxNameBytes = 256
-
-func validateHit(r *HitRequest) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	for i, c := range r.Charges {
-		if len(c.Tenant) > MaxNameBytes {
-			return fmt.Errorf("%w: charges[%d].tenant longer than %d bytes", ErrInvalid, i, MaxNameBytes)
-		}
-		for j := range i {
-			if r.Charges[j].Kind == c.Kind {
-				return fmt.Errorf("%w: charges[%d]: kind %q charged twice", ErrInvalid, i, c.Kind)
-			}
-		}
-	}
-	if c := r.Claim; c != nil {
-		// Checked before any charge is taken (claims.Store would refuse it
-		// only after).
-		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
-		if err := claims.ValidateHookID(c.HookID); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
-	}
-	return nil
-}
-
-func validateReset(r *ResetRequest) error {
-	if r.Tenant == "" || len(r.Tenant) > MaxNameBytes {
-		return fmt.Errorf("%w: tenant must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	}
-	return nil
-}
-
-func validateCounter(r *CounterRequest) error {
-	switch {
-	case r.Principal == "" || len(r.Principal) > MaxNameBytes:
-		return fmt.Errorf("%w: principal must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	case r.Key == "" || len(r.Key) > MaxNameBytes:
-		return fmt.Errorf("%w: key must be 1..%d bytes", ErrInvalid, MaxNameBytes)
-	}
-	return nil
-}
-
-func validateReserve(r *ReserveRequest) error {
-	if err := validateCounter(&CounterRequest{Principal: r.Principal, Key: r.Key}); err != nil {
-		return err
-	}
-	switch {
-	case r.Max < 1:
-		return fmt.Errorf("%w: max must be >= 1, got %d", ErrInvalid, r.Max)
-	case r.TTLMs < 0:
-		return fmt.Errorf("%w: ttl_ms must be >= 0", ErrInvalid)
-	}
-	return nil
 }
 
 // okReply is the reply of reset.
@@ -187,3 +129,20 @@ func respondError(m *nats.Msg, code int, reason string) {
 	}
 	_ = m.RespondMsg(errorMsg(code, reason))
 }
+
+// msToDuration converts a wire millisecond count (0: def).
+func msToDuration(ms int64, def time.Duration) time.Duration {
+	if ms <= 0 {
+		return def
+	}
+	if ms > int64(claims.MaxTTL/time.Millisecond) {
+		return claims.MaxTTL
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }

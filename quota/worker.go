@@ -2,22 +2,19 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // Errors of the Worker lifecycle.
@@ -50,18 +47,13 @@ const queueGroup = "owner"
 type Worker struct {
 	cfg    config
 	nc     *nats.Conn
-	leases *kvstore.Bucket
 	counts *kvstore.Bucket
 	store  claims.Store
 	id     string
 	log    *slog.Logger
 	met    *workerMetrics
 	sem    chan struct{}
-	base   time.Time // monotonic reference of lease deadlines
-
-	renewEvery  time.Duration // heartbeat and renewal period
-	margin      time.Duration // a lease stops serving this long before its TTL runs out
-	orphanGrace time.Duration // a free partition nobody takes is taken by anyone after this
+	leases *lease.Loop // the lease loop; it reports to leaseOwner
 
 	// served[n] is the tenure serving partition n (nil: none), for batch
 	// frames that reach the worker on any of its subjects.
@@ -71,44 +63,36 @@ type Worker struct {
 	route    string
 	routeSub *nats.Subscription
 
-	inflight tracker        // every request goroutine
-	runners  runners        // goroutines of KV-bound requests
-	bg       sync.WaitGroup // retired watchers being stopped; loop goroutine only
+	inflight tracker // every request goroutine
+	runners  runners // goroutines of KV-bound requests
 
-	life   context.Context // ends when Stop has finished; for the watcher
-	cancel context.CancelFunc
 	stopCh chan struct{}
 	done   chan struct{}
 
 	mu       sync.Mutex // guards started, stopped, snapshot
 	started  bool
 	stopped  bool
-	snapshot []int // sorted partitions served, for Partitions
+	snapshot []int // sorted partitions held, for Partitions
 
-	// Owned by the loop goroutine.
-	owned      map[int]*tenure
-	strayTried []uint64  // partition -> lease revision purgeStrays last tried
-	retired    []*tenure // lost tenures whose requests may still be in flight
-	watcher    jetstream.KeyWatcher
-	view       view
-	hbRev      uint64    // revision of the oldest heartbeat the watcher has not echoed
-	hbAt       time.Time // when it was written
-	stopErr    error
+	// Owned by the lease loop's goroutine (leaseOwner's callbacks).
+	tenures map[int]*tenure
+	retired []*tenure // lost tenures whose requests may still be in flight
+	stopErr error
 }
 
 // NewWorker returns a worker serving quota partitions over nc, with leases
-// and heartbeats in the leases bucket, counters in the counts bucket (see
-// LeasesBucket, CountsBucket) and dedupe claims in store.
+// and heartbeats in the leases bucket, counters in the counts bucket (both
+// opened by OpenBuckets) and dedupe claims in store.
 //
 // Options read: WithPrefix, WithPartitions, WithLeaseTTL, WithMemberID,
 // WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
 // WithRegisterer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
+func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...WorkerOption) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
 		return nil, invalid("NewWorker needs a connection, both buckets and a claims store")
 	}
-	cfg, err := buildConfig(opts)
+	cfg, err := buildConfig(opts, WorkerOption.applyWorker)
 	if err != nil {
 		return nil, err
 	}
@@ -121,34 +105,26 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		return nil, fmt.Errorf("quota: metrics: %w", err)
 	}
 	w := &Worker{
-		cfg:         cfg,
-		nc:          nc,
-		leases:      leases,
-		counts:      counts,
-		store:       store,
-		id:          id,
-		log:         cfg.log.With("member", id),
-		met:         met,
-		sem:         make(chan struct{}, cfg.maxInFlight),
-		base:        time.Now(),
-		renewEvery:  cfg.leaseTTL / 3,
-		margin:      cfg.leaseTTL / 4,
-		orphanGrace: cfg.leaseTTL / 2,
-		stopCh:      make(chan struct{}),
-		done:        make(chan struct{}),
-		owned:       make(map[int]*tenure),
-		strayTried:  make([]uint64, cfg.partitions),
-		served:      make([]atomic.Pointer[tenure], cfg.partitions),
-		route:       MemberSubject(cfg.prefix, id),
-		runners:     newRunners(),
+		cfg:     cfg,
+		nc:      nc,
+		counts:  counts,
+		store:   store,
+		id:      id,
+		log:     cfg.log.With("member", id),
+		met:     met,
+		sem:     make(chan struct{}, cfg.maxInFlight),
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
+		tenures: make(map[int]*tenure),
+		served:  make([]atomic.Pointer[tenure], cfg.partitions),
+		route:   memberSubject(cfg.prefix, id),
+		runners: newRunners(),
 	}
-	w.view.reset(cfg.partitions, w.staleAfter())
+	w.leases = lease.New(lease.Config{
+		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.partitions, TTL: cfg.leaseTTL, Log: w.log,
+	}, leaseOwner{w})
 	return w, nil
 }
-
-// staleAfter is how long a heartbeat or lease may go unrenewed before the
-// view presumes it gone: a TTL plus one renewal period.
-func (w *Worker) staleAfter() time.Duration { return w.cfg.leaseTTL + w.renewEvery }
 
 // ID is the worker's member id.
 func (w *Worker) ID() string { return w.id }
@@ -174,64 +150,21 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.started = true
 	w.mu.Unlock()
 
-	if err := w.checkPartitions(ctx); err != nil {
+	if err := w.leases.Start(ctx); err != nil {
+		w.leases.Close()
 		close(w.done)
 		return err
 	}
-	if err := w.heartbeat(ctx); err != nil {
-		close(w.done)
-		return fmt.Errorf("quota: heartbeat: %w", err)
-	}
-	w.life, w.cancel = context.WithCancel(context.Background())
 	sub, err := w.nc.QueueSubscribe(w.route, queueGroup, w.serveFrame)
 	if err != nil {
-		w.cancel()
+		w.leases.Close()
 		close(w.done)
 		return fmt.Errorf("quota: subscribe %s: %w", w.route, err)
 	}
 	w.routeSub = sub
-	if err := w.startWatcher(); err != nil {
-		_ = sub.Unsubscribe()
-		w.cancel()
-		close(w.done)
-		return fmt.Errorf("quota: watch leases: %w", err)
-	}
 	w.log.Info("quota worker started", "partitions", w.cfg.partitions, "lease_ttl", w.cfg.leaseTTL)
 	go w.run()
 	return nil
-}
-
-// partitionsRecord is the value of config.partitions.
-type partitionsRecord struct {
-	Partitions int `json:"partitions"`
-}
-
-// checkPartitions records the fleet's partition count once and refuses
-// another one.
-func (w *Worker) checkPartitions(ctx context.Context) error {
-	want := w.cfg.partitions
-	val, _ := json.Marshal(partitionsRecord{Partitions: want})
-	for range 3 {
-		_, rec, err := w.leases.Create(ctx, configKey, val, 0)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, kvstore.ErrExists) {
-			return fmt.Errorf("quota: record partition count: %w", err)
-		}
-		if rec == nil {
-			continue // vanished meanwhile: try again
-		}
-		var got partitionsRecord
-		if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
-			return fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", w.leases.Name(), configKey, rec.Value)
-		}
-		if got.Partitions != want {
-			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got.Partitions, want)
-		}
-		return nil
-	}
-	return fmt.Errorf("quota: record partition count: key %s keeps changing", configKey)
 }
 
 // Stop releases every lease (so peers take the partitions over at once),
@@ -255,192 +188,5 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return w.stopErr
 	case <-ctx.Done():
 		return fmt.Errorf("quota: stop: %w", ctx.Err())
-	}
-}
-
-// setSnapshot publishes the owned partitions for Partitions and the gauge.
-func (w *Worker) setSnapshot() {
-	ps := make([]int, 0, len(w.owned))
-	for n := range w.owned {
-		ps = append(ps, n)
-	}
-	slices.Sort(ps)
-	w.mu.Lock()
-	w.snapshot = ps
-	w.mu.Unlock()
-	w.met.owned.Set(float64(len(ps)))
-}
-
-// sinceBase is the monotonic clock of lease deadlines.
-func (w *Worker) sinceBase() int64 { return int64(time.Since(w.base)) }
-
-// memberRecord is the value of a member's heartbeat.
-type memberRecord struct {
-	ID         string `json:"id"`
-	Partitions int    `json:"partitions"`
-}
-
-// leaseRecord is the value of a lease.
-type leaseRecord struct {
-	Owner string `json:"owner"`
-}
-
-// heartbeat writes the member record with a TTL and remembers the oldest
-// revision the watcher has yet to echo (see checkWatcher).
-func (w *Worker) heartbeat(ctx context.Context) error {
-	val, _ := json.Marshal(memberRecord{ID: w.id, Partitions: w.cfg.partitions})
-	rev, err := w.leases.Put(ctx, memberKey(w.id), val, w.cfg.leaseTTL)
-	if err == nil && (w.hbRev == 0 || w.view.maxRev >= w.hbRev) {
-		w.hbRev, w.hbAt = rev, time.Now()
-	}
-	return err
-}
-
-func (w *Worker) leaseValue() []byte {
-	val, _ := json.Marshal(leaseRecord{Owner: w.id})
-	return val
-}
-
-func parseOwner(val []byte) string {
-	var r leaseRecord
-	if json.Unmarshal(val, &r) != nil || r.Owner == "" {
-		return "?" // held, by something unreadable: never ours
-	}
-	return r.Owner
-}
-
-// tracker counts goroutines and lets one wait until none is left. Once
-// closed, it admits no more.
-type tracker struct {
-	mu     sync.Mutex
-	n      int
-	closed bool
-	zero   chan struct{}
-}
-
-// add admits one more goroutine; false once closed.
-func (t *tracker) add() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.n == 0 {
-		t.zero = make(chan struct{})
-	}
-	t.n++
-	return true
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.zero)
-	}
-	t.mu.Unlock()
-}
-
-// close stops admitting goroutines.
-func (t *tracker) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-}
-
-// idle reports whether no goroutine is tracked.
-func (t *tracker) idle() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.n == 0
-}
-
-// wait returns when no goroutine is tracked, or ctx's error.
-func (t *tracker) wait(ctx context.Context) error {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	z := t.zero
-	t.mu.Unlock()
-	select {
-	case <-z:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// msToDuration converts a wire millisecond count (0: def).
-func msToDuration(ms int64, def time.Duration) time.Duration {
-	if ms <= 0 {
-		return def
-	}
-	if ms > int64(claims.MaxTTL/time.Millisecond) {
-		return claims.MaxTTL
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
-
-func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
-
-// runnerIdle is how long an idle runner waits for work before it exits.
-const runnerIdle = time.Second
-
-// runners runs KV-bound work on reused goroutines: a claim's call chain
-// (JetStream publish, context, events) grows a fresh goroutine's stack
-// every time, which costs more than the create's own CPU on a busy owner.
-// A runner that finds no work for runnerIdle exits. The zero value works
-// (without quit, runners end only by idling).
-type runners struct {
-	jobs chan func() // unbuffered: a send succeeds when a runner is idle
-	quit chan struct{}
-	wg   sync.WaitGroup
-}
-
-func newRunners() runners {
-	return runners{jobs: make(chan func()), quit: make(chan struct{})}
-}
-
-// run runs fn on an idle runner or a new one.
-func (r *runners) run(fn func()) {
-	select {
-	case r.jobs <- fn:
-	default:
-		r.wg.Add(1)
-		go r.loop(fn)
-	}
-}
-
-func (r *runners) loop(fn func()) {
-	defer r.wg.Done()
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		fn()
-		fn = nil
-		idle.Reset(runnerIdle)
-		select {
-		case fn = <-r.jobs:
-		case <-idle.C:
-			return
-		case <-r.quit:
-			return
-		}
-	}
-}
-
-// stop ends idle runners, and with wait waits for all (no run may follow).
-func (r *runners) stop(wait bool) {
-	if r.quit != nil {
-		close(r.quit)
-	}
-	if wait {
-		r.wg.Wait()
 	}
 }

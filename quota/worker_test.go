@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -43,44 +43,6 @@ func TestPartitionMatchesFNV1a(t *testing.T) {
 		h.Write([]byte(s))
 		if got, want := Partition(s, 64), int(h.Sum32()%64); got != want {
 			t.Errorf("Partition(%q, 64) = %d, want %d", s, got, want)
-		}
-	}
-}
-
-func TestAssignBalancedAndStable(t *testing.T) {
-	for n := 1; n <= 9; n++ {
-		members := make([]string, n)
-		for i := range members {
-			members[i] = fmt.Sprintf("m%02d", i)
-		}
-		a := assign(members, 64)
-		b := assign(members, 64)
-		load := map[string]int{}
-		for p := range a {
-			if a[p] != b[p] {
-				t.Fatalf("n=%d: not deterministic at %d", n, p)
-			}
-			load[a[p]]++
-		}
-		limit := (64 + n - 1) / n
-		for m, l := range load {
-			if l > limit {
-				t.Errorf("n=%d: %s holds %d > %d", n, m, l, limit)
-			}
-		}
-		if n > 1 {
-			// Removing the last member moves its partitions and few others.
-			c := assign(members[:n-1], 64)
-			moved := 0
-			for p := range a {
-				if a[p] != members[n-1] && a[p] != c[p] {
-					moved++
-				}
-			}
-			t.Logf("n=%d -> %d: %d partitions of surviving members moved", n, n-1, moved)
-			if moved > 64/2 {
-				t.Errorf("n=%d: %d partitions of surviving members moved", n, moved)
-			}
 		}
 	}
 }
@@ -143,7 +105,7 @@ func TestHitInvalid(t *testing.T) {
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	msg, err := k.Conn.Request(PartitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
+	msg, err := k.Conn.Request(partitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +114,7 @@ func TestHitInvalid(t *testing.T) {
 	}
 	// Misrouted (a client with another partition count): 400 too.
 	wrong := (Partition("a", DefaultPartitions) + 1) % DefaultPartitions
-	msg, err = k.Conn.Request(PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
+	msg, err = k.Conn.Request(partitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("misrouted: %v %v", msg, err)
 	}
@@ -363,14 +325,39 @@ func TestPartitionMismatchRefusesStart(t *testing.T) {
 	}
 }
 
+// TestOptionsValidate: every option with a bad value fails the constructor
+// it applies to with ErrInvalidOption (an option that does not apply to a
+// constructor does not compile).
 func TestOptionsValidate(t *testing.T) {
-	for name, o := range map[string]Option{
+	for name, o := range map[string]ClientOption{
 		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0), "budget": WithBudget(0),
+	} {
+		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("client %s: %v", name, err)
+		}
+	}
+	for name, o := range map[string]WorkerOption{
+		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0),
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
 		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
 	} {
-		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("%s: %v", name, err)
+		if _, err := NewWorker(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("worker %s: %v", name, err)
+		}
+	}
+	client, err := NewClient(&nats.Conn{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := gcra.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]FleetOption{
+		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
+	} {
+		if _, err := NewFleet(client, local, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("fleet %s: %v", name, err)
 		}
 	}
 }

@@ -19,6 +19,16 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errInvalid}, args...)...)
 }
 
+// Request bounds, checked before anything is decoded or allocated. The
+// largest valid request (a hit with 16 charges and a claim) is a few KiB.
+const (
+	// MaxRequestBytes bounds a request body.
+	MaxRequestBytes = 64 << 10
+	// maxArrayItems bounds every JSON array of a request (the longest valid
+	// ones: 100 cooldown backends).
+	maxArrayItems = 128
+)
+
 // decodeStrict decodes the JSON object data into the struct v points to,
 // more strictly than encoding/json:
 //
@@ -34,8 +44,14 @@ func invalid(format string, args ...any) error {
 //   - null leaves a field at its zero value (a pointer at nil), i.e. the
 //     same as an absent member.
 //
+// A body over MaxRequestBytes, or an array over maxArrayItems, is refused
+// before it is decoded (nothing proportional to it is allocated).
+//
 // Every error wraps errInvalid.
 func decodeStrict(data []byte, v any) error {
+	if len(data) > MaxRequestBytes {
+		return invalid("request larger than %d bytes", MaxRequestBytes)
+	}
 	if !json.Valid(data) {
 		var probe any
 		err := json.Unmarshal(data, &probe)
@@ -104,9 +120,9 @@ func decodeInto(raw json.RawMessage, rv reflect.Value, path string) error {
 		if raw[0] != '[' {
 			return typeError(path, "array", raw)
 		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return typeError(path, "array", raw)
+		items, err := arrayItems(raw, maxArrayItems)
+		if err != nil {
+			return invalid("%s: %s", orTop(path), err.Error())
 		}
 		s := reflect.MakeSlice(rv.Type(), len(items), len(items))
 		for i, item := range items {
@@ -121,6 +137,34 @@ func decodeInto(raw json.RawMessage, rv reflect.Value, path string) error {
 		return typeError(path, wantKind(rv.Type()), raw)
 	}
 	return nil
+}
+
+// arrayItems splits raw (a valid JSON array) into at most max items; more is
+// an error found after reading max+1 items, so memory stays bounded by max.
+func arrayItems(raw json.RawMessage, max int) ([]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '['
+		return nil, err
+	}
+	var items []json.RawMessage
+	for dec.More() {
+		if len(items) == max {
+			return nil, fmt.Errorf("more than %d items", max)
+		}
+		var item json.RawMessage
+		if err := dec.Decode(&item); err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	return items, nil
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "request"
+	}
+	return path
 }
 
 // jsonName is the member name of a struct field: its json tag's name, or

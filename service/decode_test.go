@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -129,5 +130,48 @@ func TestDetail(t *testing.T) {
 		if got := detail(tc.msg, s); got != tc.want {
 			t.Errorf("detail(%q) = %q, want %q", tc.msg, got, tc.want)
 		}
+	}
+}
+
+// allocated returns the bytes allocated while f runs.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDecodeBounded: an oversized request and an overlong array are refused
+// before anything proportional to them is allocated. (An 8 MiB request of
+// [{},{},…] used to allocate hundreds of MB.)
+func TestDecodeBounded(t *testing.T) {
+	huge := []byte(`{"list":[` + strings.Repeat(`{},`, (8<<20)/3) + `{}]}`)
+	var err error
+	n := allocated(func() { err = decodeStrict(huge, &decOuter{}) })
+	if err == nil || !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "request larger than 65536 bytes") {
+		t.Fatalf("8 MiB request: %v", err)
+	}
+	if n > 4<<10 {
+		t.Fatalf("8 MiB request allocated %d bytes before refusal", n)
+	}
+	// Under the size limit, an array of 20,000 items: refused after
+	// maxArrayItems of them.
+	long := []byte(`{"list":[` + strings.Repeat(`{},`, 20000) + `{}]}`)
+	n = allocated(func() { err = decodeStrict(long, &decOuter{}) })
+	if err == nil || !strings.Contains(err.Error(), "list: more than 128 items") {
+		t.Fatalf("20,000 items: %v", err)
+	}
+	// Measured ~73 KiB (the decoder buffers the 60 KiB array, plus 64 raw
+	// items); 20,000 decoded items would be over 1 MiB.
+	if n > 96<<10 {
+		t.Fatalf("20,000 items allocated %d bytes", n)
+	}
+	// 64 items still decode.
+	ok := []byte(`{"list":[` + strings.Repeat(`{"n":1},`, 63) + `{"n":1}]}`)
+	var v decOuter
+	if err := decodeStrict(ok, &v); err != nil || len(v.List) != 64 {
+		t.Fatalf("64 items: %d, %v", len(v.List), err)
 	}
 }

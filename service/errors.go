@@ -68,13 +68,16 @@ func classify(err error) (code, reason, outcome string) {
 // maxReasonBytes bounds the detail of a 400 reason (a header value).
 const maxReasonBytes = 400
 
-// detail is what an invalid-request error says after its sentinel's text
-// cut out ("claim: claims: invalid argument: key must not be empty" ->
-// "claim: key must not be empty"), made
-// safe for a header value: one line, at most maxReasonBytes bytes.
+// detail is what an invalid-request error says after the text of its
+// sentinel, and of every other invalid sentinel it wraps, cut out ("quota:
+// invalid request: claim: claims: invalid argument: key must not be empty"
+// -> "claim: key must not be empty"), made safe for a header value: one
+// line, at most maxReasonBytes bytes.
 func detail(msg string, sentinel error) string {
-	if i := strings.Index(msg, sentinel.Error()+": "); i >= 0 {
-		msg = msg[:i] + msg[i+len(sentinel.Error())+2:]
+	for _, s := range append([]error{sentinel}, invalidSentinels...) {
+		if i := strings.Index(msg, s.Error()+": "); i >= 0 {
+			msg = msg[:i] + msg[i+len(s.Error())+2:]
+		}
 	}
 	msg = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/internal/endpoints"
+	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -15,39 +17,35 @@ import (
 // key (the quota owner's bound, quota.MaxNameBytes).
 const MaxNameBytes = quota.MaxNameBytes
 
-// maxCharges bounds the charges of one hit (quota.HitRequest.Validate).
-const maxCharges = 16
-
 // endpoints builds the endpoints of the dependencies cfg provides, in the
 // order of PROTOCOL.md.
 func (s *Service) endpoints() []*endpoint {
-	p := s.cfg.Prefix + ".v1."
 	st, settle := s.cfg.StoreTimeout, s.cfg.SettleTimeout
 	var eps []*endpoint
-	add := func(name, subject string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
-		eps = append(eps, &endpoint{name: name, subject: p + subject, timeout: timeout, handle: h})
+	add := func(e string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
+		eps = append(eps, &endpoint{name: endpoints.Name(e), subject: endpoints.Subject(s.cfg.Prefix, e), timeout: timeout, handle: h})
 	}
 	if s.cfg.Quota != nil {
-		add("quota_hit", "quota.hit", st, s.quotaHit)
-		add("quota_reset", "quota.reset", st, s.quotaReset)
-		add("quota_reserve", "quota.reserve", st, s.quotaReserve)
-		add("quota_release", "quota.release", st, s.quotaRelease)
-		add("quota_count", "quota.count", st, s.quotaCount)
+		add(endpoints.QuotaHit, st, s.quotaHit)
+		add(endpoints.QuotaReset, st, s.quotaReset)
+		add(endpoints.QuotaReserve, st, s.quotaReserve)
+		add(endpoints.QuotaRelease, st, s.quotaRelease)
+		add(endpoints.QuotaCount, st, s.quotaCount)
 	}
 	if s.cfg.Claims != nil {
-		add("claims_settle", "claims.settle", settle, s.claimsSettle)
-		add("claims_release", "claims.release", settle, s.claimsRelease)
-		add("claims_get", "claims.get", st, s.claimsGet)
+		add(endpoints.ClaimsSettle, settle, s.claimsSettle)
+		add(endpoints.ClaimsRelease, settle, s.claimsRelease)
+		add(endpoints.ClaimsGet, st, s.claimsGet)
 	}
 	if s.cfg.Replay != nil {
-		add("replay_claim", "replay.claim", st, s.replayClaim)
+		add(endpoints.ReplayClaim, st, s.replayClaim)
 	}
 	if s.cfg.Cooldown != nil {
-		add("cooldown_record", "cooldown.record", st, s.cooldownRecord)
-		add("cooldown_penalize", "cooldown.penalize", st, s.cooldownPenalize)
-		add("cooldown_load", "cooldown.load", st, s.cooldownLoad)
+		add(endpoints.CooldownRecord, st, s.cooldownRecord)
+		add(endpoints.CooldownPenalize, st, s.cooldownPenalize)
+		add(endpoints.CooldownLoad, st, s.cooldownLoad)
 	}
-	return eps
+	return append(eps, scoped(s.cfg.Prefix, eps)...)
 }
 
 // okReply is {"ok":true}.
@@ -77,7 +75,7 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 	if err := decodeStrict(data, &req); err != nil {
 		return nil, err
 	}
-	if err := validateHit(&req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	rep, err := s.cfg.Quota.Hit(ctx, req)
@@ -85,8 +83,13 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	if rep.Local && req.Claim != nil {
-		// The claim lives in this node's memory: a revision nobody can
-		// settle through claims.settle. Say the fleet store is unavailable.
+		// The owner did not answer: quota.Fleet decided the charges from
+		// this node's local limiter (a degraded fleet of N nodes admits up
+		// to N × a limit) and took the claim in the fleet's KV claim store.
+		// The service's reply cannot say the answer was local, so it says
+		// the fleet is unavailable; the caller's retry with the same hook
+		// id gets its own pending claim back (a claim is idempotent per
+		// hook id), so the claim taken here is not lost.
 		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
 	return hitReply{
@@ -98,46 +101,13 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 	}, nil
 }
 
-// validateHit checks a hit as the quota owner does: quota's Validate (at
-// least one charge or a claim, at most 16 charges, one tenant — the
-// claim's when there is one —, 0 < increment_us <= capacity_us), tenants of
-// 1..MaxNameBytes bytes, no kind charged twice, and a claim whose id and
-// hook id the claims store accepts.
-func validateHit(r *quota.HitRequest) error {
-	if len(r.Charges) > maxCharges {
-		return invalid("at most %d charges, got %d", maxCharges, len(r.Charges))
-	}
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	for i, c := range r.Charges {
-		if len(c.Tenant) > MaxNameBytes {
-			return invalid("charges[%d].tenant must be 1..%d bytes", i, MaxNameBytes)
-		}
-		for j := range i {
-			if r.Charges[j].Kind == c.Kind {
-				return invalid("charges[%d]: kind charged twice", i)
-			}
-		}
-	}
-	if c := r.Claim; c != nil {
-		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		if err := claims.ValidateHookID(c.HookID); err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-	}
-	return nil
-}
-
 // quotaReset serves quota.reset: {"tenant"} -> {"ok":true}.
 func (s *Service) quotaReset(ctx context.Context, data []byte) (any, error) {
 	var req quota.ResetRequest
 	if err := decodeStrict(data, &req); err != nil {
 		return nil, err
 	}
-	if err := checkName("tenant", req.Tenant); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.cfg.Quota.Reset(ctx, req.Tenant); err != nil {
@@ -153,14 +123,8 @@ func (s *Service) quotaReserve(ctx context.Context, data []byte) (any, error) {
 	if err := decodeStrict(data, &req); err != nil {
 		return nil, err
 	}
-	if err := checkCounter(req.Principal, req.Key); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
-	}
-	switch {
-	case req.Max < 1:
-		return nil, invalid("max must be >= 1, got %d", req.Max)
-	case req.TTLMs < 0:
-		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
 	}
 	rep, err := s.cfg.Quota.Reserve(ctx, req)
 	if err != nil {
@@ -200,21 +164,7 @@ func decodeCounter(data []byte) (quota.CounterRequest, error) {
 	if err := decodeStrict(data, &req); err != nil {
 		return req, err
 	}
-	return req, checkCounter(req.Principal, req.Key)
-}
-
-func checkCounter(principal, key string) error {
-	if err := checkName("principal", principal); err != nil {
-		return err
-	}
-	return checkName("key", key)
-}
-
-func checkName(field, v string) error {
-	if v == "" || len(v) > MaxNameBytes {
-		return invalid("%s must be 1..%d bytes", field, MaxNameBytes)
-	}
-	return nil
+	return req, req.Validate()
 }
 
 // ---- claims.* ----
@@ -315,16 +265,7 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: ceilMs(st.ExpiresIn)}, nil
-}
-
-// ceilMs is d in whole milliseconds, rounded up (a live claim never reads
-// as expiring in 0 ms).
-func ceilMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
 }
 
 // ---- replay.claim ----

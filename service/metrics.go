@@ -1,11 +1,12 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
 // metrics of a Service. Labels are bounded: endpoint (one per subject) and
@@ -36,35 +37,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests the sluice NATS service is handling now.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
-		return nil, err
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
-		return nil, err
+	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
 	}
-	if m.inFlight, err = register(reg, m.inFlight); err != nil {
-		return nil, err
+	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
+		return nil, fmt.Errorf("service: %w", err)
 	}
 	return m, nil
-}
-
-// register registers c, or returns the equal collector already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("service: register metrics: %w", err)
-	}
-	return c, nil
 }
 
 func (m *metrics) observe(endpoint, outcome string, d time.Duration) {

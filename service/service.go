@@ -338,6 +338,9 @@ type endpoint struct {
 	subject string
 	timeout time.Duration
 	handle  func(ctx context.Context, data []byte) (any, error)
+	// scope, on a tenant-scoped subject, refuses a body acting for a
+	// tenant other than the subject's (nil: unscoped).
+	scope func(subject string, data []byte) error
 
 	inFlight  atomic.Int64
 	statsMu   sync.Mutex
@@ -356,7 +359,7 @@ type endpoint struct {
 func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 	return func(req micro.Request) {
 		start := time.Now()
-		reply, data := req.Reply(), req.Data()
+		reply, data, subject := req.Reply(), req.Data(), req.Subject()
 		s.mu.RLock()
 		if s.stopped {
 			s.mu.RUnlock()
@@ -383,19 +386,24 @@ func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 			defer s.metrics.inFlight.Dec()
 			defer ep.inFlight.Add(-1)
 			defer cancel()
-			v, err := s.serve(ctx, ep, data)
+			v, err := s.serve(ctx, ep, subject, data)
 			s.finish(ep, reply, start, v, err)
 		}()
 	}
 }
 
 // serve runs ep's handler, turning a panic into an error.
-func (s *Service) serve(ctx context.Context, ep *endpoint, data []byte) (v any, err error) {
+func (s *Service) serve(ctx context.Context, ep *endpoint, subject string, data []byte) (v any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
+	if ep.scope != nil {
+		if err := ep.scope(subject, data); err != nil {
+			return nil, err
+		}
+	}
 	return ep.handle(ctx, data)
 }
 

@@ -305,10 +305,20 @@ const (
 	subLoad     = "sluice.v1.cooldown.load"
 )
 
-var allSubjects = []string{
+var allSubjects = append([]string{
 	subHit, subReset, subReserve, subQRelease, subCount,
 	subSettle, subCRelease, subGet, subReplay,
 	subRecord, subPenalize, subLoad,
+}, scopedSubjects(subHit, subReserve, subQRelease, subCount, subSettle, subCRelease, subGet, subReplay, subRecord, subPenalize, subLoad)...)
+
+// scopedSubjects are the tenant-scoped twins of subjects (quota.reset has
+// none).
+func scopedSubjects(subjects ...string) []string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = strings.Replace(s, "sluice.v1.", "sluice.v1.t.*.", 1)
+	}
+	return out
 }
 
 // ---- discovery ----
@@ -380,7 +390,7 @@ func TestOnlyProvidedDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
-	if got := svc.Subjects(); !reflect.DeepEqual(got, []string{subReplay}) {
+	if got := svc.Subjects(); !reflect.DeepEqual(got, append([]string{subReplay}, scopedSubjects(subReplay)...)) {
 		t.Fatalf("subjects %v", got)
 	}
 	if _, err := kit.Conn.Request(subHit, []byte(`{}`), time.Second); !errors.Is(err, nats.ErrNoResponders) {
@@ -1191,4 +1201,43 @@ func counts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestOversizedRequest: a request over MaxRequestBytes is a 400 from the
+// service, whatever the endpoint, before decoding.
+func TestOversizedRequest(t *testing.T) {
+	e := start(t, nil)
+	body := `[` + strings.Repeat(`{},`, (900<<10)/3) + `{}]`
+	e.fails(t, "sluice.v1.quota.hit", body, "400", "invalid_request: request larger than 65536 bytes")
+	e.fails(t, "sluice.v1.claims.get", body, "400", "invalid_request: request larger than 65536 bytes")
+}
+
+// TestTenantScopedSubjects: on <prefix>.v1.t.<tenant>.<endpoint> a body
+// acting for that tenant is served as on the unscoped subject; one naming
+// another tenant (anywhere in it) is refused; quota.reset has no scoped
+// subject.
+func TestTenantScopedSubjects(t *testing.T) {
+	e := start(t, nil)
+	hit := `{"charges":[{"kind":"hooks","tenant":"%s","increment_us":1000,"capacity_us":10000}]%s}`
+	ok := e.ok(t, "sluice.v1.t.acme.quota.hit", fmt.Sprintf(hit, "acme", ""))
+	if ok["result"] != "ok" {
+		t.Fatalf("scoped hit: %v", ok)
+	}
+	for subject, body := range map[string]string{
+		"sluice.v1.t.acme.quota.hit":     fmt.Sprintf(hit, "globex", ""),
+		"sluice.v1.t.acme.quota.hit ":    fmt.Sprintf(hit, "acme", `,"claim":{"tenant":"globex","source":"s","key":"k","hook_id":"h"}`),
+		"sluice.v1.t.acme.claims.settle": `{"tenant":"globex","source":"s","key":"k","hook_id":"h","revision":1}`,
+		"sluice.v1.t.acme.claims.get":    `{"tenant":"globex","source":"s","key":"k"}`,
+		"sluice.v1.t.acme.quota.reserve": `{"principal":"globex","key":"k","max":1}`,
+		"sluice.v1.t.acme.replay.claim":  `{"namespace":"globex/gh","key":"k","retain_until":1}`,
+		"sluice.v1.t.acme.cooldown.load": `{"account":"globex","backends":["b"]}`,
+	} {
+		e.fails(t, strings.TrimSpace(subject), body, "400", "invalid_request: tenant \"globex\" does not match the subject's tenant")
+	}
+	// Own tenant through the scoped subjects.
+	e.ok(t, "sluice.v1.t.acme.claims.get", `{"tenant":"acme","source":"s","key":"k"}`)
+	e.ok(t, "sluice.v1.t.acme.replay.claim", `{"namespace":"acme/gh","key":"k","retain_until":1}`)
+	if _, err := e.client.Request("sluice.v1.t.acme.quota.reset", []byte(`{"tenant":"acme"}`), time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("scoped reset: want no responders, got %v", err)
+	}
 }

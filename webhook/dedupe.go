@@ -29,8 +29,8 @@ const (
 	DedupeAuto     = "auto"
 	DedupeNone     = "none"
 	DedupeGitHub   = "github"            // X-GitHub-Delivery
-	DedupeStandard = "standard_webhooks" // webhook-id
-	DedupeSvix     = "svix"              // svix-id
+	DedupeStandard = "standard_webhooks" // the signed id: webhook-id or svix-id
+	DedupeSvix     = "svix"              // the same as standard_webhooks
 	DedupeShopify  = "shopify"           // X-Shopify-Webhook-Id
 	DedupeStripe   = "stripe"            // JSON "id"
 	// DedupeHeaderPrefix introduces a header spec: "header:<Name>".
@@ -65,6 +65,7 @@ const (
 	kindNone
 	kindHeader
 	kindJSON
+	kindStandard // webhook-id or svix-id, whichever family is signed
 )
 
 // Dedupe extracts a request's dedupe key according to a source's spec. The
@@ -72,7 +73,7 @@ const (
 type Dedupe struct {
 	kind   dedupeKind
 	spec   string   // canonical spec, for String
-	header string   // kindHeader: canonical header name
+	header string   // kindHeader: canonical header name; kindStandard: the unsigned fallback
 	path   []string // kindJSON: object keys (or array indexes)
 }
 
@@ -82,9 +83,11 @@ type Dedupe struct {
 //     X-GitHub-Delivery, svix-id, X-Shopify-Webhook-Id (the behaviour of an
 //     unconfigured source);
 //   - "none": never a key (no dedupe);
-//   - presets "github" (X-GitHub-Delivery), "standard_webhooks"
-//     (webhook-id), "svix" (svix-id), "shopify" (X-Shopify-Webhook-Id),
-//     "stripe" (the JSON body's top-level "id");
+//   - presets "github" (X-GitHub-Delivery), "standard_webhooks" and "svix"
+//     (the id of the signed header family: webhook-id with
+//     webhook-signature, svix-id with only svix-signature; unsigned,
+//     webhook-id resp. svix-id), "shopify" (X-Shopify-Webhook-Id), "stripe"
+//     (the JSON body's top-level "id");
 //   - "header:<Name>": the value of header Name (an HTTP token);
 //   - "json:<dot.path>": the value at the '.'-separated path of object keys in
 //     a JSON body; a segment of decimal digits also indexes an array. A
@@ -102,9 +105,9 @@ func ParseDedupe(spec string) (Dedupe, error) {
 	case DedupeGitHub:
 		return headerDedupe(spec, HeaderGitHubDelivery), nil
 	case DedupeStandard:
-		return headerDedupe(spec, HeaderStandardID), nil
+		return Dedupe{kind: kindStandard, spec: spec, header: textproto.CanonicalMIMEHeaderKey(HeaderStandardID)}, nil
 	case DedupeSvix:
-		return headerDedupe(spec, HeaderSvixID), nil
+		return Dedupe{kind: kindStandard, spec: spec, header: textproto.CanonicalMIMEHeaderKey(HeaderSvixID)}, nil
 	case DedupeShopify:
 		return headerDedupe(spec, "X-Shopify-Webhook-Id"), nil
 	case DedupeStripe:
@@ -180,6 +183,12 @@ func (d Dedupe) Key(h http.Header, body []byte) (key string, ok bool) {
 		k = h.Get(d.header)
 	case kindJSON:
 		k, _ = jsonLookup(body, d.path)
+	case kindStandard:
+		id := d.header // unsigned: the preset's own header
+		if len(h.Values(HeaderStandardSignature)) > 0 || len(h.Values(HeaderSvixSignature)) > 0 {
+			id, _, _ = standardHeaders(h)
+		}
+		k = h.Get(id)
 	default: // auto
 		for _, name := range autoHeaders {
 			if k = h.Get(name); k != "" {

@@ -51,6 +51,10 @@ func NewStandard(secret string) (*Standard, error) {
 	return &Standard{key: key}, nil
 }
 
+// MinStandardKeyBytes is the shortest Standard Webhooks key accepted (the
+// specification's lower bound; Svix issues 24-byte keys).
+const MinStandardKeyBytes = 24
+
 // standardKey decodes a Standard Webhooks secret (padded or unpadded
 // standard base64 after an optional "whsec_").
 func standardKey(secret string) ([]byte, error) {
@@ -64,6 +68,10 @@ func standardKey(secret string) ([]byte, error) {
 	}
 	if err != nil || len(key) == 0 {
 		return nil, fmt.Errorf("%w: standard_webhooks secret must be whsec_ followed by base64", ErrInvalidSecret)
+	}
+	if len(key) < MinStandardKeyBytes {
+		// The spec asks for 24..64 random bytes; a short key can be guessed.
+		return nil, fmt.Errorf("%w: standard_webhooks secret must decode to at least %d bytes, got %d", ErrInvalidSecret, MinStandardKeyBytes, len(key))
 	}
 	return key, nil
 }
@@ -109,12 +117,20 @@ func parseStandardSignatures(v string) ([][]byte, error) {
 	return sigs, nil
 }
 
+// standardHeaders picks the header family a Standard Webhooks request is
+// signed with: webhook-*, or svix-* when only svix-signature is present.
+// Verification and the standard_webhooks/svix dedupe presets both use it,
+// so the dedupe key is always the id that was signed.
+func standardHeaders(h http.Header) (id, ts, sig string) {
+	if len(h.Values(HeaderStandardSignature)) == 0 && len(h.Values(HeaderSvixSignature)) > 0 {
+		return HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature
+	}
+	return HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature
+}
+
 // Verify checks the Standard Webhooks headers against body at now.
 func (s *Standard) Verify(h http.Header, body []byte, now time.Time) (Verified, error) {
-	idH, tsH, sigH := HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature
-	if len(h.Values(sigH)) == 0 && len(h.Values(HeaderSvixSignature)) > 0 {
-		idH, tsH, sigH = HeaderSvixID, HeaderSvixTimestamp, HeaderSvixSignature
-	}
+	idH, tsH, sigH := standardHeaders(h)
 	sigV, err := headerValue(h, sigH, " ")
 	if err != nil {
 		return Verified{}, err

@@ -202,10 +202,20 @@ func TestNewVerifierErrors(t *testing.T) {
 		}
 	}
 	// Padded and unpadded base64 are accepted.
-	if _, err := webhook.NewStandard("whsec_YWJj"); err != nil { // "abc"
+	if _, err := webhook.NewStandard("whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eQ=="); err != nil { // 25 bytes
 		t.Fatal(err)
 	}
-	if _, err := webhook.NewStandard("whsec_YWI"); err != nil { // "ab", unpadded
+	if _, err := webhook.NewStandard("whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eQ"); err != nil { // 25 bytes, unpadded
+		t.Fatal(err)
+	}
+	// A key shorter than 24 bytes can be guessed: refused, naming the
+	// length, never the key.
+	for _, short := range []string{"whsec_YWJj", "whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnc="} { // 3 and 23 bytes
+		if _, err := webhook.NewStandard(short); !errors.Is(err, webhook.ErrInvalidSecret) || !strings.Contains(err.Error(), "at least 24 bytes") {
+			t.Errorf("NewStandard(%q): %v", short, err)
+		}
+	}
+	if _, err := webhook.NewStandard("whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4"); err != nil { // exactly 24
 		t.Fatal(err)
 	}
 	for _, n := range webhook.Verifiers() {
@@ -221,7 +231,7 @@ func TestNewVerifierErrors(t *testing.T) {
 // TestVerifierRedaction: printing or marshalling a verifier never shows its
 // secret.
 func TestVerifierRedaction(t *testing.T) {
-	secrets := map[string]string{"github": "gh-s3cret-value", "stripe": "whsec_stripe_s3cret", "standard_webhooks": "whsec_c2VjcmV0LXN0YW5kYXJk"}
+	secrets := map[string]string{"github": "gh-s3cret-value", "stripe": "whsec_stripe_s3cret", "standard_webhooks": "whsec_c2VjcmV0LXN0YW5kYXJkLWtleS0yNC1ieXRlcw=="}
 	for name, secret := range secrets {
 		v, err := webhook.NewVerifier(name, secret)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,18 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+	"github.com/sluice-dev/sluice/testkit"
+)
 
 func buildEdge(t *testing.T) string {
 	t.Helper()
@@ -99,7 +89,7 @@ func TestKill9KeepsEveryAcceptedHook(t *testing.T) {
 	}
 	bin := buildEdge(t)
 	data := t.TempDir()
-	hp, np := freePort(t), freePort(t)
+	hp, np := testkit.FreePort(t), testkit.FreePort(t)
 	p := startEdge(t, bin, data, hp, np)
 
 	var mu sync.Mutex

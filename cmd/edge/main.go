@@ -4,6 +4,8 @@
 //
 //	go run ./cmd/edge            # 127.0.0.1:8080, embedded NATS on 127.0.0.1:4222, data in ./data
 //	go run ./cmd/edge -h         # every flag, its environment twin and default
+//	go run ./cmd/edge nats-authz --user acme-svc --role service --tenants acme
+//	                             # the nats-server authorization of a role (external NATS)
 package main
 
 import (
@@ -25,6 +27,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "nats-authz" {
+		os.Exit(runNATSAuthz(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(Run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
 

@@ -7,18 +7,22 @@ import (
 	"net/http/pprof"
 	"os"
 	"time"
+
+	"github.com/sluice-dev/sluice/config"
 )
 
-// PprofEnv names the environment variable that, when set to a host:port,
-// serves net/http/pprof on its own listener (never on the edge's HTTP
-// listener). Off by default; meant for profiling runs such as
+// PprofEnv names the environment variable that, when set to a loopback
+// host:port, serves net/http/pprof on its own listener (never on the edge's
+// HTTP listener). Off by default; meant for profiling runs such as
 // cmd/sluice-bench --profile:
 //
 //	SLUICE_PPROF_ADDR=127.0.0.1:6060 go run ./cmd/edge
 //	go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=10'
 //
 // It is not a configuration flag on purpose: it exposes process internals
-// and is only for the operator at the machine.
+// and is only for the operator at the machine. A non-loopback address is
+// refused, and /debug/pprof/cmdline is not served (the command line may
+// hold secrets such as --admin-token).
 const PprofEnv = "SLUICE_PPROF_ADDR"
 
 func init() {
@@ -26,19 +30,32 @@ func init() {
 	if addr == "" {
 		return
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenPprof(addr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "edge: %s=%s: %v\n", PprofEnv, addr, err)
 		os.Exit(2)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
 	// The listener lives as long as the process: it is bound before the app
 	// starts (a bad address fails at once) and dies with the process.
 	go func() { _ = srv.Serve(ln) }()
+}
+
+// listenPprof binds addr, which must be a loopback address.
+func listenPprof(addr string) (net.Listener, error) {
+	if !config.IsLoopback(addr) {
+		return nil, fmt.Errorf("pprof listens on loopback only (e.g. 127.0.0.1:6060), not %q", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+// pprofMux serves the profiles, without /debug/pprof/cmdline.
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

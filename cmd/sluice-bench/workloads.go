@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -142,5 +141,3 @@ func warmRedis(ctx context.Context, rdb *redis.Client) error {
 	}
 	return nil
 }
-
-var errSkipped = errors.New("skipped")

@@ -1,4 +1,4 @@
-package quota
+package lease
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 )
 
 // view is the lease loop's picture of the leases bucket, fed by a watcher.
+// Only its methods change it.
 //
 // It never trusts the absence of an event: a heartbeat or a lease that has
 // not been seen rewritten for staleAfter (a TTL plus one renewal period) is
@@ -93,4 +94,31 @@ func (v *view) holder(n int, now time.Time) (id string, since time.Time) {
 		return "", stale
 	}
 	return id, time.Time{}
+}
+
+// markSynced records that the watcher delivered all initial values.
+func (v *view) markSynced() { v.synced = true }
+
+// observe records that the watcher delivered revision rev.
+func (v *view) observe(rev uint64) { v.maxRev = max(v.maxRev, rev) }
+
+// echoed reports whether the watcher delivered revision rev.
+func (v *view) echoed(rev uint64) bool { return v.maxRev >= rev }
+
+// raw returns partition n's last seen holder ("" = free) and the revision
+// of its write, stale or not.
+func (v *view) raw(n int) (id string, rev uint64) { return v.holders[n], v.revs[n] }
+
+// suspect leaves member id out of the assignment until it heartbeats again.
+func (v *view) suspect(id string) { v.suspects[id] = true }
+
+// heldBy lists the partitions whose last seen holder is id.
+func (v *view) heldBy(id string) []int {
+	var ns []int
+	for n, h := range v.holders {
+		if h == id {
+			ns = append(ns, n)
+		}
+	}
+	return ns
 }

@@ -1,19 +1,18 @@
-package quota
+package lease
 
 import (
 	"hash/fnv"
 	"slices"
-	"strconv"
 )
 
-// assign maps every partition 0..p-1 to one of members (sorted, distinct,
+// Assign maps every partition 0..p-1 to one of members (sorted, distinct,
 // non-empty) by rendezvous hashing with bounded load: each partition goes to
 // the highest-scoring member that holds fewer than ceil(p/len(members))
 // partitions so far, partitions taken in order. Every member computing it
 // from the same member set gets the same answer; no member gets more than
 // ceil(p/n); a member joining or leaving moves few partitions besides its
 // own share.
-func assign(members []string, p int) []string {
+func Assign(members []string, p int) []string {
 	out := make([]string, p)
 	if len(members) == 0 {
 		return out
@@ -61,16 +60,4 @@ func mix(x uint64) uint64 {
 	x *= 0x94D049BB133111EB
 	x ^= x >> 31
 	return x
-}
-
-// parseLeaseKey returns n for "lease.<n>" with 0 <= n < p.
-func parseLeaseKey(key string, p int) (int, bool) {
-	if len(key) <= len(leaseStem) || key[:len(leaseStem)] != leaseStem {
-		return 0, false
-	}
-	n, err := strconv.Atoi(key[len(leaseStem):])
-	if err != nil || n < 0 || n >= p || strconv.Itoa(n) != key[len(leaseStem):] {
-		return 0, false
-	}
-	return n, true
 }

@@ -1,0 +1,170 @@
+// Package authz is sluice's trust model on NATS: the roles a NATS user can
+// have and the subject permissions each role needs, computed once and used
+// both by the embedded server (users from the configuration) and by
+// `edge nats-authz`, which prints the matching nats-server authorization
+// block for an external deployment.
+//
+// The server enforces the permissions; sluice adds one check the server
+// cannot make: on a tenant-scoped subject <prefix>.v1.t.<tenant>.<endpoint>
+// the service refuses a body naming another tenant (service.scope). So a
+// caller allowed to publish only under <prefix>.v1.t.acme. can act for acme
+// and nobody else.
+//
+// Roles:
+//
+//   - node: a sluice process — publishes and subscribes everything.
+//   - operator: reset, settle/release, admin calls on every tenant
+//     (<prefix>.v1.>, $SRV.>), and reads the lifecycle events
+//     (<prefix>.v1.events.>). No store ($JS, $KV) access.
+//   - service: the public endpoints for its tenants only
+//     (<prefix>.v1.t.<tenant>.>); never reset, the owners' subjects
+//     (<prefix>.quota.>), or any $JS/$KV API.
+//   - consumer: reads (pulls and acks) its tenants' stored hooks from the
+//     hooks stream through one durable consumer per tenant, named by the
+//     tenant's subject token, and their lifecycle events; nothing else.
+//
+// Every role but node receives replies on its own inbox prefix only,
+// _INBOX.<user>. (clients set nats.CustomInboxPrefix("_INBOX.<user>")), so
+// no caller can read another's replies.
+package authz
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sluice-dev/sluice/internal/endpoints"
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Roles.
+const (
+	RoleNode     = "node"
+	RoleOperator = "operator"
+	RoleService  = "service"
+	RoleConsumer = "consumer"
+)
+
+// Roles lists the roles in a stable order.
+func Roles() []string { return []string{RoleNode, RoleOperator, RoleService, RoleConsumer} }
+
+// ErrInvalid wraps every error of this package.
+var ErrInvalid = errors.New("authz: invalid")
+
+// Permissions are the subjects a user may publish to and subscribe to
+// (allow lists; everything else is denied by the server).
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+}
+
+// TenantToken is a tenant as one subject token (the kvstore codec: never
+// '.', '*' or '>').
+func TenantToken(tenant string) string { return kvstore.EncodeToken(tenant) }
+
+// ScopedPrefix is the subject prefix of tenant's scoped public endpoints:
+// <prefix>.v1.t.<token>.
+func ScopedPrefix(prefix, tenant string) string {
+	return endpoints.ScopedPrefix(prefix, TenantToken(tenant))
+}
+
+// InboxPrefix is the reply inbox prefix of user.
+func InboxPrefix(user string) string { return "_INBOX." + user }
+
+// For returns the permissions of a user named user with role in a fleet
+// with subject prefix and hooks stream, confined to tenants (service and
+// consumer: required; others: none allowed).
+func For(role, user, prefix, stream string, tenants []string) (Permissions, error) {
+	if user == "" || strings.ContainsAny(user, ".*> \t\r\n") {
+		return Permissions{}, fmt.Errorf("%w: user %q must be one subject token", ErrInvalid, user)
+	}
+	scoped := role == RoleService || role == RoleConsumer
+	switch {
+	case scoped && len(tenants) == 0:
+		return Permissions{}, fmt.Errorf("%w: role %s needs tenants", ErrInvalid, role)
+	case !scoped && len(tenants) > 0:
+		return Permissions{}, fmt.Errorf("%w: role %s acts for every tenant; tenants are for service and consumer", ErrInvalid, role)
+	}
+	for _, t := range tenants {
+		if t == "" {
+			return Permissions{}, fmt.Errorf("%w: empty tenant", ErrInvalid)
+		}
+	}
+	inbox := InboxPrefix(user) + ".>"
+	var p Permissions
+	switch role {
+	case RoleNode:
+		p = Permissions{Publish: []string{">"}, Subscribe: []string{">"}}
+	case RoleOperator:
+		p = Permissions{
+			Publish:   []string{prefix + ".v1.>", "$SRV.>"},
+			Subscribe: []string{inbox, prefix + ".v1.events.>"},
+		}
+	case RoleService:
+		p.Subscribe = []string{inbox}
+		for _, t := range tenants {
+			p.Publish = append(p.Publish, ScopedPrefix(prefix, t)+">")
+		}
+	case RoleConsumer:
+		p.Subscribe = []string{inbox}
+		for _, t := range tenants {
+			tok := TenantToken(t)
+			// The tenant's lifecycle events (events.Subjects).
+			p.Subscribe = append(p.Subscribe,
+				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok)
+			p.Publish = append(p.Publish,
+				// Create (with the filter in the subject: the server checks
+				// it against the body), read, pull and ack only the
+				// tenant's own durable consumer.
+				"$JS.API.CONSUMER.CREATE."+stream+"."+tok+"."+prefix+".hooks."+tok+".>",
+				"$JS.API.CONSUMER.INFO."+stream+"."+tok,
+				"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+tok,
+				"$JS.ACK."+stream+"."+tok+".>",
+			)
+		}
+	default:
+		return Permissions{}, fmt.Errorf("%w: unknown role %q (want %s)", ErrInvalid, role, strings.Join(Roles(), ", "))
+	}
+	sort.Strings(p.Publish)
+	return p, nil
+}
+
+// ConfigBlock returns a nats-server configuration authorization block for
+// users (name → the user's line, e.g. `password: "$SERVICE_PASS"` or
+// `nkey: UA…`) with perms, for an external deployment.
+func ConfigBlock(entries []Entry) string {
+	var b strings.Builder
+	b.WriteString("authorization {\n  users = [\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "    # %s (role %s", e.User, e.Role)
+		if len(e.Tenants) > 0 {
+			fmt.Fprintf(&b, ", tenants %s", strings.Join(e.Tenants, ","))
+		}
+		fmt.Fprintf(&b, "); clients use nats.CustomInboxPrefix(%q)\n", InboxPrefix(e.User))
+		fmt.Fprintf(&b, "    {\n      %s\n      permissions: {\n", e.Credential)
+		fmt.Fprintf(&b, "        publish: { allow: %s }\n", quoteList(e.Perms.Publish))
+		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", quoteList(e.Perms.Subscribe))
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+// Entry is one user of ConfigBlock.
+type Entry struct {
+	User, Role string
+	Tenants    []string
+	// Credential is the user's credential line: `user: "svc", password:
+	// "$SVC_PASS"` or `nkey: "UA…"`.
+	Credential string
+	Perms      Permissions
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

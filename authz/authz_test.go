@@ -1,0 +1,45 @@
+package authz_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/authz"
+)
+
+func TestFor(t *testing.T) {
+	p, err := authz.For(authz.RoleService, "acme-svc", "sluice", "HOOKS", []string{"acme", "a.b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := authz.Permissions{Publish: []string{"sluice.v1.t." + authz.TenantToken("a.b") + ".>", "sluice.v1.t.acme.>"}, Subscribe: []string{"_INBOX.acme-svc.>"}}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("service: %+v, want %+v", p, want)
+	}
+	if strings.Contains(authz.TenantToken("a.b"), ".") {
+		t.Fatalf("token %q", authz.TenantToken("a.b"))
+	}
+	for _, c := range []struct {
+		role, user string
+		tenants    []string
+	}{
+		{authz.RoleService, "svc", nil},
+		{authz.RoleConsumer, "c", nil},
+		{authz.RoleOperator, "op", []string{"acme"}},
+		{"admin", "x", nil},
+		{authz.RoleNode, "a.b", nil},
+		{authz.RoleService, "s", []string{""}},
+	} {
+		if _, err := authz.For(c.role, c.user, "sluice", "HOOKS", c.tenants); !errors.Is(err, authz.ErrInvalid) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	block := authz.ConfigBlock([]authz.Entry{{User: "acme-svc", Role: authz.RoleService, Tenants: []string{"acme"}, Credential: `user: "acme-svc", password: "$ACME_SVC_PASS"`, Perms: p}})
+	for _, s := range []string{"authorization {", `publish: { allow: ["sluice.v1.t.`, `subscribe: { allow: ["_INBOX.acme-svc.>"] }`, `nats.CustomInboxPrefix("_INBOX.acme-svc")`} {
+		if !strings.Contains(block, s) {
+			t.Errorf("block lacks %q:\n%s", s, block)
+		}
+	}
+}

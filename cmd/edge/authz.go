@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/config"
+)
+
+// runNATSAuthz is `edge nats-authz`: it prints the nats-server
+// authorization block of one user with a role (and tenants), for a NATS
+// deployment that sluice does not run itself (--nats-url):
+//
+//	edge nats-authz --user acme-svc --role service --tenants acme,globex
+func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("nats-authz", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	user := fs.String("user", "", "user name (one subject token); its replies come on _INBOX.<user>.")
+	role := fs.String("role", "", "role: "+strings.Join(authz.Roles(), ", "))
+	tenants := fs.String("tenants", "", "comma-separated tenants (service and consumer)")
+	prefix := fs.String("prefix", "sluice", "subject prefix (--prefix of the edge)")
+	stream := fs.String("hooks-stream", "HOOKS", "hooks stream (--hooks-stream of the edge)")
+	nkey := fs.String("nkey", "", "the user's public nkey (U…) instead of a password")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var ts []string
+	if *tenants != "" {
+		for _, t := range strings.Split(*tenants, ",") {
+			t = strings.TrimSpace(t)
+			if !config.ValidName(t) {
+				fmt.Fprintf(stderr, "edge nats-authz: --tenants: invalid tenant %q\n", t)
+				return 2
+			}
+			ts = append(ts, t)
+		}
+	}
+	perms, err := authz.For(*role, *user, *prefix, *stream, ts)
+	if err != nil {
+		fmt.Fprintln(stderr, "edge nats-authz:", err)
+		return 2
+	}
+	cred := fmt.Sprintf("user: %q, password: %q", *user, "$"+strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(*user))+"_PASSWORD")
+	if *nkey != "" {
+		cred = fmt.Sprintf("nkey: %q", *nkey)
+	}
+	fmt.Fprint(stdout, authz.ConfigBlock([]authz.Entry{{User: *user, Role: *role, Tenants: ts, Credential: cred, Perms: perms}}))
+	return 0
+}

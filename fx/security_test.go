@@ -1,0 +1,259 @@
+package sluicefx_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/config"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// startLogged starts an app with args and returns its log.
+func startLogged(t *testing.T, args ...string) *testkit.LogBuffer {
+	t.Helper()
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off", "--data-dir", t.TempDir()}, args...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testkit.LogBuffer{}
+	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return buf
+}
+
+// TestQuickstartSaysSo: without tenants the edge accepts anything, and its
+// start-up log says so; with tenants it does not.
+func TestQuickstartSaysSo(t *testing.T) {
+	t.Parallel()
+	const msg = "no tenants configured: accepting any tenant and source"
+	if log := startLogged(t).String(); !strings.Contains(log, msg) {
+		t.Fatalf("quickstart log lacks %q:\n%s", msg, log)
+	}
+	if log := startLogged(t, "--config", writeYAML(t, "tenants: {a: {}}\n")).String(); strings.Contains(log, msg) {
+		t.Fatalf("configured edge logs %q:\n%s", msg, log)
+	}
+}
+
+func writeYAML(t *testing.T, body string) string {
+	t.Helper()
+	return testkit.WriteTemp(t, "edge.yaml", []byte(body))
+}
+
+// TestBodyOverMaxPayloadRefused: a max_body_bytes that cannot fit in one
+// NATS message with its headers is a start-up error naming the field.
+func TestBodyOverMaxPayloadRefused(t *testing.T) {
+	t.Parallel()
+	y := writeYAML(t, "tenants: {a: {sources: {big: {max_body_bytes: 8388608}}}}\n")
+	_, _, err := startErr(t, "--config", y, "--data-dir", t.TempDir(), "--nats-listen", "off")
+	if err == nil || !strings.Contains(err.Error(), "tenants.a.sources.big.max_body_bytes: 8388608 bytes plus 8192 bytes of headers exceed the NATS server's max_payload of 8388608 bytes") {
+		t.Fatalf("start: %v", err)
+	}
+}
+
+// TestEmbeddedNKeyAndTLS: --nats-nkey and --nats-tls-* are enforced by the
+// embedded server (they used to be ignored): an anonymous or plaintext
+// client is refused; one with the nkey over TLS is served, and the app
+// itself (in-process) still runs.
+func TestEmbeddedNKeyAndTLS(t *testing.T) {
+	t.Parallel()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	seedFile := testkit.WriteTemp(t, "edge.nk", seed)
+	p := testkit.NewPKI(t)
+	cert, key := p.Issue("nats")
+	port := testkit.FreePort(t)
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port),
+		"--nats-nkey", seedFile, "--nats-tls-cert", cert, "--nats-tls-key", key)
+	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
+	nkeyOpt, err := nats.NkeyOptionFromSeed(seedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string][]nats.Option{
+		"anonymous TLS":  {nats.RootCAs(p.CAFile)},
+		"nkey plaintext": {nkeyOpt},
+	} {
+		u := url
+		if name == "nkey plaintext" {
+			u = fmt.Sprintf("nats://127.0.0.1:%d", port)
+		}
+		if nc, err := nats.Connect(u, append(opts, nats.MaxReconnects(0))...); err == nil {
+			nc.Close()
+			t.Errorf("%s client accepted", name)
+		}
+	}
+	nc, err := nats.Connect(url, nats.RootCAs(p.CAFile), nkeyOpt)
+	if err != nil {
+		t.Fatalf("nkey TLS client refused: %v", err)
+	}
+	nc.Close()
+	if code := post(t, h, "/v1/hooks/t/s", "k1"); code != 202 {
+		t.Fatalf("hook through the app: %d", code)
+	}
+}
+
+// roleYAML has two tenants and, for acme, a service user and a consumer
+// user of the embedded server.
+const roleYAML = `
+tenants:
+  acme: {sources: {s: {dedupe: none}}}
+  globex: {sources: {s: {dedupe: none}}}
+nats_users:
+  acme-svc: {role: service, tenants: [acme], password: "acme-svc-password-0123"}
+  acme-reader: {role: consumer, tenants: [acme], password: "acme-reader-password-01"}
+`
+
+// violations collects the server's permission violations of a connection.
+type violations struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.errs = append(v.errs, err.Error())
+}
+
+func (v *violations) saw(sub string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, e := range v.errs {
+		if strings.Contains(e, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func connectAs(t *testing.T, url, user, pass string, v *violations) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo(user, pass), nats.CustomInboxPrefix("_INBOX."+user), nats.ErrorHandler(v.handler))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestServiceRoleConfined: a service user for acme is served on acme's
+// scoped subjects and refused by the server itself for globex's, for
+// reset, for settling another tenant's claims, for the owners' subjects
+// and for the $JS/$KV APIs.
+func TestServiceRoleConfined(t *testing.T) {
+	t.Parallel()
+	port := testkit.FreePort(t)
+	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port), "--config", writeYAML(t, roleYAML))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	v := &violations{}
+	nc := connectAs(t, url, "acme-svc", "acme-svc-password-0123", v)
+	hit := `{"charges":[{"kind":"hooks","tenant":"acme","increment_us":1000,"capacity_us":10000}]}`
+	m, err := nc.Request("sluice.v1.t.acme.quota.hit", []byte(hit), 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"result":"ok"`) {
+		t.Fatalf("own scoped hit: %v %v", m, err)
+	}
+	// The body may not act for another tenant on acme's subject (the
+	// service's check).
+	m, err = nc.Request("sluice.v1.t.acme.claims.settle", []byte(`{"tenant":"globex","source":"s","key":"k","hook_id":"h","revision":1}`), 5*time.Second)
+	if err != nil || !strings.Contains(m.Header.Get("Nats-Service-Error"), "does not match the subject's tenant") {
+		t.Fatalf("settle of globex's claim on acme's subject: %v %v", m, err)
+	}
+	// Everything else is refused by the server.
+	for _, subj := range []string{
+		"sluice.v1.t.globex.quota.hit", "sluice.v1.quota.hit", "sluice.v1.quota.reset",
+		"sluice.v1.t.globex.claims.settle", "sluice.v1.claims.settle", "sluice.v1.quota.p.0",
+		"$KV.sluice_claims.x", "$JS.API.STREAM.INFO.HOOKS", "$JS.API.DIRECT.GET.KV_sluice_claims",
+	} {
+		if err := nc.Publish(subj, []byte(`{"tenant":"globex"}`)); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "` + subj + `"`) }, "publish to "+subj+" refused")
+	}
+	for _, subj := range []string{"$KV.>", "sluice.v1.quota.p.*", "sluice.hooks.>", "_INBOX.>", "sluice.v1.t.*.quota.hit"} {
+		if _, err := nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Subscription to "` + subj + `"`) }, "subscription to "+subj+" refused")
+	}
+}
+
+// TestConsumerRoleSeesOnlyItsTenant: a consumer user for acme pulls acme's
+// stored hooks through its durable consumer, and the server refuses a
+// consumer of globex's hooks and a read of the stream.
+func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
+	t.Parallel()
+	port := testkit.FreePort(t)
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port), "--config", writeYAML(t, roleYAML))
+	for _, p := range []string{"/v1/hooks/acme/s", "/v1/hooks/globex/s", "/v1/hooks/acme/s"} {
+		if code := post(t, h, p, ""); code != 202 {
+			t.Fatalf("%s: %d", p, code)
+		}
+	}
+	v := &violations{}
+	nc := connectAs(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "acme-reader", "acme-reader-password-01", v)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testkit.Context(t)
+	tok := authz.TenantToken("acme")
+	cons, err := js.CreateOrUpdateConsumer(ctx, "HOOKS", jetstream.ConsumerConfig{
+		Durable: tok, FilterSubject: "sluice.hooks." + tok + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatalf("acme's consumer: %v", err)
+	}
+	batch, err := cons.Fetch(10, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for msg := range batch.Messages() {
+		if got := msg.Headers().Get("Sluice-Tenant"); got != "acme" {
+			t.Fatalf("consumer for acme got a hook of %q", got)
+		}
+		if err := msg.Ack(); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("acme's consumer got %d hooks, want 2", n)
+	}
+	// globex's hooks: neither through a consumer on them nor through acme's
+	// consumer name, nor by reading the stream.
+	for _, cfg := range []jetstream.ConsumerConfig{
+		{Durable: "globex", FilterSubject: "sluice.hooks.globex.>"},
+		{Durable: tok, FilterSubject: "sluice.hooks.globex.>"},
+		{Durable: tok, FilterSubject: "sluice.hooks.>"},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.CreateOrUpdateConsumer(cctx, "HOOKS", cfg)
+		cancel()
+		if err == nil {
+			t.Fatalf("consumer %+v created", cfg)
+		}
+	}
+	if _, err := js.Stream(ctx, "HOOKS"); err == nil {
+		t.Fatal("stream info read")
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "$JS.API.CONSUMER.CREATE.HOOKS.globex`) }, "globex consumer refused by the server")
+}

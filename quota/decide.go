@@ -1,0 +1,175 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+)
+
+// The owner's decision core. Every hit an owner serves — an item of a batch
+// frame (serveFrame) or a JSON request (tenure.hit) — is a frame.Item that
+// has passed frame.Item.validate, is routed to the tenure of its partition,
+// and is decided by tenure.decide: its charges all or nothing under the
+// tenure's lock, then, for an admitted hit with a claim, a claimJob that
+// writes the claim (claimJob.run) and turns its outcome into the answer
+// (claimAnswer). What differs between the two paths is only how the answer
+// travels: in a reply frame, or as a JSON HitReply.
+
+// chargeScratch is reusable space for deciding one hit's charges.
+type chargeScratch struct {
+	refs []bucketRef
+	lims []gcra.Limit
+	decs []gcra.Decision
+}
+
+// decide decides item it, the index-th of its request, at now (t.mu
+// held). It returns the item's answer — rate_limited, or ok for a hit
+// without a claim — or, when the charges were taken and the item carries a
+// claim, the job that takes the claim (its answer comes with the claim).
+// One bucket state per charge is appended to limits; an answer's limits
+// alias it.
+func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch, limits []frame.Limit) (frame.Answer, *claimJob, []frame.Limit) {
+	refs, lims, decs := sc.refs[:0], sc.lims[:0], sc.decs[:0]
+	for _, c := range it.Charges {
+		refs = append(refs, t.state.ref(c.Kind, it.Tenant, true))
+		lims = append(lims, gcra.Limit{Increment: c.Inc, Capacity: c.Cap})
+		decs = append(decs, gcra.Decision{})
+	}
+	sc.refs, sc.lims, sc.decs = refs, lims, decs
+	allowed, retry := t.charge(refs, lims, decs, now)
+	start := len(limits)
+	for k := range decs {
+		limits = append(limits, limitOf(lims[k].Increment, decs[k], allowed))
+	}
+	own := limits[start:len(limits):len(limits)]
+	switch {
+	case !allowed:
+		return frame.Answer{Index: index, Result: frame.ResultRateLimited, RetryMs: timeconv.CeilMs(retry), Limits: own}, nil, limits
+	case !it.Claim:
+		return frame.Answer{Index: index, Result: frame.ResultOK, Limits: own}, nil, limits
+	}
+	w := t.w
+	j := &claimJob{
+		t:       t,
+		item:    index,
+		id:      claims.ID{Tenant: string(it.Tenant), Source: string(it.Source), Key: string(it.Key)},
+		hookID:  string(it.HookID),
+		pending: msToDuration(it.PendingMs, w.cfg.pendingTTL),
+		timeout: min(msToDuration(it.TimeoutMs, DefaultBudget), maxOwnerTimeout),
+		refs:    slices.Clone(refs),
+		lims:    slices.Clone(lims),
+		limits:  slices.Clone(own),
+	}
+	return frame.Answer{}, j, limits[:start]
+}
+
+// claimJob is one admitted hit whose charges are taken and whose claim is
+// still to be written. Its answer goes to the item's slot of a frame's
+// claimBatch, or (batch nil) as a JSON reply to msg.
+type claimJob struct {
+	t       *tenure
+	item    int // index in the frame
+	id      claims.ID
+	hookID  string
+	pending time.Duration
+	timeout time.Duration
+	refs    []bucketRef
+	lims    []gcra.Limit
+	limits  []frame.Limit
+
+	batch *claimBatch
+	slot  int       // index in batch.answers
+	msg   *nats.Msg // batch nil: the JSON request
+	kinds []Charge  // batch nil: the request's charges, for the reply's limits
+}
+
+// run takes the claim (the write in the fleet's claim store), refunds the
+// charges unless the claim is ours, and delivers the answer. The tenure
+// admitted the job (tenure.admit); run finishes it.
+func (j *claimJob) run() {
+	t, w := j.t, j.t.w
+	defer t.finish()
+	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+	res, err := w.store.Claim(ctx, j.id, j.hookID, j.pending)
+	cancel()
+	a, _ := claimAnswer(res, err, j.limits)
+	if a.Result != frame.ResultOK {
+		t.refund(j.refs, j.lims)
+	}
+	w.met.hit(answerMetric(&a))
+	if j.batch == nil {
+		respondAnswer(j.msg, &a, j.kinds)
+		return
+	}
+	a.Index = j.item
+	j.batch.answers[j.slot] = a
+	j.batch.done(j.slot)
+}
+
+// claimAnswer turns the outcome of taking a hit's claim (res, err) into the
+// hit's answer: ok with the charges' limits when the claim is ours,
+// duplicate or pending (retry after at least 1 ms) with the holder's hook
+// id and revision, invalid when the store refused the claim, unavailable
+// when it did not answer. Only an ok answer keeps the charges; the caller
+// refunds them otherwise. failure is the answer as a Go error (wrapping
+// ErrInvalid or ErrUnavailable, and err), nil for an answered hit.
+func claimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
+	switch {
+	case errors.Is(err, claims.ErrInvalid):
+		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case res.Outcome == claims.OK:
+		return frame.Answer{Result: frame.ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits}, nil
+	case res.Outcome == claims.Duplicate:
+		return frame.Answer{Result: frame.ResultDuplicate, HookID: res.HookID, Revision: res.Revision}, nil
+	default:
+		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, timeconv.CeilMs(res.RetryAfter))}, nil
+	}
+}
+
+// answerMetric is the answer's label of sluice_quota_hits_total.
+func answerMetric(a *frame.Answer) string {
+	switch a.Status {
+	case frame.StatusAnswered:
+		return resultCodes[a.Result]
+	case frame.StatusInvalid:
+		return "invalid"
+	case frame.StatusUnavailable:
+		return "unavailable"
+	}
+	return reasonNotOwner
+}
+
+// answerReply is an answered item as a HitReply; charges name the limits.
+func answerReply(a *frame.Answer, charges []Charge) HitReply {
+	rep := HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
+	if len(a.Limits) > 0 {
+		rep.Limits = make([]LimitState, len(a.Limits))
+		for i, l := range a.Limits {
+			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
+		}
+	}
+	return rep
+}
+
+// respondAnswer answers a JSON hit: a HitReply, or the error headers.
+func respondAnswer(m *nats.Msg, a *frame.Answer, charges []Charge) {
+	switch a.Status {
+	case frame.StatusAnswered:
+		respondJSON(m, answerReply(a, charges))
+	case frame.StatusInvalid:
+		respondError(m, 400, a.Reason)
+	default:
+		respondError(m, 503, a.Reason)
+	}
+}
