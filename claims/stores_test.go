@@ -49,12 +49,41 @@ func bucketName(stem string) string { return fmt.Sprintf("%s_%d", stem, bucketSe
 
 func noElapse(time.Duration) {}
 
+// newKV, newKVReplay and newMemory construct a store, failing the test on
+// an error.
+func newKV(t testing.TB, b *kvstore.Bucket, opts ...claims.KVOption) *claims.KV {
+	t.Helper()
+	s, err := claims.NewKV(b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newKVReplay(t testing.TB, b *kvstore.Bucket, skew time.Duration, opts ...claims.KVOption) *claims.KVReplay {
+	t.Helper()
+	r, err := claims.NewKVReplay(b, skew, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newMemory(t testing.TB, opts ...claims.MemOption) *claims.Memory {
+	t.Helper()
+	m, err := claims.NewMemory(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestKVStore(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		b := k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims")})
-		return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+		return storeFixture{store: newKV(t, b), elapse: noElapse}
 	})
 }
 
@@ -65,7 +94,7 @@ func TestKVStoreNoMarkers(t *testing.T) {
 	k := testkit.New(t)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), claims.BucketOptions{Replicas: 1}))
-		return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+		return storeFixture{store: newKV(t, b), elapse: noElapse}
 	})
 }
 
@@ -73,7 +102,7 @@ func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
-		return storeFixture{store: claims.NewMemory(claims.WithMemoryClock(c.Now)), elapse: c.Advance}
+		return storeFixture{store: newMemory(t, claims.WithMemoryClock(c.Now)), elapse: c.Advance}
 	})
 }
 
@@ -82,7 +111,7 @@ func TestKVReplay(t *testing.T) {
 	k := testkit.New(t)
 	runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 		b := k.Bucket(t, claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 1))
-		return replayFixture{store: claims.NewKVReplay(b, 0), now: time.Now, elapse: noElapse}
+		return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
 	})
 }
 
@@ -116,7 +145,7 @@ func TestKVReplicated(t *testing.T) {
 		t.Parallel()
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			b := cl.Bucket(t, next(), kvstore.BucketConfig{Name: bucketName("claims"), Replicas: 3})
-			return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+			return storeFixture{store: newKV(t, b), elapse: noElapse}
 		})
 	})
 	t.Run("StoreSettleOwn", func(t *testing.T) {
@@ -126,7 +155,7 @@ func TestKVReplicated(t *testing.T) {
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			// The default claims bucket: no expiry markers.
 			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
-			return storeFixture{store: newOwnSettling(claims.NewKV(b), &own), elapse: noElapse}
+			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 		})
 	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
@@ -141,7 +170,7 @@ func TestKVReplicated(t *testing.T) {
 		t.Parallel()
 		runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 			b := cl.Bucket(t, next(), claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 3))
-			return replayFixture{store: claims.NewKVReplay(b, 0), now: time.Now, elapse: noElapse}
+			return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
 		})
 	})
 }
@@ -161,7 +190,7 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit,
 	var lost atomic.Int64
 	var wg sync.WaitGroup
 	for node := range 3 {
-		s := claims.NewKV(cl.Bucket(t, node, cfg))
+		s := newKV(t, cl.Bucket(t, node, cfg))
 		for g := range goroutines {
 			wg.Go(func() {
 				for i := range pairs {
@@ -244,7 +273,7 @@ func TestKVStoreSettleOwn(t *testing.T) {
 	wantOwnSettles(t, &own, 10)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		b := k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_own")})
-		return storeFixture{store: newOwnSettling(claims.NewKV(b), &own), elapse: noElapse}
+		return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 	})
 }
 
@@ -254,7 +283,7 @@ func TestMemoryStoreSettleOwn(t *testing.T) {
 	wantOwnSettles(t, &own, 10)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
-		return storeFixture{store: newOwnSettling(claims.NewMemory(claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
+		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
 	})
 }
 
@@ -265,7 +294,7 @@ func TestKVSettleOwnRefused(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	s := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_refused")}))
+	s := newKV(t, k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_refused")}))
 	a := id("acme", "gh", "again")
 	r := claim(t, s, a, "h1", time.Minute)
 	if err := s.SettleOwn(ctx, a, "h1", r.Revision, hour); err != nil {

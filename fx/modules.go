@@ -113,13 +113,25 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	store, err := claims.NewKV(cb, claims.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	replay, err := claims.NewKVReplay(rb, cfg.ReplaySkew)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
 	s := &Stores{
 		ClaimsBucket: cb,
-		Claims:       claims.NewKV(cb, claims.WithLogger(log)),
-		Replay:       claims.NewKVReplay(rb, cfg.ReplaySkew),
+		Claims:       store,
+		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
-		Cooldown:     cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log)),
+		Cooldown:     cd,
 		Overrides:    edge.NewOverrides(lb, log),
 	}
 	lc.Append(fx.Hook{
