@@ -70,7 +70,7 @@ func BenchmarkClaimFootprint(b *testing.B) {
 		// What an old claim costs: once the server has dropped a message
 		// block's cache (10 s idle) and its per-block subject index (2
 		// min). Server timers, no condition to poll: a plain wait.
-		time.Sleep(idleWait)
+		time.Sleep(testkit.FilestoreIdle)
 		b.ReportMetric((float64(testkit.LiveHeap())-float64(heap0))/n, "idle-heap-B/claim")
 		if *footprintHeap != "" {
 			writeHeapProfile(b, *footprintHeap)
@@ -97,10 +97,6 @@ func writeHeapProfile(b *testing.B, path string) {
 		b.Fatal(err)
 	}
 }
-
-// idleWait outlasts nats-server's filestore cache expiry (10 s) and
-// per-block subject state expiry (2 min).
-const idleWait = 2*time.Minute + 10*time.Second
 
 func uuid() string {
 	var u [16]byte

@@ -4,7 +4,14 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"time"
 )
+
+// FilestoreIdle outlasts what nats-server's file store keeps in memory
+// about recent writes: a message block's cache (dropped after 10 s idle)
+// and its per-block subject index (2 min). After it, the heap a stream
+// holds is what its old messages cost.
+const FilestoreIdle = 2*time.Minute + 10*time.Second
 
 // LiveHeap is the Go heap in use after two collections: the difference
 // between two calls is what was built (and kept) in between, the

@@ -53,7 +53,11 @@ type claimsMemory struct {
 	// index and caches, comparable to Redis's used_memory. Indicative: it
 	// also holds whatever the server caches at that moment.
 	ServerHeapBytesPer float64 `json:"server_heap_bytes_per_claim"`
-	KeyExample         string  `json:"key_example"`
+	// The same once the server has dropped its caches of those writes
+	// (testkit.FilestoreIdle later): what an old claim costs, the figure
+	// to compare with Redis's bytes per key.
+	ServerIdleHeapBytesPer float64 `json:"server_idle_heap_bytes_per_claim"`
+	KeyExample             string  `json:"key_example"`
 }
 
 type redisMemory struct {
@@ -227,6 +231,14 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 			return nil, err
 		}
 	}
+	// An old claim's cost: wait out the file store's caches of the writes
+	// just made.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(testkit.FilestoreIdle):
+	}
+	heap2 := testkit.LiveHeap()
 	m := &claimsMemory{
 		Claims:                  n,
 		PendingStreamBytesPer:   float64(pending.State.Bytes) / float64(max(pending.State.Msgs, 1)),
@@ -234,6 +246,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 		CommittedMsgs:           committed.State.Msgs,
 		StoreDirBytesPer:        float64(size) / float64(n),
 		ServerHeapBytesPer:      (float64(heap1) - float64(heap0)) / float64(n),
+		ServerIdleHeapBytesPer:  (float64(heap2) - float64(heap0)) / float64(n),
 		KeyExample:              claims.KVKey(keep),
 	}
 	return m, nil
