@@ -272,7 +272,8 @@ func TestKVStoreSettleOwn(t *testing.T) {
 	var own atomic.Int64
 	wantOwnSettles(t, &own, 10)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
-		b := k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_own")})
+		// The default claims bucket (no expiry markers), as the edge runs it.
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{}))
 		return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 	})
 }
