@@ -113,6 +113,32 @@ func BenchmarkKV(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimStreams spreads claims over K buckets (K streams, each
+// with its own write loop in the server), 64 in flight, to tell what
+// issue 10's "K claim streams" would buy on this machine:
+//
+//	go test -run '^$' -bench ClaimStreams -benchtime 2s -count 6 ./claims/
+func BenchmarkClaimStreams(b *testing.B) {
+	k := testkit.New(b)
+	ctx := context.Background()
+	for _, streams := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("K=%d", streams), func(b *testing.B) {
+			stores := make([]*claims.KV, streams)
+			for i := range stores {
+				stores[i] = newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_streams")}))
+			}
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			inFlight(b, 64, func(i int) error {
+				r, err := stores[i%streams].Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+				if err == nil && r.Outcome != claims.OK {
+					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
+				}
+				return err
+			})
+		})
+	}
+}
+
 // BenchmarkMemory measures the node-local fallbacks.
 func BenchmarkMemory(b *testing.B) {
 	ctx := context.Background()
