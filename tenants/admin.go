@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -134,6 +136,33 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// revField is the optional "revision" of a write's body.
+type revField struct {
+	Revision uint64 `json:"revision"`
+}
+
+func (f *revField) revision() uint64 { return f.Revision }
+
+// parse reads a write's path names, its body into in (nil: no body) and
+// the revision it expects; on an error it answers and returns ok=false.
+func (a *Admin) parse(w http.ResponseWriter, r *http.Request, withSource bool, in interface{ revision() uint64 }) (tenant, source string, expect uint64, ok bool) {
+	tenant, source, err := pathNames(r, withSource)
+	var bodyRev uint64
+	if err == nil && in != nil {
+		if err = decode(r, in); err == nil {
+			bodyRev = in.revision()
+		}
+	}
+	if err == nil {
+		expect, err = expected(r, bodyRev)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return "", "", 0, false
+	}
+	return tenant, source, expect, true
+}
+
 // expected is the revision a write must find: If-Match, else the body's
 // "revision" (0: none, read-modify-write).
 func expected(r *http.Request, body uint64) (uint64, error) {
@@ -236,7 +265,7 @@ func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.pol.FileTenant(tenant) {
-		writeJSON(w, http.StatusOK, map[string]any{"name": tenant, "managed": "file", "sources": sortedNames(a.pol.Config().Tenants[tenant].Sources)})
+		writeJSON(w, http.StatusOK, map[string]any{"name": tenant, "managed": "file", "sources": slices.Sorted(maps.Keys(a.pol.Config().Tenants[tenant].Sources))})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*a.timeout)
@@ -296,11 +325,11 @@ func (a *Admin) list(w http.ResponseWriter, r *http.Request) {
 			if i < len(recs) && file[j] == recs[i].Name {
 				i++ // the file wins
 			}
-			items = append(items, listItem{Name: file[j], Managed: "file", Sources: sortedNames(cfg.Tenants[file[j]].Sources)})
+			items = append(items, listItem{Name: file[j], Managed: "file", Sources: slices.Sorted(maps.Keys(cfg.Tenants[file[j]].Sources))})
 			j++
 		default:
 			t := recs[i]
-			items = append(items, listItem{Name: t.Name, Managed: "api", Revision: t.Revision, Sources: sortedNames(t.Sources)})
+			items = append(items, listItem{Name: t.Name, Managed: "api", Revision: t.Revision, Sources: slices.Sorted(maps.Keys(t.Sources))})
 			i++
 		}
 	}
@@ -314,23 +343,15 @@ func (a *Admin) list(w http.ResponseWriter, r *http.Request) {
 type tenantInput struct {
 	AllowUnknown *bool   `json:"allow_unknown"`
 	Limits       *Limits `json:"limits"`
-	Revision     uint64  `json:"revision"`
+	revField
 }
 
 // putTenant creates a tenant (201) or replaces its settings (200); its
 // sources are kept (see the source endpoints).
 func (a *Admin) putTenant(w http.ResponseWriter, r *http.Request) {
-	tenant, _, err := pathNames(r, false)
 	var in tenantInput
-	if err == nil {
-		err = decode(r, &in)
-	}
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, in.Revision)
-	}
-	if err != nil {
-		a.fail(w, err)
+	tenant, _, expect, ok := a.parse(w, r, false, &in)
+	if !ok {
 		return
 	}
 	a.mutate(w, r, tenant, expect, true, "put_tenant", func(t *Tenant, _ time.Time) error {
@@ -340,13 +361,8 @@ func (a *Admin) putTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
-	tenant, _, err := pathNames(r, false)
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, 0)
-	}
-	if err != nil {
-		a.fail(w, err)
+	tenant, _, expect, ok := a.parse(w, r, false, nil)
+	if !ok {
 		return
 	}
 	if a.pol.FileTenant(tenant) {
@@ -375,24 +391,16 @@ type sourceInput struct {
 	Limits         *Limits    `json:"limits"`
 	Secret         *string    `json:"secret"`
 	SecretNotAfter *time.Time `json:"secret_not_after"`
-	Revision       uint64     `json:"revision"`
+	revField
 }
 
 // putSource creates or replaces a source's settings. A secret in the body
 // replaces the source's secrets; without one they are kept (a new scheme
 // needs a new secret).
 func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
-	tenant, source, err := pathNames(r, true)
 	var in sourceInput
-	if err == nil {
-		err = decode(r, &in)
-	}
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, in.Revision)
-	}
-	if err != nil {
-		a.fail(w, err)
+	tenant, source, expect, ok := a.parse(w, r, true, &in)
+	if !ok {
 		return
 	}
 	a.mutate(w, r, tenant, expect, false, "put_source", func(t *Tenant, now time.Time) error {
@@ -448,13 +456,8 @@ func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAft
 }
 
 func (a *Admin) deleteSource(w http.ResponseWriter, r *http.Request) {
-	tenant, source, err := pathNames(r, true)
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, 0)
-	}
-	if err != nil {
-		a.fail(w, err)
+	tenant, source, expect, ok := a.parse(w, r, true, nil)
+	if !ok {
 		return
 	}
 	a.mutate(w, r, tenant, expect, false, "delete_source", func(t *Tenant, _ time.Time) error {
@@ -473,31 +476,25 @@ type secretInput struct {
 	// from now (unless it already ends sooner): "0s" retires them at once,
 	// "24h" overlaps for a day.
 	RetireOthersAfter *string `json:"retire_others_after"`
-	Revision          uint64  `json:"revision"`
+	revField
 }
 
 // addSecret adds a secret to a verifying source (rotation); secrets past
 // their not-after are dropped to make room.
 func (a *Admin) addSecret(w http.ResponseWriter, r *http.Request) {
-	tenant, source, err := pathNames(r, true)
 	var in secretInput
-	if err == nil {
-		err = decode(r, &in)
-	}
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, in.Revision)
+	tenant, source, expect, ok := a.parse(w, r, true, &in)
+	if !ok {
+		return
 	}
 	var retire time.Duration = -1
-	if err == nil && in.RetireOthersAfter != nil {
-		retire, err = time.ParseDuration(*in.RetireOthersAfter)
-		if err != nil || retire < 0 {
-			err = fieldErr("retire_others_after", "want a duration >= 0, e.g. 24h")
+	if in.RetireOthersAfter != nil {
+		d, err := time.ParseDuration(*in.RetireOthersAfter)
+		if err != nil || d < 0 {
+			a.fail(w, fieldErr("retire_others_after", "want a duration >= 0, e.g. 24h"))
+			return
 		}
-	}
-	if err != nil {
-		a.fail(w, err)
-		return
+		retire = d
 	}
 	a.mutate(w, r, tenant, expect, false, "add_secret", func(t *Tenant, now time.Time) error {
 		s := t.Sources[source]
@@ -529,16 +526,11 @@ func (a *Admin) addSecret(w http.ResponseWriter, r *http.Request) {
 
 // deleteSecret retires a secret at once.
 func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	tenant, source, err := pathNames(r, true)
-	id := r.PathValue("id")
-	var expect uint64
-	if err == nil {
-		expect, err = expected(r, 0)
-	}
-	if err != nil {
-		a.fail(w, err)
+	tenant, source, expect, ok := a.parse(w, r, true, nil)
+	if !ok {
 		return
 	}
+	id := r.PathValue("id")
 	a.mutate(w, r, tenant, expect, false, "delete_secret", func(t *Tenant, _ time.Time) error {
 		s := t.Sources[source]
 		if s == nil {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
-	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/tenants"
+	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/webhook"
 )
 

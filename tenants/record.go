@@ -16,7 +16,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -126,7 +127,7 @@ func (t *Tenant) Validate() error {
 	if len(t.Sources) > MaxSources {
 		return fieldErr("sources", "at most %d sources per tenant", MaxSources)
 	}
-	for _, sn := range sortedNames(t.Sources) {
+	for _, sn := range slices.Sorted(maps.Keys(t.Sources)) {
 		if err := t.Sources[sn].validate(sn); err != nil {
 			return err
 		}
@@ -221,7 +222,7 @@ func (v *Verify) validate(field string) error {
 	if len(v.Params) > MaxParams {
 		return fieldErr(field+".params", "at most %d parameters", MaxParams)
 	}
-	for _, k := range sortedNames(v.Params) {
+	for _, k := range slices.Sorted(maps.Keys(v.Params)) {
 		if len(k) > MaxParamBytes || len(v.Params[k]) > MaxParamBytes {
 			return fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
 		}
@@ -306,15 +307,6 @@ func (t *Tenant) Redacted() *Tenant {
 		}
 	}
 	return c
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // UnmarshalJSON accepts a scheme object or, as a shorthand, its name:

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,12 +39,8 @@ type Registry struct {
 	keys *Keyring
 	log  *slog.Logger
 
-	snap  atomic.Pointer[snapshot]
-	ready chan struct{}
-
-	stop   context.CancelFunc
-	done   chan struct{}
-	closer sync.Once
+	snap atomic.Pointer[snapshot]
+	f    *kvstore.Follower
 }
 
 // snapshot is the resolved state of every record at one bucket revision.
@@ -79,7 +76,7 @@ func NewRegistry(b *kvstore.Bucket, keys *Keyring, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{b: b, keys: keys, log: log, ready: make(chan struct{}), done: make(chan struct{})}
+	r := &Registry{b: b, keys: keys, log: log}
 	r.snap.Store(&snapshot{tenants: map[string]*resolved{}})
 	return r
 }
@@ -90,57 +87,23 @@ func (r *Registry) Keys() *Keyring { return r.keys }
 // Start loads every record and follows changes until Stop. It returns once
 // the initial records are applied (or ctx ends).
 func (r *Registry) Start(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(context.Background())
-	r.stop = cancel
-	w, err := r.b.KV().WatchAll(wctx)
+	f, err := kvstore.Follow(ctx, r.b.KV(), func(e jetstream.KeyValueEntry, initial bool) { r.apply(e, !initial) })
 	if err != nil {
-		cancel()
-		close(r.done)
-		return fmt.Errorf("tenants: watch: %w", kvstore.MapError(err))
+		return fmt.Errorf("tenants: %w", err)
 	}
-	go r.follow(wctx, w)
-	select {
-	case <-r.ready:
-		s := r.snap.Load()
-		n := 0
-		for _, t := range s.tenants {
-			for sn, src := range t.sources {
-				if src.unavailable != nil {
-					n++
-					r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", t.rec.Name, "source", sn, "error", src.unavailable)
-				}
+	r.f = f
+	s := r.snap.Load()
+	n := 0
+	for _, t := range s.tenants {
+		for sn, src := range t.sources {
+			if src.unavailable != nil {
+				n++
+				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", t.rec.Name, "source", sn, "error", src.unavailable)
 			}
 		}
-		r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.keys.Current())
-		return nil
-	case <-ctx.Done():
-		r.Stop()
-		return ctx.Err()
 	}
-}
-
-func (r *Registry) follow(ctx context.Context, w jetstream.KeyWatcher) {
-	defer close(r.done)
-	defer func() { _ = w.Stop() }()
-	initial := true
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil { // end of the initial values
-				if initial {
-					initial = false
-					close(r.ready)
-				}
-				continue
-			}
-			r.apply(e, !initial)
-		}
-	}
+	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.keys.Current())
+	return nil
 }
 
 // apply publishes a new snapshot with one record changed.
@@ -171,7 +134,7 @@ func (r *Registry) apply(e jetstream.KeyValueEntry, logIt bool) {
 		delete(next.tenants, name)
 	}
 	if _, had := old.tenants[name]; had != (res != nil) {
-		next.names = sortedNames(next.tenants)
+		next.names = slices.Sorted(maps.Keys(next.tenants))
 	} else {
 		next.names = old.names
 	}
@@ -264,12 +227,9 @@ func (m *multiVerifier) Verify(h http.Header, body []byte, now time.Time) (webho
 
 // Stop ends the watcher and waits for it.
 func (r *Registry) Stop() {
-	r.closer.Do(func() {
-		if r.stop != nil {
-			r.stop()
-		}
-	})
-	<-r.done
+	if r.f != nil {
+		r.f.Stop()
+	}
 }
 
 // lookup returns tenant's resolved record in the current snapshot.
