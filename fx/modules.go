@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -386,11 +387,14 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	return out, nil
 }
 
-// NewLogger builds the slog logger the configuration asks for.
-func NewLogger(cfg *config.Config) *slog.Logger {
+// NewLogger builds the slog logger the configuration asks for, on stderr.
+func NewLogger(cfg *config.Config) *slog.Logger { return NewLoggerTo(cfg, os.Stderr) }
+
+// NewLoggerTo is NewLogger writing to w.
+func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

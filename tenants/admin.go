@@ -180,11 +180,18 @@ func expected(r *http.Request, body uint64) (uint64, error) {
 	return n, nil
 }
 
+// How mutate treats a missing record.
+const (
+	mustExist  = iota // 404 tenant_not_found
+	mayCreate         // it starts empty
+	mustCreate        // and an existing one is 409 tenant_exists (If-None-Match: *)
+)
+
 // mutate applies change to tenant's record, revision-checked: with expect
 // > 0 the record must be at that revision (else 409 revision_conflict);
 // without, the read-modify-write is retried on a concurrent change, so
-// no update is lost. create allows a missing record (it starts empty).
-func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, expect uint64, create bool, op string, change func(t *Tenant, now time.Time) error) {
+// no update is lost.
+func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) {
 	if a.pol.FileTenant(tenant) {
 		a.fail(w, errAPI(http.StatusConflict, "managed_by_file", "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first"))
 		return
@@ -195,13 +202,16 @@ func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, ex
 		t, err := a.reg.get(ctx, tenant)
 		created := false
 		switch {
-		case errors.Is(err, ErrNotFound) && create && expect == 0:
+		case errors.Is(err, ErrNotFound) && create != mustExist && expect == 0:
 			t, created = &Tenant{Name: tenant, Sources: map[string]*Source{}}, true
 		case errors.Is(err, ErrNotFound):
 			a.fail(w, errAPI(http.StatusNotFound, "tenant_not_found", ""))
 			return
 		case err != nil:
 			a.fail(w, err)
+			return
+		case create == mustCreate:
+			a.fail(w, errAPI(http.StatusConflict, "tenant_exists", ""))
 			return
 		}
 		if expect > 0 && t.Revision != expect {
@@ -347,14 +357,19 @@ type tenantInput struct {
 }
 
 // putTenant creates a tenant (201) or replaces its settings (200); its
-// sources are kept (see the source endpoints).
+// sources are kept (see the source endpoints). With If-None-Match: * it
+// only creates (409 tenant_exists).
 func (a *Admin) putTenant(w http.ResponseWriter, r *http.Request) {
 	var in tenantInput
 	tenant, _, expect, ok := a.parse(w, r, false, &in)
 	if !ok {
 		return
 	}
-	a.mutate(w, r, tenant, expect, true, "put_tenant", func(t *Tenant, _ time.Time) error {
+	create := mayCreate
+	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "*" {
+		create = mustCreate
+	}
+	a.mutate(w, r, tenant, expect, create, "put_tenant", func(t *Tenant, _ time.Time) error {
 		t.AllowUnknown, t.Limits = in.AllowUnknown, in.Limits
 		return t.Validate()
 	})
@@ -403,7 +418,7 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a.mutate(w, r, tenant, expect, false, "put_source", func(t *Tenant, now time.Time) error {
+	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
 		old := t.Sources[source]
 		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, Limits: in.Limits}
 		if len(t.Sources) >= MaxSources && old == nil {
@@ -460,7 +475,7 @@ func (a *Admin) deleteSource(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a.mutate(w, r, tenant, expect, false, "delete_source", func(t *Tenant, _ time.Time) error {
+	a.mutate(w, r, tenant, expect, mustExist, "delete_source", func(t *Tenant, _ time.Time) error {
 		if _, ok := t.Sources[source]; !ok {
 			return errAPI(http.StatusNotFound, "source_not_found", "")
 		}
@@ -496,7 +511,7 @@ func (a *Admin) addSecret(w http.ResponseWriter, r *http.Request) {
 		}
 		retire = d
 	}
-	a.mutate(w, r, tenant, expect, false, "add_secret", func(t *Tenant, now time.Time) error {
+	a.mutate(w, r, tenant, expect, mustExist, "add_secret", func(t *Tenant, now time.Time) error {
 		s := t.Sources[source]
 		if s == nil {
 			return errAPI(http.StatusNotFound, "source_not_found", "")
@@ -531,7 +546,7 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	a.mutate(w, r, tenant, expect, false, "delete_secret", func(t *Tenant, _ time.Time) error {
+	a.mutate(w, r, tenant, expect, mustExist, "delete_secret", func(t *Tenant, _ time.Time) error {
 		s := t.Sources[source]
 		if s == nil {
 			return errAPI(http.StatusNotFound, "source_not_found", "")
