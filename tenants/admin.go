@@ -65,6 +65,7 @@ func (a *Admin) Routes() []edge.AdminRoute {
 		{Pattern: "DELETE " + s, Op: "delete_source", Handler: a.deleteSource},
 		{Pattern: "POST " + s + "/secrets", Op: "add_secret", Handler: a.addSecret},
 		{Pattern: "DELETE " + s + "/secrets/{id}", Op: "delete_secret", Handler: a.deleteSecret},
+		{Pattern: "POST /v1/admin/secrets/reseal", Op: "reseal", Handler: a.reseal},
 	}
 }
 
@@ -95,7 +96,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (a *Admin) fail(w http.ResponseWriter, err error) {
 	var ae *apiError
 	var fe *FieldError
+	var ce *conflictError
 	switch {
+	case errors.As(err, &ce):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "revision_conflict", "revision": ce.current})
 	case errors.As(err, &ae):
 		writeJSON(w, ae.code, ae.body)
 	case errors.As(err, &fe):
@@ -192,31 +196,52 @@ const (
 // without, the read-modify-write is retried on a concurrent change, so
 // no update is lost.
 func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) {
-	if a.pol.FileTenant(tenant) {
-		a.fail(w, errAPI(http.StatusConflict, "managed_by_file", "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first"))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
 	defer cancel()
+	t, created, err := a.update(ctx, tenant, expect, create, op, change)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	a.reply(w, code, t)
+}
+
+// conflictError is a revision-checked write that found another revision
+// (409 revision_conflict with the current one).
+type conflictError struct{ current uint64 }
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("revision conflict (current %d)", e.current)
+}
+
+// update is mutate's store part: it returns the written record and
+// whether it was created.
+func (a *Admin) update(ctx context.Context, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) (*Tenant, bool, error) {
+	if a.pol.FileTenant(tenant) {
+		return nil, false, errAPI(http.StatusConflict, "managed_by_file", "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first")
+	}
 	for range maxAttempts {
 		t, err := a.reg.get(ctx, tenant)
 		created := false
 		switch {
 		case errors.Is(err, ErrNotFound) && create != mustExist && expect == 0:
+			if a.reg.count() >= MaxTenants {
+				return nil, false, errAPI(http.StatusConflict, "too_many_tenants", fmt.Sprintf("at most %d tenants", MaxTenants))
+			}
 			t, created = &Tenant{Name: tenant, Sources: map[string]*Source{}}, true
 		case errors.Is(err, ErrNotFound):
-			a.fail(w, errAPI(http.StatusNotFound, "tenant_not_found", ""))
-			return
+			return nil, false, errAPI(http.StatusNotFound, "tenant_not_found", "")
 		case err != nil:
-			a.fail(w, err)
-			return
+			return nil, false, err
 		case create == mustCreate:
-			a.fail(w, errAPI(http.StatusConflict, "tenant_exists", ""))
-			return
+			return nil, false, errAPI(http.StatusConflict, "tenant_exists", "")
 		}
 		if expect > 0 && t.Revision != expect {
-			a.conflict(w, t.Revision)
-			return
+			return nil, false, &conflictError{current: t.Revision}
 		}
 		now := a.now().UTC()
 		next := t.clone()
@@ -224,8 +249,7 @@ func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, ex
 			next.Sources = map[string]*Source{}
 		}
 		if err := change(next, now); err != nil {
-			a.fail(w, err)
-			return
+			return nil, false, err
 		}
 		next.UpdatedAt = now
 		rev, err := a.reg.put(ctx, next, t.Revision)
@@ -233,32 +257,20 @@ func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, ex
 			if expect > 0 {
 				cur, gerr := a.reg.get(ctx, tenant)
 				if gerr != nil {
-					a.conflict(w, 0)
-					return
+					return nil, false, &conflictError{}
 				}
-				a.conflict(w, cur.Revision)
-				return
+				return nil, false, &conflictError{current: cur.Revision}
 			}
 			continue // someone else wrote: apply the change to theirs
 		}
 		if err != nil {
-			a.fail(w, err)
-			return
+			return nil, false, err
 		}
 		next.Revision = rev
 		a.log.Info("admin: tenant record written", "op", op, "tenant", tenant, "revision", rev)
-		code := http.StatusOK
-		if created {
-			code = http.StatusCreated
-		}
-		a.reply(w, code, next)
-		return
+		return next, created, nil
 	}
-	a.fail(w, errAPI(http.StatusConflict, "revision_conflict", "too many concurrent updates; retry"))
-}
-
-func (a *Admin) conflict(w http.ResponseWriter, current uint64) {
-	writeJSON(w, http.StatusConflict, map[string]any{"error": "revision_conflict", "revision": current})
+	return nil, false, errAPI(http.StatusConflict, "revision_conflict", "too many concurrent updates; retry")
 }
 
 // reply writes a record without its sealed secrets, with its revision as
@@ -390,7 +402,7 @@ func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNotFound):
 		a.fail(w, errAPI(http.StatusNotFound, "tenant_not_found", ""))
 	case errors.Is(err, ErrConflict):
-		a.conflict(w, 0)
+		a.fail(w, &conflictError{})
 	case err != nil:
 		a.fail(w, err)
 	default:
@@ -566,4 +578,52 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		s.Secrets = kept
 		return nil
 	})
+}
+
+// reseal is POST /v1/admin/secrets/reseal: every secret sealed with
+// another key than this node's current one is sealed again with it (the
+// step of a key rotation after every node has the new key first). Records
+// are rewritten revision-checked; a secret this node cannot open is
+// reported and left as it is.
+func (a *Admin) reseal(w http.ResponseWriter, r *http.Request) {
+	keys := a.reg.Keys()
+	if keys == nil {
+		a.fail(w, errAPI(http.StatusBadRequest, "invalid_request", "this node has no --secrets-key-file"))
+		return
+	}
+	resealed, failed := 0, []map[string]string{}
+	for _, name := range a.reg.names() {
+		if a.pol.FileTenant(name) || !a.reg.lookup(name).sealedWithOther(keys.Current()) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
+		n := 0
+		_, _, err := a.update(ctx, name, 0, mustExist, "reseal", func(t *Tenant, _ time.Time) error {
+			n = 0
+			for sn, s := range t.Sources {
+				for i, sec := range s.Secrets {
+					if sec.Sealed == nil || sec.Sealed.KeyID == keys.Current() {
+						continue
+					}
+					plain, err := keys.Open(name, sn, sec.ID, sec.Sealed)
+					if err != nil {
+						return err
+					}
+					if s.Secrets[i].Sealed, err = keys.Seal(name, sn, sec.ID, plain); err != nil {
+						return err
+					}
+					n++
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			failed = append(failed, map[string]string{"tenant": name, "error": err.Error()})
+			continue
+		}
+		resealed += n
+	}
+	a.log.Info("admin: secrets resealed", "key", keys.Current(), "secrets", resealed, "failed", len(failed))
+	writeJSON(w, http.StatusOK, map[string]any{"key": keys.Current(), "resealed": resealed, "failed": failed})
 }

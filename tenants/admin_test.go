@@ -338,3 +338,36 @@ func TestListPages(t *testing.T) {
 		t.Fatalf("pages: %v, want %s", got, want)
 	}
 }
+
+// TestKeyRotationReseal: with the new key first and the old one second,
+// reseal moves every secret to the new key; a node with only the new key
+// then verifies, and the old key is no longer needed.
+func TestKeyRotationReseal(t *testing.T) {
+	k1, k2 := newKey(t), newKey(t)
+	old, err := tenants.ParseKeyring([]byte("k1 " + k1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, old)
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme", `{}`, 201)
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"github","secret":"`+oldSecret+`"}`, 200)
+	both, _ := tenants.ParseKeyring([]byte("k2 " + k2 + "\nk1 " + k1))
+	g := newFixtureOn(t, f.kit, both)
+	if reply := mustDo(t, g.srv.URL, "POST", "/v1/admin/secrets/reseal", "", 200); !strings.Contains(reply, `"resealed":1`) {
+		t.Fatalf("reseal: %s", reply)
+	}
+	if reply := mustDo(t, g.srv.URL, "POST", "/v1/admin/secrets/reseal", "", 200); !strings.Contains(reply, `"resealed":0`) {
+		t.Fatalf("second reseal: %s", reply)
+	}
+	newOnly, _ := tenants.ParseKeyring([]byte("k2 " + k2))
+	h := newFixtureOn(t, f.kit, newOnly)
+	if !verifies(t, h.pol, "acme", "gh", oldSecret, h.clock.Now()) {
+		t.Fatal("a node with only the new key cannot verify after the reseal")
+	}
+	// The node that only has the old key now fails closed.
+	testkit.Eventually(t, time.Second, func() bool {
+		_, err := f.pol.Source("acme", "gh")
+		return errors.Is(err, edge.ErrSourceUnavailable)
+	}, "old-key node fails closed")
+	mustDo(t, newFixtureOn(t, f.kit, nil).srv.URL, "POST", "/v1/admin/secrets/reseal", "", 400)
+}

@@ -28,6 +28,8 @@ import (
 
 // Bounds of a record.
 const (
+	// MaxTenants bounds the records (the tenants the API may create).
+	MaxTenants = 100_000
 	// MaxSources bounds the sources of one tenant.
 	MaxSources = 64
 	// MaxSecrets bounds the secrets of one source (a verification tries

@@ -232,6 +232,28 @@ func (r *Registry) Stop() {
 	}
 }
 
+// count is the number of records.
+func (r *Registry) count() int { return len(r.snap.Load().tenants) }
+
+// names are the records' tenants, in order.
+func (r *Registry) names() []string { return r.snap.Load().names }
+
+// sealedWithOther reports whether one of the record's secrets is sealed
+// with another key than kid.
+func (t *resolved) sealedWithOther(kid string) bool {
+	if t == nil {
+		return false
+	}
+	for _, s := range t.rec.Sources {
+		for _, sec := range s.Secrets {
+			if sec.Sealed != nil && sec.Sealed.KeyID != kid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // lookup returns tenant's resolved record in the current snapshot.
 func (r *Registry) lookup(tenant string) *resolved { return r.snap.Load().tenants[tenant] }
 

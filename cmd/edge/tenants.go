@@ -44,6 +44,8 @@ Commands:
                                          add a secret; the others stop verifying after --overlap
   retire TENANT SOURCE SECRET_ID         remove a secret at once
   rm TENANT [SOURCE]                     delete a tenant (or one of its sources)
+  reseal                                 seal every secret again with the node's current key
+                                         (--secrets-key-file rotation)
 
 Source flags: --verify github|stripe|standard_webhooks, --secret-env VAR,
 --secret-file PATH, --dedupe SPEC, --max-body-bytes N, --hooks RATE:BURST,
@@ -107,7 +109,7 @@ func runTenants(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "edge tenants: no admin token: set $%s (or --token)\n", envAdminToken)
 		return 2
 	}
-	want := map[string]int{"list": 0, "get": 1, "add": 1, "set-source": 2, "rotate": 2, "retire": 3, "rm": -1}
+	want := map[string]int{"list": 0, "get": 1, "add": 1, "set-source": 2, "rotate": 2, "retire": 3, "rm": -1, "reseal": 0}
 	n, ok := want[cmd]
 	switch {
 	case !ok:
@@ -140,6 +142,8 @@ func runTenants(ctx context.Context, args []string, getenv func(string) string, 
 		err = c.rotate(ctx, pos[0], pos[1], src, *overlap, *rev)
 	case "retire":
 		err = c.call(ctx, "DELETE", tenantPath(pos[0], "sources", pos[1], "secrets", pos[2]), nil, *rev)
+	case "reseal":
+		err = c.call(ctx, "POST", "/v1/admin/secrets/reseal", nil, 0)
 	case "rm":
 		p := tenantPath(pos[0])
 		if len(pos) == 2 {

@@ -91,6 +91,9 @@ func TestTenantsCLI(t *testing.T) {
 	if code := post(t, n.URL, "/v1/hooks/acme/gh", newS); code != 404 {
 		t.Fatalf("removed source: %d", code)
 	}
+	if got := cli(0, "reseal"); !strings.Contains(got, `"resealed": 0`) {
+		t.Fatalf("reseal: %s", got)
+	}
 	cli(0, "rm", "acme")
 	cli(1, "get", "acme")
 	// Usage errors.
