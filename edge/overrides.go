@@ -39,7 +39,7 @@ func NewOverrides(b *kvstore.Bucket, log *slog.Logger) *Overrides {
 // Start loads every override and keeps following changes until Stop. It
 // returns once the initial values are loaded (or ctx ends).
 func (o *Overrides) Start(ctx context.Context) error {
-	f, err := kvstore.Follow(ctx, o.b.KV(), o.apply)
+	f, err := kvstore.Follow(ctx, o.b.KV(), o.apply, nil)
 	if err != nil {
 		return fmt.Errorf("edge: overrides: %w", err)
 	}

@@ -18,9 +18,10 @@ type Follower struct {
 
 // Follow watches every key of kv and calls apply for each entry (puts,
 // deletes and purges alike; initial is true for the values present at the
-// start), in order, from one goroutine. It returns once the initial values
-// are applied, or ctx's error (the follower then stopped).
-func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.KeyValueEntry, initial bool)) (*Follower, error) {
+// start), in order, from one goroutine, and loaded (when not nil) from
+// that goroutine once the initial values are applied. It returns after
+// loaded, or with ctx's error (the follower then stopped).
+func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.KeyValueEntry, initial bool), loaded func()) (*Follower, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	f := &Follower{stop: cancel, done: make(chan struct{})}
 	w, err := kv.WatchAll(wctx)
@@ -45,6 +46,9 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.K
 				case e == nil: // end of the initial values
 					if initial {
 						initial = false
+						if loaded != nil {
+							loaded()
+						}
 						close(ready)
 					}
 				default:

@@ -39,8 +39,9 @@ type Registry struct {
 	keys *Keyring
 	log  *slog.Logger
 
-	snap atomic.Pointer[snapshot]
-	f    *kvstore.Follower
+	snap     atomic.Pointer[snapshot]
+	building *snapshot // the initial snapshot, owned by the follower until loaded
+	f        *kvstore.Follower
 }
 
 // snapshot is the resolved state of every record at one bucket revision.
@@ -87,7 +88,14 @@ func (r *Registry) Keys() *Keyring { return r.keys }
 // Start loads every record and follows changes until Stop. It returns once
 // the initial records are applied (or ctx ends).
 func (r *Registry) Start(ctx context.Context) error {
-	f, err := kvstore.Follow(ctx, r.b.KV(), func(e jetstream.KeyValueEntry, initial bool) { r.apply(e, !initial) })
+	r.building = &snapshot{tenants: map[string]*resolved{}}
+	f, err := kvstore.Follow(ctx, r.b.KV(), func(e jetstream.KeyValueEntry, initial bool) {
+		if initial {
+			r.load(e)
+		} else {
+			r.apply(e)
+		}
+	}, r.loaded)
 	if err != nil {
 		return fmt.Errorf("tenants: %w", err)
 	}
@@ -106,51 +114,85 @@ func (r *Registry) Start(ctx context.Context) error {
 	return nil
 }
 
-// apply publishes a new snapshot with one record changed.
-func (r *Registry) apply(e jetstream.KeyValueEntry, logIt bool) {
-	old := r.snap.Load()
+// decodeEntry resolves one bucket entry: the tenant and its record (nil
+// for a delete, a purge or a malformed record: fail closed, no tenant).
+func (r *Registry) decodeEntry(e jetstream.KeyValueEntry) (string, *resolved, bool) {
 	name, err := kvstore.DecodeToken(e.Key())
 	if err != nil {
+		return "", nil, false
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return name, nil, true
+	}
+	var t Tenant
+	if err := json.Unmarshal(e.Value(), &t); err != nil || t.Name != name || t.Validate() != nil {
+		r.log.Error("ignoring malformed tenant record", "tenant", name, "revision", e.Revision())
+		return name, nil, true
+	}
+	t.Revision = e.Revision()
+	return name, r.resolve(&t), true
+}
+
+// load applies an initial entry to the snapshot under construction
+// (published once, by loaded: no copy per record at start).
+func (r *Registry) load(e jetstream.KeyValueEntry) {
+	name, res, ok := r.decodeEntry(e)
+	if !ok {
 		return
 	}
-	var res *resolved
-	if e.Operation() == jetstream.KeyValuePut {
-		var t Tenant
-		if err := json.Unmarshal(e.Value(), &t); err != nil || t.Name != name || t.Validate() != nil {
-			// Fail closed: a record that does not decode is no tenant.
-			r.log.Error("ignoring malformed tenant record", "tenant", name, "revision", e.Revision())
-		} else {
-			t.Revision = e.Revision()
-			res = r.resolve(&t)
-		}
+	r.building.rev = max(r.building.rev, e.Revision())
+	if res != nil {
+		r.building.tenants[name] = res
+	} else {
+		delete(r.building.tenants, name)
+	}
+}
+
+// loaded publishes the initial snapshot.
+func (r *Registry) loaded() {
+	b := r.building
+	r.building = nil
+	b.names = slices.Sorted(maps.Keys(b.tenants))
+	r.snap.Store(b)
+}
+
+// apply publishes a new snapshot with one record changed; the others are
+// shared with the previous one.
+func (r *Registry) apply(e jetstream.KeyValueEntry) {
+	old := r.snap.Load()
+	name, res, ok := r.decodeEntry(e)
+	if !ok {
+		return
 	}
 	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)+1), rev: max(old.rev, e.Revision())}
 	for n, t := range old.tenants {
 		next.tenants[n] = t
+	}
+	i, had := slices.BinarySearch(old.names, name)
+	switch {
+	case res != nil && !had:
+		next.names = slices.Insert(slices.Clone(old.names), i, name)
+	case res == nil && had:
+		next.names = slices.Delete(slices.Clone(old.names), i, i+1)
+	default:
+		next.names = old.names
 	}
 	if res != nil {
 		next.tenants[name] = res
 	} else {
 		delete(next.tenants, name)
 	}
-	if _, had := old.tenants[name]; had != (res != nil) {
-		next.names = slices.Sorted(maps.Keys(next.tenants))
-	} else {
-		next.names = old.names
-	}
 	r.snap.Store(next)
-	if logIt {
-		op := "removed"
-		if res != nil {
-			op = "applied"
-			for sn, s := range res.sources {
-				if s.unavailable != nil {
-					r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", name, "source", sn, "error", s.unavailable)
-				}
+	op := "removed"
+	if res != nil {
+		op = "applied"
+		for sn, s := range res.sources {
+			if s.unavailable != nil {
+				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", name, "source", sn, "error", s.unavailable)
 			}
 		}
-		r.log.Info("tenant record "+op, "tenant", name, "revision", e.Revision())
 	}
+	r.log.Info("tenant record "+op, "tenant", name, "revision", e.Revision())
 }
 
 // resolve opens a record's secrets and parses its specs.
