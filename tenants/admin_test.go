@@ -371,3 +371,4 @@ func TestKeyRotationReseal(t *testing.T) {
 	}, "old-key node fails closed")
 	mustDo(t, newFixtureOn(t, f.kit, nil).srv.URL, "POST", "/v1/admin/secrets/reseal", "", 400)
 }
+

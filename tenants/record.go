@@ -224,12 +224,14 @@ func (v *Verify) validate(field string) error {
 	if len(v.Params) > MaxParams {
 		return fieldErr(field+".params", "at most %d parameters", MaxParams)
 	}
-	for _, k := range slices.Sorted(maps.Keys(v.Params)) {
+	keys := slices.Sorted(maps.Keys(v.Params))
+	for _, k := range keys {
 		if len(k) > MaxParamBytes || len(v.Params[k]) > MaxParamBytes {
 			return fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
 		}
-		// The built-in schemes take no parameter.
-		return fieldErr(field+".params."+k, "scheme %s takes no parameter %.64q", v.Scheme, k)
+	}
+	if len(keys) > 0 { // the built-in schemes take no parameter
+		return fieldErr(field+".params."+keys[0], "scheme %s takes no parameter %.64q", v.Scheme, keys[0])
 	}
 	return nil
 }
