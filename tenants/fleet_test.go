@@ -92,6 +92,19 @@ func TestFleetOnboardRotateRemove(t *testing.T) {
 		}
 	}
 
+	// A node without the key fails closed: 503, never unverified.
+	nc := c.Connect(t, 2)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless := node.Start(t, &testkit.Kit{Server: c.Server(2), Conn: nc, JS: js})
+	for _, secret := range []string{oldSecret, ""} {
+		if code := postHook(t, keyless.URL, "acme", "gh", secret); code != 503 {
+			t.Fatalf("node without the key, secret %q: %d, want 503", secret, code)
+		}
+	}
+
 	// Rotation on node 2, old secret retired at once: node 3 follows.
 	mustDo(t, n2, "POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"`+newSecret+`","retire_others_after":"0s"}`, 200, auth...)
 	within(t, "node 3 refuses the retired secret", func() bool { return postHook(t, n3, "acme", "gh", oldSecret) == 401 })
