@@ -14,7 +14,8 @@ func (digest) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, Redacted) }
 
 // Changes compares c with the configuration it replaces on a reload
 // (SIGHUP). applied lists what a reload changes at run time: allow_unknown,
-// the defaults, and every tenant added, removed or changed ("tenants.acme
+// the defaults, and every tenant added, removed or changed (the secrets key
+// file is re-read by the caller) ("tenants.acme
 // changed: sources.gh"). restart lists the process settings (flags,
 // nats_users) that differ but only take effect on a restart. Neither ever
 // holds a secret.
@@ -48,7 +49,8 @@ func (c *Config) Changes(old *Config) (applied, restart []string) {
 	for i := 0; i < a.NumField(); i++ {
 		f := a.Type().Field(i)
 		switch f.Name {
-		case "AllowUnknown", "OpenQuickstart", "Defaults", "Tenants", "bodyLimitSet":
+		case "AllowUnknown", "OpenQuickstart", "Defaults", "Tenants", "bodyLimitSet",
+			"SecretsKeyFile": // re-read on reload by cmd/edge
 			continue
 		}
 		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {

@@ -255,6 +255,11 @@ func TestValidationAndConflicts(t *testing.T) {
 	if !strings.Contains(g.log.String(), "source cannot verify on this node") {
 		t.Fatalf("log:\n%s", g.log.String())
 	}
+	// Given the key (SIGHUP re-reads --secrets-key-file), it verifies.
+	g.reg.SetKeys(f.reg.Keys())
+	if !verifies(t, g.pol, "acme", "gh", oldSecret, g.clock.Now()) {
+		t.Fatal("not verifying after SetKeys")
+	}
 }
 
 // TestConcurrentUpdatesLoseNothing: concurrent writes without a revision
@@ -371,4 +376,3 @@ func TestKeyRotationReseal(t *testing.T) {
 	}, "old-key node fails closed")
 	mustDo(t, newFixtureOn(t, f.kit, nil).srv.URL, "POST", "/v1/admin/secrets/reseal", "", 400)
 }
-

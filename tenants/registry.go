@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +37,10 @@ func BucketConfig(prefix string, replicas int) kvstore.BucketConfig {
 // records (revision-checked).
 type Registry struct {
 	b    *kvstore.Bucket
-	keys *Keyring
-	log  *slog.Logger
+	keys atomic.Pointer[Keyring]
+	// wmu serialises the writers of snap: the follower and SetKeys.
+	wmu sync.Mutex
+	log *slog.Logger
 
 	snap     atomic.Pointer[snapshot]
 	building *snapshot // the initial snapshot, owned by the follower until loaded
@@ -77,13 +80,34 @@ func NewRegistry(b *kvstore.Bucket, keys *Keyring, log *slog.Logger) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{b: b, keys: keys, log: log}
+	r := &Registry{b: b, log: log}
+	r.keys.Store(keys)
 	r.snap.Store(&snapshot{tenants: map[string]*resolved{}})
 	return r
 }
 
 // Keys is the registry's keyring (nil: none).
-func (r *Registry) Keys() *Keyring { return r.keys }
+func (r *Registry) Keys() *Keyring { return r.keys.Load() }
+
+// SetKeys replaces the keyring (SIGHUP re-reads --secrets-key-file) and
+// opens every record's secrets again with it, in one new snapshot.
+func (r *Registry) SetKeys(k *Keyring) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.keys.Store(k)
+	old := r.snap.Load()
+	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)), names: old.names, rev: old.rev}
+	for n, t := range old.tenants {
+		next.tenants[n] = r.resolve(t.rec)
+		for sn, s := range next.tenants[n].sources {
+			if s.unavailable != nil {
+				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", n, "source", sn, "error", s.unavailable)
+			}
+		}
+	}
+	r.snap.Store(next)
+	r.log.Info("secrets keys replaced", "secrets_key", k.Current(), "tenants", len(next.tenants))
+}
 
 // Start loads every record and follows changes until Stop. It returns once
 // the initial records are applied (or ctx ends).
@@ -110,7 +134,7 @@ func (r *Registry) Start(ctx context.Context) error {
 			}
 		}
 	}
-	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.keys.Current())
+	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.Keys().Current())
 	return nil
 }
 
@@ -150,6 +174,8 @@ func (r *Registry) load(e jetstream.KeyValueEntry) {
 
 // loaded publishes the initial snapshot.
 func (r *Registry) loaded() {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	b := r.building
 	r.building = nil
 	b.names = slices.Sorted(maps.Keys(b.tenants))
@@ -159,6 +185,8 @@ func (r *Registry) loaded() {
 // apply publishes a new snapshot with one record changed; the others are
 // shared with the previous one.
 func (r *Registry) apply(e jetstream.KeyValueEntry) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	old := r.snap.Load()
 	name, res, ok := r.decodeEntry(e)
 	if !ok {
@@ -220,7 +248,7 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 func (r *Registry) verifier(tenant, source string, s *Source) (webhook.Verifier, error) {
 	mv := &multiVerifier{scheme: s.Verify.Scheme}
 	for _, sec := range s.Secrets {
-		plain, err := r.keys.Open(tenant, source, sec.ID, sec.Sealed)
+		plain, err := r.Keys().Open(tenant, source, sec.ID, sec.Sealed)
 		if err != nil {
 			return nil, err
 		}

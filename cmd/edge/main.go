@@ -8,7 +8,8 @@
 //	                             # the nats-server authorization of a role (external NATS)
 //	go run ./cmd/edge tenants list  # tenants and sources through the admin API (see tenants.go)
 //
-// SIGHUP re-reads the configuration (the --config file): tenants, sources,
+// SIGHUP re-reads the configuration (the --config file) and the
+// --secrets-key-file keys: tenants, sources, keys,
 // defaults and allow_unknown change at once; a file that does not load
 // leaves the running configuration as it is (the error, with its line, is
 // logged).
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		case <-ctx.Done():
 			done = true
 		case <-hup:
-			reload(args, getenv, stores.Policy, log)
+			reload(args, getenv, stores, log)
 		}
 	}
 	log.Info("shutting down")
@@ -101,16 +102,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return 0
 }
 
-// reload re-reads the configuration into pol (SIGHUP), logging what
-// changed; a configuration that does not load changes nothing.
-func reload(args []string, getenv func(string) string, pol *tenants.Policy, log *slog.Logger) {
+// reload re-reads the configuration into the running node (SIGHUP),
+// logging what changed: the file's tenants, sources and defaults, and the
+// keys of --secrets-key-file. A configuration that does not load changes
+// nothing; a key file that does not load keeps the running keys.
+func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log *slog.Logger) {
 	cfg, err := config.Parse(args, getenv, nil)
 	if err != nil {
 		log.Error("reload failed: keeping the running configuration", "error", err)
 		return
 	}
-	applied, restart := cfg.Changes(pol.Config())
-	pol.SetConfig(cfg)
+	applied, restart := cfg.Changes(st.Policy.Config())
+	st.Policy.SetConfig(cfg)
 	if len(applied) == 0 {
 		log.Info("configuration reloaded: no change to tenants, sources or defaults")
 	} else {
@@ -118,5 +121,13 @@ func reload(args []string, getenv func(string) string, pol *tenants.Policy, log 
 	}
 	if len(restart) > 0 {
 		log.Warn("reload: these settings changed but take effect on restart only", "settings", restart)
+	}
+	if cfg.SecretsKeyFile != "" {
+		keys, err := tenants.LoadKeyring(cfg.SecretsKeyFile)
+		if err != nil {
+			log.Error("reload: keeping the running secrets keys", "error", err)
+			return
+		}
+		st.Tenants.SetKeys(keys)
 	}
 }

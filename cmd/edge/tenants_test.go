@@ -112,12 +112,15 @@ func TestTenantsCLI(t *testing.T) {
 // once and the log says what changed.
 func TestSIGHUPReload(t *testing.T) {
 	file := testkit.WriteTemp(t, "edge.yaml", []byte("tenants:\n  acme:\n    sources: {gh: {}}\n"))
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keys := testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key)))
 	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	log := &testkit.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	go func() {
-		exited <- Run(ctx, []string{"--config", file, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+		exited <- Run(ctx, []string{"--config", file, "--secrets-key-file", keys, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
 			func(string) string { return "" }, log)
 	}()
 	t.Cleanup(func() {
@@ -159,7 +162,15 @@ func TestSIGHUPReload(t *testing.T) {
 	}
 	hup()
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/acme/new", "") == 202 }, "new source served after the reload")
-	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") {
+	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") || !strings.Contains(log.String(), "secrets keys replaced") {
 		t.Fatalf("reload log:\n%s", log.String())
 	}
+	// A broken key file keeps the running keys.
+	if err := os.WriteFile(keys, []byte("k1 short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup()
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(log.String(), "reload: keeping the running secrets keys") && strings.Contains(log.String(), "line 1: key k1")
+	}, "the broken key file's error logged")
 }
