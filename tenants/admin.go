@@ -423,7 +423,8 @@ type sourceInput struct {
 
 // putSource creates or replaces a source's settings. A secret in the body
 // replaces the source's secrets; without one they are kept (a new scheme
-// needs a new secret).
+// needs a new secret). A verifying source stays verifying: leaving verify
+// out is 400.
 func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 	var in sourceInput
 	tenant, source, expect, ok := a.parse(w, r, true, &in)
@@ -441,6 +442,9 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		switch {
+		case s.Verify == nil && old != nil && old.Verify != nil:
+			// Never turn a verifying source unsigned by leaving a field out.
+			return fieldErr(p+".verify", "the source verifies with %s: give verify (to make it unsigned, delete the source and create it again)", old.Verify.Scheme)
 		case in.Secret != nil:
 			if s.Verify == nil {
 				return fieldErr(p+".secret", "a secret needs verify")

@@ -233,6 +233,16 @@ func TestValidationAndConflicts(t *testing.T) {
 			t.Errorf("%s %s %s: %d %s, want 400 with %s", c.method, c.path, c.body, code, reply, c.want)
 		}
 	}
+	// A verifying source cannot be made unsigned by leaving verify out.
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/v", `{"verify":"github","secret":"`+oldSecret+`"}`, 200)
+	if reply := mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/v", `{"dedupe":"github"}`, 400); !strings.Contains(reply, `"field":"sources.v.verify"`) {
+		t.Fatal(reply)
+	}
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/v", `{"verify":"github","dedupe":"github"}`, 200) // secrets kept
+	if !verifies(t, f.pol, "acme", "v", oldSecret, f.clock.Now()) {
+		t.Fatal("secret not kept")
+	}
+	mustDo(t, f.srv.URL, "DELETE", "/v1/admin/tenants/acme/sources/v", ``, 200)
 	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/nobody/sources/gh", `{}`, 404)
 	mustDo(t, f.srv.URL, "DELETE", "/v1/admin/tenants/acme/sources/gh", ``, 404)
 	mustDo(t, f.srv.URL, "GET", "/v1/admin/tenants/nobody", ``, 404)
