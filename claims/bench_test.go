@@ -70,7 +70,7 @@ func BenchmarkKV(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
-			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
+			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
 			run := strconv.FormatInt(runSeq.Add(1), 10)
 			inFlight(b, n, func(i int) error {
 				r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
@@ -81,7 +81,7 @@ func BenchmarkKV(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("Settle/inflight=%d", n), func(b *testing.B) {
-			s := claims.NewKV(benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
+			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
 			run := strconv.FormatInt(runSeq.Add(1), 10)
 			key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
 			revs := make([]uint64, b.N)
@@ -95,7 +95,7 @@ func BenchmarkKV(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
-			r := claims.NewKVReplay(benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
+			r := newKVReplay(b, benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
 			run := strconv.FormatInt(runSeq.Add(1), 10)
 			until := time.Now().Add(time.Hour).Unix()
 			inFlight(b, n, func(i int) error {
@@ -114,7 +114,7 @@ func BenchmarkMemory(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1, 64} {
 		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
-			s := claims.NewMemory(claims.WithMaxEntries(b.N + 1))
+			s := newMemory(b, claims.WithMaxEntries(b.N+1))
 			inFlight(b, n, func(i int) error {
 				_, err := s.Claim(ctx, id("acme", "gh", strconv.Itoa(i)), "hook", 30*time.Second)
 				return err

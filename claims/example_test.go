@@ -43,7 +43,10 @@ func ExampleKV() {
 	if err != nil {
 		panic(err)
 	}
-	store := claims.NewKV(bucket)
+	store, err := claims.NewKV(bucket)
+	if err != nil {
+		panic(err)
+	}
 
 	id := claims.ID{Tenant: "acme", Source: "github", Key: "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
 	first, err := store.Claim(ctx, id, "hook-1", 30*time.Second)

@@ -30,8 +30,14 @@ type KV struct {
 
 var _ Store = (*KV)(nil)
 
-// KVOption configures NewKV and NewKVReplay.
-type KVOption func(*kvOptions)
+// ErrInvalidOption is wrapped by the error of NewKV, NewKVReplay and
+// NewMemory for an option with an invalid argument or a nil bucket.
+var ErrInvalidOption = errors.New("claims: invalid option")
+
+// KVOption configures NewKV and NewKVReplay. An option with an invalid
+// argument makes the constructor fail with an error wrapping
+// ErrInvalidOption.
+type KVOption func(*kvOptions) error
 
 type kvOptions struct {
 	now func() time.Time
@@ -39,12 +45,15 @@ type kvOptions struct {
 }
 
 // WithClock sets the clock used to turn a record's expiry (server time)
-// into RetryAfter, ExpiresIn and replay TTLs. nil or absent: time.Now.
+// into RetryAfter, ExpiresIn and replay TTLs (absent: time.Now; nil is an
+// invalid option).
 func WithClock(now func() time.Time) KVOption {
-	return func(o *kvOptions) {
-		if now != nil {
-			o.now = now
+	return func(o *kvOptions) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
+		o.now = now
+		return nil
 	}
 }
 
@@ -52,28 +61,39 @@ func WithClock(now func() time.Time) KVOption {
 // only what a caller cannot see in its results: unreadable records and
 // contention retries.
 func WithLogger(l *slog.Logger) KVOption {
-	return func(o *kvOptions) {
+	return func(o *kvOptions) error {
 		if l != nil {
 			o.log = l
 		}
+		return nil
 	}
 }
 
-func applyKVOptions(opts []KVOption) kvOptions {
+// applyKVOptions applies opts for a store on b.
+func applyKVOptions(b *kvstore.Bucket, opts []KVOption) (kvOptions, error) {
 	o := kvOptions{now: time.Now, log: slog.New(slog.DiscardHandler)}
+	if b == nil {
+		return o, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
+	}
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
 		}
 	}
-	return o
+	return o, nil
 }
 
 // NewKV returns a Store on b. b must have been opened with History 1 and a
-// LimitMarkerTTL (kvstore.OpenBucket does both).
-func NewKV(b *kvstore.Bucket, opts ...KVOption) *KV {
-	o := applyKVOptions(opts)
-	return &KV{b: b, now: o.now, log: o.log.With("bucket", b.Name())}
+// LimitMarkerTTL (kvstore.OpenBucket does both). Errors: ErrInvalidOption.
+func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
+	o, err := applyKVOptions(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &KV{b: b, now: o.now, log: o.log.With("bucket", b.Name())}, nil
 }
 
 // maxClaimAttempts bounds how often Claim retries when the holder's entry

@@ -37,7 +37,7 @@ func TestKVStoredForm(t *testing.T) {
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
 	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
-	s := claims.NewKV(b)
+	s := newKV(t, b)
 
 	long := strings.Repeat("d", 201)
 	cid := id("acme", "gh.x", long)
@@ -84,7 +84,7 @@ func TestKVUnreadableRecord(t *testing.T) {
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
 	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
-	s := claims.NewKV(b)
+	s := newKV(t, b)
 	cid := id("acme", "gh", "k")
 	rev, err := b.Put(ctx, claims.KVKey(cid), []byte("not a claim"), time.Minute)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestKVUnavailable(t *testing.T) {
 	k := testkit.New(t)
 	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
 	rb := k.Bucket(t, claims.ReplayBucketConfig("replay", 10, 1))
-	s, rs := claims.NewKV(b), claims.NewKVReplay(rb, 0)
+	s, rs := newKV(t, b), newKVReplay(t, rb, 0)
 	cid := id("acme", "gh", "k")
 	r := claim(t, s, cid, "h1", time.Minute)
 	k.Server.Shutdown()
@@ -160,7 +160,7 @@ func TestKVReplayStoredForm(t *testing.T) {
 		t.Fatalf("stream config: max msgs %d, discard %v, marker TTL %v, msg TTLs %v", c.MaxMsgs, c.Discard, c.SubjectDeleteMarkerTTL, c.AllowMsgTTL)
 	}
 	// A skew of 1 h on a retain_until of now: the TTL is ~1 h.
-	r := claims.NewKVReplay(b, time.Hour)
+	r := newKVReplay(t, b, time.Hour)
 	until := time.Now().Unix()
 	if o, err := r.Claim(ctx, "acme/stripe", "evt.1", until); err != nil || o != claims.Claimed {
 		t.Fatalf("claim: %v, %v", o, err)

@@ -54,38 +54,46 @@ type memEntry struct {
 	elem      *list.Element // in Memory.committed, when committed
 }
 
-// MemOption configures NewMemory.
-type MemOption func(*Memory)
+// MemOption configures NewMemory. An option with an invalid argument
+// makes NewMemory fail with an error wrapping ErrInvalidOption.
+type MemOption func(*Memory) error
 
-// WithMemoryClock sets the clock that expires claims (nil or absent:
-// time.Now).
+// WithMemoryClock sets the clock that expires claims (absent: time.Now;
+// nil is an invalid option).
 func WithMemoryClock(now func() time.Time) MemOption {
-	return func(m *Memory) {
-		if now != nil {
-			m.now = now
+	return func(m *Memory) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
+		m.now = now
+		return nil
 	}
 }
 
-// WithMaxEntries bounds the number of claims held (n < 1 or absent:
+// WithMaxEntries bounds the number of claims held, n >= 1 (absent:
 // DefaultMaxEntries). See Memory for what happens when it is reached.
 func WithMaxEntries(n int) MemOption {
-	return func(m *Memory) {
-		if n >= 1 {
-			m.max = n
+	return func(m *Memory) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max entries must be >= 1, got %d", ErrInvalidOption, n)
 		}
+		m.max = n
+		return nil
 	}
 }
 
-// NewMemory returns an empty in-memory Store.
-func NewMemory(opts ...MemOption) *Memory {
+// NewMemory returns an empty in-memory Store. Errors: ErrInvalidOption.
+func NewMemory(opts ...MemOption) (*Memory, error) {
 	m := &Memory{now: time.Now, max: DefaultMaxEntries, entries: map[memKey]*memEntry{}}
 	for _, o := range opts {
-		if o != nil {
-			o(m)
+		if o == nil {
+			continue
+		}
+		if err := o(m); err != nil {
+			return nil, err
 		}
 	}
-	return m
+	return m, nil
 }
 
 // Len is the number of entries held, expired ones not yet dropped

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -40,7 +41,7 @@ func TestMemoryExpirySteps(t *testing.T) {
 		14: {at: 2*time.Second + 10*time.Minute + time.Second, op: "get", want: "absent"},
 	}
 	c := newFakeClock()
-	s := claims.NewMemory(claims.WithMemoryClock(c.Now))
+	s := newMemory(t, claims.WithMemoryClock(c.Now))
 	ctx := testkit.Context(t)
 	k := id("acme", "gh", "k")
 	revs := make([]uint64, len(steps))
@@ -87,7 +88,7 @@ func TestMemoryExpirySteps(t *testing.T) {
 // then the oldest committed claim; pending claims are never evicted.
 func TestMemoryEviction(t *testing.T) {
 	c := newFakeClock()
-	s := claims.NewMemory(claims.WithMemoryClock(c.Now), claims.WithMaxEntries(3))
+	s := newMemory(t, claims.WithMemoryClock(c.Now), claims.WithMaxEntries(3))
 	ctx := testkit.Context(t)
 	revs := map[string]uint64{}
 	claimOK := func(key string, ttl time.Duration) {
@@ -143,8 +144,22 @@ func TestMemoryEviction(t *testing.T) {
 }
 
 func TestMemoryDefaults(t *testing.T) {
-	s := claims.NewMemory(nil, claims.WithMaxEntries(0), claims.WithMemoryClock(nil))
+	s := newMemory(t, nil)
 	wantOutcome(t, claim(t, s, id("t", "s", "k"), "h", time.Second), claims.OK, "h")
+	// A bad option value is an error, not a silent default.
+	for name, o := range map[string]claims.MemOption{"max entries": claims.WithMaxEntries(0), "clock": claims.WithMemoryClock(nil)} {
+		if _, err := claims.NewMemory(o); !errors.Is(err, claims.ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, o := range map[string]claims.KVOption{"clock": claims.WithClock(nil)} {
+		if _, err := claims.NewKV(&kvstore.Bucket{}, o); !errors.Is(err, claims.ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := claims.NewKV(nil); !errors.Is(err, claims.ErrInvalidOption) {
+		t.Errorf("nil bucket: %v", err)
+	}
 	r := claims.NewMemoryReplay(0, -time.Second, nil)
 	wantReplay(t, r, "ns", "k", time.Now().Add(time.Hour).Unix(), claims.Claimed)
 }

@@ -66,12 +66,16 @@ var _ ReplayStore = (*KVReplay)(nil)
 
 // NewKVReplay returns a ReplayStore on b (see ReplayBucketConfig). skew
 // (negative: 0) extends every retention. Options: WithClock, WithLogger.
-func NewKVReplay(b *kvstore.Bucket, skew time.Duration, opts ...KVOption) *KVReplay {
-	o := applyKVOptions(opts)
+// Errors: ErrInvalidOption.
+func NewKVReplay(b *kvstore.Bucket, skew time.Duration, opts ...KVOption) (*KVReplay, error) {
+	o, err := applyKVOptions(b, opts)
+	if err != nil {
+		return nil, err
+	}
 	if skew < 0 {
 		skew = 0
 	}
-	return &KVReplay{b: b, skew: skew, now: o.now, log: o.log.With("bucket", b.Name())}
+	return &KVReplay{b: b, skew: skew, now: o.now, log: o.log.With("bucket", b.Name())}, nil
 }
 
 // replayTTL is the TTL of a replay claim: retainUntil (Unix seconds) +

@@ -46,12 +46,41 @@ func bucketName(stem string) string { return fmt.Sprintf("%s_%d", stem, bucketSe
 
 func noElapse(time.Duration) {}
 
+// newKV, newKVReplay and newMemory construct a store, failing the test on
+// an error.
+func newKV(t testing.TB, b *kvstore.Bucket, opts ...claims.KVOption) *claims.KV {
+	t.Helper()
+	s, err := claims.NewKV(b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newKVReplay(t testing.TB, b *kvstore.Bucket, skew time.Duration, opts ...claims.KVOption) *claims.KVReplay {
+	t.Helper()
+	r, err := claims.NewKVReplay(b, skew, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newMemory(t testing.TB, opts ...claims.MemOption) *claims.Memory {
+	t.Helper()
+	m, err := claims.NewMemory(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestKVStore(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		b := k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims")})
-		return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+		return storeFixture{store: newKV(t, b), elapse: noElapse}
 	})
 }
 
@@ -59,7 +88,7 @@ func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
-		return storeFixture{store: claims.NewMemory(claims.WithMemoryClock(c.Now)), elapse: c.Advance}
+		return storeFixture{store: newMemory(t, claims.WithMemoryClock(c.Now)), elapse: c.Advance}
 	})
 }
 
@@ -68,7 +97,7 @@ func TestKVReplay(t *testing.T) {
 	k := testkit.New(t)
 	runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 		b := k.Bucket(t, claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 1))
-		return replayFixture{store: claims.NewKVReplay(b, 0), now: time.Now, elapse: noElapse}
+		return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
 	})
 }
 
@@ -102,7 +131,7 @@ func TestKVReplicated(t *testing.T) {
 		t.Parallel()
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			b := cl.Bucket(t, next(), kvstore.BucketConfig{Name: bucketName("claims"), Replicas: 3})
-			return storeFixture{store: claims.NewKV(b), elapse: noElapse}
+			return storeFixture{store: newKV(t, b), elapse: noElapse}
 		})
 	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
@@ -113,7 +142,7 @@ func TestKVReplicated(t *testing.T) {
 		t.Parallel()
 		runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 			b := cl.Bucket(t, next(), claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 3))
-			return replayFixture{store: claims.NewKVReplay(b, 0), now: time.Now, elapse: noElapse}
+			return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
 		})
 	})
 }
@@ -130,7 +159,7 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
 	var lost atomic.Int64
 	var wg sync.WaitGroup
 	for node := range 3 {
-		s := claims.NewKV(cl.Bucket(t, node, cfg))
+		s := newKV(t, cl.Bucket(t, node, cfg))
 		for g := range goroutines {
 			wg.Go(func() {
 				for i := range pairs {

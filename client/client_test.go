@@ -53,7 +53,10 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 	kit := testkit.New(t)
 	ctx := testkit.Context(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
-	cs := claims.NewKV(kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
+	cs, err := claims.NewKV(kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	leases, counts, err := quota.OpenBuckets(ctx, kit.JS, kvstore.DefaultPrefix, 1)
 	if err != nil {
@@ -81,11 +84,19 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 		t.Fatal(err)
 	}
 
+	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := cooldown.New(kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := service.Config{
 		Quota:    qc,
 		Claims:   cs,
-		Replay:   claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0),
-		Cooldown: cooldown.New(kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))),
+		Replay:   rs,
+		Cooldown: cd,
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -629,7 +640,10 @@ func TestUnavailable(t *testing.T) {
 // server that is shut down — is ErrUnavailable with the reason.
 func TestStoreUnavailable(t *testing.T) {
 	store := testkit.New(t)
-	rs := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)), 0)
+	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := start(t, func(c *service.Config) {
 		c.Replay = rs
 		c.StoreTimeout = 200 * time.Millisecond
@@ -639,7 +653,7 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatalf("up: %v %v", got, err)
 	}
 	store.Server.Shutdown()
-	_, err := e.c.ClaimReplay(ctx, "n", "down", 4102444800)
+	_, err = e.c.ClaimReplay(ctx, "n", "down", 4102444800)
 	wantServiceError(t, err, client.ErrUnavailable, 503, service.ReasonUnavailable)
 }
 

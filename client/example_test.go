@@ -55,7 +55,10 @@ func startSluice() (nc *nats.Conn, stop func()) {
 	must(err)
 	rb, err := kvstore.OpenBucket(ctx, js, claims.ReplayBucketConfig(names.Replay, 1000, 1))
 	must(err)
-	store := claims.NewKV(cb)
+	store, err := claims.NewKV(cb)
+	must(err)
+	replay, err := claims.NewKVReplay(rb, 0)
+	must(err)
 
 	const partitions = 8
 	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
@@ -77,7 +80,7 @@ func startSluice() (nc *nats.Conn, stop func()) {
 	qc, err := quota.NewClient(node, quota.WithPartitions(partitions))
 	must(err)
 
-	svc, err := service.New(node, service.Config{Quota: qc, Claims: store, Replay: claims.NewKVReplay(rb, 0)})
+	svc, err := service.New(node, service.Config{Quota: qc, Claims: store, Replay: replay})
 	must(err)
 	stops = append(stops, func() { _ = svc.Stop() })
 

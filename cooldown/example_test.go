@@ -50,8 +50,14 @@ func Example() {
 	// The default budget is 250 ms; a generous one keeps the example stable
 	// on a loaded machine.
 	budget := cooldown.WithBudget(5 * time.Second)
-	instanceA := cooldown.New(bucket, clock, budget)
-	instanceB := cooldown.New(bucket, clock, budget)
+	instanceA, err := cooldown.New(bucket, clock, budget)
+	if err != nil {
+		panic(err)
+	}
+	instanceB, err := cooldown.New(bucket, clock, budget)
+	if err != nil {
+		panic(err)
+	}
 
 	// Instance A was refused by "openai" for a minute, and read the quota of
 	// "anthropic".

@@ -52,17 +52,24 @@ const loadParallel = 8
 // lockStripes is the number of node-local write locks keys hash onto.
 const lockStripes = 256
 
-// Option configures a Store. A non-positive duration or count, a nil clock
-// or a nil logger leaves the default in place.
-type Option func(*Store)
+// ErrInvalidOption is wrapped by the error of New for an option with an
+// invalid argument.
+var ErrInvalidOption = errors.New("cooldown: invalid option")
+
+// Option configures a Store. An option with an invalid argument (a
+// non-positive duration or count, a nil clock) makes New fail with an error
+// wrapping ErrInvalidOption.
+type Option func(*Store) error
 
 // WithReadingTTL sets how long a reading is kept (default 15 min; rounded up
 // to whole seconds by the store).
 func WithReadingTTL(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.readingTTL = kvstore.RoundTTL(d)
+	return func(s *Store) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: reading TTL must be > 0, got %v", ErrInvalidOption, d)
 		}
+		s.readingTTL = kvstore.RoundTTL(d)
+		return nil
 	}
 }
 
@@ -71,40 +78,47 @@ func WithReadingTTL(d time.Duration) Option {
 // fails with ErrUnavailable. A caller's earlier deadline wins; a later one
 // does not extend the budget.
 func WithBudget(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.budget = d
+	return func(s *Store) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: budget must be > 0, got %v", ErrInvalidOption, d)
 		}
+		s.budget = d
+		return nil
 	}
 }
 
 // WithClock replaces time.Now (for tests). The clock decides reading expiry,
 // whether a penalty has passed, and key TTLs.
 func WithClock(now func() time.Time) Option {
-	return func(s *Store) {
-		if now != nil {
-			s.now = now
+	return func(s *Store) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
+		s.now = now
+		return nil
 	}
 }
 
-// WithLogger sets the logger (default: discard). Fallbacks to node-local
-// state are logged at warn level.
+// WithLogger sets the logger (default, or nil: discard). Fallbacks to
+// node-local state are logged at warn level.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Store) {
+	return func(s *Store) error {
 		if l != nil {
 			s.log = l.With("component", "cooldown")
 		}
+		return nil
 	}
 }
 
 // WithMaxLocalEntries bounds the node-local store (default 10000
 // (account, backend) pairs); beyond it the least recently used is evicted.
 func WithMaxLocalEntries(n int) Option {
-	return func(s *Store) {
-		if n > 0 {
-			s.maxLocal = n
+	return func(s *Store) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: max local entries must be > 0, got %d", ErrInvalidOption, n)
 		}
+		s.maxLocal = n
+		return nil
 	}
 }
 
@@ -165,8 +179,8 @@ type Store struct {
 
 // New returns a Store over bucket b (typically opened with
 // BucketConfig). A nil b gives a node-local-only store: every shared call
-// is ErrUnavailable.
-func New(b *kvstore.Bucket, opts ...Option) *Store {
+// is ErrUnavailable. Errors: ErrInvalidOption.
+func New(b *kvstore.Bucket, opts ...Option) (*Store, error) {
 	s := &Store{
 		b:          b,
 		readingTTL: DefaultReadingTTL,
@@ -176,13 +190,18 @@ func New(b *kvstore.Bucket, opts ...Option) *Store {
 		maxLocal:   DefaultMaxLocalEntries,
 	}
 	for _, o := range opts {
-		o(s)
+		if o == nil {
+			continue
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
 	}
 	s.local = newLocalStore(s.maxLocal)
 	for i := range s.locks {
 		s.locks[i] = make(chan struct{}, 1)
 	}
-	return s
+	return s, nil
 }
 
 // BucketConfig is the KV bucket the cooldown store of a fleet with subject

@@ -36,6 +36,7 @@ func i64(v int64) *int64 { return &v }
 
 // env is a kit with the cooldown bucket opened on it.
 type env struct {
+	t      testing.TB
 	kit    *testkit.Kit
 	bucket *kvstore.Bucket
 }
@@ -43,7 +44,17 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	kit := testkit.New(t)
-	return &env{kit: kit, bucket: kit.Bucket(t, cooldown.BucketConfig("t", 1))}
+	return &env{t: t, kit: kit, bucket: kit.Bucket(t, cooldown.BucketConfig("t", 1))}
+}
+
+// newStore is cooldown.New failing the test on an error.
+func newStore(t testing.TB, b *kvstore.Bucket, opts ...cooldown.Option) *cooldown.Store {
+	t.Helper()
+	s, err := cooldown.New(b, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // testBudget replaces the 250 ms default in tests that expect the shared
@@ -53,7 +64,7 @@ var testBudget = cooldown.WithBudget(5 * time.Second)
 
 // store is a new Store (with its own, empty node-local state) on the bucket.
 func (e *env) store(opts ...cooldown.Option) *cooldown.Store {
-	return cooldown.New(e.bucket, append([]cooldown.Option{testBudget}, opts...)...)
+	return newStore(e.t, e.bucket, append([]cooldown.Option{testBudget}, opts...)...)
 }
 
 // secondBucket opens the same bucket over a second connection, as another
@@ -337,7 +348,7 @@ func entryEqual(a, b cooldown.Entry) bool {
 func TestLocalOnlyStore(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now().UnixMilli()
-	s := cooldown.New(nil, cooldown.WithMaxLocalEntries(2))
+	s := newStore(t, nil, cooldown.WithMaxLocalEntries(2))
 	ctx := testkit.Context(t)
 	for i, b := range []string{"a", "b", "c"} {
 		err := s.Record(ctx, cooldown.Reading{Account: "x", Backend: b, ObservedAtMs: t0 + int64(i)})
@@ -365,7 +376,7 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 	t0 := time.Now().UnixMilli()
 	clk := newClock(t0)
 	s1 := e.store(cooldown.WithClock(clk.Now))
-	s2 := cooldown.New(e.secondBucket(t), testBudget, cooldown.WithClock(clk.Now))
+	s2 := newStore(t, e.secondBucket(t), testBudget, cooldown.WithClock(clk.Now))
 	fresh := func() *cooldown.Store { return e.store(cooldown.WithClock(clk.Now)) }
 
 	t.Run("shared write failed", func(t *testing.T) {
@@ -555,7 +566,7 @@ func TestConcurrentRecordPenalize(t *testing.T) {
 	buckets := []*kvstore.Bucket{e.bucket, e.secondBucket(t)}
 	var nodes []*cooldown.Store
 	for i := range 8 {
-		nodes = append(nodes, cooldown.New(buckets[i%2], opts...))
+		nodes = append(nodes, newStore(t, buckets[i%2], opts...))
 	}
 	penalize(t, nodes[0], "acct", "llm", i64(t0+1000)) // reached by every reading
 
@@ -638,5 +649,21 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 	defer func() { _ = keys.Stop() }()
 	for k := range keys.Keys() {
 		t.Fatalf("invalid input wrote %q", k)
+	}
+}
+
+// TestOptionsValidate: an option with a bad value fails New with
+// ErrInvalidOption instead of leaving the default in place.
+func TestOptionsValidate(t *testing.T) {
+	for name, o := range map[string]cooldown.Option{
+		"reading ttl": cooldown.WithReadingTTL(0), "budget": cooldown.WithBudget(-time.Second),
+		"clock": cooldown.WithClock(nil), "max local": cooldown.WithMaxLocalEntries(0),
+	} {
+		if _, err := cooldown.New(nil, o); !errors.Is(err, cooldown.ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := cooldown.New(nil, cooldown.WithLogger(nil)); err != nil {
+		t.Errorf("nil logger (discard): %v", err)
 	}
 }

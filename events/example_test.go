@@ -39,7 +39,11 @@ func Example() {
 	}
 	pub, _ := events.NewPublisher(nc, prefix, nil)
 	defer pub.Close()
-	store := events.ObserveStore(claims.NewKV(bucket), pub)
+	kv, err := claims.NewKV(bucket)
+	if err != nil {
+		panic(err)
+	}
+	store := events.ObserveStore(kv, pub)
 
 	settler, _ := events.NewSettler(js, store, prefix, events.WithCommittedTTL(72*time.Hour))
 	if err := settler.Start(ctx); err != nil {

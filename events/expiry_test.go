@@ -209,7 +209,7 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newStore(b)
+	store := newStore(t, b)
 	subj, _ := events.NewSubjects(prefix)
 	s := &sink{}
 	if _, err := watch.Subscribe(subj.Events(), func(m *nats.Msg) {

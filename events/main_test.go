@@ -38,7 +38,7 @@ func newEnv(t *testing.T, opts ...testkit.Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{k: k, bucket: b, store: newStore(b), subj: subj}
+	return &env{k: k, bucket: b, store: newStore(t, b), subj: subj}
 }
 
 // publisher returns a Publisher on a connection of its own (a "node"),
@@ -206,4 +206,4 @@ func (c *countingStore) Release(ctx context.Context, id claims.ID, hookID string
 }
 
 // newStore is the store under test: the real KV claims store.
-func newStore(b *kvstore.Bucket) claims.Store { return claims.NewKV(b) }
+func newStore(t testing.TB, b *kvstore.Bucket) claims.Store { return testkit.ClaimsKV(t, b) }

@@ -26,7 +26,10 @@ func TestNilPublisherIsNoop(t *testing.T) {
 	if p.Subjects() != (events.Subjects{}) {
 		t.Fatal("nil publisher has subjects")
 	}
-	inner := claims.NewMemory()
+	inner, err := claims.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if events.ObserveStore(inner, nil) != claims.Store(inner) {
 		t.Fatal("ObserveStore with a nil publisher must return the inner store")
 	}

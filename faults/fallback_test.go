@@ -60,7 +60,10 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 	lim, _ := gcra.LimitFromRate(10, 10)
 	// Both nodes share the fleet's claim store (the KV bucket), as fx wires
 	// them: the fallback takes claims there, never in node-local memory.
-	store := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: "fallback_claims"}))
+	store, err := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: "fallback_claims"}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	winners := 0
 	for node := range 2 {
 		client, err := quota.NewClient(k.Conn, quota.WithBudget(budget), quota.WithPartitions(4))

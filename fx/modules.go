@@ -115,6 +115,18 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	store, err := claims.NewKV(cb, claims.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	replay, err := claims.NewKVReplay(rb, cfg.ReplaySkew)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
 	tb, err := kvstore.OpenBucket(ctx, n.JS, tenants.BucketConfig(cfg.Prefix, cfg.Replicas))
 	if err != nil {
 		return nil, err
@@ -129,10 +141,10 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
 	s := &Stores{
 		ClaimsBucket: cb,
-		Claims:       claims.NewKV(cb, claims.WithLogger(log)),
-		Replay:       claims.NewKVReplay(rb, cfg.ReplaySkew),
+		Claims:       store,
+		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
-		Cooldown:     cooldown.New(cdb, cooldown.WithBudget(cfg.StoreTimeout), cooldown.WithLogger(log)),
+		Cooldown:     cd,
 		Overrides:    edge.NewOverrides(lb, log),
 		Tenants:      reg,
 		Policy:       tenants.NewPolicy(cfg, reg),

@@ -16,12 +16,13 @@ import (
 )
 
 // The owner's decision core. Every hit an owner serves — an item of a batch
-// frame (serveFrame) or a JSON request (tenure.hit) — is a frame.Item that
-// has passed frame.Item.validate, is routed to the tenure of its partition,
-// and is decided by tenure.decide: its charges all or nothing under the
-// tenure's lock, then, for an admitted hit with a claim, a claimJob that
-// writes the claim (claimJob.run) and turns its outcome into the answer
-// (claimAnswer). What differs between the two paths is only how the answer
+// frame (serveFrame) or a JSON request (tenure.hit, through hitItem) — is a
+// frame.Item that has passed validateItem (HitRequest.Validate's rules), is
+// routed to the tenure of its partition, and is decided by tenure.decide:
+// its charges all or nothing under the tenure's lock, then, for an admitted
+// hit with a claim, a claimJob that writes the claim (claimJob.write) and
+// completes with its outcome (claimJob.complete: claimAnswer, the refund,
+// the delivery). What differs between the two paths is only how the answer
 // travels: in a reply frame, or as a JSON HitReply.
 
 // chargeScratch is reusable space for deciding one hit's charges.
@@ -92,15 +93,27 @@ type claimJob struct {
 	kinds []Charge  // batch nil: the request's charges, for the reply's limits
 }
 
-// run takes the claim (the write in the fleet's claim store), refunds the
-// charges unless the claim is ours, and delivers the answer. The tenure
-// admitted the job (tenure.admit); run finishes it.
+// run writes the claim and completes the job with the outcome. The two
+// steps are apart so that another writer (a pipeline of claim writes) can
+// take the write and call complete itself.
 func (j *claimJob) run() {
+	j.complete(j.write())
+}
+
+// write takes the claim: one create in the fleet's claim store, bounded by
+// the item's timeout.
+func (j *claimJob) write() (claims.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+	defer cancel()
+	return j.t.w.store.Claim(ctx, j.id, j.hookID, j.pending)
+}
+
+// complete turns the claim's outcome into the item's answer, refunds the
+// charges unless the claim is ours, and delivers the answer. The tenure
+// admitted the job (tenure.admit); complete finishes it.
+func (j *claimJob) complete(res claims.Result, err error) {
 	t, w := j.t, j.t.w
 	defer t.finish()
-	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
-	res, err := w.store.Claim(ctx, j.id, j.hookID, j.pending)
-	cancel()
 	a, _ := claimAnswer(res, err, j.limits)
 	if a.Result != frame.ResultOK {
 		t.refund(j.refs, j.lims)

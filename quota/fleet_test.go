@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
@@ -55,7 +54,7 @@ func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *syncB
 	}
 	reg := prometheus.NewRegistry()
 	buf := &syncBuffer{}
-	f, err := NewFleet(c, local, claims.NewMemory(), WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+	f, err := NewFleet(c, local, newMemory(t), WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig)
 		counts: open(t, countsBucket(p, 1)),
 		claims: open(t, kvstore.BucketConfig{Name: names.Claims}),
 	}
-	e.store = claims.NewKV(e.claims)
+	e.store = testkit.ClaimsKV(t, e.claims)
 	return e
 }
 
@@ -68,7 +68,17 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 	if err != nil {
 		t.Fatal(err)
 	}
-	return leases, counts, claims.NewKV(cb)
+	return leases, counts, testkit.ClaimsKV(t, cb)
+}
+
+// newMemory is claims.NewMemory failing the test on an error.
+func newMemory(t testing.TB) *claims.Memory {
+	t.Helper()
+	m, err := claims.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // startWorker starts a worker on nc (its own buckets handles) and stops it

@@ -41,7 +41,7 @@ type claimBatch struct {
 // of its frame.
 const claimLinger = time.Millisecond
 
-// serveFrame serves a batch frame (frame.go) that reached the worker on its
+// serveFrame serves a batch frame (internal/frame) that reached the worker on its
 // member subject or on a partition subject: every item is decided by the
 // tenure serving the item's partition — one lock acquisition per run of
 // items of one partition — and answered in one reply; items that take a

@@ -73,7 +73,7 @@ func (t *tenure) serving() bool {
 // handle is the subscription callback. It never waits on KV: hits are
 // decided under the tenure lock and answered inline, and anything that
 // needs KV runs in a goroutine (bounded by the worker's semaphore) that
-// replies when done. A batch frame (frame.go) is served by the worker,
+// replies when done. A batch frame (internal/frame) is served by the worker,
 // which routes each item to the tenure of its partition.
 func (t *tenure) handle(m *nats.Msg) {
 	if frame.Is(m.Data) {

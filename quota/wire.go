@@ -30,12 +30,12 @@ import (
 // and an empty body. The reason "not_owner" (503) means the receiver is
 // handing the partition over: the client retries like on no-responders.
 //
-// "op":"batch" is the binary batch frame of frame.go (first byte 0xFA, so
+// "op":"batch" is the binary batch frame of quota/internal/frame (first byte 0xFA, so
 // never mistaken for JSON): several hits, possibly of several partitions
 // the receiving worker serves, answered item by item in one reply (plus
 // one for the items that waited on a claim). Owners also serve frames on
 // their member subject (memberSubject), which their replies advertise.
-// Clients coalesce concurrent hits into frames (coalesce.go) and send JSON
+// Clients coalesce concurrent hits into frames (internal/coalesce) and send JSON
 // to an owner that answers a frame with an error header (a version before
 // frames); owners answer JSON as before.
 const (

@@ -341,7 +341,7 @@ func TestOptionsValidate(t *testing.T) {
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
 		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
 	} {
-		if _, err := NewWorker(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+		if _, err := NewWorker(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("worker %s: %v", name, err)
 		}
 	}
@@ -356,7 +356,7 @@ func TestOptionsValidate(t *testing.T) {
 	for name, o := range map[string]FleetOption{
 		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
 	} {
-		if _, err := NewFleet(client, local, claims.NewMemory(), o); !errors.Is(err, ErrInvalidOption) {
+		if _, err := NewFleet(client, local, newMemory(t), o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("fleet %s: %v", name, err)
 		}
 	}

@@ -15,10 +15,11 @@ import (
 // (answered 400); an owner that does not answer within the context's
 // deadline wraps quota.ErrUnavailable (503).
 //
-// Hand the service the fleet client, not a wrapper that falls back to
-// node-local state: a hit answered from node-local state (HitReply.Local)
-// that took a claim is answered 503, because its revision names a claim in
-// this node's memory that the claims.* endpoints cannot settle.
+// Hand the service the fleet client rather than a wrapper that falls back
+// to node-local state: a hit answered from node-local state
+// (HitReply.Local) that took a claim is answered 503 (see quotaHit). The
+// fallback (quota.Fleet) takes that claim in the fleet's KV claim store, so
+// the caller's retry with the same hook id gets it back.
 type Quota interface {
 	// Hit charges every charge of req and, when req.Claim is set, takes a
 	// pending dedupe claim, in one round trip to the tenant's owner.

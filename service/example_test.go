@@ -46,7 +46,11 @@ func Example() {
 		panic(err)
 	}
 
-	svc, err := service.New(nc, service.Config{Replay: claims.NewKVReplay(b, 0)})
+	replay, err := claims.NewKVReplay(b, 0)
+	if err != nil {
+		panic(err)
+	}
+	svc, err := service.New(nc, service.Config{Replay: replay})
 	if err != nil {
 		panic(err)
 	}

@@ -182,6 +182,26 @@ func (e *env) realQuota(c *Config) {
 	c.Quota, c.Partitions = qc, testPartitions
 }
 
+// newKVReplay and newCooldown construct a store, failing the test on an
+// error.
+func newKVReplay(t testing.TB, b *kvstore.Bucket) *claims.KVReplay {
+	t.Helper()
+	r, err := claims.NewKVReplay(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newCooldown(t testing.TB, b *kvstore.Bucket) *cooldown.Store {
+	t.Helper()
+	s, err := cooldown.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // start runs the service with the fake Quota; mutate may change the config
 // (e.g. e.realQuota to use a real quota worker and client).
 func start(t *testing.T, mutate func(*env, *Config)) *env {
@@ -192,9 +212,9 @@ func start(t *testing.T, mutate func(*env, *Config)) *env {
 		t:        t,
 		kit:      kit,
 		quota:    newFakeQuota(),
-		claims:   claims.NewKV(kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims})),
-		replay:   claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0),
-		cooldown: cooldown.New(kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))),
+		claims:   testkit.ClaimsKV(t, kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims})),
+		replay:   newKVReplay(t, kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1))),
+		cooldown: newCooldown(t, kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))),
 	}
 	cfg := Config{Quota: e.quota, Claims: e.claims, Replay: e.replay, Cooldown: e.cooldown}
 	if mutate != nil {
@@ -384,7 +404,7 @@ func TestDiscovery(t *testing.T) {
 func TestOnlyProvidedDependencies(t *testing.T) {
 	kit := testkit.New(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
-	replay := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)), 0)
+	replay := newKVReplay(t, kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)))
 	svc, err := New(kit.Conn, Config{Replay: replay})
 	if err != nil {
 		t.Fatal(err)
@@ -1055,9 +1075,9 @@ func TestCooldown(t *testing.T) {
 func TestStoppedServer(t *testing.T) {
 	store := testkit.New(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
-	cs := claims.NewKV(store.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
-	rs := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)), 0)
-	cd := cooldown.New(store.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
+	cs := testkit.ClaimsKV(t, store.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
+	rs := newKVReplay(t, store.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)))
+	cd := newCooldown(t, store.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
 	e := start(t, func(_ *env, c *Config) {
 		c.Claims, c.Replay, c.Cooldown = cs, rs, cd
 		c.StoreTimeout = 200 * time.Millisecond

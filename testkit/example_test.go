@@ -37,7 +37,10 @@ func Example() {
 
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	store := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: "claims"}))
+	store, err := claims.NewKV(k.Bucket(t, kvstore.BucketConfig{Name: "claims"}))
+	if err != nil {
+		panic(err)
+	}
 
 	id := claims.ID{Tenant: "acme", Source: "github", Key: "delivery-1"}
 	first, _ := store.Claim(ctx, id, "hook-1", 30*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -88,6 +89,16 @@ func (k *Kit) Bucket(t T, cfg kvstore.BucketConfig) *kvstore.Bucket {
 		t.Fatalf("testkit: bucket %s: %v", cfg.Name, err)
 	}
 	return b
+}
+
+// ClaimsKV is claims.NewKV(b), failing the test on an error.
+func ClaimsKV(t T, b *kvstore.Bucket) *claims.KV {
+	t.Helper()
+	s, err := claims.NewKV(b)
+	if err != nil {
+		t.Fatalf("testkit: claims store: %v", err)
+	}
+	return s
 }
 
 // Eventually polls cond every 10 ms until it returns true or timeout passes,

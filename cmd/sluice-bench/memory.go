@@ -141,7 +141,10 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	if err != nil {
 		return nil, err
 	}
-	store := claims.NewKV(b)
+	store, err := claims.NewKV(b)
+	if err != nil {
+		return nil, err
+	}
 	heap0 := liveHeap()
 	type held struct {
 		id   claims.ID
