@@ -99,11 +99,7 @@ func (r *Registry) SetKeys(k *Keyring) {
 	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)), names: old.names, rev: old.rev}
 	for n, t := range old.tenants {
 		next.tenants[n] = r.resolve(t.rec)
-		for sn, s := range next.tenants[n].sources {
-			if s.unavailable != nil {
-				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", n, "source", sn, "error", s.unavailable)
-			}
-		}
+		r.logUnavailable(next.tenants[n])
 	}
 	r.snap.Store(next)
 	r.log.Info("secrets keys replaced", "secrets_key", k.Current(), "tenants", len(next.tenants))
@@ -127,12 +123,7 @@ func (r *Registry) Start(ctx context.Context) error {
 	s := r.snap.Load()
 	n := 0
 	for _, t := range s.tenants {
-		for sn, src := range t.sources {
-			if src.unavailable != nil {
-				n++
-				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", t.rec.Name, "source", sn, "error", src.unavailable)
-			}
-		}
+		n += r.logUnavailable(t)
 	}
 	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.Keys().Current())
 	return nil
@@ -214,13 +205,22 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	op := "removed"
 	if res != nil {
 		op = "applied"
-		for sn, s := range res.sources {
-			if s.unavailable != nil {
-				r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", name, "source", sn, "error", s.unavailable)
-			}
-		}
+		r.logUnavailable(res)
 	}
 	r.log.Info("tenant record "+op, "tenant", name, "revision", e.Revision())
+}
+
+// logUnavailable logs each source of t that cannot verify on this node and
+// returns how many there are.
+func (r *Registry) logUnavailable(t *resolved) int {
+	n := 0
+	for _, sn := range slices.Sorted(maps.Keys(t.sources)) {
+		if err := t.sources[sn].unavailable; err != nil {
+			n++
+			r.log.Error("source cannot verify on this node: its hooks get 503", "tenant", t.rec.Name, "source", sn, "error", err)
+		}
+	}
+	return n
 }
 
 // resolve opens a record's secrets and parses its specs.
@@ -237,7 +237,11 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 		}
 		if s.Verify != nil {
 			res.verified = true
-			rs.verifier, rs.unavailable = r.verifier(t.Name, sn, s)
+			v, err := r.verifier(t.Name, sn, s)
+			rs.verifier = v
+			if rs.unavailable == nil {
+				rs.unavailable = err
+			}
 		}
 		res.sources[sn] = rs
 	}
