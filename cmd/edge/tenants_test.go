@@ -174,3 +174,15 @@ func TestSIGHUPReload(t *testing.T) {
 		return strings.Contains(log.String(), "reload: keeping the running secrets keys") && strings.Contains(log.String(), "line 1: key k1")
 	}, "the broken key file's error logged")
 }
+
+// TestBadKeyFileRefusesToStart: a --secrets-key-file that does not load
+// fails start-up, naming the line and never the key.
+func TestBadKeyFileRefusesToStart(t *testing.T) {
+	keys := testkit.WriteTemp(t, "keys", []byte("# keys\nk1 c2hvcnQta2V5\n"))
+	log := &testkit.LogBuffer{}
+	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+		func(string) string { return "" }, log)
+	if code != 1 || !strings.Contains(log.String(), "line 2: key k1") || strings.Contains(log.String(), "c2hvcnQta2V5") {
+		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+}
