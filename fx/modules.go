@@ -91,7 +91,7 @@ type Stores struct {
 }
 
 // ProvideStores opens the buckets and builds the stores.
-func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) (*Stores, error) {
+func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
@@ -138,6 +138,9 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 		}
 	}
 	reg := tenants.NewRegistry(tb, keys, log.With("component", "tenants"))
+	if err := reg.Register(prom); err != nil {
+		return nil, err
+	}
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
 	s := &Stores{
 		ClaimsBucket: cb,

@@ -2,6 +2,7 @@ package tenants_test
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -104,12 +105,24 @@ func TestFleetOnboardRotateRemove(t *testing.T) {
 			t.Fatalf("node without the key, secret %q: %d, want 503", secret, code)
 		}
 	}
+	if got := metric(t, keyless.URL, "sluice_tenants_unavailable_sources"); got != "1" {
+		t.Fatalf("keyless node's unavailable sources: %s", got)
+	}
 
 	// Rotation on node 2, old secret retired at once: node 3 follows.
 	mustDo(t, n2, "POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"`+newSecret+`","retire_others_after":"0s"}`, 200, auth...)
 	within(t, "node 3 refuses the retired secret", func() bool { return postHook(t, n3, "acme", "gh", oldSecret) == 401 })
 	if code := postHook(t, n3, "acme", "gh", newSecret); code != 202 {
 		t.Fatalf("new secret on node 3: %d", code)
+	}
+
+	// Every node agrees on the bucket revision it applied.
+	within(t, "every node at the same tenants revision", func() bool {
+		r := metric(t, n1, "sluice_tenants_revision")
+		return r != "0" && metric(t, n2, "sluice_tenants_revision") == r && metric(t, n3, "sluice_tenants_revision") == r
+	})
+	if got := metric(t, n3, "sluice_tenants_records"); got != "1" {
+		t.Fatalf("records on node 3: %s", got)
 	}
 
 	// A deleted source: 404 on every node.
@@ -128,4 +141,25 @@ func TestFleetOnboardRotateRemove(t *testing.T) {
 	if !strings.Contains(logs[2].String(), "tenant record applied") {
 		t.Fatalf("node 3 did not log the change:\n%s", logs[2].String())
 	}
+}
+
+// metric returns the value of an unlabelled metric on a node's /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/kvstore"
@@ -53,13 +54,16 @@ type snapshot struct {
 	tenants map[string]*resolved
 	names   []string // sorted
 	rev     uint64   // last applied bucket revision
+	// unavailable counts the sources that cannot verify on this node.
+	unavailable int
 }
 
 // resolved is one tenant's record, ready for requests.
 type resolved struct {
-	rec      *Tenant
-	verified bool // one of its sources verifies
-	sources  map[string]*resolvedSource
+	rec         *Tenant
+	verified    bool // one of its sources verifies
+	sources     map[string]*resolvedSource
+	unavailable int // sources that cannot verify on this node
 }
 
 // resolvedSource is a source ready for requests. The secrets are opened
@@ -99,7 +103,7 @@ func (r *Registry) SetKeys(k *Keyring) {
 	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)), names: old.names, rev: old.rev}
 	for n, t := range old.tenants {
 		next.tenants[n] = r.resolve(t.rec)
-		r.logUnavailable(next.tenants[n])
+		next.unavailable += r.logUnavailable(next.tenants[n])
 	}
 	r.snap.Store(next)
 	r.log.Info("secrets keys replaced", "secrets_key", k.Current(), "tenants", len(next.tenants))
@@ -170,6 +174,9 @@ func (r *Registry) loaded() {
 	b := r.building
 	r.building = nil
 	b.names = slices.Sorted(maps.Keys(b.tenants))
+	for _, t := range b.tenants {
+		b.unavailable += t.unavailable
+	}
 	r.snap.Store(b)
 }
 
@@ -183,9 +190,15 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	if !ok {
 		return
 	}
-	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)+1), rev: max(old.rev, e.Revision())}
+	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)+1), rev: max(old.rev, e.Revision()), unavailable: old.unavailable}
 	for n, t := range old.tenants {
 		next.tenants[n] = t
+	}
+	if prev := old.tenants[name]; prev != nil {
+		next.unavailable -= prev.unavailable
+	}
+	if res != nil {
+		next.unavailable += res.unavailable
 	}
 	i, had := slices.BinarySearch(old.names, name)
 	switch {
@@ -242,6 +255,9 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 			if rs.unavailable == nil {
 				rs.unavailable = err
 			}
+		}
+		if rs.unavailable != nil {
+			res.unavailable++
 		}
 		res.sources[sn] = rs
 	}
@@ -304,6 +320,25 @@ func (r *Registry) Stop() {
 	if r.f != nil {
 		r.f.Stop()
 	}
+}
+
+// Register adds the registry's gauges to reg: records, the last applied
+// bucket revision (equal on every node that has caught up) and the
+// sources that cannot verify on this node.
+func (r *Registry) Register(reg prometheus.Registerer) error {
+	for _, g := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_tenants_records", Help: "Tenant records applied on this node."},
+			func() float64 { return float64(len(r.snap.Load().tenants)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_tenants_revision", Help: "Last tenants-bucket revision applied on this node (the same on every node that has caught up)."},
+			func() float64 { return float64(r.snap.Load().rev) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_tenants_unavailable_sources", Help: "Sources whose secret does not open on this node (their hooks get 503)."},
+			func() float64 { return float64(r.snap.Load().unavailable) }),
+	} {
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // count is the number of records.
