@@ -467,7 +467,8 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 // seal checks a new secret against the source's scheme and seals it.
 func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAfter *time.Time, now time.Time) (Secret, error) {
 	p := "sources." + source + ".secret"
-	if a.reg.Keys() == nil {
+	keys := a.reg.Keys()
+	if keys == nil {
 		return Secret{}, fieldErr(p, "this node has no --secrets-key-file: secrets are only stored encrypted")
 	}
 	if secret == "" || len(secret) > MaxSecretBytes {
@@ -479,11 +480,11 @@ func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAft
 	if notAfter != nil && !notAfter.After(now) {
 		return Secret{}, fieldErr(p+"_not_after", "must be in the future")
 	}
-	sealed, err := a.reg.Keys().Seal(tenant, source, id, secret)
+	sealed, err := keys.Seal(tenant, source, id, secret)
 	if err != nil {
 		return Secret{}, err
 	}
-	return Secret{ID: id, Fingerprint: a.reg.Keys().Fingerprint(secret), CreatedAt: now, NotAfter: notAfter, Sealed: sealed}, nil
+	return Secret{ID: id, Fingerprint: keys.Fingerprint(secret), CreatedAt: now, NotAfter: notAfter, Sealed: sealed}, nil
 }
 
 func (a *Admin) deleteSource(w http.ResponseWriter, r *http.Request) {
