@@ -102,7 +102,7 @@ func BenchmarkHit(b *testing.B) {
 }
 
 // BenchmarkClaimCreate compares the two ways an owner can keep 64 claim
-// creates in flight (docs/DESIGN.md "pipelining"): 64 goroutines each doing a
+// creates in flight (docs/DESIGN.md "Claims in KV"): 64 goroutines each doing a
 // synchronous create (kvstore.Bucket.Create: what claims.KV does), and one
 // goroutine keeping 64 async publishes in flight
 // (jetstream.PublishMsgAsync with expected-last-subject-sequence 0 and a

@@ -20,7 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// Coalescing of hits (docs/DESIGN.md "Partition-owning workers"):
+// Coalescing of hits (docs/DESIGN.md "The path of a hit"):
 // concurrent hits bound for one owner travel in one batch frame and are
 // answered in one reply. There is no timer: a lane (one per destination
 // subject) sends at once while it has fewer than laneWindow frames
