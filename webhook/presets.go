@@ -115,3 +115,39 @@ func newPreset(name, secret string) (*SchemeVerifier, error) {
 	}
 	return NewSchemeVerifier(s, secret)
 }
+
+// resolve returns s completed from its preset: a Scheme with a Name and no
+// Type is that preset (ErrUnknownVerifier when there is none), with every
+// field s sets overriding the preset's (Twilio's URL, an API key's header).
+// A Scheme with a Type is complete already (custom, or a preset as Preset
+// returns it, possibly adjusted).
+func resolve(s Scheme) (Scheme, error) {
+	if s.Type != "" || s.Name == "" {
+		return s, nil // without either, compile reports the missing type
+	}
+	p, err := Preset(s.Name)
+	if err != nil {
+		return Scheme{}, err
+	}
+	for _, f := range []struct{ dst, src *string }{
+		{&p.Header, &s.Header}, {&p.Prefix, &s.Prefix}, {&p.Format, &s.Format}, {&p.Separator, &s.Separator},
+		{&p.SignatureKey, &s.SignatureKey}, {&p.TimestampKey, &s.TimestampKey}, {&p.Encoding, &s.Encoding},
+		{&p.Algorithm, &s.Algorithm}, {&p.Signed, &s.Signed}, {&p.TimestampHeader, &s.TimestampHeader},
+		{&p.IDHeader, &s.IDHeader}, {&p.IDJSON, &s.IDJSON}, {&p.URL, &s.URL}, {&p.SecretEncoding, &s.SecretEncoding},
+	} {
+		if *f.src != "" {
+			*f.dst = *f.src
+		}
+	}
+	if s.Tolerance != 0 {
+		p.Tolerance = s.Tolerance
+	}
+	if s.MinSecretBytes != 0 {
+		p.MinSecretBytes = s.MinSecretBytes
+	}
+	if s.Fallback != nil {
+		fb := *s.Fallback
+		p.Fallback = &fb
+	}
+	return p, nil
+}

@@ -107,9 +107,11 @@ const (
 // "Declarative verification"). Presets (Preset) cover known providers; a
 // Scheme never holds the secret. The zero Scheme is invalid.
 type Scheme struct {
-	// Name labels the scheme (a preset's name; Verifier.Name). Empty: Type.
+	// Name labels the scheme (Verifier.Name; empty: Type). With Type
+	// empty it names a preset, and every other field set overrides the
+	// preset's (Twilio's URL, an API key's header).
 	Name string `json:"name,omitempty" yaml:"name,omitempty"`
-	// Type is SchemeHMAC, SchemeToken or SchemeBasic.
+	// Type is SchemeHMAC, SchemeToken or SchemeBasic; empty for a preset.
 	Type string `json:"type" yaml:"type"`
 	// Header carries the signature (hmac) or the token (token). Basic
 	// always uses Authorization (Header empty or "Authorization").
@@ -211,13 +213,18 @@ type compiled struct {
 }
 
 // Validate reports whether s can verify correctly; every problem is an error
-// wrapping ErrInvalidScheme. It does not need the secret.
+// wrapping ErrInvalidScheme (ErrUnknownVerifier for an unknown preset
+// name). It does not need the secret.
 func (s Scheme) Validate() error {
 	_, err := compile(s)
 	return err
 }
 
 func compile(s Scheme) (*compiled, error) {
+	s, err := resolve(s)
+	if err != nil {
+		return nil, err
+	}
 	c := &compiled{s: s, signs: map[byte]bool{}}
 	if s.MinSecretBytes < 0 {
 		return nil, s.invalid("min secret bytes must not be negative")
@@ -460,8 +467,9 @@ type SchemeVerifier struct {
 
 var _ Verifier = (*SchemeVerifier)(nil)
 
-// NewSchemeVerifier validates s and returns its verifier with secret. An
-// invalid scheme is an error wrapping ErrInvalidScheme; an empty, malformed
+// NewSchemeVerifier resolves s (a preset by Name, see Scheme.Name),
+// validates it and returns its verifier with secret. An invalid scheme is an
+// error wrapping ErrInvalidScheme; an empty, malformed
 // or short secret one wrapping ErrInvalidSecret. Errors never contain the
 // secret.
 func NewSchemeVerifier(s Scheme, secret string) (*SchemeVerifier, error) {
@@ -469,6 +477,7 @@ func NewSchemeVerifier(s Scheme, secret string) (*SchemeVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
+	s = c.s // resolved
 	name := s.label()
 	if secret == "" {
 		return nil, fmt.Errorf("%w: %s secret is empty", ErrInvalidSecret, name)

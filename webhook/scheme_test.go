@@ -530,3 +530,38 @@ func TestPresetsValid(t *testing.T) {
 		t.Fatal("Preset shares its fallback")
 	}
 }
+
+// TestSchemeByName: a scheme with a name and no type is that preset, with
+// the fields it sets overriding the preset's (the form a source record's
+// verify: takes).
+func TestSchemeByName(t *testing.T) {
+	secret := "0123456789abcdef0123456789abcdef"
+	url := "https://hooks.example.com/v1/hooks/acme/sms"
+	v, err := webhook.NewSchemeVerifier(webhook.Scheme{Name: "twilio", URL: url}, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := v.Scheme(); s.Type != "hmac" || s.Algorithm != "hmac-sha1" || s.URL != url || v.Name() != "twilio" {
+		t.Fatalf("resolved %+v", s)
+	}
+	if _, err := v.Verify(hdr("X-Twilio-Signature", b64MAC(sha1.New, secret, url+"Bodyhi")), []byte("Body=hi"), t0); err != nil {
+		t.Fatal(err)
+	}
+	k, err := webhook.NewSchemeVerifier(webhook.Scheme{Name: "api_key", Header: "X-Hook-Key"}, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Verify(hdr("X-Hook-Key", secret), nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.Verify(hdr("X-API-Key", secret), nil, t0)
+	reasonIs(t, "preset header replaced", got, err, "missing header")
+	// Overrides are validated like any scheme: a slack preset whose
+	// timestamp is no longer signed is refused.
+	if err := (webhook.Scheme{Name: "slack", Signed: "{body}"}).Validate(); !errors.Is(err, webhook.ErrInvalidScheme) || !strings.Contains(err.Error(), "cannot be trusted") {
+		t.Fatalf("slack without a signed timestamp: %v", err)
+	}
+	if err := (webhook.Scheme{Name: "nope"}).Validate(); !errors.Is(err, webhook.ErrUnknownVerifier) {
+		t.Fatalf("unknown preset name: %v", err)
+	}
+}
