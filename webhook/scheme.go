@@ -144,7 +144,8 @@ type Scheme struct {
 	// message id (Stripe's "id"); exclusive with IDHeader.
 	IDJSON string `json:"id_json,omitempty" yaml:"id_json,omitempty"`
 	// Tolerance is the accepted skew, both ways, between a signed timestamp
-	// and now: required with {timestamp}, at most MaxTolerance.
+	// and now: required with {timestamp}, whole seconds, 1s to
+	// MaxTolerance.
 	Tolerance time.Duration `json:"tolerance,omitempty" yaml:"tolerance,omitempty"`
 	// URL is what {url} signs: the public URL the provider was given
 	// (absolute http or https), never taken from the request's Host.
@@ -363,8 +364,9 @@ func compileHMAC(c *compiled) error {
 		if hasTSKey == (s.TimestampHeader != "") {
 			return s.invalid("signed has {timestamp}: give exactly one of timestamp_header and timestamp_key")
 		}
-		if s.Tolerance <= 0 || s.Tolerance > MaxTolerance {
-			return s.invalid("signed has {timestamp}: tolerance must be in (0, %s], got %s", MaxTolerance, s.Tolerance)
+		if s.Tolerance < time.Second || s.Tolerance > MaxTolerance || s.Tolerance%time.Second != 0 {
+			// Timestamps are whole seconds, and so is the tolerance.
+			return s.invalid("signed has {timestamp}: tolerance must be whole seconds in [1s, %s], got %s", MaxTolerance, s.Tolerance)
 		}
 	} else {
 		if hasTSKey || s.TimestampHeader != "" {
