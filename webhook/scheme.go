@@ -240,7 +240,7 @@ func compile(s Scheme) (*compiled, error) {
 	}
 	switch s.Type {
 	case SchemeHMAC:
-		return c, compileHMAC(c)
+		err = compileHMAC(c)
 	case SchemeToken:
 		if err := checkHeader(&s, "header", s.Header, true); err != nil {
 			return nil, err
@@ -248,17 +248,21 @@ func compile(s Scheme) (*compiled, error) {
 		if len(s.Prefix) > maxPrefixBytes {
 			return nil, s.invalid("prefix longer than %d bytes", maxPrefixBytes)
 		}
-		return c, onlyFields(&s, "prefix", "id_header")
+		err = onlyFields(&s, "prefix", "id_header")
 	case SchemeBasic:
 		if s.Header != "" && http.CanonicalHeaderKey(s.Header) != "Authorization" {
 			return nil, s.invalid("basic uses the Authorization header, not %q", s.Header)
 		}
-		return c, onlyFields(&s, "id_header")
+		err = onlyFields(&s, "id_header")
 	case "":
-		return nil, s.invalid("type is missing (want hmac, token or basic)")
+		err = s.invalid("type is missing (want hmac, token or basic)")
 	default:
-		return nil, s.invalid("unknown type %q (want hmac, token or basic)", s.Type)
+		err = s.invalid("unknown type %q (want hmac, token or basic)", s.Type)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // onlyFields fails when a token or basic scheme sets an HMAC-only field
