@@ -99,10 +99,7 @@ func Preset(name string) (Scheme, error) {
 		return Scheme{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknownVerifier, name, strings.Join(Presets(), ", "))
 	}
 	s.Name = name
-	if s.Fallback != nil {
-		fb := *s.Fallback
-		s.Fallback = &fb
-	}
+	s.Fallback = s.Fallback.clone()
 	return s, nil
 }
 
@@ -146,8 +143,7 @@ func resolve(s Scheme) (Scheme, error) {
 		p.MinSecretBytes = s.MinSecretBytes
 	}
 	if s.Fallback != nil {
-		fb := *s.Fallback
-		p.Fallback = &fb
+		p.Fallback = s.Fallback.clone()
 	}
 	return p, nil
 }

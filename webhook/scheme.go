@@ -168,6 +168,15 @@ type HeaderNames struct {
 	IDHeader        string `json:"id_header,omitempty" yaml:"id_header,omitempty"`
 }
 
+// clone returns a copy of n (nil for nil).
+func (n *HeaderNames) clone() *HeaderNames {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	return &c
+}
+
 // label is the scheme's name for errors and Verifier.Name.
 func (s *Scheme) label() string {
 	if s.Name != "" {
@@ -226,6 +235,7 @@ func compile(s Scheme) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Fallback = s.Fallback.clone() // the verifier shares nothing with its caller
 	c := &compiled{s: s, signs: map[byte]bool{}}
 	if s.MinSecretBytes < 0 {
 		return nil, s.invalid("min secret bytes must not be negative")
@@ -537,8 +547,13 @@ func NewSchemeVerifier(s Scheme, secret string) (*SchemeVerifier, error) {
 	return v, nil
 }
 
-// Scheme returns the verifier's scheme (never its secret).
-func (v *SchemeVerifier) Scheme() Scheme { return v.c.s }
+// Scheme returns (a copy of) the verifier's resolved scheme; it never holds
+// the secret.
+func (v *SchemeVerifier) Scheme() Scheme {
+	s := v.c.s
+	s.Fallback = s.Fallback.clone()
+	return s
+}
 
 // Name returns the scheme's name (a preset's name, or its type).
 func (v *SchemeVerifier) Name() string { return v.c.s.label() }

@@ -530,6 +530,18 @@ func TestPresetsValid(t *testing.T) {
 	if b := mustPreset(t, webhook.PresetStandard); b.Fallback.Header != webhook.HeaderSvixSignature {
 		t.Fatal("Preset shares its fallback")
 	}
+	// A verifier shares nothing with its caller: changing the scheme it
+	// was built from, or the one it returns, changes nothing.
+	s := mustPreset(t, webhook.PresetStandard)
+	v, err := webhook.NewSchemeVerifier(s, stdSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Fallback.Header = "X-Other"
+	v.Scheme().Fallback.Header = "X-Other"
+	if got := v.Scheme().Fallback.Header; got != webhook.HeaderSvixSignature {
+		t.Fatalf("verifier fallback changed to %q", got)
+	}
 }
 
 // TestSchemeByName: a scheme with a name and no type is that preset, with
