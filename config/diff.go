@@ -1,9 +1,12 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
+
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // digest is a SHA-256 that prints as Redacted (it is of a secret).
@@ -99,6 +102,11 @@ func sourceSummary(s Source) any {
 	out := summary{dedupe: s.Dedupe.String(), secret: s.secretSum, maxBody: s.MaxBodyBytes}
 	if s.Verifier != nil {
 		out.verify = s.Verifier.Name()
+		if sv, ok := s.Verifier.(*webhook.SchemeVerifier); ok {
+			// A custom scheme changed under the same name is a change.
+			b, _ := json.Marshal(sv.Scheme())
+			out.verify += " " + string(b)
+		}
 	}
 	if s.Limits != nil {
 		out.limits, out.hasLimits = *s.Limits, true

@@ -43,6 +43,9 @@ type Verified struct {
 	Timestamp int64
 	// Tolerance is the accepted clock skew around Timestamp.
 	Tolerance time.Duration
+	// BodySigned is true when the signature covers the body: only then is
+	// a source without a signed timestamp deduped on the body (ContentKey).
+	BodySigned bool
 }
 
 // Source is the effective configuration of one tenant/source pair.

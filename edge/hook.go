@@ -155,11 +155,13 @@ func (h *Handler) verify(q *hookRequest) bool {
 		return false
 	}
 	h.failures.Refund(fkey, h.failLimit, now)
-	if v.Timestamp == 0 {
+	if v.Timestamp == 0 && v.BodySigned {
 		// No signed timestamp (GitHub): a captured request re-sent with a
 		// fresh delivery id carries a valid signature forever. Dedupe on
 		// the signed content instead, so that it (and a genuine
-		// redelivery) is a duplicate of the original.
+		// redelivery) is a duplicate of the original. Not for a token or
+		// basic auth: the credential signs no body, and two identical
+		// legitimate bodies are two hooks (the source's dedupe decides).
 		q.key = ContentKey(q.body)
 	}
 	return h.claimNonce(q, v)

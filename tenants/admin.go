@@ -474,7 +474,11 @@ func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAft
 	if secret == "" || len(secret) > MaxSecretBytes {
 		return Secret{}, fieldErr(p, "must be 1..%d bytes", MaxSecretBytes)
 	}
-	if _, err := webhook.NewVerifier(s.Verify.Scheme, secret); err != nil { // never contains the secret
+	sc, err := s.Verify.scheme("sources." + source + ".verify")
+	if err != nil {
+		return Secret{}, err
+	}
+	if _, err := webhook.NewSchemeVerifier(sc, secret); err != nil { // never contains the secret
 		return Secret{}, fieldErr(p, "%v", err)
 	}
 	if notAfter != nil && !notAfter.After(now) {

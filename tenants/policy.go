@@ -133,7 +133,7 @@ func EdgeSource(s config.Source) edge.Source {
 			if err != nil {
 				return edge.Verified{}, err
 			}
-			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance}, nil
+			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance, BodySigned: r.BodySigned}, nil
 		}
 	}
 	return out

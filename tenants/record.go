@@ -15,6 +15,7 @@ package tenants
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,10 +84,11 @@ type Source struct {
 	Limits *Limits `json:"limits,omitempty"`
 }
 
-// Verify is a verification scheme and its parameters. It is a struct so
-// that schemes can grow parameters (declarative schemes) without a new
-// record version; the built-in schemes (github, stripe,
-// standard_webhooks) take none.
+// Verify is a verification scheme and its parameters: Scheme names a
+// preset (webhook.Presets; Params override its fields, e.g. twilio's url)
+// or a custom scheme's type (hmac, token, basic; Params give its fields).
+// Params are the fields of docs/PROTOCOL.md "Declarative verification" as
+// text (tolerance "5m", the fallback's as fallback.header, …).
 type Verify struct {
 	Scheme string            `json:"scheme"`
 	Params map[string]string `json:"params,omitempty"`
@@ -218,22 +220,46 @@ func (v *Verify) validate(field string) error {
 	if v == nil {
 		return nil
 	}
-	if !webhook.KnownVerifier(v.Scheme) {
-		return fieldErr(field+".scheme", "unknown scheme %.64q (want %s)", v.Scheme, strings.Join(webhook.Verifiers(), ", "))
+	_, err := v.scheme(field)
+	return err
+}
+
+// scheme reads the record's scheme: Scheme names a preset (params override
+// its fields) or a custom scheme's type (hmac, token, basic; params give
+// its fields, "name" a label). Params are the fields of docs/PROTOCOL.md
+// "Declarative verification" as text (webhook.SchemeFromFields, via
+// config.SchemeOf: the file's reading). Errors name the field.
+func (v *Verify) scheme(field string) (webhook.Scheme, error) {
+	if !webhook.KnownScheme(v.Scheme) {
+		return webhook.Scheme{}, fieldErr(field+".scheme", "unknown scheme %.64q (want one of %s, or hmac, token or basic)", v.Scheme, strings.Join(webhook.Presets(), ", "))
 	}
 	if len(v.Params) > MaxParams {
-		return fieldErr(field+".params", "at most %d parameters", MaxParams)
+		return webhook.Scheme{}, fieldErr(field+".params", "at most %d parameters", MaxParams)
 	}
-	keys := slices.Sorted(maps.Keys(v.Params))
-	for _, k := range keys {
+	fields := make(map[string]string, len(v.Params)+1)
+	for _, k := range slices.Sorted(maps.Keys(v.Params)) {
 		if len(k) > MaxParamBytes || len(v.Params[k]) > MaxParamBytes {
-			return fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
+			return webhook.Scheme{}, fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
 		}
+		preset := !webhook.IsSchemeType(v.Scheme)
+		if k == "type" || k == "name" && preset {
+			return webhook.Scheme{}, fieldErr(field+".params."+k, "not a parameter (the scheme is %s)", v.Scheme)
+		}
+		fields[k] = v.Params[k]
 	}
-	if len(keys) > 0 { // the built-in schemes take no parameter
-		return fieldErr(field+".params."+keys[0], "scheme %s takes no parameter %.64q", v.Scheme, keys[0])
+	if webhook.IsSchemeType(v.Scheme) {
+		fields["type"] = v.Scheme
+	} else {
+		fields["name"] = v.Scheme
 	}
-	return nil
+	sc, err := config.SchemeOf(fields)
+	if fe := (*webhook.SchemeFieldError)(nil); errors.As(err, &fe) {
+		return webhook.Scheme{}, fieldErr(field+".params."+fe.Field, "%v", fe.Err)
+	}
+	if err != nil {
+		return webhook.Scheme{}, fieldErr(field+".params", "%v", err)
+	}
+	return sc, nil
 }
 
 // nextSecretID returns "s<N>" with N one more than the largest such id.

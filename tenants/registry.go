@@ -266,13 +266,17 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 
 // verifier builds a source's verifier over its secrets.
 func (r *Registry) verifier(tenant, source string, s *Source) (webhook.Verifier, error) {
+	sc, err := s.Verify.scheme("sources." + source + ".verify")
+	if err != nil {
+		return nil, err
+	}
 	mv := &multiVerifier{scheme: s.Verify.Scheme}
 	for _, sec := range s.Secrets {
 		plain, err := r.Keys().Open(tenant, source, sec.ID, sec.Sealed)
 		if err != nil {
 			return nil, err
 		}
-		v, err := webhook.NewVerifier(s.Verify.Scheme, plain)
+		v, err := webhook.NewSchemeVerifier(sc, plain)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s: %w", sec.ID, err)
 		}

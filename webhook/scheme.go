@@ -825,7 +825,7 @@ func (v *SchemeVerifier) verifyHMAC(h http.Header, body []byte, now time.Time) (
 	if !matched {
 		return Verified{}, errNoMatch
 	}
-	out := Verified{}
+	out := Verified{BodySigned: true} // compile requires {body} or {form}
 	switch {
 	case c.idPath != nil:
 		out.MessageID, _ = jsonLookup(body, c.idPath)

@@ -47,7 +47,7 @@ Commands:
   reseal                                 seal every secret again with the node's current key
                                          (--secrets-key-file rotation)
 
-Source flags: --verify github|stripe|standard_webhooks, --secret-env VAR,
+Source flags: --verify PRESET (github, stripe, slack, …), --secret-env VAR,
 --secret-file PATH, --dedupe SPEC, --max-body-bytes N, --hooks RATE:BURST,
 --bytes RATE:BURST. Tenant flags (add): --tenant-hooks RATE:BURST,
 --tenant-bytes RATE:BURST. Writes take --revision N (409 if the record
@@ -173,7 +173,7 @@ type srcFlags struct {
 
 func sourceFlags(fs *flag.FlagSet) *srcFlags {
 	return &srcFlags{
-		verify:     fs.String("verify", "", "verification scheme: github, stripe or standard_webhooks"),
+		verify:     fs.String("verify", "", "verification preset (github, stripe, standard_webhooks, svix, shopify, slack, twilio, linear, gitlab, api_key, basic)"),
 		secretEnv:  fs.String("secret-env", "", "environment variable holding the secret"),
 		secretFile: fs.String("secret-file", "", "file holding the secret (trailing newline dropped)"),
 		dedupe:     fs.String("dedupe", "", "dedupe spec (a preset, header:<Name>, json:<path>, none, auto)"),
