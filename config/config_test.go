@@ -319,6 +319,7 @@ func TestFileErrors(t *testing.T) {
 		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {type: hmac, hedaer: X}, secret: 0123456789abcdef}\n", nil, `config: tenants.acme.sources.gh.verify: "hedaer": webhook: invalid verification scheme: unknown field`},
 		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {name: twilio}, secret: 0123456789abcdef}\n", nil, "config: tenants.acme.sources.gh.verify: webhook: invalid verification scheme twilio"},
 		{"tenants:\n  acme:\n    sources:\n      gh: {verify: slack, secret: short}\n", nil, "config: tenants.acme.sources.gh.secret: webhook: invalid secret"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {event_type: \"json:\"}\n", nil, "config: tenants.acme.sources.gh.event_type: webhook: invalid event_type spec"},
 		{"tenants:\n  acme:\n    sources:\n      gh: {verify: [slack], secret: x}\n", nil, "tenants.acme.sources.gh.verify: want a preset name or a mapping"},
 		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {name: svix, fallback: {header: [x]}}, secret: x}\n", nil, "tenants.acme.sources.gh.verify.fallback.header: want a string"},
 		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret: \"\"}\n", nil, "config: tenants.acme.sources.pay: verify stripe needs secret or secret_env"},

@@ -69,6 +69,7 @@ type fileSource struct {
 	SecretEnv    *string     `yaml:"secret_env"`
 	MaxBodyBytes *int64      `yaml:"max_body_bytes"`
 	Limits       *fileLimits `yaml:"limits"`
+	EventType    *string     `yaml:"event_type"`
 }
 
 // maxFileNodes bounds the nodes visited while decoding (aliases included),

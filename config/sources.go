@@ -99,6 +99,9 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// EventType says where the source's event type is (zero: not set,
+	// hooks are stored without a type token).
+	EventType webhook.EventType
 	// Limits are the source's own budgets (completed from its tenant's
 	// limits), charged instead of the tenant's: a source with its own
 	// limits neither spends nor is starved by its tenant's budget. nil: the
@@ -303,6 +306,13 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 			return Source{}, fmt.Errorf("config: %s.max_body_bytes: %w", path, err)
 		}
 		s.MaxBodyBytes = *fs.MaxBodyBytes
+	}
+	if fs.EventType != nil {
+		e, err := webhook.ParseEventType(*fs.EventType)
+		if err != nil {
+			return Source{}, fmt.Errorf("config: %s.event_type: %w", path, err)
+		}
+		s.EventType = e
 	}
 	var scheme *webhook.Scheme
 	if fs.Verify != nil {

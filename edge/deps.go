@@ -57,6 +57,10 @@ type Source struct {
 	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)
 	// MaxBodyBytes bounds the body (413 beyond it).
 	MaxBodyBytes int64
+	// EventType, when set, returns the request's event type ("" when
+	// absent): the source's hooks are then stored under
+	// TypedHooksSubject. nil: HooksSubject (no type token).
+	EventType func(h http.Header, body []byte) string
 	// Limits, when set, are the source's own budgets, charged instead of
 	// its tenant's (under the kinds SourceKind names): the source neither
 	// spends nor is starved by the tenant's budget.

@@ -392,10 +392,14 @@ func (h *Handler) store(q *hookRequest) bool {
 	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
 	t1 := time.Now()
-	_, err := h.cfg.Hooks.Store(pctx, Hook{
+	hook := Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
 		ReceivedAt: q.start, ContentType: q.r.Header.Get("Content-Type"), Body: q.body,
-	})
+	}
+	if q.src.EventType != nil {
+		hook.Typed, hook.Type = true, q.src.EventType(q.r.Header, q.body)
+	}
+	_, err := h.cfg.Hooks.Store(pctx, hook)
 	h.m.pubLatency.Observe(time.Since(t1).Seconds())
 	pcancel()
 	if err != nil {

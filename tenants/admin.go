@@ -415,6 +415,7 @@ type sourceInput struct {
 	Verify         *Verify    `json:"verify"`
 	Dedupe         string     `json:"dedupe"`
 	MaxBodyBytes   int64      `json:"max_body_bytes"`
+	EventType      string     `json:"event_type"`
 	Limits         *Limits    `json:"limits"`
 	Secret         *string    `json:"secret"`
 	SecretNotAfter *time.Time `json:"secret_not_after"`
@@ -433,7 +434,7 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
 		old := t.Sources[source]
-		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, Limits: in.Limits}
+		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits}
 		if len(t.Sources) >= MaxSources && old == nil {
 			return fieldErr("sources", "at most %d sources per tenant", MaxSources)
 		}

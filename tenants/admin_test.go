@@ -234,6 +234,7 @@ func TestValidationAndConflicts(t *testing.T) {
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"hmac","params":{"tolerance":"soon"}},"secret":"s"}`, `"field":"sources.gh.verify.params.tolerance"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"hmac","params":{"header":"X-Sig","algorithm":"hmac-sha256","format":"single","encoding":"hex","signed":"{timestamp}"}},"secret":"0123456789abcdef"}`, `"field":"sources.gh.verify.params"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"slack","secret":"short"}`, `"field":"sources.gh.secret"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"event_type":"header:"}`, `"field":"sources.gh.event_type"`},
 		{"POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"s","retire_others_after":"soon"}`, `"field":"retire_others_after"`},
 		{"GET", "/v1/admin/tenants?limit=1001", "", `"field":"limit"`},
 	} {
@@ -432,5 +433,13 @@ func TestSchemesInRecords(t *testing.T) {
 	}
 	if _, err := key.Verify(http.Header{"X-Api-Key": {newSecret}}, body, now); err == nil {
 		t.Fatal("api_key verified the preset's header after an override")
+	}
+	if key.EventType != nil {
+		t.Fatal("an event type without event_type")
+	}
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/typed", `{"event_type":"github"}`, 200)
+	typed, err := f.pol.Source("acme", "typed")
+	if err != nil || typed.EventType == nil || typed.EventType(http.Header{"X-Github-Event": {"push"}}, nil) != "push" {
+		t.Fatalf("typed source: %v", err)
 	}
 }

@@ -80,6 +80,9 @@ type Source struct {
 	Dedupe string `json:"dedupe,omitempty"`
 	// MaxBodyBytes bounds the body (0: the default).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// EventType says where the event type is (webhook.ParseEventType;
+	// "": hooks are stored without a type token).
+	EventType string `json:"event_type,omitempty"`
 	// Limits are the source's own budgets (nil: its tenant's).
 	Limits *Limits `json:"limits,omitempty"`
 }
@@ -191,6 +194,9 @@ func (s *Source) validate(name string) error {
 		if err := config.CheckBodyLimit(s.MaxBodyBytes); err != nil {
 			return fieldErr(p+".max_body_bytes", "%v", err)
 		}
+	}
+	if _, err := webhook.ParseEventType(s.EventType); err != nil {
+		return fieldErr(p+".event_type", "%v", err)
 	}
 	if err := s.Limits.validate(p + ".limits"); err != nil {
 		return err

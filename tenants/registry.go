@@ -73,6 +73,7 @@ type resolvedSource struct {
 	verifier webhook.Verifier
 	maxBody  int64 // 0: the default
 	limits   *Limits
+	event    webhook.EventType
 	// unavailable is why the source cannot verify on this node (a secret
 	// that does not open): its hooks get 503 (fail closed).
 	unavailable error
@@ -241,6 +242,11 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 	res := &resolved{rec: t, sources: make(map[string]*resolvedSource, len(t.Sources))}
 	for sn, s := range t.Sources {
 		rs := &resolvedSource{maxBody: s.MaxBodyBytes, limits: s.Limits}
+		if e, err := webhook.ParseEventType(s.EventType); err != nil {
+			rs.unavailable = err
+		} else {
+			rs.event = e
+		}
 		if s.Dedupe != "" {
 			d, err := webhook.ParseDedupe(s.Dedupe)
 			if err != nil {
