@@ -70,6 +70,9 @@ type fileSource struct {
 	MaxBodyBytes *int64      `yaml:"max_body_bytes"`
 	Limits       *fileLimits `yaml:"limits"`
 	EventType    *string     `yaml:"event_type"`
+	Methods      []string    `yaml:"methods"`
+	ContentTypes []string    `yaml:"content_types"`
+	IPAllow      []string    `yaml:"ip_allow"`
 }
 
 // maxFileNodes bounds the nodes visited while decoding (aliases included),

@@ -99,6 +99,8 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// Access is the source's methods, content types and client addresses.
+	Access Access
 	// EventType says where the source's event type is (zero: not set,
 	// hooks are stored without a type token).
 	EventType webhook.EventType
@@ -307,6 +309,11 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 		}
 		s.MaxBodyBytes = *fs.MaxBodyBytes
 	}
+	a, err := ParseAccess(fs.Methods, fs.ContentTypes, fs.IPAllow)
+	if err != nil {
+		return Source{}, fmt.Errorf("config: %s.%w", path, err)
+	}
+	s.Access = a
 	if fs.EventType != nil {
 		e, err := webhook.ParseEventType(*fs.EventType)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/sluice-dev/sluice/quota"
@@ -57,6 +58,13 @@ type Source struct {
 	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)
 	// MaxBodyBytes bounds the body (413 beyond it).
 	MaxBodyBytes int64
+	// Methods the source accepts (nil: POST), ContentTypes (media types
+	// without parameters, "type/*" for a whole type; nil: any) and IPAllow
+	// (client prefixes; nil: any). Refused with 405, 415 and 403 before
+	// the body is read, charged or claimed.
+	Methods      []string
+	ContentTypes []string
+	IPAllow      []netip.Prefix
 	// EventType, when set, returns the request's event type ("" when
 	// absent): the source's hooks are then stored under
 	// TypedHooksSubject. nil: HooksSubject (no type token).

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -60,7 +64,7 @@ type heldNonce struct {
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
-	if !h.resolveSource(q) || !h.readBody(q) || !h.verify(q) {
+	if !h.resolveSource(q) || !h.checkAccess(q) || !h.readBody(q) || !h.verify(q) {
 		return
 	}
 	if !h.admit(q) || !h.store(q) {
@@ -93,6 +97,85 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 	}
 	q.src = src
 	return true
+}
+
+// hookMethods are the methods routed to serveHook; a source accepts POST
+// unless its Methods say otherwise (config.HookMethods).
+var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
+
+// checkAccess applies the source's request policy before any work: the
+// client address (403), the method (405) and the content type (415).
+func (h *Handler) checkAccess(q *hookRequest) bool {
+	if len(q.src.IPAllow) > 0 {
+		ip, ok := h.clientIP(q.r)
+		if !ok || !slices.ContainsFunc(q.src.IPAllow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			h.fail(q.w, "forbidden", http.StatusForbidden, errorBody{Error: "forbidden"})
+			return false
+		}
+	}
+	methods := q.src.Methods
+	if methods == nil {
+		methods = hookMethods[:1]
+	}
+	if !slices.Contains(methods, q.r.Method) {
+		q.w.Header().Set("Allow", strings.Join(methods, ", "))
+		h.fail(q.w, "method_not_allowed", http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed"})
+		return false
+	}
+	if len(q.src.ContentTypes) > 0 && !acceptsContentType(q.src.ContentTypes, q.r.Header.Get("Content-Type")) {
+		h.fail(q.w, "unsupported_media_type", http.StatusUnsupportedMediaType, errorBody{Error: "unsupported_media_type"})
+		return false
+	}
+	return true
+}
+
+// acceptsContentType reports whether the media type of ct (parameters
+// ignored, case-insensitive) is one of allowed ("type/*" matches a type).
+func acceptsContentType(allowed []string, ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	typ, _, _ := strings.Cut(mt, "/")
+	for _, a := range allowed {
+		if a == mt || strings.HasSuffix(a, "/*") && a[:len(a)-2] == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// clientIP is the request's client: the peer, or, when the peer is a
+// trusted proxy, the rightmost address of ClientIPHeader that is not a
+// trusted proxy (addresses left of it are the client's to forge). ok is
+// false when no address can be read.
+func (h *Handler) clientIP(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	ip := ap.Addr().Unmap()
+	if !h.trusted(ip) {
+		return ip, true
+	}
+	vals := r.Header.Values(h.cfg.ClientIPHeader)
+	for i := len(vals) - 1; i >= 0; i-- {
+		parts := strings.Split(vals[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return netip.Addr{}, false // a malformed hop: refuse, never guess
+			}
+			if a = a.Unmap(); !h.trusted(a) {
+				return a, true
+			}
+		}
+	}
+	return ip, true // only trusted proxies: the last one is the client
+}
+
+func (h *Handler) trusted(ip netip.Addr) bool {
+	return slices.ContainsFunc(h.cfg.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // bodyLimit is the largest body the source accepts that also fits in one

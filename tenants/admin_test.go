@@ -235,6 +235,10 @@ func TestValidationAndConflicts(t *testing.T) {
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"hmac","params":{"header":"X-Sig","algorithm":"hmac-sha256","format":"single","encoding":"hex","signed":"{timestamp}"}},"secret":"0123456789abcdef"}`, `"field":"sources.gh.verify.params"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"slack","secret":"short"}`, `"field":"sources.gh.secret"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"event_type":"header:"}`, `"field":"sources.gh.event_type"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"methods":["DELETE"]}`, `"field":"sources.gh.methods"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"content_types":["application/json; charset=utf-8"]}`, `"field":"sources.gh.content_types"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":["10.0.0.0/33"]}`, `"field":"sources.gh.ip_allow"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":[]}`, `"field":"sources.gh.ip_allow"`},
 		{"POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"s","retire_others_after":"soon"}`, `"field":"retire_others_after"`},
 		{"GET", "/v1/admin/tenants?limit=1001", "", `"field":"limit"`},
 	} {
@@ -437,9 +441,12 @@ func TestSchemesInRecords(t *testing.T) {
 	if key.EventType != nil {
 		t.Fatal("an event type without event_type")
 	}
-	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/typed", `{"event_type":"github"}`, 200)
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/typed", `{"event_type":"github","methods":["put","POST"],"content_types":["text/*"],"ip_allow":["10.0.0.1","2001:db8::/32"]}`, 200)
 	typed, err := f.pol.Source("acme", "typed")
 	if err != nil || typed.EventType == nil || typed.EventType(http.Header{"X-Github-Event": {"push"}}, nil) != "push" {
 		t.Fatalf("typed source: %v", err)
+	}
+	if fmt.Sprint(typed.Methods, typed.ContentTypes, typed.IPAllow) != "[PUT POST] [text/*] [10.0.0.1/32 2001:db8::/32]" {
+		t.Fatalf("access: %v %v %v", typed.Methods, typed.ContentTypes, typed.IPAllow)
 	}
 }

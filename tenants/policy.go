@@ -105,7 +105,7 @@ func tenantLimits(rt *resolved, cfg *config.Config) config.Limits {
 
 // config is the effective configuration of a record's source.
 func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) config.Source {
-	s := config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes, Configured: true, Verifier: rs.verifier, EventType: rs.event}
+	s := config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes, Configured: true, Verifier: rs.verifier, EventType: rs.event, Access: rs.access}
 	if rs.dedupe != nil {
 		s.Dedupe = *rs.dedupe
 	}
@@ -121,7 +121,8 @@ func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) confi
 
 // EdgeSource adapts a source's configuration to edge.Source.
 func EdgeSource(s config.Source) edge.Source {
-	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
+	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes,
+		Methods: s.Access.Methods, ContentTypes: s.Access.ContentTypes, IPAllow: s.Access.IPAllow}
 	if s.EventType.IsSet() {
 		out.EventType = s.EventType.Type
 	}

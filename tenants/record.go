@@ -83,6 +83,11 @@ type Source struct {
 	// EventType says where the event type is (webhook.ParseEventType;
 	// "": hooks are stored without a type token).
 	EventType string `json:"event_type,omitempty"`
+	// Methods, ContentTypes and IPAllow are the source's request policy
+	// (config.ParseAccess; nil: POST, any type, any address).
+	Methods      []string `json:"methods,omitempty"`
+	ContentTypes []string `json:"content_types,omitempty"`
+	IPAllow      []string `json:"ip_allow,omitempty"`
 	// Limits are the source's own budgets (nil: its tenant's).
 	Limits *Limits `json:"limits,omitempty"`
 }
@@ -197,6 +202,13 @@ func (s *Source) validate(name string) error {
 	}
 	if _, err := webhook.ParseEventType(s.EventType); err != nil {
 		return fieldErr(p+".event_type", "%v", err)
+	}
+	if _, err := config.ParseAccess(s.Methods, s.ContentTypes, s.IPAllow); err != nil {
+		var ae *config.AccessError
+		if errors.As(err, &ae) {
+			return fieldErr(p+"."+ae.Field, "%s", ae.Reason)
+		}
+		return fieldErr(p, "%v", err)
 	}
 	if err := s.Limits.validate(p + ".limits"); err != nil {
 		return err
@@ -330,6 +342,9 @@ func (s *Source) clone() *Source {
 		c.Verify = &v
 	}
 	c.Secrets = append([]Secret(nil), s.Secrets...)
+	c.Methods = slices.Clone(s.Methods)
+	c.ContentTypes = slices.Clone(s.ContentTypes)
+	c.IPAllow = slices.Clone(s.IPAllow)
 	return &c
 }
 

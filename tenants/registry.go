@@ -74,6 +74,7 @@ type resolvedSource struct {
 	maxBody  int64 // 0: the default
 	limits   *Limits
 	event    webhook.EventType
+	access   config.Access
 	// unavailable is why the source cannot verify on this node (a secret
 	// that does not open): its hooks get 503 (fail closed).
 	unavailable error
@@ -246,6 +247,11 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 			rs.unavailable = err
 		} else {
 			rs.event = e
+		}
+		if a, err := config.ParseAccess(s.Methods, s.ContentTypes, s.IPAllow); err != nil {
+			rs.unavailable = err // fail closed: never accept from any address
+		} else {
+			rs.access = a
 		}
 		if s.Dedupe != "" {
 			d, err := webhook.ParseDedupe(s.Dedupe)
