@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // Bounds of a source's access policy.
@@ -30,6 +32,32 @@ type Access struct {
 	ContentTypes []string
 	// IPAllow are the client prefixes accepted (nil: any).
 	IPAllow []netip.Prefix
+}
+
+// Handshakes a source may answer (handshake:).
+const (
+	// HandshakeSlack answers a (verified) POST {"type":"url_verification",
+	// "challenge":C} with {"challenge":C}.
+	HandshakeSlack = "slack"
+	// HandshakeCRC answers GET ?crc_token=T with {"response_token":
+	// "sha256=" + base64(HMAC-SHA256(secret, T))} (Twitter's CRC).
+	HandshakeCRC = "crc"
+)
+
+// CheckHandshake validates a source's handshake against its resolved
+// verification scheme (nil: unsigned): crc needs a scheme that can answer
+// it safely (webhook.CRCCapable: HMAC-SHA256 of the body).
+func CheckHandshake(kind string, scheme *webhook.Scheme) error {
+	switch kind {
+	case HandshakeSlack:
+		return nil
+	case HandshakeCRC:
+		if scheme == nil || !webhook.CRCCapable(*scheme) {
+			return fmt.Errorf("crc needs verify with an hmac-sha256 scheme that signs exactly {body} (the CRC answer uses its secret)")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown handshake %.32q (want slack or crc)", kind)
 }
 
 // AccessError is ParseAccess's error: Field is "methods", "content_types"

@@ -93,13 +93,13 @@ func tenantChanges(a, b Tenant) []string {
 // digest, never printed).
 func sourceSummary(s Source) any {
 	type summary struct {
-		dedupe, verify, eventType, access string
-		secret                            [32]byte
-		maxBody                           int64
-		limits                            Limits
-		hasLimits                         bool
+		dedupe, verify, eventType, access, handshake string
+		secret                                       [32]byte
+		maxBody                                      int64
+		limits                                       Limits
+		hasLimits                                    bool
 	}
-	out := summary{dedupe: s.Dedupe.String(), eventType: s.EventType.String(), access: s.Access.String(), secret: s.secretSum, maxBody: s.MaxBodyBytes}
+	out := summary{dedupe: s.Dedupe.String(), eventType: s.EventType.String(), access: s.Access.String(), handshake: s.Handshake, secret: s.secretSum, maxBody: s.MaxBodyBytes}
 	if s.Verifier != nil {
 		out.verify = s.Verifier.Name()
 		if sv, ok := s.Verifier.(*webhook.SchemeVerifier); ok {

@@ -71,6 +71,7 @@ type fileSource struct {
 	Limits       *fileLimits `yaml:"limits"`
 	EventType    *string     `yaml:"event_type"`
 	Methods      []string    `yaml:"methods"`
+	Handshake    *string     `yaml:"handshake"`
 	ContentTypes []string    `yaml:"content_types"`
 	IPAllow      []string    `yaml:"ip_allow"`
 }

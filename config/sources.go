@@ -99,6 +99,9 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// Handshake is the challenge the source answers without storing a
+	// hook: "" (none), HandshakeSlack or HandshakeCRC.
+	Handshake string
 	// Access is the source's methods, content types and client addresses.
 	Access Access
 	// EventType says where the source's event type is (zero: not set,
@@ -366,6 +369,17 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 		}
 		s.Verifier = v
 		s.secretSum = digest(sha256.Sum256([]byte(secret)))
+	}
+	if fs.Handshake != nil {
+		var resolved *webhook.Scheme
+		if sv, ok := s.Verifier.(*webhook.SchemeVerifier); ok {
+			r := sv.Scheme()
+			resolved = &r
+		}
+		if err := CheckHandshake(*fs.Handshake, resolved); err != nil {
+			return Source{}, fmt.Errorf("config: %s.handshake: %w", path, err)
+		}
+		s.Handshake = *fs.Handshake
 	}
 	return s, nil
 }

@@ -65,6 +65,14 @@ type Source struct {
 	Methods      []string
 	ContentTypes []string
 	IPAllow      []netip.Prefix
+	// CRC, when set, makes the source answer GET ?crc_token=T with
+	// {"response_token": CRC(T)} (Twitter-style), and refuse bodies a CRC
+	// token could be (the answer would sign them). ok=false: 503.
+	CRC func(token string) (response string, ok bool)
+	// URLVerification makes the source answer a verified POST
+	// {"type":"url_verification","challenge":C} with {"challenge":C}
+	// (Slack) instead of storing it.
+	URLVerification bool
 	// EventType, when set, returns the request's event type ("" when
 	// absent): the source's hooks are then stored under
 	// TypedHooksSubject. nil: HooksSubject (no type token).

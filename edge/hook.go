@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // Bounds of a webhook request besides its source's max_body_bytes.
@@ -64,7 +66,7 @@ type heldNonce struct {
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
-	if !h.resolveSource(q) || !h.checkAccess(q) || !h.readBody(q) || !h.verify(q) {
+	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
 	if !h.admit(q) || !h.store(q) {
@@ -101,7 +103,7 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 
 // hookMethods are the methods routed to serveHook; a source accepts POST
 // unless its Methods say otherwise (config.HookMethods).
-var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch}
+var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet}
 
 // checkAccess applies the source's request policy before any work: the
 // client address (403), the method (405) and the content type (415).
@@ -117,6 +119,9 @@ func (h *Handler) checkAccess(q *hookRequest) bool {
 	if methods == nil {
 		methods = hookMethods[:1]
 	}
+	if q.r.Method == http.MethodGet && q.src.CRC != nil {
+		return true // the CRC handshake (answerCRC)
+	}
 	if !slices.Contains(methods, q.r.Method) {
 		q.w.Header().Set("Allow", strings.Join(methods, ", "))
 		h.fail(q.w, "method_not_allowed", http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed"})
@@ -127,6 +132,58 @@ func (h *Handler) checkAccess(q *hookRequest) bool {
 		return false
 	}
 	return true
+}
+
+// answerCRC answers a CRC source's GET ?crc_token=T (checkAccess lets GET
+// through only for such a source) without storing anything.
+func (h *Handler) answerCRC(q *hookRequest) bool {
+	if q.r.Method != http.MethodGet {
+		return true
+	}
+	tok := q.r.URL.Query().Get("crc_token")
+	if !webhook.ValidCRCToken(tok) {
+		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		return false
+	}
+	resp, ok := q.src.CRC(tok)
+	if !ok {
+		q.w.Header().Set("Retry-After", "5")
+		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		return false
+	}
+	h.m.requests.WithLabelValues("handshake", "200").Inc()
+	writeJSON(q.w, http.StatusOK, map[string]string{"response_token": resp})
+	return false
+}
+
+// maxChallengeBytes bounds an echoed url_verification challenge.
+const maxChallengeBytes = 1024
+
+// answerChallenge runs after verification: a CRC source refuses a body a
+// CRC token could be (its CRC answer is a valid signature of it), and a
+// url_verification source answers the challenge instead of storing it.
+func (h *Handler) answerChallenge(q *hookRequest) bool {
+	if q.src.CRC != nil && webhook.ValidCRCToken(string(q.body)) {
+		h.fail(q.w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+		return false
+	}
+	if !q.src.URLVerification {
+		return true
+	}
+	var c struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(q.body, &c) != nil || c.Type != "url_verification" {
+		return true // an event: stored as usual
+	}
+	if c.Challenge == "" || len(c.Challenge) > maxChallengeBytes {
+		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		return false
+	}
+	h.m.requests.WithLabelValues("handshake", "200").Inc()
+	writeJSON(q.w, http.StatusOK, map[string]string{"challenge": c.Challenge})
+	return false
 }
 
 // acceptsContentType reports whether the media type of ct (parameters

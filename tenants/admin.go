@@ -416,6 +416,7 @@ type sourceInput struct {
 	Dedupe         string     `json:"dedupe"`
 	MaxBodyBytes   int64      `json:"max_body_bytes"`
 	EventType      string     `json:"event_type"`
+	Handshake      string     `json:"handshake"`
 	Methods        []string   `json:"methods"`
 	ContentTypes   []string   `json:"content_types"`
 	IPAllow        []string   `json:"ip_allow"`
@@ -438,7 +439,7 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
 		old := t.Sources[source]
 		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
-			Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
+			Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
 		if len(t.Sources) >= MaxSources && old == nil {
 			return fieldErr("sources", "at most %d sources per tenant", MaxSources)
 		}

@@ -3,7 +3,9 @@ package tenants_test
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -239,6 +241,8 @@ func TestValidationAndConflicts(t *testing.T) {
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"content_types":["application/json; charset=utf-8"]}`, `"field":"sources.gh.content_types"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":["10.0.0.0/33"]}`, `"field":"sources.gh.ip_allow"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":[]}`, `"field":"sources.gh.ip_allow"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"handshake":"crc","verify":"slack","secret":"0123456789abcdef"}`, `"field":"sources.gh.handshake"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"handshake":"okta"}`, `"field":"sources.gh.handshake"`},
 		{"POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"s","retire_others_after":"soon"}`, `"field":"retire_others_after"`},
 		{"GET", "/v1/admin/tenants?limit=1001", "", `"field":"limit"`},
 	} {
@@ -440,6 +444,14 @@ func TestSchemesInRecords(t *testing.T) {
 	}
 	if key.EventType != nil {
 		t.Fatal("an event type without event_type")
+	}
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/crc", `{"handshake":"crc","verify":"github","secret":"`+oldSecret+`"}`, 200)
+	crc, err := f.pol.Source("acme", "crc")
+	if err != nil || crc.CRC == nil {
+		t.Fatalf("crc source: %v", err)
+	}
+	if resp, ok := crc.CRC("abc"); !ok || resp != "sha256="+base64.StdEncoding.EncodeToString(func() []byte { m := hmac.New(sha256.New, []byte(oldSecret)); m.Write([]byte("abc")); return m.Sum(nil) }()) {
+		t.Fatalf("crc answer %q", resp)
 	}
 	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/typed", `{"event_type":"github","methods":["put","POST"],"content_types":["text/*"],"ip_allow":["10.0.0.1","2001:db8::/32"]}`, 200)
 	typed, err := f.pol.Source("acme", "typed")

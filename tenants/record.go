@@ -83,6 +83,9 @@ type Source struct {
 	// EventType says where the event type is (webhook.ParseEventType;
 	// "": hooks are stored without a type token).
 	EventType string `json:"event_type,omitempty"`
+	// Handshake is the challenge the source answers without storing a
+	// hook (config.HandshakeSlack, config.HandshakeCRC; "": none).
+	Handshake string `json:"handshake,omitempty"`
 	// Methods, ContentTypes and IPAllow are the source's request policy
 	// (config.ParseAccess; nil: POST, any type, any address).
 	Methods      []string `json:"methods,omitempty"`
@@ -215,6 +218,16 @@ func (s *Source) validate(name string) error {
 	}
 	if err := s.Verify.validate(p + ".verify"); err != nil {
 		return err
+	}
+	if s.Handshake != "" {
+		var sc *webhook.Scheme
+		if s.Verify != nil {
+			v, _ := s.Verify.scheme(p + ".verify") // validated above
+			sc = &v
+		}
+		if err := config.CheckHandshake(s.Handshake, sc); err != nil {
+			return fieldErr(p+".handshake", "%v", err)
+		}
 	}
 	switch {
 	case s.Verify == nil && len(s.Secrets) > 0:

@@ -75,6 +75,7 @@ type resolvedSource struct {
 	limits   *Limits
 	event    webhook.EventType
 	access   config.Access
+	shake    string
 	// unavailable is why the source cannot verify on this node (a secret
 	// that does not open): its hooks get 503 (fail closed).
 	unavailable error
@@ -242,7 +243,7 @@ func (r *Registry) logUnavailable(t *resolved) int {
 func (r *Registry) resolve(t *Tenant) *resolved {
 	res := &resolved{rec: t, sources: make(map[string]*resolvedSource, len(t.Sources))}
 	for sn, s := range t.Sources {
-		rs := &resolvedSource{maxBody: s.MaxBodyBytes, limits: s.Limits}
+		rs := &resolvedSource{maxBody: s.MaxBodyBytes, limits: s.Limits, shake: s.Handshake}
 		if e, err := webhook.ParseEventType(s.EventType); err != nil {
 			rs.unavailable = err
 		} else {
@@ -312,6 +313,18 @@ type liveVerifier struct {
 var errNoLiveSecret = fmt.Errorf("%w: no live secret", webhook.ErrVerification)
 
 func (m *multiVerifier) Name() string { return m.scheme }
+
+// CRCResponse answers a CRC with the newest secret (the last added).
+func (m *multiVerifier) CRCResponse(token string) (string, bool) {
+	if len(m.secrets) == 0 {
+		return "", false
+	}
+	c, ok := m.secrets[len(m.secrets)-1].v.(interface{ CRCResponse(string) (string, bool) })
+	if !ok {
+		return "", false
+	}
+	return c.CRCResponse(token)
+}
 func (m *multiVerifier) String() string {
 	return "tenants.multiVerifier{" + m.scheme + ", secrets:[redacted]}"
 }
