@@ -28,6 +28,7 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("GET /v1/admin/claims/{tenant}/{source}/{key...}", h.admin("get_claim", h.getClaim))
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}/{key...}", h.admin("get_receipt", h.getReceipt))
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}", h.admin("get_receipt", h.getReceipt))
+	h.mux.HandleFunc("POST /v1/admin/hooks/{tenant}/rewind", h.admin("rewind", h.postRewind))
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))
 	}
