@@ -13,7 +13,7 @@
 // Every error names what is wrong: the flag (with where its value came from
 // when that was not the command line), or the file field by its full path,
 // e.g. "config: --partitions: must be 1..4096" or
-// `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab" …`.
+// `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket" …`.
 //
 // Secrets (source secrets, --admin-token, --nats-password, --nats-token)
 // never appear when a Config is printed, logged or marshalled: see Secret.
@@ -29,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -86,6 +87,11 @@ type Config struct {
 	// SecretsKeyFile holds the keys that seal the source secrets stored in
 	// the tenants bucket (--secrets-key-file; see package tenants).
 	SecretsKeyFile string
+
+	// TrustedProxies are the peers whose ClientIPHeader names the client
+	// (--trusted-proxies); ClientIPHeader is that header (--client-ip-header).
+	TrustedProxies []netip.Prefix
+	ClientIPHeader string
 
 	// ReplayCapacity bounds the replay store (--replay-capacity).
 	ReplayCapacity int64

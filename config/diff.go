@@ -1,9 +1,12 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
+
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // digest is a SHA-256 that prints as Redacted (it is of a secret).
@@ -90,15 +93,20 @@ func tenantChanges(a, b Tenant) []string {
 // digest, never printed).
 func sourceSummary(s Source) any {
 	type summary struct {
-		dedupe, verify string
-		secret         [32]byte
-		maxBody        int64
-		limits         Limits
-		hasLimits      bool
+		dedupe, verify, eventType, access, handshake string
+		secret                                       [32]byte
+		maxBody                                      int64
+		limits                                       Limits
+		hasLimits                                    bool
 	}
-	out := summary{dedupe: s.Dedupe.String(), secret: s.secretSum, maxBody: s.MaxBodyBytes}
+	out := summary{dedupe: s.Dedupe.String(), eventType: s.EventType.String(), access: s.Access.String(), handshake: s.Handshake, secret: s.secretSum, maxBody: s.MaxBodyBytes}
 	if s.Verifier != nil {
 		out.verify = s.Verifier.Name()
+		if sv, ok := s.Verifier.(*webhook.SchemeVerifier); ok {
+			// A custom scheme changed under the same name is a change.
+			b, _ := json.Marshal(sv.Scheme())
+			out.verify += " " + string(b)
+		}
 	}
 	if s.Limits != nil {
 		out.limits, out.hasLimits = *s.Limits, true

@@ -45,3 +45,29 @@ tenants:
 		t.Errorf("no change: %v %v", a, r)
 	}
 }
+
+// TestChangesOfSourceSettings: a custom scheme changed under the same name,
+// an event type, a request policy or a handshake is a change on reload.
+func TestChangesOfSourceSettings(t *testing.T) {
+	const base = `
+tenants:
+  acme:
+    sources:
+      own:
+        secret: 0123456789abcdef-s3cret
+        verify: {name: signer, type: hmac, algorithm: hmac-sha256, header: X-Sig, format: single, encoding: hex, signed: "{body}"}
+      lab: {verify: github, secret: x}
+`
+	before := mustLoad(t, []string{"--config", writeFile(t, base)}, nil)
+	for _, c := range []struct{ from, to string }{
+		{"header: X-Sig", "header: X-Other-Sig"},
+		{"lab: {verify: github, secret: x}", "lab: {verify: github, secret: x, event_type: github}"},
+		{"lab: {verify: github, secret: x}", "lab: {verify: github, secret: x, ip_allow: [10.0.0.0/8]}"},
+		{"lab: {verify: github, secret: x}", "lab: {verify: github, secret: x, handshake: crc}"},
+	} {
+		after := mustLoad(t, []string{"--config", writeFile(t, strings.Replace(base, c.from, c.to, 1))}, nil)
+		if applied, _ := after.Changes(before); len(applied) != 1 || !strings.Contains(applied[0], "tenants.acme changed") {
+			t.Errorf("%s -> %s: changes %v", c.from, c.to, applied)
+		}
+	}
+}

@@ -227,6 +227,27 @@ var settings = []setting{
 		c.ClaimsPersist = v
 		return nil
 	}},
+	{"trusted-proxies", "cidrs", "", "comma-separated proxies (CIDRs) whose --client-ip-header names the client for sources' ip_allow", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, s := range strings.Split(v, ",") {
+			if strings.TrimSpace(s) == "" {
+				continue
+			}
+			p, err := ParsePrefix(s)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
+	{"client-ip-header", "header", "X-Forwarded-For", "header a trusted proxy names the client in (rightmost address that is not a trusted proxy)", func(c *Config, v string) error {
+		if !validHeaderName(v) {
+			return fmt.Errorf("%.64q is not a header name", v)
+		}
+		c.ClientIPHeader = v
+		return nil
+	}},
 	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug":
@@ -252,6 +273,20 @@ var settings = []setting{
 }
 
 // str sets a free-form string field.
+// validHeaderName reports whether s is an HTTP token of 1..128 bytes.
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 func str(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		*field(c) = v

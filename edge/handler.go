@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -45,6 +46,12 @@ type Config struct {
 	// MaxPayload returns the NATS connection's max payload (nil: not
 	// checked): a body over it minus HookOverheadBytes is answered 413.
 	MaxPayload func() int64
+	// TrustedProxies are the peers whose ClientIPHeader names the client
+	// for sources' IPAllow (nil: the peer is the client). ClientIPHeader
+	// defaults to X-Forwarded-For; the client is its rightmost address
+	// that is not a trusted proxy.
+	TrustedProxies []netip.Prefix
+	ClientIPHeader string
 	// VerifyFailures is each verifying source's budget of signature
 	// checks that fail (default DefaultVerifyFailures); beyond it, 429
 	// without checking.
@@ -130,6 +137,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
+	if cfg.ClientIPHeader == "" {
+		cfg.ClientIPHeader = "X-Forwarded-For"
+	}
 	if cfg.VerifyFailures == (Rate{}) {
 		cfg.VerifyFailures = DefaultVerifyFailures
 	}
@@ -146,7 +156,9 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit}
-	h.mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", h.serveHook)
+	for _, m := range hookMethods {
+		h.mux.HandleFunc(m+" /v1/hooks/{tenant}/{source}", h.serveHook)
+	}
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method_not_allowed"})

@@ -415,6 +415,11 @@ type sourceInput struct {
 	Verify         *Verify    `json:"verify"`
 	Dedupe         string     `json:"dedupe"`
 	MaxBodyBytes   int64      `json:"max_body_bytes"`
+	EventType      string     `json:"event_type"`
+	Handshake      string     `json:"handshake"`
+	Methods        []string   `json:"methods"`
+	ContentTypes   []string   `json:"content_types"`
+	IPAllow        []string   `json:"ip_allow"`
 	Limits         *Limits    `json:"limits"`
 	Secret         *string    `json:"secret"`
 	SecretNotAfter *time.Time `json:"secret_not_after"`
@@ -433,7 +438,8 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
 		old := t.Sources[source]
-		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, Limits: in.Limits}
+		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
+			Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
 		if len(t.Sources) >= MaxSources && old == nil {
 			return fieldErr("sources", "at most %d sources per tenant", MaxSources)
 		}
@@ -474,7 +480,11 @@ func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAft
 	if secret == "" || len(secret) > MaxSecretBytes {
 		return Secret{}, fieldErr(p, "must be 1..%d bytes", MaxSecretBytes)
 	}
-	if _, err := webhook.NewVerifier(s.Verify.Scheme, secret); err != nil { // never contains the secret
+	sc, err := s.Verify.scheme("sources." + source + ".verify")
+	if err != nil {
+		return Secret{}, err
+	}
+	if _, err := webhook.NewSchemeVerifier(sc, secret); err != nil { // never contains the secret
 		return Secret{}, fieldErr(p, "%v", err)
 	}
 	if notAfter != nil && !notAfter.After(now) {

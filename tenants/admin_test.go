@@ -2,6 +2,11 @@ package tenants_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -220,12 +226,23 @@ func TestValidationAndConflicts(t *testing.T) {
 	for _, c := range []struct{ method, path, body, want string }{
 		{"PUT", "/v1/admin/tenants/acme", `{"limits":{"hooks":{"rate":-1,"burst":1}}}`, `"field":"limits.hooks"`},
 		{"PUT", "/v1/admin/tenants/acme", `{"sources":{}}`, `unknown field \"sources\"`},
-		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"gitlab","secret":"x"}`, `"field":"sources.gh.verify.scheme"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"bitbucket","secret":"x"}`, `"field":"sources.gh.verify.scheme"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"github"}`, `"field":"sources.gh.secret"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"secret":"abc"}`, `"field":"sources.gh.secret"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"dedupe":"bogus:1"}`, `"field":"sources.gh.dedupe"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"max_body_bytes":2147483648}`, `"field":"sources.gh.max_body_bytes"`},
-		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"github","params":{"header":"X"}},"secret":"s"}`, `"field":"sources.gh.verify.params.header"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"github","params":{"hedaer":"X"}},"secret":"s"}`, `"field":"sources.gh.verify.params.hedaer"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"github","params":{"type":"token"}},"secret":"s"}`, `"field":"sources.gh.verify.params.type"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"hmac","params":{"tolerance":"soon"}},"secret":"s"}`, `"field":"sources.gh.verify.params.tolerance"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":{"scheme":"hmac","params":{"header":"X-Sig","algorithm":"hmac-sha256","format":"single","encoding":"hex","signed":"{timestamp}"}},"secret":"0123456789abcdef"}`, `"field":"sources.gh.verify.params"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"slack","secret":"short"}`, `"field":"sources.gh.secret"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"event_type":"header:"}`, `"field":"sources.gh.event_type"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"methods":["DELETE"]}`, `"field":"sources.gh.methods"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"content_types":["application/json; charset=utf-8"]}`, `"field":"sources.gh.content_types"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":["10.0.0.0/33"]}`, `"field":"sources.gh.ip_allow"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"ip_allow":[]}`, `"field":"sources.gh.ip_allow"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"handshake":"crc","verify":"slack","secret":"0123456789abcdef"}`, `"field":"sources.gh.handshake"`},
+		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"handshake":"okta"}`, `"field":"sources.gh.handshake"`},
 		{"POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"s","retire_others_after":"soon"}`, `"field":"retire_others_after"`},
 		{"GET", "/v1/admin/tenants?limit=1001", "", `"field":"limit"`},
 	} {
@@ -385,4 +402,63 @@ func TestKeyRotationReseal(t *testing.T) {
 		return errors.Is(err, edge.ErrSourceUnavailable)
 	}, "old-key node fails closed")
 	mustDo(t, newFixtureOn(t, f.kit, nil).srv.URL, "POST", "/v1/admin/secrets/reseal", "", 400)
+}
+
+// TestSchemesInRecords: a record's verify names any preset (params
+// override its fields) or describes a custom scheme; both verify through
+// the policy, and only an HMAC scheme reports a signed body.
+func TestSchemesInRecords(t *testing.T) {
+	f := newFixture(t, keyring(t))
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme", `{}`, 201)
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/custom", `{"verify":{"scheme":"hmac","params":{"name":"acme-signer","header":"X-Sig","prefix":"sha512=","algorithm":"hmac-sha512","format":"single","encoding":"hex","signed":"{timestamp}.{body}","timestamp_header":"X-Ts","tolerance":"5m"}},"secret":"`+oldSecret+`"}`, 200)
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/key", `{"verify":{"scheme":"api_key","params":{"header":"X-Hook-Key"}},"secret":"`+newSecret+`"}`, 200)
+	now := f.clock.Now()
+	body := []byte(`{"n":1}`)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	m := hmac.New(sha512.New, []byte(oldSecret))
+	m.Write([]byte(ts + "." + string(body)))
+	sig := "sha512=" + hex.EncodeToString(m.Sum(nil))
+	src, err := f.pol.Source("acme", "custom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := src.Verify(http.Header{"X-Sig": {sig}, "X-Ts": {ts}}, body, now)
+	if err != nil || !v.BodySigned || v.Timestamp != now.Unix() {
+		t.Fatalf("custom scheme: %+v, %v", v, err)
+	}
+	if _, err := src.Verify(http.Header{"X-Sig": {sig}, "X-Ts": {ts}}, []byte(`{"n":2}`), now); err == nil {
+		t.Fatal("custom scheme verified another body")
+	}
+	if _, err := src.Verify(http.Header{"X-Sig": {sig}, "X-Ts": {ts}}, body, now.Add(6*time.Minute)); err == nil {
+		t.Fatal("custom scheme verified outside its tolerance")
+	}
+	key, err := f.pol.Source("acme", "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := key.Verify(http.Header{"X-Hook-Key": {newSecret}}, body, now); err != nil || v.BodySigned {
+		t.Fatalf("api_key: %+v, %v", v, err)
+	}
+	if _, err := key.Verify(http.Header{"X-Api-Key": {newSecret}}, body, now); err == nil {
+		t.Fatal("api_key verified the preset's header after an override")
+	}
+	if key.EventType != nil {
+		t.Fatal("an event type without event_type")
+	}
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/crc", `{"handshake":"crc","verify":"github","secret":"`+oldSecret+`"}`, 200)
+	crc, err := f.pol.Source("acme", "crc")
+	if err != nil || crc.CRC == nil {
+		t.Fatalf("crc source: %v", err)
+	}
+	if resp, ok := crc.CRC("abc"); !ok || resp != "sha256="+base64.StdEncoding.EncodeToString(func() []byte { m := hmac.New(sha256.New, []byte(oldSecret)); m.Write([]byte("abc")); return m.Sum(nil) }()) {
+		t.Fatalf("crc answer %q", resp)
+	}
+	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/typed", `{"event_type":"github","methods":["put","POST"],"content_types":["text/*"],"ip_allow":["10.0.0.1","2001:db8::/32"]}`, 200)
+	typed, err := f.pol.Source("acme", "typed")
+	if err != nil || typed.EventType == nil || typed.EventType(http.Header{"X-Github-Event": {"push"}}, nil) != "push" {
+		t.Fatalf("typed source: %v", err)
+	}
+	if fmt.Sprint(typed.Methods, typed.ContentTypes, typed.IPAllow) != "[PUT POST] [text/*] [10.0.0.1/32 2001:db8::/32]" {
+		t.Fatalf("access: %v %v %v", typed.Methods, typed.ContentTypes, typed.IPAllow)
+	}
 }

@@ -105,7 +105,7 @@ func tenantLimits(rt *resolved, cfg *config.Config) config.Limits {
 
 // config is the effective configuration of a record's source.
 func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) config.Source {
-	s := config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes, Configured: true, Verifier: rs.verifier}
+	s := config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes, Configured: true, Verifier: rs.verifier, EventType: rs.event, Access: rs.access, Handshake: rs.shake}
 	if rs.dedupe != nil {
 		s.Dedupe = *rs.dedupe
 	}
@@ -121,7 +121,21 @@ func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) confi
 
 // EdgeSource adapts a source's configuration to edge.Source.
 func EdgeSource(s config.Source) edge.Source {
-	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
+	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes,
+		Methods: s.Access.Methods, ContentTypes: s.Access.ContentTypes, IPAllow: s.Access.IPAllow}
+	if s.EventType.IsSet() {
+		out.EventType = s.EventType.Type
+	}
+	switch s.Handshake {
+	case config.HandshakeSlack:
+		out.URLVerification = true
+	case config.HandshakeCRC:
+		if c, ok := s.Verifier.(interface{ CRCResponse(string) (string, bool) }); ok {
+			out.CRC = c.CRCResponse
+		} else { // validated at load: never reached, but never answer unsigned
+			out.CRC = func(string) (string, bool) { return "", false }
+		}
+	}
 	if s.Limits != nil {
 		l := EdgeLimits(*s.Limits)
 		out.Limits = &l
@@ -133,7 +147,7 @@ func EdgeSource(s config.Source) edge.Source {
 			if err != nil {
 				return edge.Verified{}, err
 			}
-			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance}, nil
+			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance, BodySigned: r.BodySigned}, nil
 		}
 	}
 	return out

@@ -15,6 +15,7 @@ package tenants
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -79,14 +80,26 @@ type Source struct {
 	Dedupe string `json:"dedupe,omitempty"`
 	// MaxBodyBytes bounds the body (0: the default).
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// EventType says where the event type is (webhook.ParseEventType;
+	// "": hooks are stored without a type token).
+	EventType string `json:"event_type,omitempty"`
+	// Handshake is the challenge the source answers without storing a
+	// hook (config.HandshakeSlack, config.HandshakeCRC; "": none).
+	Handshake string `json:"handshake,omitempty"`
+	// Methods, ContentTypes and IPAllow are the source's request policy
+	// (config.ParseAccess; nil: POST, any type, any address).
+	Methods      []string `json:"methods,omitempty"`
+	ContentTypes []string `json:"content_types,omitempty"`
+	IPAllow      []string `json:"ip_allow,omitempty"`
 	// Limits are the source's own budgets (nil: its tenant's).
 	Limits *Limits `json:"limits,omitempty"`
 }
 
-// Verify is a verification scheme and its parameters. It is a struct so
-// that schemes can grow parameters (declarative schemes) without a new
-// record version; the built-in schemes (github, stripe,
-// standard_webhooks) take none.
+// Verify is a verification scheme and its parameters: Scheme names a
+// preset (webhook.Presets; Params override its fields, e.g. twilio's url)
+// or a custom scheme's type (hmac, token, basic; Params give its fields).
+// Params are the fields of docs/PROTOCOL.md "Declarative verification" as
+// text (tolerance "5m", the fallback's as fallback.header, …).
 type Verify struct {
 	Scheme string            `json:"scheme"`
 	Params map[string]string `json:"params,omitempty"`
@@ -190,11 +203,31 @@ func (s *Source) validate(name string) error {
 			return fieldErr(p+".max_body_bytes", "%v", err)
 		}
 	}
+	if _, err := webhook.ParseEventType(s.EventType); err != nil {
+		return fieldErr(p+".event_type", "%v", err)
+	}
+	if _, err := config.ParseAccess(s.Methods, s.ContentTypes, s.IPAllow); err != nil {
+		var ae *config.AccessError
+		if errors.As(err, &ae) {
+			return fieldErr(p+"."+ae.Field, "%s", ae.Reason)
+		}
+		return fieldErr(p, "%v", err)
+	}
 	if err := s.Limits.validate(p + ".limits"); err != nil {
 		return err
 	}
 	if err := s.Verify.validate(p + ".verify"); err != nil {
 		return err
+	}
+	if s.Handshake != "" {
+		var sc *webhook.Scheme
+		if s.Verify != nil {
+			v, _ := s.Verify.scheme(p + ".verify") // validated above
+			sc = &v
+		}
+		if err := config.CheckHandshake(s.Handshake, sc); err != nil {
+			return fieldErr(p+".handshake", "%v", err)
+		}
 	}
 	switch {
 	case s.Verify == nil && len(s.Secrets) > 0:
@@ -218,22 +251,46 @@ func (v *Verify) validate(field string) error {
 	if v == nil {
 		return nil
 	}
-	if !webhook.KnownVerifier(v.Scheme) {
-		return fieldErr(field+".scheme", "unknown scheme %.64q (want %s)", v.Scheme, strings.Join(webhook.Verifiers(), ", "))
+	_, err := v.scheme(field)
+	return err
+}
+
+// scheme reads the record's scheme: Scheme names a preset (params override
+// its fields) or a custom scheme's type (hmac, token, basic; params give
+// its fields, "name" a label). Params are the fields of docs/PROTOCOL.md
+// "Declarative verification" as text (webhook.SchemeFromFields, via
+// config.SchemeOf: the file's reading). Errors name the field.
+func (v *Verify) scheme(field string) (webhook.Scheme, error) {
+	if !webhook.KnownScheme(v.Scheme) {
+		return webhook.Scheme{}, fieldErr(field+".scheme", "unknown scheme %.64q (want one of %s, or hmac, token or basic)", v.Scheme, strings.Join(webhook.Presets(), ", "))
 	}
 	if len(v.Params) > MaxParams {
-		return fieldErr(field+".params", "at most %d parameters", MaxParams)
+		return webhook.Scheme{}, fieldErr(field+".params", "at most %d parameters", MaxParams)
 	}
-	keys := slices.Sorted(maps.Keys(v.Params))
-	for _, k := range keys {
+	fields := make(map[string]string, len(v.Params)+1)
+	for _, k := range slices.Sorted(maps.Keys(v.Params)) {
 		if len(k) > MaxParamBytes || len(v.Params[k]) > MaxParamBytes {
-			return fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
+			return webhook.Scheme{}, fieldErr(field+".params", "names and values of at most %d bytes", MaxParamBytes)
 		}
+		preset := !webhook.IsSchemeType(v.Scheme)
+		if k == "type" || k == "name" && preset {
+			return webhook.Scheme{}, fieldErr(field+".params."+k, "not a parameter (the scheme is %s)", v.Scheme)
+		}
+		fields[k] = v.Params[k]
 	}
-	if len(keys) > 0 { // the built-in schemes take no parameter
-		return fieldErr(field+".params."+keys[0], "scheme %s takes no parameter %.64q", v.Scheme, keys[0])
+	if webhook.IsSchemeType(v.Scheme) {
+		fields["type"] = v.Scheme
+	} else {
+		fields["name"] = v.Scheme
 	}
-	return nil
+	sc, err := config.SchemeOf(fields)
+	if fe := (*webhook.SchemeFieldError)(nil); errors.As(err, &fe) {
+		return webhook.Scheme{}, fieldErr(field+".params."+fe.Field, "%v", fe.Err)
+	}
+	if err != nil {
+		return webhook.Scheme{}, fieldErr(field+".params", "%v", err)
+	}
+	return sc, nil
 }
 
 // nextSecretID returns "s<N>" with N one more than the largest such id.
@@ -298,6 +355,9 @@ func (s *Source) clone() *Source {
 		c.Verify = &v
 	}
 	c.Secrets = append([]Secret(nil), s.Secrets...)
+	c.Methods = slices.Clone(s.Methods)
+	c.ContentTypes = slices.Clone(s.ContentTypes)
+	c.IPAllow = slices.Clone(s.IPAllow)
 	return &c
 }
 

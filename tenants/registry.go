@@ -73,6 +73,9 @@ type resolvedSource struct {
 	verifier webhook.Verifier
 	maxBody  int64 // 0: the default
 	limits   *Limits
+	event    webhook.EventType
+	access   config.Access
+	shake    string
 	// unavailable is why the source cannot verify on this node (a secret
 	// that does not open): its hooks get 503 (fail closed).
 	unavailable error
@@ -240,7 +243,17 @@ func (r *Registry) logUnavailable(t *resolved) int {
 func (r *Registry) resolve(t *Tenant) *resolved {
 	res := &resolved{rec: t, sources: make(map[string]*resolvedSource, len(t.Sources))}
 	for sn, s := range t.Sources {
-		rs := &resolvedSource{maxBody: s.MaxBodyBytes, limits: s.Limits}
+		rs := &resolvedSource{maxBody: s.MaxBodyBytes, limits: s.Limits, shake: s.Handshake}
+		if e, err := webhook.ParseEventType(s.EventType); err != nil {
+			rs.unavailable = err
+		} else {
+			rs.event = e
+		}
+		if a, err := config.ParseAccess(s.Methods, s.ContentTypes, s.IPAllow); err != nil {
+			rs.unavailable = err // fail closed: never accept from any address
+		} else {
+			rs.access = a
+		}
 		if s.Dedupe != "" {
 			d, err := webhook.ParseDedupe(s.Dedupe)
 			if err != nil {
@@ -266,13 +279,17 @@ func (r *Registry) resolve(t *Tenant) *resolved {
 
 // verifier builds a source's verifier over its secrets.
 func (r *Registry) verifier(tenant, source string, s *Source) (webhook.Verifier, error) {
+	sc, err := s.Verify.scheme("sources." + source + ".verify")
+	if err != nil {
+		return nil, err
+	}
 	mv := &multiVerifier{scheme: s.Verify.Scheme}
 	for _, sec := range s.Secrets {
 		plain, err := r.Keys().Open(tenant, source, sec.ID, sec.Sealed)
 		if err != nil {
 			return nil, err
 		}
-		v, err := webhook.NewVerifier(s.Verify.Scheme, plain)
+		v, err := webhook.NewSchemeVerifier(sc, plain)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s: %w", sec.ID, err)
 		}
@@ -296,6 +313,18 @@ type liveVerifier struct {
 var errNoLiveSecret = fmt.Errorf("%w: no live secret", webhook.ErrVerification)
 
 func (m *multiVerifier) Name() string { return m.scheme }
+
+// CRCResponse answers a CRC with the newest secret (the last added).
+func (m *multiVerifier) CRCResponse(token string) (string, bool) {
+	if len(m.secrets) == 0 {
+		return "", false
+	}
+	c, ok := m.secrets[len(m.secrets)-1].v.(interface{ CRCResponse(string) (string, bool) })
+	if !ok {
+		return "", false
+	}
+	return c.CRCResponse(token)
+}
 func (m *multiVerifier) String() string {
 	return "tenants.multiVerifier{" + m.scheme + ", secrets:[redacted]}"
 }

@@ -555,6 +555,45 @@ func (v *SchemeVerifier) Scheme() Scheme {
 	return s
 }
 
+// CRCResponse answers a CRC challenge (Twitter-style): "sha256=" +
+// base64(HMAC-SHA256(key, token)). ok is false unless the scheme is an
+// hmac-sha256 one. The answer is an HMAC oracle over token: callers bound
+// token (see ValidCRCToken) and refuse bodies a token could be.
+func (v *SchemeVerifier) CRCResponse(token string) (string, bool) {
+	if s := v.c.s; s.Type != SchemeHMAC || s.Algorithm != AlgHMACSHA256 || s.Signed != PartBody {
+		return "", false
+	}
+	return "sha256=" + base64.StdEncoding.EncodeToString(macSHA256(v.key, []byte(token))), true
+}
+
+// CRCCapable reports whether a scheme (a preset by name is resolved
+// first) can answer CRCs safely: a valid HMAC-SHA256 scheme of exactly the
+// body (Twitter's), so that a CRC answer is a valid signature only of a
+// body equal to the token, which such a source refuses (ValidCRCToken).
+func CRCCapable(s Scheme) bool {
+	c, err := compile(s)
+	return err == nil && c.s.Type == SchemeHMAC && c.s.Algorithm == AlgHMACSHA256 && c.s.Signed == PartBody
+}
+
+// MaxCRCTokenBytes bounds a CRC token.
+const MaxCRCTokenBytes = 256
+
+// ValidCRCToken reports whether s can be a CRC token: 1..MaxCRCTokenBytes
+// of base64 and base64url characters. A source answering CRCs refuses
+// bodies of that form (a CRC answer for one would be a valid signature).
+func ValidCRCToken(s string) bool {
+	if s == "" || len(s) > MaxCRCTokenBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("+/=-_", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // Name returns the scheme's name (a preset's name, or its type).
 func (v *SchemeVerifier) Name() string { return v.c.s.label() }
 
@@ -825,7 +864,7 @@ func (v *SchemeVerifier) verifyHMAC(h http.Header, body []byte, now time.Time) (
 	if !matched {
 		return Verified{}, errNoMatch
 	}
-	out := Verified{}
+	out := Verified{BodySigned: true} // compile requires {body} or {form}
 	switch {
 	case c.idPath != nil:
 		out.MessageID, _ = jsonLookup(body, c.idPath)

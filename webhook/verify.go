@@ -123,6 +123,10 @@ type Verified struct {
 	Timestamp int64
 	// Tolerance is the accepted skew around Timestamp (0 when Timestamp is 0).
 	Tolerance time.Duration
+	// BodySigned is true when the signature covers the body (hmac schemes);
+	// false for a shared token, an API key or basic auth, whose requests
+	// carry the same credential whatever the body.
+	BodySigned bool
 }
 
 // ReplayKey returns the replay-claim key, "<MessageID>/<Timestamp>", or

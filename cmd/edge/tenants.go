@@ -47,8 +47,8 @@ Commands:
   reseal                                 seal every secret again with the node's current key
                                          (--secrets-key-file rotation)
 
-Source flags: --verify github|stripe|standard_webhooks, --secret-env VAR,
---secret-file PATH, --dedupe SPEC, --max-body-bytes N, --hooks RATE:BURST,
+Source flags: --verify PRESET (github, stripe, slack, …), --secret-env VAR,
+--secret-file PATH, --dedupe SPEC, --event-type SPEC, --max-body-bytes N, --hooks RATE:BURST,
 --bytes RATE:BURST. Tenant flags (add): --tenant-hooks RATE:BURST,
 --tenant-bytes RATE:BURST. Writes take --revision N (409 if the record
 changed since).
@@ -167,16 +167,17 @@ func tenantPath(parts ...string) string {
 
 // srcFlags are the flags of a source.
 type srcFlags struct {
-	verify, secretEnv, secretFile, dedupe, hooks, bytes *string
-	maxBody                                             *int64
+	verify, secretEnv, secretFile, dedupe, eventType, hooks, bytes *string
+	maxBody                                                        *int64
 }
 
 func sourceFlags(fs *flag.FlagSet) *srcFlags {
 	return &srcFlags{
-		verify:     fs.String("verify", "", "verification scheme: github, stripe or standard_webhooks"),
+		verify:     fs.String("verify", "", "verification preset (github, stripe, standard_webhooks, svix, shopify, slack, twilio, linear, gitlab, api_key, basic)"),
 		secretEnv:  fs.String("secret-env", "", "environment variable holding the secret"),
 		secretFile: fs.String("secret-file", "", "file holding the secret (trailing newline dropped)"),
 		dedupe:     fs.String("dedupe", "", "dedupe spec (a preset, header:<Name>, json:<path>, none, auto)"),
+		eventType:  fs.String("event-type", "", "where the event type is (header:<Name>, json:<path>, or github, gitlab, shopify, stripe, …)"),
 		hooks:      fs.String("hooks", "", "the source's own hooks limit RATE:BURST"),
 		bytes:      fs.String("bytes", "", "the source's own bytes limit RATE:BURST"),
 		maxBody:    fs.Int64("max-body-bytes", 0, "largest body (0: the default)"),
@@ -210,6 +211,9 @@ func (f *srcFlags) body(getenv func(string) string) (map[string]any, error) {
 	body := map[string]any{}
 	if *f.verify != "" {
 		body["verify"] = *f.verify
+	}
+	if *f.eventType != "" {
+		body["event_type"] = *f.eventType
 	}
 	if *f.dedupe != "" {
 		body["dedupe"] = *f.dedupe

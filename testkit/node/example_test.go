@@ -67,7 +67,8 @@ func Example_consumeHooks() {
 	cons, err := n.Kit.JS.CreateOrUpdateConsumer(ctx, n.Config.HooksStream, jetstream.ConsumerConfig{
 		Durable: "acme-worker",
 		// Every source of tenant acme: "<prefix>.hooks.<tenant>.<source>",
-		// tokens encoded as in every sluice subject (docs/PROTOCOL.md).
+		// plus ".<type>" for a source with event_type; tokens encoded as
+		// in every sluice subject (docs/PROTOCOL.md). ".>" matches both.
 		FilterSubject: n.Config.Prefix + ".hooks." + kvstore.EncodeToken("acme") + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 	})
