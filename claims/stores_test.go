@@ -1,7 +1,10 @@
 package claims_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,6 +87,17 @@ func TestKVStore(t *testing.T) {
 	})
 }
 
+// TestKVStoreNoMarkers runs the suite on the default claims bucket: per-key
+// TTLs without expiry markers (no --claim-expiry-events).
+func TestKVStoreNoMarkers(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), claims.BucketOptions{Replicas: 1}))
+		return storeFixture{store: newKV(t, b), elapse: noElapse}
+	})
+}
+
 func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
@@ -134,9 +148,23 @@ func TestKVReplicated(t *testing.T) {
 			return storeFixture{store: newKV(t, b), elapse: noElapse}
 		})
 	})
+	t.Run("StoreSettleOwn", func(t *testing.T) {
+		t.Parallel()
+		var own atomic.Int64
+		wantOwnSettles(t, &own, 10)
+		runStoreSuite(t, func(t *testing.T) storeFixture {
+			// The default claims bucket: no expiry markers.
+			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
+			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
+		})
+	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
-		testSettleRightAfterClaim(t, cl)
+		testSettleRightAfterClaim(t, cl, (*claims.KV).Settle)
+	})
+	t.Run("SettleOwnRightAfterClaim", func(t *testing.T) {
+		t.Parallel()
+		testSettleRightAfterClaim(t, cl, (*claims.KV).SettleOwn)
 	})
 	t.Run("Replay", func(t *testing.T) {
 		t.Parallel()
@@ -151,7 +179,10 @@ func TestKVReplicated(t *testing.T) {
 // through every node at once. A direct get may be answered by a replica
 // that has not applied the claim yet; without the leader read that
 // follows such a miss, a few percent of these settles came back ErrLost.
-func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
+// SettleOwn reads nothing before its write (which the leader decides), so
+// it must never fail here either.
+func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit,
+	settle func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error) {
 	ctx := testkit.Context(t)
 	cfg := kvstore.BucketConfig{Name: bucketName("lag"), Replicas: 3}
 	cl.Bucket(t, 0, cfg)
@@ -169,7 +200,7 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
 						t.Errorf("claim %s: %v", cid.Key, err)
 						return
 					}
-					if err := s.Settle(ctx, cid, "h", r.Revision, time.Hour); err != nil {
+					if err := settle(s, ctx, cid, "h", r.Revision, time.Hour); err != nil {
 						lost.Add(1)
 					}
 				}
@@ -180,4 +211,112 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
 	if n := lost.Load(); n > 0 {
 		t.Errorf("%d of %d settles right after their claim failed", n, 3*goroutines*pairs)
 	}
+}
+
+// ownSettling is a Store whose Settle takes the one-write path
+// (claims.SettleOwn) whenever its caller is honest the way the edge is:
+// the revision is that of an OK Claim it made for the same hook id. Other
+// settles (another hook id, a revision read back with Get) go through the
+// inner Settle. Running the conformance suite on it holds SettleOwn to
+// every assertion an honest caller can meet.
+type ownSettling struct {
+	claims.Store
+	mu    sync.Mutex
+	taken map[ownClaim]bool
+	own   *atomic.Int64 // settles that took the one-write path
+}
+
+type ownClaim struct {
+	key, hookID string
+	rev         uint64
+}
+
+func newOwnSettling(inner claims.Store, own *atomic.Int64) *ownSettling {
+	return &ownSettling{Store: inner, taken: map[ownClaim]bool{}, own: own}
+}
+
+func (s *ownSettling) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	r, err := s.Store.Claim(ctx, id, hookID, ttl)
+	if err == nil && r.Outcome == claims.OK {
+		s.mu.Lock()
+		s.taken[ownClaim{claims.KVKey(id), hookID, r.Revision}] = true
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+func (s *ownSettling) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	s.mu.Lock()
+	mine := id.Validate() == nil && s.taken[ownClaim{claims.KVKey(id), hookID, rev}]
+	s.mu.Unlock()
+	if !mine {
+		return s.Store.Settle(ctx, id, hookID, rev, ttl)
+	}
+	s.own.Add(1)
+	return claims.SettleOwn(ctx, s.Store, id, hookID, rev, ttl)
+}
+
+// wantOwnSettles fails t at its end unless SettleOwn took at least min
+// settles (so the suite cannot pass without exercising it).
+func wantOwnSettles(t *testing.T, own *atomic.Int64, min int64) {
+	t.Cleanup(func() {
+		if n := own.Load(); n < min {
+			t.Errorf("%d settles took SettleOwn, want at least %d", n, min)
+		}
+	})
+}
+
+func TestKVStoreSettleOwn(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	var own atomic.Int64
+	wantOwnSettles(t, &own, 10)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		// The default claims bucket (no expiry markers), as the edge runs it.
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{}))
+		return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
+	})
+}
+
+func TestMemoryStoreSettleOwn(t *testing.T) {
+	t.Parallel()
+	var own atomic.Int64
+	wantOwnSettles(t, &own, 10)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		c := newFakeClock()
+		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
+	})
+}
+
+// TestKVSettleOwnRefused checks what the read after a refused write says:
+// a second settle of the same claim is ErrLost "already settled", a
+// settle of a claim another hook took over is ErrLost without it.
+func TestKVSettleOwnRefused(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	s := newKV(t, k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_refused")}))
+	a := id("acme", "gh", "again")
+	r := claim(t, s, a, "h1", time.Minute)
+	if err := s.SettleOwn(ctx, a, "h1", r.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	err := s.SettleOwn(ctx, a, "h1", r.Revision, hour)
+	if !errors.Is(err, claims.ErrLost) || !strings.Contains(err.Error(), "already settled") {
+		t.Fatalf("second SettleOwn: %v, want ErrLost (already settled)", err)
+	}
+	b := id("acme", "gh", "taken-over")
+	r1 := claim(t, s, b, "h1", time.Minute)
+	if err := s.Release(ctx, b, "h1", r1.Revision); err != nil {
+		t.Fatal(err)
+	}
+	r2 := claim(t, s, b, "h2", time.Minute)
+	if err := s.Settle(ctx, b, "h2", r2.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	err = s.SettleOwn(ctx, b, "h1", r1.Revision, hour)
+	if !errors.Is(err, claims.ErrLost) || strings.Contains(err.Error(), "already settled") {
+		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
+	}
+	wantState(t, get(t, s, b), claims.StateCommitted, "h2", 0)
 }

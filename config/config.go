@@ -106,6 +106,15 @@ type Config struct {
 	// (--sync-always). Without it an ack survives a process crash (kill -9)
 	// but not a power loss of the last ~2 minutes' writes.
 	SyncAlways bool
+	// ClaimExpiryEvents publishes claim.expired events (--claim-expiry-events):
+	// the claims bucket keeps expiry markers and an expiry watcher reads
+	// them. Off (the default), the bucket has per-key TTLs without markers
+	// and no watcher runs.
+	ClaimExpiryEvents bool
+	// ClaimsPersist is the claims bucket's persist mode (--claims-persist):
+	// PersistSync (the default) or PersistAsync (R1 only: the server acks
+	// a claim write before it reaches the file).
+	ClaimsPersist string
 
 	// LogLevel is the slog level (--log-level: debug, info, warn, error).
 	LogLevel slog.Level
@@ -134,6 +143,12 @@ type Config struct {
 
 	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
 }
+
+// Values of --claims-persist.
+const (
+	PersistSync  = "sync"
+	PersistAsync = "async"
+)
 
 // NATSAuth are the NATS credentials (--nats-creds, --nats-user,
 // --nats-password, --nats-token, --nats-nkey, --nats-tls-ca,

@@ -57,6 +57,7 @@ func TestDefaults(t *testing.T) {
 		DedupeTTL:      72 * time.Hour,
 		HooksStream:    "HOOKS",
 		HooksMaxAge:    168 * time.Hour,
+		ClaimsPersist:  "sync",
 		LogLevel:       slog.LevelInfo,
 		LogFormat:      "text",
 		HTTPMaxConns:   4096,
@@ -160,6 +161,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
+		"claim-expiry-events": "true", "claims-persist": "sync",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -188,7 +190,8 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
 		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 {
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
+		!byFlag.ClaimExpiryEvents {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	// The second half of the combinations: embedded-server cluster and
@@ -207,6 +210,9 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	cfg = mustLoad(t, []string{"--config", p}, nil)
 	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATS.Token.Reveal() != "t" || cfg.NATSListen != "" {
 		t.Fatalf("routes list in file: %+v", cfg)
+	}
+	if cfg = mustLoad(t, []string{"--claims-persist", "async"}, nil); cfg.ClaimsPersist != config.PersistAsync {
+		t.Fatalf("--claims-persist async: %q", cfg.ClaimsPersist)
 	}
 	cfg = mustLoad(t, []string{"--nats-nkey", "seed.nk"}, nil)
 	if cfg.NATS.NKey != "seed.nk" {
@@ -228,6 +234,8 @@ func TestValidationErrors(t *testing.T) {
 		{nil, map[string]string{"SLUICE_PARTITIONS": "0"}, "config: --partitions (from $SLUICE_PARTITIONS): must be"},
 		{[]string{"--replicas", "6"}, nil, "--replicas: must be 1..5"},
 		{[]string{"--replicas", "3"}, nil, "--replicas: 3 replicas need a cluster"},
+		{[]string{"--claims-persist", "fast"}, nil, `--claims-persist: invalid mode "fast" (want sync or async)`},
+		{[]string{"--claims-persist", "async", "--replicas", "3", "--nats-url", "nats://x"}, nil, "--claims-persist: async is for R1 file storage only, not with --replicas 3"},
 		{[]string{"--http-addr", "localhost"}, nil, "--http-addr: invalid address"},
 		{[]string{"--http-addr", "h:99999"}, nil, "--http-addr: invalid port"},
 		{[]string{"--nats-listen", "nope"}, nil, "--nats-listen: invalid address"},

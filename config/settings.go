@@ -214,6 +214,18 @@ var settings = []setting{
 		c.SyncAlways = b
 		return err
 	}},
+	{"claim-expiry-events", "bool", "false", "publish claim.expired events (expiry markers in the claims bucket and a watcher; costs ~3 messages per claim)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.ClaimExpiryEvents = b
+		return err
+	}},
+	{"claims-persist", "mode", PersistSync, "claims bucket persistence: sync, or async (R1 only: acked before written; a server crash can lose the last claims)", func(c *Config, v string) error {
+		if v != PersistSync && v != PersistAsync {
+			return fmt.Errorf("invalid mode %q (want %s or %s)", v, PersistSync, PersistAsync)
+		}
+		c.ClaimsPersist = v
+		return nil
+	}},
 	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug":
@@ -389,6 +401,9 @@ func (c *Config) check() error {
 		if c.ClusterName != "" {
 			return errors.New("config: --cluster-name: needs --cluster-listen")
 		}
+	}
+	if c.ClaimsPersist == PersistAsync && c.Replicas > 1 {
+		return fmt.Errorf("config: --claims-persist: async is for R1 file storage only, not with --replicas %d (a replicated claim is as durable as its quorum)", c.Replicas)
 	}
 	if c.Replicas > 1 && c.NATSURL == "" && c.ClusterListen == "" {
 		return fmt.Errorf("config: --replicas: %d replicas need a cluster (--cluster-listen or --nats-url)", c.Replicas)

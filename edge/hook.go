@@ -424,11 +424,12 @@ func (h *Handler) releaseClaim(q *hookRequest, id claims.ID) {
 	h.m.claimOutcome.WithLabelValues("released").Inc()
 }
 
-// settleClaim commits the claim of a stored hook.
+// settleClaim commits the claim of a stored hook. q.rep.Revision is our
+// own claim's (the hit took it for q.hookID): it settles in one write.
 func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout*4)
 	defer cancel()
-	if err := h.cfg.Claims.Settle(ctx, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
+	if err := claims.SettleOwn(ctx, h.cfg.Claims, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be
 		// accepted once more after the pending claim expires.
 		h.m.claimOutcome.WithLabelValues("settle_lost").Inc()

@@ -89,9 +89,13 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
-	cb, err := kvstore.OpenBucket(ctx, n.JS, kvstore.BucketConfig{
-		Name: names.Claims, Description: "sluice dedupe claims", Replicas: cfg.Replicas,
-	})
+	cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(names.Claims, claims.BucketOptions{
+		Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
+	}))
+	if errors.Is(err, kvstore.ErrPersistMode) {
+		return nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
+			"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, names.Claims)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -182,8 +186,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 type Events struct {
 	Publisher *events.Publisher
 	Settler   *events.Settler
-	Expiry    *events.ExpiryWatcher
-	Claims    claims.Store // Stores.Claims, publishing pending/committed/released
+	Expiry    *events.ExpiryWatcher // nil without --claim-expiry-events
+	Claims    claims.Store          // Stores.Claims, publishing pending/committed/released
 }
 
 // ProvideEvents builds and starts the events parts.
@@ -199,12 +203,14 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 	if err != nil {
 		return nil, err
 	}
-	exp, err := events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog))
-	if err != nil {
-		return nil, err
-	}
 	lc.Append(fx.Hook{OnStart: settler.Start, OnStop: func(context.Context) error { settler.Stop(); return nil }})
-	lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+	var exp *events.ExpiryWatcher
+	if cfg.ClaimExpiryEvents { // else the claims bucket writes no markers to watch
+		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog)); err != nil {
+			return nil, err
+		}
+		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+	}
 	lc.Append(fx.StopHook(pub.Close))
 	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed}, nil
 }

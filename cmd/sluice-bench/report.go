@@ -353,8 +353,8 @@ func printMemory(w io.Writer, m *memoryResult) {
 		fmt.Fprintf(w, "sluice idle GCRA bucket (1M tenants, %s): %.1f bytes/bucket\n", k, m.BucketBytes[k])
 	}
 	if c := m.Claims; c != nil {
-		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim; server heap %.1f B/claim\n",
-			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer, c.ServerHeapBytesPer)
+		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim; server heap %.1f B/claim right after writing, %.1f B/claim once idle (an old claim)\n",
+			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer, c.ServerHeapBytesPer, c.ServerIdleHeapBytesPer)
 	}
 	if m.ClaimsError != "" {
 		fmt.Fprintln(w, "claims: error:", firstLine(m.ClaimsError))
