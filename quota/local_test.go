@@ -47,14 +47,7 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
+	startStopped(t, w)
 	waitServed(t, 10*time.Second, w)
 	p := &pathEnv{env: e, w: w, store: store, leases: e.leases}
 	sub, err := k.Conn.Subscribe(e.prefix+".v1.quota.>", func(*nats.Msg) { p.wire.Add(1) })
