@@ -16,7 +16,7 @@ import (
 // README.
 
 const (
-	svgLabelW = 230 // row labels
+	svgLabelW = 280 // row labels (about 6 px a character)
 	svgPanelW = 300 // one panel's bars
 	svgGap    = 40  // between panels
 	svgBarH   = 12

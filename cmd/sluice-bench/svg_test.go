@@ -35,7 +35,7 @@ func TestRenderSVG(t *testing.T) {
 		}
 	}
 	// The background, then 4 bars for row 1 and 2 for row 2 (two values missing).
-	want := []string{"950", "150.0", "300.0", "150.0", "75.0", "30.0", "300.0"}
+	want := []string{"1000", "150.0", "300.0", "150.0", "75.0", "30.0", "300.0"}
 	if strings.Join(widths, " ") != strings.Join(want, " ") {
 		t.Fatalf("rect widths %v, want %v\n%s", widths, want, out)
 	}
