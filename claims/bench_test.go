@@ -57,6 +57,28 @@ func BenchmarkKV(b *testing.B) {
 				})
 			})
 		}
+		b.Run(fmt.Sprintf("ClaimMany/batch=%d", n), func(b *testing.B) {
+			// n claims per ClaimMany call, one call at a time: a frame's
+			// claims written by one goroutine.
+			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			reqs := make([]claims.ClaimRequest, 0, n)
+			b.ResetTimer()
+			cpu0 := testkit.CPUTime(b)
+			for i := 0; i < b.N; i += n {
+				reqs = reqs[:0]
+				for j := i; j < min(i+n, b.N); j++ {
+					reqs = append(reqs, claims.ClaimRequest{ID: id("acme", "gh", run+"-"+strconv.Itoa(j)), HookID: "hook", PendingTTL: 30 * time.Second})
+				}
+				for j, o := range s.ClaimMany(ctx, reqs) {
+					if o.Err != nil || o.Result.Outcome != claims.OK {
+						b.Fatalf("claim %d: %+v %v", i+j, o.Result, o.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			testkit.ReportCPU(b, cpu0)
+		})
 		for _, settle := range []struct {
 			name string
 			fn   func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error
@@ -84,6 +106,32 @@ func BenchmarkKV(b *testing.B) {
 				o, err := r.Claim(ctx, "acme/stripe", run+"-"+strconv.Itoa(i), until)
 				if err == nil && o != claims.Claimed {
 					err = fmt.Errorf("replay claim %d: %v", i, o)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkClaimStreams spreads claims over K buckets (K streams, each
+// with its own write loop in the server), 64 in flight, to tell what
+// issue 10's "K claim streams" would buy on this machine:
+//
+//	go test -run '^$' -bench ClaimStreams -benchtime 2s -count 6 ./claims/
+func BenchmarkClaimStreams(b *testing.B) {
+	k := testkit.New(b)
+	ctx := context.Background()
+	for _, streams := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("K=%d", streams), func(b *testing.B) {
+			stores := make([]*claims.KV, streams)
+			for i := range stores {
+				stores[i] = newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_streams")}))
+			}
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			inFlight(b, 64, func(i int) error {
+				r, err := stores[i%streams].Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+				if err == nil && r.Outcome != claims.OK {
+					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
 				}
 				return err
 			})

@@ -190,6 +190,68 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
 }
 
+// ClaimRequest is one claim of a ClaimMany call: Claim's arguments.
+type ClaimRequest struct {
+	ID         ID
+	HookID     string
+	PendingTTL time.Duration
+}
+
+// ClaimOutcome is what Claim returns, for one request of ClaimMany.
+type ClaimOutcome struct {
+	Result Result
+	Err    error
+}
+
+// ClaimMany takes several claims at once: each valid request's
+// create-if-absent write is published without waiting
+// (kvstore.Bucket.CreateAsync), then the acks are collected together. A
+// create the server refuses (the key is taken, or holds a marker) goes
+// through Claim, which reads the holder, so out[i] is what
+// Claim(ctx, reqs[i]...) answers. It is meant for a caller holding a batch
+// of claims (a frame of hits) that would otherwise need a goroutine per
+// claim to keep them in flight.
+func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome {
+	out := make([]ClaimOutcome, len(reqs))
+	futures := make([]*kvstore.CreateFuture, len(reqs))
+	for i, r := range reqs {
+		if err := validateClaim(r.ID, r.HookID); err != nil {
+			out[i].Err = err
+			continue
+		}
+		ttl, err := normTTL(r.PendingTTL)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			out[i].Err = storeErr("claim", KVKey(r.ID), err)
+			continue
+		}
+		f, err := s.b.CreateAsync(KVKey(r.ID), encodeValue(valuePending, r.HookID), ttl)
+		if err != nil {
+			out[i].Err = storeErr("claim", KVKey(r.ID), err)
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		rev, err := f.Wait(ctx)
+		switch {
+		case err == nil:
+			out[i].Result = Result{Outcome: OK, Revision: rev, HookID: reqs[i].HookID}
+		case errors.Is(err, kvstore.ErrWrongLastSequence):
+			out[i].Result, out[i].Err = s.Claim(ctx, reqs[i].ID, reqs[i].HookID, reqs[i].PendingTTL)
+		default:
+			out[i].Err = storeErr("claim", KVKey(reqs[i].ID), err)
+		}
+	}
+	return out
+}
+
 // Settle commits the pending claim at rev held by hookID; the committed
 // claim expires after ttl (rounded up to whole seconds, at least 1 s, at
 // most MaxTTL). The write is revision-checked and carries the TTL.

@@ -151,12 +151,16 @@ func TestKVReplicated(t *testing.T) {
 	t.Run("StoreSettleOwn", func(t *testing.T) {
 		t.Parallel()
 		var own atomic.Int64
-		wantOwnSettles(t, &own, 10)
+		wantAtLeast(t, &own, 10, "settles took SettleOwn")
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			// The default claims bucket: no expiry markers.
 			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
 			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 		})
+	})
+	t.Run("ClaimManyBatch", func(t *testing.T) {
+		t.Parallel()
+		testClaimManyBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{Replicas: 3}))))
 	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
@@ -256,32 +260,39 @@ func (s *ownSettling) Settle(ctx context.Context, id claims.ID, hookID string, r
 	return claims.SettleOwn(ctx, s.Store, id, hookID, rev, ttl)
 }
 
-// wantOwnSettles fails t at its end unless SettleOwn took at least min
-// settles (so the suite cannot pass without exercising it).
-func wantOwnSettles(t *testing.T, own *atomic.Int64, min int64) {
+// wantAtLeast fails t at its end unless counter reached min (so a suite
+// cannot pass without exercising the path counter counts).
+func wantAtLeast(t *testing.T, counter *atomic.Int64, min int64, what string) {
 	t.Cleanup(func() {
-		if n := own.Load(); n < min {
-			t.Errorf("%d settles took SettleOwn, want at least %d", n, min)
+		if n := counter.Load(); n < min {
+			t.Errorf("%d %s, want at least %d", n, what, min)
 		}
 	})
 }
 
-func TestKVStoreSettleOwn(t *testing.T) {
+// runWrappedKVSuite runs the Store suite on wrap(a KV store on the
+// default claims bucket, a counter), and fails unless the path the
+// counter counts (what) was taken at least 10 times.
+func runWrappedKVSuite(t *testing.T, what string, wrap func(*claims.KV, *atomic.Int64) claims.Store) {
 	t.Parallel()
 	k := testkit.New(t)
-	var own atomic.Int64
-	wantOwnSettles(t, &own, 10)
+	var n atomic.Int64
+	wantAtLeast(t, &n, 10, what)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		// The default claims bucket (no expiry markers), as the edge runs it.
-		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{}))
-		return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_wrapped"), claims.BucketOptions{}))
+		return storeFixture{store: wrap(newKV(t, b), &n), elapse: noElapse}
 	})
+}
+
+func TestKVStoreSettleOwn(t *testing.T) {
+	runWrappedKVSuite(t, "settles took SettleOwn", func(s *claims.KV, n *atomic.Int64) claims.Store { return newOwnSettling(s, n) })
 }
 
 func TestMemoryStoreSettleOwn(t *testing.T) {
 	t.Parallel()
 	var own atomic.Int64
-	wantOwnSettles(t, &own, 10)
+	wantAtLeast(t, &own, 10, "settles took SettleOwn")
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
 		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
@@ -319,4 +330,93 @@ func TestKVSettleOwnRefused(t *testing.T) {
 		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
 	}
 	wantState(t, get(t, s, b), claims.StateCommitted, "h2", 0)
+}
+
+// claimingMany is a KV store whose Claim goes through ClaimMany (a batch
+// of one): the conformance suite holds the batch path to Claim's answers.
+type claimingMany struct {
+	*claims.KV
+	calls *atomic.Int64
+}
+
+func (s claimingMany) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	s.calls.Add(1)
+	out := s.ClaimMany(ctx, []claims.ClaimRequest{{ID: id, HookID: hookID, PendingTTL: ttl}})
+	return out[0].Result, out[0].Err
+}
+
+func TestKVStoreClaimMany(t *testing.T) {
+	runWrappedKVSuite(t, "claims took ClaimMany", func(s *claims.KV, n *atomic.Int64) claims.Store { return claimingMany{KV: s, calls: n} })
+}
+
+// testClaimManyBatch sends one batch of every kind of claim at once —
+// new keys, a committed key, another hook's pending key, the caller's own
+// pending key, two hooks racing for one new key, invalid requests — and
+// checks each answer is Claim's.
+func testClaimManyBatch(t *testing.T, s *claims.KV) {
+	ctx := testkit.Context(t)
+	committed, pending, mine := id("acme", "gh", "committed"), id("acme", "gh", "pending"), id("acme", "gh", "mine")
+	rc := claim(t, s, committed, "h0", time.Minute)
+	if err := s.Settle(ctx, committed, "h0", rc.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, s, pending, "h0", time.Minute)
+	rm := claim(t, s, mine, "h1", time.Minute)
+	race := id("acme", "gh", "race")
+	reqs := []claims.ClaimRequest{
+		{ID: id("acme", "gh", "new-1"), HookID: "h1", PendingTTL: time.Minute},
+		{ID: id("globex", "gh", "new-2"), HookID: "h2", PendingTTL: time.Minute},
+		{ID: committed, HookID: "h3", PendingTTL: time.Minute},
+		{ID: pending, HookID: "h4", PendingTTL: time.Minute},
+		{ID: mine, HookID: "h1", PendingTTL: time.Minute},
+		{ID: race, HookID: "hA", PendingTTL: time.Minute},
+		{ID: race, HookID: "hB", PendingTTL: time.Minute},
+		{ID: claims.ID{Source: "gh", Key: "k"}, HookID: "h5", PendingTTL: time.Minute},
+		{ID: id("acme", "gh", "bad-ttl"), HookID: "h6", PendingTTL: -time.Second},
+	}
+	out := s.ClaimMany(ctx, reqs)
+	if len(out) != len(reqs) {
+		t.Fatalf("%d outcomes for %d requests", len(out), len(reqs))
+	}
+	for i, o := range out[:7] {
+		if o.Err != nil {
+			t.Fatalf("request %d: %v", i, o.Err)
+		}
+	}
+	wantOutcome(t, out[0].Result, claims.OK, "h1")
+	wantOutcome(t, out[1].Result, claims.OK, "h2")
+	wantOutcome(t, out[2].Result, claims.Duplicate, "h0")
+	wantOutcome(t, out[3].Result, claims.Pending, "h0")
+	wantOutcome(t, out[4].Result, claims.OK, "h1")
+	if out[4].Result.Revision != rm.Revision {
+		t.Fatalf("own pending claim: revision %d, want %d", out[4].Result.Revision, rm.Revision)
+	}
+	a, b := out[5].Result, out[6].Result
+	if a.Outcome == claims.Pending {
+		a, b = b, a
+	}
+	if a.Outcome != claims.OK || b.Outcome != claims.Pending || b.HookID != a.HookID {
+		t.Fatalf("racing pair: %+v and %+v, want one OK and the other pending on it", out[5].Result, out[6].Result)
+	}
+	for i, o := range out[7:] {
+		if !errors.Is(o.Err, claims.ErrInvalid) {
+			t.Fatalf("invalid request %d: %v, want ErrInvalid", 7+i, o.Err)
+		}
+	}
+	for i, r := range reqs[:2] {
+		wantState(t, get(t, s, r.ID), claims.StatePending, r.HookID, out[i].Result.Revision)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, o := range s.ClaimMany(canceled, reqs[:1]) {
+		if !errors.Is(o.Err, claims.ErrUnavailable) {
+			t.Fatalf("done ctx: %v, want ErrUnavailable", o.Err)
+		}
+	}
+}
+
+func TestKVClaimManyBatch(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	testClaimManyBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{}))))
 }

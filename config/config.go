@@ -83,6 +83,9 @@ type Config struct {
 	Replicas int
 	// AdminToken enables the admin API when set (--admin-token).
 	AdminToken Secret
+	// SecretsKeyFile holds the keys that seal the source secrets stored in
+	// the tenants bucket (--secrets-key-file; see package tenants).
+	SecretsKeyFile string
 
 	// ReplayCapacity bounds the replay store (--replay-capacity).
 	ReplayCapacity int64

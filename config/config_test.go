@@ -160,7 +160,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"cluster-tls-ca": "", "cluster-tls-cert": "", "cluster-tls-key": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
-		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
+		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync",
 	}
 	for _, name := range config.Flags() {

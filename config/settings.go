@@ -187,6 +187,7 @@ var settings = []setting{
 		}
 		return nil
 	}},
+	{"secrets-key-file", "path", "", "file of AES-256 keys (\"<id> <base64 of 32 bytes>\" per line, the first one encrypts) that seal source secrets stored through the admin API", str(func(c *Config) *string { return &c.SecretsKeyFile })},
 	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<40)
 		c.ReplayCapacity = n

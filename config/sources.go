@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -102,6 +103,8 @@ type Source struct {
 	// limits neither spends nor is starved by its tenant's budget. nil: the
 	// source shares its tenant's budget.
 	Limits *Limits
+
+	secretSum digest // of the secret, to tell a changed one on reload (never printed)
 }
 
 // Source returns the effective configuration of tenant's source: the listed
@@ -227,7 +230,7 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 				c.Defaults.Source.Dedupe = dd
 			}
 			if s.MaxBodyBytes != nil {
-				if err := checkBodyLimit(*s.MaxBodyBytes); err != nil {
+				if err := CheckBodyLimit(*s.MaxBodyBytes); err != nil {
 					return fmt.Errorf("config: defaults.source.max_body_bytes: %w", err)
 				}
 				c.Defaults.Source.MaxBodyBytes = *s.MaxBodyBytes
@@ -295,7 +298,7 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 		s.Dedupe = d
 	}
 	if fs.MaxBodyBytes != nil {
-		if err := checkBodyLimit(*fs.MaxBodyBytes); err != nil {
+		if err := CheckBodyLimit(*fs.MaxBodyBytes); err != nil {
 			return Source{}, fmt.Errorf("config: %s.max_body_bytes: %w", path, err)
 		}
 		s.MaxBodyBytes = *fs.MaxBodyBytes
@@ -340,6 +343,7 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 			return Source{}, fmt.Errorf("config: %s%s: %w", path, field, err)
 		}
 		s.Verifier = v
+		s.secretSum = digest(sha256.Sum256([]byte(secret)))
 	}
 	return s, nil
 }
@@ -368,7 +372,8 @@ func mergeLimits(base Limits, f *fileLimits, path string) (Limits, error) {
 	return out, nil
 }
 
-func checkBodyLimit(n int64) error {
+// CheckBodyLimit checks a max_body_bytes value: 1..MaxBodyBytesLimit.
+func CheckBodyLimit(n int64) error {
 	if n < 1 || n > MaxBodyBytesLimit {
 		return fmt.Errorf("must be 1..%d, got %d", MaxBodyBytesLimit, n)
 	}

@@ -22,6 +22,19 @@ import (
 // configuration does not allow (404 unknown_source).
 var ErrUnknownSource = errors.New("edge: unknown source")
 
+// ErrSourceUnavailable is returned by a Policy for a source that exists but
+// cannot be served on this node (e.g. its secret does not open here): 503
+// source_unavailable, never an unverified accept.
+var ErrSourceUnavailable = errors.New("edge: source unavailable")
+
+// AdminRoute is an admin API route served behind the admin token (see
+// Config.AdminRoutes). Op names it in the metric (a fixed value).
+type AdminRoute struct {
+	Pattern string // net/http pattern, e.g. "GET /v1/admin/tenants/{tenant}"
+	Op      string
+	Handler http.HandlerFunc
+}
+
 // Verified is what a successful signature check yields for the replay claim.
 type Verified struct {
 	// MessageID is the provider's message id ("" when the provider has none).

@@ -50,13 +50,14 @@ type Config struct {
 	// without checking.
 	VerifyFailures Rate
 
-	AdminToken string       // enables the admin API when set
-	Ready      func() error // readiness check for /readyz (nil: always ready)
-	Gatherer   prometheus.Gatherer
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger
-	Now        func() time.Time
-	NewID      func() string
+	AdminToken  string       // enables the admin API when set
+	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
+	Ready       func() error // readiness check for /readyz (nil: always ready)
+	Gatherer    prometheus.Gatherer
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
+	Now         func() time.Time
+	NewID       func() string
 }
 
 // HookStorer durably stores a hook (HookStore implements it). Any error

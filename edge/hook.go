@@ -82,6 +82,11 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 		return false
 	}
 	src, err := h.cfg.Policy.Source(q.tenant, q.source)
+	if errors.Is(err, ErrSourceUnavailable) {
+		q.w.Header().Set("Retry-After", "5")
+		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		return false
+	}
 	if err != nil {
 		h.fail(q.w, "unknown_source", http.StatusNotFound, errorBody{Error: "unknown_source"})
 		return false

@@ -246,7 +246,7 @@ func TestClaimsPersistAsync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sluicefx.ProvideStores(fxtest.NewLifecycle(t), cfg, &sluicefx.NATS{Conn: k.Conn, JS: k.JS}, slog.New(slog.DiscardHandler))
+	_, err = sluicefx.ProvideStores(fxtest.NewLifecycle(t), cfg, &sluicefx.NATS{Conn: k.Conn, JS: k.JS}, sluicefx.ProvideRegistry(), slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--claims-persist sync") || !errors.Is(err, kvstore.ErrPersistMode) {
 		t.Fatalf("start with sync on an async bucket: %v", err)
 	}

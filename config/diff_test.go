@@ -1,0 +1,47 @@
+package config_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestChanges: a reload names what it changes (tenants, sources,
+// defaults) and the settings that need a restart, never a secret.
+func TestChanges(t *testing.T) {
+	before := mustLoad(t, []string{"--config", writeFile(t, `
+tenants:
+  acme:
+    sources:
+      gh: {verify: github, secret: first-secret-value}
+      raw: {}
+  gone: {}
+`)}, nil)
+	after := mustLoad(t, []string{"--http-addr", "127.0.0.1:9999", "--config", writeFile(t, `
+defaults:
+  limits: {hooks: {rate: 1, burst: 1}}
+tenants:
+  acme:
+    sources:
+      gh: {verify: github, secret: second-secret-value}
+      raw: {}
+      new: {}
+  added: {}
+`)}, nil)
+	applied, restart := after.Changes(before)
+	got := strings.Join(applied, "; ")
+	for _, want := range []string{"defaults.limits", "tenants.added added", "tenants.acme changed: [sources.gh sources.new added]", "tenants.gone removed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("changes %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "raw") || fmt.Sprint(restart) != "[File HTTPAddr]" {
+		t.Errorf("changes %q, restart %v", got, restart)
+	}
+	if s := fmt.Sprintf("%+v %#v", after.Tenants, after.Tenants); strings.Contains(s, "second-secret") {
+		t.Fatal("a config prints its secret")
+	}
+	if a, r := after.Changes(after); len(a)+len(r) != 0 {
+		t.Errorf("no change: %v %v", a, r)
+	}
+}
