@@ -160,35 +160,3 @@ func BenchmarkMemory(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkKVStreams measures claims spread over K buckets (streams) by
-// tenant, 64 in flight, on an in-process server with file storage: what
-// issue 10's "claims over K streams" would buy here (each stream has one
-// write loop: a goroutine and a lock). It reports creates/s and the
-// process's CPU per claim (client and server).
-//
-//	go test -run '^$' -bench KVStreams -benchtime 20000x -count 5 ./claims/
-func BenchmarkKVStreams(b *testing.B) {
-	k := testkit.New(b)
-	ctx := context.Background()
-	for _, streams := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("K=%d/inflight=64", streams), func(b *testing.B) {
-			stores := make([]*claims.KV, streams)
-			for i := range stores {
-				stores[i] = newKV(b, benchBucket(b, k, claims.BucketConfig(bucketName("bench_k"), claims.BucketOptions{})))
-			}
-			run := strconv.FormatInt(runSeq.Add(1), 10)
-			cpu0 := testkit.CPUTime(b)
-			inFlight(b, 64, func(i int) error {
-				tenant := "t" + strconv.Itoa(i%1024)
-				r, err := stores[(i%1024)%streams].Claim(ctx, id(tenant, "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
-				if err == nil && r.Outcome != claims.OK {
-					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
-				}
-				return err
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-			b.ReportMetric(float64((testkit.CPUTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/claim")
-		})
-	}
-}
