@@ -79,7 +79,7 @@ func BenchmarkHit(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
-				b.ReportMetric(float64((testkit.CPUTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/hit")
+				testkit.ReportCPU(b, cpu0)
 			})
 			b.Run(mode.name+"/"+cname+"/inflight64", func(b *testing.B) {
 				var f0, i0 int64
@@ -97,7 +97,7 @@ func BenchmarkHit(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
-				b.ReportMetric(float64((testkit.CPUTime(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/hit")
+				testkit.ReportCPU(b, cpu0)
 				if c.co != nil {
 					if f := c.co.Frames() - f0; f > 0 {
 						b.ReportMetric(float64(c.co.Items()-i0)/float64(f), "hits/frame")
