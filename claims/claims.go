@@ -154,6 +154,25 @@ type Store interface {
 	Get(ctx context.Context, id ID) (State, error)
 }
 
+// ClaimStarter is a Store that can start a claim as one write without
+// waiting for it (pipelined claim writes: an owner starts the claims of a
+// batch, then collects them).
+type ClaimStarter interface {
+	// StartClaim starts Claim's create-if-absent for id. An error (ErrInvalid,
+	// ErrUnavailable) means nothing was started: call Claim.
+	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
+}
+
+// StartedClaim is a claim whose create is in flight.
+type StartedClaim interface {
+	// Wait waits (until ctx ends) for the create: done with the result (OK
+	// with its revision) or an error (ErrUnavailable) — or not done, with
+	// nothing taken, when the create was refused (the key is held, or holds
+	// a marker): the caller calls Claim, which reads the holder and
+	// answers Duplicate, Pending or OK as always.
+	Wait(ctx context.Context) (res Result, done bool, err error)
+}
+
 // OwnSettler is a Store that can settle, in one write, a claim its caller
 // took itself. Call it through SettleOwn.
 type OwnSettler interface {

@@ -431,3 +431,42 @@ func validateSettle(id ID, hookID string, rev uint64) error {
 	}
 	return nil
 }
+
+var _ ClaimStarter = (*KV)(nil)
+
+// StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)
+// for a caller that starts many at once and collects them (pipelined claim
+// writes): Wait gives the OK result when the create lands; a refused
+// create — the key is taken, or holds a marker — and any failure to start
+// are for Claim, which reads the holder and answers as always.
+func (s *KV) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
+	if err := validateClaim(id, hookID); err != nil {
+		return nil, err
+	}
+	ttl, err := normTTL(pendingTTL)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.b.CreateStart(KVKey(id), encodeValue(valuePending, hookID), ttl)
+	if err != nil {
+		return nil, storeErr("claim", KVKey(id), err)
+	}
+	return startedKV{c: c, hookID: hookID}, nil
+}
+
+type startedKV struct {
+	c      kvstore.AsyncCreate
+	hookID string
+}
+
+func (c startedKV) Wait(ctx context.Context) (Result, bool, error) {
+	rev, err := c.c.Wait(ctx)
+	switch {
+	case err == nil:
+		return Result{Outcome: OK, Revision: rev, HookID: c.hookID}, true, nil
+	case errors.Is(err, kvstore.ErrWrongLastSequence):
+		return Result{}, false, nil
+	default:
+		return Result{}, true, storeErr("claim", "", err)
+	}
+}

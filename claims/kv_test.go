@@ -255,3 +255,38 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 		wantOutcome(t, claim(t, s, exp, "h2", time.Minute), claims.OK, "h2")
 	}
 }
+
+func TestKVStartClaim(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	s := newKV(t, k.Bucket(t, claims.BucketConfig("startclaim", claims.BucketOptions{})))
+
+	cid := id("acme", "gh", "d1")
+	c, err := s.StartClaim(cid, "h1", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, done, err := c.Wait(ctx)
+	if err != nil || !done || res.Outcome != claims.OK || res.HookID != "h1" || res.Revision == 0 {
+		t.Fatalf("started claim: %+v %v %v", res, done, err)
+	}
+	// A taken key: not done, nothing written; Claim answers as always.
+	c, err = s.StartClaim(cid, "h2", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2, done, err := c.Wait(ctx); done || err != nil {
+		t.Fatalf("taken key: %+v %v %v, want not done", r2, done, err)
+	}
+	if r3, err := s.Claim(ctx, cid, "h2", 30*time.Second); err != nil || r3.Outcome != claims.Pending || r3.HookID != "h1" || r3.Revision != res.Revision {
+		t.Fatalf("claim of the taken key: %+v %v", r3, err)
+	}
+	// Invalid arguments start nothing.
+	if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, claims.ErrInvalid) {
+		t.Fatalf("empty hook id: %v", err)
+	}
+	if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, claims.ErrInvalid) {
+		t.Fatalf("negative ttl: %v", err)
+	}
+}

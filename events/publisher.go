@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -249,9 +250,40 @@ type observedStore struct {
 }
 
 var (
-	_ claims.Store      = (*observedStore)(nil)
-	_ claims.OwnSettler = (*observedStore)(nil)
+	_ claims.Store        = (*observedStore)(nil)
+	_ claims.OwnSettler   = (*observedStore)(nil)
+	_ claims.ClaimStarter = (*observedStore)(nil)
 )
+
+// StartClaim starts the inner store's claim (ErrUnavailable when it cannot
+// start claims: the caller calls Claim) and publishes claim.pending when
+// the started claim is taken, as Claim does.
+func (s *observedStore) StartClaim(id claims.ID, hookID string, pendingTTL time.Duration) (claims.StartedClaim, error) {
+	st, ok := s.inner.(claims.ClaimStarter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the store starts no claims", claims.ErrUnavailable)
+	}
+	c, err := st.StartClaim(id, hookID, pendingTTL)
+	if err != nil {
+		return nil, err
+	}
+	return observedClaim{c: c, s: s, id: id, hookID: hookID}, nil
+}
+
+type observedClaim struct {
+	c      claims.StartedClaim
+	s      *observedStore
+	id     claims.ID
+	hookID string
+}
+
+func (c observedClaim) Wait(ctx context.Context) (claims.Result, bool, error) {
+	res, done, err := c.c.Wait(ctx)
+	if done && err == nil && res.Outcome == claims.OK {
+		c.s.pub.ClaimPending(c.id, c.hookID, res.Revision)
+	}
+	return res, done, err
+}
 
 func (s *observedStore) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
 	res, err := s.inner.Claim(ctx, id, hookID, pendingTTL)

@@ -185,16 +185,29 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatalf("second settle own: %v, want ErrLost", err)
 	}
 
+	// A started claim (the owner's pipelined writes) publishes pending when
+	// taken, nothing when the key is held.
+	c4 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k4"}
+	for i, want := range []bool{true, false} { // the second finds the first's claim
+		sc, err := st.(claims.ClaimStarter).StartClaim(c4, "h6", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, done, err := sc.Wait(ctx); done != want || err != nil || done && res.Outcome != claims.OK {
+			t.Fatalf("started claim %d: %+v %v %v, want done %v", i, res, done, err, want)
+		}
+	}
+
 	testkit.Eventually(t, 5*time.Second, func() bool {
-		return s.count(e.subj.ClaimPending("a.b")) == 3 && s.count(e.subj.ClaimCommitted("a.b")) == 2 &&
+		return s.count(e.subj.ClaimPending("a.b")) == 4 && s.count(e.subj.ClaimCommitted("a.b")) == 2 &&
 			s.count(e.subj.ClaimReleased("a.b")) == 1
-	}, "pending x2, committed, released")
+	}, "pending x4, committed x2, released")
 	// A sentinel published after everything else: once it is seen, nothing
 	// else can still be on its way from p.
 	p.HookStored("sentinel", "s", "", "h")
 	testkit.Eventually(t, 5*time.Second, func() bool { return s.count(e.subj.HookStored("sentinel", "s")) == 1 }, "sentinel")
-	if n := s.count(e.subj.ClaimPending("a.b")); n != 3 {
-		t.Fatalf("pending events = %d, want 3 (Pending/Duplicate outcomes publish nothing)", n)
+	if n := s.count(e.subj.ClaimPending("a.b")); n != 4 {
+		t.Fatalf("pending events = %d, want 4 (Pending/Duplicate outcomes publish nothing)", n)
 	}
 	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 2 {
 		t.Fatalf("committed events = %d, want 2 (a stale settle publishes nothing)", n)

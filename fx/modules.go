@@ -191,7 +191,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout))
+	// The edge and the service reach this node's own partitions in process.
+	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout), quota.WithLocalOwner(w))
 	if err != nil {
 		return nil, err
 	}

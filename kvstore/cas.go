@@ -410,3 +410,40 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 	}
 	return rec, rec.Revision, nil
 }
+
+// CreateStart is the first write of Create started as an async JetStream
+// publish (create-if-absent: expected last subject sequence 0, the TTL):
+// many creates go out without waiting, and their acks are collected with
+// AsyncCreate.Wait. A refused create (the key has a message: a value or a
+// marker) is ErrWrongLastSequence from Wait; the caller then takes
+// Create's path, which reads the holder. An error here (the async window
+// stalled, a closed connection) means nothing was sent.
+func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (AsyncCreate, error) {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+	}
+	f, err := b.js.PublishMsgAsync(m, opts...)
+	if err != nil {
+		return AsyncCreate{}, MapError(err)
+	}
+	return AsyncCreate{f: f}, nil
+}
+
+// AsyncCreate is a create in flight (CreateStart).
+type AsyncCreate struct{ f jetstream.PubAckFuture }
+
+// Wait returns the create's revision once acked, ErrWrongLastSequence when
+// the server refused it, or ErrUnavailable when no ack came by ctx's end
+// (the write may still land, as a timed-out synchronous one may).
+func (c AsyncCreate) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case ack := <-c.f.Ok():
+		return ack.Sequence, nil
+	case err := <-c.f.Err():
+		return 0, MapError(err)
+	case <-ctx.Done():
+		return 0, MapError(ctx.Err())
+	}
+}
