@@ -12,7 +12,11 @@
 //
 // Roles:
 //
-//   - node: a sluice process — publishes and subscribes everything.
+//   - node: a sluice process — publishes and subscribes everything. It is
+//     the only role with any $JS/$KV access, so the only one that reads or
+//     writes the buckets, the tenants bucket (records with sealed source
+//     secrets) included; operators change tenants through the admin HTTP
+//     API, which checks the admin token.
 //   - operator: reset, settle/release, admin calls on every tenant
 //     (<prefix>.v1.>, $SRV.>), and reads the lifecycle events
 //     (<prefix>.v1.events.>). No store ($JS, $KV) access.

@@ -43,3 +43,53 @@ func TestFor(t *testing.T) {
 		}
 	}
 }
+
+// match reports whether NATS subject pattern pat (with * and >) matches
+// subject subj.
+func match(pat, subj string) bool {
+	p, s := strings.Split(pat, "."), strings.Split(subj, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(p) == len(s)
+}
+
+// TestTenantsBucketIsNodeOnly: no role but node may publish to or
+// subscribe on any subject of the tenants bucket (its KV subjects, its
+// stream's JetStream API, direct gets).
+func TestTenantsBucketIsNodeOnly(t *testing.T) {
+	subjects := []string{
+		"$KV.sluice_tenants.acme", "$JS.API.DIRECT.GET.KV_sluice_tenants.$KV.sluice_tenants.acme",
+		"$JS.API.STREAM.MSG.GET.KV_sluice_tenants", "$JS.API.STREAM.INFO.KV_sluice_tenants",
+		"$JS.API.CONSUMER.CREATE.KV_sluice_tenants", "$JS.API.CONSUMER.CREATE.KV_sluice_tenants.x.$KV.sluice_tenants.>",
+	}
+	for _, role := range authz.Roles() {
+		var tenants []string
+		if role == authz.RoleService || role == authz.RoleConsumer {
+			tenants = []string{"acme"}
+		}
+		p, err := authz.For(role, "u", "sluice", "HOOKS", tenants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, subj := range subjects {
+			allowed := false
+			for _, pat := range append(append([]string{}, p.Publish...), p.Subscribe...) {
+				allowed = allowed || match(pat, subj)
+			}
+			if allowed != (role == authz.RoleNode) {
+				t.Errorf("role %s: %s allowed=%v", role, subj, allowed)
+			}
+		}
+	}
+	if !match("a.*.c", "a.b.c") || match("a.*", "a.b.c") || !match("a.>", "a.b.c") || match("a.>", "a") {
+		t.Fatal("match")
+	}
+}

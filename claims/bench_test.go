@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,36 +13,8 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// inFlight runs op(0..b.N-1) on n goroutines (n calls in flight), times
-// only that, and reports ops/s next to ns/op (wall time per op).
-func inFlight(b *testing.B, n int, op func(i int) error) {
-	b.Helper()
-	var next atomic.Int64
-	var failed atomic.Pointer[error]
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	b.StartTimer() // a no-op unless an earlier inFlight stopped it
-	for range n {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N || failed.Load() != nil {
-					return
-				}
-				if err := op(i); err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if p := failed.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-}
+// inFlight is testkit.InFlight.
+var inFlight = testkit.InFlight
 
 // benchBucket opens a fresh bucket and deletes it after the run, so that
 // the expiry of one run's claims does not load the server during the next.
@@ -69,31 +40,64 @@ func BenchmarkKV(b *testing.B) {
 	k := testkit.New(b)
 	ctx := context.Background()
 	for _, n := range []int{1, 64} {
-		b.Run(fmt.Sprintf("Claim/inflight=%d", n), func(b *testing.B) {
+		for _, claim := range []struct {
+			name  string
+			async bool
+		}{{"Claim", false}, {"ClaimAsyncPersist", true}} { // --claims-persist sync, async
+			b.Run(fmt.Sprintf("%s/inflight=%d", claim.name, n), func(b *testing.B) {
+				cfg := kvstore.BucketConfig{Name: bucketName("bench_claims"), AsyncPersist: claim.async}
+				s := newKV(b, benchBucket(b, k, cfg))
+				run := strconv.FormatInt(runSeq.Add(1), 10)
+				inFlight(b, n, func(i int) error {
+					r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+					if err == nil && r.Outcome != claims.OK {
+						err = fmt.Errorf("claim %d: %v", i, r.Outcome)
+					}
+					return err
+				})
+			})
+		}
+		b.Run(fmt.Sprintf("ClaimMany/batch=%d", n), func(b *testing.B) {
+			// n claims per ClaimMany call, one call at a time: a frame's
+			// claims written by one goroutine.
 			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
 			run := strconv.FormatInt(runSeq.Add(1), 10)
-			inFlight(b, n, func(i int) error {
-				r, err := s.Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
-				if err == nil && r.Outcome != claims.OK {
-					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
+			reqs := make([]claims.ClaimRequest, 0, n)
+			b.ResetTimer()
+			cpu0 := testkit.CPUTime(b)
+			for i := 0; i < b.N; i += n {
+				reqs = reqs[:0]
+				for j := i; j < min(i+n, b.N); j++ {
+					reqs = append(reqs, claims.ClaimRequest{ID: id("acme", "gh", run+"-"+strconv.Itoa(j)), HookID: "hook", PendingTTL: 30 * time.Second})
 				}
-				return err
-			})
+				for j, o := range s.ClaimMany(ctx, reqs) {
+					if o.Err != nil || o.Result.Outcome != claims.OK {
+						b.Fatalf("claim %d: %+v %v", i+j, o.Result, o.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			testkit.ReportCPU(b, cpu0)
 		})
-		b.Run(fmt.Sprintf("Settle/inflight=%d", n), func(b *testing.B) {
-			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
-			run := strconv.FormatInt(runSeq.Add(1), 10)
-			key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
-			revs := make([]uint64, b.N)
-			inFlight(b, 64, func(i int) error { // setup, timed again below
-				r, err := s.Claim(ctx, key(i), "hook", time.Minute)
-				revs[i] = r.Revision
-				return err
+		for _, settle := range []struct {
+			name string
+			fn   func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error
+		}{{"Settle", (*claims.KV).Settle}, {"SettleOwn", (*claims.KV).SettleOwn}} {
+			b.Run(fmt.Sprintf("%s/inflight=%d", settle.name, n), func(b *testing.B) {
+				s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
+				run := strconv.FormatInt(runSeq.Add(1), 10)
+				key := func(i int) claims.ID { return id("acme", "gh", run+"-"+strconv.Itoa(i)) }
+				revs := make([]uint64, b.N)
+				inFlight(b, 64, func(i int) error { // setup, timed again below
+					r, err := s.Claim(ctx, key(i), "hook", time.Minute)
+					revs[i] = r.Revision
+					return err
+				})
+				inFlight(b, n, func(i int) error {
+					return settle.fn(s, ctx, key(i), "hook", revs[i], time.Hour)
+				})
 			})
-			inFlight(b, n, func(i int) error {
-				return s.Settle(ctx, key(i), "hook", revs[i], time.Hour)
-			})
-		})
+		}
 		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
 			r := newKVReplay(b, benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
 			run := strconv.FormatInt(runSeq.Add(1), 10)
@@ -102,6 +106,32 @@ func BenchmarkKV(b *testing.B) {
 				o, err := r.Claim(ctx, "acme/stripe", run+"-"+strconv.Itoa(i), until)
 				if err == nil && o != claims.Claimed {
 					err = fmt.Errorf("replay claim %d: %v", i, o)
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkClaimStreams spreads claims over K buckets (K streams, each
+// with its own write loop in the server), 64 in flight, to tell what
+// issue 10's "K claim streams" would buy on this machine:
+//
+//	go test -run '^$' -bench ClaimStreams -benchtime 2s -count 6 ./claims/
+func BenchmarkClaimStreams(b *testing.B) {
+	k := testkit.New(b)
+	ctx := context.Background()
+	for _, streams := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("K=%d", streams), func(b *testing.B) {
+			stores := make([]*claims.KV, streams)
+			for i := range stores {
+				stores[i] = newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_streams")}))
+			}
+			run := strconv.FormatInt(runSeq.Add(1), 10)
+			inFlight(b, 64, func(i int) error {
+				r, err := stores[i%streams].Claim(ctx, id("acme", "gh", run+"-"+strconv.Itoa(i)), "hook", 30*time.Second)
+				if err == nil && r.Outcome != claims.OK {
+					err = fmt.Errorf("claim %d: %v", i, r.Outcome)
 				}
 				return err
 			})

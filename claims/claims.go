@@ -154,6 +154,50 @@ type Store interface {
 	Get(ctx context.Context, id ID) (State, error)
 }
 
+// ClaimStarter is a Store that can start a claim as one write without
+// waiting for it (pipelined claim writes: an owner starts the claims of a
+// batch, then collects them).
+type ClaimStarter interface {
+	// StartClaim starts Claim's create-if-absent for id. An error (ErrInvalid,
+	// ErrUnavailable) means nothing was started: call Claim.
+	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
+}
+
+// StartedClaim is a claim whose create is in flight.
+type StartedClaim interface {
+	// Wait waits (until ctx ends) for the create: done with the result (OK
+	// with its revision) or an error (ErrUnavailable) — or not done, with
+	// nothing taken, when the create was refused (the key is held, or holds
+	// a marker): the caller calls Claim, which reads the holder and
+	// answers Duplicate, Pending or OK as always.
+	Wait(ctx context.Context) (res Result, done bool, err error)
+}
+
+// OwnSettler is a Store that can settle, in one write, a claim its caller
+// took itself. Call it through SettleOwn.
+type OwnSettler interface {
+	// SettleOwn is Settle for a caller that knows rev is the revision of an
+	// OK Result of a Claim for hookID (its own hit or claim, never a
+	// revision read back or reported for another holder). It skips
+	// Settle's read: the revision-checked write alone decides, since a
+	// key's current revision can only be rev while the claim written at
+	// rev, pending for hookID, is still there. Errors as Settle's; the
+	// store reads the key only when the write is refused, to say why
+	// (lost, or already settled by an earlier call).
+	SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
+}
+
+// SettleOwn settles a claim the caller took itself (see OwnSettler): in
+// one write when s is an OwnSettler, else with s.Settle. A caller that
+// passes on a revision it did not get from its own Claim of hookID (a
+// network client's, say) calls Settle, which checks the holder first.
+func SettleOwn(ctx context.Context, s Store, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	if o, ok := s.(OwnSettler); ok {
+		return o.SettleOwn(ctx, id, hookID, rev, ttl)
+	}
+	return s.Settle(ctx, id, hookID, rev, ttl)
+}
+
 // ReplayOutcome of a replay claim.
 type ReplayOutcome int
 

@@ -17,7 +17,7 @@ import (
 // while pending and {"s":"c","h":"<hook id>"} once committed; its TTL is a
 // per-message TTL, so the server expires it. Claim is one create-if-absent
 // write (plus one read when the key is taken); Settle and Release are one
-// read and one revision-checked write.
+// read and one revision-checked write; SettleOwn is the write alone.
 //
 // KV holds no mutable state: it is safe for simultaneous use by any number
 // of goroutines, and calls do not serialize on each other, so a caller may
@@ -86,8 +86,43 @@ func applyKVOptions(b *kvstore.Bucket, opts []KVOption) (kvOptions, error) {
 	return o, nil
 }
 
-// NewKV returns a Store on b. b must have been opened with History 1 and a
-// LimitMarkerTTL (kvstore.OpenBucket does both). Errors: ErrInvalidOption.
+// BucketOptions are the settings of the dedupe claims bucket.
+type BucketOptions struct {
+	// Replicas of the stream (default 1).
+	Replicas int
+	// ExpiryEvents keeps expiry markers (LimitMarkerTTL 1 s) for
+	// events.ExpiryWatcher to report claim.expired. Without it the bucket
+	// keeps per-key TTLs and writes no markers: an expired claim vanishes at
+	// once and nothing else is written or delivered for it (a watcher would
+	// see about three messages per claim). Opening an existing bucket with
+	// the other setting switches it in place (kvstore.EnsureBucket); the
+	// claims it holds are kept.
+	ExpiryEvents bool
+	// AsyncPersist puts the stream in async persist mode (R1 file storage
+	// only, see kvstore.BucketConfig.AsyncPersist): a claim write is acked
+	// before it reaches the file. A hard kill or power loss of the server
+	// can lose the last acked claims, so a key seen just before may be
+	// accepted once more; hooks are not affected (their stream stays
+	// synchronous). Fixed when the bucket is created.
+	AsyncPersist bool
+}
+
+// BucketConfig is the configuration of the dedupe claims bucket named
+// name (kvstore.BucketNames(prefix).Claims).
+func BucketConfig(name string, o BucketOptions) kvstore.BucketConfig {
+	return kvstore.BucketConfig{
+		Name:           name,
+		Description:    "sluice dedupe claims",
+		Replicas:       o.Replicas,
+		LimitMarkerTTL: time.Second,
+		NoMarkers:      !o.ExpiryEvents,
+		AsyncPersist:   o.AsyncPersist,
+	}
+}
+
+// NewKV returns a Store on b, a bucket opened with kvstore.OpenBucket
+// (History 1, per-key TTLs), e.g. with BucketConfig. Errors:
+// ErrInvalidOption.
 func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
 	o, err := applyKVOptions(b, opts)
 	if err != nil {
@@ -155,6 +190,68 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
 }
 
+// ClaimRequest is one claim of a ClaimMany call: Claim's arguments.
+type ClaimRequest struct {
+	ID         ID
+	HookID     string
+	PendingTTL time.Duration
+}
+
+// ClaimOutcome is what Claim returns, for one request of ClaimMany.
+type ClaimOutcome struct {
+	Result Result
+	Err    error
+}
+
+// ClaimMany takes several claims at once: each valid request's
+// create-if-absent write is published without waiting
+// (kvstore.Bucket.CreateAsync), then the acks are collected together. A
+// create the server refuses (the key is taken, or holds a marker) goes
+// through Claim, which reads the holder, so out[i] is what
+// Claim(ctx, reqs[i]...) answers. It is meant for a caller holding a batch
+// of claims (a frame of hits) that would otherwise need a goroutine per
+// claim to keep them in flight.
+func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome {
+	out := make([]ClaimOutcome, len(reqs))
+	futures := make([]*kvstore.CreateFuture, len(reqs))
+	for i, r := range reqs {
+		if err := validateClaim(r.ID, r.HookID); err != nil {
+			out[i].Err = err
+			continue
+		}
+		ttl, err := normTTL(r.PendingTTL)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			out[i].Err = storeErr("claim", KVKey(r.ID), err)
+			continue
+		}
+		f, err := s.b.CreateAsync(KVKey(r.ID), encodeValue(valuePending, r.HookID), ttl)
+		if err != nil {
+			out[i].Err = storeErr("claim", KVKey(r.ID), err)
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		rev, err := f.Wait(ctx)
+		switch {
+		case err == nil:
+			out[i].Result = Result{Outcome: OK, Revision: rev, HookID: reqs[i].HookID}
+		case errors.Is(err, kvstore.ErrWrongLastSequence):
+			out[i].Result, out[i].Err = s.Claim(ctx, reqs[i].ID, reqs[i].HookID, reqs[i].PendingTTL)
+		default:
+			out[i].Err = storeErr("claim", KVKey(reqs[i].ID), err)
+		}
+	}
+	return out
+}
+
 // Settle commits the pending claim at rev held by hookID; the committed
 // claim expires after ttl (rounded up to whole seconds, at least 1 s, at
 // most MaxTTL). The write is revision-checked and carries the TTL.
@@ -164,14 +261,10 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 // hook id, or it is already committed); ErrInvalid (id, hook id, rev 0,
 // negative ttl); ErrUnavailable.
 func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
-	if err := validateSettle(id, hookID, rev); err != nil {
-		return err
-	}
-	ttl, err := normTTL(ttl)
+	key, ttl, err := settleArgs(id, hookID, rev, ttl)
 	if err != nil {
 		return err
 	}
-	key := KVKey(id)
 	if err := s.check(ctx, "settle", key, hookID, rev, true); err != nil {
 		return err
 	}
@@ -182,6 +275,40 @@ func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl t
 		return storeErr("settle", key, err)
 	}
 	return nil
+}
+
+var _ OwnSettler = (*KV)(nil)
+
+// SettleOwn is Settle in one write, for a caller whose rev comes from its
+// own OK Claim of hookID (see OwnSettler): the edge settles the claim its
+// hit took. The revision-checked write is made at once; only when the
+// server refuses it is the key read, to tell a lost claim from an earlier
+// settle of the same claim that landed (a retry). Both are ErrLost.
+//
+// Settle itself keeps its read before the write: its caller may be a
+// network client presenting a revision it was told about another holder
+// (a Pending result carries the holder's revision), which a blind write
+// would commit under the wrong hook id.
+func (s *KV) SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	key, ttl, err := settleArgs(id, hookID, rev, ttl)
+	if err != nil {
+		return err
+	}
+	_, err = s.b.Update(ctx, key, encodeValue(valueCommitted, hookID), rev, ttl)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, kvstore.ErrWrongLastSequence):
+		return storeErr("settle", key, err)
+	}
+	// Refused: the claim at rev is gone. Say why, if a read can tell.
+	rec, rerr := s.b.GetLeader(ctx, key)
+	if rerr == nil && rec.Revision > rev {
+		if v, ok := decodeValue(rec.Value); ok && v.S == valueCommitted && v.H == hookID {
+			return fmt.Errorf("%w: settle %s: already settled at revision %d (a retry)", ErrLost, key, rec.Revision)
+		}
+	}
+	return fmt.Errorf("%w: settle %s: revision %d is no longer the pending claim of this hook id", ErrLost, key, rev)
 }
 
 // Release drops the claim at rev held by hookID, pending or committed, so
@@ -282,6 +409,19 @@ func validateClaim(id ID, hookID string) error {
 	return ValidateHookID(hookID)
 }
 
+// settleArgs validates Settle's arguments and returns the key and the
+// TTL to write.
+func settleArgs(id ID, hookID string, rev uint64, ttl time.Duration) (string, time.Duration, error) {
+	if err := validateSettle(id, hookID, rev); err != nil {
+		return "", 0, err
+	}
+	ttl, err := normTTL(ttl)
+	if err != nil {
+		return "", 0, err
+	}
+	return KVKey(id), ttl, nil
+}
+
 func validateSettle(id ID, hookID string, rev uint64) error {
 	if err := validateClaim(id, hookID); err != nil {
 		return err
@@ -290,4 +430,43 @@ func validateSettle(id ID, hookID string, rev uint64) error {
 		return fmt.Errorf("%w: revision must not be 0", ErrInvalid)
 	}
 	return nil
+}
+
+var _ ClaimStarter = (*KV)(nil)
+
+// StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)
+// for a caller that starts many at once and collects them (pipelined claim
+// writes): Wait gives the OK result when the create lands; a refused
+// create — the key is taken, or holds a marker — and any failure to start
+// are for Claim, which reads the holder and answers as always.
+func (s *KV) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
+	if err := validateClaim(id, hookID); err != nil {
+		return nil, err
+	}
+	ttl, err := normTTL(pendingTTL)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.b.CreateStart(KVKey(id), encodeValue(valuePending, hookID), ttl)
+	if err != nil {
+		return nil, storeErr("claim", KVKey(id), err)
+	}
+	return startedKV{c: c, hookID: hookID}, nil
+}
+
+type startedKV struct {
+	c      kvstore.AsyncCreate
+	hookID string
+}
+
+func (c startedKV) Wait(ctx context.Context) (Result, bool, error) {
+	rev, err := c.c.Wait(ctx)
+	switch {
+	case err == nil:
+		return Result{Outcome: OK, Revision: rev, HookID: c.hookID}, true, nil
+	case errors.Is(err, kvstore.ErrWrongLastSequence):
+		return Result{}, false, nil
+	default:
+		return Result{}, true, storeErr("claim", "", err)
+	}
 }

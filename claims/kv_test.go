@@ -195,3 +195,98 @@ func TestParseKVKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketConfigSwitchesExpiryMarkers opens one claims bucket with
+// expiry events on, off and on again (what restarting a node with
+// --claim-expiry-events toggled does): each time the stream's markers
+// follow the setting, an expiring claim leaves a MaxAge marker only while
+// they are on, and the claims already stored survive every switch.
+func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	name := bucketName("switch")
+	st := func() jetstream.Stream {
+		s, err := k.JS.Stream(ctx, kvstore.StreamName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	kept := id("acme", "gh", "kept")
+	for i, on := range []bool{true, false, true} {
+		b := k.Bucket(t, claims.BucketConfig(name, claims.BucketOptions{Replicas: 1, ExpiryEvents: on}))
+		s := newKV(t, b)
+		cfg := st().CachedInfo().Config
+		wantTTL := time.Duration(0)
+		if on {
+			wantTTL = time.Second
+		}
+		if cfg.SubjectDeleteMarkerTTL != wantTTL || !cfg.AllowMsgTTL {
+			t.Fatalf("step %d (events %v): marker TTL %v, allow TTL %v", i, on, cfg.SubjectDeleteMarkerTTL, cfg.AllowMsgTTL)
+		}
+		if i == 0 {
+			r := claim(t, s, kept, "h0", time.Minute)
+			if err := s.Settle(ctx, kept, "h0", r.Revision, hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantOutcome(t, claim(t, s, kept, "hx", time.Minute), claims.Duplicate, "h0")
+
+		// A claim that expires: with markers the server writes a MaxAge
+		// marker after it (the stream's last sequence moves on; the marker
+		// lives 1 s), without it writes nothing.
+		exp := id("acme", "gh", "expires-"+strconv.Itoa(i))
+		r := claim(t, s, exp, "h1", time.Second)
+		subj := b.Subject(claims.KVKey(exp))
+		testkit.Eventually(t, waitTTL, func() bool {
+			_, err := st().GetLastMsgForSubject(ctx, subj)
+			return errors.Is(err, jetstream.ErrMsgNotFound)
+		}, "expired claim (and its marker, if any) gone")
+		info, err := st().Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Nothing else writes to the bucket meanwhile: a later sequence is
+		// the marker.
+		if wrote := info.State.LastSeq > r.Revision; wrote != on {
+			t.Fatalf("step %d (events %v): last seq %d after the claim at %d", i, on, info.State.LastSeq, r.Revision)
+		}
+		wantOutcome(t, claim(t, s, exp, "h2", time.Minute), claims.OK, "h2")
+	}
+}
+
+func TestKVStartClaim(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	s := newKV(t, k.Bucket(t, claims.BucketConfig("startclaim", claims.BucketOptions{})))
+
+	cid := id("acme", "gh", "d1")
+	c, err := s.StartClaim(cid, "h1", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, done, err := c.Wait(ctx)
+	if err != nil || !done || res.Outcome != claims.OK || res.HookID != "h1" || res.Revision == 0 {
+		t.Fatalf("started claim: %+v %v %v", res, done, err)
+	}
+	// A taken key: not done, nothing written; Claim answers as always.
+	c, err = s.StartClaim(cid, "h2", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2, done, err := c.Wait(ctx); done || err != nil {
+		t.Fatalf("taken key: %+v %v %v, want not done", r2, done, err)
+	}
+	if r3, err := s.Claim(ctx, cid, "h2", 30*time.Second); err != nil || r3.Outcome != claims.Pending || r3.HookID != "h1" || r3.Revision != res.Revision {
+		t.Fatalf("claim of the taken key: %+v %v", r3, err)
+	}
+	// Invalid arguments start nothing.
+	if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, claims.ErrInvalid) {
+		t.Fatalf("empty hook id: %v", err)
+	}
+	if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, claims.ErrInvalid) {
+		t.Fatalf("negative ttl: %v", err)
+	}
+}

@@ -237,6 +237,14 @@ func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, t
 	return nil
 }
 
+var _ OwnSettler = (*Memory)(nil)
+
+// SettleOwn is Settle: in memory the holder check costs nothing, so the
+// store checks every caller.
+func (m *Memory) SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	return m.Settle(ctx, id, hookID, rev, ttl)
+}
+
 // Release drops the claim at rev held by hookID, pending or committed.
 //
 // Errors: ErrLost (no claim, stale rev, another hook id); ErrInvalid (id,

@@ -1,7 +1,10 @@
 package claims_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,6 +87,17 @@ func TestKVStore(t *testing.T) {
 	})
 }
 
+// TestKVStoreNoMarkers runs the suite on the default claims bucket: per-key
+// TTLs without expiry markers (no --claim-expiry-events).
+func TestKVStoreNoMarkers(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), claims.BucketOptions{Replicas: 1}))
+		return storeFixture{store: newKV(t, b), elapse: noElapse}
+	})
+}
+
 func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
@@ -134,9 +148,27 @@ func TestKVReplicated(t *testing.T) {
 			return storeFixture{store: newKV(t, b), elapse: noElapse}
 		})
 	})
+	t.Run("StoreSettleOwn", func(t *testing.T) {
+		t.Parallel()
+		var own atomic.Int64
+		wantAtLeast(t, &own, 10, "settles took SettleOwn")
+		runStoreSuite(t, func(t *testing.T) storeFixture {
+			// The default claims bucket: no expiry markers.
+			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
+			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
+		})
+	})
+	t.Run("ClaimManyBatch", func(t *testing.T) {
+		t.Parallel()
+		testClaimManyBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{Replicas: 3}))))
+	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
-		testSettleRightAfterClaim(t, cl)
+		testSettleRightAfterClaim(t, cl, (*claims.KV).Settle)
+	})
+	t.Run("SettleOwnRightAfterClaim", func(t *testing.T) {
+		t.Parallel()
+		testSettleRightAfterClaim(t, cl, (*claims.KV).SettleOwn)
 	})
 	t.Run("Replay", func(t *testing.T) {
 		t.Parallel()
@@ -151,7 +183,10 @@ func TestKVReplicated(t *testing.T) {
 // through every node at once. A direct get may be answered by a replica
 // that has not applied the claim yet; without the leader read that
 // follows such a miss, a few percent of these settles came back ErrLost.
-func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
+// SettleOwn reads nothing before its write (which the leader decides), so
+// it must never fail here either.
+func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit,
+	settle func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error) {
 	ctx := testkit.Context(t)
 	cfg := kvstore.BucketConfig{Name: bucketName("lag"), Replicas: 3}
 	cl.Bucket(t, 0, cfg)
@@ -169,7 +204,7 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
 						t.Errorf("claim %s: %v", cid.Key, err)
 						return
 					}
-					if err := s.Settle(ctx, cid, "h", r.Revision, time.Hour); err != nil {
+					if err := settle(s, ctx, cid, "h", r.Revision, time.Hour); err != nil {
 						lost.Add(1)
 					}
 				}
@@ -180,4 +215,208 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit) {
 	if n := lost.Load(); n > 0 {
 		t.Errorf("%d of %d settles right after their claim failed", n, 3*goroutines*pairs)
 	}
+}
+
+// ownSettling is a Store whose Settle takes the one-write path
+// (claims.SettleOwn) whenever its caller is honest the way the edge is:
+// the revision is that of an OK Claim it made for the same hook id. Other
+// settles (another hook id, a revision read back with Get) go through the
+// inner Settle. Running the conformance suite on it holds SettleOwn to
+// every assertion an honest caller can meet.
+type ownSettling struct {
+	claims.Store
+	mu    sync.Mutex
+	taken map[ownClaim]bool
+	own   *atomic.Int64 // settles that took the one-write path
+}
+
+type ownClaim struct {
+	key, hookID string
+	rev         uint64
+}
+
+func newOwnSettling(inner claims.Store, own *atomic.Int64) *ownSettling {
+	return &ownSettling{Store: inner, taken: map[ownClaim]bool{}, own: own}
+}
+
+func (s *ownSettling) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	r, err := s.Store.Claim(ctx, id, hookID, ttl)
+	if err == nil && r.Outcome == claims.OK {
+		s.mu.Lock()
+		s.taken[ownClaim{claims.KVKey(id), hookID, r.Revision}] = true
+		s.mu.Unlock()
+	}
+	return r, err
+}
+
+func (s *ownSettling) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	s.mu.Lock()
+	mine := id.Validate() == nil && s.taken[ownClaim{claims.KVKey(id), hookID, rev}]
+	s.mu.Unlock()
+	if !mine {
+		return s.Store.Settle(ctx, id, hookID, rev, ttl)
+	}
+	s.own.Add(1)
+	return claims.SettleOwn(ctx, s.Store, id, hookID, rev, ttl)
+}
+
+// wantAtLeast fails t at its end unless counter reached min (so a suite
+// cannot pass without exercising the path counter counts).
+func wantAtLeast(t *testing.T, counter *atomic.Int64, min int64, what string) {
+	t.Cleanup(func() {
+		if n := counter.Load(); n < min {
+			t.Errorf("%d %s, want at least %d", n, what, min)
+		}
+	})
+}
+
+// runWrappedKVSuite runs the Store suite on wrap(a KV store on the
+// default claims bucket, a counter), and fails unless the path the
+// counter counts (what) was taken at least 10 times.
+func runWrappedKVSuite(t *testing.T, what string, wrap func(*claims.KV, *atomic.Int64) claims.Store) {
+	t.Parallel()
+	k := testkit.New(t)
+	var n atomic.Int64
+	wantAtLeast(t, &n, 10, what)
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		// The default claims bucket (no expiry markers), as the edge runs it.
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_wrapped"), claims.BucketOptions{}))
+		return storeFixture{store: wrap(newKV(t, b), &n), elapse: noElapse}
+	})
+}
+
+func TestKVStoreSettleOwn(t *testing.T) {
+	runWrappedKVSuite(t, "settles took SettleOwn", func(s *claims.KV, n *atomic.Int64) claims.Store { return newOwnSettling(s, n) })
+}
+
+func TestMemoryStoreSettleOwn(t *testing.T) {
+	t.Parallel()
+	var own atomic.Int64
+	wantAtLeast(t, &own, 10, "settles took SettleOwn")
+	runStoreSuite(t, func(t *testing.T) storeFixture {
+		c := newFakeClock()
+		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
+	})
+}
+
+// TestKVSettleOwnRefused checks what the read after a refused write says:
+// a second settle of the same claim is ErrLost "already settled", a
+// settle of a claim another hook took over is ErrLost without it.
+func TestKVSettleOwnRefused(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	s := newKV(t, k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_refused")}))
+	a := id("acme", "gh", "again")
+	r := claim(t, s, a, "h1", time.Minute)
+	if err := s.SettleOwn(ctx, a, "h1", r.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	err := s.SettleOwn(ctx, a, "h1", r.Revision, hour)
+	if !errors.Is(err, claims.ErrLost) || !strings.Contains(err.Error(), "already settled") {
+		t.Fatalf("second SettleOwn: %v, want ErrLost (already settled)", err)
+	}
+	b := id("acme", "gh", "taken-over")
+	r1 := claim(t, s, b, "h1", time.Minute)
+	if err := s.Release(ctx, b, "h1", r1.Revision); err != nil {
+		t.Fatal(err)
+	}
+	r2 := claim(t, s, b, "h2", time.Minute)
+	if err := s.Settle(ctx, b, "h2", r2.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	err = s.SettleOwn(ctx, b, "h1", r1.Revision, hour)
+	if !errors.Is(err, claims.ErrLost) || strings.Contains(err.Error(), "already settled") {
+		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
+	}
+	wantState(t, get(t, s, b), claims.StateCommitted, "h2", 0)
+}
+
+// claimingMany is a KV store whose Claim goes through ClaimMany (a batch
+// of one): the conformance suite holds the batch path to Claim's answers.
+type claimingMany struct {
+	*claims.KV
+	calls *atomic.Int64
+}
+
+func (s claimingMany) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	s.calls.Add(1)
+	out := s.ClaimMany(ctx, []claims.ClaimRequest{{ID: id, HookID: hookID, PendingTTL: ttl}})
+	return out[0].Result, out[0].Err
+}
+
+func TestKVStoreClaimMany(t *testing.T) {
+	runWrappedKVSuite(t, "claims took ClaimMany", func(s *claims.KV, n *atomic.Int64) claims.Store { return claimingMany{KV: s, calls: n} })
+}
+
+// testClaimManyBatch sends one batch of every kind of claim at once —
+// new keys, a committed key, another hook's pending key, the caller's own
+// pending key, two hooks racing for one new key, invalid requests — and
+// checks each answer is Claim's.
+func testClaimManyBatch(t *testing.T, s *claims.KV) {
+	ctx := testkit.Context(t)
+	committed, pending, mine := id("acme", "gh", "committed"), id("acme", "gh", "pending"), id("acme", "gh", "mine")
+	rc := claim(t, s, committed, "h0", time.Minute)
+	if err := s.Settle(ctx, committed, "h0", rc.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, s, pending, "h0", time.Minute)
+	rm := claim(t, s, mine, "h1", time.Minute)
+	race := id("acme", "gh", "race")
+	reqs := []claims.ClaimRequest{
+		{ID: id("acme", "gh", "new-1"), HookID: "h1", PendingTTL: time.Minute},
+		{ID: id("globex", "gh", "new-2"), HookID: "h2", PendingTTL: time.Minute},
+		{ID: committed, HookID: "h3", PendingTTL: time.Minute},
+		{ID: pending, HookID: "h4", PendingTTL: time.Minute},
+		{ID: mine, HookID: "h1", PendingTTL: time.Minute},
+		{ID: race, HookID: "hA", PendingTTL: time.Minute},
+		{ID: race, HookID: "hB", PendingTTL: time.Minute},
+		{ID: claims.ID{Source: "gh", Key: "k"}, HookID: "h5", PendingTTL: time.Minute},
+		{ID: id("acme", "gh", "bad-ttl"), HookID: "h6", PendingTTL: -time.Second},
+	}
+	out := s.ClaimMany(ctx, reqs)
+	if len(out) != len(reqs) {
+		t.Fatalf("%d outcomes for %d requests", len(out), len(reqs))
+	}
+	for i, o := range out[:7] {
+		if o.Err != nil {
+			t.Fatalf("request %d: %v", i, o.Err)
+		}
+	}
+	wantOutcome(t, out[0].Result, claims.OK, "h1")
+	wantOutcome(t, out[1].Result, claims.OK, "h2")
+	wantOutcome(t, out[2].Result, claims.Duplicate, "h0")
+	wantOutcome(t, out[3].Result, claims.Pending, "h0")
+	wantOutcome(t, out[4].Result, claims.OK, "h1")
+	if out[4].Result.Revision != rm.Revision {
+		t.Fatalf("own pending claim: revision %d, want %d", out[4].Result.Revision, rm.Revision)
+	}
+	a, b := out[5].Result, out[6].Result
+	if a.Outcome == claims.Pending {
+		a, b = b, a
+	}
+	if a.Outcome != claims.OK || b.Outcome != claims.Pending || b.HookID != a.HookID {
+		t.Fatalf("racing pair: %+v and %+v, want one OK and the other pending on it", out[5].Result, out[6].Result)
+	}
+	for i, o := range out[7:] {
+		if !errors.Is(o.Err, claims.ErrInvalid) {
+			t.Fatalf("invalid request %d: %v, want ErrInvalid", 7+i, o.Err)
+		}
+	}
+	for i, r := range reqs[:2] {
+		wantState(t, get(t, s, r.ID), claims.StatePending, r.HookID, out[i].Result.Revision)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, o := range s.ClaimMany(canceled, reqs[:1]) {
+		if !errors.Is(o.Err, claims.ErrUnavailable) {
+			t.Fatalf("done ctx: %v, want ErrUnavailable", o.Err)
+		}
+	}
+}
+
+func TestKVClaimManyBatch(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	testClaimManyBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{}))))
 }

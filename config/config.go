@@ -13,7 +13,7 @@
 // Every error names what is wrong: the flag (with where its value came from
 // when that was not the command line), or the file field by its full path,
 // e.g. "config: --partitions: must be 1..4096" or
-// `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab" …`.
+// `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket" …`.
 //
 // Secrets (source secrets, --admin-token, --nats-password, --nats-token)
 // never appear when a Config is printed, logged or marshalled: see Secret.
@@ -29,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -86,6 +87,14 @@ type Config struct {
 	Replicas int
 	// AdminToken enables the admin API when set (--admin-token).
 	AdminToken Secret
+	// SecretsKeyFile holds the keys that seal the source secrets stored in
+	// the tenants bucket (--secrets-key-file; see package tenants).
+	SecretsKeyFile string
+
+	// TrustedProxies are the peers whose ClientIPHeader names the client
+	// (--trusted-proxies); ClientIPHeader is that header (--client-ip-header).
+	TrustedProxies []netip.Prefix
+	ClientIPHeader string
 
 	// ReplayCapacity bounds the replay store (--replay-capacity).
 	ReplayCapacity int64
@@ -109,6 +118,15 @@ type Config struct {
 	// (--sync-always). Without it an ack survives a process crash (kill -9)
 	// but not a power loss of the last ~2 minutes' writes.
 	SyncAlways bool
+	// ClaimExpiryEvents publishes claim.expired events (--claim-expiry-events):
+	// the claims bucket keeps expiry markers and an expiry watcher reads
+	// them. Off (the default), the bucket has per-key TTLs without markers
+	// and no watcher runs.
+	ClaimExpiryEvents bool
+	// ClaimsPersist is the claims bucket's persist mode (--claims-persist):
+	// PersistSync (the default) or PersistAsync (R1 only: the server acks
+	// a claim write before it reaches the file).
+	ClaimsPersist string
 
 	// LogLevel is the slog level (--log-level: debug, info, warn, error).
 	LogLevel slog.Level
@@ -137,6 +155,12 @@ type Config struct {
 
 	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
 }
+
+// Values of --claims-persist.
+const (
+	PersistSync  = "sync"
+	PersistAsync = "async"
+)
 
 // NATSAuth are the NATS credentials (--nats-creds, --nats-user,
 // --nats-password, --nats-token, --nats-nkey, --nats-tls-ca,

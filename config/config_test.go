@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -57,10 +58,12 @@ func TestDefaults(t *testing.T) {
 		DedupeTTL:        72 * time.Hour,
 		HooksStream:      "HOOKS",
 		HooksMaxAge:      168 * time.Hour,
+		ClaimsPersist:    "sync",
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		HTTPMaxConns:     4096,
 		MaxInFlightHooks: 512,
+		ClientIPHeader:   "X-Forwarded-For",
 		AllowUnknown:     true,
 		OpenQuickstart:   true,
 		Defaults: config.Defaults{
@@ -160,7 +163,9 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"cluster-tls-ca": "", "cluster-tls-cert": "", "cluster-tls-key": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
-		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true",
+		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
+		"claim-expiry-events": "true", "claims-persist": "sync",
+		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -189,7 +194,11 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if !reflect.DeepEqual(byFlag, byEnv) || !reflect.DeepEqual(byFlag, byFile) {
 		t.Fatalf("flag, env and file differ:\n%+v\n%+v\n%+v", byFlag, byEnv, byFile)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 {
+	if fmt.Sprint(byFlag.TrustedProxies) != "[10.0.0.0/8 192.168.1.1/32]" || byFlag.ClientIPHeader != "X-Real-IP" {
+		t.Fatalf("proxies not applied: %v %q", byFlag.TrustedProxies, byFlag.ClientIPHeader)
+	}
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
+		!byFlag.ClaimExpiryEvents {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	// The second half of the combinations: embedded-server cluster and
@@ -208,6 +217,9 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	cfg = mustLoad(t, []string{"--config", p}, nil)
 	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATS.Token.Reveal() != "t" || cfg.NATSListen != "" {
 		t.Fatalf("routes list in file: %+v", cfg)
+	}
+	if cfg = mustLoad(t, []string{"--claims-persist", "async"}, nil); cfg.ClaimsPersist != config.PersistAsync {
+		t.Fatalf("--claims-persist async: %q", cfg.ClaimsPersist)
 	}
 	cfg = mustLoad(t, []string{"--nats-nkey", "seed.nk"}, nil)
 	if cfg.NATS.NKey != "seed.nk" {
@@ -229,6 +241,8 @@ func TestValidationErrors(t *testing.T) {
 		{nil, map[string]string{"SLUICE_PARTITIONS": "0"}, "config: --partitions (from $SLUICE_PARTITIONS): must be"},
 		{[]string{"--replicas", "6"}, nil, "--replicas: must be 1..5"},
 		{[]string{"--replicas", "3"}, nil, "--replicas: 3 replicas need a cluster"},
+		{[]string{"--claims-persist", "fast"}, nil, `--claims-persist: invalid mode "fast" (want sync or async)`},
+		{[]string{"--claims-persist", "async", "--replicas", "3", "--nats-url", "nats://x"}, nil, "--claims-persist: async is for R1 file storage only, not with --replicas 3"},
 		{[]string{"--http-addr", "localhost"}, nil, "--http-addr: invalid address"},
 		{[]string{"--http-addr", "h:99999"}, nil, "--http-addr: invalid port"},
 		{[]string{"--nats-listen", "nope"}, nil, "--nats-listen: invalid address"},
@@ -314,8 +328,24 @@ func TestFileErrors(t *testing.T) {
 		{"defaults:\n  source: {max_body_bytes: 0}\n", nil, "config: defaults.source.max_body_bytes: must be 1.."},
 		{"tenants:\n  acme:\n    sources:\n      raw: {max_body_bytes: 2147483648}\n", nil, "tenants.acme.sources.raw.max_body_bytes: must be 1.."},
 		{"tenants:\n  acme:\n    sources:\n      gh: {dedupe: \"header:\"}\n", nil, `config: tenants.acme.sources.gh.dedupe: webhook: invalid dedupe spec "header:"`},
-		{"tenants:\n  acme:\n    sources:\n      gh: {verify: gitlab, secret: x}\n", nil, `config: tenants.acme.sources.gh.verify: unknown verifier "gitlab"`},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: bitbucket, secret: x}\n", nil, `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket"`},
 		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe}\n", nil, "config: tenants.acme.sources.pay: verify stripe needs secret or secret_env"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {type: hmac, header: X-Sig, algorithm: hmac-sha256, format: single, encoding: hex, signed: \"{timestamp}\"}, secret: 0123456789abcdef}\n", nil, "config: tenants.acme.sources.gh.verify: webhook: invalid verification scheme"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {type: hmac, hedaer: X}, secret: 0123456789abcdef}\n", nil, `config: tenants.acme.sources.gh.verify: "hedaer": webhook: invalid verification scheme: unknown field`},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {name: twilio}, secret: 0123456789abcdef}\n", nil, "config: tenants.acme.sources.gh.verify: webhook: invalid verification scheme twilio"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: slack, secret: short}\n", nil, "config: tenants.acme.sources.gh.secret: webhook: invalid secret"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {event_type: \"json:\"}\n", nil, "config: tenants.acme.sources.gh.event_type: webhook: invalid event_type spec"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {methods: [GET]}\n", nil, `config: tenants.acme.sources.gh.methods: "GET" is not one of POST, PUT, PATCH`},
+		{"tenants:\n  acme:\n    sources:\n      gh: {methods: []}\n", nil, "config: tenants.acme.sources.gh.methods: give at least one method"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {handshake: crc}\n", nil, "config: tenants.acme.sources.gh.handshake: crc needs verify with an hmac-sha256 scheme"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {handshake: crc, verify: stripe, secret: x}\n", nil, "config: tenants.acme.sources.gh.handshake: crc needs verify"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {handshake: okta}\n", nil, `config: tenants.acme.sources.gh.handshake: unknown handshake "okta" (want slack or crc)`},
+		{"tenants:\n  acme:\n    sources:\n      gh: {content_types: [json]}\n", nil, "config: tenants.acme.sources.gh.content_types:"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {ip_allow: [\"10.0.0.0/8\", \"fe80::1%eth0\"]}\n", nil, "config: tenants.acme.sources.gh.ip_allow:"},
+		{"trusted_proxies: 10.0.0.0/99\n", nil, "--trusted-proxies (from trusted_proxies in "},
+		{"client_ip_header: \"X Y\"\n", nil, "--client-ip-header (from client_ip_header in "},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: [slack], secret: x}\n", nil, "tenants.acme.sources.gh.verify: want a preset name or a mapping"},
+		{"tenants:\n  acme:\n    sources:\n      gh: {verify: {name: svix, fallback: {header: [x]}}, secret: x}\n", nil, "tenants.acme.sources.gh.verify.fallback.header: want a string"},
 		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret: \"\"}\n", nil, "config: tenants.acme.sources.pay: verify stripe needs secret or secret_env"},
 		{"tenants:\n  acme:\n    sources:\n      pay: {secret: s3cr3t}\n", nil, "config: tenants.acme.sources.pay: a secret needs verify"},
 		{"tenants:\n  acme:\n    sources:\n      pay: {verify: stripe, secret: a, secret_env: B}\n", nil, "tenants.acme.sources.pay: secret and secret_env are exclusive"},

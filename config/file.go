@@ -54,13 +54,26 @@ type fileTenant struct {
 	Sources      map[string]*fileSource `yaml:"sources"`
 }
 
+// fileVerify is a source's verify: a preset's name ("github") or a
+// scheme's fields (webhook.SchemeFromFields; fallback as a mapping).
+type fileVerify struct {
+	Fields map[string]string
+}
+
+var fileVerifyType = reflect.TypeOf(fileVerify{})
+
 type fileSource struct {
 	Dedupe       *string     `yaml:"dedupe"`
-	Verify       *string     `yaml:"verify"`
+	Verify       *fileVerify `yaml:"verify"`
 	Secret       *string     `yaml:"secret"`
 	SecretEnv    *string     `yaml:"secret_env"`
 	MaxBodyBytes *int64      `yaml:"max_body_bytes"`
 	Limits       *fileLimits `yaml:"limits"`
+	EventType    *string     `yaml:"event_type"`
+	Methods      []string    `yaml:"methods"`
+	Handshake    *string     `yaml:"handshake"`
+	ContentTypes []string    `yaml:"content_types"`
+	IPAllow      []string    `yaml:"ip_allow"`
 }
 
 // maxFileNodes bounds the nodes visited while decoding (aliases included),
@@ -241,6 +254,9 @@ func (w *walker) decode(n *yaml.Node, v reflect.Value, path string) error {
 	if isNull(n) {
 		return nil // not set
 	}
+	if v.Type() == fileVerifyType {
+		return w.decodeVerify(n, v, path)
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
@@ -336,6 +352,54 @@ func (w *walker) decode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		return nil
 	}
+}
+
+// decodeVerify decodes a source's verify: a scalar names a preset; a
+// mapping gives the scheme's fields (scalars; fallback a mapping of
+// scalars, flattened to fallback.<field>).
+func (w *walker) decodeVerify(n *yaml.Node, v reflect.Value, path string) error {
+	fields := map[string]string{}
+	if n.Kind == yaml.ScalarNode {
+		fields["name"] = n.Value
+		v.Set(reflect.ValueOf(fileVerify{Fields: fields}))
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: %s: want a preset name or a mapping", n.Line, path)
+	}
+	var add func(n *yaml.Node, prefix string, nested bool) error
+	add = func(n *yaml.Node, prefix string, nested bool) error {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, err := w.key(n.Content[i], path)
+			if err != nil {
+				return err
+			}
+			e, err := w.deref(n.Content[i+1])
+			if err != nil {
+				return err
+			}
+			p := path + "." + prefix + key
+			if _, dup := fields[prefix+key]; dup {
+				return fmt.Errorf("line %d: duplicate field %s", n.Content[i].Line, p)
+			}
+			switch {
+			case key == "fallback" && !nested && e.Kind == yaml.MappingNode:
+				if err := add(e, "fallback.", true); err != nil {
+					return err
+				}
+			case e.Kind == yaml.ScalarNode && !isNull(e):
+				fields[prefix+key] = e.Value
+			default:
+				return fmt.Errorf("line %d: %s: want a string", e.Line, p)
+			}
+		}
+		return nil
+	}
+	if err := add(n, "", false); err != nil {
+		return err
+	}
+	v.Set(reflect.ValueOf(fileVerify{Fields: fields}))
+	return nil
 }
 
 // fieldByTag returns the field of struct v whose yaml tag is key.

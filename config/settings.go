@@ -192,6 +192,7 @@ var settings = []setting{
 		}
 		return nil
 	}},
+	{"secrets-key-file", "path", "", "file of AES-256 keys (\"<id> <base64 of 32 bytes>\" per line, the first one encrypts) that seal source secrets stored through the admin API", str(func(c *Config) *string { return &c.SecretsKeyFile })},
 	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<40)
 		c.ReplayCapacity = n
@@ -219,6 +220,39 @@ var settings = []setting{
 		c.SyncAlways = b
 		return err
 	}},
+	{"claim-expiry-events", "bool", "false", "publish claim.expired events (expiry markers in the claims bucket and a watcher; costs ~3 messages per claim)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.ClaimExpiryEvents = b
+		return err
+	}},
+	{"claims-persist", "mode", PersistSync, "claims bucket persistence: sync, or async (R1 only: acked before written; a server crash can lose the last claims)", func(c *Config, v string) error {
+		if v != PersistSync && v != PersistAsync {
+			return fmt.Errorf("invalid mode %q (want %s or %s)", v, PersistSync, PersistAsync)
+		}
+		c.ClaimsPersist = v
+		return nil
+	}},
+	{"trusted-proxies", "cidrs", "", "comma-separated proxies (CIDRs) whose --client-ip-header names the client for sources' ip_allow", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, s := range strings.Split(v, ",") {
+			if strings.TrimSpace(s) == "" {
+				continue
+			}
+			p, err := ParsePrefix(s)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
+	{"client-ip-header", "header", "X-Forwarded-For", "header a trusted proxy names the client in (rightmost address that is not a trusted proxy)", func(c *Config, v string) error {
+		if !validHeaderName(v) {
+			return fmt.Errorf("%.64q is not a header name", v)
+		}
+		c.ClientIPHeader = v
+		return nil
+	}},
 	{"log-level", "level", "info", "debug, info, warn or error", func(c *Config, v string) error {
 		switch v {
 		case "debug":
@@ -244,6 +278,20 @@ var settings = []setting{
 }
 
 // str sets a free-form string field.
+// validHeaderName reports whether s is an HTTP token of 1..128 bytes.
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 func str(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		*field(c) = v
@@ -394,6 +442,9 @@ func (c *Config) check() error {
 		if c.ClusterName != "" {
 			return errors.New("config: --cluster-name: needs --cluster-listen")
 		}
+	}
+	if c.ClaimsPersist == PersistAsync && c.Replicas > 1 {
+		return fmt.Errorf("config: --claims-persist: async is for R1 file storage only, not with --replicas %d (a replicated claim is as durable as its quorum)", c.Replicas)
 	}
 	if c.Replicas > 1 && c.NATSURL == "" && c.ClusterListen == "" {
 		return fmt.Errorf("config: --replicas: %d replicas need a cluster (--cluster-listen or --nats-url)", c.Replicas)

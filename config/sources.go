@@ -1,9 +1,11 @@
 package config
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/nats-io/nkeys"
 
@@ -97,11 +99,21 @@ type Source struct {
 	// Configured is true for a source listed in the file, false for one
 	// allowed by allow_unknown with the defaults.
 	Configured bool
+	// Handshake is the challenge the source answers without storing a
+	// hook: "" (none), HandshakeSlack or HandshakeCRC.
+	Handshake string
+	// Access is the source's methods, content types and client addresses.
+	Access Access
+	// EventType says where the source's event type is (zero: not set,
+	// hooks are stored without a type token).
+	EventType webhook.EventType
 	// Limits are the source's own budgets (completed from its tenant's
 	// limits), charged instead of the tenant's: a source with its own
 	// limits neither spends nor is starved by its tenant's budget. nil: the
 	// source shares its tenant's budget.
 	Limits *Limits
+
+	secretSum digest // of the secret, to tell a changed one on reload (never printed)
 }
 
 // Source returns the effective configuration of tenant's source: the listed
@@ -227,7 +239,7 @@ func (c *Config) resolveFile(f *fileConfig, getenv func(string) string) error {
 				c.Defaults.Source.Dedupe = dd
 			}
 			if s.MaxBodyBytes != nil {
-				if err := checkBodyLimit(*s.MaxBodyBytes); err != nil {
+				if err := CheckBodyLimit(*s.MaxBodyBytes); err != nil {
 					return fmt.Errorf("config: defaults.source.max_body_bytes: %w", err)
 				}
 				c.Defaults.Source.MaxBodyBytes = *s.MaxBodyBytes
@@ -295,17 +307,30 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 		s.Dedupe = d
 	}
 	if fs.MaxBodyBytes != nil {
-		if err := checkBodyLimit(*fs.MaxBodyBytes); err != nil {
+		if err := CheckBodyLimit(*fs.MaxBodyBytes); err != nil {
 			return Source{}, fmt.Errorf("config: %s.max_body_bytes: %w", path, err)
 		}
 		s.MaxBodyBytes = *fs.MaxBodyBytes
 	}
-	verify := ""
-	if fs.Verify != nil {
-		verify = *fs.Verify
+	a, err := ParseAccess(fs.Methods, fs.ContentTypes, fs.IPAllow)
+	if err != nil {
+		return Source{}, fmt.Errorf("config: %s.%w", path, err)
 	}
-	if verify != "" && !webhook.KnownVerifier(verify) {
-		return Source{}, fmt.Errorf("config: %s.verify: unknown verifier %q (want github, stripe or standard_webhooks)", path, verify)
+	s.Access = a
+	if fs.EventType != nil {
+		e, err := webhook.ParseEventType(*fs.EventType)
+		if err != nil {
+			return Source{}, fmt.Errorf("config: %s.event_type: %w", path, err)
+		}
+		s.EventType = e
+	}
+	var scheme *webhook.Scheme
+	if fs.Verify != nil {
+		sc, err := SchemeOf(fs.Verify.Fields)
+		if err != nil {
+			return Source{}, fmt.Errorf("config: %s.verify: %w", path, err)
+		}
+		scheme = &sc
 	}
 	secret, hasSecret := "", fs.Secret != nil && *fs.Secret != ""
 	if hasSecret {
@@ -326,22 +351,67 @@ func (c *Config) resolveSource(fs *fileSource, path string, tenantLimits Limits,
 		hasSecret = true
 	}
 	switch {
-	case verify == "" && hasSecret:
-		return Source{}, fmt.Errorf("config: %s: a secret needs verify (github, stripe or standard_webhooks)", path)
-	case verify != "" && !hasSecret:
-		return Source{}, fmt.Errorf("config: %s: verify %s needs secret or secret_env", path, verify)
-	case verify != "":
-		v, err := webhook.NewVerifier(verify, secret)
+	case scheme == nil && hasSecret:
+		return Source{}, fmt.Errorf("config: %s: a secret needs verify (%s)", path, schemeNames())
+	case scheme != nil && !hasSecret:
+		return Source{}, fmt.Errorf("config: %s: verify %s needs secret or secret_env", path, schemeLabel(*scheme))
+	case scheme != nil:
+		v, err := webhook.NewSchemeVerifier(*scheme, secret)
 		if err != nil { // never contains the secret
 			field := ".secret"
-			if fs.SecretEnv != nil {
+			switch {
+			case !errors.Is(err, webhook.ErrInvalidSecret):
+				field = ".verify"
+			case fs.SecretEnv != nil:
 				field = ".secret_env"
 			}
 			return Source{}, fmt.Errorf("config: %s%s: %w", path, field, err)
 		}
 		s.Verifier = v
+		s.secretSum = digest(sha256.Sum256([]byte(secret)))
+	}
+	if fs.Handshake != nil {
+		var resolved *webhook.Scheme
+		if sv, ok := s.Verifier.(*webhook.SchemeVerifier); ok {
+			r := sv.Scheme()
+			resolved = &r
+		}
+		if err := CheckHandshake(*fs.Handshake, resolved); err != nil {
+			return Source{}, fmt.Errorf("config: %s.handshake: %w", path, err)
+		}
+		s.Handshake = *fs.Handshake
 	}
 	return s, nil
+}
+
+// SchemeOf reads a source's verify given as fields (webhook.SchemeFromFields):
+// {"name": <preset>} alone is the preset; a name that is neither a preset nor
+// given with a type is an error that lists the accepted names. The scheme
+// is validated (webhook.ErrInvalidScheme).
+func SchemeOf(fields map[string]string) (webhook.Scheme, error) {
+	s, err := webhook.SchemeFromFields(fields)
+	if err != nil {
+		return webhook.Scheme{}, err
+	}
+	if s.Type == "" && s.Name != "" && !webhook.KnownScheme(s.Name) {
+		return webhook.Scheme{}, fmt.Errorf("unknown verifier %.64q (want %s)", s.Name, schemeNames())
+	}
+	if err := s.Validate(); err != nil {
+		return webhook.Scheme{}, err
+	}
+	return s, nil
+}
+
+// schemeNames lists what a verify may name: the presets, or a custom scheme.
+func schemeNames() string {
+	return "one of " + strings.Join(webhook.Presets(), ", ") + ", or a custom scheme with type hmac, token or basic"
+}
+
+func schemeLabel(s webhook.Scheme) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Type
 }
 
 // mergeLimits completes f with base and validates the result.
@@ -368,7 +438,8 @@ func mergeLimits(base Limits, f *fileLimits, path string) (Limits, error) {
 	return out, nil
 }
 
-func checkBodyLimit(n int64) error {
+// CheckBodyLimit checks a max_body_bytes value: 1..MaxBodyBytesLimit.
+func CheckBodyLimit(n int64) error {
 	if n < 1 || n > MaxBodyBytesLimit {
 		return fmt.Errorf("must be 1..%d, got %d", MaxBodyBytesLimit, n)
 	}

@@ -2,9 +2,14 @@ package config_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -393,4 +398,78 @@ func TestNATSUsers(t *testing.T) {
 			t.Errorf("%q: %v, want %q", c.yaml, err, c.err)
 		}
 	}
+}
+
+// TestVerifySchemesInFile: a source's verify names any preset, overrides a
+// preset's fields, or describes a custom scheme; each verifies what it
+// should and nothing else.
+func TestVerifySchemesInFile(t *testing.T) {
+	const secret = "0123456789abcdef-s3cret"
+	y := `
+tenants:
+  acme:
+    sources:
+      slack: {verify: slack, secret: "` + secret + `"}
+      key:   {verify: {name: api_key, header: X-Hook-Key}, secret: "` + secret + `"}
+      lab:   {verify: gitlab, secret: "` + secret + `"}
+      own:
+        secret: "` + secret + `"
+        verify:
+          name: acme-signer
+          type: hmac
+          algorithm: hmac-sha512
+          header: X-Sig
+          format: single
+          prefix: "sha512="
+          encoding: hex
+          signed: "{timestamp}.{body}"
+          timestamp_header: X-Ts
+          tolerance: 5m
+          fallback: {header: X-Old-Sig, timestamp_header: X-Old-Ts}
+`
+	cfg := mustLoad(t, []string{"--config", writeFile(t, y)}, env(nil))
+	now := time.Unix(1700000000, 0)
+	body := []byte(`{"n":1}`)
+	ts := "1700000000"
+	verify := func(source string, h http.Header, b []byte) (webhook.Verified, error) {
+		t.Helper()
+		s, err := cfg.Source("acme", source)
+		if err != nil || s.Verifier == nil {
+			t.Fatalf("%s: %+v, %v", source, s, err)
+		}
+		return s.Verifier.Verify(h, b, now)
+	}
+	slackSig := "v0=" + macHex(sha256.New, secret, "v0:"+ts+":"+string(body))
+	if v, err := verify("slack", http.Header{"X-Slack-Signature": {slackSig}, "X-Slack-Request-Timestamp": {ts}}, body); err != nil || !v.BodySigned || v.Timestamp != now.Unix() {
+		t.Fatalf("slack: %+v, %v", v, err)
+	}
+	ownSig := "sha512=" + macHex(sha512.New, secret, ts+"."+string(body))
+	if v, err := verify("own", http.Header{"X-Sig": {ownSig}, "X-Ts": {ts}}, body); err != nil || !v.BodySigned {
+		t.Fatalf("own: %+v, %v", v, err)
+	}
+	if _, err := verify("own", http.Header{"X-Old-Sig": {ownSig}, "X-Old-Ts": {ts}}, body); err != nil {
+		t.Fatalf("own via fallback: %v", err)
+	}
+	if _, err := verify("own", http.Header{"X-Sig": {ownSig}, "X-Ts": {ts}}, []byte(`{"n":2}`)); err == nil {
+		t.Fatal("own verified another body")
+	}
+	if v, err := verify("key", http.Header{"X-Hook-Key": {secret}}, body); err != nil || v.BodySigned {
+		t.Fatalf("key: %+v, %v", v, err)
+	}
+	if _, err := verify("key", http.Header{"X-Api-Key": {secret}}, body); err == nil {
+		t.Fatal("key verified the preset's header after an override")
+	}
+	if _, err := verify("lab", http.Header{"X-Gitlab-Token": {secret}}, body); err != nil {
+		t.Fatalf("gitlab: %v", err)
+	}
+	s, _ := cfg.Source("acme", "own")
+	if s.Verifier.Name() != "acme-signer" {
+		t.Fatalf("name %q", s.Verifier.Name())
+	}
+}
+
+func macHex(h func() hash.Hash, key, msg string) string {
+	m := hmac.New(h, []byte(key))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
 }

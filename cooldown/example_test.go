@@ -4,45 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // Example shares a penalty and a reading between two instances using the
-// same account. It runs an embedded server the way testkit does (testkit.New
-// needs a *testing.T; in a test, use testkit.New(t) and kit.Bucket instead).
+// same account, on an embedded server from testkit.
 func Example() {
-	dir, err := os.MkdirTemp("", "cooldown-example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect()
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		panic(err)
-	}
+	t := testkit.NewStandalone() // in a test: testkit.New(t) with the test's *testing.T
+	defer t.Close()
+	k := testkit.New(t)
+	bucket := k.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bucket, err := kvstore.OpenBucket(ctx, js, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))
-	if err != nil {
-		panic(err)
-	}
 
 	// A fixed clock keeps the output stable.
 	const now = 1_700_000_000_000 // Unix ms

@@ -26,6 +26,12 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("PUT /v1/admin/tenants/{tenant}/limits", h.admin("put_limits", h.putLimits))
 	h.mux.HandleFunc("DELETE /v1/admin/tenants/{tenant}/limits", h.admin("delete_limits", h.deleteLimits))
 	h.mux.HandleFunc("GET /v1/admin/claims/{tenant}/{source}/{key...}", h.admin("get_claim", h.getClaim))
+	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}/{key...}", h.admin("get_receipt", h.getReceipt))
+	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}", h.admin("get_receipt", h.getReceipt))
+	h.mux.HandleFunc("POST /v1/admin/hooks/{tenant}/rewind", h.admin("rewind", h.postRewind))
+	for _, r := range h.cfg.AdminRoutes {
+		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))
+	}
 }
 
 // tokenEqual compares tokens in constant time (hashing first so the length

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/sluice-dev/sluice/quota"
@@ -22,6 +23,19 @@ import (
 // configuration does not allow (404 unknown_source).
 var ErrUnknownSource = errors.New("edge: unknown source")
 
+// ErrSourceUnavailable is returned by a Policy for a source that exists but
+// cannot be served on this node (e.g. its secret does not open here): 503
+// source_unavailable, never an unverified accept.
+var ErrSourceUnavailable = errors.New("edge: source unavailable")
+
+// AdminRoute is an admin API route served behind the admin token (see
+// Config.AdminRoutes). Op names it in the metric (a fixed value).
+type AdminRoute struct {
+	Pattern string // net/http pattern, e.g. "GET /v1/admin/tenants/{tenant}"
+	Op      string
+	Handler http.HandlerFunc
+}
+
 // Verified is what a successful signature check yields for the replay claim.
 type Verified struct {
 	// MessageID is the provider's message id ("" when the provider has none).
@@ -30,6 +44,9 @@ type Verified struct {
 	Timestamp int64
 	// Tolerance is the accepted clock skew around Timestamp.
 	Tolerance time.Duration
+	// BodySigned is true when the signature covers the body: only then is
+	// a source without a signed timestamp deduped on the body (ContentKey).
+	BodySigned bool
 }
 
 // Source is the effective configuration of one tenant/source pair.
@@ -41,6 +58,25 @@ type Source struct {
 	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)
 	// MaxBodyBytes bounds the body (413 beyond it).
 	MaxBodyBytes int64
+	// Methods the source accepts (nil: POST), ContentTypes (media types
+	// without parameters, "type/*" for a whole type; nil: any) and IPAllow
+	// (client prefixes; nil: any). Refused with 405, 415 and 403 before
+	// the body is read, charged or claimed.
+	Methods      []string
+	ContentTypes []string
+	IPAllow      []netip.Prefix
+	// CRC, when set, makes the source answer GET ?crc_token=T with
+	// {"response_token": CRC(T)} (Twitter-style), and refuse bodies a CRC
+	// token could be (the answer would sign them). ok=false: 503.
+	CRC func(token string) (response string, ok bool)
+	// URLVerification makes the source answer a verified POST
+	// {"type":"url_verification","challenge":C} with {"challenge":C}
+	// (Slack) instead of storing it.
+	URLVerification bool
+	// EventType, when set, returns the request's event type ("" when
+	// absent): the source's hooks are then stored under
+	// TypedHooksSubject. nil: HooksSubject (no type token).
+	EventType func(h http.Header, body []byte) string
 	// Limits, when set, are the source's own budgets, charged instead of
 	// its tenant's (under the kinds SourceKind names): the source neither
 	// spends nor is starved by the tenant's budget.

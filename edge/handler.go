@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -50,18 +51,25 @@ type Config struct {
 	// MaxPayload returns the NATS connection's max payload (nil: not
 	// checked): a body over it minus HookOverheadBytes is answered 413.
 	MaxPayload func() int64
+	// TrustedProxies are the peers whose ClientIPHeader names the client
+	// for sources' IPAllow (nil: the peer is the client). ClientIPHeader
+	// defaults to X-Forwarded-For; the client is its rightmost address
+	// that is not a trusted proxy.
+	TrustedProxies []netip.Prefix
+	ClientIPHeader string
 	// VerifyFailures is each verifying source's budget of signature
 	// checks that fail (default DefaultVerifyFailures); beyond it, 429
 	// without checking.
 	VerifyFailures Rate
 
-	AdminToken string       // enables the admin API when set
-	Ready      func() error // readiness check for /readyz (nil: always ready)
-	Gatherer   prometheus.Gatherer
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger
-	Now        func() time.Time
-	NewID      func() string
+	AdminToken  string       // enables the admin API when set
+	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
+	Ready       func() error // readiness check for /readyz (nil: always ready)
+	Gatherer    prometheus.Gatherer
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
+	Now         func() time.Time
+	NewID       func() string
 }
 
 // HookStorer durably stores a hook (HookStore implements it). Any error
@@ -141,6 +149,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
+	if cfg.ClientIPHeader == "" {
+		cfg.ClientIPHeader = "X-Forwarded-For"
+	}
 	if cfg.VerifyFailures == (Rate{}) {
 		cfg.VerifyFailures = DefaultVerifyFailures
 	}
@@ -158,7 +169,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit,
 		slots: make(chan struct{}, cfg.MaxInFlight)}
-	h.mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", h.serveHook)
+	for _, m := range hookMethods {
+		h.mux.HandleFunc(m+" /v1/hooks/{tenant}/{source}", h.serveHook)
+	}
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method_not_allowed"})

@@ -4,18 +4,24 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // Bounds of a webhook request besides its source's max_body_bytes.
@@ -72,7 +78,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
-	if !h.resolveSource(q) || !h.readBody(q) || !h.verify(q) {
+	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
 	if !h.admit(q) || !h.store(q) {
@@ -94,12 +100,151 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 		return false
 	}
 	src, err := h.cfg.Policy.Source(q.tenant, q.source)
+	if errors.Is(err, ErrSourceUnavailable) {
+		q.w.Header().Set("Retry-After", "5")
+		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		return false
+	}
 	if err != nil {
 		h.fail(q.w, "unknown_source", http.StatusNotFound, errorBody{Error: "unknown_source"})
 		return false
 	}
 	q.src = src
 	return true
+}
+
+// hookMethods are the methods routed to serveHook; a source accepts POST
+// unless its Methods say otherwise (config.HookMethods).
+var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet}
+
+// checkAccess applies the source's request policy before any work: the
+// client address (403), the method (405) and the content type (415).
+func (h *Handler) checkAccess(q *hookRequest) bool {
+	if len(q.src.IPAllow) > 0 {
+		ip, ok := h.clientIP(q.r)
+		if !ok || !slices.ContainsFunc(q.src.IPAllow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			h.fail(q.w, "forbidden", http.StatusForbidden, errorBody{Error: "forbidden"})
+			return false
+		}
+	}
+	methods := q.src.Methods
+	if methods == nil {
+		methods = hookMethods[:1]
+	}
+	if q.r.Method == http.MethodGet && q.src.CRC != nil {
+		return true // the CRC handshake (answerCRC)
+	}
+	if !slices.Contains(methods, q.r.Method) {
+		q.w.Header().Set("Allow", strings.Join(methods, ", "))
+		h.fail(q.w, "method_not_allowed", http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed"})
+		return false
+	}
+	if len(q.src.ContentTypes) > 0 && !acceptsContentType(q.src.ContentTypes, q.r.Header.Get("Content-Type")) {
+		h.fail(q.w, "unsupported_media_type", http.StatusUnsupportedMediaType, errorBody{Error: "unsupported_media_type"})
+		return false
+	}
+	return true
+}
+
+// answerCRC answers a CRC source's GET ?crc_token=T (checkAccess lets GET
+// through only for such a source) without storing anything.
+func (h *Handler) answerCRC(q *hookRequest) bool {
+	if q.r.Method != http.MethodGet {
+		return true
+	}
+	tok := q.r.URL.Query().Get("crc_token")
+	if !webhook.ValidCRCToken(tok) {
+		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		return false
+	}
+	resp, ok := q.src.CRC(tok)
+	if !ok {
+		q.w.Header().Set("Retry-After", "5")
+		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		return false
+	}
+	h.m.requests.WithLabelValues("handshake", "200").Inc()
+	writeJSON(q.w, http.StatusOK, map[string]string{"response_token": resp})
+	return false
+}
+
+// maxChallengeBytes bounds an echoed url_verification challenge.
+const maxChallengeBytes = 1024
+
+// answerChallenge runs after verification: a CRC source refuses a body a
+// CRC token could be (its CRC answer is a valid signature of it), and a
+// url_verification source answers the challenge instead of storing it.
+func (h *Handler) answerChallenge(q *hookRequest) bool {
+	if q.src.CRC != nil && webhook.ValidCRCToken(string(q.body)) {
+		h.fail(q.w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+		return false
+	}
+	if !q.src.URLVerification {
+		return true
+	}
+	var c struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if json.Unmarshal(q.body, &c) != nil || c.Type != "url_verification" {
+		return true // an event: stored as usual
+	}
+	if c.Challenge == "" || len(c.Challenge) > maxChallengeBytes {
+		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		return false
+	}
+	h.m.requests.WithLabelValues("handshake", "200").Inc()
+	writeJSON(q.w, http.StatusOK, map[string]string{"challenge": c.Challenge})
+	return false
+}
+
+// acceptsContentType reports whether the media type of ct (parameters
+// ignored, case-insensitive) is one of allowed ("type/*" matches a type).
+func acceptsContentType(allowed []string, ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	typ, _, _ := strings.Cut(mt, "/")
+	for _, a := range allowed {
+		if a == mt || strings.HasSuffix(a, "/*") && a[:len(a)-2] == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// clientIP is the request's client: the peer, or, when the peer is a
+// trusted proxy, the rightmost address of ClientIPHeader that is not a
+// trusted proxy (addresses left of it are the client's to forge). ok is
+// false when no address can be read.
+func (h *Handler) clientIP(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	ip := ap.Addr().Unmap()
+	if !h.trusted(ip) {
+		return ip, true
+	}
+	vals := r.Header.Values(h.cfg.ClientIPHeader)
+	for i := len(vals) - 1; i >= 0; i-- {
+		parts := strings.Split(vals[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return netip.Addr{}, false // a malformed hop: refuse, never guess
+			}
+			if a = a.Unmap(); !h.trusted(a) {
+				return a, true
+			}
+		}
+	}
+	return ip, true // only trusted proxies: the last one is the client
+}
+
+func (h *Handler) trusted(ip netip.Addr) bool {
+	return slices.ContainsFunc(h.cfg.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(ip) })
 }
 
 // bodyLimit is the largest body the source accepts that also fits in one
@@ -162,11 +307,13 @@ func (h *Handler) verify(q *hookRequest) bool {
 		return false
 	}
 	h.failures.Refund(fkey, h.failLimit, now)
-	if v.Timestamp == 0 {
+	if v.Timestamp == 0 && v.BodySigned {
 		// No signed timestamp (GitHub): a captured request re-sent with a
 		// fresh delivery id carries a valid signature forever. Dedupe on
 		// the signed content instead, so that it (and a genuine
-		// redelivery) is a duplicate of the original.
+		// redelivery) is a duplicate of the original. Not for a token or
+		// basic auth: the credential signs no body, and two identical
+		// legitimate bodies are two hooks (the source's dedupe decides).
 		q.key = ContentKey(q.body)
 	}
 	return h.claimNonce(q, v)
@@ -400,10 +547,14 @@ func (h *Handler) store(q *hookRequest) bool {
 	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
 	t1 := time.Now()
-	_, err := h.cfg.Hooks.Store(pctx, Hook{
+	hook := Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
 		ReceivedAt: q.start, ContentType: q.r.Header.Get("Content-Type"), Body: q.body,
-	})
+	}
+	if q.src.EventType != nil {
+		hook.Typed, hook.Type = true, q.src.EventType(q.r.Header, q.body)
+	}
+	_, err := h.cfg.Hooks.Store(pctx, hook)
 	h.m.pubLatency.Observe(time.Since(t1).Seconds())
 	pcancel()
 	if err != nil {
@@ -463,11 +614,12 @@ func (h *Handler) releaseLostClaim(q *hookRequest) {
 	h.releaseClaim(q, id)
 }
 
-// settleClaim commits the claim of a stored hook.
+// settleClaim commits the claim of a stored hook. q.rep.Revision is our
+// own claim's (the hit took it for q.hookID): it settles in one write.
 func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout*4)
 	defer cancel()
-	if err := h.cfg.Claims.Settle(ctx, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
+	if err := claims.SettleOwn(ctx, h.cfg.Claims, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be
 		// accepted once more after the pending claim expires.
 		h.m.claimOutcome.WithLabelValues("settle_lost").Inc()

@@ -23,11 +23,8 @@ type Overrides struct {
 
 	mu    sync.RWMutex
 	cache map[string]Limits
-	ready chan struct{}
 
-	stop   context.CancelFunc
-	done   chan struct{}
-	closer sync.Once
+	f *kvstore.Follower
 }
 
 // NewOverrides returns an Overrides on bucket b. Call Start to load and
@@ -36,74 +33,44 @@ func NewOverrides(b *kvstore.Bucket, log *slog.Logger) *Overrides {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Overrides{b: b, log: log, cache: map[string]Limits{}, ready: make(chan struct{}), done: make(chan struct{})}
+	return &Overrides{b: b, log: log, cache: map[string]Limits{}}
 }
 
 // Start loads every override and keeps following changes until Stop. It
 // returns once the initial values are loaded (or ctx ends).
 func (o *Overrides) Start(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(context.Background())
-	o.stop = cancel
-	w, err := o.b.KV().WatchAll(wctx, jetstream.IncludeHistory())
+	f, err := kvstore.Follow(ctx, o.b.KV(), o.apply, nil)
 	if err != nil {
-		cancel()
-		close(o.done)
-		return fmt.Errorf("edge: watch overrides: %w", kvstore.MapError(err))
+		return fmt.Errorf("edge: overrides: %w", err)
 	}
-	go o.follow(wctx, w)
-	select {
-	case <-o.ready:
-		return nil
-	case <-ctx.Done():
-		o.Stop()
-		return ctx.Err()
-	}
+	o.f = f
+	return nil
 }
 
-func (o *Overrides) follow(ctx context.Context, w jetstream.KeyWatcher) {
-	defer close(o.done)
-	defer func() { _ = w.Stop() }()
-	readyOnce := sync.Once{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil { // end of the initial values
-				readyOnce.Do(func() { close(o.ready) })
-				continue
-			}
-			tenant, err := kvstore.DecodeToken(e.Key())
-			if err != nil {
-				continue
-			}
-			o.mu.Lock()
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(o.cache, tenant)
-			} else {
-				var l Limits
-				if err := json.Unmarshal(e.Value(), &l); err == nil {
-					o.cache[tenant] = l
-				} else {
-					o.log.Warn("ignoring malformed limit override", "error", err)
-				}
-			}
-			o.mu.Unlock()
-		}
+func (o *Overrides) apply(e jetstream.KeyValueEntry, _ bool) {
+	tenant, err := kvstore.DecodeToken(e.Key())
+	if err != nil {
+		return
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(o.cache, tenant)
+		return
+	}
+	var l Limits
+	if err := json.Unmarshal(e.Value(), &l); err != nil {
+		o.log.Warn("ignoring malformed limit override", "error", err)
+		return
+	}
+	o.cache[tenant] = l
 }
 
 // Stop ends the watcher and waits for it.
 func (o *Overrides) Stop() {
-	o.closer.Do(func() {
-		if o.stop != nil {
-			o.stop()
-		}
-	})
-	<-o.done
+	if o.f != nil {
+		o.f.Stop()
+	}
 }
 
 // Get returns the cached override of tenant.

@@ -20,6 +20,7 @@ const (
 	HeaderSource     = "Sluice-Source"
 	HeaderDedupeKey  = "Sluice-Dedupe-Key"
 	HeaderReceivedAt = "Sluice-Received-At"
+	HeaderEventType  = "Sluice-Event-Type"
 )
 
 // StreamConfig describes the stream that stores accepted hooks.
@@ -40,10 +41,23 @@ type StreamConfig struct {
 	Duplicates time.Duration
 }
 
-// HooksSubject is the subject a tenant/source's hooks are stored under.
+// HooksSubject is the subject a tenant/source's hooks are stored under:
+// "<prefix>.hooks.<tenant>.<source>" (a source without event_type).
 func HooksSubject(prefix, tenant, source string) string {
 	return prefix + ".hooks." + kvstore.Join(tenant, source)
 }
+
+// TypedHooksSubject is the subject of a hook of a source with event_type:
+// "<prefix>.hooks.<tenant>.<source>.<type>", the type encoded like every
+// token; a request without a type gets NoTypeToken.
+func TypedHooksSubject(prefix, tenant, source, typ string) string {
+	return HooksSubject(prefix, tenant, source) + "." + kvstore.EncodeToken(typ)
+}
+
+// NoTypeToken is the type token of a typed source's hook whose request
+// carries no type: the encoding of the empty string, which no type can
+// produce.
+var NoTypeToken = kvstore.EncodeToken("")
 
 // EnsureStream creates or updates the hooks stream.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
@@ -102,6 +116,10 @@ type Hook struct {
 	ReceivedAt  time.Time
 	ContentType string
 	Body        []byte
+	// Typed is true for a source with event_type: the hook is stored under
+	// TypedHooksSubject with Type (and header Sluice-Event-Type when set).
+	Typed bool
+	Type  string
 }
 
 // safeHeaderValue reports whether s is printable ASCII without leading or
@@ -116,6 +134,21 @@ func safeHeaderValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// setSafeHeader sets header name to v when v is set. A value from a
+// request (a JSON body may hold any byte) must not hold CR, LF or other
+// controls (they would forge headers): such a value is percent-encoded and
+// name+"-Encoding: percent" says so.
+func setSafeHeader(h nats.Header, name, v string) {
+	switch {
+	case v == "":
+	case safeHeaderValue(v):
+		h.Set(name, v)
+	default:
+		h.Set(name, url.PathEscape(v))
+		h.Set(name+"-Encoding", "percent")
+	}
 }
 
 // HookStore publishes hooks to the hooks stream and waits for the ack.
@@ -140,20 +173,18 @@ var ErrNotStored = errors.New("edge: hook not stored")
 // Store publishes the hook with Nats-Msg-Id = hook id and returns its stream
 // sequence once JetStream has acknowledged it. Any failure wraps ErrNotStored.
 func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
-	m := nats.NewMsg(HooksSubject(s.prefix, h.Tenant, h.Source))
+	subject := HooksSubject(s.prefix, h.Tenant, h.Source)
+	if h.Typed {
+		subject = TypedHooksSubject(s.prefix, h.Tenant, h.Source, h.Type)
+	}
+	m := nats.NewMsg(subject)
 	m.Data = h.Body
 	m.Header.Set(HeaderHookID, h.ID)
 	m.Header.Set(HeaderTenant, h.Tenant)
 	m.Header.Set(HeaderSource, h.Source)
-	if h.DedupeKey != "" {
-		// A key from a JSON body may hold any byte; a header value must not
-		// hold CR, LF or other controls (they would forge headers).
-		if safeHeaderValue(h.DedupeKey) {
-			m.Header.Set(HeaderDedupeKey, h.DedupeKey)
-		} else {
-			m.Header.Set(HeaderDedupeKey, url.PathEscape(h.DedupeKey))
-			m.Header.Set(HeaderDedupeKey+"-Encoding", "percent")
-		}
+	setSafeHeader(m.Header, HeaderDedupeKey, h.DedupeKey)
+	if h.Typed {
+		setSafeHeader(m.Header, HeaderEventType, h.Type)
 	}
 	m.Header.Set(HeaderReceivedAt, h.ReceivedAt.UTC().Format(time.RFC3339Nano))
 	if h.ContentType != "" {

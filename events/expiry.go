@@ -27,7 +27,9 @@ const recentSeqs = 4096
 
 // ExpiryWatcher reports claim expiry: it publishes claim.expired.<tenant>
 // (Publisher.ClaimExpired, without hook id) for every expiry marker the
-// server writes into the claims bucket when a claim's TTL runs out.
+// server writes into the claims bucket when a claim's TTL runs out. The
+// edge runs it only with --claim-expiry-events, which is also what gives
+// the claims bucket its markers (claims.BucketConfig).
 //
 // How: a KV watcher only shows an expiry as a purge, like an explicit
 // release, so the watcher reads the bucket's stream KV_<bucket> directly,

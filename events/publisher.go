@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -231,8 +232,8 @@ func (p *Publisher) send(m outMsg) {
 }
 
 // ObserveStore wraps inner so that every successful state change is
-// published by pub: Claim with outcome OK -> claim.pending, Settle without
-// error -> claim.committed, Release without error -> claim.released.
+// published by pub: Claim with outcome OK -> claim.pending, Settle (or
+// SettleOwn, see claims.OwnSettler) without error -> claim.committed, Release without error -> claim.released.
 // Duplicate and Pending outcomes and failed calls publish nothing. Results
 // and errors of inner are returned unchanged; publishing never delays or
 // fails a call. With a nil pub it returns inner itself.
@@ -248,7 +249,41 @@ type observedStore struct {
 	pub   *Publisher
 }
 
-var _ claims.Store = (*observedStore)(nil)
+var (
+	_ claims.Store        = (*observedStore)(nil)
+	_ claims.OwnSettler   = (*observedStore)(nil)
+	_ claims.ClaimStarter = (*observedStore)(nil)
+)
+
+// StartClaim starts the inner store's claim (ErrUnavailable when it cannot
+// start claims: the caller calls Claim) and publishes claim.pending when
+// the started claim is taken, as Claim does.
+func (s *observedStore) StartClaim(id claims.ID, hookID string, pendingTTL time.Duration) (claims.StartedClaim, error) {
+	st, ok := s.inner.(claims.ClaimStarter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the store starts no claims", claims.ErrUnavailable)
+	}
+	c, err := st.StartClaim(id, hookID, pendingTTL)
+	if err != nil {
+		return nil, err
+	}
+	return observedClaim{c: c, s: s, id: id, hookID: hookID}, nil
+}
+
+type observedClaim struct {
+	c      claims.StartedClaim
+	s      *observedStore
+	id     claims.ID
+	hookID string
+}
+
+func (c observedClaim) Wait(ctx context.Context) (claims.Result, bool, error) {
+	res, done, err := c.c.Wait(ctx)
+	if done && err == nil && res.Outcome == claims.OK {
+		c.s.pub.ClaimPending(c.id, c.hookID, res.Revision)
+	}
+	return res, done, err
+}
 
 func (s *observedStore) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
 	res, err := s.inner.Claim(ctx, id, hookID, pendingTTL)
@@ -260,6 +295,16 @@ func (s *observedStore) Claim(ctx context.Context, id claims.ID, hookID string, 
 
 func (s *observedStore) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
 	err := s.inner.Settle(ctx, id, hookID, rev, ttl)
+	if err == nil {
+		s.pub.ClaimCommitted(id, hookID, rev)
+	}
+	return err
+}
+
+// SettleOwn settles through claims.SettleOwn (one write when the inner
+// store can) and publishes claim.committed like Settle.
+func (s *observedStore) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	err := claims.SettleOwn(ctx, s.inner, id, hookID, rev, ttl)
 	if err == nil {
 		s.pub.ClaimCommitted(id, hookID, rev)
 	}

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -171,22 +172,51 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatal("second release succeeded")
 	}
 
+	// SettleOwn (the edge's one-write settle) publishes like Settle.
+	c3 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k3"}
+	rc, err := st.Claim(ctx, c3, "h5", 30*time.Second)
+	if err != nil || rc.Outcome != claims.OK {
+		t.Fatalf("claim c: %+v %v", rc, err)
+	}
+	if err := claims.SettleOwn(ctx, st, c3, "h5", rc.Revision, time.Hour); err != nil {
+		t.Fatalf("settle own: %v", err)
+	}
+	if err := claims.SettleOwn(ctx, st, c3, "h5", rc.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("second settle own: %v, want ErrLost", err)
+	}
+
+	// A started claim (the owner's pipelined writes) publishes pending when
+	// taken, nothing when the key is held.
+	c4 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k4"}
+	for i, want := range []bool{true, false} { // the second finds the first's claim
+		sc, err := st.(claims.ClaimStarter).StartClaim(c4, "h6", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, done, err := sc.Wait(ctx); done != want || err != nil || done && res.Outcome != claims.OK {
+			t.Fatalf("started claim %d: %+v %v %v, want done %v", i, res, done, err, want)
+		}
+	}
+
 	testkit.Eventually(t, 5*time.Second, func() bool {
-		return s.count(e.subj.ClaimPending("a.b")) == 2 && s.count(e.subj.ClaimCommitted("a.b")) == 1 &&
+		return s.count(e.subj.ClaimPending("a.b")) == 4 && s.count(e.subj.ClaimCommitted("a.b")) == 2 &&
 			s.count(e.subj.ClaimReleased("a.b")) == 1
-	}, "pending x2, committed, released")
+	}, "pending x4, committed x2, released")
 	// A sentinel published after everything else: once it is seen, nothing
 	// else can still be on its way from p.
 	p.HookStored("sentinel", "s", "", "h")
 	testkit.Eventually(t, 5*time.Second, func() bool { return s.count(e.subj.HookStored("sentinel", "s")) == 1 }, "sentinel")
-	if n := s.count(e.subj.ClaimPending("a.b")); n != 2 {
-		t.Fatalf("pending events = %d, want 2 (Pending/Duplicate outcomes publish nothing)", n)
+	if n := s.count(e.subj.ClaimPending("a.b")); n != 4 {
+		t.Fatalf("pending events = %d, want 4 (Pending/Duplicate outcomes publish nothing)", n)
 	}
-	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 1 {
-		t.Fatalf("committed events = %d, want 1 (a stale settle publishes nothing)", n)
+	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 2 {
+		t.Fatalf("committed events = %d, want 2 (a stale settle publishes nothing)", n)
 	}
 	if n := s.count(e.subj.ClaimReleased("a.b")); n != 1 {
 		t.Fatalf("released events = %d, want 1", n)
+	}
+	if c := s.on(e.subj.ClaimCommitted("a.b"))[1].ev; c.Key != "k3" || c.HookID != "h5" || c.Revision != rc.Revision {
+		t.Fatalf("committed payload of SettleOwn %+v", c)
 	}
 	c := s.on(e.subj.ClaimCommitted("a.b"))[0].ev
 	if c.Tenant != "a.b" || c.Source != "gh" || c.Key != "k1" || c.HookID != "h1" || c.Revision != res.Revision {

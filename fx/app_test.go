@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +23,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/events"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -49,7 +53,7 @@ func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtes
 
 // startErr is start for goroutines other than the test's: it reports errors
 // instead of failing the test.
-func startErr(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
+func startErr(t testing.TB, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		return nil, nil, err
@@ -320,4 +324,60 @@ func postRA(t *testing.T, h *sluicefx.HTTP, path, key string) (int, int64) {
 		return code != http.StatusServiceUnavailable
 	}, "an answer other than 503")
 	return code, ra
+}
+
+// --claim-expiry-events: off (the default) the claims bucket writes no
+// expiry markers and no expiry watcher runs; a node started with it on
+// turns the markers on in the same bucket and runs the watcher.
+func TestClaimExpiryEventsFlag(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	ctx := testkit.Context(t)
+	stream := "KV_" + kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	check := func(markers time.Duration, watcher bool) {
+		t.Helper()
+		st, err := k.JS.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.SubjectDeleteMarkerTTL; got != markers {
+			t.Fatalf("marker TTL %v, want %v", got, markers)
+		}
+		_, err = st.Consumer(ctx, events.DefaultExpiryDurable)
+		if (err == nil) != watcher {
+			t.Fatalf("expiry consumer: %v, want present = %v", err, watcher)
+		}
+	}
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir())
+	check(0, false)
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claim-expiry-events", "true")
+	check(time.Second, true)
+}
+
+// --claims-persist async creates the claims bucket in async persist mode;
+// a node asking for the other mode on that bucket refuses to start, and
+// says which flag and what to do.
+func TestClaimsPersistAsync(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	ctx := testkit.Context(t)
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claims-persist", "async")
+	st, err := k.JS.Stream(ctx, "KV_"+kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.CachedInfo().Config.PersistMode; m != jetstream.AsyncPersistMode {
+		t.Fatalf("claims persist mode %v", m)
+	}
+	// The stores alone on the kit's connection: a whole app failing in a
+	// constructor would leave its own connection open (fx runs no stop
+	// hooks then).
+	cfg, err := config.Parse([]string{"--nats-url", k.Server.ClientURL()}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sluicefx.ProvideStores(fxtest.NewLifecycle(t), cfg, &sluicefx.NATS{Conn: k.Conn, JS: k.JS}, sluicefx.ProvideRegistry(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "--claims-persist sync") || !errors.Is(err, kvstore.ErrPersistMode) {
+		t.Fatalf("start with sync on an async bucket: %v", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/service"
+	"github.com/sluice-dev/sluice/tenants"
 )
 
 // Module is the whole edge: NATS, stores, quota worker, events, the micro
@@ -83,16 +85,24 @@ type Stores struct {
 	LocalReplay  claims.ReplayStore
 	Cooldown     *cooldown.Store
 	Overrides    *edge.Overrides
+	// Tenants follows the tenant records; Policy combines them with the
+	// file's tenants (SetConfig on SIGHUP).
+	Tenants *tenants.Registry
+	Policy  *tenants.Policy
 }
 
 // ProvideStores opens the buckets and builds the stores.
-func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) (*Stores, error) {
+func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
-	cb, err := kvstore.OpenBucket(ctx, n.JS, kvstore.BucketConfig{
-		Name: names.Claims, Description: "sluice dedupe claims", Replicas: cfg.Replicas,
-	})
+	cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(names.Claims, claims.BucketOptions{
+		Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
+	}))
+	if errors.Is(err, kvstore.ErrPersistMode) {
+		return nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
+			"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, names.Claims)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +132,20 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	tb, err := kvstore.OpenBucket(ctx, n.JS, tenants.BucketConfig(cfg.Prefix, cfg.Replicas))
+	if err != nil {
+		return nil, err
+	}
+	var keys *tenants.Keyring
+	if cfg.SecretsKeyFile != "" {
+		if keys, err = tenants.LoadKeyring(cfg.SecretsKeyFile); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	reg := tenants.NewRegistry(tb, keys, log.With("component", "tenants"))
+	if err := reg.Register(prom); err != nil {
+		return nil, err
+	}
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
 	s := &Stores{
 		ClaimsBucket: cb,
@@ -130,10 +154,16 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logge
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cd,
 		Overrides:    edge.NewOverrides(lb, log),
+		Tenants:      reg,
+		Policy:       tenants.NewPolicy(cfg, reg),
 	}
 	lc.Append(fx.Hook{
 		OnStart: s.Overrides.Start,
 		OnStop:  func(context.Context) error { s.Overrides.Stop(); return nil },
+	})
+	lc.Append(fx.Hook{
+		OnStart: reg.Start,
+		OnStop:  func(context.Context) error { reg.Stop(); return nil },
 	})
 	return s, nil
 }
@@ -162,7 +192,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout))
+	// The edge and the service reach this node's own partitions in process.
+	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout), quota.WithLocalOwner(w))
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +214,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 type Events struct {
 	Publisher *events.Publisher
 	Settler   *events.Settler
-	Expiry    *events.ExpiryWatcher
-	Claims    claims.Store // Stores.Claims, publishing pending/committed/released
+	Expiry    *events.ExpiryWatcher // nil without --claim-expiry-events
+	Claims    claims.Store          // Stores.Claims, publishing pending/committed/released
 }
 
 // ProvideEvents builds and starts the events parts.
@@ -204,15 +235,17 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 	if err != nil {
 		return nil, storageError(n, err)
 	}
-	exp, err := events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog))
-	if err != nil {
-		return nil, err
-	}
 	lc.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error { return storageError(n, settler.Start(ctx)) },
 		OnStop:  func(context.Context) error { settler.Stop(); return nil },
 	})
-	lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+	var exp *events.ExpiryWatcher
+	if cfg.ClaimExpiryEvents { // else the claims bucket writes no markers to watch
+		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog)); err != nil {
+			return nil, err
+		}
+		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+	}
 	lc.Append(fx.StopHook(pub.Close))
 	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed}, nil
 }
@@ -279,22 +312,25 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	}
 	var ready atomic.Bool
 	h, err := edge.New(edge.Config{
-		Policy:       policy{cfg},
-		Limits:       limitsFunc(cfg),
-		Overrides:    s.Overrides,
-		Admitter:     q.Fleet,
-		Resetter:     q.Fleet,
-		Claims:       ev.Claims,
-		Replay:       s.Replay,
-		LocalReplay:  s.LocalReplay,
-		Hooks:        edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
-		Lifecycle:    ev.Publisher,
-		PendingTTL:   cfg.PendingTTL,
-		DedupeTTL:    cfg.DedupeTTL,
-		StoreTimeout: cfg.StoreTimeout,
-		MaxInFlight:  cfg.MaxInFlightHooks,
-		MaxPayload:   n.Conn.MaxPayload,
-		AdminToken:   cfg.AdminToken.Reveal(),
+		Policy:         s.Policy,
+		Limits:         s.Policy.Limits,
+		Overrides:      s.Overrides,
+		Admitter:       q.Fleet,
+		Resetter:       q.Fleet,
+		Claims:         ev.Claims,
+		Replay:         s.Replay,
+		LocalReplay:    s.LocalReplay,
+		Hooks:          edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
+		Lifecycle:      ev.Publisher,
+		PendingTTL:     cfg.PendingTTL,
+		DedupeTTL:      cfg.DedupeTTL,
+		StoreTimeout:   cfg.StoreTimeout,
+		MaxInFlight:    cfg.MaxInFlightHooks,
+		MaxPayload:     n.Conn.MaxPayload,
+		TrustedProxies: cfg.TrustedProxies,
+		ClientIPHeader: cfg.ClientIPHeader,
+		AdminToken:     cfg.AdminToken.Reveal(),
+		AdminRoutes:    tenants.NewAdmin(s.Tenants, s.Policy, log.With("component", "admin"), cfg.StoreTimeout, nil).Routes(),
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")
@@ -385,51 +421,14 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	return out, nil
 }
 
-// policy adapts the configuration to edge.Policy.
-type policy struct{ cfg *config.Config }
+// NewLogger builds the slog logger the configuration asks for, on stderr.
+func NewLogger(cfg *config.Config) *slog.Logger { return NewLoggerTo(cfg, os.Stderr) }
 
-func (p policy) Source(tenant, source string) (edge.Source, error) {
-	s, err := p.cfg.Source(tenant, source)
-	if err != nil {
-		return edge.Source{}, fmt.Errorf("%w: %w", edge.ErrUnknownSource, err)
-	}
-	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes}
-	if s.Limits != nil {
-		l := edgeLimits(*s.Limits)
-		out.Limits = &l
-	}
-	if s.Verifier != nil {
-		v := s.Verifier
-		out.Verify = func(h http.Header, body []byte, now time.Time) (edge.Verified, error) {
-			r, err := v.Verify(h, body, now)
-			if err != nil {
-				return edge.Verified{}, err
-			}
-			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance}, nil
-		}
-	}
-	return out, nil
-}
-
-func limitsFunc(cfg *config.Config) edge.LimitsFunc {
-	return func(tenant string) (edge.Limits, string) {
-		l, origin := cfg.Limits(tenant)
-		return edgeLimits(l), string(origin)
-	}
-}
-
-func edgeLimits(l config.Limits) edge.Limits {
-	return edge.Limits{
-		Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
-		Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
-	}
-}
-
-// NewLogger builds the slog logger the configuration asks for.
-func NewLogger(cfg *config.Config) *slog.Logger {
+// NewLoggerTo is NewLogger writing to w.
+func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -119,7 +119,42 @@ tenants:
 nats_users:
   acme-svc: {role: service, tenants: [acme], password: "acme-svc-password-0123"}
   acme-reader: {role: consumer, tenants: [acme], password: "acme-reader-password-01"}
+  ops: {role: operator, password: "ops-password-0123456789"}
 `
+
+// TestTenantRecordsNodeOnly: the tenants bucket (records with sealed
+// secrets) is the node role's alone: the server refuses its reads and
+// watches to service, consumer and operator users.
+func TestTenantRecordsNodeOnly(t *testing.T) {
+	t.Parallel()
+	port := testkit.FreePort(t)
+	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port), "--config", writeYAML(t, roleYAML))
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	for _, u := range [][2]string{{"acme-svc", "acme-svc-password-0123"}, {"acme-reader", "acme-reader-password-01"}, {"ops", "ops-password-0123456789"}} {
+		v := &violations{}
+		nc := connectAs(t, url, u[0], u[1], v)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(testkit.Context(t), 2*time.Second)
+		_, err = js.KeyValue(ctx, "sluice_tenants")
+		cancel()
+		if err == nil {
+			t.Fatalf("%s opened the tenants bucket", u[0])
+		}
+		for _, subj := range []string{"$JS.API.DIRECT.GET.KV_sluice_tenants.$KV.sluice_tenants.acme", "$JS.API.STREAM.MSG.GET.KV_sluice_tenants", "$KV.sluice_tenants.acme"} {
+			if err := nc.Publish(subj, nil); err != nil {
+				t.Fatal(err)
+			}
+			testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "` + subj + `"`) }, u[0]+": publish to "+subj+" refused")
+		}
+		if _, err := nc.SubscribeSync("$KV.sluice_tenants.>"); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Subscription to "$KV.sluice_tenants.>"`) }, u[0]+": watch refused")
+	}
+}
 
 // violations collects the server's permission violations of a connection.
 type violations struct {

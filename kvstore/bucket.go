@@ -35,7 +35,19 @@ type BucketConfig struct {
 	// (DiscardNew) and refuses it at capacity, so the expired key is never
 	// removed and the bucket stays full (nats-server v2.15, R3).
 	NoMarkers bool
+	// AsyncPersist sets the stream's async persist mode (nats-server 2.12+,
+	// R1 file storage only): the server acks a write before it has reached
+	// the file, and writes it out in the background. A hard kill of the
+	// server (not of a client) can lose the acked writes not yet flushed.
+	// A stream's persist mode is fixed when it is created: EnsureBucket
+	// refuses an existing bucket whose mode differs.
+	AsyncPersist bool
 }
+
+// ErrPersistMode is returned by EnsureBucket for an existing bucket whose
+// persist mode differs from the configuration's (the server cannot change
+// it).
+var ErrPersistMode = errors.New("kvstore: the bucket's persist mode differs and cannot be changed")
 
 // StreamName is the name of the JetStream stream behind a KV bucket.
 func StreamName(bucket string) string { return "KV_" + bucket }
@@ -52,18 +64,13 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 	if cfg.LimitMarkerTTL <= 0 {
 		cfg.LimitMarkerTTL = time.Second
 	}
-	kvc := jetstream.KeyValueConfig{
-		Bucket:         cfg.Name,
-		Description:    cfg.Description,
-		History:        1,
-		Replicas:       cfg.Replicas,
-		Storage:        cfg.Storage,
-		LimitMarkerTTL: RoundTTL(cfg.LimitMarkerTTL),
-		MaxValueSize:   cfg.MaxValueSize,
-	}
 	want := cfg.MaxMsgs
 	if want <= 0 {
 		want = -1
+	}
+	persist := jetstream.DefaultPersistMode
+	if cfg.AsyncPersist {
+		persist = jetstream.AsyncPersistMode
 	}
 	// fix applies what KeyValueConfig cannot express (MaxMsgs, DiscardNew,
 	// no markers) and reports whether sc changed.
@@ -92,6 +99,10 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		switch {
 		case err == nil:
 			sc := st.CachedInfo().Config
+			if sc.PersistMode != persist {
+				return fmt.Errorf("%w: the stream %s has persist mode %s, the configuration asks for %s",
+					ErrPersistMode, StreamName(cfg.Name), persistName(sc.PersistMode), persistName(persist))
+			}
 			if fix(&sc) {
 				if _, err := js.UpdateStream(ctx, sc); err != nil {
 					return err
@@ -100,20 +111,25 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			kv, err = js.KeyValue(ctx, cfg.Name)
 			return err
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			if kv, err = js.CreateKeyValue(ctx, kvc); err != nil {
-				if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Created as a KV stream (what CreateKeyValue would make) with
+			// every setting in place at once, the persist mode included
+			// (KeyValueConfig cannot say it, and an update cannot change it).
+			sc := newStreamConfig(cfg)
+			fix(&sc)
+			sc.PersistMode = persist
+			created, err := js.CreateStream(ctx, sc)
+			if err != nil {
+				if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 					return errRetryNow // another node created it meanwhile
 				}
 				return err
 			}
-			st, err := js.Stream(ctx, StreamName(cfg.Name))
-			if err != nil {
-				return err
+			if got := created.CachedInfo().Config.PersistMode; got != persist {
+				// A server before 2.12 ignores the field.
+				return fmt.Errorf("%w: the server created %s with persist mode %s (async persist needs nats-server 2.12 or later)",
+					ErrPersistMode, StreamName(cfg.Name), persistName(got))
 			}
-			sc := st.CachedInfo().Config
-			if fix(&sc) {
-				_, err = js.UpdateStream(ctx, sc)
-			}
+			kv, err = js.KeyValue(ctx, cfg.Name)
 			return err
 		default:
 			return err
@@ -134,6 +150,42 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		return nil, fmt.Errorf("kvstore: bucket %s: %w", cfg.Name, err)
 	}
 	return kv, nil
+}
+
+// newStreamConfig is the stream jetstream.CreateKeyValue makes for a
+// bucket with History 1 and a LimitMarkerTTL (nats.go v1.55
+// prepareKeyValueConfig); EnsureBucket's fix then applies the rest.
+func newStreamConfig(cfg BucketConfig) jetstream.StreamConfig {
+	maxMsgSize := cfg.MaxValueSize
+	if maxMsgSize == 0 {
+		maxMsgSize = -1
+	}
+	return jetstream.StreamConfig{
+		Name:                   StreamName(cfg.Name),
+		Description:            cfg.Description,
+		Subjects:               []string{SubjectPrefix(cfg.Name) + ">"},
+		MaxMsgsPerSubject:      1,
+		MaxBytes:               -1,
+		MaxMsgSize:             maxMsgSize,
+		Storage:                cfg.Storage,
+		Replicas:               cfg.Replicas,
+		AllowRollup:            true,
+		DenyDelete:             true,
+		Duplicates:             2 * time.Minute,
+		MaxMsgs:                -1,
+		MaxConsumers:           -1,
+		AllowDirect:            true,
+		Discard:                jetstream.DiscardNew,
+		AllowMsgTTL:            true,
+		SubjectDeleteMarkerTTL: RoundTTL(cfg.LimitMarkerTTL),
+	}
+}
+
+func persistName(m jetstream.PersistModeType) string {
+	if m == jetstream.AsyncPersistMode {
+		return "async"
+	}
+	return "default (sync)"
 }
 
 // errRetryNow makes Retry try again (a lost creation race).

@@ -203,6 +203,46 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 	return 0, nil, fmt.Errorf("%w: %s (contended)", ErrExists, key)
 }
 
+// CreateFuture is a create written by CreateAsync, its ack still to come.
+type CreateFuture struct {
+	key string
+	paf jetstream.PubAckFuture
+}
+
+// CreateAsync publishes a create of key (value, per-key TTL, only if the
+// key has no message at all) without waiting for the server's ack; Wait
+// collects it. Many creates in flight share the connection's async ack
+// handling instead of one blocked goroutine each. Unlike Create it does
+// not retry over a marker or read the holder: a key with any message
+// (a live value or a marker) comes back as ErrWrongLastSequence, and the
+// caller falls back to Create.
+func (b *Bucket) CreateAsync(key string, value []byte, ttl time.Duration) (*CreateFuture, error) {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+	}
+	paf, err := b.js.PublishMsgAsync(m, opts...)
+	if err != nil {
+		return nil, MapError(err)
+	}
+	return &CreateFuture{key: key, paf: paf}, nil
+}
+
+// Wait returns the create's revision, or its error (ErrWrongLastSequence:
+// the key has a message; ErrUnavailable: no answer before ctx ended — the
+// write may still land).
+func (f *CreateFuture) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case ack := <-f.paf.Ok():
+		return ack.Sequence, nil
+	case err := <-f.paf.Err():
+		return 0, MapError(err)
+	case <-ctx.Done():
+		return 0, MapError(fmt.Errorf("create %s: %w", f.key, ctx.Err()))
+	}
+}
+
 // Update writes value under key only if the key's last revision (including
 // markers) is lastRev (0: the key has no message at all), with a per-key
 // TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
@@ -369,4 +409,41 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 		rec.TTL = parseTTL(hdr.Get(jetstream.MsgTTLHeader))
 	}
 	return rec, rec.Revision, nil
+}
+
+// CreateStart is the first write of Create started as an async JetStream
+// publish (create-if-absent: expected last subject sequence 0, the TTL):
+// many creates go out without waiting, and their acks are collected with
+// AsyncCreate.Wait. A refused create (the key has a message: a value or a
+// marker) is ErrWrongLastSequence from Wait; the caller then takes
+// Create's path, which reads the holder. An error here (the async window
+// stalled, a closed connection) means nothing was sent.
+func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (AsyncCreate, error) {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+	}
+	f, err := b.js.PublishMsgAsync(m, opts...)
+	if err != nil {
+		return AsyncCreate{}, MapError(err)
+	}
+	return AsyncCreate{f: f}, nil
+}
+
+// AsyncCreate is a create in flight (CreateStart).
+type AsyncCreate struct{ f jetstream.PubAckFuture }
+
+// Wait returns the create's revision once acked, ErrWrongLastSequence when
+// the server refused it, or ErrUnavailable when no ack came by ctx's end
+// (the write may still land, as a timed-out synchronous one may).
+func (c AsyncCreate) Wait(ctx context.Context) (uint64, error) {
+	select {
+	case ack := <-c.f.Ok():
+		return ack.Sequence, nil
+	case err := <-c.f.Err():
+		return 0, MapError(err)
+	case <-ctx.Done():
+		return 0, MapError(ctx.Err())
+	}
 }

@@ -201,3 +201,54 @@ func TestEnsureBucketUpdatesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBucketCreateStart(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "casasync"})
+
+	// Many creates in flight at once, collected afterwards.
+	var started []kvstore.AsyncCreate
+	for i := range 50 {
+		c, err := b.CreateStart(fmt.Sprintf("k%d", i), []byte("v"), 1500*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started = append(started, c)
+	}
+	for i, c := range started {
+		rev, err := c.Wait(ctx)
+		if err != nil || rev == 0 {
+			t.Fatalf("create %d: %d %v", i, rev, err)
+		}
+		rec, err := b.Get(ctx, fmt.Sprintf("k%d", i))
+		if err != nil || rec.Revision != rev || rec.TTL != 2*time.Second {
+			t.Fatalf("create %d stored: %+v %v (rev %d)", i, rec, err, rev)
+		}
+	}
+	// A taken key: refused as a CAS conflict, the holder untouched.
+	c, err := b.CreateStart("k0", []byte("other"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(ctx); !errors.Is(err, kvstore.ErrWrongLastSequence) {
+		t.Fatalf("taken key: %v, want ErrWrongLastSequence", err)
+	}
+	if rec, err := b.Get(ctx, "k0"); err != nil || string(rec.Value) != "v" {
+		t.Fatalf("holder: %+v %v", rec, err)
+	}
+	// No ack by the deadline: unavailable.
+	c, err = b.CreateStart("late", []byte("v"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Wait(done); !errors.Is(err, kvstore.ErrUnavailable) {
+		// The ack may have won the race with the cancelled context.
+		if err != nil {
+			t.Fatalf("a done context: %v, want ErrUnavailable", err)
+		}
+	}
+}

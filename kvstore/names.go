@@ -28,6 +28,7 @@ type Buckets struct {
 	Counts   string // reserve/release counters
 	Limits   string // admin limit overrides
 	Cooldown string // shared upstream readings and penalties
+	Tenants  string // tenant and source records of the admin API
 }
 
 // BucketNames derives the bucket names for prefix.
@@ -40,5 +41,6 @@ func BucketNames(prefix string) Buckets {
 		Counts:   stem + "_counts",
 		Limits:   stem + "_limits",
 		Cooldown: stem + "_cooldown",
+		Tenants:  stem + "_tenants",
 	}
 }

@@ -20,7 +20,9 @@ import (
 // owner's memory) and hit+claim (plus one KV create), serially and with 64
 // calls in flight, for a coalescing client (batch frames, the default) and
 // one that sends a JSON request per hit (WithCoalescing(false): clients
-// before frames), so that one run compares the two.
+// before frames), and one made WithLocalOwner (the worker in process, as
+// the edge and the service call it), so that one run compares them. It
+// reports the process's CPU per hit (client, owner and server together).
 //
 //	go test -run '^$' -bench BenchmarkHit -benchtime 3s ./quota/
 func BenchmarkHit(b *testing.B) {
@@ -36,6 +38,7 @@ func BenchmarkHit(b *testing.B) {
 	clients := map[string]*Client{
 		"frames": e.client(b, cnc, WithBudget(5*time.Second)),
 		"json":   e.client(b, cnc, WithBudget(5*time.Second), WithCoalescing(false)),
+		"local":  e.client(b, cnc, WithBudget(5*time.Second), WithLocalOwner(w)),
 	}
 
 	const tenants = 1024
@@ -66,21 +69,24 @@ func BenchmarkHit(b *testing.B) {
 		name  string
 		claim bool
 	}{{"charges", false}, {"claim", true}} {
-		for _, cname := range []string{"frames", "json"} {
+		for _, cname := range []string{"frames", "json", "local"} {
 			c := clients[cname]
 			b.Run(mode.name+"/"+cname+"/serial", func(b *testing.B) {
+				cpu0 := testkit.CPUTime(b)
 				for b.Loop() {
 					if err := hit(c, mode.claim); err != nil {
 						b.Fatal(err)
 					}
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+				testkit.ReportCPU(b, cpu0)
 			})
 			b.Run(mode.name+"/"+cname+"/inflight64", func(b *testing.B) {
 				var f0, i0 int64
 				if c.co != nil {
 					f0, i0 = c.co.Frames(), c.co.Items()
 				}
+				cpu0 := testkit.CPUTime(b)
 				b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -91,6 +97,7 @@ func BenchmarkHit(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+				testkit.ReportCPU(b, cpu0)
 				if c.co != nil {
 					if f := c.co.Frames() - f0; f > 0 {
 						b.ReportMetric(float64(c.co.Items()-i0)/float64(f), "hits/frame")

@@ -27,6 +27,7 @@ type Client struct {
 	budget   time.Duration
 	subjects []string
 	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
+	local    *Worker             // WithLocalOwner: hits it serves are decided in process (local.go)
 }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
@@ -40,7 +41,10 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions)}
+	if w := cfg.localOwner; w != nil && (w.cfg.prefix != cfg.prefix || w.cfg.partitions != cfg.partitions) {
+		return nil, invalid("WithLocalOwner: the worker routes with prefix %q and %d partitions, the client with %q and %d", w.cfg.prefix, w.cfg.partitions, cfg.prefix, cfg.partitions)
+	}
+	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions), local: cfg.localOwner}
 	for n := range c.subjects {
 		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
@@ -62,12 +66,18 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // Results that are not failures (rate_limited, duplicate, pending) are in
 // the reply. Errors: ErrInvalid (wrapped with the reason) for a malformed
 // request, ErrUnavailable when the owner did not answer within the
-// deadline or its store failed (nothing was spent then).
+// deadline or its store failed (nothing was spent then). A Client made
+// WithLocalOwner decides a hit its worker serves in process.
 func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if err := r.Validate(); err != nil {
 		return HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
+	if c.local != nil {
+		if rep, done, err := c.localHit(ctx, &r, n); done {
+			return rep, err
+		}
+	}
 	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
 	}

@@ -112,13 +112,8 @@ func (j *claimJob) write() (claims.Result, error) {
 // charges unless the claim is ours, and delivers the answer. The tenure
 // admitted the job (tenure.admit); complete finishes it.
 func (j *claimJob) complete(res claims.Result, err error) {
-	t, w := j.t, j.t.w
-	defer t.finish()
-	a, _ := claimAnswer(res, err, j.limits)
-	if a.Result != frame.ResultOK {
-		t.refund(j.refs, j.lims)
-	}
-	w.met.hit(answerMetric(&a))
+	defer j.t.finish()
+	a := j.answer(res, err)
 	if j.batch == nil {
 		respondAnswer(j.msg, &a, j.kinds)
 		return
@@ -126,6 +121,17 @@ func (j *claimJob) complete(res claims.Result, err error) {
 	a.Index = j.item
 	j.batch.answers[j.slot] = a
 	j.batch.done(j.slot)
+}
+
+// answer is the job's answer to the claim's outcome (claimAnswer); it
+// refunds the charges unless the claim is ours and counts the answer.
+func (j *claimJob) answer(res claims.Result, err error) frame.Answer {
+	a, _ := claimAnswer(res, err, j.limits)
+	if a.Result != frame.ResultOK {
+		j.t.refund(j.refs, j.lims)
+	}
+	j.t.w.met.hit(answerMetric(&a))
+	return a
 }
 
 // claimAnswer turns the outcome of taking a hit's claim (res, err) into the

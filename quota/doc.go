@@ -24,7 +24,8 @@
 //	goroutines.go   the Worker's request tracker and reused KV-bound goroutines (runners)
 //	owner.go        the Worker as the lease loop's owner (acquired, lost, released) and its shutdown
 //	tenure.go       one held partition: its subscription, JSON requests, counters, refunds
-//	serve_frame.go  serving a batch frame as a sequence of steps
+//	serve_frame.go  serving a batch frame as a sequence of steps; its claims' creates pipelined
+//	local.go        the local owner: a hit for a partition this process's Worker serves, without NATS
 //	decide.go       the decision core of a hit (charges, then the claim write) and its answer
 //	state.go        a partition's GCRA buckets
 //	metrics.go      the Worker's metrics

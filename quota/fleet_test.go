@@ -61,12 +61,19 @@ func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *syncB
 	return f, reg, buf
 }
 
+// fleetSlack is what a Fleet call may take beyond its budget: scheduling
+// on a loaded machine, not work (the calls stop at the budget).
+const fleetSlack = 100 * time.Millisecond
+
 func TestFleetFallbackAndRecovery(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	const budget = 100 * time.Millisecond
-	const slack = 150 * time.Millisecond
+	// The budget is large enough that the owner's 60% and the claim's rest
+	// both fit on a loaded two-core CI machine; the slack is small beside
+	// it, so a call that took twice its budget fails.
+	const budget = 500 * time.Millisecond
+	const slack = fleetSlack
 	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
 	ctx := context.Background()
 
@@ -156,7 +163,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	defer wnc.Close()
 	w := e.startWorker(t, wnc)
 	waitServed(t, 10*time.Second, w)
-	const budget = 100 * time.Millisecond
+	const budget = 500 * time.Millisecond
 	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
 	ctx := context.Background()
 	if rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != ResultOK {
@@ -177,7 +184,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 		if err != nil || !rep.Local || rep.Result != want {
 			t.Fatalf("server down, hit %d: %+v %v, want local %s", i, rep, err, want)
 		}
-		if el > budget+150*time.Millisecond {
+		if el > budget+fleetSlack {
 			t.Fatalf("server down, hit %d answered after %v", i, el)
 		}
 	}

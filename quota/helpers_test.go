@@ -91,6 +91,13 @@ func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...WorkerOption
 	if err != nil {
 		t.Fatal(err)
 	}
+	startStopped(t, w)
+	return w
+}
+
+// startStopped starts w and stops it in t.Cleanup.
+func startStopped(t testing.TB, w *Worker) {
+	t.Helper()
 	if err := w.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +106,6 @@ func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...WorkerOption
 		defer cancel()
 		_ = w.Stop(ctx)
 	})
-	return w
 }
 
 func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...ClientOption) *Client {

@@ -45,6 +45,7 @@ type config struct {
 	now         func() time.Time
 	noCoalesce  bool
 	members     func() int
+	localOwner  *Worker
 	log         *slog.Logger
 	reg         prometheus.Registerer
 }
@@ -246,6 +247,22 @@ func WithClock(now func() time.Time) WorkerFleetOption {
 func WithCoalescing(on bool) ClientOption {
 	return clientOption(func(c *config) error {
 		c.noCoalesce = !on
+		return nil
+	})
+}
+
+// WithLocalOwner gives the client the worker of its own process: a hit for
+// a partition w serves right now is decided by w in process (no encode, no
+// NATS hop; the same routing, fencing and decision core as a frame, see
+// local.go); any other hit, and one w stops serving meanwhile, takes the
+// NATS path. w must route like the client (same prefix and partition
+// count). Client.
+func WithLocalOwner(w *Worker) ClientOption {
+	return clientOption(func(c *config) error {
+		if w == nil {
+			return invalid("WithLocalOwner needs a worker")
+		}
+		c.localOwner = w
 		return nil
 	})
 }

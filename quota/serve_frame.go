@@ -1,11 +1,13 @@
 package quota
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -169,12 +171,54 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 	_ = w.nc.Publish(reply, buf)
 }
 
-// startClaims hands the admitted claims of fs to runners; each answers
-// into its slot of cb.
+// startClaims writes the admitted claims of fs; each answers into its slot
+// of cb. With a store that starts claims (claims.ClaimStarter: pipelined
+// claim writes) every create of the frame goes out at once as an async
+// publish and one runner collects their acks in order (collectClaims);
+// otherwise, and for a claim that cannot be started, a runner per claim
+// writes it (claimJob.run).
 func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
+	var started []startedJob
 	for k, j := range fs.claims {
 		j.batch, j.slot = cb, k
+		if w.starter != nil {
+			deadline := time.Now().Add(j.timeout)
+			if c, err := w.starter.StartClaim(j.id, j.hookID, j.pending); err == nil {
+				if started == nil {
+					started = make([]startedJob, 0, len(fs.claims)-k)
+				}
+				started = append(started, startedJob{j: j, c: c, deadline: deadline})
+				continue
+			}
+		}
 		w.runners.run(j.run)
+	}
+	if len(started) > 0 {
+		w.runners.run(func() { w.collectClaims(started) })
+	}
+}
+
+// startedJob is a claim job whose create is in flight.
+type startedJob struct {
+	j        *claimJob
+	c        claims.StartedClaim
+	deadline time.Time // the job's timeout from the start of its create
+}
+
+// collectClaims waits for the creates of started, each until its own
+// deadline, and completes their jobs. A refused create (the key is taken)
+// goes to a runner that takes the claim's full path (claimJob.run: the
+// store reads the holder and answers duplicate or pending).
+func (w *Worker) collectClaims(started []startedJob) {
+	for _, s := range started {
+		ctx, cancel := context.WithDeadline(context.Background(), s.deadline)
+		res, done, err := s.c.Wait(ctx)
+		cancel()
+		if !done {
+			w.runners.run(s.j.run)
+			continue
+		}
+		s.j.complete(res, err)
 	}
 }
 

@@ -49,11 +49,14 @@ type Worker struct {
 	nc     *nats.Conn
 	counts *kvstore.Bucket
 	store  claims.Store
-	id     string
-	log    *slog.Logger
-	met    *workerMetrics
-	sem    chan struct{}
-	leases *lease.Loop // the lease loop; it reports to leaseOwner
+	// starter is store when it starts claims without waiting (pipelined
+	// claim writes of a frame, serve_frame.go startClaims); else nil.
+	starter claims.ClaimStarter
+	id      string
+	log     *slog.Logger
+	met     *workerMetrics
+	sem     chan struct{}
+	leases  *lease.Loop // the lease loop; it reports to leaseOwner
 
 	// served[n] is the tenure serving partition n (nil: none), for batch
 	// frames that reach the worker on any of its subjects.
@@ -120,6 +123,7 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		route:   memberSubject(cfg.prefix, id),
 		runners: newRunners(),
 	}
+	w.starter, _ = store.(claims.ClaimStarter)
 	w.leases = lease.New(lease.Config{
 		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.partitions, TTL: cfg.leaseTTL, Log: w.log,
 	}, leaseOwner{w})

@@ -1,50 +1,26 @@
 package service_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/service"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // Example starts the sluice service with a replay store on an embedded
-// nats-server (the one testkit wraps) and sends raw replay.claim requests,
+// nats-server (from testkit) and sends raw replay.claim requests,
 // as a service in any language would.
 func Example() {
-	dir, err := os.MkdirTemp("", "sluice-example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect()
-	if err != nil {
-		panic(err)
-	}
-	defer nc.Close()
+	t := testkit.NewStandalone() // in a test: testkit.New(t) with the test's *testing.T
+	defer t.Close()
+	k := testkit.New(t)
+	nc := k.Conn
 
 	// The replay store: a KV bucket with a capacity.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		panic(err)
-	}
-	b, err := kvstore.OpenBucket(ctx, js, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 1000, 1))
-	if err != nil {
-		panic(err)
-	}
+	b := k.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 1000, 1))
 
 	replay, err := claims.NewKVReplay(b, 0)
 	if err != nil {

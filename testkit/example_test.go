@@ -2,7 +2,6 @@ package testkit_test
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -10,30 +9,12 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// exampleT stands in for the *testing.T a real test passes to testkit.New.
-type exampleT struct {
-	dir      string
-	cleanups []func()
-}
-
-func (e *exampleT) Helper()                      {}
-func (e *exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-func (e *exampleT) Cleanup(f func())             { e.cleanups = append(e.cleanups, f) }
-func (e *exampleT) TempDir() string              { return e.dir }
-func (e *exampleT) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
 // In a test: k := testkit.New(t) gives an embedded nats-server with
 // JetStream, a connection and a JetStream context, all stopped when the test
 // ends. Here a dedupe claim is taken, settled and seen as a duplicate.
 func Example() {
-	dir, _ := os.MkdirTemp("", "testkit-example")
-	defer os.RemoveAll(dir)
-	t := &exampleT{dir: dir}
-	defer t.done()
+	t := testkit.NewStandalone() // in a test: the test's *testing.T
+	defer t.Close()
 
 	k := testkit.New(t)
 	ctx := testkit.Context(t)

@@ -3,10 +3,15 @@ package webhook_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/textproto"
+	neturl "net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -260,6 +265,158 @@ func FuzzDedupe(f *testing.F) {
 		}
 		if k2, ok2 := d2.Key(h, body); k2 != key || ok2 != ok {
 			t.Fatalf("canonical spec %q: %q, %v; want %q, %v", d.String(), k2, ok2, key, ok)
+		}
+	})
+}
+
+// fuzzPreset is one preset under FuzzSchemeVerify with an independent
+// oracle: did the request carry the correct credential for secret?
+type fuzzPreset struct {
+	scheme  webhook.Scheme
+	secret  string
+	other   string // a verifier with this secret must never accept
+	correct func(h http.Header, body []byte, v webhook.Verified) bool
+	seed    func(body []byte) string // a valid header block at t0
+}
+
+func fuzzPresets(t testing.TB) []fuzzPreset {
+	const (
+		key    = "fuzz-secret-0123456789abcdef"
+		url    = "https://hooks.example.com/v1/hooks/acme/src"
+		basic  = "user:fuzz-password-0123456789"
+		tsName = "X-Slack-Request-Timestamp"
+	)
+	tss := strconv.FormatInt(t0.Unix(), 10)
+	twilio := mustPreset(t, webhook.PresetTwilio)
+	twilio.URL = url
+	sortedForm := func(body []byte) (string, bool) {
+		vals, err := neturl.ParseQuery(string(body))
+		if err != nil {
+			return "", false
+		}
+		var names []string
+		for k := range vals {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var b strings.Builder
+		for _, k := range names {
+			vs := append([]string(nil), vals[k]...)
+			sort.Strings(vs)
+			for _, v := range vs {
+				b.WriteString(k + v)
+			}
+		}
+		return b.String(), true
+	}
+	eqOne := func(h http.Header, name, want string) bool {
+		return len(h.Values(name)) == 1 && strings.EqualFold(h.Get(name), want)
+	}
+	return []fuzzPreset{
+		{
+			scheme: mustPreset(t, webhook.PresetSlack), secret: key, other: key + "x",
+			correct: func(h http.Header, body []byte, v webhook.Verified) bool {
+				ts := strconv.FormatInt(v.Timestamp, 10)
+				return eqOne(h, "X-Slack-Signature", "v0="+hexMAC(sha256.New, key, "v0:"+ts+":"+string(body)))
+			},
+			seed: func(body []byte) string {
+				return "X-Slack-Signature: v0=" + hexMAC(sha256.New, key, "v0:"+tss+":"+string(body)) + "\n" + tsName + ": " + tss
+			},
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetShopify), secret: key, other: key + "x",
+			correct: func(h http.Header, body []byte, _ webhook.Verified) bool {
+				return h.Get("X-Shopify-Hmac-Sha256") == b64MAC(sha256.New, key, string(body))
+			},
+			seed: func(body []byte) string { return "X-Shopify-Hmac-Sha256: " + b64MAC(sha256.New, key, string(body)) },
+		},
+		{
+			scheme: twilio, secret: key, other: key + "x",
+			correct: func(h http.Header, body []byte, _ webhook.Verified) bool {
+				f, ok := sortedForm(body)
+				return ok && h.Get("X-Twilio-Signature") == b64MAC(sha1.New, key, url+f)
+			},
+			seed: func(body []byte) string {
+				f, _ := sortedForm(body)
+				return "X-Twilio-Signature: " + b64MAC(sha1.New, key, url+f)
+			},
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetLinear), secret: key, other: key + "x",
+			correct: func(h http.Header, body []byte, _ webhook.Verified) bool {
+				return eqOne(h, "Linear-Signature", hexMAC(sha256.New, key, string(body)))
+			},
+			seed: func(body []byte) string { return "Linear-Signature: " + hexMAC(sha256.New, key, string(body)) },
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetSvix), secret: stdSecret, other: "whsec_" + base64.StdEncoding.EncodeToString([]byte("another-24-byte-key-here")),
+			correct: func(h http.Header, body []byte, v webhook.Verified) bool {
+				k, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(stdSecret, "whsec_"))
+				want := "v1," + b64MAC(sha256.New, string(k), v.MessageID+"."+strconv.FormatInt(v.Timestamp, 10)+"."+string(body))
+				return v.MessageID == h.Get("svix-id") && strings.Contains(strings.Join(h.Values("svix-signature"), " "), want)
+			},
+			seed: func(body []byte) string {
+				sig, _ := webhook.SignStandard(stdSecret, "m1", t0.Unix(), body)
+				return "svix-id: m1\nsvix-timestamp: " + tss + "\nsvix-signature: v1a,x " + sig
+			},
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetGitLab), secret: key, other: key + "x",
+			correct: func(h http.Header, _ []byte, _ webhook.Verified) bool { return h.Get("X-Gitlab-Token") == key },
+			seed:    func([]byte) string { return "X-Gitlab-Token: " + key },
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetAPIKey), secret: key, other: key + "x",
+			correct: func(h http.Header, _ []byte, _ webhook.Verified) bool { return h.Get("X-Api-Key") == key },
+			seed:    func([]byte) string { return "X-API-Key: " + key },
+		},
+		{
+			scheme: mustPreset(t, webhook.PresetBasic), secret: basic, other: basic + "x",
+			correct: func(h http.Header, _ []byte, _ webhook.Verified) bool {
+				scheme, cred, _ := strings.Cut(h.Get("Authorization"), " ")
+				raw, err := base64.StdEncoding.DecodeString(strings.TrimLeft(cred, " "))
+				return strings.EqualFold(scheme, "basic") && err == nil && string(raw) == basic
+			},
+			seed: func([]byte) string { return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(basic)) },
+		},
+	}
+}
+
+// FuzzSchemeVerify feeds arbitrary header blocks and bodies to the presets'
+// header parsers: never a panic, every failure wraps ErrVerification with
+// the zero Verified, a success only with the correct credential (checked by
+// an independent oracle), and never a success with another secret.
+func FuzzSchemeVerify(f *testing.F) {
+	ps := fuzzPresets(f)
+	body := []byte("From=%2B1555&Body=hi+there&From=%2B1444")
+	for i, p := range ps {
+		f.Add(uint8(i), p.seed(body), body, int64(0))
+		f.Add(uint8(i), p.seed(body)+"\n"+strings.SplitN(p.seed(body), "\n", 2)[0], body, int64(299))
+	}
+	f.Add(uint8(0), "X-Slack-Signature: v0=\nX-Slack-Request-Timestamp: 1e9", []byte(nil), int64(-301))
+	f.Add(uint8(4), "svix-id: a\nsvix-timestamp: 0001700000000\nsvix-signature: "+strings.Repeat("v1,AAAA ", 65), []byte("{}"), int64(1))
+	f.Add(uint8(7), "Authorization: basic    !!!", []byte(nil), int64(0))
+	f.Add(uint8(2), "X-Twilio-Signature: AAAA", []byte("a=%zz;b"), int64(0))
+	vs := make([]*webhook.SchemeVerifier, len(ps))
+	others := make([]*webhook.SchemeVerifier, len(ps))
+	for i, p := range ps {
+		var err error
+		if vs[i], err = webhook.NewSchemeVerifier(p.scheme, p.secret); err != nil {
+			f.Fatal(err)
+		}
+		if others[i], err = webhook.NewSchemeVerifier(p.scheme, p.other); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, raw string, body []byte, skew int64) {
+		i := int(which) % len(ps)
+		h := parseHeaderBlock(raw)
+		now := t0.Add(time.Duration(skew%(1<<32)) * time.Second)
+		got, err := vs[i].Verify(h, body, now)
+		checkVerifyResult(t, got, err, func(v webhook.Verified) bool { return ps[i].correct(h, body, v) })
+		got, err = others[i].Verify(h, body, now)
+		if err == nil || !errors.Is(err, webhook.ErrVerification) || got != (webhook.Verified{}) {
+			t.Fatalf("%s verified with another secret: %+v, %v", ps[i].scheme.Name, got, err)
 		}
 	})
 }

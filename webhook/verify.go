@@ -4,9 +4,15 @@
 //
 // # Verification
 //
-// A Verifier checks one provider's signature scheme (GitHub, Stripe, Standard
-// Webhooks) with constant-time comparisons and, on success, returns what the
-// edge needs for its replay claim (see Verified). Every failure wraps the one
+// A Verifier checks one source's requests with constant-time comparisons
+// and, on success, returns what the edge needs for its replay claim (see
+// Verified). Every verifier is a SchemeVerifier: a declarative Scheme (HMAC
+// signatures over a template of body, timestamp, message id, URL or form
+// parameters; a shared token; basic auth) with its secret. Presets (Preset)
+// describe known providers; NewGitHub, NewStripe, NewStandard and
+// NewVerifier build the three original ones. A Scheme that cannot verify
+// correctly is refused at construction (ErrInvalidScheme), never turned into
+// a verifier that accepts more than it should. Every failure wraps the one
 // sentinel ErrVerification, which the edge answers with 401
 // verification_failed; the wrapped reason (missing header, bad format,
 // timestamp outside tolerance, no matching signature) is for logs only and
@@ -117,6 +123,10 @@ type Verified struct {
 	Timestamp int64
 	// Tolerance is the accepted skew around Timestamp (0 when Timestamp is 0).
 	Tolerance time.Duration
+	// BodySigned is true when the signature covers the body (hmac schemes);
+	// false for a shared token, an API key or basic auth, whose requests
+	// carry the same credential whatever the body.
+	BodySigned bool
 }
 
 // ReplayKey returns the replay-claim key, "<MessageID>/<Timestamp>", or
@@ -157,36 +167,17 @@ type Verifier interface {
 	Verify(h http.Header, body []byte, now time.Time) (Verified, error)
 }
 
-// NewVerifier constructs the verifier called name (one of Verifiers) with
-// secret. It returns an error wrapping ErrUnknownVerifier or
-// ErrInvalidSecret.
+// NewVerifier constructs the verifier called name (one of Verifiers: the
+// github, stripe and standard_webhooks presets) with secret. It returns an
+// error wrapping ErrUnknownVerifier or ErrInvalidSecret. Other presets and
+// declarative schemes are built with Preset and NewSchemeVerifier.
 func NewVerifier(name, secret string) (Verifier, error) {
-	var (
-		v   Verifier
-		err error
-	)
-	// Assign through concrete types so that a failed constructor yields a
-	// nil interface, not a typed nil.
-	switch name {
-	case VerifierGitHub:
-		var g *GitHub
-		if g, err = NewGitHub(secret); err == nil {
-			v = g
-		}
-	case VerifierStripe:
-		var s *Stripe
-		if s, err = NewStripe(secret); err == nil {
-			v = s
-		}
-	case VerifierStandard:
-		var s *Standard
-		if s, err = NewStandard(secret); err == nil {
-			v = s
-		}
-	default:
-		err = fmt.Errorf("%w %q (want one of github, stripe, standard_webhooks)", ErrUnknownVerifier, name)
+	if !KnownVerifier(name) {
+		return nil, fmt.Errorf("%w %q (want one of github, stripe, standard_webhooks)", ErrUnknownVerifier, name)
 	}
+	v, err := newPreset(name, secret)
 	if err != nil {
+		// A nil interface, not a typed nil.
 		return nil, err
 	}
 	return v, nil
@@ -269,6 +260,3 @@ func checkTolerance(ts int64, now time.Time, tol time.Duration) error {
 	}
 	return nil
 }
-
-// redacted is what a verifier prints instead of its secret.
-func redacted(name string) string { return "webhook." + name + "{secret:[redacted]}" }

@@ -51,7 +51,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	h.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub(ghSecret, body))
 	h.Set(webhook.HeaderGitHubDelivery, "d-1")
 	v, err := gh.Verify(h, body, t0)
-	if err != nil || v != (webhook.Verified{MessageID: "d-1"}) {
+	if err != nil || v != (webhook.Verified{MessageID: "d-1", BodySigned: true}) {
 		t.Fatalf("github: %+v, %v", v, err)
 	}
 	if _, ok := v.ReplayKey(); ok {
@@ -62,7 +62,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	h = http.Header{}
 	h.Set(webhook.HeaderStripeSignature, webhook.SignStripe(stripeSecret, ts, body))
 	v, err = st.Verify(h, body, t0)
-	want := webhook.Verified{MessageID: "evt_42", Timestamp: ts, Tolerance: 300 * time.Second}
+	want := webhook.Verified{MessageID: "evt_42", Timestamp: ts, Tolerance: 300 * time.Second, BodySigned: true}
 	if err != nil || v != want {
 		t.Fatalf("stripe: %+v, %v; want %+v", v, err, want)
 	}
@@ -73,7 +73,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err = sw.Verify(h, body, t0)
-	want = webhook.Verified{MessageID: "msg_1", Timestamp: ts, Tolerance: 300 * time.Second}
+	want = webhook.Verified{MessageID: "msg_1", Timestamp: ts, Tolerance: 300 * time.Second, BodySigned: true}
 	if err != nil || v != want {
 		t.Fatalf("standard: %+v, %v; want %+v", v, err, want)
 	}

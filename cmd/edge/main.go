@@ -6,6 +6,13 @@
 //	go run ./cmd/edge -h         # every flag, its environment twin and default
 //	go run ./cmd/edge nats-authz --user acme-svc --role service --tenants acme
 //	                             # the nats-server authorization of a role (external NATS)
+//	go run ./cmd/edge tenants list  # tenants and sources through the admin API (see tenants.go)
+//
+// SIGHUP re-reads the configuration (the --config file) and the
+// --secrets-key-file keys: tenants, sources, keys,
+// defaults and allow_unknown change at once; a file that does not load
+// leaves the running configuration as it is (the error, with its line, is
+// logged).
 package main
 
 import (
@@ -14,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/tenants"
 )
 
 func main() {
@@ -30,12 +39,26 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "nats-authz" {
 		os.Exit(runNATSAuthz(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "tenants" {
+		os.Exit(runTenants(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
 	os.Exit(Run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
 
-// Run loads the configuration, starts the app, waits for ctx to end (a
-// signal), stops the app and returns the exit code.
+// Run loads the configuration, starts the app, reloads the configuration
+// on SIGHUP, waits for ctx to end (a signal), stops the app and returns the
+// exit code. It logs to stderr.
 func Run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	// Caught from the start: a SIGHUP while starting must not kill the
+	// process (its default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return run(ctx, args, getenv, stderr, hup)
+}
+
+// run is Run with the reload signal as a channel.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, hup <-chan os.Signal) int {
 	cfg, err := config.Parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -44,8 +67,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "edge:", err)
 		return 2
 	}
-	log := sluicefx.NewLogger(cfg)
-	app := fx.New(sluicefx.Options(cfg, log))
+	log := sluicefx.NewLoggerTo(cfg, stderr)
+	var stores *sluicefx.Stores
+	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
 		log.Error("start-up failed", "error", err)
 		return 1
@@ -60,12 +84,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 1
 	}
 	code := 0
-	select {
-	case <-ctx.Done():
-	case sig := <-app.Wait():
-		// The app asked to stop (fx.Shutdowner), e.g. storage that only a
-		// restart recovers: its exit code goes to the supervisor.
-		code = sig.ExitCode
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case sig := <-app.Wait():
+			// The app asked to stop (fx.Shutdowner), e.g. storage that only a
+			// restart recovers: its exit code goes to the supervisor.
+			code = sig.ExitCode
+			done = true
+		case <-hup:
+			reload(args, getenv, stores, log)
+		}
 	}
 	log.Info("shutting down", "exit_code", code)
 	stopCtx, c3 := context.WithTimeout(context.Background(), app.StopTimeout())
@@ -76,4 +106,34 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return code
+}
+
+// reload re-reads the configuration into the running node (SIGHUP),
+// logging what changed: the file's tenants, sources and defaults, and the
+// keys of --secrets-key-file. A configuration that does not load changes
+// nothing; a key file that does not load keeps the running keys.
+func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log *slog.Logger) {
+	cfg, err := config.Parse(args, getenv, nil)
+	if err != nil {
+		log.Error("reload failed: keeping the running configuration", "error", err)
+		return
+	}
+	applied, restart := cfg.Changes(st.Policy.Config())
+	st.Policy.SetConfig(cfg)
+	if len(applied) == 0 {
+		log.Info("configuration reloaded: no change to tenants, sources or defaults")
+	} else {
+		log.Info("configuration reloaded", "changes", applied)
+	}
+	if len(restart) > 0 {
+		log.Warn("reload: these settings changed but take effect on restart only", "settings", restart)
+	}
+	if cfg.SecretsKeyFile != "" {
+		keys, err := tenants.LoadKeyring(cfg.SecretsKeyFile)
+		if err != nil {
+			log.Error("reload: keeping the running secrets keys", "error", err)
+			return
+		}
+		st.Tenants.SetKeys(keys)
+	}
 }

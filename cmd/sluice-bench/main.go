@@ -73,6 +73,7 @@ type options struct {
 	drain        bool
 	jsonClient   bool
 	jsonPath     string
+	svgPath      string
 	edgeBin      string
 	partitions   int
 	httpInflight int
@@ -95,6 +96,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
 	fs.BoolVar(&o.jsonClient, "json-client", true, "also measure sluice with quota.WithCoalescing(false) (one JSON request per hit), as row sluice-json")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout; the tables then go to stderr)")
+	fs.StringVar(&o.svgPath, "svg", "", "also write a bar chart (ops/s and p99 per row, sluice vs Redis or floor; SVG) to this file")
 	fs.StringVar(&o.edgeBin, "edge-bin", "", "use this cmd/edge binary instead of building ./cmd/edge")
 	fs.IntVar(&o.partitions, "partitions", quota.DefaultPartitions, "quota partitions of the edge (and the client)")
 	fs.IntVar(&o.httpInflight, "http-inflight", 32, "concurrent HTTP clients of the edge row")
@@ -243,6 +245,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if rep != nil && o.jsonPath != "" {
 		if werr := writeJSON(o.jsonPath, stdout, rep); werr != nil {
 			fmt.Fprintln(stderr, "sluice-bench: json:", werr)
+			if err == nil {
+				err = werr
+			}
+		}
+	}
+	if rep != nil && o.svgPath != "" {
+		if werr := writeSVG(o.svgPath, rep.Summary); werr != nil {
+			fmt.Fprintln(stderr, "sluice-bench: svg:", werr)
 			if err == nil {
 				err = werr
 			}

@@ -7,10 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // memoryResult holds the memory figures.
@@ -54,7 +53,11 @@ type claimsMemory struct {
 	// index and caches, comparable to Redis's used_memory. Indicative: it
 	// also holds whatever the server caches at that moment.
 	ServerHeapBytesPer float64 `json:"server_heap_bytes_per_claim"`
-	KeyExample         string  `json:"key_example"`
+	// The same once the server has dropped its caches of those writes
+	// (testkit.FilestoreIdle later): what an old claim costs, the figure
+	// to compare with Redis's bytes per key.
+	ServerIdleHeapBytesPer float64 `json:"server_idle_heap_bytes_per_claim"`
+	KeyExample             string  `json:"key_example"`
 }
 
 type redisMemory struct {
@@ -137,7 +140,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 		return nil, err
 	}
 	name := kvstore.BucketNames(kvstore.DefaultPrefix).Claims
-	b, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: name, Description: "sluice dedupe claims"})
+	b, err := kvstore.OpenBucket(ctx, js, claims.BucketConfig(name, claims.BucketOptions{}))
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +148,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	if err != nil {
 		return nil, err
 	}
-	heap0 := liveHeap()
+	heap0 := testkit.LiveHeap()
 	type held struct {
 		id   claims.ID
 		hook string
@@ -220,14 +223,22 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	}
 	keep := all[0].id
 	all = nil // the bench's own bookkeeping is not the server's memory
-	heap1 := liveHeap()
-	size, err := dirSize(filepath.Join(storeDir, "jetstream"))
+	heap1 := testkit.LiveHeap()
+	size, err := testkit.DirBytes(filepath.Join(storeDir, "jetstream"))
 	if err != nil {
-		size, err = dirSize(storeDir)
+		size, err = testkit.DirBytes(storeDir)
 		if err != nil {
 			return nil, err
 		}
 	}
+	// An old claim's cost: wait out the file store's caches of the writes
+	// just made.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(testkit.FilestoreIdle):
+	}
+	heap2 := testkit.LiveHeap()
 	m := &claimsMemory{
 		Claims:                  n,
 		PendingStreamBytesPer:   float64(pending.State.Bytes) / float64(max(pending.State.Msgs, 1)),
@@ -235,6 +246,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 		CommittedMsgs:           committed.State.Msgs,
 		StoreDirBytesPer:        float64(size) / float64(n),
 		ServerHeapBytesPer:      (float64(heap1) - float64(heap0)) / float64(n),
+		ServerIdleHeapBytesPer:  (float64(heap2) - float64(heap0)) / float64(n),
 		KeyExample:              claims.KVKey(keep),
 	}
 	return m, nil
@@ -249,32 +261,6 @@ func uuidString() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
-
-func dirSize(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			total += info.Size()
-		}
-		return nil
-	})
-	return total, err
 }
 
 // redisStoreMemory measures Redis's used_memory growth per GCRA bucket key

@@ -276,7 +276,8 @@ func printSummary(w io.Writer, rows []summaryRow, runs int) {
 	tw.Flush()
 }
 
-// goal is one of issue #6's targets, checked against the summary medians.
+// goal is one of the targets of issues #6 and #10, checked against the
+// summary medians (a name without an issue is #6's).
 type goal struct {
 	Name   string  `json:"name"`
 	Target string  `json:"target"`
@@ -310,6 +311,23 @@ func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 	if s := find("hot"); s != nil {
 		add("hot p99 sluice/redis "+at, "<= 1.00", s.RatioP99.Median, s.RatioP99.N > 0, s.RatioP99.Median <= 1)
 	}
+	// Issue #10 (claims fast path).
+	if s := find("hit+claim"); s != nil {
+		add("#10 hit+claim/s sluice/redis "+at, ">= 1.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 1)
+		add("#10 hit+claim server CPU/op sluice/redis "+at, "<= 1.50", s.RatioCPU.Median, s.RatioCPU.N > 0, s.RatioCPU.Median <= 1.5)
+	}
+	if s := find("decisions"); s != nil {
+		add("#10 decisions/s sluice/redis "+at, ">= 3.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 3)
+	}
+	if s := find("hot"); s != nil {
+		add("#10 hot/s sluice/redis "+at, ">= 3.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 3)
+	}
+	for i := range rows {
+		if s := &rows[i]; s.Workload == "edge" {
+			add(fmt.Sprintf("#10 edge hooks/s edge/floor @%d", s.Inflight), ">= 0.55", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 0.55)
+			add(fmt.Sprintf("#10 edge server CPU/hook edge/floor @%d", s.Inflight), "<= 2.00", s.RatioCPU.Median, s.RatioCPU.N > 0, s.RatioCPU.Median <= 2)
+		}
+	}
 	if mem != nil {
 		v, ok := mem.BucketBytes["hooks"]
 		add("bytes per idle tenant bucket", "<= 64", v, ok, v <= 64)
@@ -321,7 +339,7 @@ func printGoals(w io.Writer, gs []goal) {
 	if len(gs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n== goals (issue #6) ==")
+	fmt.Fprintln(w, "\n== goals (issues #6 and #10) ==")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, g := range gs {
 		status := "MISSED"
@@ -353,8 +371,8 @@ func printMemory(w io.Writer, m *memoryResult) {
 		fmt.Fprintf(w, "sluice idle GCRA bucket (1M tenants, %s): %.1f bytes/bucket\n", k, m.BucketBytes[k])
 	}
 	if c := m.Claims; c != nil {
-		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim; server heap %.1f B/claim\n",
-			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer, c.ServerHeapBytesPer)
+		fmt.Fprintf(w, "sluice claim in JetStream KV (%d claims, key %q): pending %.1f B/claim, committed %.1f B/claim (stream State.Bytes/Msgs, %d msgs); store dir %.1f B/claim; server heap %.1f B/claim right after writing, %.1f B/claim once idle (an old claim)\n",
+			c.Claims, c.KeyExample, c.PendingStreamBytesPer, c.CommittedStreamBytesPer, c.CommittedMsgs, c.StoreDirBytesPer, c.ServerHeapBytesPer, c.ServerIdleHeapBytesPer)
 	}
 	if m.ClaimsError != "" {
 		fmt.Fprintln(w, "claims: error:", firstLine(m.ClaimsError))

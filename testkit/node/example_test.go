@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -17,36 +16,12 @@ import (
 	"github.com/sluice-dev/sluice/testkit/node"
 )
 
-// exampleT stands in for the *testing.T a real test passes to node.Start.
-type exampleT struct {
-	dir      string
-	cleanups []func()
-}
-
-func (e *exampleT) Helper()                      {}
-func (e *exampleT) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
-func (e *exampleT) Cleanup(f func())             { e.cleanups = append(e.cleanups, f) }
-func (e *exampleT) TempDir() string {
-	d, err := os.MkdirTemp(e.dir, "t")
-	if err != nil {
-		panic(err)
-	}
-	return d
-}
-func (e *exampleT) done() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-}
-
 // In a test, node.Start(t, testkit.New(t)) is a whole sluice node on an
 // embedded server: here a service asks it for a rate-limit decision over
 // NATS with the Go client, exactly as it would ask a production fleet.
 func ExampleStart() {
-	dir, _ := os.MkdirTemp("", "node-example")
-	defer os.RemoveAll(dir)
-	t := &exampleT{dir: dir}
-	defer t.done()
+	t := testkit.NewStandalone() // in a test: the test's *testing.T
+	defer t.Close()
 
 	n := node.Start(t, testkit.New(t))
 
@@ -72,10 +47,8 @@ func ExampleStart() {
 // own work is done. Hooks posted to the node's edge arrive here with the
 // hook id the edge answered with.
 func Example_consumeHooks() {
-	dir, _ := os.MkdirTemp("", "node-example")
-	defer os.RemoveAll(dir)
-	t := &exampleT{dir: dir}
-	defer t.done()
+	t := testkit.NewStandalone() // in a test: the test's *testing.T
+	defer t.Close()
 	n := node.Start(t, testkit.New(t))
 
 	for _, tenant := range []string{"acme", "globex"} {
@@ -94,7 +67,8 @@ func Example_consumeHooks() {
 	cons, err := n.Kit.JS.CreateOrUpdateConsumer(ctx, n.Config.HooksStream, jetstream.ConsumerConfig{
 		Durable: "acme-worker",
 		// Every source of tenant acme: "<prefix>.hooks.<tenant>.<source>",
-		// tokens encoded as in every sluice subject (docs/PROTOCOL.md).
+		// plus ".<type>" for a source with event_type; tokens encoded as
+		// in every sluice subject (docs/PROTOCOL.md). ".>" matches both.
 		FilterSubject: n.Config.Prefix + ".hooks." + kvstore.EncodeToken("acme") + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 	})

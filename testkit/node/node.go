@@ -35,6 +35,8 @@ type Node struct {
 	URL string
 	// Config is the node's parsed configuration.
 	Config *config.Config
+	// Stores are the node's stores (tenant records and policy included).
+	Stores *sluicefx.Stores
 }
 
 // defaults keep a test node small and quick: four partitions, a loopback
@@ -50,22 +52,32 @@ var defaults = []string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}
 // Set SLUICE_TEST_LOG=1 to see the node's log on stderr.
 func Start(t testkit.T, k *testkit.Kit, args ...string) *Node {
 	t.Helper()
+	var log *slog.Logger
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return StartLogged(t, k, log, args...)
+}
+
+// StartLogged is Start with the node's log going to log (nil: discarded).
+func StartLogged(t testkit.T, k *testkit.Kit, log *slog.Logger, args ...string) *Node {
+	t.Helper()
 	all := append(append([]string{"--data-dir", t.TempDir()}, defaults...), args...)
 	cfg, err := config.Parse(all, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatalf("node: config: %v", err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	var h *sluicefx.HTTP
+	var st *sluicefx.Stores
 	app := fx.New(
 		sluicefx.Options(cfg, log),
 		// The kit's connection replaces the one ProvideNATS would make (and
 		// the embedded server it would start): the kit owns both.
 		fx.Replace(&sluicefx.NATS{Conn: k.Conn, JS: k.JS}),
-		fx.Populate(&h),
+		fx.Populate(&h, &st),
 	)
 	if err := app.Err(); err != nil {
 		t.Fatalf("node: %v", err)
@@ -82,5 +94,5 @@ func Start(t testkit.T, k *testkit.Kit, args ...string) *Node {
 			t.Fatalf("node: stop: %v", err)
 		}
 	})
-	return &Node{Kit: k, URL: fmt.Sprintf("http://%s", *h.Addr.Load()), Config: cfg}
+	return &Node{Kit: k, URL: fmt.Sprintf("http://%s", *h.Addr.Load()), Config: cfg, Stores: st}
 }

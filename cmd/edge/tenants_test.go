@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/node"
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+// post sends a hook (GitHub-signed with secret unless "") and returns the
+// status.
+func post(t *testing.T, base, path, secret string) int {
+	t.Helper()
+	body := []byte(fmt.Sprintf(`{"at":%d}`, time.Now().UnixNano()))
+	req, err := http.NewRequest("POST", base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub(secret, body))
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestTenantsCLI: onboarding, listing, rotating and removing a tenant
+// with `edge tenants` against a running node; no secret is ever printed.
+func TestTenantsCLI(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	const token = "cli-admin-token-0123456789abcdef"
+	n := node.Start(t, testkit.New(t), "--admin-token", token,
+		"--secrets-key-file", testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key))))
+	const oldS, newS = "cli-old-secret-abcdefghijk", "cli-new-secret-zyxwvutsrqp"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: token, "GH_SECRET": oldS, "GH_NEW": newS}
+	var out, errb bytes.Buffer
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		out.Reset()
+		errb.Reset()
+		if code := runTenants(context.Background(), args, func(k string) string { return env[k] }, &out, &errb); code != want {
+			t.Fatalf("edge tenants %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out.String(), errb.String())
+		}
+		for _, s := range []string{oldS, newS, token} {
+			if strings.Contains(out.String()+errb.String(), s) {
+				t.Fatalf("edge tenants %v printed a secret", args)
+			}
+		}
+		return out.String() + errb.String()
+	}
+	if got := cli(0, "add", "acme", "--source", "gh", "--verify", "github", "--dedupe", "github", "--secret-env", "GH_SECRET", "--tenant-hooks", "100:200"); !strings.Contains(got, `"fingerprint": "hmac-sha256:`) {
+		t.Fatalf("add: %s", got)
+	}
+	if code := post(t, n.URL, "/v1/hooks/acme/gh", oldS); code != 202 {
+		t.Fatalf("signed hook after add: %d", code)
+	}
+	if got := cli(0, "list"); !strings.Contains(got, "acme") || !strings.Contains(got, "api") || !strings.Contains(got, "gh") {
+		t.Fatalf("list: %s", got)
+	}
+	if got := cli(1, "add", "acme"); !strings.Contains(got, "tenant_exists") {
+		t.Fatalf("second add: %s", got)
+	}
+	cli(0, "rotate", "acme", "gh", "--secret-env", "GH_NEW", "--overlap", "0s")
+	if a, b := post(t, n.URL, "/v1/hooks/acme/gh", oldS), post(t, n.URL, "/v1/hooks/acme/gh", newS); a != 401 || b != 202 {
+		t.Fatalf("after rotate: old %d new %d", a, b)
+	}
+	cli(0, "retire", "acme", "gh", "s1")
+	if got := cli(1, "retire", "acme", "gh", "s2"); !strings.Contains(got, "400") {
+		t.Fatalf("retiring the last secret: %s", got)
+	}
+	cli(0, "set-source", "acme", "raw", "--dedupe", "none", "--hooks", "5:10")
+	if got := cli(0, "get", "acme"); !strings.Contains(got, `"raw"`) {
+		t.Fatalf("get: %s", got)
+	}
+	cli(0, "rm", "acme", "gh")
+	if code := post(t, n.URL, "/v1/hooks/acme/gh", newS); code != 404 {
+		t.Fatalf("removed source: %d", code)
+	}
+	if got := cli(0, "reseal"); !strings.Contains(got, `"resealed": 0`) {
+		t.Fatalf("reseal: %s", got)
+	}
+	cli(0, "rm", "acme")
+	cli(1, "get", "acme")
+	// Usage errors.
+	delete(env, envAdminToken)
+	cli(2, "list")
+	env[envAdminToken] = token
+	cli(2, "frobnicate")
+	cli(2, "rm")
+	cli(1, "add", "x", "--verify", "github")
+	cli(1, "set-source", "x", "y", "--secret-env", "UNSET")
+	cli(1, "add", "x", "--tenant-hooks", "fast")
+}
+
+// TestSIGHUPReload: a SIGHUP re-reads the file; a broken file changes
+// nothing and its error (with the line) is logged; a good one applies at
+// once and the log says what changed.
+func TestSIGHUPReload(t *testing.T) {
+	file := testkit.WriteTemp(t, "edge.yaml", []byte("tenants:\n  acme:\n    sources: {gh: {}}\n"))
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keys := testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key)))
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	log := &testkit.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- Run(ctx, []string{"--config", file, "--secrets-key-file", keys, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+			func(string) string { return "" }, log)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("exit %d\n%s", code, log.String())
+		}
+	})
+	base := "http://" + addr
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		res, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	}, "edge ready")
+	hup := func() {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := post(t, base, "/v1/hooks/acme/gh", ""), post(t, base, "/v1/hooks/acme/new", ""); a != 202 || b != 404 {
+		t.Fatalf("before: gh %d new %d", a, b)
+	}
+	if err := os.WriteFile(file, []byte("tenants:\n  acme:\n    sources:\n      gh: {bogus: 1}\n      new: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup()
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(log.String(), "reload failed: keeping the running configuration") && strings.Contains(log.String(), "line 4: unknown field tenants.acme.sources.gh.bogus")
+	}, "the broken file's error logged with its line")
+	if a, b := post(t, base, "/v1/hooks/acme/gh", ""), post(t, base, "/v1/hooks/acme/new", ""); a != 202 || b != 404 {
+		t.Fatalf("after a broken reload: gh %d new %d", a, b)
+	}
+	if err := os.WriteFile(file, []byte("tenants:\n  acme:\n    sources: {gh: {}, new: {}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup()
+	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/acme/new", "") == 202 }, "new source served after the reload")
+	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") || !strings.Contains(log.String(), "secrets keys replaced") {
+		t.Fatalf("reload log:\n%s", log.String())
+	}
+	// A broken key file keeps the running keys.
+	if err := os.WriteFile(keys, []byte("k1 short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup()
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(log.String(), "reload: keeping the running secrets keys") && strings.Contains(log.String(), "line 1: key k1")
+	}, "the broken key file's error logged")
+}
+
+// TestBadKeyFileRefusesToStart: a --secrets-key-file that does not load
+// fails start-up, naming the line and never the key.
+func TestBadKeyFileRefusesToStart(t *testing.T) {
+	keys := testkit.WriteTemp(t, "keys", []byte("# keys\nk1 c2hvcnQta2V5\n"))
+	log := &testkit.LogBuffer{}
+	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+		func(string) string { return "" }, log)
+	if code != 1 || !strings.Contains(log.String(), "line 2: key k1") || strings.Contains(log.String(), "c2hvcnQta2V5") {
+		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+}

@@ -1,0 +1,224 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Bounds of a rewind.
+const (
+	MaxRewindSources = 16
+	MaxRewindTypes   = 16
+	maxConsumerName  = 64
+	// RewindInactive is how long an ephemeral rewind consumer lives unread.
+	RewindInactive = time.Hour
+)
+
+// RewindSpec is a consumer over one tenant's stored hooks.
+type RewindSpec struct {
+	Tenant   string
+	Sources  []string  // nil: every source of the tenant
+	Types    []string  // nil: every type (needs Sources when set)
+	Consumer string    // the consumer's name
+	Durable  bool      // durable, or ephemeral (deleted after RewindInactive unread)
+	Since    time.Time // start at this receipt time (zero: StartSeq, or the beginning)
+	StartSeq uint64    // start at this stream sequence
+	Paced    bool      // deliver at the original pace (ReplayOriginal)
+}
+
+// RewindResult describes the created consumer.
+type RewindResult struct {
+	Stream         string   `json:"stream"`
+	Consumer       string   `json:"consumer"`
+	Durable        bool     `json:"durable"`
+	FilterSubjects []string `json:"filter_subjects"`
+	NumPending     uint64   `json:"num_pending"`
+}
+
+// ErrConsumerExists is returned by Rewind for a name already in use.
+var ErrConsumerExists = errors.New("edge: consumer exists")
+
+// HookRewinder creates rewind consumers (HookStore implements it).
+type HookRewinder interface {
+	Rewind(ctx context.Context, spec RewindSpec) (RewindResult, error)
+}
+
+// rewindFilters are the subjects of a rewind: the tenant's, each source's
+// (typed or not), or each source's types.
+func rewindFilters(prefix string, s RewindSpec) []string {
+	if len(s.Sources) == 0 {
+		return []string{prefix + ".hooks." + kvstore.EncodeToken(s.Tenant) + ".>"}
+	}
+	var out []string
+	for _, src := range s.Sources {
+		if len(s.Types) == 0 {
+			subj := HooksSubject(prefix, s.Tenant, src)
+			out = append(out, subj, subj+".*")
+			continue
+		}
+		for _, t := range s.Types {
+			out = append(out, TypedHooksSubject(prefix, s.Tenant, src, t))
+		}
+	}
+	return out
+}
+
+// Rewind implements HookRewinder: a pull consumer (explicit acks) on the
+// spec's subjects from its start.
+func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, error) {
+	cfg := jetstream.ConsumerConfig{
+		Name:           spec.Consumer,
+		FilterSubjects: rewindFilters(s.prefix, spec),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Description:    "sluice rewind of tenant " + spec.Tenant,
+	}
+	if spec.Durable {
+		cfg.Durable = spec.Consumer
+	} else {
+		cfg.InactiveThreshold = RewindInactive
+	}
+	switch {
+	case !spec.Since.IsZero():
+		since := spec.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	case spec.StartSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, spec.StartSeq
+	}
+	if spec.Paced {
+		cfg.ReplayPolicy = jetstream.ReplayOriginalPolicy
+	}
+	c, err := s.js.CreateConsumer(ctx, s.stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		return RewindResult{}, ErrConsumerExists
+	}
+	if err != nil {
+		return RewindResult{}, kvstore.MapError(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return RewindResult{}, kvstore.MapError(err)
+	}
+	return RewindResult{Stream: s.stream, Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects, NumPending: info.NumPending}, nil
+}
+
+// validConsumerName: 1..64 bytes of [A-Za-z0-9_-] (a subject token).
+func validConsumerName(s string) bool {
+	if s == "" || len(s) > maxConsumerName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// postRewind is POST /v1/admin/hooks/{tenant}/rewind.
+func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
+	tenant := r.PathValue("tenant")
+	bad := func(reason string) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": reason})
+	}
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return
+	}
+	rw, ok := h.cfg.Hooks.(HookRewinder)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		return
+	}
+	var in struct {
+		Consumer    string     `json:"consumer"`
+		Durable     bool       `json:"durable"`
+		Sources     []string   `json:"sources"`
+		Types       []string   `json:"types"`
+		Since       *time.Time `json:"since"`
+		StartHookID string     `json:"start_hook_id"`
+		Paced       bool       `json:"paced"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		bad(err.Error())
+		return
+	}
+	switch {
+	case !validConsumerName(in.Consumer):
+		bad("consumer must be 1..64 bytes of [A-Za-z0-9_-]")
+		return
+	case len(in.Sources) > MaxRewindSources || len(in.Types) > MaxRewindTypes:
+		bad("at most 16 sources and 16 types")
+		return
+	case len(in.Types) > 0 && len(in.Sources) == 0:
+		bad("types need sources")
+		return
+	case in.Since != nil && in.StartHookID != "":
+		bad("give since or start_hook_id, not both")
+		return
+	case in.StartHookID != "" && len(in.Sources) == 0:
+		bad("start_hook_id needs sources")
+		return
+	}
+	for _, s := range in.Sources {
+		if !ValidName(s) {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
+			return
+		}
+	}
+	for _, t := range in.Types {
+		if t == "" || len(t) > 64 {
+			bad("types must be 1..64 bytes")
+			return
+		}
+	}
+	spec := RewindSpec{Tenant: tenant, Sources: in.Sources, Types: in.Types, Consumer: in.Consumer, Durable: in.Durable, Paced: in.Paced}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if in.Since != nil {
+		spec.Since = *in.Since
+	}
+	if in.StartHookID != "" {
+		finder, _ := h.cfg.Hooks.(HookFinder)
+		for _, src := range in.Sources {
+			if finder == nil {
+				break
+			}
+			rec, err := finder.Find(ctx, tenant, src, in.StartHookID, time.Time{})
+			if err == nil {
+				spec.StartSeq = rec.Seq
+				break
+			}
+			if !errors.Is(err, ErrReceiptNotFound) {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+				return
+			}
+		}
+		if spec.StartSeq == 0 {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found", "reason": "start_hook_id is not in the stream"})
+			return
+		}
+	}
+	res, err := rw.Rewind(ctx, spec)
+	switch {
+	case errors.Is(err, ErrConsumerExists):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "consumer_exists"})
+	case err != nil:
+		h.log.Warn("admin: rewind failed", "tenant", tenant, "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+	default:
+		h.log.Info("admin: rewind consumer created", "tenant", tenant, "consumer", res.Consumer, "pending", res.NumPending)
+		writeJSON(w, http.StatusCreated, res)
+	}
+}

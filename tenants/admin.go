@@ -1,0 +1,644 @@
+package tenants
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+// Paging of GET /v1/admin/tenants.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+	// maxAdminBody bounds an admin request body.
+	maxAdminBody = 64 << 10
+	// maxAttempts bounds the read-modify-write retries of a write without
+	// an expected revision.
+	maxAttempts = 8
+)
+
+// Admin serves the tenant and source endpoints of the admin API (mounted
+// by the edge behind the admin token, see Routes).
+type Admin struct {
+	reg     *Registry
+	pol     *Policy
+	log     *slog.Logger
+	now     func() time.Time
+	timeout time.Duration
+}
+
+// NewAdmin returns the admin endpoints over reg and pol. timeout bounds
+// one request's store calls; now is the clock (nil: time.Now).
+func NewAdmin(reg *Registry, pol *Policy, log *slog.Logger, timeout time.Duration, now func() time.Time) *Admin {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Admin{reg: reg, pol: pol, log: log, now: now, timeout: timeout}
+}
+
+// Routes are the admin routes (edge.Config.AdminRoutes).
+func (a *Admin) Routes() []edge.AdminRoute {
+	const t, s = "/v1/admin/tenants/{tenant}", "/v1/admin/tenants/{tenant}/sources/{source}"
+	return []edge.AdminRoute{
+		{Pattern: "GET /v1/admin/tenants", Op: "list_tenants", Handler: a.list},
+		{Pattern: "GET " + t, Op: "get_tenant", Handler: a.getTenant},
+		{Pattern: "PUT " + t, Op: "put_tenant", Handler: a.putTenant},
+		{Pattern: "DELETE " + t, Op: "delete_tenant", Handler: a.deleteTenant},
+		{Pattern: "PUT " + s, Op: "put_source", Handler: a.putSource},
+		{Pattern: "DELETE " + s, Op: "delete_source", Handler: a.deleteSource},
+		{Pattern: "POST " + s + "/secrets", Op: "add_secret", Handler: a.addSecret},
+		{Pattern: "DELETE " + s + "/secrets/{id}", Op: "delete_secret", Handler: a.deleteSecret},
+		{Pattern: "POST /v1/admin/secrets/reseal", Op: "reseal", Handler: a.reseal},
+	}
+}
+
+// apiError is an answer other than 2xx.
+type apiError struct {
+	code int
+	body map[string]any
+}
+
+func (e *apiError) Error() string { return fmt.Sprint(e.body["error"]) }
+
+func errAPI(code int, name, reason string) *apiError {
+	b := map[string]any{"error": name}
+	if reason != "" {
+		b["reason"] = reason
+	}
+	return &apiError{code: code, body: b}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers err: an apiError, a FieldError (400 naming the field), a
+// conflict, or 503.
+func (a *Admin) fail(w http.ResponseWriter, err error) {
+	var ae *apiError
+	var fe *FieldError
+	var ce *conflictError
+	switch {
+	case errors.As(err, &ce):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "revision_conflict", "revision": ce.current})
+	case errors.As(err, &ae):
+		writeJSON(w, ae.code, ae.body)
+	case errors.As(err, &fe):
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": fe.Field, "reason": fe.Reason})
+	default:
+		a.log.Warn("admin: tenants store failed", "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+	}
+}
+
+// pathNames reads and checks the path's tenant (and source).
+func pathNames(r *http.Request, withSource bool) (tenant, source string, err error) {
+	tenant = r.PathValue("tenant")
+	if !config.ValidName(tenant) {
+		return "", "", errAPI(http.StatusBadRequest, "invalid_tenant", "")
+	}
+	if withSource {
+		source = r.PathValue("source")
+		if !config.ValidName(source) {
+			return "", "", errAPI(http.StatusBadRequest, "invalid_source", "")
+		}
+	}
+	return tenant, source, nil
+}
+
+// decode reads a JSON body into v (unknown fields refused).
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errAPI(http.StatusBadRequest, "invalid_request", "body must be a JSON object")
+		}
+		// encoding/json errors name fields and offsets, never values.
+		return errAPI(http.StatusBadRequest, "invalid_request", err.Error())
+	}
+	return nil
+}
+
+// revField is the optional "revision" of a write's body.
+type revField struct {
+	Revision uint64 `json:"revision"`
+}
+
+func (f *revField) revision() uint64 { return f.Revision }
+
+// parse reads a write's path names, its body into in (nil: no body) and
+// the revision it expects; on an error it answers and returns ok=false.
+func (a *Admin) parse(w http.ResponseWriter, r *http.Request, withSource bool, in interface{ revision() uint64 }) (tenant, source string, expect uint64, ok bool) {
+	tenant, source, err := pathNames(r, withSource)
+	var bodyRev uint64
+	if err == nil && in != nil {
+		if err = decode(r, in); err == nil {
+			bodyRev = in.revision()
+		}
+	}
+	if err == nil {
+		expect, err = expected(r, bodyRev)
+	}
+	if err != nil {
+		a.fail(w, err)
+		return "", "", 0, false
+	}
+	return tenant, source, expect, true
+}
+
+// expected is the revision a write must find: If-Match, else the body's
+// "revision" (0: none, read-modify-write).
+func expected(r *http.Request, body uint64) (uint64, error) {
+	im := strings.TrimSpace(r.Header.Get("If-Match"))
+	if im == "" {
+		return body, nil
+	}
+	n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(im, "W/"), `"`), 10, 64)
+	if err != nil || n == 0 {
+		return 0, errAPI(http.StatusBadRequest, "invalid_request", `If-Match must be a revision, e.g. "42"`)
+	}
+	if body != 0 && body != n {
+		return 0, errAPI(http.StatusBadRequest, "invalid_request", "If-Match and revision differ")
+	}
+	return n, nil
+}
+
+// How mutate treats a missing record.
+const (
+	mustExist  = iota // 404 tenant_not_found
+	mayCreate         // it starts empty
+	mustCreate        // and an existing one is 409 tenant_exists (If-None-Match: *)
+)
+
+// mutate applies change to tenant's record, revision-checked: with expect
+// > 0 the record must be at that revision (else 409 revision_conflict);
+// without, the read-modify-write is retried on a concurrent change, so
+// no update is lost.
+func (a *Admin) mutate(w http.ResponseWriter, r *http.Request, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) {
+	ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
+	defer cancel()
+	t, created, err := a.update(ctx, tenant, expect, create, op, change)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	a.reply(w, code, t)
+}
+
+// conflictError is a revision-checked write that found another revision
+// (409 revision_conflict with the current one).
+type conflictError struct{ current uint64 }
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("revision conflict (current %d)", e.current)
+}
+
+// update is mutate's store part: it returns the written record and
+// whether it was created.
+func (a *Admin) update(ctx context.Context, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) (*Tenant, bool, error) {
+	if a.pol.FileTenant(tenant) {
+		return nil, false, errAPI(http.StatusConflict, "managed_by_file", "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first")
+	}
+	for range maxAttempts {
+		t, err := a.reg.get(ctx, tenant)
+		created := false
+		switch {
+		case errors.Is(err, ErrNotFound) && create != mustExist && expect == 0:
+			if a.reg.count() >= MaxTenants {
+				return nil, false, errAPI(http.StatusConflict, "too_many_tenants", fmt.Sprintf("at most %d tenants", MaxTenants))
+			}
+			t, created = &Tenant{Name: tenant, Sources: map[string]*Source{}}, true
+		case errors.Is(err, ErrNotFound):
+			return nil, false, errAPI(http.StatusNotFound, "tenant_not_found", "")
+		case err != nil:
+			return nil, false, err
+		case create == mustCreate:
+			return nil, false, errAPI(http.StatusConflict, "tenant_exists", "")
+		}
+		if expect > 0 && t.Revision != expect {
+			return nil, false, &conflictError{current: t.Revision}
+		}
+		now := a.now().UTC()
+		next := t.clone()
+		if next.Sources == nil {
+			next.Sources = map[string]*Source{}
+		}
+		if err := change(next, now); err != nil {
+			return nil, false, err
+		}
+		next.UpdatedAt = now
+		rev, err := a.reg.put(ctx, next, t.Revision)
+		if errors.Is(err, ErrConflict) {
+			if expect > 0 {
+				cur, gerr := a.reg.get(ctx, tenant)
+				if gerr != nil {
+					return nil, false, &conflictError{}
+				}
+				return nil, false, &conflictError{current: cur.Revision}
+			}
+			continue // someone else wrote: apply the change to theirs
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		next.Revision = rev
+		a.log.Info("admin: tenant record written", "op", op, "tenant", tenant, "revision", rev)
+		return next, created, nil
+	}
+	return nil, false, errAPI(http.StatusConflict, "revision_conflict", "too many concurrent updates; retry")
+}
+
+// reply writes a record without its sealed secrets, with its revision as
+// ETag.
+func (a *Admin) reply(w http.ResponseWriter, code int, t *Tenant) {
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatUint(t.Revision, 10)))
+	writeJSON(w, code, t.Redacted())
+}
+
+func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
+	tenant, _, err := pathNames(r, false)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if a.pol.FileTenant(tenant) {
+		writeJSON(w, http.StatusOK, map[string]any{"name": tenant, "managed": "file", "sources": slices.Sorted(maps.Keys(a.pol.Config().Tenants[tenant].Sources))})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*a.timeout)
+	defer cancel()
+	t, err := a.reg.get(ctx, tenant)
+	if errors.Is(err, ErrNotFound) {
+		err = errAPI(http.StatusNotFound, "tenant_not_found", "")
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.reply(w, http.StatusOK, t)
+}
+
+// listItem is one tenant of a page.
+type listItem struct {
+	Name     string   `json:"name"`
+	Managed  string   `json:"managed"` // "api" or "file"
+	Revision uint64   `json:"revision,omitempty"`
+	Sources  []string `json:"sources"`
+}
+
+// list is GET /v1/admin/tenants?limit=N&after=NAME: tenants in name order,
+// the file's and the records', at most limit (1..MaxPageSize) per page;
+// "next" is the after of the next page.
+func (a *Admin) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := DefaultPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageSize {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": "limit", "reason": fmt.Sprintf("must be 1..%d", MaxPageSize)})
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	if after != "" && !config.ValidName(after) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": "after", "reason": "not a tenant name"})
+		return
+	}
+	cfg := a.pol.Config()
+	recs, _ := a.reg.page(after, limit+1)
+	var file []string
+	for n := range cfg.Tenants {
+		if n > after {
+			file = append(file, n)
+		}
+	}
+	sort.Strings(file)
+	items := make([]listItem, 0, limit)
+	i, j := 0, 0
+	for len(items) < limit && (i < len(recs) || j < len(file)) {
+		switch {
+		case j < len(file) && (i >= len(recs) || file[j] <= recs[i].Name):
+			if i < len(recs) && file[j] == recs[i].Name {
+				i++ // the file wins
+			}
+			items = append(items, listItem{Name: file[j], Managed: "file", Sources: slices.Sorted(maps.Keys(cfg.Tenants[file[j]].Sources))})
+			j++
+		default:
+			t := recs[i]
+			items = append(items, listItem{Name: t.Name, Managed: "api", Revision: t.Revision, Sources: slices.Sorted(maps.Keys(t.Sources))})
+			i++
+		}
+	}
+	out := map[string]any{"tenants": items}
+	if (i < len(recs) || j < len(file)) && len(items) > 0 {
+		out["next"] = items[len(items)-1].Name
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type tenantInput struct {
+	AllowUnknown *bool   `json:"allow_unknown"`
+	Limits       *Limits `json:"limits"`
+	revField
+}
+
+// putTenant creates a tenant (201) or replaces its settings (200); its
+// sources are kept (see the source endpoints). With If-None-Match: * it
+// only creates (409 tenant_exists).
+func (a *Admin) putTenant(w http.ResponseWriter, r *http.Request) {
+	var in tenantInput
+	tenant, _, expect, ok := a.parse(w, r, false, &in)
+	if !ok {
+		return
+	}
+	create := mayCreate
+	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "*" {
+		create = mustCreate
+	}
+	a.mutate(w, r, tenant, expect, create, "put_tenant", func(t *Tenant, _ time.Time) error {
+		t.AllowUnknown, t.Limits = in.AllowUnknown, in.Limits
+		return t.Validate()
+	})
+}
+
+func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
+	tenant, _, expect, ok := a.parse(w, r, false, nil)
+	if !ok {
+		return
+	}
+	if a.pol.FileTenant(tenant) {
+		a.fail(w, errAPI(http.StatusConflict, "managed_by_file", "remove it from the --config file"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
+	defer cancel()
+	switch err := a.reg.remove(ctx, tenant, expect); {
+	case errors.Is(err, ErrNotFound):
+		a.fail(w, errAPI(http.StatusNotFound, "tenant_not_found", ""))
+	case errors.Is(err, ErrConflict):
+		a.fail(w, &conflictError{})
+	case err != nil:
+		a.fail(w, err)
+	default:
+		a.log.Info("admin: tenant record deleted", "tenant", tenant)
+		writeJSON(w, http.StatusOK, map[string]any{"name": tenant, "deleted": true})
+	}
+}
+
+type sourceInput struct {
+	Verify         *Verify    `json:"verify"`
+	Dedupe         string     `json:"dedupe"`
+	MaxBodyBytes   int64      `json:"max_body_bytes"`
+	EventType      string     `json:"event_type"`
+	Handshake      string     `json:"handshake"`
+	Methods        []string   `json:"methods"`
+	ContentTypes   []string   `json:"content_types"`
+	IPAllow        []string   `json:"ip_allow"`
+	Limits         *Limits    `json:"limits"`
+	Secret         *string    `json:"secret"`
+	SecretNotAfter *time.Time `json:"secret_not_after"`
+	revField
+}
+
+// putSource creates or replaces a source's settings. A secret in the body
+// replaces the source's secrets; without one they are kept (a new scheme
+// needs a new secret). A verifying source stays verifying: leaving verify
+// out is 400.
+func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
+	var in sourceInput
+	tenant, source, expect, ok := a.parse(w, r, true, &in)
+	if !ok {
+		return
+	}
+	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
+		old := t.Sources[source]
+		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
+			Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
+		if len(t.Sources) >= MaxSources && old == nil {
+			return fieldErr("sources", "at most %d sources per tenant", MaxSources)
+		}
+		p := "sources." + source
+		if err := s.Verify.validate(p + ".verify"); err != nil {
+			return err
+		}
+		switch {
+		case s.Verify == nil && old != nil && old.Verify != nil:
+			// Never turn a verifying source unsigned by leaving a field out.
+			return fieldErr(p+".verify", "the source verifies with %s: give verify (to make it unsigned, delete the source and create it again)", old.Verify.Scheme)
+		case in.Secret != nil:
+			if s.Verify == nil {
+				return fieldErr(p+".secret", "a secret needs verify")
+			}
+			sec, err := a.seal(tenant, source, s, "s1", *in.Secret, in.SecretNotAfter, now)
+			if err != nil {
+				return err
+			}
+			s.Secrets = []Secret{sec}
+		case s.Verify != nil && (old == nil || old.Verify == nil || old.Verify.Scheme != s.Verify.Scheme):
+			return fieldErr(p+".secret", "verify %s needs a secret", s.Verify.Scheme)
+		case s.Verify != nil:
+			s.Secrets = old.Secrets
+		}
+		t.Sources[source] = s
+		return t.Validate()
+	})
+}
+
+// seal checks a new secret against the source's scheme and seals it.
+func (a *Admin) seal(tenant, source string, s *Source, id, secret string, notAfter *time.Time, now time.Time) (Secret, error) {
+	p := "sources." + source + ".secret"
+	keys := a.reg.Keys()
+	if keys == nil {
+		return Secret{}, fieldErr(p, "this node has no --secrets-key-file: secrets are only stored encrypted")
+	}
+	if secret == "" || len(secret) > MaxSecretBytes {
+		return Secret{}, fieldErr(p, "must be 1..%d bytes", MaxSecretBytes)
+	}
+	sc, err := s.Verify.scheme("sources." + source + ".verify")
+	if err != nil {
+		return Secret{}, err
+	}
+	if _, err := webhook.NewSchemeVerifier(sc, secret); err != nil { // never contains the secret
+		return Secret{}, fieldErr(p, "%v", err)
+	}
+	if notAfter != nil && !notAfter.After(now) {
+		return Secret{}, fieldErr(p+"_not_after", "must be in the future")
+	}
+	sealed, err := keys.Seal(tenant, source, id, secret)
+	if err != nil {
+		return Secret{}, err
+	}
+	return Secret{ID: id, Fingerprint: keys.Fingerprint(secret), CreatedAt: now, NotAfter: notAfter, Sealed: sealed}, nil
+}
+
+func (a *Admin) deleteSource(w http.ResponseWriter, r *http.Request) {
+	tenant, source, expect, ok := a.parse(w, r, true, nil)
+	if !ok {
+		return
+	}
+	a.mutate(w, r, tenant, expect, mustExist, "delete_source", func(t *Tenant, _ time.Time) error {
+		if _, ok := t.Sources[source]; !ok {
+			return errAPI(http.StatusNotFound, "source_not_found", "")
+		}
+		delete(t.Sources, source)
+		return nil
+	})
+}
+
+type secretInput struct {
+	Secret   string     `json:"secret"`
+	NotAfter *time.Time `json:"not_after"`
+	// RetireOthersAfter gives every other secret a not-after this long
+	// from now (unless it already ends sooner): "0s" retires them at once,
+	// "24h" overlaps for a day.
+	RetireOthersAfter *string `json:"retire_others_after"`
+	revField
+}
+
+// addSecret adds a secret to a verifying source (rotation); secrets past
+// their not-after are dropped to make room.
+func (a *Admin) addSecret(w http.ResponseWriter, r *http.Request) {
+	var in secretInput
+	tenant, source, expect, ok := a.parse(w, r, true, &in)
+	if !ok {
+		return
+	}
+	var retire time.Duration = -1
+	if in.RetireOthersAfter != nil {
+		d, err := time.ParseDuration(*in.RetireOthersAfter)
+		if err != nil || d < 0 {
+			a.fail(w, fieldErr("retire_others_after", "want a duration >= 0, e.g. 24h"))
+			return
+		}
+		retire = d
+	}
+	a.mutate(w, r, tenant, expect, mustExist, "add_secret", func(t *Tenant, now time.Time) error {
+		s := t.Sources[source]
+		if s == nil {
+			return errAPI(http.StatusNotFound, "source_not_found", "")
+		}
+		if s.Verify == nil {
+			return fieldErr("sources."+source+".verify", "the source does not verify: set verify with PUT first")
+		}
+		live := s.Secrets[:0]
+		for _, sec := range s.Secrets {
+			if sec.LiveAt(now) {
+				if retire >= 0 && (sec.NotAfter == nil || sec.NotAfter.After(now.Add(retire))) {
+					na := now.Add(retire)
+					sec.NotAfter = &na
+				}
+				live = append(live, sec)
+			}
+		}
+		s.Secrets = live
+		sec, err := a.seal(tenant, source, s, s.nextSecretID(), in.Secret, in.NotAfter, now)
+		if err != nil {
+			return err
+		}
+		s.Secrets = append(s.Secrets, sec)
+		return t.Validate()
+	})
+}
+
+// deleteSecret retires a secret at once.
+func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	tenant, source, expect, ok := a.parse(w, r, true, nil)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	a.mutate(w, r, tenant, expect, mustExist, "delete_secret", func(t *Tenant, _ time.Time) error {
+		s := t.Sources[source]
+		if s == nil {
+			return errAPI(http.StatusNotFound, "source_not_found", "")
+		}
+		kept := s.Secrets[:0]
+		for _, sec := range s.Secrets {
+			if sec.ID != id {
+				kept = append(kept, sec)
+			}
+		}
+		switch {
+		case len(kept) == len(s.Secrets):
+			return errAPI(http.StatusNotFound, "secret_not_found", "")
+		case len(kept) == 0:
+			return fieldErr("sources."+source+".secrets", "the last secret of a verifying source: add another first, or delete the source")
+		}
+		s.Secrets = kept
+		return nil
+	})
+}
+
+// reseal is POST /v1/admin/secrets/reseal: every secret sealed with
+// another key than this node's current one is sealed again with it (the
+// step of a key rotation after every node has the new key first). Records
+// are rewritten revision-checked; a secret this node cannot open is
+// reported and left as it is.
+func (a *Admin) reseal(w http.ResponseWriter, r *http.Request) {
+	keys := a.reg.Keys()
+	if keys == nil {
+		a.fail(w, errAPI(http.StatusBadRequest, "invalid_request", "this node has no --secrets-key-file"))
+		return
+	}
+	resealed, failed := 0, []map[string]string{}
+	for _, name := range a.reg.names() {
+		if a.pol.FileTenant(name) || !a.reg.lookup(name).sealedWithOther(keys.Current()) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
+		n := 0
+		_, _, err := a.update(ctx, name, 0, mustExist, "reseal", func(t *Tenant, _ time.Time) error {
+			n = 0
+			for sn, s := range t.Sources {
+				for i, sec := range s.Secrets {
+					if sec.Sealed == nil || sec.Sealed.KeyID == keys.Current() {
+						continue
+					}
+					plain, err := keys.Open(name, sn, sec.ID, sec.Sealed)
+					if err != nil {
+						return err
+					}
+					if s.Secrets[i].Sealed, err = keys.Seal(name, sn, sec.ID, plain); err != nil {
+						return err
+					}
+					n++
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			failed = append(failed, map[string]string{"tenant": name, "error": err.Error()})
+			continue
+		}
+		resealed += n
+	}
+	a.log.Info("admin: secrets resealed", "key", keys.Current(), "secrets", resealed, "failed", len(failed))
+	writeJSON(w, http.StatusOK, map[string]any{"key": keys.Current(), "resealed": resealed, "failed": failed})
+}

@@ -1,0 +1,165 @@
+package tenants_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/node"
+	"github.com/sluice-dev/sluice/webhook"
+)
+
+const adminToken = "fleet-admin-token-0123456789abcdef"
+
+var seq atomic.Int64
+
+// postHook posts a GitHub-signed hook (secret "": unsigned) with a fresh
+// body and returns the status.
+func postHook(t *testing.T, base, tenant, source, secret string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"n":%d}`, seq.Add(1))
+	req, err := http.NewRequest("POST", base+"/v1/hooks/"+tenant+"/"+source, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhook.HeaderGitHubDelivery, fmt.Sprintf("d-%d", seq.Load()))
+	if secret != "" {
+		req.Header.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub(secret, []byte(body)))
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// within polls cond for at most one second (the issue's bound) and
+// returns how long it took.
+func within(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	testkit.Eventually(t, time.Second, cond, what)
+	return time.Since(start)
+}
+
+// TestFleetOnboardRotateRemove: on a three-node cluster, a tenant added
+// through the admin API of node 1 accepts signed hooks on node 3 within a
+// second; a rotation on node 2 reaches node 3; a deleted source answers
+// 404 on every node; no secret reaches a log.
+func TestFleetOnboardRotateRemove(t *testing.T) {
+	c := testkit.Cluster(t, 3)
+	keyFile := testkit.WriteTemp(t, "keys", []byte("k1 "+newKey(t)+"\n"))
+	var nodes []*node.Node
+	var logs []*testkit.LogBuffer
+	for i := range 3 {
+		nc := c.Connect(t, i)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := &testkit.LogBuffer{}
+		logs = append(logs, buf)
+		log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		nodes = append(nodes, node.StartLogged(t, &testkit.Kit{Server: c.Server(i), Conn: nc, JS: js}, log,
+			"--admin-token", adminToken, "--secrets-key-file", keyFile))
+	}
+	n1, n2, n3 := nodes[0].URL, nodes[1].URL, nodes[2].URL
+	auth := []string{"Authorization", "Bearer " + adminToken}
+
+	if code, _, _ := do(t, n1, "PUT", "/v1/admin/tenants/acme", `{}`); code != 401 {
+		t.Fatalf("admin without the token: %d", code)
+	}
+	mustDo(t, n1, "PUT", "/v1/admin/tenants/acme", `{"limits":{"hooks":{"rate":1000,"burst":1000}}}`, 201, auth...)
+	mustDo(t, n1, "PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"github","dedupe":"github","secret":"`+oldSecret+`"}`, 200, auth...)
+	took := within(t, "node 3 accepts acme/gh signed with the secret", func() bool { return postHook(t, n3, "acme", "gh", oldSecret) == 202 })
+	t.Logf("node 3 accepted the new tenant after %s", took)
+	if code := postHook(t, n3, "acme", "gh", ""); code != 401 {
+		t.Fatalf("unsigned on node 3: %d", code)
+	}
+	// The quickstart's openness ends once tenants are listed as records.
+	for _, n := range nodes {
+		if code := postHook(t, n.URL, "globex", "x", ""); code != 404 {
+			t.Fatalf("unknown tenant on %s: %d", n.URL, code)
+		}
+	}
+
+	// A node without the key fails closed: 503, never unverified.
+	nc := c.Connect(t, 2)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyless := node.Start(t, &testkit.Kit{Server: c.Server(2), Conn: nc, JS: js})
+	for _, secret := range []string{oldSecret, ""} {
+		if code := postHook(t, keyless.URL, "acme", "gh", secret); code != 503 {
+			t.Fatalf("node without the key, secret %q: %d, want 503", secret, code)
+		}
+	}
+	if got := metric(t, keyless.URL, "sluice_tenants_unavailable_sources"); got != "1" {
+		t.Fatalf("keyless node's unavailable sources: %s", got)
+	}
+
+	// Rotation on node 2, old secret retired at once: node 3 follows.
+	mustDo(t, n2, "POST", "/v1/admin/tenants/acme/sources/gh/secrets", `{"secret":"`+newSecret+`","retire_others_after":"0s"}`, 200, auth...)
+	within(t, "node 3 refuses the retired secret", func() bool { return postHook(t, n3, "acme", "gh", oldSecret) == 401 })
+	if code := postHook(t, n3, "acme", "gh", newSecret); code != 202 {
+		t.Fatalf("new secret on node 3: %d", code)
+	}
+
+	// Every node agrees on the bucket revision it applied.
+	within(t, "every node at the same tenants revision", func() bool {
+		r := metric(t, n1, "sluice_tenants_revision")
+		return r != "0" && metric(t, n2, "sluice_tenants_revision") == r && metric(t, n3, "sluice_tenants_revision") == r
+	})
+	if got := metric(t, n3, "sluice_tenants_records"); got != "1" {
+		t.Fatalf("records on node 3: %s", got)
+	}
+
+	// A deleted source: 404 on every node.
+	mustDo(t, n1, "DELETE", "/v1/admin/tenants/acme/sources/gh", "", 200, auth...)
+	for _, n := range nodes {
+		within(t, "deleted source is 404 on "+n.URL, func() bool { return postHook(t, n.URL, "acme", "gh", newSecret) == 404 })
+	}
+	mustDo(t, n3, "DELETE", "/v1/admin/tenants/acme", "", 200, auth...)
+	mustDo(t, n1, "GET", "/v1/admin/tenants/acme", "", 404, auth...)
+
+	for i, l := range logs {
+		if s := l.String(); strings.Contains(s, oldSecret) || strings.Contains(s, newSecret) {
+			t.Fatalf("node %d logged a secret:\n%s", i+1, s)
+		}
+	}
+	if !strings.Contains(logs[2].String(), "tenant record applied") {
+		t.Fatalf("node 3 did not log the change:\n%s", logs[2].String())
+	}
+}
+
+// metric returns the value of an unlabelled metric on a node's /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return ""
+}
