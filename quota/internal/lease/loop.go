@@ -156,15 +156,27 @@ func (l *Loop) lapseAfter() time.Duration { return l.cfg.TTL - l.margin }
 // as of the last reconcile; 0 before the first. Safe for concurrent use.
 func (l *Loop) Members() int { return int(l.members.Load()) }
 
+// startBudget bounds Start's writes when its context has no deadline.
+const startBudget = 30 * time.Second
+
 // Start checks the fleet's partition count (recording it if this is the
 // fleet's first member; ErrPartitionMismatch when it differs), heartbeats
 // and starts watching the bucket. ctx bounds the calls. After an error,
 // Close.
 func (l *Loop) Start(ctx context.Context) error {
-	if err := l.checkPartitions(ctx); err != nil {
+	// A bucket created a moment ago on a forming cluster may not answer
+	// until its stream has a leader ("no response from stream"): the two
+	// writes retry unavailability, bounded by ctx (by startBudget when ctx
+	// has no deadline). A mismatched partition count is final.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, startBudget)
+		defer cancel()
+	}
+	if err := kvstore.Retry(ctx, l.checkPartitions); err != nil {
 		return err
 	}
-	if err := l.heartbeat(ctx); err != nil {
+	if err := kvstore.Retry(ctx, l.heartbeat); err != nil {
 		return fmt.Errorf("quota: heartbeat: %w", err)
 	}
 	if err := l.startWatcher(); err != nil {
