@@ -102,6 +102,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer c3()
 	if err := app.Stop(stopCtx); err != nil {
 		log.Error("shutdown incomplete", "error", err)
+		if code != 0 {
+			// The app asked for this exit (storage that only a restart
+			// recovers): its stop cannot finish the writes it would make
+			// (lease releases on a full disk), but the supervisor must still
+			// see the code that says why.
+			return code
+		}
 		return 1
 	}
 	log.Info("stopped")
