@@ -32,8 +32,14 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.K
 	}
 	ready := make(chan struct{})
 	go func() {
-		defer close(f.done)
+		// Stop's promise is that apply is not called again: done closes as
+		// the loop ends. Stopping the watcher comes after, because it
+		// deletes the watch's consumer with a JetStream API request, which
+		// on a connection to a server that is going away waits out its
+		// whole timeout; a shutdown must not wait for that courtesy (the
+		// request ends at once when the connection closes next).
 		defer func() { _ = w.Stop() }()
+		defer close(f.done)
 		initial := true
 		for {
 			select {
@@ -66,7 +72,9 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.K
 	}
 }
 
-// Stop ends the watch and waits for the goroutine. It is idempotent.
+// Stop ends the watch and waits until apply and loaded are no longer
+// called; the watch's consumer is deleted in the background. It is
+// idempotent.
 func (f *Follower) Stop() {
 	f.once.Do(f.stop)
 	<-f.done
