@@ -109,9 +109,12 @@ func TestExpiredClaimIsReportedOnceFleetWide(t *testing.T) {
 		t.Fatalf("expired messages = %v, want 4", v)
 	}
 	// The non-marker messages may still be on their way to the consumer.
+	// Only the live claim's two are sure to reach it: a 1 s claim's create
+	// can expire from the stream before a loaded machine delivers it (CI
+	// saw 5 of 6), and then its marker is all the watcher sees.
 	testkit.Eventually(t, 5*time.Second, func() bool {
-		return metric(t, reg, "sluice_events_expiry_messages_total", "outcome", "other") >= 6
-	}, "other messages >= 6 (5 creates, 1 settle)")
+		return metric(t, reg, "sluice_events_expiry_messages_total", "outcome", "other") >= 2
+	}, "other messages >= 2 (the live claim's create and settle)")
 }
 
 func TestReleasedClaimIsNotReportedExpired(t *testing.T) {
