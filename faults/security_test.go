@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -286,24 +286,6 @@ func TestHTTPS(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSecretsNotLogged runs a whole app at debug level — the embedded
 // server with client auth, signed and forged hooks, admin calls with right
 // and wrong tokens, NATS connections with right and wrong credentials, the
@@ -336,7 +318,7 @@ tenants:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			buf := &syncBuffer{}
+			buf := &testkit.LogBuffer{}
 			log := slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			args := append([]string{"--nats-listen", "127.0.0.1:0", "--admin-token", adminToken, "--log-level", "debug"}, tc.auth...)
 			a := startApp(t, yaml, env, log, args...)

@@ -1,12 +1,10 @@
 package quota
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) count(substr string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), substr)
-}
 
 // fallbacks reads sluice_quota_fallback_total{op} from reg.
 func fallbacks(t *testing.T, reg *prometheus.Registry, op string) float64 {
@@ -46,14 +26,14 @@ const (
 	logRecovered = "fleet reachable again"
 )
 
-func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *syncBuffer) {
+func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *testkit.LogBuffer) {
 	t.Helper()
 	local, err := gcra.NewLimiter()
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	buf := &syncBuffer{}
+	buf := &testkit.LogBuffer{}
 	f, err := NewFleet(c, local, newMemory(t), WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +101,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	if got := fallbacks(t, reg, opReserve); got != 2 {
 		t.Fatalf("fallback_total{op=reserve} = %v, want 2", got)
 	}
-	if n := logs.count(logDegraded); n != 1 || !f.Degraded() {
+	if n := strings.Count(logs.String(), logDegraded); n != 1 || !f.Degraded() {
 		t.Fatalf("%d degraded log lines, want 1 (one per transition)", n)
 	}
 
@@ -134,7 +114,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 			t.Fatalf("after recovery: %+v %v", rep, err)
 		}
 	}
-	if n := logs.count(logRecovered); n != 1 || f.Degraded() {
+	if n := strings.Count(logs.String(), logRecovered); n != 1 || f.Degraded() {
 		t.Fatalf("%d recovered log lines, want 1", n)
 	}
 
@@ -147,7 +127,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 			t.Fatalf("after the worker stopped: %+v %v", rep, err)
 		}
 	}
-	if n := logs.count(logDegraded); n != 2 {
+	if n := strings.Count(logs.String(), logDegraded); n != 2 {
 		t.Fatalf("%d degraded log lines, want 2", n)
 	}
 }
@@ -191,7 +171,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	if got := fallbacks(t, reg, opHit); got != 3 {
 		t.Fatalf("fallback_total{op=hit} = %v", got)
 	}
-	if n := logs.count(logDegraded); n != 1 {
+	if n := strings.Count(logs.String(), logDegraded); n != 1 {
 		t.Fatalf("%d degraded lines", n)
 	}
 }
