@@ -305,6 +305,12 @@ func (b *Bucket) getLast(ctx context.Context, key string) (*Record, uint64, erro
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			// No replica serves direct gets yet (a replicated stream just
+			// created, or replicas still catching up after a restart): the
+			// leader answers the same read through the API.
+			return b.getLastLeader(ctx, key)
+		}
 		return nil, 0, MapError(err)
 	}
 	if isMarker(m.Header) {
