@@ -59,6 +59,10 @@ type Options struct {
 	YAML string
 	// Args are extra edge flags.
 	Args []string
+	// Exclusive takes the one heavy slot even with fewer than 3 servers:
+	// a scenario that saturates the cores on purpose (TestOverload) must
+	// not bend the timings of the others.
+	Exclusive bool
 	// Log receives the in-process nodes' logs (default: discarded, or
 	// stderr at debug level with SLUICE_TEST_LOG=1 and -v).
 	Log *slog.Logger
@@ -117,7 +121,7 @@ func Start(t testing.TB, o Options) *Harness {
 	if o.YAML == "" {
 		o.YAML = baseYAML
 	}
-	if o.Servers >= 3 {
+	if o.Servers >= 3 || o.Exclusive {
 		// At most heavyAtOnce clusters at a time: on two cores more would
 		// only stretch every scenario's timings. Released last.
 		heavy <- struct{}{}
@@ -752,6 +756,14 @@ type embeddedServers struct {
 func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
 	ports := freePorts(t, 2*n)
 	e := &embeddedServers{h: h}
+	if n == 1 {
+		// One node: the default single binary, its embedded server given a
+		// loopback listener only so that the test can read HOOKS.
+		port := ports[0]
+		e.args = [][]string{{"--nats-listen", fmt.Sprintf("127.0.0.1:%d", port)}}
+		e.urls = []string{fmt.Sprintf("nats://127.0.0.1:%d", port)}
+		return e
+	}
 	for i := range n {
 		var routes []string
 		for j := range n {

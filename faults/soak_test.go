@@ -23,8 +23,14 @@ type soakRow struct {
 	p50, p99  time.Duration
 	rssMB     []float64
 	goroutine []int
+	other     float64 // cores other processes kept busy in the interval (otherCores)
 	event     string
 }
+
+// soakBusy is the load of other processes (in cores) above which an
+// interval's p99 is not judged: on a shared 2-core machine another
+// agent's build bends the latency of a 10 s window by itself.
+const soakBusy = 0.25
 
 // TestSoak keeps a steady hook load on three nodes (process nodes on
 // process servers) for -faults.soak, killing (kill -9) and restarting a
@@ -37,7 +43,9 @@ type soakRow struct {
 // 5 minutes or more also assert: RSS and goroutines after warm-up (before
 // the second kill) grow by less than 10% to the last report, and the p99 of
 // the 10 s after each restart's first 10 s is within 2× (+50 ms) of the
-// interval before the kill.
+// interval before the kill — judged only where other processes kept less
+// than soakBusy cores busy in both intervals, and on at least half the
+// restarts.
 func TestSoak(t *testing.T) {
 	t.Parallel()
 	dur, every, settle := *soakFor, time.Minute, 10*time.Second
@@ -53,11 +61,13 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	var rows []soakRow
 	lastAccepted := int64(0)
+	lastCPU := sampleCPU()
 	report := func(event string) soakRow {
 		lat := run.takeLatencies()
 		acc := run.accepted.Load()
-		r := soakRow{end: time.Since(start).Round(time.Second), accepted: acc - lastAccepted, event: event}
-		lastAccepted = acc
+		now := sampleCPU()
+		r := soakRow{end: time.Since(start).Round(time.Second), accepted: acc - lastAccepted, other: otherCores(lastCPU, now), event: event}
+		lastAccepted, lastCPU = acc, now
 		if len(lat) > 0 {
 			r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
 		}
@@ -65,11 +75,12 @@ func TestSoak(t *testing.T) {
 			r.rssMB = append(r.rssMB, nodeRSS(n))
 			r.goroutine = append(r.goroutine, h.nodeGoroutines(n))
 		}
-		t.Logf("soak +%v: %d accepted, p50 %v, p99 %v, RSS MB %v, goroutines %v %s",
-			r.end, r.accepted, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.rssMB, r.goroutine, event)
+		t.Logf("soak +%v: %d accepted, p50 %v, p99 %v, RSS MB %v, goroutines %v, other processes %.2f cores %s",
+			r.end, r.accepted, r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.rssMB, r.goroutine, r.other, event)
 		return r
 	}
-	var slow []string
+	var slow, busy []string
+	judged := 0
 	for i := range kills {
 		// The soak's schedule: steady load for an interval, then a fault
 		// (a fixed clock by design, not a wait for a condition).
@@ -90,11 +101,18 @@ func TestSoak(t *testing.T) {
 		// next 10 s measured.
 		time.Sleep(settle)
 		run.takeLatencies()
+		lastCPU = sampleCPU()
 		time.Sleep(settle)
 		after := report(fmt.Sprintf("(%v–%v after restarting %s %d)", settle, 2*settle, map[bool]string{true: "node", false: "server"}[i%2 == 0], victim))
 		rows = append(rows, before, after)
-		if long && after.p99 > 2*before.p99+50*time.Millisecond {
+		switch {
+		case after.other > soakBusy || before.other > soakBusy:
+			busy = append(busy, fmt.Sprintf("+%v (other processes %.2f / %.2f cores)", after.end, before.other, after.other))
+		case after.p99 > 2*before.p99+50*time.Millisecond:
+			judged++
 			slow = append(slow, fmt.Sprintf("+%v: p99 %v 10 s after a restart, %v before the kill", after.end, after.p99, before.p99))
+		default:
+			judged++
 		}
 	}
 	run.stop()
@@ -108,6 +126,12 @@ func TestSoak(t *testing.T) {
 	}
 	for _, s := range slow {
 		t.Errorf("latency not back: %s", s)
+	}
+	if len(busy) > 0 {
+		t.Logf("p99 not judged after %d restarts: the machine was busy with other work (> %.2f cores): %v", len(busy), soakBusy, busy)
+	}
+	if judged < (kills+1)/2 {
+		t.Errorf("p99 recovery judged after only %d of %d restarts: run the soak on a quieter machine", judged, kills)
 	}
 	warm, last := rows[2], rows[len(rows)-1] // warm: before the second kill
 	for i := range warm.rssMB {
