@@ -39,6 +39,7 @@ var Module = fx.Options(
 		ProvideStores,
 		ProvideQuota,
 		ProvideEvents,
+		ProvideForward,
 		ProvideService,
 		ProvideEdge,
 	),
@@ -297,20 +298,31 @@ type HTTP struct {
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*HTTP, error) {
+func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
 	if maxAge == 0 { // --hooks-max-age 0: keep forever
 		maxAge = -1
 	}
-	if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
-		Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-		MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
-	}); err != nil {
-		return nil, err
+	// An edge stores hooks in its outbox (ProvideForward), never in a local
+	// stream on the hub's subjects: that would capture the forwarder's
+	// publishes to the hub.
+	hooks := edge.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
+	if fw.Forwarder == nil {
+		hooks = edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream)
+		if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
+			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
+			MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	var ready atomic.Bool
+	var readyInfo func() any
+	if fw.Forwarder != nil {
+		readyInfo = func() any { return fw.Forwarder.Status() }
+	}
 	h, err := edge.New(edge.Config{
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
@@ -320,7 +332,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Claims:         ev.Claims,
 		Replay:         s.Replay,
 		LocalReplay:    s.LocalReplay,
-		Hooks:          edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
+		Hooks:          hooks,
 		Lifecycle:      ev.Publisher,
 		PendingTTL:     cfg.PendingTTL,
 		DedupeTTL:      cfg.DedupeTTL,
@@ -340,6 +352,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			}
 			return storageReadyErr(n)
 		},
+		ReadyInfo:  readyInfo,
 		Gatherer:   reg,
 		Registerer: reg,
 		Logger:     log.With("component", "edge"),
