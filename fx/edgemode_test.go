@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,8 +187,20 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	ed.stop()
 	ed = startNode(t, edgeArgs...)
 	acked = append(acked, postMany(t, ed.h, "after-kill", 100)...)
-	if st := ed.fw.Forwarder.Status(); st.Linked {
-		t.Fatalf("status %+v: linked without a hub", st)
+	// Operators see the outage: /readyz stays ready and shows the link and
+	// the backlog; so do the metrics.
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		code, body := getBody(t, ed.h, "/readyz")
+		return code == 200 && strings.Contains(body, `"hub_linked":false`) && backlogOf(body) >= 400
+	}, "readyz: ready, unlinked, a backlog of at least the 400 hooks acked during the outage")
+	_, metrics := getBody(t, ed.h, "/metrics")
+	for _, want := range []string{"sluice_edge_hub_linked 0", "sluice_edge_outbox_oldest_age_seconds "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^sluice_edge_outbox_messages [1-9][0-9]{2}$`).MatchString(metrics) {
+		t.Errorf("metrics: no outbox backlog in the hundreds:\n%s", grepLines(metrics, "sluice_edge_outbox"))
 	}
 
 	// The hub comes back: the backlog drains, none lost, none twice.
@@ -201,6 +215,10 @@ func TestEdgeModeHubOutage(t *testing.T) {
 		return err == nil && st.State.Msgs == 0
 	}, "outbox drained")
 	t.Logf("%d hooks acked; hub restart to empty outbox: %s", len(acked), time.Since(t0))
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		code, body := getBody(t, ed.h, "/readyz")
+		return code == 200 && strings.Contains(body, `"hub_linked":true`) && backlogOf(body) == 0
+	}, "readyz: linked, no backlog")
 	seen := hubHooks(t, hub.n.JS)
 	for _, id := range acked {
 		if seen[id] != 1 {
@@ -321,4 +339,40 @@ func onlyHooks(t *testing.T, got <-chan string) {
 			t.Fatal("sluice.hooks.t.s did not reach the hub")
 		}
 	}
+}
+
+// getBody GETs path from h: the status and the body.
+func getBody(t *testing.T, h *sluicefx.HTTP, path string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + *h.Addr.Load() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// backlogOf is the edge backlog a /readyz body reports (-1: none).
+func backlogOf(body string) int {
+	var r struct {
+		Edge *struct {
+			Backlog int `json:"backlog"`
+		} `json:"edge"`
+	}
+	if json.Unmarshal([]byte(body), &r) != nil || r.Edge == nil {
+		return -1
+	}
+	return r.Edge.Backlog
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
