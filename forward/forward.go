@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/internal/promreg"
 )
@@ -59,6 +61,14 @@ type Config struct {
 	// PublishTimeout bounds the wait for the hub's acks of one batch
 	// (default 5 s).
 	PublishTimeout time.Duration
+	// HubClaims, when set, is the hub's claims store: the claim of every
+	// forwarded hook with a dedupe key is written there (create-if-absent,
+	// then settled with DedupeTTL; pending for PendingTTL meanwhile), and a
+	// key the hub holds for another hook is a split key: counted and given
+	// to OnSplit.
+	HubClaims             func(ctx context.Context) (claims.Store, error)
+	PendingTTL, DedupeTTL time.Duration
+	OnSplit               func(id claims.ID, hookID, hubHookID string)
 	// MinBackoff and MaxBackoff bound the wait after a failed batch or
 	// while the link is down (defaults 50 ms and 2 s; doubled per failure).
 	MinBackoff, MaxBackoff time.Duration
@@ -95,6 +105,7 @@ type Forwarder struct {
 	mark      uint64                 // outbox sequences up to it may have been sent by an earlier run
 
 	forwarded *prometheus.CounterVec // result
+	splits    prometheus.Counter
 	backlog   prometheus.Gauge
 	oldest    prometheus.Gauge
 	linkGauge prometheus.Gauge
@@ -123,6 +134,12 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.PendingTTL <= 0 {
+		cfg.PendingTTL = 30 * time.Second
+	}
+	if cfg.DedupeTTL <= 0 {
+		cfg.DedupeTTL = 72 * time.Hour
+	}
 	local, err := jetstream.New(cfg.Conn)
 	if err != nil {
 		return nil, err
@@ -146,12 +163,19 @@ func New(cfg Config) (*Forwarder, error) {
 			Namespace: "sluice", Subsystem: "edge", Name: "outbox_oldest_age_seconds",
 			Help: "Age of the oldest hook in the outbox (0 when it is empty).",
 		}),
+		splits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "split_keys_total",
+			Help: "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding).",
+		}),
 		linkGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "sluice", Subsystem: "edge", Name: "hub_linked",
 			Help: "1 while the leaf connection to the hub is up, else 0.",
 		}),
 	}
 	if f.forwarded, err = promreg.Register(cfg.Registerer, f.forwarded); err != nil {
+		return nil, err
+	}
+	if f.splits, err = promreg.Register(cfg.Registerer, f.splits); err != nil {
 		return nil, err
 	}
 	for _, g := range []*prometheus.Gauge{&f.backlog, &f.oldest, &f.linkGauge} {
@@ -391,56 +415,84 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 	for i, m := range msgs {
 		out, id, err := f.hubMsg(m)
 		if err != nil {
-			return f.ackUpTo(msgs, futs, i, err)
+			return f.ackUpTo(ctx, msgs, futs, i, err)
 		}
 		skip, err := f.alreadyOnHub(ctx, m, out.Subject, id)
 		if err != nil {
-			return f.ackUpTo(msgs, futs, i, err)
+			return f.ackUpTo(ctx, msgs, futs, i, err)
 		}
 		if skip {
 			continue // futs[i] nil: acked without a publish
 		}
 		fut, err := f.hub.PublishMsgAsync(out, jetstream.WithMsgID(id), jetstream.WithExpectStream(f.cfg.HooksStream))
 		if err != nil {
-			return f.ackUpTo(msgs, futs, i, err)
+			return f.ackUpTo(ctx, msgs, futs, i, err)
 		}
 		futs[i] = fut
 	}
-	return f.ackUpTo(msgs, futs, len(msgs), nil)
+	return f.ackUpTo(ctx, msgs, futs, len(msgs), nil)
 }
 
-// ackUpTo waits for the acks of futs[:n] in order and acks the messages
-// up to the first failure in the outbox; it returns how many were acked
-// and the first error (err when all n succeeded).
-func (f *Forwarder) ackUpTo(msgs []jetstream.Msg, futs []jetstream.PubAckFuture, n int, err error) (int, error) {
-	timeout := time.NewTimer(f.cfg.PublishTimeout)
-	defer timeout.Stop()
-	for i := range n {
-		if futs[i] == nil {
-			f.forwarded.WithLabelValues("found").Inc()
-		} else {
-			select {
-			case ack := <-futs[i].Ok():
-				if ack.Duplicate {
-					f.forwarded.WithLabelValues("duplicate").Inc()
-				} else {
-					f.forwarded.WithLabelValues("stored").Inc()
-				}
-			case e := <-futs[i].Err():
-				f.forwarded.WithLabelValues("failed").Inc()
-				return i, fmt.Errorf("hub did not store %s: %w", futs[i].Msg().Header.Get(edge.HeaderHookID), e)
-			case <-timeout.C:
-				f.forwarded.WithLabelValues("failed").Inc()
-				return i, errors.New("hub acks timed out")
-			case <-f.stop:
-				return i, errors.New("stopping")
-			}
+// ackUpTo waits for the hub's acks of futs[:n] in order, registers the
+// acknowledged hooks' claims on the hub (register, in parallel) and acks
+// the messages in the outbox up to the first failure; it returns how many
+// were acked and the first error (err when all n succeeded).
+func (f *Forwarder) ackUpTo(ctx context.Context, msgs []jetstream.Msg, futs []jetstream.PubAckFuture, n int, err error) (int, error) {
+	ok, werr := f.waitAcks(futs[:n])
+	if werr != nil {
+		err = werr
+	}
+	regs := make([]error, ok)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range ok {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			regs[i] = f.register(ctx, msgs[i].Headers())
+		})
+	}
+	wg.Wait()
+	for i := range ok {
+		if regs[i] != nil {
+			return i, regs[i]
 		}
 		if aerr := msgs[i].Ack(); aerr != nil {
 			return i, fmt.Errorf("outbox ack: %w", aerr)
 		}
 	}
-	return n, err
+	return ok, err
+}
+
+// waitAcks waits for futs in order (a nil one: found on the hub, no
+// publish); it returns how many leading ones the hub acknowledged and the
+// first failure.
+func (f *Forwarder) waitAcks(futs []jetstream.PubAckFuture) (int, error) {
+	timeout := time.NewTimer(f.cfg.PublishTimeout)
+	defer timeout.Stop()
+	for i, fut := range futs {
+		if fut == nil {
+			f.forwarded.WithLabelValues("found").Inc()
+			continue
+		}
+		select {
+		case ack := <-fut.Ok():
+			if ack.Duplicate {
+				f.forwarded.WithLabelValues("duplicate").Inc()
+			} else {
+				f.forwarded.WithLabelValues("stored").Inc()
+			}
+		case e := <-fut.Err():
+			f.forwarded.WithLabelValues("failed").Inc()
+			return i, fmt.Errorf("hub did not store %s: %w", fut.Msg().Header.Get(edge.HeaderHookID), e)
+		case <-timeout.C:
+			f.forwarded.WithLabelValues("failed").Inc()
+			return i, errors.New("hub acks timed out")
+		case <-f.stop:
+			return i, errors.New("stopping")
+		}
+	}
+	return len(futs), nil
 }
 
 // hubMsg is the hub's copy of an outbox message and its message id.
@@ -530,4 +582,55 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 			return false, sctx.Err()
 		}
 	}
+}
+
+// register writes the claim of a forwarded hook into the hub's claims
+// bucket (create-if-absent, then settled with the dedupe TTL), so the
+// hub's side dedupes against what the edge accepted. A key the hub's side
+// holds for another hook was accepted on both sides of a split: it is
+// counted (sluice_edge_split_keys_total) and reported (OnSplit), and the
+// hook is forwarded all the same (it was acked: never dropped).
+func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
+	if f.cfg.HubClaims == nil {
+		return nil
+	}
+	key := h.Get(edge.HeaderDedupeKey)
+	if key == "" {
+		return nil
+	}
+	if h.Get(edge.HeaderDedupeKey+"-Encoding") == "percent" {
+		k, err := url.PathUnescape(key)
+		if err != nil {
+			return nil // not written by an edge: nothing to register
+		}
+		key = k
+	}
+	id := claims.ID{Tenant: h.Get(edge.HeaderTenant), Source: h.Get(edge.HeaderSource), Key: key}
+	hookID := h.Get(edge.HeaderHookID)
+	store, err := f.cfg.HubClaims(ctx)
+	if err != nil {
+		return fmt.Errorf("hub claims: %w", err)
+	}
+	res, err := store.Claim(ctx, id, hookID, f.cfg.PendingTTL)
+	if errors.Is(err, claims.ErrInvalid) {
+		f.log.Warn("edge: a forwarded hook's claim is invalid; not registered on the hub", "hook_id", hookID, "error", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hub claim: %w", err)
+	}
+	switch {
+	case res.Outcome == claims.OK:
+		if err := claims.SettleOwn(ctx, store, id, hookID, res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, claims.ErrLost) {
+			return fmt.Errorf("hub settle: %w", err)
+		}
+	case res.HookID != hookID:
+		f.splits.Inc()
+		f.log.Warn("edge: a dedupe key was accepted on both sides of a split", "tenant", id.Tenant, "source", id.Source,
+			"hook_id", hookID, "hub_hook_id", res.HookID)
+		if f.cfg.OnSplit != nil {
+			f.cfg.OnSplit(id, hookID, res.HookID)
+		}
+	}
+	return nil
 }

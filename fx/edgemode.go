@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
@@ -39,7 +42,7 @@ type Forward struct {
 
 // ProvideForward creates an edge's outbox and its forwarder (started with
 // the app, stopped before the NATS connection drains).
-func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, reg *Registry, log *slog.Logger) (*Forward, error) {
+func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if len(cfg.HubURLs) == 0 {
 		return &Forward{}, nil
 	}
@@ -53,10 +56,29 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, reg *Registry,
 	f, err := forward.New(forward.Config{
 		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.EdgeName,
 		Linked: n.Server.LeafConnected, Logger: log.With("component", "forward"), Registerer: reg,
+		HubClaims: s.HubClaims.Get, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
 	})
 	if err != nil {
 		return nil, err
 	}
 	lc.Append(fx.Hook{OnStart: f.Start, OnStop: f.Stop})
 	return &Forward{Forwarder: f}, nil
+}
+
+// edgeClaims is an edge's claim store: the hub's claims bucket (opened
+// through the hub's JetStream domain on first use) while the link is up
+// and it answers, the edge's own (local) otherwise (forward.Claims).
+func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, claims.Store) {
+	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
+		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
+		if err != nil {
+			return nil, err
+		}
+		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Claims)
+		if err != nil {
+			return nil, err
+		}
+		return claims.NewKV(b, claims.WithLogger(log))
+	})
+	return hub, forward.NewClaims(local, hub.Get, n.Server.LeafConnected)
 }

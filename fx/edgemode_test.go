@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
 	sluicefx "github.com/sluice-dev/sluice/fx"
@@ -375,4 +377,86 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Claims across the link (issue 14 item 2): while linked, the edge takes
+// claims in the hub's bucket (a key accepted at the edge is a duplicate at
+// the hub); a key accepted at the hub and, while the hub was away, at the
+// edge is reported when the edge forwards its hook (claim.split event,
+// sluice_edge_split_keys_total), and both hooks are kept.
+func TestEdgeModeSplitKey(t *testing.T) {
+	t.Parallel()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
+	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+	hub := startNode(t, hubArgs...)
+
+	// The hub accepts "split" itself, then goes away.
+	code, hubID := postHook(t, hub.h, "acme", "split")
+	if code != http.StatusAccepted {
+		t.Fatalf("hub: %d", code)
+	}
+	hub.stop()
+
+	ed := startNode(t, edgeArgs...)
+	splits := make(chan *nats.Msg, 4)
+	sub, err := ed.n.Conn.ChanSubscribe("sluice.v1.events.claim.split.>", splits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	code, edgeID := postHook(t, ed.h, "acme", "split")
+	if code != http.StatusAccepted || edgeID == hubID {
+		t.Fatalf("edge without its hub: %d %s (hub's %s)", code, edgeID, hubID)
+	}
+
+	hub = startNode(t, hubArgs...)
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "linked")
+	select {
+	case m := <-splits:
+		var ev struct {
+			Key  string `json:"key"`
+			Hook string `json:"hook_id"`
+			Hub  string `json:"hub_hook_id"`
+		}
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != "sluice.v1.events.claim.split.acme" || ev.Key != "split" || ev.Hook != edgeID || ev.Hub != hubID {
+			t.Fatalf("split event %s %s", m.Subject, m.Data)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no claim.split event")
+	}
+	_, metrics := getBody(t, ed.h, "/metrics")
+	if !strings.Contains(metrics, "sluice_edge_split_keys_total 1") {
+		t.Errorf("metrics: %s", grepLines(metrics, "split"))
+	}
+	seen := hubHooks(t, hub.n.JS)
+	if seen[hubID] != 1 || seen[edgeID] != 1 {
+		t.Errorf("hub holds %v; want the hub's %s and the edge's %s once each", seen, hubID, edgeID)
+	}
+
+	// Linked: a key the edge accepts is held in the hub's bucket, not the
+	// edge's.
+	code, id := postHook(t, ed.h, "acme", "linked")
+	if code != http.StatusAccepted {
+		t.Fatalf("edge: %d", code)
+	}
+	kv, err := ed.n.JS.KeyValue(testkit.Context(t), "sluice_claims")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := claims.KVKey(claims.ID{Tenant: "acme", Source: "src", Key: "linked"})
+	if _, err := kv.Get(testkit.Context(t), key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the edge's own bucket holds the linked key: %v", err)
+	}
+	if _, err := kv.Get(testkit.Context(t), claims.KVKey(claims.ID{Tenant: "acme", Source: "src", Key: "split"})); err != nil {
+		t.Fatalf("the edge's own bucket lacks the key it took unlinked: %v", err)
+	}
+	code, dup := postHook(t, hub.h, "acme", "linked")
+	if code != http.StatusOK || dup != id {
+		t.Fatalf("hub after the edge accepted the key: %d %s, want 200 %s", code, dup, id)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
@@ -90,6 +91,9 @@ type Stores struct {
 	// file's tenants (SetConfig on SIGHUP).
 	Tenants *tenants.Registry
 	Policy  *tenants.Policy
+	// HubClaims is an edge's view of its hub's claims bucket (nil unless
+	// --hub-url): Claims then takes claims there while the hub answers.
+	HubClaims *forward.Lazy
 }
 
 // ProvideStores opens the buckets and builds the stores.
@@ -148,9 +152,15 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		return nil, err
 	}
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
+	var fleetClaims claims.Store = store
+	var hubClaims *forward.Lazy
+	if len(cfg.HubURLs) > 0 {
+		hubClaims, fleetClaims = edgeClaims(cfg, n, store, log)
+	}
 	s := &Stores{
 		ClaimsBucket: cb,
-		Claims:       store,
+		Claims:       fleetClaims,
+		HubClaims:    hubClaims,
 		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cd,
