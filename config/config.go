@@ -79,6 +79,28 @@ type Config struct {
 	ClusterToken Secret
 	ClusterTLS   TLSFiles
 
+	// JSDomain is the embedded server's JetStream domain (--js-domain): a
+	// hub that serves edges has one, so that they can address it. An edge's
+	// domain is its EdgeName.
+	JSDomain string
+	// LeafListen is the embedded server's leaf-node listener for edges
+	// (--leaf-listen, a hub). LeafToken is the secret every leaf connection
+	// presents (--leaf-token: the same on the hub and its edges) and
+	// LeafTLS the leaf connection's TLS (--leaf-tls-*: a hub serves its
+	// certificate and, with a CA, requires the edges' certificates; an edge
+	// verifies the hub with the CA and presents its certificate).
+	LeafListen string
+	LeafToken  Secret
+	LeafTLS    TLSFiles
+	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port):
+	// its embedded server is a leaf node of the hub with the JetStream
+	// domain EdgeName (--edge-name); hooks are stored in a local outbox
+	// stream and forwarded to the hub's HooksStream, whose JetStream domain
+	// is HubDomain (--hub-domain).
+	HubURLs   []string
+	EdgeName  string
+	HubDomain string
+
 	// Prefix is the subject prefix (--prefix).
 	Prefix string
 	// Partitions is the number of quota partitions (--partitions).

@@ -64,6 +64,7 @@ func TestDefaults(t *testing.T) {
 		HTTPMaxConns:     4096,
 		MaxInFlightHooks: 512,
 		ClientIPHeader:   "X-Forwarded-For",
+		HubDomain:        "hub",
 		AllowUnknown:     true,
 		OpenQuickstart:   true,
 		Defaults: config.Defaults{
@@ -166,6 +167,9 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
+		// The hub and edge flags are for the embedded server (TestLeafConfig).
+		"js-domain": "", "leaf-listen": "", "leaf-token": "", "leaf-tls-ca": "", "leaf-tls-cert": "", "leaf-tls-key": "",
+		"hub-url": "", "edge-name": "", "hub-domain": "central",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -461,5 +465,54 @@ func TestEmbeddedServerExposure(t *testing.T) {
 		{"--cluster-listen", "127.0.0.1:6222"},
 	} {
 		mustLoad(t, args, nil)
+	}
+}
+
+// TestLeafConfig: the hub's and the edge's flags, their combinations and
+// the leaf listener's exposure rule (issue 11's: no unauthenticated
+// listener on a non-loopback address).
+func TestLeafConfig(t *testing.T) {
+	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}
+	cfg := mustLoad(t, append(edge, "--leaf-token", tokX), nil)
+	if len(cfg.HubURLs) != 2 || cfg.EdgeName != "e-1" || cfg.HubDomain != "hub" || cfg.LeafToken.Reveal() != tokX {
+		t.Fatalf("edge: %+v", cfg)
+	}
+	cfg = mustLoad(t, []string{"--js-domain", "central", "--leaf-listen", "0.0.0.0:7422"}, env(map[string]string{"SLUICE_LEAF_TOKEN": tokX}))
+	if cfg.JSDomain != "central" || cfg.LeafListen != "0.0.0.0:7422" || !cfg.LeafToken.IsSet() {
+		t.Fatalf("hub: %+v", cfg)
+	}
+	for _, args := range [][]string{
+		{"--js-domain", "hub", "--leaf-listen", "127.0.0.1:7422"},
+		{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422", "--leaf-tls-cert", "c", "--leaf-tls-key", "k", "--leaf-tls-ca", "ca"},
+		append(edge, "--leaf-tls-ca", "ca"),
+	} {
+		mustLoad(t, args, nil)
+	}
+	bad := []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422"}, "--leaf-listen: 0.0.0.0:7422 is not a loopback address and any host could join as an edge: add --leaf-token"},
+		{[]string{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422", "--leaf-tls-ca", "ca"}, "--leaf-tls-ca: a hub verifies edge certificates only when it serves TLS"},
+		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "--leaf-listen: needs --js-domain"},
+		{[]string{"--edge-name", "e1"}, "--edge-name: needs --hub-url"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422"}, "--hub-url: needs --edge-name"},
+		{append(edge, "--nats-url", "nats://n:4222"), "--hub-url: an edge runs the embedded server"},
+		{append(edge, "--cluster-listen", "127.0.0.1:6222"), "an edge is a single node"},
+		{append(edge, "--js-domain", "x"), "--js-domain: an edge's domain is its --edge-name"},
+		{append(edge, "--hub-domain", "e-1"), `--edge-name: "e-1" is the hub's domain`},
+		{[]string{"--hub-url", "nats-leaf://u:p@hub:7422", "--edge-name", "e1"}, "credentials in the URL are not accepted"},
+		{[]string{"--hub-url", "http://hub:7422", "--edge-name", "e1"}, "scheme must be one of nats-leaf, tls"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e.1"}, "--edge-name: invalid name"},
+		{[]string{"--js-domain", strings.Repeat("d", 33)}, "--js-domain: invalid name"},
+		{[]string{"--leaf-token", tokX}, "need --leaf-listen (a hub) or --hub-url (an edge)"},
+		{append(edge, "--leaf-token", "short"), "--leaf-token: must be at least 16 bytes"},
+		{append(edge, "--leaf-tls-cert", "c"), "--leaf-tls-cert and --leaf-tls-key: give both or neither"},
+		{[]string{"--nats-url", "nats://n:4222", "--js-domain", "hub"}, "only for the embedded server"},
+	}
+	for _, c := range bad {
+		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.err)
+		}
 	}
 }

@@ -53,6 +53,10 @@ func (c *Config) checkEmbeddedSecurity() error {
 		return fmt.Errorf("config: --nats-listen: %s is not a loopback address and the embedded server would accept any client: "+
 			"add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
 	}
+	if c.LeafListen != "" && !IsLoopback(c.LeafListen) && !c.LeafToken.IsSet() && (c.LeafTLS.CA == "" || c.LeafTLS.Cert == "") {
+		return fmt.Errorf("config: --leaf-listen: %s is not a loopback address and any host could join as an edge: "+
+			"add --leaf-token (and --leaf-tls-cert/--leaf-tls-key/--leaf-tls-ca), or listen on 127.0.0.1", c.LeafListen)
+	}
 	if c.ClusterListen != "" && !IsLoopback(c.ClusterListen) && !c.ClusterToken.IsSet() && ct.Cert == "" {
 		return fmt.Errorf("config: --cluster-listen: %s is not a loopback address and any host could join as a route: "+
 			"add --cluster-token (and --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca), or listen on 127.0.0.1", c.ClusterListen)
@@ -170,6 +174,55 @@ var settings = []setting{
 	{"cluster-tls-ca", "path", "", "CA that signs every node's route certificate (mutual TLS on routes)", str(func(c *Config) *string { return &c.ClusterTLS.CA })},
 	{"cluster-tls-cert", "path", "", "this node's route certificate (with --cluster-tls-key and --cluster-tls-ca)", str(func(c *Config) *string { return &c.ClusterTLS.Cert })},
 	{"cluster-tls-key", "path", "", "key of --cluster-tls-cert", str(func(c *Config) *string { return &c.ClusterTLS.Key })},
+	{"js-domain", "name", "", "JetStream domain of the embedded server (a hub serving edges: they address it by it)", func(c *Config, v string) error {
+		c.JSDomain = v
+		if v == "" {
+			return nil
+		}
+		return names.ValidateDomain(v)
+	}},
+	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", func(c *Config, v string) error {
+		c.LeafListen = v
+		if v == "" {
+			return nil
+		}
+		return checkHostPort(v)
+	}},
+	{"leaf-token", "secret", "", "secret every leaf connection presents (at least 16 bytes; the same on the hub and its edges; prefer SLUICE_LEAF_TOKEN)", func(c *Config, v string) error {
+		c.LeafToken = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			return fmt.Errorf("must be at least %d bytes (got %d)", MinAdminTokenBytes, len(v))
+		}
+		return nil
+	}},
+	{"leaf-tls-ca", "path", "", "leaf TLS: CA of the hub's certificate (edge), or of the edges' certificates, then required (hub)", str(func(c *Config) *string { return &c.LeafTLS.CA })},
+	{"leaf-tls-cert", "path", "", "leaf TLS: the hub's certificate (hub), or the edge's client certificate (edge); with --leaf-tls-key", str(func(c *Config) *string { return &c.LeafTLS.Cert })},
+	{"leaf-tls-key", "path", "", "key of --leaf-tls-cert", str(func(c *Config) *string { return &c.LeafTLS.Key })},
+	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", func(c *Config, v string) error {
+		c.HubURLs = nil
+		if v == "" {
+			return nil
+		}
+		for r := range strings.SplitSeq(v, ",") {
+			r = strings.TrimSpace(r)
+			if err := checkURL(r, "nats-leaf", "tls"); err != nil {
+				return err
+			}
+			c.HubURLs = append(c.HubURLs, r)
+		}
+		return nil
+	}},
+	{"edge-name", "name", "", "edge mode: this edge's name, unique among the hub's edges (its JetStream domain)", func(c *Config, v string) error {
+		c.EdgeName = v
+		if v == "" {
+			return nil
+		}
+		return names.ValidateDomain(v)
+	}},
+	{"hub-domain", "name", "hub", "edge mode: the hub's JetStream domain (its --js-domain)", func(c *Config, v string) error {
+		c.HubDomain = v
+		return names.ValidateDomain(v)
+	}},
 	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
 		return checkPrefix(v)
@@ -443,11 +496,55 @@ func (c *Config) check() error {
 			return errors.New("config: --cluster-name: needs --cluster-listen")
 		}
 	}
+	if err := c.checkLeaf(); err != nil {
+		return err
+	}
 	if c.ClaimsPersist == PersistAsync && c.Replicas > 1 {
 		return fmt.Errorf("config: --claims-persist: async is for R1 file storage only, not with --replicas %d (a replicated claim is as durable as its quorum)", c.Replicas)
 	}
 	if c.Replicas > 1 && c.NATSURL == "" && c.ClusterListen == "" {
 		return fmt.Errorf("config: --replicas: %d replicas need a cluster (--cluster-listen or --nats-url)", c.Replicas)
+	}
+	return nil
+}
+
+// checkLeaf validates the hub and edge settings (README "Edges through a
+// hub outage").
+func (c *Config) checkLeaf() error {
+	lt := c.LeafTLS
+	if (lt.Cert == "") != (lt.Key == "") {
+		return errors.New("config: --leaf-tls-cert and --leaf-tls-key: give both or neither")
+	}
+	leafAny := c.LeafToken.IsSet() || lt.CA != "" || lt.Cert != ""
+	if len(c.HubURLs) == 0 {
+		if c.EdgeName != "" {
+			return errors.New("config: --edge-name: needs --hub-url")
+		}
+		if c.LeafListen == "" && leafAny {
+			return errors.New("config: --leaf-token/--leaf-tls-*: need --leaf-listen (a hub) or --hub-url (an edge)")
+		}
+		if c.NATSURL != "" && (c.LeafListen != "" || c.JSDomain != "") {
+			return errors.New("config: --leaf-listen/--js-domain: only for the embedded server, not with --nats-url")
+		}
+		if c.LeafListen != "" && c.JSDomain == "" {
+			return errors.New("config: --leaf-listen: needs --js-domain (edges address the hub's JetStream by its domain)")
+		}
+		if c.LeafListen != "" && lt.CA != "" && lt.Cert == "" {
+			return errors.New("config: --leaf-tls-ca: a hub verifies edge certificates only when it serves TLS: add --leaf-tls-cert and --leaf-tls-key")
+		}
+		return nil
+	}
+	switch {
+	case c.EdgeName == "":
+		return errors.New("config: --hub-url: needs --edge-name (this edge's name and JetStream domain)")
+	case c.NATSURL != "":
+		return errors.New("config: --hub-url: an edge runs the embedded server, not with --nats-url")
+	case c.ClusterListen != "" || c.LeafListen != "":
+		return errors.New("config: --hub-url: an edge is a single node: not with --cluster-listen or --leaf-listen")
+	case c.JSDomain != "":
+		return errors.New("config: --js-domain: an edge's domain is its --edge-name")
+	case c.EdgeName == c.HubDomain:
+		return fmt.Errorf("config: --edge-name: %q is the hub's domain (--hub-domain): every domain must be unique", c.EdgeName)
 	}
 	return nil
 }

@@ -65,11 +65,15 @@ type Config struct {
 	AdminToken  string       // enables the admin API when set
 	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
 	Ready       func() error // readiness check for /readyz (nil: always ready)
-	Gatherer    prometheus.Gatherer
-	Registerer  prometheus.Registerer
-	Logger      *slog.Logger
-	Now         func() time.Time
-	NewID       func() string
+	// ReadyInfo, when set, is shown in /readyz's body as "edge" whether
+	// ready or not (an edge's hub link and outbox backlog: a hub outage
+	// leaves an edge ready).
+	ReadyInfo  func() any
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Now        func() time.Time
+	NewID      func() string
 }
 
 // HookStorer durably stores a hook (HookStore implements it). Any error
@@ -226,13 +230,18 @@ func tokenByte(c byte) bool { return names.NameByte(c) }
 func ValidName(s string) bool { return names.ValidName(s) }
 
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ready"}
+	if h.cfg.ReadyInfo != nil {
+		body["edge"] = h.cfg.ReadyInfo()
+	}
 	if h.cfg.Ready != nil {
 		if err := h.cfg.Ready(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "reason": err.Error()})
+			body["status"], body["reason"] = "not_ready", err.Error()
+			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	writeJSON(w, http.StatusOK, body)
 }
 
 // EffectiveLimits returns a tenant's limits and their origin: a fleet-wide

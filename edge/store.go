@@ -95,6 +95,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Duplicates:  cfg.Duplicates,
 		Retention:   jetstream.LimitsPolicy,
 	}
+	return createStream(ctx, js, sc)
+}
+
+// createStream creates or updates the stream sc, retrying while JetStream
+// is not ready.
+func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	err := kvstore.Retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -102,7 +108,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("edge: stream %s: %w", cfg.Name, kvstore.MapError(err))
+		return nil, fmt.Errorf("edge: stream %s: %w", sc.Name, kvstore.MapError(err))
 	}
 	return st, nil
 }
@@ -156,6 +162,7 @@ type HookStore struct {
 	js     jetstream.JetStream
 	prefix string
 	stream string
+	outbox bool // an edge's outbox: OutboxSubject of the hub subject
 }
 
 // NewHookStore returns a store that publishes under prefix to stream.
@@ -176,6 +183,9 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 	subject := HooksSubject(s.prefix, h.Tenant, h.Source)
 	if h.Typed {
 		subject = TypedHooksSubject(s.prefix, h.Tenant, h.Source, h.Type)
+	}
+	if s.outbox {
+		subject = OutboxSubject(s.prefix, subject)
 	}
 	m := nats.NewMsg(subject)
 	m.Data = h.Body

@@ -137,6 +137,19 @@ func (p *Publisher) ClaimExpired(id claims.ID, hookID string) {
 	p.claim(ClaimExpired, id, hookID, 0)
 }
 
+// ClaimSplit reports that an edge accepted id for hookID while the hub's
+// side had accepted it for hubHookID ("claim.split.<tenant>"): both hooks
+// are stored, the key was accepted once per side of a split.
+func (p *Publisher) ClaimSplit(id claims.ID, hookID, hubHookID string) {
+	if p == nil {
+		return
+	}
+	p.enqueue(p.subj.ClaimSplit(id.Tenant), Lifecycle{
+		Tenant: id.Tenant, Source: id.Source, Key: claims.NormalizeKey(id.Key), HookID: hookID,
+		HubHookID: hubHookID, Reason: "accepted_on_both_sides",
+	})
+}
+
 // HookStored reports that hookID was durably stored for tenant and source;
 // key is its dedupe key, empty when it has none
 // ("hook.stored.<tenant>.<source>").

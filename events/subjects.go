@@ -24,6 +24,9 @@ const (
 	ClaimCommitted = "committed"
 	ClaimReleased  = "released"
 	ClaimExpired   = "expired"
+	// ClaimSplit: an edge forwarding a hook found its dedupe key held on
+	// the hub for another hook (accepted on both sides of a split).
+	ClaimSplit = "split"
 )
 
 // Subjects builds every event subject for one prefix. The zero value is not
@@ -62,8 +65,8 @@ func (s Subjects) Events() string { return s.p + ".v1.events.>" }
 func (s Subjects) ClaimEvents() string { return s.p + ".v1.events.claim.>" }
 
 // Claim is "<p>.v1.events.claim.<event>.<tenant>" with the tenant encoded.
-// event must be one of ClaimPending, ClaimCommitted, ClaimReleased and
-// ClaimExpired; any other value is encoded like a user part (so the result
+// event must be one of ClaimPending, ClaimCommitted, ClaimReleased,
+// ClaimExpired and ClaimSplit; any other value is encoded like a user part (so the result
 // still has exactly one token for it) but no sluice component publishes it.
 func (s Subjects) Claim(event, tenant string) string {
 	return s.p + ".v1.events.claim." + kvstore.Join(event, tenant)
@@ -80,6 +83,9 @@ func (s Subjects) ClaimReleased(tenant string) string { return s.Claim(ClaimRele
 
 // ClaimExpired is "<p>.v1.events.claim.expired.<tenant>".
 func (s Subjects) ClaimExpired(tenant string) string { return s.Claim(ClaimExpired, tenant) }
+
+// ClaimSplit is "<p>.v1.events.claim.split.<tenant>".
+func (s Subjects) ClaimSplit(tenant string) string { return s.Claim(ClaimSplit, tenant) }
 
 // HookStored is "<p>.v1.events.hook.stored.<tenant>.<source>".
 func (s Subjects) HookStored(tenant, source string) string {
@@ -163,4 +169,7 @@ type Lifecycle struct {
 	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 	// Reason is a short machine-readable cause, when there is one.
 	Reason string `json:"reason,omitempty"`
+	// HubHookID is, for claim.split, the hook the hub's side accepted for
+	// the key (HookID is the edge's).
+	HubHookID string `json:"hub_hook_id,omitempty"`
 }

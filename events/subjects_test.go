@@ -29,6 +29,7 @@ func TestSubjectsTable(t *testing.T) {
 		{"expired", s.ClaimExpired("acme"), "sluice.v1.events.claim.expired.acme"},
 		{"expired dotted", s.ClaimExpired("a.b"), "sluice.v1.events.claim.expired.a=2Eb"},
 		{"expired star", s.ClaimExpired("*"), "sluice.v1.events.claim.expired.=2A"},
+		{"split", s.ClaimSplit("a.b"), "sluice.v1.events.claim.split.a=2Eb"},
 		{"expired empty", s.ClaimExpired(""), "sluice.v1.events.claim.expired.="},
 		{"hook stored", s.HookStored("acme", "gh"), "sluice.v1.events.hook.stored.acme.gh"},
 		{"hook stored hostile", s.HookStored("a b", ">"), "sluice.v1.events.hook.stored.a=20b.=3E"},

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
@@ -39,6 +40,7 @@ var Module = fx.Options(
 		ProvideStores,
 		ProvideQuota,
 		ProvideEvents,
+		ProvideForward,
 		ProvideService,
 		ProvideEdge,
 	),
@@ -89,6 +91,9 @@ type Stores struct {
 	// file's tenants (SetConfig on SIGHUP).
 	Tenants *tenants.Registry
 	Policy  *tenants.Policy
+	// HubClaims is an edge's view of its hub's claims bucket (nil unless
+	// --hub-url): Claims then takes claims there while the hub answers.
+	HubClaims *forward.Lazy
 }
 
 // ProvideStores opens the buckets and builds the stores.
@@ -147,9 +152,15 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		return nil, err
 	}
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
+	var fleetClaims claims.Store = store
+	var hubClaims *forward.Lazy
+	if len(cfg.HubURLs) > 0 {
+		hubClaims, fleetClaims = edgeClaims(cfg, n, store, log)
+	}
 	s := &Stores{
 		ClaimsBucket: cb,
-		Claims:       store,
+		Claims:       fleetClaims,
+		HubClaims:    hubClaims,
 		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cd,
@@ -297,20 +308,31 @@ type HTTP struct {
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*HTTP, error) {
+func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
 	if maxAge == 0 { // --hooks-max-age 0: keep forever
 		maxAge = -1
 	}
-	if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
-		Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-		MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
-	}); err != nil {
-		return nil, err
+	// An edge stores hooks in its outbox (ProvideForward), never in a local
+	// stream on the hub's subjects: that would capture the forwarder's
+	// publishes to the hub.
+	hooks := edge.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
+	if fw.Forwarder == nil {
+		hooks = edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream)
+		if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
+			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
+			MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	var ready atomic.Bool
+	var readyInfo func() any
+	if fw.Forwarder != nil {
+		readyInfo = func() any { return fw.Forwarder.Status() }
+	}
 	h, err := edge.New(edge.Config{
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
@@ -320,7 +342,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Claims:         ev.Claims,
 		Replay:         s.Replay,
 		LocalReplay:    s.LocalReplay,
-		Hooks:          edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
+		Hooks:          hooks,
 		Lifecycle:      ev.Publisher,
 		PendingTTL:     cfg.PendingTTL,
 		DedupeTTL:      cfg.DedupeTTL,
@@ -340,6 +362,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			}
 			return storageReadyErr(n)
 		},
+		ReadyInfo:  readyInfo,
 		Gatherer:   reg,
 		Registerer: reg,
 		Logger:     log.With("component", "edge"),

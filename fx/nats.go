@@ -73,6 +73,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 			Logger:         log.With("component", "nats-server"),
 			SyncAlways:     cfg.SyncAlways,
 		}
+		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
 			perms, err := authz.For(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, u.Tenants)
 			if err != nil {
@@ -105,6 +106,9 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 			return nil, fmt.Errorf("connect to embedded server: %w", err)
 		}
 		out.Conn = nc
+		if len(cfg.HubURLs) > 0 {
+			log.Info("edge mode: hooks are stored in the local outbox and forwarded to the hub", "edge", cfg.EdgeName, "hub_domain", cfg.HubDomain)
+		}
 		if u := srv.ClientURL(); u != "" {
 			log.Info("embedded nats-server ready", "client_url", u, "store_dir", srvCfg.StoreDir)
 		} else {

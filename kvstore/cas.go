@@ -137,7 +137,9 @@ type Bucket struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
 	name   string
-	prefix string
+	prefix string // the keys' subjects in the stream ("$KV.<bucket>.")
+	put    string // where writes are published: prefix, or through another domain's API (OpenRemoteBucket)
+	api    string // the JetStream API prefix ("$JS.API." or "$JS.<domain>.API.")
 	marker time.Duration
 }
 
@@ -155,7 +157,27 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 	if marker <= 0 {
 		marker = time.Second
 	}
-	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), marker: RoundTTL(marker)}, nil
+	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker)}, nil
+}
+
+// OpenRemoteBucket opens the existing bucket name of another JetStream
+// domain (an edge's view of its hub's bucket across a leaf connection):
+// js must be made for that domain (jetstream.NewWithDomain). Reads go
+// through its API; writes are published to "$JS.<domain>.API.$KV.<name>.<key>",
+// which the domain's servers map to the bucket's subject (nats-server
+// denies $KV.> itself between domains). The bucket is not created or
+// changed: its owner configures it.
+func OpenRemoteBucket(ctx context.Context, js jetstream.JetStream, domain, name string) (*Bucket, error) {
+	kv, err := js.KeyValue(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s in domain %s: %w", name, domain, MapError(err))
+	}
+	st, err := js.Stream(ctx, StreamName(name))
+	if err != nil {
+		return nil, fmt.Errorf("kvstore: bucket %s stream in domain %s: %w", name, domain, MapError(err))
+	}
+	return &Bucket{js: js, kv: kv, stream: st, name: name, prefix: SubjectPrefix(name),
+		put: "$JS." + domain + ".API." + SubjectPrefix(name), api: "$JS." + domain + ".API.", marker: time.Second}, nil
 }
 
 // Name of the bucket.
@@ -217,7 +239,7 @@ type CreateFuture struct {
 // (a live value or a marker) comes back as ErrWrongLastSequence, and the
 // caller falls back to Create.
 func (b *Bucket) CreateAsync(key string, value []byte, ttl time.Duration) (*CreateFuture, error) {
-	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
@@ -248,7 +270,7 @@ func (f *CreateFuture) Wait(ctx context.Context) (uint64, error) {
 // TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
 // ErrWrongLastSequence.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev uint64, ttl time.Duration) (uint64, error) {
-	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(lastRev)}
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
@@ -262,7 +284,7 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev u
 
 // Put writes value under key unconditionally, with an optional TTL.
 func (b *Bucket) Put(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	m := &nats.Msg{Subject: b.prefix + key, Data: value}
+	m := &nats.Msg{Subject: b.put + key, Data: value}
 	var opts []jetstream.PublishOpt
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
@@ -371,7 +393,7 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 	if err != nil {
 		return nil, 0, err
 	}
-	msg, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+StreamName(b.name), req)
+	msg, err := b.js.Conn().RequestWithContext(ctx, b.api+"STREAM.MSG.GET."+StreamName(b.name), req)
 	if err != nil {
 		return nil, 0, MapError(err)
 	}
@@ -425,7 +447,7 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 // Create's path, which reads the holder. An error here (the async window
 // stalled, a closed connection) means nothing was sent.
 func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (AsyncCreate, error) {
-	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -59,6 +60,33 @@ type ServerConfig struct {
 	// ClusterTLSCert, ClusterTLSKey and ClusterTLSCA make routes use mutual
 	// TLS: each side presents its certificate, verified with ClusterTLSCA.
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
+	// JetStreamDomain is the server's JetStream domain ("": none). A hub
+	// serving edges has one, and so has every edge (its name): leaf
+	// connections between servers of different domains carry no JetStream
+	// API or KV traffic (nats-server denies $JS.API.>, $KV.> and $OBJ.>),
+	// so each side keeps its own streams and buckets.
+	JetStreamDomain string
+	// LeafListen "host:port" accepts leaf-node connections (a hub serving
+	// edges). With LeafToken they must sign in as LeafUser with it; with
+	// LeafTLSCert/LeafTLSKey they must use TLS, and with LeafTLSCA also
+	// present a certificate signed by it.
+	LeafListen string
+	// LeafToken is the secret of the leaf connections: required by
+	// LeafListen, presented to LeafRemotes.
+	LeafToken string
+	// LeafRemotes are the hub's leaf-node URLs (nats-leaf://host:port or
+	// tls://host:port): this server connects to the hub as a leaf node
+	// (an edge), verifying it with LeafTLSCA and presenting LeafTLSCert.
+	LeafRemotes []string
+	// LeafDeny are subjects that cross the leaf connection to LeafRemotes
+	// in neither direction; LeafDenyImports more that do not come in.
+	LeafDeny, LeafDenyImports []string
+	// LeafTLSCert, LeafTLSKey and LeafTLSCA are the leaf connection's TLS
+	// files (see LeafListen and LeafRemotes).
+	LeafTLSCert, LeafTLSKey, LeafTLSCA string
+	// LeafReconnect is how often a lost leaf connection is tried again
+	// (default 1 s).
+	LeafReconnect time.Duration
 	// Logger receives the server's own log at warn level and above (nil: none).
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server to accept connections
@@ -81,6 +109,10 @@ type User struct {
 
 // RouteUser is the user name routes authenticate as (with ClusterToken).
 const RouteUser = "sluice-route"
+
+// LeafUser is the user name leaf connections authenticate as (with
+// LeafToken).
+const LeafUser = "sluice-leaf"
 
 // Server is a running embedded nats-server.
 type Server struct {
@@ -178,6 +210,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 2
 		}
 	}
+	if err := leafOptions(opts, cfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+	}
 	var nkeyOpt nats.Option
 	switch {
 	case cfg.Token != "":
@@ -234,6 +269,67 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal}, nil
 }
+
+// leafOptions sets the JetStream domain, the leaf-node listener of a hub
+// and the remote of an edge.
+func leafOptions(opts *server.Options, cfg ServerConfig) error {
+	opts.JetStreamDomain = cfg.JetStreamDomain
+	if cfg.LeafListen != "" {
+		host, port, err := splitHostPort(cfg.LeafListen)
+		if err != nil {
+			return fmt.Errorf("leaf listen %q: %w", cfg.LeafListen, err)
+		}
+		opts.LeafNode.Host, opts.LeafNode.Port = host, port
+		if cfg.LeafToken != "" {
+			opts.LeafNode.Username, opts.LeafNode.Password = LeafUser, cfg.LeafToken
+		}
+		if cfg.LeafTLSCert != "" {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+				CertFile: cfg.LeafTLSCert, KeyFile: cfg.LeafTLSKey, CaFile: cfg.LeafTLSCA, Verify: cfg.LeafTLSCA != "",
+			})
+			if err != nil {
+				return fmt.Errorf("leaf TLS: %w", err)
+			}
+			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = tc, 2
+		}
+	}
+	if len(cfg.LeafRemotes) == 0 {
+		return nil
+	}
+	rem := &server.RemoteLeafOpts{
+		DenyExports: cfg.LeafDeny,
+		DenyImports: append(slices.Clone(cfg.LeafDeny), cfg.LeafDenyImports...),
+	}
+	for _, r := range cfg.LeafRemotes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return fmt.Errorf("leaf remote: invalid URL")
+		}
+		if cfg.LeafToken != "" {
+			u.User = url.UserPassword(LeafUser, cfg.LeafToken)
+		}
+		rem.URLs = append(rem.URLs, u)
+	}
+	if cfg.LeafTLSCA != "" || cfg.LeafTLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.LeafTLSCert, KeyFile: cfg.LeafTLSKey, CaFile: cfg.LeafTLSCA})
+		if err != nil {
+			return fmt.Errorf("leaf TLS: %w", err)
+		}
+		// The CA verifies the hub (GenTLSConfig loads it for clients).
+		tc.RootCAs = tc.ClientCAs
+		rem.TLS, rem.TLSConfig, rem.TLSTimeout = true, tc, 2
+	}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{rem}
+	opts.LeafNode.ReconnectInterval = cfg.LeafReconnect
+	if opts.LeafNode.ReconnectInterval <= 0 {
+		opts.LeafNode.ReconnectInterval = time.Second
+	}
+	return nil
+}
+
+// LeafConnected reports whether this server has a leaf-node connection
+// (an edge: to its hub).
+func (s *Server) LeafConnected() bool { return s.ns.NumLeafNodes() > 0 }
 
 // addUsers moves the server's auth to users: cfg.Users with their
 // permissions, plus an unrestricted user for sluice itself (cfg.User, the

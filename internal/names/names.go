@@ -65,3 +65,17 @@ func ValidName(s string) bool {
 	}
 	return true
 }
+
+// MaxDomain bounds a JetStream domain and an edge name (--js-domain,
+// --hub-domain, --edge-name).
+const MaxDomain = 32
+
+// ValidateDomain checks a JetStream domain or edge name: 1..MaxDomain bytes
+// of [A-Za-z0-9_-] (one subject token: nats-server puts it in
+// "$JS.<domain>.API").
+func ValidateDomain(s string) error {
+	if len(s) > MaxDomain || !PlainToken(s) {
+		return fmt.Errorf("invalid name %q (1..%d bytes of [A-Za-z0-9_-])", s, MaxDomain)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/claims"
+)
+
+// Claims is an edge's dedupe claim store: the hub's claims bucket while
+// the link is up and the hub's store answers, the edge's own bucket
+// otherwise (README "Edges through a hub outage"). A claim is settled or
+// released where it was taken (revisions are per bucket): Claims remembers
+// the hook ids of the claims it took on the hub until they are settled or
+// released. Keys taken locally reach the hub's bucket when the forwarder
+// forwards their hooks (Forwarder's claim registration), where a key the
+// hub's side accepted meanwhile is reported as split.
+type Claims struct {
+	local  claims.Store
+	hub    func(ctx context.Context) (claims.Store, error) // the hub's store (opened on first use)
+	linked func() bool
+	mu     sync.Mutex
+	onHub  map[string]struct{} // hook ids of pending claims taken on the hub
+}
+
+// maxOnHub bounds the hook ids remembered: a hook id is forgotten at its
+// settle or release; one whose hook was never settled nor released (a
+// crash mid-request) would stay, so beyond the bound the map starts over
+// (a settle of a forgotten claim then goes to the local store, fails as
+// lost, and the hub's pending claim expires after its TTL: the answer is
+// still 202, the key may be accepted once more, as after any lost settle).
+const maxOnHub = 1 << 16
+
+// NewClaims returns the edge store over local (the edge's bucket) and the
+// hub's store, which hub opens (called again after an error).
+func NewClaims(local claims.Store, hub func(ctx context.Context) (claims.Store, error), linked func() bool) *Claims {
+	return &Claims{local: local, hub: hub, linked: linked, onHub: map[string]struct{}{}}
+}
+
+// hubStore is the hub's store when the link is up and it can be opened.
+func (c *Claims) hubStore(ctx context.Context) claims.Store {
+	if !c.linked() {
+		return nil
+	}
+	s, err := c.hub(ctx)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// Claim takes the claim on the hub while it answers within half of ctx's
+// budget, else on the edge.
+func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
+	if hub := c.hubStore(ctx); hub != nil {
+		hctx, cancel := halfBudget(ctx)
+		res, err := hub.Claim(hctx, id, hookID, pendingTTL)
+		cancel()
+		if err == nil {
+			if res.Outcome == claims.OK {
+				c.mu.Lock()
+				if len(c.onHub) >= maxOnHub {
+					c.onHub = map[string]struct{}{}
+				}
+				c.onHub[hookID] = struct{}{}
+				c.mu.Unlock()
+			}
+			return res, nil
+		}
+		if !errors.Is(err, claims.ErrUnavailable) {
+			return res, err
+		}
+	}
+	return c.local.Claim(ctx, id, hookID, pendingTTL)
+}
+
+// halfBudget is ctx with half of what is left of its deadline (ctx itself
+// without one).
+func halfBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+}
+
+// where returns the store that holds hookID's claim, forgetting it when
+// done is set.
+func (c *Claims) where(ctx context.Context, hookID string, done bool) claims.Store {
+	c.mu.Lock()
+	_, ok := c.onHub[hookID]
+	if ok && done {
+		delete(c.onHub, hookID)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return c.local
+	}
+	s, err := c.hub(ctx)
+	if err != nil {
+		return c.local
+	}
+	return s
+}
+
+// Settle settles the claim where it was taken.
+func (c *Claims) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	return c.where(ctx, hookID, true).Settle(ctx, id, hookID, rev, ttl)
+}
+
+// SettleOwn is claims.SettleOwn where the claim was taken.
+func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	return claims.SettleOwn(ctx, c.where(ctx, hookID, true), id, hookID, rev, ttl)
+}
+
+// Release releases the claim where it was taken.
+func (c *Claims) Release(ctx context.Context, id claims.ID, hookID string, rev uint64) error {
+	return c.where(ctx, hookID, true).Release(ctx, id, hookID, rev)
+}
+
+// Get reads the claim from the hub while it answers, else from the edge.
+func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
+	if hub := c.hubStore(ctx); hub != nil {
+		hctx, cancel := halfBudget(ctx)
+		st, err := hub.Get(hctx, id)
+		cancel()
+		if err == nil || !errors.Is(err, claims.ErrUnavailable) {
+			return st, err
+		}
+	}
+	return c.local.Get(ctx, id)
+}
+
+// Lazy opens a store on first use (the hub's, which may be away when the
+// edge starts) and keeps it; while it cannot be opened, at most one
+// attempt a second is made and other callers get the last error at once.
+type Lazy struct {
+	open  func(ctx context.Context) (claims.Store, error)
+	s     atomic.Pointer[claims.Store]
+	mu    sync.Mutex
+	last  time.Time
+	err   error
+	every time.Duration
+}
+
+// NewLazy returns a Lazy over open.
+func NewLazy(open func(ctx context.Context) (claims.Store, error)) *Lazy {
+	return &Lazy{open: open, every: time.Second}
+}
+
+// errOpening: another caller is opening the store right now.
+var errOpening = errors.New("forward: the hub's claims store is being opened")
+
+// Get returns the store, opening it when it is not yet open.
+func (l *Lazy) Get(ctx context.Context) (claims.Store, error) {
+	if s := l.s.Load(); s != nil {
+		return *s, nil
+	}
+	if !l.mu.TryLock() {
+		return nil, fmt.Errorf("%w: %w", claims.ErrUnavailable, errOpening)
+	}
+	defer l.mu.Unlock()
+	if s := l.s.Load(); s != nil {
+		return *s, nil
+	}
+	if time.Since(l.last) < l.every {
+		return nil, l.err
+	}
+	l.last = time.Now()
+	s, err := l.open(ctx)
+	if err != nil {
+		l.err = fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
+		return nil, l.err
+	}
+	l.s.Store(&s)
+	return s, nil
+}

@@ -1,0 +1,636 @@
+// Package forward moves an edge's hooks from its outbox (a local
+// work-queue stream, edge.EnsureOutbox) to the hub's hooks stream across
+// the leaf-node connection (README "Edges through a hub outage",
+// docs/DESIGN.md "Edge mode").
+//
+// One owned goroutine reads the outbox with a durable pull consumer, in
+// stream order, at most Batch hooks at a time; it publishes each to the
+// hub's subject (edge.HubSubject) with Nats-Msg-Id = its hook id and acks it
+// in the outbox only after the hub's PubAck. A batch that fails is sent
+// again (the same hooks, in the same order) after a backoff, so the
+// forwarder never moves past a hook the hub has not acknowledged and
+// hooks reach the hub in their outbox order while the link is up.
+//
+// None twice: a hook sent again is dropped by the hub's duplicate window
+// when it is still inside it. A hook redelivered later than that (the edge
+// died between the hub's ack and the outbox ack, and came back after more
+// than the window) is first looked up on the hub by its hook id, and only
+// sent when it is not there.
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/internal/promreg"
+)
+
+// Durable is the name of the forwarder's consumer on the outbox.
+const Durable = "sluice_forwarder"
+
+// Config configures a Forwarder.
+type Config struct {
+	// Conn is the edge's connection to its embedded server (the outbox is
+	// local; the hub is reached through the leaf connection).
+	Conn *nats.Conn
+	// Prefix is the subject prefix, HooksStream the hub's hooks stream
+	// (the outbox is edge.OutboxStream of it), HubDomain the hub's
+	// JetStream domain.
+	Prefix, HooksStream, HubDomain string
+	// Name is this edge's name (the message id of an outbox message
+	// without a hook id: "<name>-<outbox sequence>").
+	Name string
+	// Linked reports whether the leaf connection to the hub is up; while it
+	// is not, nothing is fetched.
+	Linked func() bool
+	// Batch bounds the hooks in flight to the hub (default 256).
+	Batch int
+	// PublishTimeout bounds the wait for the hub's acks of one batch
+	// (default 5 s).
+	PublishTimeout time.Duration
+	// HubClaims, when set, is the hub's claims store: the claim of every
+	// forwarded hook with a dedupe key is written there (create-if-absent,
+	// then settled with DedupeTTL; pending for PendingTTL meanwhile), and a
+	// key the hub holds for another hook is a split key: counted and given
+	// to OnSplit.
+	HubClaims             func(ctx context.Context) (claims.Store, error)
+	PendingTTL, DedupeTTL time.Duration
+	OnSplit               func(id claims.ID, hookID, hubHookID string)
+	// MinBackoff and MaxBackoff bound the wait after a failed batch or
+	// while the link is down (defaults 50 ms and 2 s; doubled per failure).
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+	Registerer             prometheus.Registerer
+}
+
+// Status is what /readyz shows of the forwarder.
+type Status struct {
+	Linked bool `json:"hub_linked"`
+	// Backlog is the hooks in the outbox (not yet acknowledged by the hub)
+	// and OldestAge the age of the oldest of them, in seconds.
+	Backlog   uint64  `json:"backlog"`
+	OldestAge float64 `json:"backlog_oldest_age_seconds"`
+	LastError string  `json:"last_error,omitempty"`
+}
+
+// Forwarder moves hooks from the outbox to the hub. Start it once, Stop it
+// once.
+type Forwarder struct {
+	cfg    Config
+	local  jetstream.JetStream
+	hub    jetstream.JetStream
+	cons   jetstream.Consumer
+	outbox jetstream.Stream
+	log    *slog.Logger
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	status    atomic.Pointer[Status]
+	lastErr   atomic.Pointer[string] // the last forwarding error, nil after a success
+	hubWindow atomic.Int64           // the hub stream's duplicate window (ns); 0: unknown
+	mark      uint64                 // outbox sequences up to it may have been sent by an earlier run
+
+	forwarded *prometheus.CounterVec // result
+	splits    prometheus.Counter
+	backlog   prometheus.Gauge
+	oldest    prometheus.Gauge
+	linkGauge prometheus.Gauge
+}
+
+// New returns a forwarder for cfg.
+func New(cfg Config) (*Forwarder, error) {
+	if cfg.Conn == nil || cfg.Linked == nil || cfg.Prefix == "" || cfg.HubDomain == "" {
+		return nil, errors.New("forward: needs a connection, Linked, a prefix and the hub's domain")
+	}
+	if cfg.HooksStream == "" {
+		cfg.HooksStream = "HOOKS"
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = 5 * time.Second
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 50 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(cfg.MinBackoff, 2*time.Second)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PendingTTL <= 0 {
+		cfg.PendingTTL = 30 * time.Second
+	}
+	if cfg.DedupeTTL <= 0 {
+		cfg.DedupeTTL = 72 * time.Hour
+	}
+	local, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	hub, err := jetstream.NewWithDomain(cfg.Conn, cfg.HubDomain,
+		jetstream.WithPublishAsyncMaxPending(cfg.Batch), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+	if err != nil {
+		return nil, err
+	}
+	f := &Forwarder{
+		cfg: cfg, local: local, hub: hub, log: cfg.Logger, stop: make(chan struct{}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "forwarded_total",
+			Help: "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).",
+		}, []string{"result"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "outbox_messages",
+			Help: "Hooks stored at this edge and not yet acknowledged by the hub.",
+		}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "outbox_oldest_age_seconds",
+			Help: "Age of the oldest hook in the outbox (0 when it is empty).",
+		}),
+		splits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "split_keys_total",
+			Help: "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding).",
+		}),
+		linkGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "hub_linked",
+			Help: "1 while the leaf connection to the hub is up, else 0.",
+		}),
+	}
+	if f.forwarded, err = promreg.Register(cfg.Registerer, f.forwarded); err != nil {
+		return nil, err
+	}
+	if f.splits, err = promreg.Register(cfg.Registerer, f.splits); err != nil {
+		return nil, err
+	}
+	for _, g := range []*prometheus.Gauge{&f.backlog, &f.oldest, &f.linkGauge} {
+		if *g, err = promreg.Register(cfg.Registerer, *g); err != nil {
+			return nil, err
+		}
+	}
+	f.status.Store(&Status{})
+	return f, nil
+}
+
+// markKey is the consumer metadata key holding the sent watermark.
+const markKey = "sluice_sent_upto"
+
+// Start (re)creates the durable consumer on the outbox and starts
+// forwarding. A consumer left by an earlier run is replaced, so that the
+// hooks it had delivered and not acked are forwarded at once rather than
+// after its ack wait; every outbox sequence up to the highest it had
+// delivered (kept in the consumer's metadata across runs) counts as
+// possibly sent, like a redelivery (see alreadyOnHub).
+func (f *Forwarder) Start(ctx context.Context) error {
+	st, err := f.local.Stream(ctx, edge.OutboxStream(f.cfg.HooksStream))
+	if err != nil {
+		return fmt.Errorf("forward: outbox: %w", err)
+	}
+	var mark uint64
+	if old, err := st.Consumer(ctx, Durable); err == nil {
+		info := old.CachedInfo()
+		mark = info.Delivered.Stream
+		if n, err := strconv.ParseUint(info.Config.Metadata[markKey], 10, 64); err == nil {
+			mark = max(mark, n)
+		}
+		if err := st.DeleteConsumer(ctx, Durable); err != nil {
+			return fmt.Errorf("forward: replace consumer: %w", err)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("forward: consumer: %w", err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       Durable,
+		Description:   "sluice edge: forwards the outbox to the hub",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       max(30*time.Second, 4*f.cfg.PublishTimeout),
+		MaxAckPending: f.cfg.Batch,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{markKey: strconv.FormatUint(mark, 10)},
+	})
+	if err != nil {
+		return fmt.Errorf("forward: consumer: %w", err)
+	}
+	f.outbox, f.cons, f.mark = st, cons, mark
+	f.refreshStatus(ctx)
+	f.wg.Go(f.run)
+	return nil
+}
+
+// Stop stops forwarding and waits for the goroutine (a batch in flight is
+// abandoned: its hooks stay in the outbox and are sent again later, the
+// hub dropping those it stored). Safe to call once.
+func (f *Forwarder) Stop(ctx context.Context) error {
+	close(f.stop)
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status is the last observed link state and backlog.
+func (f *Forwarder) Status() Status { return *f.status.Load() }
+
+func (f *Forwarder) stopped() bool {
+	select {
+	case <-f.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits d or until Stop; false when stopped.
+func (f *Forwarder) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// run is the forwarding loop.
+func (f *Forwarder) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	backoff := f.cfg.MinBackoff
+	var lastStatus time.Time
+	wasLinked := false
+	for !f.stopped() {
+		if time.Since(lastStatus) >= 250*time.Millisecond {
+			f.refreshStatus(ctx)
+			lastStatus = time.Now()
+		}
+		linked := f.cfg.Linked()
+		if linked != wasLinked {
+			if linked {
+				f.log.Info("edge: hub link up; forwarding the outbox")
+				f.learnWindow(ctx)
+			} else {
+				f.log.Warn("edge: hub link down; hooks stay in the outbox")
+				f.hubWindow.Store(0)
+			}
+			wasLinked = linked
+		}
+		if !linked {
+			if !f.sleep(backoff) {
+				return
+			}
+			backoff = min(2*backoff, f.cfg.MaxBackoff)
+			continue
+		}
+		batch, err := f.cons.Fetch(f.cfg.Batch, jetstream.FetchMaxWait(250*time.Millisecond))
+		if err != nil {
+			if !f.sleep(backoff) {
+				return
+			}
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if f.forward(ctx, msgs) {
+			backoff = f.cfg.MinBackoff
+		}
+	}
+}
+
+// learnWindow reads the hub stream's duplicate window (0 when it cannot:
+// every late redelivery is then looked up).
+func (f *Forwarder) learnWindow(ctx context.Context) {
+	ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+	defer cancel()
+	st, err := f.hub.Stream(ictx, f.cfg.HooksStream)
+	if err != nil {
+		f.hubWindow.Store(0)
+		return
+	}
+	f.hubWindow.Store(int64(st.CachedInfo().Config.Duplicates))
+}
+
+// refreshStatus updates the gauges and the status from the outbox's state.
+func (f *Forwarder) refreshStatus(ctx context.Context) {
+	s := Status{Linked: f.cfg.Linked()}
+	if e := f.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+	if f.outbox != nil {
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := f.outbox.Info(ictx)
+		cancel()
+		if err == nil {
+			s.Backlog = info.State.Msgs
+			if s.Backlog > 0 && !info.State.FirstTime.IsZero() {
+				s.OldestAge = max(0, time.Since(info.State.FirstTime).Seconds())
+			}
+		} else {
+			old := f.status.Load()
+			s.Backlog, s.OldestAge = old.Backlog, old.OldestAge
+		}
+	}
+	if s.Linked {
+		f.linkGauge.Set(1)
+	} else {
+		f.linkGauge.Set(0)
+	}
+	f.backlog.Set(float64(s.Backlog))
+	f.oldest.Set(s.OldestAge)
+	f.status.Store(&s)
+}
+
+// forward sends msgs to the hub until every one is acknowledged there and
+// acked in the outbox, or the forwarder stops; true when it took no retry.
+func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
+	backoff := f.cfg.MinBackoff
+	clean := true
+	for len(msgs) > 0 {
+		n, err := f.send(ctx, msgs)
+		msgs = msgs[n:]
+		if err == nil {
+			continue
+		}
+		if f.stopped() {
+			return false
+		}
+		if clean { // once per failing batch, not per retry
+			f.log.Warn("edge: forwarding to the hub failed; retrying", "error", err, "pending", len(msgs))
+		}
+		clean = false
+		e := err.Error()
+		f.lastErr.Store(&e)
+		f.refreshStatus(ctx)
+		if !f.sleep(backoff) {
+			return false
+		}
+		backoff = min(2*backoff, f.cfg.MaxBackoff)
+		for _, m := range msgs {
+			_ = m.InProgress() // keep them ours while we retry
+		}
+	}
+	if !clean {
+		f.lastErr.Store(nil)
+		f.log.Info("edge: forwarding to the hub resumed")
+	}
+	return clean
+}
+
+// send publishes msgs to the hub in order and acks in the outbox the
+// leading ones the hub acknowledged; it returns how many and the first
+// error.
+func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error) {
+	futs := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		out, id, err := f.hubMsg(m)
+		if err != nil {
+			return f.ackUpTo(ctx, msgs, futs, i, err)
+		}
+		skip, err := f.alreadyOnHub(ctx, m, out.Subject, id)
+		if err != nil {
+			return f.ackUpTo(ctx, msgs, futs, i, err)
+		}
+		if skip {
+			continue // futs[i] nil: acked without a publish
+		}
+		fut, err := f.hub.PublishMsgAsync(out, jetstream.WithMsgID(id), jetstream.WithExpectStream(f.cfg.HooksStream))
+		if err != nil {
+			return f.ackUpTo(ctx, msgs, futs, i, err)
+		}
+		futs[i] = fut
+	}
+	return f.ackUpTo(ctx, msgs, futs, len(msgs), nil)
+}
+
+// ackUpTo waits for the hub's acks of futs[:n] in order, registers the
+// acknowledged hooks' claims on the hub (register, in parallel) and acks
+// the messages in the outbox up to the first failure; it returns how many
+// were acked and the first error (err when all n succeeded).
+func (f *Forwarder) ackUpTo(ctx context.Context, msgs []jetstream.Msg, futs []jetstream.PubAckFuture, n int, err error) (int, error) {
+	ok, werr := f.waitAcks(futs[:n])
+	if werr != nil {
+		err = werr
+	}
+	regs := make([]error, ok)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range ok {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			regs[i] = f.register(ctx, msgs[i].Headers())
+		})
+	}
+	wg.Wait()
+	for i := range ok {
+		if regs[i] != nil {
+			return i, regs[i]
+		}
+		if aerr := msgs[i].Ack(); aerr != nil {
+			return i, fmt.Errorf("outbox ack: %w", aerr)
+		}
+	}
+	return ok, err
+}
+
+// waitAcks waits for futs in order (a nil one: found on the hub, no
+// publish); it returns how many leading ones the hub acknowledged and the
+// first failure.
+func (f *Forwarder) waitAcks(futs []jetstream.PubAckFuture) (int, error) {
+	timeout := time.NewTimer(f.cfg.PublishTimeout)
+	defer timeout.Stop()
+	for i, fut := range futs {
+		if fut == nil {
+			f.forwarded.WithLabelValues("found").Inc()
+			continue
+		}
+		select {
+		case ack := <-fut.Ok():
+			if ack.Duplicate {
+				f.forwarded.WithLabelValues("duplicate").Inc()
+			} else {
+				f.forwarded.WithLabelValues("stored").Inc()
+			}
+		case e := <-fut.Err():
+			f.forwarded.WithLabelValues("failed").Inc()
+			return i, fmt.Errorf("hub did not store %s: %w", fut.Msg().Header.Get(edge.HeaderHookID), e)
+		case <-timeout.C:
+			f.forwarded.WithLabelValues("failed").Inc()
+			return i, errors.New("hub acks timed out")
+		case <-f.stop:
+			return i, errors.New("stopping")
+		}
+	}
+	return len(futs), nil
+}
+
+// hubMsg is the hub's copy of an outbox message and its message id.
+func (f *Forwarder) hubMsg(m jetstream.Msg) (*nats.Msg, string, error) {
+	subj, ok := edge.HubSubject(f.cfg.Prefix, m.Subject())
+	if !ok {
+		return nil, "", fmt.Errorf("outbox message on %q: not an outbox subject", m.Subject())
+	}
+	out := nats.NewMsg(subj)
+	for k, v := range m.Headers() {
+		out.Header[k] = v
+	}
+	out.Header.Del(jetstream.ExpectedStreamHeader)
+	out.Header.Del(jetstream.MsgIDHeader)
+	out.Data = m.Data()
+	id := m.Headers().Get(edge.HeaderHookID)
+	if id == "" {
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, "", err
+		}
+		id = fmt.Sprintf("%s-%d", f.cfg.Name, md.Sequence.Stream)
+	}
+	return out, id, nil
+}
+
+// alreadyOnHub reports whether a hook that may have been sent before (a
+// redelivery, or delivered by an earlier run: Start) may already be on the
+// hub outside its duplicate window, and is: a first delivery was never
+// sent; one whose outbox store time lies within the window of now was (if
+// at all) stored on the hub after that time, so the hub's window still
+// holds it and drops the resend.
+func (f *Forwarder) alreadyOnHub(ctx context.Context, m jetstream.Msg, subject, id string) (bool, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return false, err
+	}
+	window := time.Duration(f.hubWindow.Load())
+	sentBefore := md.NumDelivered > 1 || md.Sequence.Stream <= f.mark
+	if !sentBefore || (window > 0 && time.Since(md.Timestamp) < window-time.Second) {
+		return false, nil
+	}
+	return f.OnHub(ctx, subject, id, md.Timestamp)
+}
+
+// OnHub reports whether the hub's hooks stream holds a message on subject
+// with hook id id, stored at or after since (a headers-only scan of that
+// subject from since).
+func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Time) (bool, error) {
+	sctx, cancel := context.WithTimeout(ctx, 4*f.cfg.PublishTimeout)
+	defer cancel()
+	st, err := f.hub.Stream(sctx, f.cfg.HooksStream)
+	if err != nil {
+		return false, fmt.Errorf("hub stream: %w", err)
+	}
+	start := since.Add(-time.Second) // clocks of edge and hub
+	c, err := st.OrderedConsumer(sctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime: &start, HeadersOnly: true,
+	})
+	if err != nil {
+		return false, fmt.Errorf("hub lookup: %w", err)
+	}
+	for {
+		b, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return false, fmt.Errorf("hub lookup: %w", err)
+		}
+		n := 0
+		last := false
+		for m := range b.Messages() {
+			n++
+			if m.Headers().Get(edge.HeaderHookID) == id {
+				return true, nil
+			}
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				last = true
+			}
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return false, fmt.Errorf("hub lookup: %w", err)
+		}
+		if n == 0 || last {
+			return false, nil
+		}
+		if sctx.Err() != nil {
+			return false, sctx.Err()
+		}
+	}
+}
+
+// register writes the claim of a forwarded hook into the hub's claims
+// bucket (create-if-absent, then settled with the dedupe TTL), so the
+// hub's side dedupes against what the edge accepted. A key the hub's side
+// holds for another hook was accepted on both sides of a split: it is
+// counted (sluice_edge_split_keys_total) and reported (OnSplit), and the
+// hook is forwarded all the same (it was acked: never dropped).
+func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
+	if f.cfg.HubClaims == nil {
+		return nil
+	}
+	key := h.Get(edge.HeaderDedupeKey)
+	if key == "" {
+		return nil
+	}
+	if h.Get(edge.HeaderDedupeKey+"-Encoding") == "percent" {
+		k, err := url.PathUnescape(key)
+		if err != nil {
+			return nil // not written by an edge: nothing to register
+		}
+		key = k
+	}
+	id := claims.ID{Tenant: h.Get(edge.HeaderTenant), Source: h.Get(edge.HeaderSource), Key: key}
+	hookID := h.Get(edge.HeaderHookID)
+	store, err := f.cfg.HubClaims(ctx)
+	if err != nil {
+		return fmt.Errorf("hub claims: %w", err)
+	}
+	res, err := store.Claim(ctx, id, hookID, f.cfg.PendingTTL)
+	if errors.Is(err, claims.ErrInvalid) {
+		f.log.Warn("edge: a forwarded hook's claim is invalid; not registered on the hub", "hook_id", hookID, "error", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hub claim: %w", err)
+	}
+	switch {
+	case res.Outcome == claims.OK:
+		if err := claims.SettleOwn(ctx, store, id, hookID, res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, claims.ErrLost) {
+			return fmt.Errorf("hub settle: %w", err)
+		}
+	case res.HookID != hookID:
+		f.splits.Inc()
+		f.log.Warn("edge: a dedupe key was accepted on both sides of a split", "tenant", id.Tenant, "source", id.Source,
+			"hook_id", hookID, "hub_hook_id", res.HookID)
+		if f.cfg.OnSplit != nil {
+			f.cfg.OnSplit(id, hookID, res.HookID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// link is a hub and an edge server joined by a leaf connection, with a
+// connection to each.
+type link struct {
+	hubSrv, edgeSrv *natsembed.Server
+	hub, edge       *nats.Conn
+	hubJS, edgeJS   jetstream.JetStream
+}
+
+func newLink(t *testing.T) *link {
+	t.Helper()
+	l := &link{}
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	var err error
+	if l.hubSrv, err = natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.hubSrv.Shutdown)
+	deny, imports := edge.LeafDeny("sluice")
+	if l.edgeSrv, err = natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
+		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafDeny: deny, LeafDenyImports: imports}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.edgeSrv.Shutdown)
+	if l.hub, err = l.hubSrv.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.hub.Close)
+	if l.edge, err = l.edgeSrv.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.edge.Close)
+	l.hubJS, _ = jetstream.New(l.hub)
+	l.edgeJS, _ = jetstream.New(l.edge)
+	testkit.Eventually(t, 10*time.Second, l.edgeSrv.LeafConnected, "leaf connected")
+	return l
+}
+
+// A hook an earlier run may have sent (its sequence is at most the
+// consumer's delivered watermark), older than the hub's duplicate window,
+// is looked up on the hub: one found there is acked without a publish,
+// one missing is published. Either way the hub holds each hook once.
+func TestLateResendLooksUpTheHub(t *testing.T) {
+	l := newLink(t)
+	ctx := testkit.Context(t)
+	window := 300 * time.Millisecond
+	if _, err := edge.EnsureStream(ctx, l.hubJS, edge.StreamConfig{Prefix: "sluice", Duplicates: window}); err != nil {
+		t.Fatal(err)
+	}
+	outbox, err := edge.EnsureOutbox(ctx, l.edgeJS, edge.OutboxConfig{Prefix: "sluice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := edge.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")
+	hooks := []edge.Hook{
+		{ID: "sent-before", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("1")},
+		{ID: "never-sent", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("2")},
+	}
+	for _, h := range hooks {
+		if _, err := store.Store(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The earlier run: its consumer delivered both, the hub stored the
+	// first, and the edge died before acking either.
+	old, err := outbox.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: forward.Durable, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := old.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range b.Messages() {
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("delivered %d", n)
+	}
+	m := nats.NewMsg(edge.HooksSubject("sluice", "t", "s"))
+	m.Header.Set(edge.HeaderHookID, "sent-before")
+	if _, err := l.hubJS.PublishMsg(ctx, m, jetstream.WithMsgID("sent-before")); err != nil {
+		t.Fatal(err)
+	}
+	stored := time.Now()
+	testkit.Eventually(t, 5*time.Second, func() bool { return time.Since(stored) > window+time.Second }, "the hub's duplicate window (and the 1 s margin) passed")
+
+	reg := prometheus.NewRegistry()
+	f, err := forward.New(forward.Config{Conn: l.edge, Prefix: "sluice", HubDomain: "hub", Name: "e1",
+		Linked: l.edgeSrv.LeafConnected, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Stop(context.Background()) }()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		info, err := outbox.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, "outbox drained")
+	hubStream, err := l.hubJS.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := hubStream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("hub holds %d hooks, want 2 (each once)", info.State.Msgs)
+	}
+	for id, want := range map[string]bool{"sent-before": true, "never-sent": true, "nope": false} {
+		on, err := f.OnHub(ctx, edge.HooksSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
+		if err != nil || on != want {
+			t.Errorf("OnHub(%s) = %v, %v; want %v", id, on, err, want)
+		}
+	}
+	found, _ := reg.Gather()
+	var results []string
+	for _, mf := range found {
+		if mf.GetName() == "sluice_edge_forwarded_total" {
+			for _, m := range mf.GetMetric() {
+				results = append(results, fmt.Sprintf("%s=%v", m.GetLabel()[0].GetValue(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	if fmt.Sprint(results) != "[found=1 stored=1]" {
+		t.Errorf("forwarded_total: %v, want found=1 stored=1", results)
+	}
+}

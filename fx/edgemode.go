@@ -1,0 +1,84 @@
+package sluicefx
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
+)
+
+// leafConfig sets the embedded server's JetStream domain and leaf
+// connections: a hub's listener (--js-domain, --leaf-listen), or an
+// edge's remote to its hub (--hub-url, --edge-name: README "Edges through
+// a hub outage").
+func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
+	sc.LeafToken = cfg.LeafToken.Reveal()
+	sc.LeafTLSCert, sc.LeafTLSKey, sc.LeafTLSCA = cfg.LeafTLS.Cert, cfg.LeafTLS.Key, cfg.LeafTLS.CA
+	if len(cfg.HubURLs) == 0 {
+		sc.JetStreamDomain, sc.LeafListen = cfg.JSDomain, cfg.LeafListen
+		return
+	}
+	// The edge's server name and JetStream domain are its name (unique
+	// among the hub's edges).
+	sc.Name, sc.JetStreamDomain = cfg.EdgeName, cfg.EdgeName
+	sc.LeafRemotes = cfg.HubURLs
+	sc.LeafDeny, sc.LeafDenyImports = edge.LeafDeny(cfg.Prefix)
+}
+
+// Forward is an edge's forwarder (nil Forwarder when the node is not an
+// edge).
+type Forward struct {
+	Forwarder *forward.Forwarder
+}
+
+// ProvideForward creates an edge's outbox and its forwarder (started with
+// the app, stopped before the NATS connection drains).
+func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Forward, error) {
+	if len(cfg.HubURLs) == 0 {
+		return &Forward{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := edge.EnsureOutbox(ctx, n.JS, edge.OutboxConfig{
+		HooksStream: cfg.HooksStream, Prefix: cfg.Prefix, MaxBytes: cfg.HooksMaxBytes,
+	}); err != nil {
+		return nil, storageError(n, err)
+	}
+	f, err := forward.New(forward.Config{
+		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.EdgeName,
+		Linked: n.Server.LeafConnected, Logger: log.With("component", "forward"), Registerer: reg,
+		HubClaims: s.HubClaims.Get, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	lc.Append(fx.Hook{OnStart: f.Start, OnStop: f.Stop})
+	return &Forward{Forwarder: f}, nil
+}
+
+// edgeClaims is an edge's claim store: the hub's claims bucket (opened
+// through the hub's JetStream domain on first use) while the link is up
+// and it answers, the edge's own (local) otherwise (forward.Claims).
+func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, claims.Store) {
+	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
+		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
+		if err != nil {
+			return nil, err
+		}
+		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Claims)
+		if err != nil {
+			return nil, err
+		}
+		return claims.NewKV(b, claims.WithLogger(log))
+	})
+	return hub, forward.NewClaims(local, hub.Get, n.Server.LeafConnected)
+}

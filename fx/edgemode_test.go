@@ -1,0 +1,462 @@
+package sluicefx_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// node is one sluice app of an edge-mode test, stopped by stop (once).
+type node struct {
+	h    *sluicefx.HTTP
+	n    *sluicefx.NATS
+	fw   *sluicefx.Forward
+	stop func()
+}
+
+// startNode starts a sluice app with args; the test's cleanup stops it if
+// the test did not.
+func startNode(t testing.TB, args ...string) *node {
+	t.Helper()
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	nd := &node{}
+	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&nd.h, &nd.n, &nd.fw))
+	if err := app.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	nd.stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = app.Stop(ctx)
+		})
+	}
+	t.Cleanup(nd.stop)
+	return nd
+}
+
+// postHook posts one hook with a dedupe key and returns the status and
+// the hook id.
+func postHook(t testing.TB, h *sluicefx.HTTP, tenant, key string) (int, string) {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+"/v1/hooks/"+tenant+"/src", bytes.NewReader([]byte(`{"k":"`+key+`"}`)))
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, ""
+	}
+	defer res.Body.Close()
+	var body struct {
+		ID string `json:"id"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	return res.StatusCode, body.ID
+}
+
+// postMany posts n hooks over 8 tenants from 16 goroutines; every answer
+// must be 202; it returns the hook ids.
+func postMany(t *testing.T, h *sluicefx.HTTP, round string, n int) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				code, id := postHook(t, h, fmt.Sprintf("t%d", i%8), fmt.Sprintf("%s-%d", round, i))
+				if code != http.StatusAccepted || id == "" {
+					t.Errorf("%s hook %d: status %d, id %q", round, i, code, id)
+					continue
+				}
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return ids
+}
+
+// hubHooks counts the hub's stored hooks by hook id.
+func hubHooks(t testing.TB, js jetstream.JetStream) map[string]int {
+	t.Helper()
+	ctx := testkit.Context(t)
+	st, err := js.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	if info.State.Msgs == 0 {
+		return seen
+	}
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := uint64(0); got < info.State.Msgs; {
+		b, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range b.Messages() {
+			seen[m.Headers().Get(edge.HeaderHookID)]++
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("hub HOOKS: read %d of %d messages", got, info.State.Msgs)
+		}
+		got += uint64(n)
+	}
+	return seen
+}
+
+// Edge mode (issue 14): an edge keeps answering 202 from its local outbox
+// while the hub is stopped, survives an abrupt stop of its own server
+// during the outage, and once the hub is back every acked hook reaches the
+// hub's HOOKS exactly once.
+func TestEdgeModeHubOutage(t *testing.T) {
+	t.Parallel()
+	hubDir, edgeDir := t.TempDir(), t.TempDir()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	hubArgs := []string{"--data-dir", hubDir, "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
+	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+
+	hub := startNode(t, hubArgs...)
+	ed := startNode(t, edgeArgs...)
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
+
+	acked := postMany(t, ed.h, "up", 200)
+
+	// The hub goes away under load: every hook is still 202.
+	hub.stop()
+	testkit.Eventually(t, 10*time.Second, func() bool { return !ed.n.Server.LeafConnected() }, "link down")
+	acked = append(acked, postMany(t, ed.h, "down", 300)...)
+
+	// The edge's server stops without a graceful drain (and its
+	// connection with it: nothing is flushed), then the edge restarts on
+	// the same data dir, still without its hub.
+	ed.n.Server.NATS().Shutdown()
+	ed.n.Conn.Close()
+	ed.stop()
+	ed = startNode(t, edgeArgs...)
+	acked = append(acked, postMany(t, ed.h, "after-kill", 100)...)
+	// Operators see the outage: /readyz stays ready and shows the link and
+	// the backlog; so do the metrics.
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		code, body := getBody(t, ed.h, "/readyz")
+		return code == 200 && strings.Contains(body, `"hub_linked":false`) && backlogOf(body) >= 400
+	}, "readyz: ready, unlinked, a backlog of at least the 400 hooks acked during the outage")
+	_, metrics := getBody(t, ed.h, "/metrics")
+	for _, want := range []string{"sluice_edge_hub_linked 0", "sluice_edge_outbox_oldest_age_seconds "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^sluice_edge_outbox_messages [1-9][0-9]{2}$`).MatchString(metrics) {
+		t.Errorf("metrics: no outbox backlog in the hundreds:\n%s", grepLines(metrics, "sluice_edge_outbox"))
+	}
+
+	// The hub comes back: the backlog drains, none lost, none twice.
+	t0 := time.Now()
+	hub = startNode(t, hubArgs...)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		info, err := ed.n.JS.Stream(testkit.Context(t), edge.OutboxStream("HOOKS"))
+		if err != nil {
+			return false
+		}
+		st, err := info.Info(testkit.Context(t))
+		return err == nil && st.State.Msgs == 0
+	}, "outbox drained")
+	t.Logf("%d hooks acked; hub restart to empty outbox: %s", len(acked), time.Since(t0))
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		code, body := getBody(t, ed.h, "/readyz")
+		return code == 200 && strings.Contains(body, `"hub_linked":true`) && backlogOf(body) == 0
+	}, "readyz: linked, no backlog")
+	seen := hubHooks(t, hub.n.JS)
+	for _, id := range acked {
+		if seen[id] != 1 {
+			t.Errorf("hook %s stored %d times on the hub", id, seen[id])
+		}
+	}
+	if len(seen) != len(acked) {
+		t.Errorf("hub holds %d hooks, %d were acked", len(seen), len(acked))
+	}
+}
+
+// What crosses an edge's leaf connection (edge.LeafDeny): only the hub's
+// hooks subjects from the edge, and inbox replies; not the owners,
+// service, events, consumer acks or the outbox, and no hooks from the hub.
+func TestEdgeLeafIsolation(t *testing.T) {
+	t.Parallel()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	hubSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf, LeafToken: "leaf-secret-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hubSrv.Shutdown)
+	deny, imports := edge.LeafDeny("sluice")
+	edgeSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
+		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafToken: "leaf-secret-0123456789", LeafDeny: deny, LeafDenyImports: imports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edgeSrv.Shutdown)
+	testkit.Eventually(t, 10*time.Second, edgeSrv.LeafConnected, "leaf connected")
+	hub, err := hubSrv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	ed, err := edgeSrv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ed.Close()
+
+	// The hub listens on every subject: after the denied ones and a hooks
+	// message are published, only the hooks message arrives.
+	got := make(chan string, 16)
+	for _, subj := range []string{"sluice.hooks.>", "sluice.v1.>", "$JS.ACK.>", "$SRV.>", "sluice.outbox.>", "$KV.>"} {
+		if _, err := hub.Subscribe(subj, func(m *nats.Msg) { got <- m.Subject }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		_ = ed.Publish("sluice.hooks.mark", nil)
+		select {
+		case <-got:
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	}, "the hub's interest in sluice.hooks.> reaches the edge")
+	for len(got) > 0 {
+		<-got
+	}
+	for _, subj := range []string{"sluice.v1.quota.p.0", "$JS.ACK.sluice_events.settler.1.1.1.1.0", "$SRV.PING", "sluice.outbox.t.s", "$KV.sluice_claims.k"} {
+		_ = ed.Publish(subj, nil)
+	}
+	_ = ed.Publish("sluice.hooks.t.s", nil)
+	if err := ed.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	onlyHooks(t, got)
+
+	// Nothing from the hub's hooks subjects reaches the edge; replies do.
+	fromHub := make(chan string, 4)
+	if _, err := ed.Subscribe("sluice.hooks.>", func(m *nats.Msg) { fromHub <- m.Subject }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ed.Subscribe("edge.echo", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ed.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		_, err := hub.Request("edge.echo", nil, 100*time.Millisecond)
+		return err == nil
+	}, "a request from the hub answered by the edge")
+	_ = hub.Publish("sluice.hooks.t.s", nil)
+	if _, err := hub.Request("edge.echo", nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-fromHub:
+		t.Fatalf("%s crossed the leaf connection to the edge", s)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// onlyHooks waits for sluice.hooks.t.s on got, then 200 ms more (each
+// subscription delivers on its own goroutine), failing on any other
+// subject.
+func onlyHooks(t *testing.T, got <-chan string) {
+	t.Helper()
+	hooks, deadline := false, time.After(5*time.Second)
+	for {
+		select {
+		case s := <-got:
+			if s != "sluice.hooks.t.s" {
+				t.Fatalf("%s crossed the leaf connection to the hub", s)
+			}
+			hooks = true
+		case <-time.After(200 * time.Millisecond):
+			if hooks {
+				return
+			}
+		case <-deadline:
+			t.Fatal("sluice.hooks.t.s did not reach the hub")
+		}
+	}
+}
+
+// getBody GETs path from h: the status and the body.
+func getBody(t *testing.T, h *sluicefx.HTTP, path string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + *h.Addr.Load() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// backlogOf is the edge backlog a /readyz body reports (-1: none).
+func backlogOf(body string) int {
+	var r struct {
+		Edge *struct {
+			Backlog int `json:"backlog"`
+		} `json:"edge"`
+	}
+	if json.Unmarshal([]byte(body), &r) != nil || r.Edge == nil {
+		return -1
+	}
+	return r.Edge.Backlog
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Claims across the link (issue 14 item 2): while linked, the edge takes
+// claims in the hub's bucket (a key accepted at the edge is a duplicate at
+// the hub); a key accepted at the hub and, while the hub was away, at the
+// edge is reported when the edge forwards its hook (claim.split event,
+// sluice_edge_split_keys_total), and both hooks are kept.
+func TestEdgeModeSplitKey(t *testing.T) {
+	t.Parallel()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
+	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+	hub := startNode(t, hubArgs...)
+
+	// The hub accepts "split" itself, then goes away.
+	code, hubID := postHook(t, hub.h, "acme", "split")
+	if code != http.StatusAccepted {
+		t.Fatalf("hub: %d", code)
+	}
+	hub.stop()
+
+	ed := startNode(t, edgeArgs...)
+	splits := make(chan *nats.Msg, 4)
+	sub, err := ed.n.Conn.ChanSubscribe("sluice.v1.events.claim.split.>", splits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	code, edgeID := postHook(t, ed.h, "acme", "split")
+	if code != http.StatusAccepted || edgeID == hubID {
+		t.Fatalf("edge without its hub: %d %s (hub's %s)", code, edgeID, hubID)
+	}
+
+	hub = startNode(t, hubArgs...)
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "linked")
+	select {
+	case m := <-splits:
+		var ev struct {
+			Key  string `json:"key"`
+			Hook string `json:"hook_id"`
+			Hub  string `json:"hub_hook_id"`
+		}
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != "sluice.v1.events.claim.split.acme" || ev.Key != "split" || ev.Hook != edgeID || ev.Hub != hubID {
+			t.Fatalf("split event %s %s", m.Subject, m.Data)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no claim.split event")
+	}
+	_, metrics := getBody(t, ed.h, "/metrics")
+	if !strings.Contains(metrics, "sluice_edge_split_keys_total 1") {
+		t.Errorf("metrics: %s", grepLines(metrics, "split"))
+	}
+	seen := hubHooks(t, hub.n.JS)
+	if seen[hubID] != 1 || seen[edgeID] != 1 {
+		t.Errorf("hub holds %v; want the hub's %s and the edge's %s once each", seen, hubID, edgeID)
+	}
+
+	// Linked: a key the edge accepts is held in the hub's bucket, not the
+	// edge's.
+	code, id := postHook(t, ed.h, "acme", "linked")
+	if code != http.StatusAccepted {
+		t.Fatalf("edge: %d", code)
+	}
+	kv, err := ed.n.JS.KeyValue(testkit.Context(t), "sluice_claims")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := claims.KVKey(claims.ID{Tenant: "acme", Source: "src", Key: "linked"})
+	if _, err := kv.Get(testkit.Context(t), key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the edge's own bucket holds the linked key: %v", err)
+	}
+	if _, err := kv.Get(testkit.Context(t), claims.KVKey(claims.ID{Tenant: "acme", Source: "src", Key: "split"})); err != nil {
+		t.Fatalf("the edge's own bucket lacks the key it took unlinked: %v", err)
+	}
+	code, dup := postHook(t, hub.h, "acme", "linked")
+	if code != http.StatusOK || dup != id {
+		t.Fatalf("hub after the edge accepted the key: %d %s, want 200 %s", code, dup, id)
+	}
+}
