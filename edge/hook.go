@@ -47,6 +47,7 @@ type hookRequest struct {
 	body           []byte
 	nonce          *heldNonce // the replay claim this request holds (nil: none)
 	key            string     // normalized dedupe key ("" = no dedupe)
+	idempotency    bool       // key is the sender's Idempotency-Key (Source.Dedupe)
 	hookID         string
 	lims           Limits
 	hooksKind      string
@@ -320,11 +321,28 @@ func (h *Handler) verify(q *hookRequest) bool {
 }
 
 // ContentKey is the dedupe key of a hook whose signature covers no
-// timestamp: "body-sha256:<hex>" of the signed body (the signature is a
-// function of it).
+// timestamp: "body-" + BodyDigest of the signed body (the signature is a
+// function of it). Such a key is itself the digest of its request: a
+// different body is another key, so its claim keeps no digest.
 func ContentKey(body []byte) string {
+	return "body-" + BodyDigest(body)
+}
+
+// BodyDigest is "sha256:<lowercase hex of SHA-256(body)>": what the claim
+// of an Idempotency-Key keeps of its first request (claims.SettleOwnDigest)
+// to tell a retry from a reuse with another body.
+func BodyDigest(body []byte) string {
 	sum := sha256.Sum256(body)
-	return "body-sha256:" + hex.EncodeToString(sum[:])
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// requestDigest is the digest q's claim keeps: BodyDigest for a key the
+// sender picked for one request (Idempotency-Key), else none.
+func (q *hookRequest) requestDigest() string {
+	if !q.idempotency {
+		return ""
+	}
+	return BodyDigest(q.body)
 }
 
 // ReplayNamespace is the replay namespace of a tenant's source:
@@ -422,8 +440,8 @@ func (h *Handler) unavailable(q *hookRequest) bool {
 // the dedupe claim in one round trip, and answers every outcome but ok.
 func (h *Handler) admit(q *hookRequest) bool {
 	if q.src.Dedupe != nil && q.key == "" {
-		if k, ok := q.src.Dedupe(q.r.Header, q.body); ok && k != "" {
-			q.key = claims.NormalizeKey(k)
+		if k, idem, ok := q.src.Dedupe(q.r.Header, q.body); ok && k != "" {
+			q.key, q.idempotency = claims.NormalizeKey(k), idem
 		}
 	}
 	req, ok := h.hitRequest(q)
@@ -515,6 +533,15 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
 	case quota.ResultDuplicate:
+		if q.idempotency {
+			if reused, ok := h.keyReused(q); !ok {
+				return h.unavailable(q)
+			} else if reused {
+				h.m.claimOutcome.WithLabelValues("key_reused").Inc()
+				h.fail(w, "key_reused", http.StatusUnprocessableEntity, errorBody{Error: "idempotency_key_reused"})
+				return false
+			}
+		}
 		h.m.claimOutcome.WithLabelValues("duplicate").Inc()
 		h.setRemaining(w, rep, q.hooksKind)
 		w.Header().Set("X-Hook-Id", rep.HookID)
@@ -537,6 +564,25 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		h.log.Error("unknown hit result", "result", rep.Result)
 		return h.unavailable(q)
 	}
+}
+
+// keyReused reports whether q's Idempotency-Key, answered duplicate, was
+// committed for another request: its claim keeps the digest of the first
+// request's body, and a different digest is a reuse of the key (422 in
+// the IETF Idempotency-Key draft), not a retry. One read of the claim, on
+// this path only. A claim without a digest — settled before digests were
+// kept, or read from a replica that has not applied the settle yet — or
+// no longer committed is a duplicate, as before. ok is false when the
+// claim cannot be read (503: never a duplicate for a body not compared).
+func (h *Handler) keyReused(q *hookRequest) (reused, ok bool) {
+	ctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key})
+	if err != nil {
+		h.log.Warn("claim read failed", "tenant", q.tenant, "error", err)
+		return false, false
+	}
+	return st.State == claims.StateCommitted && st.Digest != "" && st.Digest != q.requestDigest(), true
 }
 
 // store publishes the hook and waits for JetStream's ack — only that makes
@@ -615,11 +661,12 @@ func (h *Handler) releaseLostClaim(q *hookRequest) {
 }
 
 // settleClaim commits the claim of a stored hook. q.rep.Revision is our
-// own claim's (the hit took it for q.hookID): it settles in one write.
+// own claim's (the hit took it for q.hookID): it settles in one write,
+// which keeps the request's digest for an Idempotency-Key.
 func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout*4)
 	defer cancel()
-	if err := claims.SettleOwn(ctx, h.cfg.Claims, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
+	if err := claims.SettleOwnDigest(ctx, h.cfg.Claims, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL); err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be
 		// accepted once more after the pending claim expires.
 		h.m.claimOutcome.WithLabelValues("settle_lost").Inc()
