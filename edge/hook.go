@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
@@ -54,6 +56,10 @@ type hookRequest struct {
 	hooksLim       gcra.Limit
 	req            quota.HitRequest
 	rep            quota.HitReply
+	// tctx and span are the hook's trace span and its context (nil:
+	// tracing off).
+	tctx context.Context
+	span trace.Span
 }
 
 // heldNonce is a replay claim taken for a request, released again when the
@@ -79,6 +85,11 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
+	if h.startHookSpan(q); q.span != nil {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		q.w = rec
+		defer func() { q.endHookSpan(rec.code) }()
+	}
 	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
@@ -295,6 +306,14 @@ func (h *Handler) verify(q *hookRequest) bool {
 	if q.src.Verify == nil {
 		return true
 	}
+	_, span := h.child(q, SpanVerify, trace.SpanKindInternal)
+	ok := h.verifySignature(q)
+	endSpan(span, ok)
+	return ok
+}
+
+// verifySignature is verify's work (its span apart).
+func (h *Handler) verifySignature(q *hookRequest) bool {
 	fkey, now := q.tenant+"/"+q.source, q.start.UnixMicro()
 	if d, err := h.failures.Charge(fkey, h.failLimit, now); err == nil && !d.Allowed {
 		q.w.Header().Set("Retry-After", retryAfterSeconds(d.RetryAfter))
@@ -448,11 +467,13 @@ func (h *Handler) admit(q *hookRequest) bool {
 	if !ok {
 		return false
 	}
-	hctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
+	sctx, span := h.child(q, SpanHit, trace.SpanKindInternal)
+	hctx, cancel := context.WithTimeout(sctx, h.cfg.StoreTimeout)
 	t0 := time.Now()
 	rep, err := h.cfg.Admitter.Hit(hctx, req)
 	h.m.hitLatency.Observe(time.Since(t0).Seconds())
 	cancel()
+	endSpan(span, err == nil)
 	if err != nil {
 		if errors.Is(err, quota.ErrInvalid) {
 			h.log.Warn("hit rejected as invalid", "tenant", q.tenant, "error", err)
@@ -591,7 +612,9 @@ func (h *Handler) store(q *hookRequest) bool {
 	// Claims always live in the fleet store, also when the charges were
 	// decided locally (see quota.Fleet): one winner per key.
 	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
+	// The store span's context travels with the hook (traceparent).
+	sctx, span := h.child(q, SpanStore, trace.SpanKindProducer)
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.PublishTimeout)
 	t1 := time.Now()
 	hook := Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
@@ -603,6 +626,7 @@ func (h *Handler) store(q *hookRequest) bool {
 	_, err := h.cfg.Hooks.Store(pctx, hook)
 	h.m.pubLatency.Observe(time.Since(t1).Seconds())
 	pcancel()
+	endSpan(span, err == nil)
 	if err != nil {
 		h.log.Warn("hook not stored", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "error", err)
 		if q.key != "" {
@@ -664,9 +688,12 @@ func (h *Handler) releaseLostClaim(q *hookRequest) {
 // own claim's (the hit took it for q.hookID): it settles in one write,
 // which keeps the request's digest for an Idempotency-Key.
 func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout*4)
+	sctx, span := h.child(q, SpanSettle, trace.SpanKindInternal)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.StoreTimeout*4)
 	defer cancel()
-	if err := claims.SettleOwnDigest(ctx, h.cfg.Claims, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL); err != nil {
+	err := claims.SettleOwnDigest(ctx, h.cfg.Claims, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL)
+	endSpan(span, err == nil)
+	if err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be
 		// accepted once more after the pending claim expires.
 		h.m.claimOutcome.WithLabelValues("settle_lost").Inc()

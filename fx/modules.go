@@ -35,6 +35,7 @@ import (
 var Module = fx.Options(
 	fx.Provide(
 		ProvideRegistry,
+		ProvideTracing,
 		ProvideNATS,
 		ProvideStores,
 		ProvideQuota,
@@ -256,7 +257,7 @@ type Service struct {
 }
 
 // ProvideService registers the `sluice` micro service on start.
-func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Service, error) {
+func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, tr *Tracing, log *slog.Logger) (*Service, error) {
 	out := &Service{}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -270,6 +271,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Events:       ev.Publisher,
 				StoreTimeout: cfg.StoreTimeout,
 				DedupeTTL:    cfg.DedupeTTL,
+				Tracer:       tr.P.Tracer(),
 				Logger:       log.With("component", "service"),
 				Registerer:   reg,
 			})
@@ -297,7 +299,7 @@ type HTTP struct {
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*HTTP, error) {
+func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
@@ -322,6 +324,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		LocalReplay:    s.LocalReplay,
 		Hooks:          edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream),
 		Lifecycle:      ev.Publisher,
+		Tracer:         tr.P.Tracer(),
 		PendingTTL:     cfg.PendingTTL,
 		DedupeTTL:      cfg.DedupeTTL,
 		StoreTimeout:   cfg.StoreTimeout,
