@@ -73,6 +73,15 @@ func ScopedPrefix(prefix, tenant string) string {
 	return endpoints.ScopedPrefix(prefix, TenantToken(tenant))
 }
 
+// RedeliverPrefix is the subject namespace of tenant's redeliveries:
+// <prefix>.redeliver.<token>. A rewind pushes a tenant's stored hooks only
+// to this subject or below it (edge.ValidDeliverSubject), never to a
+// subject another tenant or sluice itself reads; the consumer role may
+// subscribe to it.
+func RedeliverPrefix(prefix, tenant string) string {
+	return prefix + ".redeliver." + TenantToken(tenant)
+}
+
 // InboxPrefix is the reply inbox prefix of user.
 func InboxPrefix(user string) string { return "_INBOX." + user }
 
@@ -116,7 +125,8 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 			tok := TenantToken(t)
 			// The tenant's lifecycle events (events.Subjects).
 			p.Subscribe = append(p.Subscribe,
-				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok)
+				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok,
+				RedeliverPrefix(prefix, t), RedeliverPrefix(prefix, t)+".>")
 			p.Publish = append(p.Publish,
 				// Create (with the filter in the subject: the server checks
 				// it against the body), read, pull and ack only the

@@ -93,3 +93,28 @@ func TestTenantsBucketIsNodeOnly(t *testing.T) {
 		t.Fatal("match")
 	}
 }
+
+// TestConsumerReadsOwnRedeliveries: a consumer of acme may subscribe to
+// acme's redelivery namespace, and to no other tenant's.
+func TestConsumerReadsOwnRedeliveries(t *testing.T) {
+	p, err := authz.For(authz.RoleConsumer, "r", "sluice", "HOOKS", []string{"acme", "a.b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := authz.RedeliverPrefix("sluice", "a.b"); got != "sluice.redeliver.a=2Eb" {
+		t.Fatalf("RedeliverPrefix = %q", got)
+	}
+	for subj, want := range map[string]bool{
+		"sluice.redeliver.acme": true, "sluice.redeliver.acme.billing": true, "sluice.redeliver.a=2Eb.x.y": true,
+		"sluice.redeliver.globex.x": false, "sluice.redeliver.acmex": false, "sluice.redeliver": false,
+		"sluice.hooks.globex.gh": false, "sluice.v1.quota.hit": false,
+	} {
+		allowed := false
+		for _, pat := range p.Subscribe {
+			allowed = allowed || match(pat, subj)
+		}
+		if allowed != want {
+			t.Errorf("subscribe %s: allowed %v, want %v", subj, allowed, want)
+		}
+	}
+}

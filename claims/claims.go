@@ -122,6 +122,9 @@ type State struct {
 	HookID    string        // the holder's hook id
 	Revision  uint64        // what Settle/Release must present
 	ExpiresIn time.Duration // time left until the claim expires, >= 0
+	// Digest is what SettleOwnDigest kept of the committed claim's request
+	// ("" for a claim settled without one).
+	Digest string
 }
 
 // State names.

@@ -51,6 +51,7 @@ func runStoreSuite(t *testing.T, newStore func(t *testing.T) storeFixture) {
 		{"HostileParts", testHostileParts},
 		{"InvalidArguments", testInvalidArguments},
 		{"CanceledContext", testCanceledContext},
+		{"DigestKept", testDigestKept},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -512,4 +513,80 @@ func testCanceledContext(t *testing.T, f storeFixture) {
 		t.Errorf("Get: %v", err)
 	}
 	wantState(t, get(t, s, k), claims.StatePending, "h1", r.Revision)
+}
+
+// wantDigest polls Get (a replica may lag the settle on R3) until the
+// claim on k is committed by hook with digest.
+func wantDigest(t *testing.T, s claims.Store, k claims.ID, hook, digest string) claims.State {
+	t.Helper()
+	var st claims.State
+	testkit.Eventually(t, waitTTL, func() bool {
+		st = get(t, s, k)
+		return st.State == claims.StateCommitted
+	}, fmt.Sprintf("claim %q committed", k))
+	if st.HookID != hook || st.Digest != digest {
+		t.Fatalf("committed state %+v, want hook %q with digest %q", st, hook, digest)
+	}
+	return st
+}
+
+// testDigestKept: a claim settled with SettleOwnDigest keeps the digest
+// until it is released; one settled without a digest (or by Settle) reads
+// back without one; a malformed digest is ErrInvalid and writes nothing.
+func testDigestKept(t *testing.T, f storeFixture) {
+	ctx, s := testkit.Context(t), f.store
+	if _, ok := s.(claims.DigestSettler); !ok {
+		t.Fatalf("%T keeps no digests", s)
+	}
+	d1 := "sha256:" + strings.Repeat("ab", 32)
+	k := id("acme", "api", "idem-1")
+	r1 := claim(t, s, k, "h1", time.Minute)
+	wantState(t, get(t, s, k), claims.StatePending, "h1", r1.Revision)
+	if st := get(t, s, k); st.Digest != "" {
+		t.Fatalf("pending claim has digest %q", st.Digest)
+	}
+	if err := claims.SettleOwnDigest(ctx, s, k, "h1", d1, r1.Revision, hour); err != nil {
+		t.Fatalf("SettleOwnDigest: %v", err)
+	}
+	wantOutcome(t, claim(t, s, k, "h2", time.Minute), claims.Duplicate, "h1")
+	st := wantDigest(t, s, k, "h1", d1)
+	// A second settle of the committed claim is lost, and changes nothing.
+	if err := claims.SettleOwnDigest(ctx, s, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("second SettleOwnDigest: %v, want ErrLost", err)
+	}
+	wantDigest(t, s, k, "h1", d1)
+
+	// Released and taken again: the new claim knows nothing of the old
+	// digest, and a settle without one keeps none.
+	if err := s.Release(ctx, k, "h1", st.Revision); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	r3 := eventuallyClaim(t, s, k, "h3", time.Minute)
+	if err := claims.SettleOwnDigest(ctx, s, k, "h3", "", r3.Revision, hour); err != nil {
+		t.Fatalf("SettleOwnDigest without a digest: %v", err)
+	}
+	wantDigest(t, s, k, "h3", "")
+	k2 := id("acme", "api", "idem-2")
+	r4 := claim(t, s, k2, "h4", time.Minute)
+	if err := s.Settle(ctx, k2, "h4", r4.Revision, hour); err != nil {
+		t.Fatal(err)
+	}
+	wantDigest(t, s, k2, "h4", "")
+
+	k3 := id("acme", "api", "idem-3")
+	r5 := claim(t, s, k3, "h5", time.Minute)
+	for name, bad := range map[string]string{
+		"129 B": strings.Repeat("d", claims.MaxDigestBytes+1), "space": "sha256:a b",
+		"newline": "sha256:a\n", "non-ASCII": "sha256:\u00e9", "control": "\x00",
+	} {
+		if err := claims.SettleOwnDigest(ctx, s, k3, "h5", bad, r5.Revision, hour); !errors.Is(err, claims.ErrInvalid) {
+			t.Errorf("digest %s: %v, want ErrInvalid", name, err)
+		}
+	}
+	wantState(t, get(t, s, k3), claims.StatePending, "h5", r5.Revision)
+	longest := strings.Repeat("d", claims.MaxDigestBytes)
+	if err := claims.SettleOwnDigest(ctx, s, k3, "h5", longest, r5.Revision, hour); err != nil {
+		t.Fatalf("a %d-byte digest: %v", claims.MaxDigestBytes, err)
+	}
+	wantDigest(t, s, k3, "h5", longest)
 }

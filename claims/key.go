@@ -76,10 +76,14 @@ func ReplayKVKey(namespace, key string) string {
 
 // Stored value of a dedupe claim, readable with `nats kv get`:
 // {"s":"p","h":"<hook id>"} while pending, {"s":"c","h":"<hook id>"} once
-// committed.
+// committed, {"s":"c","h":"<hook id>","d":"<digest>"} once committed by
+// SettleOwnDigest. A record without "d" (written before digests were kept,
+// or settled without one) reads as a claim without a digest; a reader that
+// does not know "d" ignores it.
 type claimValue struct {
 	S string `json:"s"`
 	H string `json:"h"`
+	D string `json:"d,omitempty"`
 }
 
 const (
@@ -88,8 +92,12 @@ const (
 )
 
 func encodeValue(state, hookID string) []byte {
-	b, err := json.Marshal(claimValue{S: state, H: hookID})
-	if err != nil { // a struct of two strings always marshals
+	return claimValue{S: state, H: hookID}.encode()
+}
+
+func (v claimValue) encode() []byte {
+	b, err := json.Marshal(v)
+	if err != nil { // a struct of strings always marshals
 		panic(err)
 	}
 	return b

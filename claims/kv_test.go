@@ -79,6 +79,44 @@ func TestKVStoredForm(t *testing.T) {
 	}
 }
 
+// TestKVDigestRecord pins the committed record with a digest, and reads
+// records of the other forms: one written before digests were kept (no
+// "d") is a committed claim without a digest; one with members this
+// version does not know is read for those it knows.
+func TestKVDigestRecord(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
+	s := newKV(t, b)
+	cid := id("acme", "api", "idem")
+	r := claim(t, s, cid, "h1", time.Minute)
+	if err := s.SettleOwnDigest(ctx, cid, "h1", "sha256:ab", r.Revision, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := b.Get(ctx, claims.KVKey(cid))
+	if err != nil || string(rec.Value) != `{"s":"c","h":"h1","d":"sha256:ab"}` || rec.TTL != time.Hour {
+		t.Fatalf("committed record %+v (%q), %v", rec, rec.Value, err)
+	}
+	for value, want := range map[string]claims.State{
+		`{"s":"c","h":"old"}`:                     {State: claims.StateCommitted, HookID: "old"},
+		`{"s":"c","h":"new","d":"x:1","later":7}`: {State: claims.StateCommitted, HookID: "new", Digest: "x:1"},
+		`{"s":"p","h":"held"}`:                    {State: claims.StatePending, HookID: "held"},
+	} {
+		key := id("acme", "api", value)
+		if _, err := b.Put(ctx, claims.KVKey(key), []byte(value), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		st := get(t, s, key)
+		if st.State != want.State || st.HookID != want.HookID || st.Digest != want.Digest {
+			t.Errorf("%s reads as %+v, want %+v", value, st, want)
+		}
+		if want.State == claims.StateCommitted {
+			wantOutcome(t, claim(t, s, key, "h9", time.Minute), claims.Duplicate, want.HookID)
+		}
+	}
+}
+
 func TestKVUnreadableRecord(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)

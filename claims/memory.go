@@ -48,6 +48,7 @@ type memEntry struct {
 	key       memKey
 	committed bool
 	hookID    string
+	digest    string // SettleOwnDigest's
 	rev       uint64
 	expires   time.Time
 	heapIdx   int
@@ -208,7 +209,18 @@ func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time
 // committed); ErrInvalid (id, hook id, rev 0, negative ttl);
 // ErrUnavailable (ctx already done).
 func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
+	return m.SettleOwnDigest(ctx, id, hookID, "", rev, ttl)
+}
+
+var _ DigestSettler = (*Memory)(nil)
+
+// SettleOwnDigest is Settle that keeps digest with the committed claim
+// (see DigestSettler).
+func (m *Memory) SettleOwnDigest(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
+		return err
+	}
+	if err := ValidateDigest(digest); err != nil {
 		return err
 	}
 	ttl, err := normTTL(ttl)
@@ -231,6 +243,7 @@ func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, t
 	m.rev++
 	e.rev = m.rev
 	e.committed = true
+	e.digest = digest
 	e.expires = now.Add(ttl)
 	heap.Fix(&m.byExpiry, e.heapIdx)
 	e.elem = m.committed.PushBack(e)
@@ -289,7 +302,7 @@ func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
 	if e.committed {
 		st = StateCommitted
 	}
-	return State{State: st, HookID: e.hookID, Revision: e.rev, ExpiresIn: expiresIn(e.expires, now)}, nil
+	return State{State: st, HookID: e.hookID, Revision: e.rev, ExpiresIn: expiresIn(e.expires, now), Digest: e.digest}, nil
 }
 
 func ctxErr(ctx context.Context) error {

@@ -260,6 +260,13 @@ func (s *ownSettling) Settle(ctx context.Context, id claims.ID, hookID string, r
 	return claims.SettleOwn(ctx, s.Store, id, hookID, rev, ttl)
 }
 
+// SettleOwnDigest is a settle of the caller's own claim (the edge's):
+// the one-write path.
+func (s *ownSettling) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	s.own.Add(1)
+	return claims.SettleOwnDigest(ctx, s.Store, id, hookID, digest, rev, ttl)
+}
+
 // wantAtLeast fails t at its end unless counter reached min (so a suite
 // cannot pass without exercising the path counter counts).
 func wantAtLeast(t *testing.T, counter *atomic.Int64, min int64, what string) {

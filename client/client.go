@@ -56,11 +56,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/tracing"
 )
 
 // Client calls the sluice micro service on one connection. Create it with
@@ -72,6 +74,7 @@ type Client struct {
 	settleTimeout time.Duration
 	subj          subjects
 	events        events.Subjects
+	tracer        trace.Tracer // nil: no client spans (WithTracer)
 }
 
 // subjects are the request subjects of one prefix.
@@ -140,6 +143,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		settleTimeout: max(o.settleTimeout, o.timeout),
 		subj:          newSubjects(o.prefix, o.tenant),
 		events:        ev,
+		tracer:        o.tracer,
 	}, nil
 }
 
@@ -167,7 +171,17 @@ func (c *Client) call(ctx context.Context, subject string, budget time.Duration,
 	}
 	ctx, cancel := kvstore.WithBudget(ctx, budget)
 	defer cancel()
-	msg, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	rm := &nats.Msg{Subject: subject, Data: data}
+	if c.tracer != nil {
+		var span trace.Span
+		ctx, span = c.tracer.Start(ctx, subject, trace.WithSpanKind(trace.SpanKindClient))
+		defer span.End()
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		rm.Header = nats.Header{}
+		tracing.Inject(ctx, rm.Header)
+	}
+	msg, err := c.nc.RequestMsgWithContext(ctx, rm)
 	if err != nil {
 		return requestError(subject, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -24,6 +26,7 @@ type options struct {
 	prefix        string
 	timeout       time.Duration
 	settleTimeout time.Duration
+	tracer        trace.Tracer
 	tenant        string
 }
 
@@ -81,6 +84,17 @@ func WithTenant(tenant string) Option {
 			return fmt.Errorf("%w: tenant must be 1..256 bytes", ErrInvalidOption)
 		}
 		o.tenant = tenant
+		return nil
+	}
+}
+
+// WithTracer traces every call with a client span of tracer (nil: no
+// spans of the client's own). Either way a call whose context carries a
+// span context sends it as the request's traceparent header (W3C), so the
+// service's span joins the caller's trace.
+func WithTracer(tracer trace.Tracer) Option {
+	return func(o *options) error {
+		o.tracer = tracer
 		return nil
 	}
 }

@@ -51,8 +51,11 @@ type Verified struct {
 
 // Source is the effective configuration of one tenant/source pair.
 type Source struct {
-	// Dedupe extracts the dedupe key (ok=false: no key, no dedupe).
-	Dedupe func(h http.Header, body []byte) (key string, ok bool)
+	// Dedupe extracts the dedupe key (ok=false: no key, no dedupe);
+	// idempotency is true for the sender's per-request Idempotency-Key
+	// (webhook.Dedupe.Lookup): its claim keeps the body's digest, and the
+	// key reused with another body is 422, not a duplicate.
+	Dedupe func(h http.Header, body []byte) (key string, idempotency, ok bool)
 	// Verify checks the request's signature; nil means no verification.
 	// Any error is answered 401 verification_failed.
 	Verify func(h http.Header, body []byte, now time.Time) (Verified, error)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
@@ -37,6 +38,11 @@ type Config struct {
 	LocalReplay claims.ReplayStore // replay fallback when Replay is unavailable (nil: answer 503)
 	Hooks       HookStorer
 	Lifecycle   Lifecycle // lifecycle events (nil: none)
+	// Tracer traces the hook path (nil: tracing off, at no cost): a span
+	// per hook (a child of the sender's traceparent) with children verify,
+	// hit, store and settle; the store span's context is the stored
+	// message's traceparent header (tracing.FromEnv).
+	Tracer trace.Tracer
 
 	PendingTTL     time.Duration // pending claim TTL (default 30 s)
 	DedupeTTL      time.Duration // committed claim TTL (default 72 h)

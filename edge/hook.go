@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
@@ -47,12 +49,17 @@ type hookRequest struct {
 	body           []byte
 	nonce          *heldNonce // the replay claim this request holds (nil: none)
 	key            string     // normalized dedupe key ("" = no dedupe)
+	idempotency    bool       // key is the sender's Idempotency-Key (Source.Dedupe)
 	hookID         string
 	lims           Limits
 	hooksKind      string
 	hooksLim       gcra.Limit
 	req            quota.HitRequest
 	rep            quota.HitReply
+	// tctx and span are the hook's trace span and its context (nil:
+	// tracing off).
+	tctx context.Context
+	span trace.Span
 }
 
 // heldNonce is a replay claim taken for a request, released again when the
@@ -78,6 +85,11 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
+	if h.startHookSpan(q); q.span != nil {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		q.w = rec
+		defer func() { q.endHookSpan(rec.code) }()
+	}
 	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
@@ -294,6 +306,14 @@ func (h *Handler) verify(q *hookRequest) bool {
 	if q.src.Verify == nil {
 		return true
 	}
+	_, span := h.child(q, SpanVerify, trace.SpanKindInternal)
+	ok := h.verifySignature(q)
+	endSpan(span, ok)
+	return ok
+}
+
+// verifySignature is verify's work (its span apart).
+func (h *Handler) verifySignature(q *hookRequest) bool {
 	fkey, now := q.tenant+"/"+q.source, q.start.UnixMicro()
 	if d, err := h.failures.Charge(fkey, h.failLimit, now); err == nil && !d.Allowed {
 		q.w.Header().Set("Retry-After", retryAfterSeconds(d.RetryAfter))
@@ -320,11 +340,28 @@ func (h *Handler) verify(q *hookRequest) bool {
 }
 
 // ContentKey is the dedupe key of a hook whose signature covers no
-// timestamp: "body-sha256:<hex>" of the signed body (the signature is a
-// function of it).
+// timestamp: "body-" + BodyDigest of the signed body (the signature is a
+// function of it). Such a key is itself the digest of its request: a
+// different body is another key, so its claim keeps no digest.
 func ContentKey(body []byte) string {
+	return "body-" + BodyDigest(body)
+}
+
+// BodyDigest is "sha256:<lowercase hex of SHA-256(body)>": what the claim
+// of an Idempotency-Key keeps of its first request (claims.SettleOwnDigest)
+// to tell a retry from a reuse with another body.
+func BodyDigest(body []byte) string {
 	sum := sha256.Sum256(body)
-	return "body-sha256:" + hex.EncodeToString(sum[:])
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// requestDigest is the digest q's claim keeps: BodyDigest for a key the
+// sender picked for one request (Idempotency-Key), else none.
+func (q *hookRequest) requestDigest() string {
+	if !q.idempotency {
+		return ""
+	}
+	return BodyDigest(q.body)
 }
 
 // ReplayNamespace is the replay namespace of a tenant's source:
@@ -422,19 +459,21 @@ func (h *Handler) unavailable(q *hookRequest) bool {
 // the dedupe claim in one round trip, and answers every outcome but ok.
 func (h *Handler) admit(q *hookRequest) bool {
 	if q.src.Dedupe != nil && q.key == "" {
-		if k, ok := q.src.Dedupe(q.r.Header, q.body); ok && k != "" {
-			q.key = claims.NormalizeKey(k)
+		if k, idem, ok := q.src.Dedupe(q.r.Header, q.body); ok && k != "" {
+			q.key, q.idempotency = claims.NormalizeKey(k), idem
 		}
 	}
 	req, ok := h.hitRequest(q)
 	if !ok {
 		return false
 	}
-	hctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
+	sctx, span := h.child(q, SpanHit, trace.SpanKindInternal)
+	hctx, cancel := context.WithTimeout(sctx, h.cfg.StoreTimeout)
 	t0 := time.Now()
 	rep, err := h.cfg.Admitter.Hit(hctx, req)
 	h.m.hitLatency.Observe(time.Since(t0).Seconds())
 	cancel()
+	endSpan(span, err == nil)
 	if err != nil {
 		if errors.Is(err, quota.ErrInvalid) {
 			h.log.Warn("hit rejected as invalid", "tenant", q.tenant, "error", err)
@@ -515,6 +554,15 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
 	case quota.ResultDuplicate:
+		if q.idempotency {
+			if reused, ok := h.keyReused(q); !ok {
+				return h.unavailable(q)
+			} else if reused {
+				h.m.claimOutcome.WithLabelValues("key_reused").Inc()
+				h.fail(w, "key_reused", http.StatusUnprocessableEntity, errorBody{Error: "idempotency_key_reused"})
+				return false
+			}
+		}
 		h.m.claimOutcome.WithLabelValues("duplicate").Inc()
 		h.setRemaining(w, rep, q.hooksKind)
 		w.Header().Set("X-Hook-Id", rep.HookID)
@@ -539,13 +587,34 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 	}
 }
 
+// keyReused reports whether q's Idempotency-Key, answered duplicate, was
+// committed for another request: its claim keeps the digest of the first
+// request's body, and a different digest is a reuse of the key (422 in
+// the IETF Idempotency-Key draft), not a retry. One read of the claim, on
+// this path only. A claim without a digest — settled before digests were
+// kept, or read from a replica that has not applied the settle yet — or
+// no longer committed is a duplicate, as before. ok is false when the
+// claim cannot be read (503: never a duplicate for a body not compared).
+func (h *Handler) keyReused(q *hookRequest) (reused, ok bool) {
+	ctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
+	defer cancel()
+	st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key})
+	if err != nil {
+		h.log.Warn("claim read failed", "tenant", q.tenant, "error", err)
+		return false, false
+	}
+	return st.State == claims.StateCommitted && st.Digest != "" && st.Digest != q.requestDigest(), true
+}
+
 // store publishes the hook and waits for JetStream's ack — only that makes
 // a 2xx possible — then settles the claim (or releases it on failure).
 func (h *Handler) store(q *hookRequest) bool {
 	// Claims always live in the fleet store, also when the charges were
 	// decided locally (see quota.Fleet): one winner per key.
 	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
+	// The store span's context travels with the hook (traceparent).
+	sctx, span := h.child(q, SpanStore, trace.SpanKindProducer)
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.PublishTimeout)
 	t1 := time.Now()
 	hook := Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
@@ -557,6 +626,7 @@ func (h *Handler) store(q *hookRequest) bool {
 	_, err := h.cfg.Hooks.Store(pctx, hook)
 	h.m.pubLatency.Observe(time.Since(t1).Seconds())
 	pcancel()
+	endSpan(span, err == nil)
 	if err != nil {
 		h.log.Warn("hook not stored", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "error", err)
 		if q.key != "" {
@@ -615,11 +685,15 @@ func (h *Handler) releaseLostClaim(q *hookRequest) {
 }
 
 // settleClaim commits the claim of a stored hook. q.rep.Revision is our
-// own claim's (the hit took it for q.hookID): it settles in one write.
+// own claim's (the hit took it for q.hookID): it settles in one write,
+// which keeps the request's digest for an Idempotency-Key.
 func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout*4)
+	sctx, span := h.child(q, SpanSettle, trace.SpanKindInternal)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.StoreTimeout*4)
 	defer cancel()
-	if err := claims.SettleOwn(ctx, h.cfg.Claims, id, q.hookID, q.rep.Revision, h.cfg.DedupeTTL); err != nil {
+	err := claims.SettleOwnDigest(ctx, h.cfg.Claims, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL)
+	endSpan(span, err == nil)
+	if err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be
 		// accepted once more after the pending claim expires.
 		h.m.claimOutcome.WithLabelValues("settle_lost").Inc()

@@ -21,9 +21,9 @@ import (
 type keyedSource struct{}
 
 func (keyedSource) Source(string, string) (Source, error) {
-	return Source{Dedupe: func(h http.Header, _ []byte) (string, bool) {
+	return Source{Dedupe: func(h http.Header, _ []byte) (string, bool, bool) {
 		k := h.Get("X-Event-Id")
-		return k, k != ""
+		return k, false, k != ""
 	}}, nil
 }
 

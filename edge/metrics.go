@@ -15,7 +15,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec // outcome, code
 	hitLatency   prometheus.Histogram   // seconds of one Admitter.Hit
 	pubLatency   prometheus.Histogram   // seconds of one stream publish+ack
-	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|pending|settled|settle_lost|released|release_failed
+	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|key_reused|pending|settled|settle_lost|released|release_failed
 	fallback     *prometheus.CounterVec // what: hit|replay
 	replay       *prometheus.CounterVec // outcome
 	adminOps     *prometheus.CounterVec // op, code

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -32,6 +34,15 @@ type RewindSpec struct {
 	Since    time.Time // start at this receipt time (zero: StartSeq, or the beginning)
 	StartSeq uint64    // start at this stream sequence
 	Paced    bool      // deliver at the original pace (ReplayOriginal)
+	// DeliverSubject, when set, makes the consumer a push consumer that
+	// JetStream delivers to this subject (ValidDeliverSubject: the
+	// tenant's redelivery namespace), at most MaxInFlight unacked at a
+	// time and at most RateBPS bits per second (0: unlimited).
+	DeliverSubject string
+	// MaxInFlight bounds the unacknowledged messages (0: DefaultPushInFlight
+	// for a push consumer, JetStream's default for a pull consumer).
+	MaxInFlight int
+	RateBPS     uint64
 }
 
 // RewindResult describes the created consumer.
@@ -41,6 +52,8 @@ type RewindResult struct {
 	Durable        bool     `json:"durable"`
 	FilterSubjects []string `json:"filter_subjects"`
 	NumPending     uint64   `json:"num_pending"`
+	DeliverSubject string   `json:"deliver_subject,omitempty"`
+	MaxInFlight    int      `json:"max_in_flight,omitempty"`
 }
 
 // ErrConsumerExists is returned by Rewind for a name already in use.
@@ -74,6 +87,10 @@ func rewindFilters(prefix string, s RewindSpec) []string {
 // Rewind implements HookRewinder: a pull consumer (explicit acks) on the
 // spec's subjects from its start.
 func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, error) {
+	if spec.DeliverSubject != "" && !ValidDeliverSubject(s.prefix, spec.Tenant, spec.DeliverSubject) {
+		return RewindResult{}, fmt.Errorf("%w: want %s or below it (at most %d more tokens of [A-Za-z0-9_-])",
+			ErrDeliverSubject, authz.RedeliverPrefix(s.prefix, spec.Tenant), MaxDeliverTokens)
+	}
 	cfg := jetstream.ConsumerConfig{
 		Name:           spec.Consumer,
 		FilterSubjects: rewindFilters(s.prefix, spec),
@@ -96,18 +113,25 @@ func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, 
 	if spec.Paced {
 		cfg.ReplayPolicy = jetstream.ReplayOriginalPolicy
 	}
-	c, err := s.js.CreateConsumer(ctx, s.stream, cfg)
+	cfg.MaxAckPending = spec.MaxInFlight
+	var info *jetstream.ConsumerInfo
+	var err error
+	if spec.DeliverSubject != "" {
+		info, err = s.createPush(ctx, spec, cfg)
+	} else {
+		var c jetstream.Consumer
+		if c, err = s.js.CreateConsumer(ctx, s.stream, cfg); err == nil {
+			info, err = c.Info(ctx)
+		}
+	}
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		return RewindResult{}, ErrConsumerExists
 	}
 	if err != nil {
 		return RewindResult{}, kvstore.MapError(err)
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return RewindResult{}, kvstore.MapError(err)
-	}
-	return RewindResult{Stream: s.stream, Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects, NumPending: info.NumPending}, nil
+	return RewindResult{Stream: s.stream, Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects,
+		NumPending: info.NumPending, DeliverSubject: spec.DeliverSubject, MaxInFlight: info.Config.MaxAckPending}, nil
 }
 
 // validConsumerName: 1..64 bytes of [A-Za-z0-9_-] (a subject token).
@@ -147,6 +171,10 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 		Since       *time.Time `json:"since"`
 		StartHookID string     `json:"start_hook_id"`
 		Paced       bool       `json:"paced"`
+		// Push (redelivery): JetStream delivers to DeliverSubject.
+		DeliverSubject string `json:"deliver_subject"`
+		MaxInFlight    int    `json:"max_in_flight"`
+		RateBPS        uint64 `json:"rate_bps"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -170,6 +198,12 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	case in.StartHookID != "" && len(in.Sources) == 0:
 		bad("start_hook_id needs sources")
 		return
+	case in.MaxInFlight < 0 || in.MaxInFlight > MaxPushInFlight:
+		bad("max_in_flight must be 1..1024")
+		return
+	case in.RateBPS > 0 && in.DeliverSubject == "":
+		bad("rate_bps needs deliver_subject")
+		return
 	}
 	for _, s := range in.Sources {
 		if !ValidName(s) {
@@ -183,7 +217,8 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	spec := RewindSpec{Tenant: tenant, Sources: in.Sources, Types: in.Types, Consumer: in.Consumer, Durable: in.Durable, Paced: in.Paced}
+	spec := RewindSpec{Tenant: tenant, Sources: in.Sources, Types: in.Types, Consumer: in.Consumer, Durable: in.Durable, Paced: in.Paced,
+		DeliverSubject: in.DeliverSubject, MaxInFlight: in.MaxInFlight, RateBPS: in.RateBPS}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if in.Since != nil {
@@ -214,6 +249,8 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrConsumerExists):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": "consumer_exists"})
+	case errors.Is(err, ErrDeliverSubject):
+		bad(err.Error())
 	case err != nil:
 		h.log.Warn("admin: rewind failed", "tenant", tenant, "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})

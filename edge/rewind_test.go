@@ -8,12 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestRewind: an operator creates a consumer on one tenant's hooks,
-// filtered by source and type, from a time or a hook id, and it re-reads
-// exactly those hooks.
-func TestRewind(t *testing.T) {
-	t.Parallel()
-	a := startApp(t, `
+// rewindYAML: two tenants with typed and untyped sources.
+const rewindYAML = `
 tenants:
   acme:
     sources:
@@ -22,7 +18,14 @@ tenants:
   globex:
     sources:
       gh: {dedupe: none, event_type: github}
-`, "--admin-token", adminToken)
+`
+
+// TestRewind: an operator creates a consumer on one tenant's hooks,
+// filtered by source and type, from a time or a hook id, and it re-reads
+// exactly those hooks.
+func TestRewind(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, rewindYAML, "--admin-token", adminToken)
 	post := func(path, typ string) string {
 		t.Helper()
 		r := a.post(path, []byte(`{}`), map[string]string{"X-GitHub-Event": typ})

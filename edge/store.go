@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/tracing"
 )
 
 // Headers of a stored hook (PROTOCOL.md).
@@ -200,6 +201,7 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 	if h.ContentType != "" {
 		m.Header.Set("Content-Type", h.ContentType)
 	}
+	tracing.Inject(ctx, m.Header) // traceparent: only when ctx is traced
 	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(h.ID), jetstream.WithExpectStream(s.stream))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotStored, kvstore.MapError(err))

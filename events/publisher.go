@@ -263,9 +263,10 @@ type observedStore struct {
 }
 
 var (
-	_ claims.Store        = (*observedStore)(nil)
-	_ claims.OwnSettler   = (*observedStore)(nil)
-	_ claims.ClaimStarter = (*observedStore)(nil)
+	_ claims.Store         = (*observedStore)(nil)
+	_ claims.OwnSettler    = (*observedStore)(nil)
+	_ claims.DigestSettler = (*observedStore)(nil)
+	_ claims.ClaimStarter  = (*observedStore)(nil)
 )
 
 // StartClaim starts the inner store's claim (ErrUnavailable when it cannot
@@ -318,6 +319,17 @@ func (s *observedStore) Settle(ctx context.Context, id claims.ID, hookID string,
 // store can) and publishes claim.committed like Settle.
 func (s *observedStore) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
 	err := claims.SettleOwn(ctx, s.inner, id, hookID, rev, ttl)
+	if err == nil {
+		s.pub.ClaimCommitted(id, hookID, rev)
+	}
+	return err
+}
+
+// SettleOwnDigest settles through claims.SettleOwnDigest (the digest is
+// kept when the inner store can) and publishes claim.committed like
+// Settle.
+func (s *observedStore) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	err := claims.SettleOwnDigest(ctx, s.inner, id, hookID, digest, rev, ttl)
 	if err == nil {
 		s.pub.ClaimCommitted(id, hookID, rev)
 	}

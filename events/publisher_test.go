@@ -185,6 +185,20 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatalf("second settle own: %v, want ErrLost", err)
 	}
 
+	// SettleOwnDigest (an Idempotency-Key's settle) publishes like Settle
+	// and keeps the digest in the inner store.
+	c5 := claims.ID{Tenant: "a.b", Source: "api", Key: "k5"}
+	r5, err := st.Claim(ctx, c5, "h7", 30*time.Second)
+	if err != nil || r5.Outcome != claims.OK {
+		t.Fatalf("claim c5: %+v %v", r5, err)
+	}
+	if err := claims.SettleOwnDigest(ctx, st, c5, "h7", "sha256:ab", r5.Revision, time.Hour); err != nil {
+		t.Fatalf("settle own digest: %v", err)
+	}
+	if got, err := st.Get(ctx, c5); err != nil || got.State != claims.StateCommitted || got.Digest != "sha256:ab" {
+		t.Fatalf("get c5: %+v %v", got, err)
+	}
+
 	// A started claim (the owner's pipelined writes) publishes pending when
 	// taken, nothing when the key is held.
 	c4 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k4"}
@@ -199,18 +213,21 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	}
 
 	testkit.Eventually(t, 5*time.Second, func() bool {
-		return s.count(e.subj.ClaimPending("a.b")) == 4 && s.count(e.subj.ClaimCommitted("a.b")) == 2 &&
+		return s.count(e.subj.ClaimPending("a.b")) == 5 && s.count(e.subj.ClaimCommitted("a.b")) == 3 &&
 			s.count(e.subj.ClaimReleased("a.b")) == 1
-	}, "pending x4, committed x2, released")
+	}, "pending x5, committed x3, released")
 	// A sentinel published after everything else: once it is seen, nothing
 	// else can still be on its way from p.
 	p.HookStored("sentinel", "s", "", "h")
 	testkit.Eventually(t, 5*time.Second, func() bool { return s.count(e.subj.HookStored("sentinel", "s")) == 1 }, "sentinel")
-	if n := s.count(e.subj.ClaimPending("a.b")); n != 4 {
-		t.Fatalf("pending events = %d, want 4 (Pending/Duplicate outcomes publish nothing)", n)
+	if n := s.count(e.subj.ClaimPending("a.b")); n != 5 {
+		t.Fatalf("pending events = %d, want 5 (Pending/Duplicate outcomes publish nothing)", n)
 	}
-	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 2 {
-		t.Fatalf("committed events = %d, want 2 (a stale settle publishes nothing)", n)
+	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 3 {
+		t.Fatalf("committed events = %d, want 3 (a stale settle publishes nothing)", n)
+	}
+	if c := s.on(e.subj.ClaimCommitted("a.b"))[2].ev; c.Key != "k5" || c.HookID != "h7" || c.Revision != r5.Revision {
+		t.Fatalf("committed payload of SettleOwnDigest %+v", c)
 	}
 	if n := s.count(e.subj.ClaimReleased("a.b")); n != 1 {
 		t.Fatalf("released events = %d, want 1", n)

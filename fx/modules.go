@@ -36,6 +36,7 @@ import (
 var Module = fx.Options(
 	fx.Provide(
 		ProvideRegistry,
+		ProvideTracing,
 		ProvideNATS,
 		ProvideStores,
 		ProvideQuota,
@@ -267,7 +268,7 @@ type Service struct {
 }
 
 // ProvideService registers the `sluice` micro service on start.
-func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Service, error) {
+func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, tr *Tracing, log *slog.Logger) (*Service, error) {
 	out := &Service{}
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -281,6 +282,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Events:       ev.Publisher,
 				StoreTimeout: cfg.StoreTimeout,
 				DedupeTTL:    cfg.DedupeTTL,
+				Tracer:       tr.P.Tracer(),
 				Logger:       log.With("component", "service"),
 				Registerer:   reg,
 			})
@@ -308,7 +310,7 @@ type HTTP struct {
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, log *slog.Logger) (*HTTP, error) {
+func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
@@ -344,6 +346,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		LocalReplay:    s.LocalReplay,
 		Hooks:          hooks,
 		Lifecycle:      ev.Publisher,
+		Tracer:         tr.P.Tracer(),
 		PendingTTL:     cfg.PendingTTL,
 		DedupeTTL:      cfg.DedupeTTL,
 		StoreTimeout:   cfg.StoreTimeout,

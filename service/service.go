@@ -67,10 +67,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/tracing"
 )
 
 // Name is the micro service name ($SRV.PING.sluice …).
@@ -164,6 +168,11 @@ type Config struct {
 	// MaxInFlight bounds the requests handled at once (default 1024). A
 	// request that finds no free slot before its deadline is answered 503.
 	MaxInFlight int
+
+	// Tracer, when set, traces every request with a server span named
+	// after the endpoint's subject, a child of the request's traceparent
+	// header when it carries one (nil: tracing off, at no cost).
+	Tracer trace.Tracer
 
 	// Logger receives 500s at error level and other failures at debug
 	// level (nil: discard).
@@ -383,6 +392,10 @@ func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 		}
 		s.metrics.inFlight.Inc()
 		ep.inFlight.Add(1)
+		var span trace.Span
+		if s.cfg.Tracer != nil {
+			ctx, span = s.startSpan(ctx, ep, subject, req.Headers())
+		}
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-s.sem }()
@@ -391,8 +404,29 @@ func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 			defer cancel()
 			v, err := s.serve(ctx, ep, subject, data)
 			s.finish(ep, reply, start, v, err)
+			if span != nil {
+				endSpan(span, err)
+			}
 		}()
 	}
+}
+
+// startSpan starts the server span of a request to ep on subject, a
+// child of the trace context its headers carry.
+func (s *Service) startSpan(ctx context.Context, ep *endpoint, subject string, h micro.Headers) (context.Context, trace.Span) {
+	ctx = tracing.Extract(ctx, nats.Header(h))
+	return s.cfg.Tracer.Start(ctx, ep.subject, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", subject)))
+}
+
+// endSpan ends a request's span, marked failed with the error's code
+// when it failed.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		code, reason, _ := classify(err)
+		span.SetStatus(codes.Error, code+" "+reason)
+	}
+	span.End()
 }
 
 // serve runs ep's handler, turning a panic into an error.

@@ -121,7 +121,7 @@ func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) confi
 
 // EdgeSource adapts a source's configuration to edge.Source.
 func EdgeSource(s config.Source) edge.Source {
-	out := edge.Source{Dedupe: s.Dedupe.Key, MaxBodyBytes: s.MaxBodyBytes,
+	out := edge.Source{Dedupe: s.Dedupe.Lookup, MaxBodyBytes: s.MaxBodyBytes,
 		Methods: s.Access.Methods, ContentTypes: s.Access.ContentTypes, IPAllow: s.Access.IPAllow}
 	if s.EventType.IsSet() {
 		out.EventType = s.EventType.Type

@@ -39,10 +39,15 @@ const (
 	DedupeJSONPrefix = "json:"
 )
 
+// HeaderIdempotencyKey is the generic idempotency header
+// (draft-ietf-httpapi-idempotency-key-header): a key its sender picks per
+// request, unlike a provider's event id (see Dedupe.Lookup).
+const HeaderIdempotencyKey = "Idempotency-Key"
+
 // autoHeaders are the headers an auto (unconfigured) Dedupe tries, in order;
 // the first one present with a non-empty value gives the key.
 var autoHeaders = []string{
-	"Idempotency-Key",
+	HeaderIdempotencyKey,
 	"Webhook-Id",
 	"X-Github-Delivery",
 	"Svix-Id",
@@ -175,12 +180,24 @@ func (d Dedupe) IsNone() bool { return d.kind == kindNone }
 // normalized with NormalizeKey; ok is false when there is none (absent or
 // empty header, no usable JSON value, spec none). It never fails.
 func (d Dedupe) Key(h http.Header, body []byte) (key string, ok bool) {
+	key, _, ok = d.Lookup(h, body)
+	return key, ok
+}
+
+// Lookup is Key, and also says whether the key is the request's
+// Idempotency-Key header (auto, or header:Idempotency-Key): a key the
+// sender picks for one request, so that a reuse with another request is a
+// conflict (the IETF draft's 422), not a duplicate. Every other key — a
+// provider's event id (X-GitHub-Delivery, webhook-id, a JSON id …), which
+// the provider re-sends and re-signs with each retry — is not.
+func (d Dedupe) Lookup(h http.Header, body []byte) (key string, idempotency, ok bool) {
 	var k string
 	switch d.kind {
 	case kindNone:
-		return "", false
+		return "", false, false
 	case kindHeader:
 		k = h.Get(d.header)
+		idempotency = d.header == HeaderIdempotencyKey
 	case kindJSON:
 		k, _ = jsonLookup(body, d.path)
 	case kindStandard:
@@ -192,14 +209,15 @@ func (d Dedupe) Key(h http.Header, body []byte) (key string, ok bool) {
 	default: // auto
 		for _, name := range autoHeaders {
 			if k = h.Get(name); k != "" {
+				idempotency = name == HeaderIdempotencyKey
 				break
 			}
 		}
 	}
 	if k == "" {
-		return "", false
+		return "", false, false
 	}
-	return NormalizeKey(k), true
+	return NormalizeKey(k), idempotency, true
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token (a valid header

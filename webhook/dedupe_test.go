@@ -116,6 +116,40 @@ func TestDedupeKey(t *testing.T) {
 	}
 }
 
+// TestDedupeLookupIdempotency: only a key read from the Idempotency-Key
+// header (auto, or header:Idempotency-Key in any case) is the sender's
+// per-request key; provider event ids are not, nor is an Idempotency-Key
+// auto passes over.
+func TestDedupeLookupIdempotency(t *testing.T) {
+	cases := []struct {
+		spec string
+		h    http.Header
+		body string
+		key  string
+		idem bool
+	}{
+		{"auto", hdr("Idempotency-Key", "i1", "webhook-id", "w1"), "", "i1", true},
+		{"", hdr("idempotency-key", "i1"), "", "i1", true},
+		{"auto", hdr("Idempotency-Key", "", "webhook-id", "w1"), "", "w1", false},
+		{"auto", hdr("X-GitHub-Delivery", "d1"), "", "d1", false},
+		{"header:Idempotency-Key", hdr("Idempotency-Key", "i2"), "", "i2", true},
+		{"header:idempotency-key", hdr("IDEMPOTENCY-KEY", "i2"), "", "i2", true},
+		{"header:X-Event-Id", hdr("X-Event-Id", "e1", "Idempotency-Key", "i1"), "", "e1", false},
+		{"github", hdr("X-GitHub-Delivery", "d1", "Idempotency-Key", "i1"), "", "d1", false},
+		{"stripe", hdr("Idempotency-Key", "i1"), `{"id":"evt_1"}`, "evt_1", false},
+		{"json:idempotency_key", nil, `{"idempotency_key":"j1"}`, "j1", false},
+		{"none", hdr("Idempotency-Key", "i1"), "", "", false},
+		{"header:Idempotency-Key", hdr("Idempotency-Key", ""), "", "", false},
+	}
+	for _, tc := range cases {
+		d := webhook.MustParseDedupe(tc.spec)
+		key, idem, ok := d.Lookup(tc.h, []byte(tc.body))
+		if ok != (tc.key != "") || key != tc.key || idem != tc.idem {
+			t.Errorf("%s on %v: Lookup = %q, %v, %v; want %q, idempotency %v", tc.spec, tc.h, key, idem, ok, tc.key, tc.idem)
+		}
+	}
+}
+
 func TestParseDedupeErrors(t *testing.T) {
 	for _, spec := range []string{
 		"gitlab", "Github", "header:", "header:Bad Header", "header:X:Y", "json:", "json:a..b", "json:.a", "json:a.",
