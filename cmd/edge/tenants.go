@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/tenants"
 )
 
 // Environment of `edge tenants`.
@@ -47,7 +48,7 @@ Commands:
   reseal                                 seal every secret again with the node's current key
                                          (--secrets-key-file rotation)
 
-Source flags: --verify PRESET (github, stripe, slack, …), --secret-env VAR,
+Source flags: --verify PRESET (github, stripe, slack, …) or --verify-file SCHEME.yaml, --secret-env VAR,
 --secret-file PATH, --dedupe SPEC, --event-type SPEC, --max-body-bytes N, --hooks RATE:BURST,
 --bytes RATE:BURST. Tenant flags (add): --tenant-hooks RATE:BURST,
 --tenant-bytes RATE:BURST. Writes take --revision N (409 if the record
@@ -167,13 +168,14 @@ func tenantPath(parts ...string) string {
 
 // srcFlags are the flags of a source.
 type srcFlags struct {
-	verify, secretEnv, secretFile, dedupe, eventType, hooks, bytes *string
-	maxBody                                                        *int64
+	verify, verifyFile, secretEnv, secretFile, dedupe, eventType, hooks, bytes *string
+	maxBody                                                                    *int64
 }
 
 func sourceFlags(fs *flag.FlagSet) *srcFlags {
 	return &srcFlags{
 		verify:     fs.String("verify", "", "verification preset (github, stripe, standard_webhooks, svix, shopify, slack, twilio, linear, gitlab, api_key, basic)"),
+		verifyFile: fs.String("verify-file", "", "a declarative scheme as YAML (what follows verify: in the config file)"),
 		secretEnv:  fs.String("secret-env", "", "environment variable holding the secret"),
 		secretFile: fs.String("secret-file", "", "file holding the secret (trailing newline dropped)"),
 		dedupe:     fs.String("dedupe", "", "dedupe spec (a preset, header:<Name>, json:<path>, none, auto)"),
@@ -209,8 +211,17 @@ func (f *srcFlags) secret(getenv func(string) string) (string, error) {
 // body is the PUT body of a source.
 func (f *srcFlags) body(getenv func(string) string) (map[string]any, error) {
 	body := map[string]any{}
-	if *f.verify != "" {
+	switch {
+	case *f.verify != "" && *f.verifyFile != "":
+		return nil, errors.New("--verify and --verify-file are exclusive")
+	case *f.verify != "":
 		body["verify"] = *f.verify
+	case *f.verifyFile != "":
+		v, err := readVerifyFile(*f.verifyFile)
+		if err != nil {
+			return nil, err
+		}
+		body["verify"] = v
 	}
 	if *f.eventType != "" {
 		body["event_type"] = *f.eventType
@@ -236,6 +247,35 @@ func (f *srcFlags) body(getenv func(string) string) (map[string]any, error) {
 		body["secret"] = secret
 	}
 	return body, nil
+}
+
+// maxVerifyFile bounds a --verify-file.
+const maxVerifyFile = 64 << 10
+
+// readVerifyFile reads a declarative scheme as the config file reads
+// verify (config.VerifyFields, config.SchemeOf: a wrong field is refused
+// here, naming it) and returns it in the record's form.
+func readVerifyFile(path string) (tenants.Verify, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return tenants.Verify{}, fmt.Errorf("--verify-file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxVerifyFile+1))
+	if err != nil {
+		return tenants.Verify{}, fmt.Errorf("--verify-file: %w", err)
+	}
+	if len(data) > maxVerifyFile {
+		return tenants.Verify{}, fmt.Errorf("--verify-file: larger than %d bytes", maxVerifyFile)
+	}
+	fields, err := config.VerifyFields(data)
+	if err != nil {
+		return tenants.Verify{}, fmt.Errorf("--verify-file %s: %w", path, err)
+	}
+	if _, err := config.SchemeOf(fields); err != nil {
+		return tenants.Verify{}, fmt.Errorf("--verify-file %s: %w", path, err)
+	}
+	return tenants.VerifyOf(fields), nil
 }
 
 // limitsBody turns RATE:BURST flags into a limits object (nil: none).

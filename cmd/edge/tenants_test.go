@@ -38,31 +38,46 @@ func post(t *testing.T, base, path, secret string) int {
 	return res.StatusCode
 }
 
-// TestTenantsCLI: onboarding, listing, rotating and removing a tenant
-// with `edge tenants` against a running node; no secret is ever printed.
-func TestTenantsCLI(t *testing.T) {
+// adminToken is the admin token of startAdminNode's node.
+const adminToken = "cli-admin-token-0123456789abcdef"
+
+// startAdminNode starts a node with the admin API (adminToken) and a
+// secrets key file, for `edge tenants`.
+func startAdminNode(t *testing.T) *node.Node {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	const token = "cli-admin-token-0123456789abcdef"
-	n := node.Start(t, testkit.New(t), "--admin-token", token,
+	return node.Start(t, testkit.New(t), "--admin-token", adminToken,
 		"--secrets-key-file", testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key))))
-	const oldS, newS = "cli-old-secret-abcdefghijk", "cli-new-secret-zyxwvutsrqp"
-	env := map[string]string{envAdminURL: n.URL, envAdminToken: token, "GH_SECRET": oldS, "GH_NEW": newS}
+}
+
+// tenantsRunner returns cli(want, args...): `edge tenants args` with env,
+// its stdout and stderr; t fails unless it exits want, or when the output
+// holds any of secrets.
+func tenantsRunner(t *testing.T, env map[string]string, secrets ...string) func(want int, args ...string) string {
 	var out, errb bytes.Buffer
-	cli := func(want int, args ...string) string {
+	return func(want int, args ...string) string {
 		t.Helper()
 		out.Reset()
 		errb.Reset()
 		if code := runTenants(context.Background(), args, func(k string) string { return env[k] }, &out, &errb); code != want {
 			t.Fatalf("edge tenants %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out.String(), errb.String())
 		}
-		for _, s := range []string{oldS, newS, token} {
+		for _, s := range secrets {
 			if strings.Contains(out.String()+errb.String(), s) {
 				t.Fatalf("edge tenants %v printed a secret", args)
 			}
 		}
 		return out.String() + errb.String()
 	}
+}
+
+// TestTenantsCLI: onboarding, listing, rotating and removing a tenant
+// with `edge tenants` against a running node; no secret is ever printed.
+func TestTenantsCLI(t *testing.T) {
+	n := startAdminNode(t)
+	const oldS, newS = "cli-old-secret-abcdefghijk", "cli-new-secret-zyxwvutsrqp"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: adminToken, "GH_SECRET": oldS, "GH_NEW": newS}
+	cli := tenantsRunner(t, env, oldS, newS, adminToken)
 	if got := cli(0, "add", "acme", "--source", "gh", "--verify", "github", "--dedupe", "github", "--secret-env", "GH_SECRET", "--tenant-hooks", "100:200"); !strings.Contains(got, `"fingerprint": "hmac-sha256:`) {
 		t.Fatalf("add: %s", got)
 	}
@@ -99,7 +114,7 @@ func TestTenantsCLI(t *testing.T) {
 	// Usage errors.
 	delete(env, envAdminToken)
 	cli(2, "list")
-	env[envAdminToken] = token
+	env[envAdminToken] = adminToken
 	cli(2, "frobnicate")
 	cli(2, "rm")
 	cli(1, "add", "x", "--verify", "github")
@@ -184,5 +199,76 @@ func TestBadKeyFileRefusesToStart(t *testing.T) {
 		func(string) string { return "" }, log)
 	if code != 1 || !strings.Contains(log.String(), "line 2: key k1") || strings.Contains(log.String(), "c2hvcnQta2V5") {
 		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+}
+
+// TestTenantsVerifyFile: `--verify-file` takes a declarative scheme as
+// the config file writes it — a custom HMAC scheme, or a preset with
+// fields overridden — and the source verifies by it; a wrong field is
+// refused before anything is sent, naming the field.
+func TestTenantsVerifyFile(t *testing.T) {
+	n := startAdminNode(t)
+	const secret = "verify-file-secret-0123456789"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: adminToken, "S": secret}
+	cli := tenantsRunner(t, env, secret, adminToken)
+	send := func(path string, hdr map[string]string, body []byte) int {
+		t.Helper()
+		req, err := http.NewRequest("POST", n.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	custom := testkit.WriteTemp(t, "scheme.yaml", []byte(`
+name: acme-signer
+type: hmac
+algorithm: hmac-sha256
+header: X-Acme-Signature
+format: single
+prefix: "sha256="
+encoding: hex
+signed: "{body}"
+`))
+	got := cli(0, "add", "acme", "--source", "s", "--verify-file", custom, "--secret-env", "S")
+	if !strings.Contains(got, `"scheme": "hmac"`) || !strings.Contains(got, `"header": "X-Acme-Signature"`) || !strings.Contains(got, `"name": "acme-signer"`) {
+		t.Fatalf("add with a custom scheme: %s", got)
+	}
+	body := []byte(`{"order":1}`)
+	if code := send("/v1/hooks/acme/s", map[string]string{"X-Acme-Signature": webhook.SignGitHub(secret, body)}, body); code != 202 {
+		t.Fatalf("signed by the custom scheme: %d", code)
+	}
+	if code := send("/v1/hooks/acme/s", map[string]string{"X-Acme-Signature": webhook.SignGitHub("another-secret-0123456789", body)}, body); code != 401 {
+		t.Fatalf("signed with another secret: %d", code)
+	}
+	preset := testkit.WriteTemp(t, "apikey.yaml", []byte("{name: api_key, header: X-Hook-Key}\n"))
+	got = cli(0, "set-source", "acme", "k", "--verify-file", preset, "--secret-env", "S")
+	if !strings.Contains(got, `"scheme": "api_key"`) {
+		t.Fatalf("set-source with a preset override: %s", got)
+	}
+	if a, b := send("/v1/hooks/acme/k", map[string]string{"X-Hook-Key": secret}, body), send("/v1/hooks/acme/k", map[string]string{"X-Api-Key": secret}, body); a != 202 || b != 401 {
+		t.Fatalf("api_key under X-Hook-Key: %d, under the preset's header: %d", a, b)
+	}
+	for file, want := range map[string]string{
+		testkit.WriteTemp(t, "bad1.yaml", []byte("{name: acme, type: hmac, algo: sha256}\n")): "algo",
+		testkit.WriteTemp(t, "bad2.yaml", []byte("{name: nosuch}\n")):                         "nosuch",
+		testkit.WriteTemp(t, "bad3.yaml", []byte("[github]\n")):                               "mapping",
+		testkit.WriteTemp(t, "bad4.yaml", nil):                                                "empty",
+		"/nonexistent/scheme.yaml":                                                            "no such file",
+	} {
+		if got := cli(1, "set-source", "acme", "x", "--verify-file", file, "--secret-env", "S"); !strings.Contains(got, want) {
+			t.Errorf("--verify-file %s: %s, want it to name %q", file, got, want)
+		}
+	}
+	cli(1, "set-source", "acme", "x", "--verify", "github", "--verify-file", custom, "--secret-env", "S")
+	if got := cli(0, "get", "acme"); strings.Contains(got, `"x": {`) {
+		t.Fatalf("a refused source was written: %s", got)
 	}
 }
