@@ -25,7 +25,10 @@
 //     (<prefix>.quota.>), or any $JS/$KV API.
 //   - consumer: reads (pulls and acks) its tenants' stored hooks from the
 //     hooks stream through one durable consumer per tenant, named by the
-//     tenant's subject token, and their lifecycle events; nothing else.
+//     tenant's subject token and created by an operator (never by the
+//     consumer: JetStream does not check a push consumer's deliver subject
+//     against its creator's permissions), and their lifecycle events;
+//     nothing else.
 //
 // Every role but node receives replies on its own inbox prefix only,
 // _INBOX.<user>. (clients set nats.CustomInboxPrefix("_INBOX.<user>")), so
@@ -128,10 +131,12 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok,
 				RedeliverPrefix(prefix, t), RedeliverPrefix(prefix, t)+".>")
 			p.Publish = append(p.Publish,
-				// Create (with the filter in the subject: the server checks
-				// it against the body), read, pull and ack only the
-				// tenant's own durable consumer.
-				"$JS.API.CONSUMER.CREATE."+stream+"."+tok+"."+prefix+".hooks."+tok+".>",
+				// Read, pull and ack only the tenant's own durable consumer,
+				// which an operator creates (the rewind admin call). Never
+				// create: the server does not check a push consumer's
+				// deliver subject against its creator's permissions, so a
+				// consumer created here could deliver this tenant's hooks
+				// (bodies any sender writes) to any subject of the account.
 				"$JS.API.CONSUMER.INFO."+stream+"."+tok,
 				"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+tok,
 				"$JS.ACK."+stream+"."+tok+".>",

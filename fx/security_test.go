@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -230,17 +231,36 @@ func TestServiceRoleConfined(t *testing.T) {
 	}
 }
 
-// TestConsumerRoleSeesOnlyItsTenant: a consumer user for acme pulls acme's
-// stored hooks through its durable consumer, and the server refuses a
-// consumer of globex's hooks and a read of the stream.
+// TestConsumerRoleSeesOnlyItsTenant: an operator creates acme's durable
+// consumer (the rewind admin call); a consumer user for acme pulls acme's
+// stored hooks through it, and the server refuses it every consumer
+// creation — of globex's hooks, of its own (a push consumer could deliver
+// them to any subject: JetStream does not check a deliver subject against
+// its creator's permissions) — and a read of the stream.
 func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 	t.Parallel()
 	port := testkit.FreePort(t)
-	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port), "--config", writeYAML(t, roleYAML))
+	const admin = "admin-token-0123456789"
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port), "--config", writeYAML(t, roleYAML), "--admin-token", admin)
 	for _, p := range []string{"/v1/hooks/acme/s", "/v1/hooks/globex/s", "/v1/hooks/acme/s"} {
 		if code := post(t, h, p, ""); code != 202 {
 			t.Fatalf("%s: %d", p, code)
 		}
+	}
+	tok := authz.TenantToken("acme")
+	req, err := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+"/v1/admin/hooks/acme/rewind", strings.NewReader(`{"consumer":"`+tok+`","durable":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+admin)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("rewind creating acme's consumer: %d %s", res.StatusCode, body)
 	}
 	v := &violations{}
 	nc := connectAs(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "acme-reader", "acme-reader-password-01", v)
@@ -249,10 +269,7 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testkit.Context(t)
-	tok := authz.TenantToken("acme")
-	cons, err := js.CreateOrUpdateConsumer(ctx, "HOOKS", jetstream.ConsumerConfig{
-		Durable: tok, FilterSubject: "sluice.hooks." + tok + ".>", AckPolicy: jetstream.AckExplicitPolicy,
-	})
+	cons, err := js.Consumer(ctx, "HOOKS", tok)
 	if err != nil {
 		t.Fatalf("acme's consumer: %v", err)
 	}
@@ -273,12 +290,14 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("acme's consumer got %d hooks, want 2", n)
 	}
-	// globex's hooks: neither through a consumer on them nor through acme's
-	// consumer name, nor by reading the stream.
+	// No consumer of its own making: not on globex's hooks, not under
+	// acme's consumer name, not a push consumer of acme's own hooks
+	// delivering to globex's redelivery subject; no read of the stream.
 	for _, cfg := range []jetstream.ConsumerConfig{
 		{Durable: "globex", FilterSubject: "sluice.hooks.globex.>"},
 		{Durable: tok, FilterSubject: "sluice.hooks.globex.>"},
 		{Durable: tok, FilterSubject: "sluice.hooks.>"},
+		{Durable: tok + "2", FilterSubject: "sluice.hooks." + tok + ".>"},
 	} {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := js.CreateOrUpdateConsumer(cctx, "HOOKS", cfg)
@@ -287,8 +306,14 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 			t.Fatalf("consumer %+v created", cfg)
 		}
 	}
+	pushReq := `{"stream_name":"HOOKS","config":{"durable_name":"spy","deliver_subject":"sluice.redeliver.globex.spy","filter_subject":"sluice.hooks.` + tok + `.>","ack_policy":"none"}}`
+	if _, err := nc.Request("$JS.API.CONSUMER.CREATE.HOOKS.spy.sluice.hooks."+tok+".>", []byte(pushReq), 2*time.Second); err == nil {
+		t.Fatal("a push consumer of acme's hooks to globex's subject was created")
+	}
 	if _, err := js.Stream(ctx, "HOOKS"); err == nil {
 		t.Fatal("stream info read")
 	}
-	testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "$JS.API.CONSUMER.CREATE.HOOKS.globex`) }, "globex consumer refused by the server")
+	for _, subj := range []string{"$JS.API.CONSUMER.CREATE.HOOKS.globex", "$JS.API.CONSUMER.CREATE.HOOKS." + tok + "2", "$JS.API.CONSUMER.CREATE.HOOKS.spy"} {
+		testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "` + subj) }, subj+" refused by the server")
+	}
 }
