@@ -329,10 +329,14 @@ func (f *Forwarder) run() {
 }
 
 // learnWindow reads the hub stream's duplicate window (0 when it cannot:
-// every late redelivery is then looked up).
+// every late redelivery is then looked up), and opens the hub's claims
+// store (HubClaims) so that claims go there from the start of the link.
 func (f *Forwarder) learnWindow(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
+	if f.cfg.HubClaims != nil {
+		_, _ = f.cfg.HubClaims(ictx)
+	}
 	st, err := f.hub.Stream(ictx, f.cfg.HooksStream)
 	if err != nil {
 		f.hubWindow.Store(0)
