@@ -561,26 +561,24 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 		return false, fmt.Errorf("hub lookup: %w", err)
 	}
 	for {
-		b, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		// Read each batch to its end (its goroutine ends with it).
+		b, err := c.FetchNoWait(256)
 		if err != nil {
 			return false, fmt.Errorf("hub lookup: %w", err)
 		}
-		n := 0
-		last := false
+		n, found, last := 0, false, false
 		for m := range b.Messages() {
 			n++
-			if m.Headers().Get(edge.HeaderHookID) == id {
-				return true, nil
-			}
+			found = found || m.Headers().Get(edge.HeaderHookID) == id
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				last = true
 			}
 		}
-		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return false, fmt.Errorf("hub lookup: %w", err)
 		}
-		if n == 0 || last {
-			return false, nil
+		if found || n == 0 || last {
+			return found, nil
 		}
 		if sctx.Err() != nil {
 			return false, sctx.Err()
