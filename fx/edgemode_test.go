@@ -313,6 +313,20 @@ func TestEdgeLeafIsolation(t *testing.T) {
 	if _, err := hub.Request("edge.echo", nil, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// Each side's JetStream API is reachable from the other by its domain
+	// (README: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
+	for name, js := range map[string]func() (jetstream.JetStream, error){
+		"the edge's from the hub": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(hub, "e1") },
+		"the hub's from the edge": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(ed, "hub") },
+	} {
+		j, err := js()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.AccountInfo(testkit.Context(t)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	select {
 	case s := <-fromHub:
 		t.Fatalf("%s crossed the leaf connection to the edge", s)
