@@ -588,6 +588,12 @@ func (h *Harness) Stored(t testing.TB) []StoredHook {
 	if err != nil {
 		t.Fatalf("HOOKS stream: %v", err)
 	}
+	return readStored(t, ctx, st, info.State.Msgs)
+}
+
+// readStored reads the first n hooks of the HOOKS stream st.
+func readStored(t testing.TB, ctx context.Context, st jetstream.Stream, n uint64) []StoredHook {
+	t.Helper()
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatalf("HOOKS consumer: %v", err)
@@ -597,11 +603,11 @@ func (h *Harness) Stored(t testing.TB) []StoredHook {
 		t.Fatalf("HOOKS messages: %v", err)
 	}
 	defer msgs.Stop()
-	out := make([]StoredHook, 0, info.State.Msgs)
-	for uint64(len(out)) < info.State.Msgs {
+	out := make([]StoredHook, 0, n)
+	for uint64(len(out)) < n {
 		m, err := msgs.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			t.Fatalf("HOOKS: read %d of %d messages: %v", len(out), info.State.Msgs, err)
+			t.Fatalf("HOOKS: read %d of %d messages: %v", len(out), n, err)
 		}
 		hd := m.Headers()
 		key := hd.Get("Sluice-Dedupe-Key")

@@ -136,44 +136,45 @@ func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
 }
 
 // Lazy opens a store on first use (the hub's, which may be away when the
-// edge starts) and keeps it; while it cannot be opened, at most one
-// attempt a second is made and other callers get the last error at once.
+// edge starts) and keeps it. Callers arriving while it is being opened
+// wait for that attempt (within their ctx) instead of falling back, so a
+// key is not claimed on the edge while the hub's store is about to
+// answer; after a failed attempt the next is made 250 ms
+// later at the earliest, and callers meanwhile get its error at once.
 type Lazy struct {
 	open  func(ctx context.Context) (claims.Store, error)
 	s     atomic.Pointer[claims.Store]
-	mu    sync.Mutex
-	last  time.Time
-	err   error
+	lock  chan struct{} // a mutex callers can stop waiting for
+	last  time.Time     // of the last failed attempt (under lock)
+	err   error         // its error (under lock)
 	every time.Duration
 }
 
 // NewLazy returns a Lazy over open.
 func NewLazy(open func(ctx context.Context) (claims.Store, error)) *Lazy {
-	return &Lazy{open: open, every: time.Second}
+	return &Lazy{open: open, lock: make(chan struct{}, 1), every: 250 * time.Millisecond}
 }
-
-// errOpening: another caller is opening the store right now.
-var errOpening = errors.New("forward: the hub's claims store is being opened")
 
 // Get returns the store, opening it when it is not yet open.
 func (l *Lazy) Get(ctx context.Context) (claims.Store, error) {
 	if s := l.s.Load(); s != nil {
 		return *s, nil
 	}
-	if !l.mu.TryLock() {
-		return nil, fmt.Errorf("%w: %w", claims.ErrUnavailable, errOpening)
+	select {
+	case l.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: the hub's claims store: %w", claims.ErrUnavailable, ctx.Err())
 	}
-	defer l.mu.Unlock()
+	defer func() { <-l.lock }()
 	if s := l.s.Load(); s != nil {
 		return *s, nil
 	}
-	if time.Since(l.last) < l.every {
+	if l.err != nil && time.Since(l.last) < l.every {
 		return nil, l.err
 	}
-	l.last = time.Now()
 	s, err := l.open(ctx)
 	if err != nil {
-		l.err = fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
+		l.last, l.err = time.Now(), fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
 		return nil, l.err
 	}
 	l.s.Store(&s)

@@ -329,10 +329,14 @@ func (f *Forwarder) run() {
 }
 
 // learnWindow reads the hub stream's duplicate window (0 when it cannot:
-// every late redelivery is then looked up).
+// every late redelivery is then looked up), and opens the hub's claims
+// store (HubClaims) so that claims go there from the start of the link.
 func (f *Forwarder) learnWindow(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
+	if f.cfg.HubClaims != nil {
+		_, _ = f.cfg.HubClaims(ictx)
+	}
 	st, err := f.hub.Stream(ictx, f.cfg.HooksStream)
 	if err != nil {
 		f.hubWindow.Store(0)
@@ -557,26 +561,24 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 		return false, fmt.Errorf("hub lookup: %w", err)
 	}
 	for {
-		b, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		// Read each batch to its end (its goroutine ends with it).
+		b, err := c.FetchNoWait(256)
 		if err != nil {
 			return false, fmt.Errorf("hub lookup: %w", err)
 		}
-		n := 0
-		last := false
+		n, found, last := 0, false, false
 		for m := range b.Messages() {
 			n++
-			if m.Headers().Get(edge.HeaderHookID) == id {
-				return true, nil
-			}
+			found = found || m.Headers().Get(edge.HeaderHookID) == id
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				last = true
 			}
 		}
-		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return false, fmt.Errorf("hub lookup: %w", err)
 		}
-		if n == 0 || last {
-			return false, nil
+		if found || n == 0 || last {
+			return found, nil
 		}
 		if sctx.Err() != nil {
 			return false, sctx.Err()

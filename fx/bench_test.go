@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -24,15 +25,46 @@ import (
 //	go test -run '^$' -bench EdgeHooks -benchtime 5000x -cpuprofile cpu.out ./fx/
 func BenchmarkEdgeHooks(b *testing.B) {
 	dir := b.TempDir()
+	h, _, err := startErr(b, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off", "--config", benchConfig(b, dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchHooks(b, h, nil)
+}
+
+// BenchmarkEdgeModeHooks is BenchmarkEdgeHooks against an edge (--hub-url)
+// whose hub runs in this process too: a hook's CPU includes its store in
+// the outbox, its forwarding and its store in the hub's HOOKS (the
+// benchmark waits until the outbox is empty).
+//
+//	go test -run '^$' -bench 'EdgeHooks|EdgeModeHooks' -benchtime 10000x -count 4 ./fx/
+func BenchmarkEdgeModeHooks(b *testing.B) {
+	dir := b.TempDir()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(b))
+	token := "bench-leaf-token-0123456789"
+	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", benchConfig(b, dir))
+	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token,
+		"--config", benchConfig(b, dir))
+	testkit.Eventually(b, 10*time.Second, ed.n.Server.LeafConnected, "edge linked")
+	benchHooks(b, ed.h, func() {
+		testkit.Eventually(b, 5*time.Minute, func() bool { return ed.fw.Forwarder.Status().Backlog == 0 }, "outbox drained")
+	})
+}
+
+// benchConfig writes a configuration whose limits never deny and returns
+// its path.
+func benchConfig(b *testing.B, dir string) string {
 	cfgPath := filepath.Join(dir, "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits:\n    hooks: {rate: 10000000, burst: 10000000}\n"+
 		"    bytes: {rate: 100000000000, burst: 100000000000}\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	h, _, err := startErr(b, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off", "--config", cfgPath)
-	if err != nil {
-		b.Fatal(err)
-	}
+	return cfgPath
+}
+
+// benchHooks posts b.N hooks to h from 32 clients, runs settle (nil: none)
+// before it measures the process CPU, and reports it per hook.
+func benchHooks(b *testing.B, h *sluicefx.HTTP, settle func()) {
 	url := "http://" + *h.Addr.Load() + "/v1/hooks/acme/src"
 	body := bytes.Repeat([]byte("x"), 1024)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
@@ -60,6 +92,9 @@ func BenchmarkEdgeHooks(b *testing.B) {
 		}
 		return nil
 	})
+	if settle != nil {
+		settle()
+	}
 	b.ReportMetric(float64((testkit.CPUTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/hook")
 	b.ReportMetric(float64(unavailable.Load()), "503s")
 }

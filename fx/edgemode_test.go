@@ -313,6 +313,20 @@ func TestEdgeLeafIsolation(t *testing.T) {
 	if _, err := hub.Request("edge.echo", nil, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// Each side's JetStream API is reachable from the other by its domain
+	// (README: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
+	for name, js := range map[string]func() (jetstream.JetStream, error){
+		"the edge's from the hub": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(hub, "e1") },
+		"the hub's from the edge": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(ed, "hub") },
+	} {
+		j, err := js()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.AccountInfo(testkit.Context(t)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	select {
 	case s := <-fromHub:
 		t.Fatalf("%s crossed the leaf connection to the edge", s)
@@ -458,5 +472,46 @@ func TestEdgeModeSplitKey(t *testing.T) {
 	code, dup := postHook(t, hub.h, "acme", "linked")
 	if code != http.StatusOK || dup != id {
 		t.Fatalf("hub after the edge accepted the key: %d %s, want 200 %s", code, dup, id)
+	}
+}
+
+// The leaf connection with mutual TLS and the token: an edge presenting a
+// certificate the hub's CA signed, verifying the hub with it, connects;
+// one without a certificate, or with the wrong token, does not.
+func TestEdgeLeafTLS(t *testing.T) {
+	t.Parallel()
+	pki := testkit.NewPKI(t)
+	hubCert, hubKey := pki.Issue("hub")
+	edgeCert, edgeKey := pki.Issue("edge")
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	hub, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf, LeafToken: token,
+		LeafTLSCert: hubCert, LeafTLSKey: hubKey, LeafTLSCA: pki.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Shutdown)
+	startEdge := func(name, tok, cert, key string) (*natsembed.Server, *testkit.LogBuffer) {
+		t.Helper()
+		logs := &testkit.LogBuffer{}
+		s, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: name, JetStreamDomain: name,
+			LeafRemotes: []string{"tls://" + leaf}, LeafToken: tok, LeafTLSCA: pki.CAFile, LeafTLSCert: cert, LeafTLSKey: key,
+			LeafReconnect: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Shutdown)
+		return s, logs
+	}
+	noCert, noCertLog := startEdge("nocert", token, "", "")
+	badToken, badTokenLog := startEdge("badtoken", "wrong-secret-0123456789", edgeCert, edgeKey)
+	good, _ := startEdge("good", token, edgeCert, edgeKey)
+	testkit.Eventually(t, 10*time.Second, good.LeafConnected, "the edge with a certificate and the token connected")
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(noCertLog.String(), "Leafnode connection closed") && strings.Contains(badTokenLog.String(), "Authorization Violation")
+	}, "the other edges tried and were refused")
+	if noCert.LeafConnected() || badToken.LeafConnected() || hub.NATS().NumLeafNodes() != 1 {
+		t.Fatalf("without a certificate: %v, wrong token: %v, hub's leaf connections: %d",
+			noCert.LeafConnected(), badToken.LeafConnected(), hub.NATS().NumLeafNodes())
 	}
 }

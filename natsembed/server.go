@@ -303,7 +303,7 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 	for _, r := range cfg.LeafRemotes {
 		u, err := url.Parse(r)
 		if err != nil {
-			return fmt.Errorf("leaf remote: invalid URL")
+			return fmt.Errorf("leaf remote %q: invalid URL", stripScheme(r))
 		}
 		if cfg.LeafToken != "" {
 			u.User = url.UserPassword(LeafUser, cfg.LeafToken)
