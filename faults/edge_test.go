@@ -209,7 +209,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	duringOutage += load.accepted.Load() - before
 
 	t0 := time.Now()
-	hub = startEdgeProc(t, bin, "hub", token, hubArgs...)
+	startEdgeProc(t, bin, "hub", token, hubArgs...) // stopped by its cleanup
 	time.Sleep(phase / 2) // load while the backlog drains
 	load.stop()
 	waitStatus("drained", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Backlog == 0 })
