@@ -251,4 +251,42 @@ func TestBucketCreateStart(t *testing.T) {
 			t.Fatalf("a done context: %v, want ErrUnavailable", err)
 		}
 	}
+	if n := kvstore.PendingAcks(b); n != 0 {
+		t.Fatalf("%d writes still await acks after every wait ended", n)
+	}
+}
+
+// A write no stream takes (no responders: a leader being elected, here a
+// deleted stream) is unavailable with ErrNoStream: the synchronous write
+// after jetstream.PublishMsg's two retries, 250 ms apart; a started create
+// at once, for its caller's full path to retry.
+func TestBucketWriteNoStream(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "gone"})
+	if _, err := b.Put(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.JS.DeleteStream(ctx, kvstore.StreamName("gone")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := b.Update(ctx, "k", []byte("v"), 0, time.Second)
+	if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, kvstore.ErrNoStream) {
+		t.Fatalf("update without a stream: %v", err)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Fatalf("update without a stream gave up after %v, before its retries", took)
+	}
+	c, err := b.CreateStart("k2", []byte("v"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(ctx); !errors.Is(err, kvstore.ErrNoStream) {
+		t.Fatalf("started create without a stream: %v", err)
+	}
+	if n := kvstore.PendingAcks(b); n != 0 {
+		t.Fatalf("%d writes still await acks", n)
+	}
 }
