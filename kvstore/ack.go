@@ -43,6 +43,25 @@ const (
 // errNoStream is a write's outcome when no stream took it (no responders).
 var errNoStream = fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
 
+// Writer publishes to JetStream streams on the lean write path of the
+// buckets (acks matched by id on one inbox subscription, read without a
+// JSON decoder): for a stream that is not a bucket (the edge's hooks).
+// Safe for concurrent use; its subscription, made at the first write,
+// ends with the connection.
+type Writer struct{ a *acker }
+
+// NewWriter returns a Writer on nc.
+func NewWriter(nc *nats.Conn) *Writer { return &Writer{a: newAcker(nc)} }
+
+// Publish publishes data with hdr to subject, which a stream must take,
+// and returns the stream sequence once the stream has acked it. Errors
+// are MapError's (ErrUnavailable when no ack came before ctx ended or no
+// stream took the write after two retries; the server's refusal as is).
+// Nothing is sent once ctx is done.
+func (w *Writer) Publish(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
+	return w.a.write(ctx, subject, hdr, data)
+}
+
 // acker matches the acks of one bucket's writes to their writers.
 type acker struct {
 	nc *nats.Conn
