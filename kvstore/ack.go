@@ -71,16 +71,29 @@ type acker struct {
 	sub     *nats.Subscription
 	next    uint64
 	pending map[uint64]*ackWait
+	// free: ids whose write was acked, with their reply subjects, for the
+	// next writes. An acked write gets no second answer, so its id is
+	// free; reusing it keeps reply subjects few and short, which keeps
+	// them in the server's subject cache (a fresh subject per write misses
+	// it every time). The id of a write that was not acked (its waiter
+	// gave up) is never reused: its ack may still come.
+	free []freeID
+}
+
+type freeID struct {
+	id    uint64
+	reply string
 }
 
 // ackWait is one write awaiting its ack: seq and err are set before done
 // is closed.
 type ackWait struct {
-	a    *acker
-	id   uint64
-	done chan struct{}
-	seq  uint64
-	err  error
+	a     *acker
+	id    uint64
+	reply string
+	done  chan struct{}
+	seq   uint64
+	err   error
 }
 
 func newAcker(nc *nats.Conn) *acker {
@@ -102,18 +115,17 @@ func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, e
 		a.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d writes await their acks", ErrUnavailable, maxPendingAcks)
 	}
-	a.next++
-	w.id = a.next
+	if n := len(a.free); n > 0 {
+		w.id, w.reply = a.free[n-1].id, a.free[n-1].reply
+		a.free = a.free[:n-1]
+	} else {
+		a.next++
+		w.id, w.reply = a.next, a.prefix+strconv.FormatUint(a.next, 36)
+	}
 	a.pending[w.id] = w
-	prefix := a.prefix
 	a.mu.Unlock()
 
-	var buf [64]byte
-	reply := string(strconv.AppendUint(append(buf[:0], prefix...), w.id, 36))
-	if len(prefix) > len(buf)-14 {
-		reply = prefix + strconv.FormatUint(w.id, 36)
-	}
-	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: hdr, Data: data}); err != nil {
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: w.reply, Header: hdr, Data: data}); err != nil {
 		a.forget(w.id)
 		return nil, MapError(err)
 	}
@@ -148,7 +160,10 @@ func (a *acker) handle(m *nats.Msg) {
 	}
 	a.mu.Lock()
 	w := a.pending[id]
-	delete(a.pending, id)
+	if w != nil {
+		delete(a.pending, id)
+		a.free = append(a.free, freeID{id: id, reply: w.reply})
+	}
 	a.mu.Unlock()
 	if w == nil {
 		return

@@ -256,6 +256,47 @@ func TestBucketCreateStart(t *testing.T) {
 	}
 }
 
+// An acked write's reply subject serves the next writes: one after another,
+// they all use the first one (and the server's subject cache keeps it).
+func TestBucketWritesReuseAckedReplies(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "reuse"})
+	for i := range 50 {
+		if _, err := b.Put(ctx, fmt.Sprintf("k%d", i), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := kvstore.AckIDs(b); n != 1 {
+		t.Fatalf("50 writes in a row used %d reply ids, want 1", n)
+	}
+	// Writes in flight together each need their own, and each gets its
+	// own ack, rounds after round (ids freed by one round serve the next).
+	for round := range 5 {
+		var started []kvstore.AsyncCreate
+		for i := range 10 {
+			c, err := b.CreateStart(fmt.Sprintf("c%d-%d", round, i), []byte("v"), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started = append(started, c)
+		}
+		for i, c := range started {
+			rev, err := c.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec, err := b.Get(ctx, fmt.Sprintf("c%d-%d", round, i)); err != nil || rec.Revision != rev {
+				t.Fatalf("create c%d-%d acked revision %d, stored %+v %v", round, i, rev, rec, err)
+			}
+		}
+	}
+	if n := kvstore.AckIDs(b); n > 11 {
+		t.Fatalf("rounds of 10 creates in flight used %d reply ids, want at most 11", n)
+	}
+}
+
 // A write no stream takes (no responders: a leader being elected, here a
 // deleted stream) is unavailable with ErrNoStream: the synchronous write
 // after jetstream.PublishMsg's two retries, 250 ms apart; a started create

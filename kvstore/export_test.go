@@ -6,3 +6,10 @@ func PendingAcks(b *Bucket) int {
 	defer b.acks.mu.Unlock()
 	return len(b.acks.pending)
 }
+
+// AckIDs is how many reply ids b's writes have used so far.
+func AckIDs(b *Bucket) uint64 {
+	b.acks.mu.Lock()
+	defer b.acks.mu.Unlock()
+	return b.acks.next
+}
