@@ -171,8 +171,9 @@ type StartedClaim interface {
 	// Wait waits (until ctx ends) for the create: done with the result (OK
 	// with its revision) or an error (ErrUnavailable) — or not done, with
 	// nothing taken, when the create was refused (the key is held, or holds
-	// a marker): the caller calls Claim, which reads the holder and
-	// answers Duplicate, Pending or OK as always.
+	// a marker) or no stream took it (a leader election): the caller calls
+	// Claim, which reads the holder (or retries) and answers Duplicate,
+	// Pending or OK as always.
 	Wait(ctx context.Context) (res Result, done bool, err error)
 }
 

@@ -205,15 +205,16 @@ type ClaimOutcome struct {
 
 // ClaimMany takes several claims at once: each valid request's
 // create-if-absent write is published without waiting
-// (kvstore.Bucket.CreateAsync), then the acks are collected together. A
-// create the server refuses (the key is taken, or holds a marker) goes
-// through Claim, which reads the holder, so out[i] is what
+// (kvstore.Bucket.CreateStart), then the acks are collected together. A
+// create the server refuses (the key is taken, or holds a marker) or no
+// stream took goes through Claim, which reads the holder (or retries), so out[i] is what
 // Claim(ctx, reqs[i]...) answers. It is meant for a caller holding a batch
 // of claims (a frame of hits) that would otherwise need a goroutine per
 // claim to keep them in flight.
 func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome {
 	out := make([]ClaimOutcome, len(reqs))
-	futures := make([]*kvstore.CreateFuture, len(reqs))
+	futures := make([]kvstore.AsyncCreate, len(reqs))
+	started := make([]bool, len(reqs))
 	for i, r := range reqs {
 		if err := validateClaim(r.ID, r.HookID); err != nil {
 			out[i].Err = err
@@ -228,22 +229,22 @@ func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome 
 			out[i].Err = storeErr("claim", KVKey(r.ID), err)
 			continue
 		}
-		f, err := s.b.CreateAsync(KVKey(r.ID), encodeValue(valuePending, r.HookID), ttl)
+		f, err := s.b.CreateStart(KVKey(r.ID), encodeValue(valuePending, r.HookID), ttl)
 		if err != nil {
 			out[i].Err = storeErr("claim", KVKey(r.ID), err)
 			continue
 		}
-		futures[i] = f
+		futures[i], started[i] = f, true
 	}
 	for i, f := range futures {
-		if f == nil {
+		if !started[i] {
 			continue
 		}
 		rev, err := f.Wait(ctx)
 		switch {
 		case err == nil:
 			out[i].Result = Result{Outcome: OK, Revision: rev, HookID: reqs[i].HookID}
-		case errors.Is(err, kvstore.ErrWrongLastSequence):
+		case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNoStream):
 			out[i].Result, out[i].Err = s.Claim(ctx, reqs[i].ID, reqs[i].HookID, reqs[i].PendingTTL)
 		default:
 			out[i].Err = storeErr("claim", KVKey(reqs[i].ID), err)
@@ -448,8 +449,9 @@ var _ ClaimStarter = (*KV)(nil)
 // StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)
 // for a caller that starts many at once and collects them (pipelined claim
 // writes): Wait gives the OK result when the create lands; a refused
-// create — the key is taken, or holds a marker — and any failure to start
-// are for Claim, which reads the holder and answers as always.
+// create — the key is taken, or holds a marker — a create no stream took,
+// and any failure to start are for Claim, which reads the holder (or
+// retries) and answers as always.
 func (s *KV) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
 	if err := validateClaim(id, hookID); err != nil {
 		return nil, err
@@ -475,8 +477,8 @@ func (c startedKV) Wait(ctx context.Context) (Result, bool, error) {
 	switch {
 	case err == nil:
 		return Result{Outcome: OK, Revision: rev, HookID: c.hookID}, true, nil
-	case errors.Is(err, kvstore.ErrWrongLastSequence):
-		return Result{}, false, nil
+	case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNoStream):
+		return Result{}, false, nil // for Claim: it reads the holder, or retries
 	default:
 		return Result{}, true, storeErr("claim", "", err)
 	}

@@ -86,7 +86,7 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 	if hooksStream == "" {
 		hooksStream = "HOOKS"
 	}
-	return &HookStore{js: js, prefix: prefix, stream: OutboxStream(hooksStream), outbox: true}
+	return &HookStore{js: js, w: kvstore.NewWriter(js.Conn()), prefix: prefix, stream: OutboxStream(hooksStream), outbox: true}
 }
 
 // LeafDeny are the subjects that must not cross an edge's leaf connection

@@ -161,6 +161,7 @@ func setSafeHeader(h nats.Header, name, v string) {
 // HookStore publishes hooks to the hooks stream and waits for the ack.
 type HookStore struct {
 	js     jetstream.JetStream
+	w      *kvstore.Writer // publishes on the lean write path (kvstore/ack.go)
 	prefix string
 	stream string
 	outbox bool // an edge's outbox: OutboxSubject of the hub subject
@@ -171,7 +172,7 @@ func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
 	if stream == "" {
 		stream = "HOOKS"
 	}
-	return &HookStore{js: js, prefix: prefix, stream: stream}
+	return &HookStore{js: js, w: kvstore.NewWriter(js.Conn()), prefix: prefix, stream: stream}
 }
 
 // ErrNotStored is returned by Store when JetStream did not acknowledge the
@@ -202,9 +203,11 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 		m.Header.Set("Content-Type", h.ContentType)
 	}
 	tracing.Inject(ctx, m.Header) // traceparent: only when ctx is traced
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(h.ID), jetstream.WithExpectStream(s.stream))
+	m.Header.Set(jetstream.MsgIDHeader, h.ID)
+	m.Header.Set(jetstream.ExpectedStreamHeader, s.stream)
+	seq, err := s.w.Publish(ctx, subject, m.Header, m.Data)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrNotStored, kvstore.MapError(err))
+		return 0, fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
-	return ack.Sequence, nil
+	return seq, nil
 }

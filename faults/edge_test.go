@@ -210,7 +210,7 @@ func TestEdgeHubOutage(t *testing.T) {
 
 	t0 := time.Now()
 	startEdgeProc(t, bin, "hub", token, hubArgs...) // stopped by its cleanup
-	time.Sleep(phase / 2) // load while the backlog drains
+	time.Sleep(phase / 2)                           // load while the backlog drains
 	load.stop()
 	waitStatus("drained", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Backlog == 0 })
 	drained := time.Since(t0)

@@ -5,6 +5,7 @@ package sluicefx_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -82,6 +83,10 @@ func benchHooks(b *testing.B, h *sluicefx.HTTP, settle func()) {
 		if err != nil {
 			return err
 		}
+		// Read to the end: a body closed unread closes its connection, and
+		// every hook would pay a TCP connect and accept (as sluice-bench's
+		// edge row, which drains, does not).
+		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		if res.StatusCode == http.StatusServiceUnavailable {
 			unavailable.Add(1) // a store timeout on a busy machine

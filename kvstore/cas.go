@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,10 @@ var (
 	// ErrUnavailable: the store did not answer within the caller's deadline,
 	// had no responders, or the connection is closed. A value, never a panic.
 	ErrUnavailable = errors.New("kvstore: store unavailable")
+	// ErrNoStream comes with ErrUnavailable when no stream took a write
+	// (no responders: a stream leader being elected). The synchronous
+	// writes retry it; AsyncCreate.Wait returns it.
+	ErrNoStream = errors.New("kvstore: no stream took the write")
 )
 
 // JetStream API error codes that matter to sluice.
@@ -133,14 +138,16 @@ func (r *Record) ExpiresAt() time.Time {
 // sluice needs and nats.go's KeyValue does not offer (Update drops TTLs,
 // nats.go#1994). It is safe for concurrent use.
 type Bucket struct {
-	js     jetstream.JetStream
-	kv     jetstream.KeyValue
-	stream jetstream.Stream
-	name   string
-	prefix string // the keys' subjects in the stream ("$KV.<bucket>.")
-	put    string // where writes are published: prefix, or through another domain's API (OpenRemoteBucket)
-	api    string // the JetStream API prefix ("$JS.API." or "$JS.<domain>.API.")
-	marker time.Duration
+	js        jetstream.JetStream
+	kv        jetstream.KeyValue
+	stream    jetstream.Stream
+	name      string
+	prefix    string // the keys' subjects in the stream ("$KV.<bucket>.")
+	put       string // where writes are published: prefix, or through another domain's API (OpenRemoteBucket)
+	api       string // the JetStream API prefix ("$JS.API." or "$JS.<domain>.API.")
+	marker    time.Duration
+	acks      *acker                       // the lean write path (ack.go)
+	createHdr atomic.Pointer[createHeader] // the last create header built
 }
 
 // OpenBucket ensures the bucket exists with cfg (EnsureBucket) and returns it.
@@ -157,7 +164,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 	if marker <= 0 {
 		marker = time.Second
 	}
-	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker)}, nil
+	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker), acks: newAcker(js.Conn())}, nil
 }
 
 // OpenRemoteBucket opens the existing bucket name of another JetStream
@@ -177,7 +184,7 @@ func OpenRemoteBucket(ctx context.Context, js jetstream.JetStream, domain, name 
 		return nil, fmt.Errorf("kvstore: bucket %s stream in domain %s: %w", name, domain, MapError(err))
 	}
 	return &Bucket{js: js, kv: kv, stream: st, name: name, prefix: SubjectPrefix(name),
-		put: "$JS." + domain + ".API." + SubjectPrefix(name), api: "$JS." + domain + ".API.", marker: time.Second}, nil
+		put: "$JS." + domain + ".API." + SubjectPrefix(name), api: "$JS." + domain + ".API.", marker: time.Second, acks: newAcker(js.Conn())}, nil
 }
 
 // Name of the bucket.
@@ -225,75 +232,21 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 	return 0, nil, fmt.Errorf("%w: %s (contended)", ErrExists, key)
 }
 
-// CreateFuture is a create written by CreateAsync, its ack still to come.
-type CreateFuture struct {
-	key string
-	paf jetstream.PubAckFuture
-}
-
-// CreateAsync publishes a create of key (value, per-key TTL, only if the
-// key has no message at all) without waiting for the server's ack; Wait
-// collects it. Many creates in flight share the connection's async ack
-// handling instead of one blocked goroutine each. Unlike Create it does
-// not retry over a marker or read the holder: a key with any message
-// (a live value or a marker) comes back as ErrWrongLastSequence, and the
-// caller falls back to Create.
-func (b *Bucket) CreateAsync(key string, value []byte, ttl time.Duration) (*CreateFuture, error) {
-	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
-	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
-	}
-	paf, err := b.js.PublishMsgAsync(m, opts...)
-	if err != nil {
-		return nil, MapError(err)
-	}
-	return &CreateFuture{key: key, paf: paf}, nil
-}
-
-// Wait returns the create's revision, or its error (ErrWrongLastSequence:
-// the key has a message; ErrUnavailable: no answer before ctx ended — the
-// write may still land).
-func (f *CreateFuture) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case ack := <-f.paf.Ok():
-		return ack.Sequence, nil
-	case err := <-f.paf.Err():
-		return 0, MapError(err)
-	case <-ctx.Done():
-		return 0, MapError(fmt.Errorf("create %s: %w", f.key, ctx.Err()))
-	}
-}
-
 // Update writes value under key only if the key's last revision (including
 // markers) is lastRev (0: the key has no message at all), with a per-key
 // TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
 // ErrWrongLastSequence.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev uint64, ttl time.Duration) (uint64, error) {
-	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(lastRev)}
-	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
-	}
-	ack, err := b.js.PublishMsg(ctx, m, opts...)
-	if err != nil {
-		return 0, MapError(err)
-	}
-	return ack.Sequence, nil
+	return b.acks.write(ctx, b.put+key, b.writeHeader(lastRev, ttl), value)
 }
 
 // Put writes value under key unconditionally, with an optional TTL.
 func (b *Bucket) Put(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	m := &nats.Msg{Subject: b.put + key, Data: value}
-	var opts []jetstream.PublishOpt
+	var hdr nats.Header
 	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
+		hdr = nats.Header{hdrTTL: []string{RoundTTL(ttl).String()}}
 	}
-	ack, err := b.js.PublishMsg(ctx, m, opts...)
-	if err != nil {
-		return 0, MapError(err)
-	}
-	return ack.Sequence, nil
+	return b.acks.write(ctx, b.put+key, hdr, value)
 }
 
 // Get reads the live value of key: ErrNotFound when there is none.
@@ -439,39 +392,30 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 	return rec, rec.Revision, nil
 }
 
-// CreateStart is the first write of Create started as an async JetStream
-// publish (create-if-absent: expected last subject sequence 0, the TTL):
-// many creates go out without waiting, and their acks are collected with
-// AsyncCreate.Wait. A refused create (the key has a message: a value or a
-// marker) is ErrWrongLastSequence from Wait; the caller then takes
-// Create's path, which reads the holder. An error here (the async window
-// stalled, a closed connection) means nothing was sent.
+// CreateStart is the first write of Create started without waiting
+// (create-if-absent: expected last subject sequence 0, the TTL): many
+// creates go out at once, and their acks are collected with
+// AsyncCreate.Wait (call it: a create leaves the bucket's pending acks
+// when acked or when its Wait gives up). A refused create (the key has a
+// message: a value or a marker) is ErrWrongLastSequence from Wait; the
+// caller then takes Create's path, which reads the holder. An error here
+// (too many writes in flight, a closed connection) means nothing was sent.
 func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (AsyncCreate, error) {
-	m := &nats.Msg{Subject: b.put + key, Data: value, Header: nats.Header{}}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
-	if ttl > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(RoundTTL(ttl)))
-	}
-	f, err := b.js.PublishMsgAsync(m, opts...)
+	w, err := b.acks.start(b.put+key, b.writeHeader(0, ttl), value)
 	if err != nil {
-		return AsyncCreate{}, MapError(err)
+		return AsyncCreate{}, err
 	}
-	return AsyncCreate{f: f}, nil
+	return AsyncCreate{w: w}, nil
 }
 
 // AsyncCreate is a create in flight (CreateStart).
-type AsyncCreate struct{ f jetstream.PubAckFuture }
+type AsyncCreate struct{ w *ackWait }
 
 // Wait returns the create's revision once acked, ErrWrongLastSequence when
 // the server refused it, or ErrUnavailable when no ack came by ctx's end
-// (the write may still land, as a timed-out synchronous one may).
+// (the write may still land, as a timed-out synchronous one may) or no
+// stream took the write (ErrNoStream too: a leader election; Create
+// retries such a write).
 func (c AsyncCreate) Wait(ctx context.Context) (uint64, error) {
-	select {
-	case ack := <-c.f.Ok():
-		return ack.Sequence, nil
-	case err := <-c.f.Err():
-		return 0, MapError(err)
-	case <-ctx.Done():
-		return 0, MapError(ctx.Err())
-	}
+	return c.w.wait(ctx)
 }

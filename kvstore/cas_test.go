@@ -251,4 +251,83 @@ func TestBucketCreateStart(t *testing.T) {
 			t.Fatalf("a done context: %v, want ErrUnavailable", err)
 		}
 	}
+	if n := kvstore.PendingAcks(b); n != 0 {
+		t.Fatalf("%d writes still await acks after every wait ended", n)
+	}
+}
+
+// An acked write's reply subject serves the next writes: one after another,
+// they all use the first one (and the server's subject cache keeps it).
+func TestBucketWritesReuseAckedReplies(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "reuse"})
+	for i := range 50 {
+		if _, err := b.Put(ctx, fmt.Sprintf("k%d", i), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := kvstore.AckIDs(b); n != 1 {
+		t.Fatalf("50 writes in a row used %d reply ids, want 1", n)
+	}
+	// Writes in flight together each need their own, and each gets its
+	// own ack, rounds after round (ids freed by one round serve the next).
+	for round := range 5 {
+		var started []kvstore.AsyncCreate
+		for i := range 10 {
+			c, err := b.CreateStart(fmt.Sprintf("c%d-%d", round, i), []byte("v"), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started = append(started, c)
+		}
+		for i, c := range started {
+			rev, err := c.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec, err := b.Get(ctx, fmt.Sprintf("c%d-%d", round, i)); err != nil || rec.Revision != rev {
+				t.Fatalf("create c%d-%d acked revision %d, stored %+v %v", round, i, rev, rec, err)
+			}
+		}
+	}
+	if n := kvstore.AckIDs(b); n > 11 {
+		t.Fatalf("rounds of 10 creates in flight used %d reply ids, want at most 11", n)
+	}
+}
+
+// A write no stream takes (no responders: a leader being elected, here a
+// deleted stream) is unavailable with ErrNoStream: the synchronous write
+// after jetstream.PublishMsg's two retries, 250 ms apart; a started create
+// at once, for its caller's full path to retry.
+func TestBucketWriteNoStream(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "gone"})
+	if _, err := b.Put(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.JS.DeleteStream(ctx, kvstore.StreamName("gone")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := b.Update(ctx, "k", []byte("v"), 0, time.Second)
+	if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, kvstore.ErrNoStream) {
+		t.Fatalf("update without a stream: %v", err)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Fatalf("update without a stream gave up after %v, before its retries", took)
+	}
+	c, err := b.CreateStart("k2", []byte("v"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(ctx); !errors.Is(err, kvstore.ErrNoStream) {
+		t.Fatalf("started create without a stream: %v", err)
+	}
+	if n := kvstore.PendingAcks(b); n != 0 {
+		t.Fatalf("%d writes still await acks", n)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,16 +62,34 @@ func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch,
 	j := &claimJob{
 		t:       t,
 		item:    index,
-		id:      claims.ID{Tenant: string(it.Tenant), Source: string(it.Source), Key: string(it.Key)},
-		hookID:  string(it.HookID),
 		pending: msToDuration(it.PendingMs, w.cfg.pendingTTL),
 		timeout: min(msToDuration(it.TimeoutMs, DefaultBudget), maxOwnerTimeout),
-		refs:    slices.Clone(refs),
-		lims:    slices.Clone(lims),
-		limits:  slices.Clone(own),
 	}
+	j.id, j.hookID = claimStrings(it)
+	// A hit's few charges (the edge's two) stay inside the job.
+	j.refs = append(j.inRefs[:0:len(j.inRefs)], refs...)
+	j.lims = append(j.inLims[:0:len(j.inLims)], lims...)
+	j.limits = append(j.inLimits[:0:len(j.inLimits)], own...)
 	return frame.Answer{}, j, limits[:start]
 }
+
+// claimStrings copies an item's claim out of its frame in one allocation:
+// the four strings share it.
+func claimStrings(it *frame.Item) (claims.ID, string) {
+	var b strings.Builder
+	b.Grow(len(it.Tenant) + len(it.Source) + len(it.Key) + len(it.HookID))
+	b.Write(it.Tenant)
+	b.Write(it.Source)
+	b.Write(it.Key)
+	b.Write(it.HookID)
+	all := b.String()
+	s, k, h := len(it.Tenant), len(it.Tenant)+len(it.Source), len(it.Tenant)+len(it.Source)+len(it.Key)
+	return claims.ID{Tenant: all[:s], Source: all[s:k], Key: all[k:h]}, all[h:]
+}
+
+// inlineCharges: a claim job keeps the state of this many charges inside
+// itself (the edge charges hooks and bytes); more take an allocation.
+const inlineCharges = 2
 
 // claimJob is one admitted hit whose charges are taken and whose claim is
 // still to be written. Its answer goes to the item's slot of a frame's
@@ -86,6 +104,10 @@ type claimJob struct {
 	refs    []bucketRef
 	lims    []gcra.Limit
 	limits  []frame.Limit
+	// room for refs, lims and limits of a hit with up to inlineCharges
+	inRefs   [inlineCharges]bucketRef
+	inLims   [inlineCharges]gcra.Limit
+	inLimits [inlineCharges]frame.Limit
 
 	batch *claimBatch
 	slot  int       // index in batch.answers

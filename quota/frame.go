@@ -49,15 +49,16 @@ func itemRequest(it *frame.Item) HitRequest {
 	return r
 }
 
-// validateItem checks a decoded item with HitRequest.Validate's rules. A
-// charges-only item is checked in place, without allocating; one with a
-// claim is rebuilt as a HitRequest (its claim allocates anyway).
+// validateItem checks a decoded item with HitRequest.Validate's rules, in
+// place (a frame's item is never rebuilt as a HitRequest to be checked).
 func validateItem(it *frame.Item) error {
-	if it.Claim {
-		r := itemRequest(it)
-		return r.Validate()
+	if err := validateCharges(itemCharges{it}, it.Tenant, it.Claim); err != nil {
+		return err
 	}
-	return validateCharges(itemCharges{it}, it.Tenant, false)
+	if it.Claim {
+		return validateClaim(it.Tenant, it.Source, it.Key, it.HookID, it.TTLMs, it.PendingMs)
+	}
+	return nil
 }
 
 // itemCharges is the chargeList of a decoded item: every charge is for the

@@ -179,10 +179,11 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 // writes it (claimJob.run).
 func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
 	var started []startedJob
+	now := time.Now()
 	for k, j := range fs.claims {
 		j.batch, j.slot = cb, k
 		if w.starter != nil {
-			deadline := time.Now().Add(j.timeout)
+			deadline := now.Add(j.timeout)
 			if c, err := w.starter.StartClaim(j.id, j.hookID, j.pending); err == nil {
 				if started == nil {
 					started = make([]startedJob, 0, len(fs.claims)-k)
@@ -205,15 +206,24 @@ type startedJob struct {
 	deadline time.Time // the job's timeout from the start of its create
 }
 
-// collectClaims waits for the creates of started, each until its own
-// deadline, and completes their jobs. A refused create (the key is taken)
-// goes to a runner that takes the claim's full path (claimJob.run: the
-// store reads the holder and answers duplicate or pending).
+// collectClaims waits for the creates of started and completes their jobs.
+// One deadline bounds them all, the latest of the frame's: it only ends
+// the wait for an ack that never comes (an ack that is late for its own
+// item still reports a claim that was taken), and one context per frame
+// costs one timer instead of one per claim. A refused create (the key is
+// taken) goes to a runner that takes the claim's full path (claimJob.run:
+// the store reads the holder and answers duplicate or pending).
 func (w *Worker) collectClaims(started []startedJob) {
+	deadline := started[0].deadline
+	for _, s := range started[1:] {
+		if s.deadline.After(deadline) {
+			deadline = s.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	for _, s := range started {
-		ctx, cancel := context.WithDeadline(context.Background(), s.deadline)
 		res, done, err := s.c.Wait(ctx)
-		cancel()
 		if !done {
 			w.runners.run(s.j.run)
 			continue

@@ -36,20 +36,27 @@ func (r *HitRequest) Validate() error {
 		return err
 	}
 	if c := r.Claim; c != nil {
-		if c.Tenant == "" || c.Source == "" || c.Key == "" || c.HookID == "" {
-			return fmt.Errorf("%w: claim needs tenant, source, key and hook_id", ErrInvalid)
-		}
-		if c.TTLMs < 0 || c.PendingTTLMs < 0 {
-			return fmt.Errorf("%w: claim ttl_ms and pending_ttl_ms must be >= 0", ErrInvalid)
-		}
-		// Checked before any charge is taken (claims.Store would refuse it
-		// only after).
-		if err := (claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}).Validate(); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
-		if err := claims.ValidateHookID(c.HookID); err != nil {
-			return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
-		}
+		return validateClaim(c.Tenant, c.Source, c.Key, c.HookID, c.TTLMs, c.PendingTTLMs)
+	}
+	return nil
+}
+
+// validateClaim checks a hit's claim in either of its forms (decoded from
+// JSON, or aliasing a batch frame: checked without allocating).
+func validateClaim[S ~string | ~[]byte](tenant, source, key, hookID S, ttlMs, pendingMs int64) error {
+	if len(tenant) == 0 || len(source) == 0 || len(key) == 0 || len(hookID) == 0 {
+		return fmt.Errorf("%w: claim needs tenant, source, key and hook_id", ErrInvalid)
+	}
+	if ttlMs < 0 || pendingMs < 0 {
+		return fmt.Errorf("%w: claim ttl_ms and pending_ttl_ms must be >= 0", ErrInvalid)
+	}
+	// Checked before any charge is taken (claims.Store would refuse it
+	// only after).
+	if err := (claims.ID{Tenant: string(tenant), Source: string(source), Key: string(key)}).Validate(); err != nil {
+		return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
+	}
+	if err := claims.ValidateHookID(string(hookID)); err != nil {
+		return fmt.Errorf("%w: claim: %w", ErrInvalid, err)
 	}
 	return nil
 }

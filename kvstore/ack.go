@@ -1,0 +1,334 @@
+package kvstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The lean write path of a bucket (docs/DESIGN.md "Claims in KV"): every
+// write is a plain NATS publish whose reply subject lies under one wildcard
+// inbox subscription of the bucket, and the JetStream pub ack that comes
+// back is matched to its write by id and parsed without a generic JSON
+// decode (an ack is `{"stream":"KV_x","seq":N}`; only an error ack is
+// decoded in full). A write in flight costs one map entry and one channel,
+// whether its caller waits for it at once (Update) or collects it later
+// (CreateStart): no per-write subscription, future, channel pair, timer or
+// context as jetstream.PublishMsg and PublishMsgAsync spend.
+
+// maxPendingAcks bounds the writes of one bucket awaiting their acks; a
+// write beyond it is refused as unavailable (nothing is sent). Every
+// waiter leaves within its deadline, so only an overloaded store gets here.
+const maxPendingAcks = 1 << 16
+
+// defaultWriteTimeout bounds a write whose context has no deadline (as
+// jetstream.PublishMsg's default timeout does).
+const defaultWriteTimeout = 5 * time.Second
+
+// noResponderRetries and noResponderWait: a write that finds no stream
+// (a stream leader being elected) is retried like jetstream.PublishMsg
+// retries it.
+const (
+	noResponderRetries = 2
+	noResponderWait    = 250 * time.Millisecond
+)
+
+// errNoStream is a write's outcome when no stream took it (no responders).
+var errNoStream = fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
+
+// Writer publishes to JetStream streams on the lean write path of the
+// buckets (acks matched by id on one inbox subscription, read without a
+// JSON decoder): for a stream that is not a bucket (the edge's hooks).
+// Safe for concurrent use; its subscription, made at the first write,
+// ends with the connection.
+type Writer struct{ a *acker }
+
+// NewWriter returns a Writer on nc.
+func NewWriter(nc *nats.Conn) *Writer { return &Writer{a: newAcker(nc)} }
+
+// Publish publishes data with hdr to subject, which a stream must take,
+// and returns the stream sequence once the stream has acked it. Errors
+// are MapError's (ErrUnavailable when no ack came before ctx ended or no
+// stream took the write after two retries; the server's refusal as is).
+// Nothing is sent once ctx is done.
+func (w *Writer) Publish(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
+	return w.a.write(ctx, subject, hdr, data)
+}
+
+// acker matches the acks of one bucket's writes to their writers.
+type acker struct {
+	nc *nats.Conn
+
+	mu      sync.Mutex
+	prefix  string // "<inbox>.": reply subjects are prefix + base-36 id
+	sub     *nats.Subscription
+	next    uint64
+	pending map[uint64]*ackWait
+	// free: ids whose write was acked, with their reply subjects, for the
+	// next writes. An acked write gets no second answer, so its id is
+	// free; reusing it keeps reply subjects few and short, which keeps
+	// them in the server's subject cache (a fresh subject per write misses
+	// it every time). The id of a write that was not acked (its waiter
+	// gave up) is never reused: its ack may still come.
+	free []freeID
+}
+
+type freeID struct {
+	id    uint64
+	reply string
+}
+
+// ackWait is one write awaiting its ack: seq and err are set before done
+// is closed.
+type ackWait struct {
+	a     *acker
+	id    uint64
+	reply string
+	done  chan struct{}
+	seq   uint64
+	err   error
+}
+
+func newAcker(nc *nats.Conn) *acker {
+	return &acker{nc: nc, pending: make(map[uint64]*ackWait)}
+}
+
+// start publishes a write with a reply subject of its own and registers
+// it. An error means nothing was sent.
+func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, error) {
+	w := &ackWait{a: a, done: make(chan struct{})}
+	a.mu.Lock()
+	if a.sub == nil {
+		if err := a.subscribeLocked(); err != nil {
+			a.mu.Unlock()
+			return nil, err
+		}
+	}
+	if len(a.pending) >= maxPendingAcks {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d writes await their acks", ErrUnavailable, maxPendingAcks)
+	}
+	if n := len(a.free); n > 0 {
+		w.id, w.reply = a.free[n-1].id, a.free[n-1].reply
+		a.free = a.free[:n-1]
+	} else {
+		a.next++
+		w.id, w.reply = a.next, a.prefix+strconv.FormatUint(a.next, 36)
+	}
+	a.pending[w.id] = w
+	a.mu.Unlock()
+
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: w.reply, Header: hdr, Data: data}); err != nil {
+		a.forget(w.id)
+		return nil, MapError(err)
+	}
+	return w, nil
+}
+
+func (a *acker) subscribeLocked() error {
+	prefix := a.nc.NewInbox() + "."
+	sub, err := a.nc.Subscribe(prefix+"*", a.handle)
+	if err != nil {
+		return MapError(err)
+	}
+	// Acks come in bursts of a frame's writes; never drop one as a slow
+	// consumer while the bound above holds.
+	_ = sub.SetPendingLimits(-1, -1)
+	a.prefix, a.sub = prefix, sub
+	return nil
+}
+
+func (a *acker) forget(id uint64) {
+	a.mu.Lock()
+	delete(a.pending, id)
+	a.mu.Unlock()
+}
+
+// handle resolves the write an ack answers (an ack for a write whose
+// waiter gave up is dropped).
+func (a *acker) handle(m *nats.Msg) {
+	id, ok := parseAckID(m.Subject, len(a.prefix))
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	w := a.pending[id]
+	if w != nil {
+		delete(a.pending, id)
+		a.free = append(a.free, freeID{id: id, reply: w.reply})
+	}
+	a.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		w.err = errNoStream
+	} else {
+		w.seq, w.err = parseAck(m.Data)
+	}
+	close(w.done)
+}
+
+// wait returns the write's stream sequence or its error (mapped): ctx's
+// end is ErrUnavailable (the write may still land).
+func (w *ackWait) wait(ctx context.Context) (uint64, error) {
+	select {
+	case <-w.done:
+		return w.seq, w.err
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.seq, w.err
+	case <-ctx.Done():
+		w.a.forget(w.id)
+		select {
+		case <-w.done: // resolved meanwhile
+			return w.seq, w.err
+		default:
+		}
+		return 0, MapError(ctx.Err())
+	}
+}
+
+// write publishes and waits for the ack, retrying a write no stream took
+// (jetstream.PublishMsg's retries) within ctx. Nothing is sent once ctx
+// is done.
+func (a *acker) write(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultWriteTimeout)
+		defer cancel()
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil { // a done context sends nothing
+			return 0, MapError(err)
+		}
+		w, err := a.start(subject, hdr, data)
+		if err != nil {
+			return 0, err
+		}
+		seq, err := w.wait(ctx)
+		if err != errNoStream || attempt == noResponderRetries {
+			return seq, err
+		}
+		t := time.NewTimer(noResponderWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, err
+		case <-t.C:
+		}
+	}
+}
+
+// parseAckID reads the base-36 id after the prefix of an ack's subject.
+func parseAckID(subject string, prefix int) (uint64, bool) {
+	if len(subject) <= prefix || len(subject)-prefix > 13 {
+		return 0, false
+	}
+	var id uint64
+	for i := prefix; i < len(subject); i++ {
+		c := subject[i]
+		switch {
+		case c >= '0' && c <= '9':
+			id = id*36 + uint64(c-'0')
+		case c >= 'a' && c <= 'z':
+			id = id*36 + uint64(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return id, true
+}
+
+var (
+	ackStream = []byte(`{"stream":"`)
+	ackSeq    = []byte(`"seq":`)
+	ackError  = []byte(`"error"`)
+)
+
+// parseAck reads a JetStream pub ack: the stream sequence of the write,
+// or the error it carries (mapped by MapError), or ErrUnavailable for an
+// answer that is not an ack. The common ack is read without a JSON
+// decoder; anything carrying an error is decoded in full.
+func parseAck(data []byte) (uint64, error) {
+	if bytes.Contains(data, ackError) {
+		return parseAckSlow(data)
+	}
+	if !bytes.HasPrefix(data, ackStream) || len(data) <= len(ackStream) || data[len(ackStream)] == '"' {
+		return parseAckSlow(data)
+	}
+	i := bytes.Index(data, ackSeq)
+	if i < 0 {
+		return parseAckSlow(data)
+	}
+	digits := data[i+len(ackSeq):]
+	var seq uint64
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		seq = seq*10 + uint64(digits[n]-'0')
+		n++
+	}
+	if n == 0 || n > 19 || seq == 0 { // 19 digits cannot overflow
+		return parseAckSlow(data)
+	}
+	return seq, nil
+}
+
+// parseAckSlow decodes an ack as jetstream.PublishMsg does.
+func parseAckSlow(data []byte) (uint64, error) {
+	var resp struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, jetstream.ErrInvalidJSAck)
+	}
+	if resp.Error != nil {
+		return 0, MapError(fmt.Errorf("nats: %w", resp.Error))
+	}
+	if resp.Stream == "" {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, jetstream.ErrInvalidJSAck)
+	}
+	return resp.Seq, nil
+}
+
+// Write headers. A create's (expected last subject sequence 0 and a TTL)
+// is the same for every create with that TTL: it is built once and shared
+// (a header is only read while a publish encodes it).
+const (
+	hdrExpectLastSubjSeq = "Nats-Expected-Last-Subject-Sequence"
+	hdrTTL               = "Nats-TTL"
+)
+
+type createHeader struct {
+	ttl time.Duration
+	hdr nats.Header
+}
+
+// writeHeader is the header of a write expecting lastRev with ttl
+// (0: none).
+func (b *Bucket) writeHeader(lastRev uint64, ttl time.Duration) nats.Header {
+	if lastRev == 0 {
+		if c := b.createHdr.Load(); c != nil && c.ttl == ttl {
+			return c.hdr
+		}
+	}
+	h := nats.Header{hdrExpectLastSubjSeq: []string{strconv.FormatUint(lastRev, 10)}}
+	if ttl > 0 {
+		h[hdrTTL] = []string{RoundTTL(ttl).String()}
+	}
+	if lastRev == 0 {
+		b.createHdr.Store(&createHeader{ttl: ttl, hdr: h})
+	}
+	return h
+}
