@@ -57,6 +57,7 @@ type edgeStatus struct {
 	Edge   struct {
 		Linked  bool   `json:"hub_linked"`
 		Backlog uint64 `json:"backlog"`
+		Quota   string `json:"quota"`
 	} `json:"edge"`
 }
 
@@ -186,7 +187,8 @@ func TestEdgeHubOutage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	waitStatus("linked", 15*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })
+	// Linked, the hub's owners decide the edge's limits (issue 14 item 2).
+	waitStatus("linked, limits decided by the hub", 15*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Quota == "hub" })
 
 	l := NewLedger()
 	load := startEdgeLoad(l, func() string { return *edgeURL.Load() }, 8)
@@ -194,7 +196,9 @@ func TestEdgeHubOutage(t *testing.T) {
 	time.Sleep(phase)
 
 	hub.p.kill()
-	waitStatus("unlinked (ready)", 10*time.Second, func(s edgeStatus) bool { return !s.Edge.Linked })
+	waitStatus("unlinked (ready), limits decided by the edge", 10*time.Second, func(s edgeStatus) bool {
+		return !s.Edge.Linked && s.Edge.Quota != "hub"
+	})
 	before := load.accepted.Load()
 	time.Sleep(phase)
 	duringOutage := load.accepted.Load() - before
@@ -212,7 +216,9 @@ func TestEdgeHubOutage(t *testing.T) {
 	startEdgeProc(t, bin, "hub", token, hubArgs...) // stopped by its cleanup
 	time.Sleep(phase / 2)                           // load while the backlog drains
 	load.stop()
-	waitStatus("drained", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Backlog == 0 })
+	waitStatus("drained, limits decided by the hub again", 30*time.Second, func(s edgeStatus) bool {
+		return s.Edge.Linked && s.Edge.Backlog == 0 && s.Edge.Quota == "hub"
+	})
 	drained := time.Since(t0)
 
 	nc, err := nats.Connect("nats://" + hubNATS)

@@ -62,12 +62,7 @@ func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pending
 		cancel()
 		if err == nil {
 			if res.Outcome == claims.OK {
-				c.mu.Lock()
-				if len(c.onHub) >= maxOnHub {
-					c.onHub = map[string]struct{}{}
-				}
-				c.onHub[hookID] = struct{}{}
-				c.mu.Unlock()
+				c.takenOnHub(hookID)
 			}
 			return res, nil
 		}
@@ -76,6 +71,16 @@ func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pending
 		}
 	}
 	return c.local.Claim(ctx, id, hookID, pendingTTL)
+}
+
+// takenOnHub records that hookID's pending claim is in the hub's bucket.
+func (c *Claims) takenOnHub(hookID string) {
+	c.mu.Lock()
+	if len(c.onHub) >= maxOnHub {
+		c.onHub = map[string]struct{}{}
+	}
+	c.onHub[hookID] = struct{}{}
+	c.mu.Unlock()
 }
 
 // halfBudget is ctx with half of what is left of its deadline (ctx itself
@@ -115,6 +120,14 @@ func (c *Claims) Settle(ctx context.Context, id claims.ID, hookID string, rev ui
 // SettleOwn is claims.SettleOwn where the claim was taken.
 func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
 	return claims.SettleOwn(ctx, c.where(ctx, hookID, true), id, hookID, rev, ttl)
+}
+
+var _ claims.DigestSettler = (*Claims)(nil)
+
+// SettleOwnDigest is claims.SettleOwnDigest where the claim was taken (an
+// Idempotency-Key's digest is kept on the hub too).
+func (c *Claims) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	return claims.SettleOwnDigest(ctx, c.where(ctx, hookID, true), id, hookID, digest, rev, ttl)
 }
 
 // Release releases the claim where it was taken.

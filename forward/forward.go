@@ -69,6 +69,10 @@ type Config struct {
 	HubClaims             func(ctx context.Context) (claims.Store, error)
 	PendingTTL, DedupeTTL time.Duration
 	OnSplit               func(id claims.ID, hookID, hubHookID string)
+	// Route, when set, is checked with every status refresh (the hub's
+	// partition count is read there once per link-up) and its state shown
+	// in Status.
+	Route *Route
 	// MinBackoff and MaxBackoff bound the wait after a failed batch or
 	// while the link is down (defaults 50 ms and 2 s; doubled per failure).
 	MinBackoff, MaxBackoff time.Duration
@@ -84,6 +88,9 @@ type Status struct {
 	Backlog   uint64  `json:"backlog"`
 	OldestAge float64 `json:"backlog_oldest_age_seconds"`
 	LastError string  `json:"last_error,omitempty"`
+	// Quota is who decides the edge's rate limits and quotas: "hub", or
+	// why the edge decides them itself (Route).
+	Quota string `json:"quota,omitempty"`
 }
 
 // Forwarder moves hooks from the outbox to the hub. Start it once, Stop it
@@ -348,6 +355,10 @@ func (f *Forwarder) learnWindow(ctx context.Context) {
 // refreshStatus updates the gauges and the status from the outbox's state.
 func (f *Forwarder) refreshStatus(ctx context.Context) {
 	s := Status{Linked: f.cfg.Linked()}
+	if r := f.cfg.Route; r != nil {
+		r.Check(ctx)
+		s.Quota = r.State()
+	}
 	if e := f.lastErr.Load(); e != nil {
 		s.LastError = *e
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/quota"
 )
 
 // leafConfig sets the embedded server's JetStream domain and leaf
@@ -25,6 +27,11 @@ func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	sc.LeafTLSCert, sc.LeafTLSKey, sc.LeafTLSCA = cfg.LeafTLS.Cert, cfg.LeafTLS.Key, cfg.LeafTLS.CA
 	if len(cfg.HubURLs) == 0 {
 		sc.JetStreamDomain, sc.LeafListen = cfg.JSDomain, cfg.LeafListen
+		if cfg.LeafListen != "" {
+			// Edges reach this hub's owners on their own subjects.
+			from, to := quota.HubMapping(cfg.Prefix)
+			sc.Mappings = map[string]string{from: to}
+		}
 		return
 	}
 	// The edge's server name and JetStream domain are its name (unique
@@ -42,7 +49,7 @@ type Forward struct {
 
 // ProvideForward creates an edge's outbox and its forwarder (started with
 // the app, stopped before the NATS connection drains).
-func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Forward, error) {
+func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if len(cfg.HubURLs) == 0 {
 		return &Forward{}, nil
 	}
@@ -57,6 +64,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.EdgeName,
 		Linked: n.Server.LeafConnected, Logger: log.With("component", "forward"), Registerer: reg,
 		HubClaims: s.HubClaims.Get, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
+		Route: q.Route,
 	})
 	if err != nil {
 		return nil, err
@@ -68,7 +76,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 // edgeClaims is an edge's claim store: the hub's claims bucket (opened
 // through the hub's JetStream domain on first use) while the link is up
 // and it answers, the edge's own (local) otherwise (forward.Claims).
-func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, claims.Store) {
+func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims) {
 	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
 		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
 		if err != nil {
@@ -81,4 +89,41 @@ func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logge
 		return claims.NewKV(b, claims.WithLogger(log))
 	})
 	return hub, forward.NewClaims(local, hub.Get, n.Server.LeafConnected)
+}
+
+// edgeQuota is an edge's quota: no worker of its own; a Client routed to
+// the hub's owners through the hub's mapping (quota.HubPrefix), used while
+// the Route says the hub decides (link up, same partition count), and the
+// Fleet's node-local state otherwise, with the edge's whole limits (README
+// "Edges through a hub outage": one limit per side of a split).
+func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
+	qlog := log.With("component", "quota")
+	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
+		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
+		if err != nil {
+			return 0, err
+		}
+		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
+		if err != nil {
+			return 0, err
+		}
+		return quota.FleetPartitions(ctx, b)
+	}, cfg.Partitions, qlog, reg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := quota.NewClient(n.Conn, quota.WithPrefix(quota.HubPrefix(cfg.Prefix)), quota.WithPartitions(cfg.Partitions), quota.WithBudget(cfg.StoreTimeout))
+	if err != nil {
+		return nil, err
+	}
+	local, err := gcra.NewLimiter(gcra.WithMaxKeys(1_000_000))
+	if err != nil {
+		return nil, err
+	}
+	fleet, err := quota.NewFleet(client, local, ev.Claims, quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(qlog),
+		quota.WithRegisterer(reg), quota.WithReachable(route.Reachable))
+	if err != nil {
+		return nil, err
+	}
+	return &Quota{Client: client, Fleet: fleet, Local: local, Route: route}, nil
 }

@@ -95,6 +95,8 @@ type Stores struct {
 	// HubClaims is an edge's view of its hub's claims bucket (nil unless
 	// --hub-url): Claims then takes claims there while the hub answers.
 	HubClaims *forward.Lazy
+	// EdgeClaims is Claims on an edge (nil unless --hub-url).
+	EdgeClaims *forward.Claims
 }
 
 // ProvideStores opens the buckets and builds the stores.
@@ -155,13 +157,16 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	localCap := int(min(cfg.ReplayCapacity, 100_000))
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
+	var edgeStore *forward.Claims
 	if len(cfg.HubURLs) > 0 {
-		hubClaims, fleetClaims = edgeClaims(cfg, n, store, log)
+		hubClaims, edgeStore = edgeClaims(cfg, n, store, log)
+		fleetClaims = edgeStore
 	}
 	s := &Stores{
 		ClaimsBucket: cb,
 		Claims:       fleetClaims,
 		HubClaims:    hubClaims,
+		EdgeClaims:   edgeStore,
 		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cd,
@@ -182,16 +187,21 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 
 // Quota is this node's partition worker and the routing client.
 type Quota struct {
-	Worker *quota.Worker
+	Worker *quota.Worker // nil on an edge (--hub-url): its hub's owners decide
 	Client *quota.Client
 	Fleet  *quota.Fleet
 	Local  *gcra.Limiter
+	Route  *forward.Route // an edge's: hub or local (nil on other nodes)
 }
 
 // ProvideQuota builds the worker (started with the app: it takes its share
 // of partition leases; stopped first among the NATS users: it releases
-// them), the client and the fleet wrapper.
+// them), the client and the fleet wrapper. An edge has no worker: its
+// client routes to the hub's owners while its Route says so.
 func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
+	if len(cfg.HubURLs) > 0 {
+		return edgeQuota(cfg, n, ev, reg, log)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	leases, counts, err := quota.OpenBuckets(ctx, n.JS, cfg.Prefix, cfg.Replicas)
@@ -335,11 +345,16 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	if fw.Forwarder != nil {
 		readyInfo = func() any { return fw.Forwarder.Status() }
 	}
+	var admitter edge.Admitter = q.Fleet
+	if s.EdgeClaims != nil {
+		// A claim the hub's owners took is settled in the hub's bucket.
+		admitter = forward.Admitter{Fleet: q.Fleet, Claims: s.EdgeClaims}
+	}
 	h, err := edge.New(edge.Config{
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
 		Overrides:      s.Overrides,
-		Admitter:       q.Fleet,
+		Admitter:       admitter,
 		Resetter:       q.Fleet,
 		Claims:         ev.Claims,
 		Replay:         s.Replay,

@@ -81,6 +81,10 @@ type ServerConfig struct {
 	// LeafDeny are subjects that cross the leaf connection to LeafRemotes
 	// in neither direction; LeafDenyImports more that do not come in.
 	LeafDeny, LeafDenyImports []string
+	// Mappings are subject mappings of the server's account, from → to
+	// (nats-server's "mappings"; they apply to leaf connections' messages
+	// too): a hub maps its edges' owner subjects (quota.HubMapping).
+	Mappings map[string]string
 	// LeafTLSCert, LeafTLSKey and LeafTLSCA are the leaf connection's TLS
 	// files (see LeafListen and LeafRemotes).
 	LeafTLSCert, LeafTLSKey, LeafTLSCA string
@@ -248,6 +252,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
+	}
+	for from, to := range cfg.Mappings {
+		if err := ns.GlobalAccount().AddMapping(from, to); err != nil {
+			return nil, fmt.Errorf("%w: mapping %s -> %s: %w", ErrServerStart, from, to, err)
+		}
 	}
 	// The server's log is also how a critical write error (no space left)
 	// becomes known: watch every line at warn level and above.

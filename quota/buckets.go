@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
 // leasesBucket is the configuration of the bucket holding the fleet's
@@ -42,4 +43,11 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, rep
 		return nil, nil, err
 	}
 	return leases, counts, nil
+}
+
+// FleetPartitions reads the partition count the fleet recorded in its
+// leases bucket (its first member writes it; kvstore.ErrNotFound before
+// that). An edge compares it with its own before routing to its hub.
+func FleetPartitions(ctx context.Context, leases *kvstore.Bucket) (int, error) {
+	return lease.Partitions(ctx, leases)
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
@@ -173,5 +176,98 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), logDegraded); n != 1 {
 		t.Fatalf("%d degraded lines", n)
+	}
+}
+
+// While WithReachable says the owners are out of reach (an edge cut off
+// from its hub), every call is answered from node-local state without a
+// request to an owner; once it says they are back, calls reach the owners.
+func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	w := e.startWorker(t, k.Conn)
+	waitServed(t, 10*time.Second, w)
+	// Every request published on the owners' subjects is counted (the
+	// worker still answers them).
+	var sent atomic.Int64
+	sub, err := k.Conn.Subscribe(e.prefix+".v1.quota.>", func(*nats.Msg) { sent.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := k.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var reachable atomic.Bool
+	local, err := gcra.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	f, err := NewFleet(e.client(t, k.Conn), local, e.store, WithRegisterer(reg), WithReachable(reachable.Load))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claim := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
+	for i, want := range []string{ResultOK, ResultRateLimited} {
+		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}, Claim: claim})
+		if err != nil || !rep.Local || rep.Result != want {
+			t.Fatalf("unreachable, hit %d: %+v %v, want local %s", i, rep, err, want)
+		}
+	}
+	if st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "k1"}); err != nil || st.HookID != "h1" {
+		t.Fatalf("the local hit's claim is not in the fleet's store: %+v %v", st, err)
+	}
+	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted {
+		t.Fatalf("unreachable reserve: %+v %v", rep, err)
+	}
+	if rep, err := f.Count(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 1 {
+		t.Fatalf("unreachable count: %+v %v", rep, err)
+	}
+	if rep, err := f.Release(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+		t.Fatalf("unreachable release: %+v %v", rep, err)
+	}
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("unreachable reset: %v", err)
+	}
+	// Invalid requests are still refused, never answered locally.
+	if _, err := f.Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid hit: %v", err)
+	}
+	if _, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid reserve: %v", err)
+	}
+	if err := f.Reset(ctx, ""); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid reset: %v", err)
+	}
+	if err := k.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d requests reached the owners' subjects while they were unreachable", n)
+	}
+	if got := fallbacks(t, reg, opHit); got != 2 {
+		t.Fatalf("fallback_total{op=hit} = %v, want 2", got)
+	}
+	// Reachable again: the owners decide (their buckets know nothing of
+	// the local charges).
+	reachable.Store(true)
+	rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}})
+	if err != nil || rep.Local || rep.Result != ResultOK {
+		t.Fatalf("reachable: %+v %v", rep, err)
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return sent.Load() > 0 }, "a request on the owners' subjects")
+}
+
+// A hub maps its edges' partition subjects (HubPrefix) onto its owners'.
+func TestHubMapping(t *testing.T) {
+	from, to := HubMapping("sluice")
+	if from != "sluice.hub.v1.quota.p.*" || to != "sluice.v1.quota.p.{{wildcard(1)}}" {
+		t.Fatalf("HubMapping = %q -> %q", from, to)
+	}
+	if got := partitionSubject(HubPrefix("sluice"), 7); got != "sluice.hub.v1.quota.p.7" {
+		t.Fatalf("an edge's partition subject = %q", got)
 	}
 }

@@ -45,6 +45,7 @@ type config struct {
 	now         func() time.Time
 	noCoalesce  bool
 	members     func() int
+	reachable   func() bool
 	localOwner  *Worker
 	log         *slog.Logger
 	reg         prometheus.Registerer
@@ -296,6 +297,21 @@ func WithMembers(members func() int) FleetOption {
 			return invalid("nil member count")
 		}
 		c.members = members
+		return nil
+	})
+}
+
+// WithReachable tells the Fleet whether its owners can be reached at all
+// (an edge: whether the leaf connection to its hub is up). While it
+// reports false, every call is answered from node-local state at once,
+// with the whole budget, instead of after the owner call's share of it
+// ran out on "no responders". Fleet.
+func WithReachable(reachable func() bool) FleetOption {
+	return fleetOption(func(c *config) error {
+		if reachable == nil {
+			return invalid("nil reachability")
+		}
+		c.reachable = reachable
 		return nil
 	})
 }

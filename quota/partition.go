@@ -53,8 +53,10 @@ const (
 // partitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".
 func partitionSubject(prefix string, n int) string {
-	return prefix + ".v1.quota.p." + strconv.Itoa(n)
+	return partitionStem(prefix) + strconv.Itoa(n)
 }
+
+func partitionStem(prefix string) string { return prefix + ".v1.quota.p." }
 
 // memberSubject is the subject a worker serves batch frames on, for every
 // partition it holds: "<prefix>.v1.quota.m.<encoded member id>". Owners
@@ -86,3 +88,22 @@ func validMemberID(id string) bool { return id != "" && len(id) <= maxMemberIDBy
 
 // counterKey is the counts-bucket key of a (principal, key) counter.
 func counterKey(principal, key string) string { return kvstore.Join(principal, key) }
+
+// Edges reach their hub's owners (README "Edges through a hub outage")
+// through a subject namespace of their own, which the hub maps onto the
+// owners' partition subjects: an edge's own "<prefix>.v1.>" subjects do
+// not cross its leaf connection (edge and hub serve the same names), and
+// this namespace has no subscriber on the edge.
+
+// HubPrefix is the prefix an edge's Client routes to its hub's owners
+// with: its partition subjects are "<prefix>.hub.v1.quota.p.<n>".
+func HubPrefix(prefix string) string { return prefix + ".hub" }
+
+// HubMapping is the subject mapping a hub serving edges applies: an
+// edge's partition subject to the owners' ("<prefix>.hub.v1.quota.p.*"
+// to "<prefix>.v1.quota.p.{{wildcard(1)}}"). Member subjects are not
+// mapped: an edge's Client (prefix HubPrefix) does not follow an owner's
+// member subject, so it keeps to the partition subjects.
+func HubMapping(prefix string) (from, to string) {
+	return partitionStem(HubPrefix(prefix)) + "*", partitionStem(prefix) + "{{wildcard(1)}}"
+}

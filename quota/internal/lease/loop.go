@@ -202,12 +202,12 @@ func (l *Loop) checkPartitions(ctx context.Context) error {
 		if rec == nil {
 			continue // vanished meanwhile: try again
 		}
-		var got partitionsRecord
-		if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
-			return fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", b.Name(), configKey, rec.Value)
+		got, err := parsePartitions(b, rec)
+		if err != nil {
+			return err
 		}
-		if got.Partitions != want {
-			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got.Partitions, want)
+		if got != want {
+			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got, want)
 		}
 		return nil
 	}
@@ -646,4 +646,23 @@ func (l *Loop) Close() {
 	l.retireWatcher()
 	l.bg.Wait()
 	l.cancel()
+}
+
+// parsePartitions reads a config.partitions record.
+func parsePartitions(b *kvstore.Bucket, rec *kvstore.Record) (int, error) {
+	var got partitionsRecord
+	if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
+		return 0, fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", b.Name(), configKey, rec.Value)
+	}
+	return got.Partitions, nil
+}
+
+// Partitions reads the partition count a fleet recorded in its leases
+// bucket b (kvstore.ErrNotFound before any member started).
+func Partitions(ctx context.Context, b *kvstore.Bucket) (int, error) {
+	rec, err := b.Get(ctx, configKey)
+	if err != nil {
+		return 0, err
+	}
+	return parsePartitions(b, rec)
 }

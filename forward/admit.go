@@ -1,0 +1,32 @@
+package forward
+
+import (
+	"context"
+
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// Hitter is the quota call an edge admits hooks with (quota.Fleet).
+type Hitter interface {
+	Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error)
+}
+
+// Admitter is an edge's admission: the Fleet's hit (its Client routed to
+// the hub's owners while Route says so, else the edge's own state), and
+// where the hit's claim was taken told to Claims. A hit the hub's owners
+// answered (not Local) took its claim in the hub's bucket, so the hook's
+// settle or release goes there; a Local hit took it through Claims, which
+// knows already.
+type Admitter struct {
+	Fleet  Hitter
+	Claims *Claims
+}
+
+// Hit is Fleet.Hit, remembering a claim the hub's owners took.
+func (a Admitter) Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+	rep, err := a.Fleet.Hit(ctx, r)
+	if err == nil && r.Claim != nil && !rep.Local && rep.Result == quota.ResultOK {
+		a.Claims.takenOnHub(r.Claim.HookID)
+	}
+	return rep, err
+}

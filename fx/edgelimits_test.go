@@ -1,0 +1,165 @@
+package sluicefx_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// quotaOf is who decides an edge's limits, as its /readyz says.
+func quotaOf(t *testing.T, ed *node) string {
+	t.Helper()
+	_, body := getBody(t, ed.h, "/readyz")
+	var r struct {
+		Edge *struct {
+			Quota string `json:"quota"`
+		} `json:"edge"`
+	}
+	if json.Unmarshal([]byte(body), &r) != nil || r.Edge == nil {
+		return ""
+	}
+	return r.Edge.Quota
+}
+
+// statuses posts n hooks of tenant with keys round-0…, each to the edge
+// pick(i) gives, one after the other, and counts the answers by status.
+func statuses(t *testing.T, tenant, round string, n int, pick func(i int) *node) map[int]int {
+	t.Helper()
+	got := map[int]int{}
+	for i := range n {
+		code, _ := postHook(t, pick(i).h, tenant, fmt.Sprintf("%s-%d", round, i))
+		got[code]++
+	}
+	return got
+}
+
+// metricSum adds the values of the lines of metrics matching re.
+func metricSum(metrics string, re *regexp.Regexp) float64 {
+	var sum float64
+	for _, m := range re.FindAllStringSubmatch(metrics, -1) {
+		var v float64
+		fmt.Sscan(m[1], &v)
+		sum += v
+	}
+	return sum
+}
+
+// Limits across the link (issue 14 item 2): while linked, two edges
+// charge the hub's owners, so a tenant gets one budget across them (not
+// one per edge) and a claim the hub's owners took is settled in the hub's
+// bucket at once; cut off, an edge decides from its own state, the same
+// limit, without a request toward the hub; linked again, the hub's owners
+// decide again.
+func TestEdgeModeFleetLimits(t *testing.T) {
+	t.Parallel()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
+	// 10 hooks, then one per 100 s: nothing refills during the test.
+	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 0.01, burst: 10}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", cfgPath}
+	edgeArgs := func(name string) []string {
+		return []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", name, "--leaf-token", token, "--config", cfgPath}
+	}
+	hub := startNode(t, hubArgs...)
+	e1, e2 := startNode(t, edgeArgs("e1")...), startNode(t, edgeArgs("e2")...)
+	for _, ed := range []*node{e1, e2} {
+		testkit.Eventually(t, 15*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "edge's limits decided by the hub")
+	}
+
+	// One budget for both edges: 10 of 16 accepted, alternating edges.
+	both := func(i int) *node { return []*node{e1, e2}[i%2] }
+	if got := statuses(t, "acme", "linked", 16, both); got[http.StatusAccepted] != 10 || got[http.StatusTooManyRequests] != 6 {
+		t.Fatalf("linked, two edges: %v, want 10 × 202 and 6 × 429 (one budget)", got)
+	}
+	settled := regexp.MustCompile(`(?m)^sluice_edge_claims_total\{outcome="settled"\} (\S+)$`)
+	lost := regexp.MustCompile(`(?m)^sluice_edge_claims_total\{outcome="settle_lost"\} (\S+)$`)
+	fallback := regexp.MustCompile(`(?m)^sluice_quota_fallback_total\{op="hit"\} (\S+)$`)
+	var s, l, fb float64
+	for _, ed := range []*node{e1, e2} {
+		_, m := getBody(t, ed.h, "/metrics")
+		s, l, fb = s+metricSum(m, settled), l+metricSum(m, lost), fb+metricSum(m, fallback)
+	}
+	if s != 10 || l != 0 || fb != 0 {
+		t.Fatalf("linked: %v settled, %v settles lost, %v local decisions; want 10, 0, 0 (the hub's owners took the claims, "+
+			"the edges settled them in the hub's bucket)", s, l, fb)
+	}
+
+	// Cut off: e1 decides alone, with the whole limit, and sends nothing
+	// toward the hub's owners (a request there would wait out no
+	// responders first).
+	var towardHub atomic.Int64
+	sub, err := e1.n.Conn.Subscribe("sluice.hub.>", func(*nats.Msg) { towardHub.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	hub.stop()
+	testkit.Eventually(t, 10*time.Second, func() bool { return quotaOf(t, e1) == forward.RouteLinkDown }, "e1: link down")
+	t0 := time.Now()
+	if got := statuses(t, "acme", "split", 12, func(int) *node { return e1 }); got[http.StatusAccepted] != 10 || got[http.StatusTooManyRequests] != 2 {
+		t.Fatalf("cut off: %v, want 10 × 202 and 2 × 429 (the edge's own state, the same limit)", got)
+	}
+	t.Logf("12 hooks decided on the edge in %s", time.Since(t0))
+	if err := e1.n.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := towardHub.Load(); n != 0 {
+		t.Fatalf("%d quota requests sent toward the hub while the link was down", n)
+	}
+	_, m := getBody(t, e1.h, "/metrics")
+	if got := metricSum(m, fallback); got != 12 {
+		t.Fatalf("sluice_quota_fallback_total{op=hit} = %v, want 12", got)
+	}
+	if !strings.Contains(m, "sluice_edge_hub_quota 0") {
+		t.Errorf("metrics: %s", grepLines(m, "hub_quota"))
+	}
+
+	// Linked again (the hub restarted): the hub's owners decide again,
+	// one budget for both edges.
+	hub = startNode(t, hubArgs...)
+	for _, ed := range []*node{e1, e2} {
+		testkit.Eventually(t, 20*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "limits decided by the hub again")
+	}
+	if got := statuses(t, "globex", "rejoined", 16, both); got[http.StatusAccepted] != 10 || got[http.StatusTooManyRequests] != 6 {
+		t.Fatalf("linked again: %v, want 10 × 202 and 6 × 429 (one budget)", got)
+	}
+	_, m = getBody(t, e2.h, "/metrics")
+	if !strings.Contains(m, "sluice_edge_hub_quota 1") {
+		t.Errorf("metrics: %s", grepLines(m, "hub_quota"))
+	}
+}
+
+// An edge whose partition count is not its hub's would be answered
+// "misrouted" by every owner: it decides from its own state instead and
+// says why.
+func TestEdgeModePartitionMismatch(t *testing.T) {
+	t.Parallel()
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	token := "leaf-secret-0123456789"
+	startNode(t, "--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token)
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token, "--partitions", "8")
+	want := "local: the hub's fleet has 4 partitions, this edge 8 (set --partitions to the hub's)"
+	testkit.Eventually(t, 15*time.Second, func() bool { return quotaOf(t, ed) == want }, "readyz: "+want)
+	if code, _ := postHook(t, ed.h, "acme", "k"); code != http.StatusAccepted {
+		t.Fatalf("hook: %d, want 202 decided by the edge", code)
+	}
+	_, m := getBody(t, ed.h, "/metrics")
+	if !strings.Contains(m, `sluice_quota_fallback_total{op="hit"} 1`) {
+		t.Errorf("metrics: %s", grepLines(m, "fallback"))
+	}
+}
