@@ -2,6 +2,7 @@ package sluicefx_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -99,6 +102,23 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 			"the edges settled them in the hub's bucket)", s, l, fb)
 	}
 
+	// The edges' `sluice` services count through the hub's owners too.
+	c1, err := client.New(e1.n.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := client.New(e2.n.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}
+	if rep, err := c1.Reserve(testkit.Context(t), slots); err != nil || !rep.Granted {
+		t.Fatalf("reserve through e1: %+v %v", rep, err)
+	}
+	if rep, err := c2.Reserve(testkit.Context(t), slots); err != nil || rep.Granted || rep.Count != 1 {
+		t.Fatalf("reserve through e2: %+v %v, want denied at count 1 (the hub's counter)", rep, err)
+	}
+
 	// Cut off: e1 decides alone, with the whole limit, and sends nothing
 	// toward the hub's owners (a request there would wait out no
 	// responders first).
@@ -127,6 +147,9 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	}
 	if !strings.Contains(m, "sluice_edge_hub_quota 0") {
 		t.Errorf("metrics: %s", grepLines(m, "hub_quota"))
+	}
+	if _, err := c1.Reserve(testkit.Context(t), slots); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("reserve through a cut-off edge's service: %v, want unavailable", err)
 	}
 
 	// Linked again (the hub restarted): the hub's owners decide again,

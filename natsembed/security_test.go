@@ -184,3 +184,64 @@ func TestRouteTLS(t *testing.T) {
 		t.Fatalf("plaintext route accepted: %q", got)
 	}
 }
+
+// TestMappingsKeepPermissions: a subject mapping (a hub's, for its edges'
+// owner subjects) delivers to the mapped subject, and a user may publish
+// through it only what it may publish to the mapped subject: nats-server
+// checks permissions after mapping.
+func TestMappingsKeepPermissions(t *testing.T) {
+	s := start(t, natsembed.ServerConfig{
+		Listen:   "127.0.0.1:0",
+		Mappings: map[string]string{"x.hub.p.*": "x.p.{{wildcard(1)}}"},
+		Users: []natsembed.User{
+			{Name: "owner", Password: "owner-secret", Publish: []string{"x.p.>", "x.hub.>"}, Subscribe: []string{"x.p.>", "_INBOX.>"}},
+			{Name: "other", Password: "other-secret", Publish: []string{"x.hub.>"}, Subscribe: []string{"_INBOX.>"}},
+		},
+	})
+	sub, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	got := make(chan string, 4)
+	if _, err := sub.Subscribe("x.p.*", func(m *nats.Msg) { got <- m.Subject + " " + string(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(user, pass, data string) {
+		t.Helper()
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, pass))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if err := nc.Publish("x.hub.p.3", []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.Flush()
+	}
+	publish("owner", "owner-secret", "allowed")
+	select {
+	case m := <-got:
+		if m != "x.p.3 allowed" {
+			t.Fatalf("delivered %q, want x.p.3 allowed", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the mapped message did not arrive")
+	}
+	publish("other", "other-secret", "denied")
+	publish("owner", "owner-secret", "marker")
+	select {
+	case m := <-got:
+		if m != "x.p.3 marker" {
+			t.Fatalf("delivered %q: a user without x.p.> published through the mapping", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the marker did not arrive")
+	}
+	if _, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Mappings: map[string]string{"a.*": "b.{{wildcard(2)}}"}}); err == nil {
+		t.Fatal("a mapping with a bad wildcard index was accepted")
+	}
+}
