@@ -154,7 +154,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 
 	// Linked again (the hub restarted): the hub's owners decide again,
 	// one budget for both edges.
-	hub = startNode(t, hubArgs...)
+	startNode(t, hubArgs...) // stopped by the cleanup
 	for _, ed := range []*node{e1, e2} {
 		testkit.Eventually(t, 20*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "limits decided by the hub again")
 	}
