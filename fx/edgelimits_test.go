@@ -48,6 +48,20 @@ func statuses(t *testing.T, tenant, round string, n int, pick func(i int) *node)
 	return got
 }
 
+// postBody posts body to the edge with an Idempotency-Key; the status.
+func postBody(t *testing.T, ed *node, tenant, key, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+*ed.h.Addr.Load()+"/v1/hooks/"+tenant+"/src", strings.NewReader(body))
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
 // metricSum adds the values of the lines of metrics matching re.
 func metricSum(metrics string, re *regexp.Regexp) float64 {
 	var sum float64
@@ -100,6 +114,18 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	if s != 10 || l != 0 || fb != 0 {
 		t.Fatalf("linked: %v settled, %v settles lost, %v local decisions; want 10, 0, 0 (the hub's owners took the claims, "+
 			"the edges settled them in the hub's bucket)", s, l, fb)
+	}
+
+	// An Idempotency-Key accepted at e1 and reused with another body at
+	// e2: the digest e1 settled into the hub's bucket says so (422).
+	if code := postBody(t, e1, "initech", "idem", `{"first":"body"}`); code != http.StatusAccepted {
+		t.Fatalf("e1: %d", code)
+	}
+	if code := postBody(t, e2, "initech", "idem", `{"other":"body"}`); code != http.StatusUnprocessableEntity {
+		t.Fatalf("key accepted at e1, reused with another body at e2: %d, want 422", code)
+	}
+	if code := postBody(t, e2, "initech", "idem", `{"first":"body"}`); code != http.StatusOK {
+		t.Fatalf("key accepted at e1, the same body at e2: %d, want 200 duplicate", code)
 	}
 
 	// The edges' `sluice` services count through the hub's owners too.
