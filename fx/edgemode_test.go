@@ -33,6 +33,7 @@ type node struct {
 	h    *sluicefx.HTTP
 	n    *sluicefx.NATS
 	fw   *sluicefx.Forward
+	q    *sluicefx.Quota
 	stop func()
 }
 
@@ -40,24 +41,34 @@ type node struct {
 // the test did not.
 func startNode(t testing.TB, args ...string) *node {
 	t.Helper()
+	nd, err := startNodeErr(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+// startNodeErr is startNode returning its error (for starts on other
+// goroutines).
+func startNodeErr(t testing.TB, args ...string) (*node, error) {
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("SLUICE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	nd := &node{}
-	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&nd.h, &nd.n, &nd.fw))
+	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
 	if err := app.Err(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var once sync.Once
 	nd.stop = func() {
@@ -68,7 +79,7 @@ func startNode(t testing.TB, args ...string) *node {
 		})
 	}
 	t.Cleanup(nd.stop)
-	return nd
+	return nd, nil
 }
 
 // postHook posts one hook with a dedupe key and returns the status and
@@ -123,27 +134,35 @@ func postMany(t *testing.T, h *sluicefx.HTTP, round string, n int) []string {
 // hubHooks counts the hub's stored hooks by hook id.
 func hubHooks(t testing.TB, js jetstream.JetStream) map[string]int {
 	t.Helper()
-	ctx := testkit.Context(t)
-	st, err := js.Stream(ctx, "HOOKS")
+	seen, err := readHubHooks(testkit.Context(t), js)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return seen
+}
+
+// readHubHooks is hubHooks returning its error.
+func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, error) {
+	st, err := js.Stream(ctx, "HOOKS")
+	if err != nil {
+		return nil, err
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	seen := map[string]int{}
 	if info.State.Msgs == 0 {
-		return seen
+		return seen, nil
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for got := uint64(0); got < info.State.Msgs; {
 		b, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		n := 0
 		for m := range b.Messages() {
@@ -151,11 +170,11 @@ func hubHooks(t testing.TB, js jetstream.JetStream) map[string]int {
 			n++
 		}
 		if n == 0 {
-			t.Fatalf("hub HOOKS: read %d of %d messages", got, info.State.Msgs)
+			return nil, fmt.Errorf("hub HOOKS: read %d of %d messages", got, info.State.Msgs)
 		}
 		got += uint64(n)
 	}
-	return seen
+	return seen, nil
 }
 
 // Edge mode (issue 14): an edge keeps answering 202 from its local outbox
