@@ -227,7 +227,7 @@ var settings = []setting{
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
-	{"partitions", "n", "64", "quota partitions (fixed for the fleet's life)", func(c *Config, v string) error {
+	{"partitions", "n", "64", "quota partitions (fixed for the fleet's life; an edge's must be its hub's)", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, MaxPartitions)
 		c.Partitions = int(n)
 		return err
