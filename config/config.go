@@ -100,6 +100,9 @@ type Config struct {
 	HubURLs   []string
 	EdgeName  string
 	HubDomain string
+	// SplitShare is the share of each limit an edge applies while it
+	// decides its limits itself (--split-share n: 1/n of each limit).
+	SplitShare int
 
 	// Prefix is the subject prefix (--prefix).
 	Prefix string

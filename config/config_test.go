@@ -65,6 +65,7 @@ func TestDefaults(t *testing.T) {
 		MaxInFlightHooks: 512,
 		ClientIPHeader:   "X-Forwarded-For",
 		HubDomain:        "hub",
+		SplitShare:       1,
 		AllowUnknown:     true,
 		OpenQuickstart:   true,
 		Defaults: config.Defaults{
@@ -169,7 +170,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
 		// The hub and edge flags are for the embedded server (TestLeafConfig).
 		"js-domain": "", "leaf-listen": "", "leaf-token": "", "leaf-tls-ca": "", "leaf-tls-cert": "", "leaf-tls-key": "",
-		"hub-url": "", "edge-name": "", "hub-domain": "central",
+		"hub-url": "", "edge-name": "", "hub-domain": "central", "split-share": "1",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -496,6 +497,9 @@ func TestLeafConfig(t *testing.T) {
 		{[]string{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422", "--leaf-tls-ca", "ca"}, "--leaf-tls-ca: a hub verifies edge certificates only when it serves TLS"},
 		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "--leaf-listen: needs --js-domain"},
 		{[]string{"--edge-name", "e1"}, "--edge-name: needs --hub-url"},
+		{[]string{"--split-share", "3"}, "--split-share: needs --hub-url"},
+		{append(edge, "--split-share", "0"), "--split-share"},
+		{append(edge, "--split-share", "1001"), "--split-share"},
 		{[]string{"--hub-url", "nats-leaf://hub:7422"}, "--hub-url: needs --edge-name"},
 		{append(edge, "--nats-url", "nats://n:4222"), "--hub-url: an edge runs the embedded server"},
 		{append(edge, "--cluster-listen", "127.0.0.1:6222"), "an edge is a single node"},

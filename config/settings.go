@@ -67,6 +67,7 @@ func (c *Config) checkEmbeddedSecurity() error {
 // Bounds of numeric settings.
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
+	MaxSplitShare = 1000 // --split-share
 	MaxReplicas   = 5    // JetStream's limit
 	MaxPrefix     = names.MaxPrefix
 	// MinAdminTokenBytes is the shortest --admin-token accepted.
@@ -218,6 +219,11 @@ var settings = []setting{
 			return nil
 		}
 		return names.ValidateDomain(v)
+	}},
+	{"split-share", "n", "1", "edge mode: while this edge decides its limits itself (cut off from its hub), it applies 1/n of each limit", func(c *Config, v string) error {
+		n, err := parseInt(v, 1, MaxSplitShare)
+		c.SplitShare = int(n)
+		return err
 	}},
 	{"hub-domain", "name", "hub", "edge mode: the hub's JetStream domain (its --js-domain)", func(c *Config, v string) error {
 		c.HubDomain = v
@@ -519,6 +525,9 @@ func (c *Config) checkLeaf() error {
 	if len(c.HubURLs) == 0 {
 		if c.EdgeName != "" {
 			return errors.New("config: --edge-name: needs --hub-url")
+		}
+		if c.SplitShare > 1 {
+			return errors.New("config: --split-share: needs --hub-url (only an edge decides its limits alone)")
 		}
 		if c.LeafListen == "" && leafAny {
 			return errors.New("config: --leaf-token/--leaf-tls-*: need --leaf-listen (a hub) or --hub-url (an edge)")

@@ -212,3 +212,23 @@ func TestEdgeModePartitionMismatch(t *testing.T) {
 		t.Errorf("metrics: %s", grepLines(m, "fallback"))
 	}
 }
+
+// --split-share n: an edge deciding alone applies 1/n of each limit, so
+// the sides of a split together stay near one limit.
+func TestEdgeModeSplitShare(t *testing.T) {
+	t.Parallel()
+	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 0.01, burst: 10}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No hub listens there: the edge is cut off from the start.
+	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
+		"--leaf-token", "leaf-secret-0123456789", "--config", cfgPath, "--split-share", "2")
+	if got := statuses(t, "acme", "alone", 8, func(int) *node { return ed }); got[http.StatusAccepted] != 5 || got[http.StatusTooManyRequests] != 3 {
+		t.Fatalf("cut off, --split-share 2: %v, want 5 × 202 and 3 × 429 (half of the burst of 10)", got)
+	}
+	if q := quotaOf(t, ed); q != forward.RouteLinkDown {
+		t.Fatalf("readyz quota %q", q)
+	}
+}

@@ -94,8 +94,8 @@ func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logge
 // edgeQuota is an edge's quota: no worker of its own; a Client routed to
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
-// Fleet's node-local state otherwise, with the edge's whole limits (README
-// "Edges through a hub outage": one limit per side of a split).
+// Fleet's node-local state otherwise, with 1/--split-share of each limit
+// (README "Edges through a hub outage").
 func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
@@ -120,8 +120,11 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
+	// Deciding alone, the edge applies 1/--split-share of each limit (the
+	// fallback's share among "members": the sides that may be cut off).
+	share := cfg.SplitShare
 	fleet, err := quota.NewFleet(client, local, ev.Claims, quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(qlog),
-		quota.WithRegisterer(reg), quota.WithReachable(route.Reachable))
+		quota.WithRegisterer(reg), quota.WithReachable(route.Reachable), quota.WithMembers(func() int { return share }))
 	if err != nil {
 		return nil, err
 	}
