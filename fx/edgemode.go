@@ -112,7 +112,8 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, quota.WithPrefix(quota.HubPrefix(cfg.Prefix)), quota.WithPartitions(cfg.Partitions), quota.WithBudget(cfg.StoreTimeout))
+	client, err := quota.NewClient(n.Conn, quota.WithPrefix(quota.HubPrefix(cfg.Prefix)), quota.WithPartitions(cfg.Partitions),
+		quota.WithBudget(cfg.StoreTimeout), quota.WithReachable(route.Reachable))
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	// fallback's share among "members": the sides that may be cut off).
 	share := cfg.SplitShare
 	fleet, err := quota.NewFleet(client, local, ev.Claims, quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(qlog),
-		quota.WithRegisterer(reg), quota.WithReachable(route.Reachable), quota.WithMembers(func() int { return share }))
+		quota.WithRegisterer(reg), quota.WithMembers(func() int { return share }))
 	if err != nil {
 		return nil, err
 	}

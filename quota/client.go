@@ -28,11 +28,19 @@ type Client struct {
 	subjects []string
 	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
 	local    *Worker             // WithLocalOwner: hits it serves are decided in process (local.go)
+	reach    func() bool         // WithReachable (nil: always sent)
 }
+
+// errUnreachable is a call's error while WithReachable reports the owners
+// out of reach (nothing is sent).
+var errUnreachable = fmt.Errorf("%w: the owners are not reachable", ErrUnavailable)
+
+// unreachable reports whether calls are not to be sent (WithReachable).
+func (c *Client) unreachable() bool { return c.reach != nil && !c.reach() }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
-// ErrInvalid), WithBudget, WithCoalescing.
+// ErrInvalid), WithBudget, WithCoalescing, WithLocalOwner, WithReachable.
 func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
@@ -44,7 +52,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if w := cfg.localOwner; w != nil && (w.cfg.prefix != cfg.prefix || w.cfg.partitions != cfg.partitions) {
 		return nil, invalid("WithLocalOwner: the worker routes with prefix %q and %d partitions, the client with %q and %d", w.cfg.prefix, w.cfg.partitions, cfg.prefix, cfg.partitions)
 	}
-	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions), local: cfg.localOwner}
+	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions), local: cfg.localOwner, reach: cfg.reachable}
 	for n := range c.subjects {
 		c.subjects[n] = partitionSubject(cfg.prefix, n)
 	}
@@ -77,6 +85,9 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		if rep, done, err := c.localHit(ctx, &r, n); done {
 			return rep, err
 		}
+	}
+	if c.unreachable() {
+		return HitReply{}, errUnreachable
 	}
 	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
@@ -194,6 +205,9 @@ const (
 
 // call sends req to the owner of key's partition and decodes the reply.
 func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply any) error {
+	if c.unreachable() {
+		return errUnreachable
+	}
 	ctx, cancel := kvstore.WithBudget(ctx, c.budget)
 	defer cancel()
 	subject := c.subjects[Partition(key, c.p)]

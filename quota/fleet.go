@@ -46,8 +46,7 @@ type Fleet struct {
 	claims     claims.Store // the fleet's claim store (KV): the fallback takes claims there, never in node memory
 	budget     time.Duration
 	now        func() time.Time
-	members    func() int  // live members (nil: unknown)
-	reachable  func() bool // nil: always tried
+	members    func() int // live members (nil: unknown)
 	pendingTTL time.Duration
 	countTTL   time.Duration
 	log        *slog.Logger
@@ -60,7 +59,7 @@ type Fleet struct {
 // fleet's claim store (claims.NewKV on the claims bucket), used directly
 // for the claim of a hit the owner could not answer. Options read:
 // WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL,
-// WithMembers, WithReachable (the budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
+// WithMembers (the budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
 func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
@@ -77,7 +76,6 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 		budget:     client.Budget(), // one budget for the owner call and the fallback
 		now:        cfg.now,
 		members:    cfg.members,
-		reachable:  cfg.reachable,
 		pendingTTL: cfg.pendingTTL,
 		countTTL:   cfg.countTTL,
 		log:        cfg.log,
@@ -98,24 +96,6 @@ func (f *Fleet) Client() *Client { return f.c }
 
 // Degraded reports whether the last call fell back to local state.
 func (f *Fleet) Degraded() bool { return f.degraded.Load() }
-
-// errUnreachable is the owner call's error while WithReachable reports
-// the owners cannot be reached (the call is not made).
-var errUnreachable = fmt.Errorf("%w: the owners are not reachable", ErrUnavailable)
-
-// skip is nil when the owner call is to be made; while the owners are
-// known to be out of reach (WithReachable) it is errUnreachable, so the
-// call goes to node-local state at once, or the request's validation
-// error (never a reason to fall back).
-func (f *Fleet) skip(validate func() error) error {
-	if f.reachable == nil || f.reachable() {
-		return nil
-	}
-	if err := validate(); err != nil {
-		return err
-	}
-	return errUnreachable
-}
 
 // outcome records whether a call reached the fleet, logging transitions.
 func (f *Fleet) outcome(op string, err error) bool {
@@ -147,12 +127,6 @@ func (f *Fleet) outcome(op string, err error) bool {
 func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()
-	if err := f.skip(r.Validate); err != nil {
-		if !f.outcome(opHit, err) {
-			return HitReply{}, err
-		}
-		return f.localHit(ctx, r)
-	}
 	octx := ctx
 	if r.Claim != nil {
 		if dl, ok := ctx.Deadline(); ok {
@@ -246,11 +220,7 @@ func shareOf(l gcra.Limit, m int) gcra.Limit {
 // Reset resets the tenant's buckets in the fleet and locally (the local
 // hooks and bytes buckets). It returns the fleet's error, if any.
 func (f *Fleet) Reset(ctx context.Context, tenant string) error {
-	r := ResetRequest{Tenant: tenant}
-	err := f.skip(r.Validate)
-	if err == nil {
-		err = f.c.Reset(ctx, tenant)
-	}
+	err := f.c.Reset(ctx, tenant)
 	if errors.Is(err, ErrInvalid) {
 		return err
 	}
@@ -262,10 +232,7 @@ func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 
 // Reserve is Client.Reserve with a node-local counter as fallback.
 func (f *Fleet) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	rep, err := ReserveReply{}, f.skip(r.Validate)
-	if err == nil {
-		rep, err = f.c.Reserve(ctx, r)
-	}
+	rep, err := f.c.Reserve(ctx, r)
 	if !f.outcome(opReserve, err) {
 		return rep, err
 	}
@@ -276,10 +243,7 @@ func (f *Fleet) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, er
 
 // Release is Client.Release with the node-local counter as fallback.
 func (f *Fleet) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	rep, err := CountReply{}, f.skip(r.Validate)
-	if err == nil {
-		rep, err = f.c.Release(ctx, r)
-	}
+	rep, err := f.c.Release(ctx, r)
 	if !f.outcome(opRelease, err) {
 		return rep, err
 	}
@@ -288,10 +252,7 @@ func (f *Fleet) Release(ctx context.Context, r CounterRequest) (CountReply, erro
 
 // Count is Client.Count with the node-local counter as fallback.
 func (f *Fleet) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	rep, err := CountReply{}, f.skip(r.Validate)
-	if err == nil {
-		rep, err = f.c.Count(ctx, r)
-	}
+	rep, err := f.c.Count(ctx, r)
 	if !f.outcome(opCount, err) {
 		return rep, err
 	}

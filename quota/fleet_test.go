@@ -179,9 +179,10 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	}
 }
 
-// While WithReachable says the owners are out of reach (an edge cut off
-// from its hub), every call is answered from node-local state without a
-// request to an owner; once it says they are back, calls reach the owners.
+// While the Client's WithReachable says the owners are out of reach (an
+// edge cut off from its hub), a Fleet answers every call from node-local
+// state without a request to an owner, and the Client alone fails at once;
+// once it says they are back, calls reach the owners.
 func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
@@ -205,7 +206,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	f, err := NewFleet(e.client(t, k.Conn), local, e.store, WithRegisterer(reg), WithReachable(reachable.Load))
+	f, err := NewFleet(e.client(t, k.Conn, WithReachable(reachable.Load)), local, e.store, WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +242,16 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	}
 	if err := f.Reset(ctx, ""); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("invalid reset: %v", err)
+	}
+	// The Client alone (a service's) fails at once, invalid requests first.
+	if _, err := f.Client().Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("client hit while unreachable: %v", err)
+	}
+	if _, err := f.Client().Count(ctx, CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("client count while unreachable: %v", err)
+	}
+	if _, err := f.Client().Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("client invalid hit while unreachable: %v", err)
 	}
 	if err := k.Conn.Flush(); err != nil {
 		t.Fatal(err)

@@ -301,13 +301,14 @@ func WithMembers(members func() int) FleetOption {
 	})
 }
 
-// WithReachable tells the Fleet whether its owners can be reached at all
-// (an edge: whether the leaf connection to its hub is up). While it
-// reports false, every call is answered from node-local state at once,
-// with the whole budget, instead of after the owner call's share of it
-// ran out on "no responders". Fleet.
-func WithReachable(reachable func() bool) FleetOption {
-	return fleetOption(func(c *config) error {
+// WithReachable tells the Client whether its owners can be reached at all
+// (an edge: whether its hub decides its limits, forward.Route). While it
+// reports false, a call is not sent: it fails at once with ErrUnavailable
+// (after its validation), so a Fleet answers from node-local state with
+// the whole budget instead of after the owner call's share of it ran out
+// on "no responders", and a service answers 503 at once. Client.
+func WithReachable(reachable func() bool) ClientOption {
+	return clientOption(func(c *config) error {
 		if reachable == nil {
 			return invalid("nil reachability")
 		}
