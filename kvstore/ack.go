@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -42,6 +43,50 @@ const (
 
 // errNoStream is a write's outcome when no stream took it (no responders).
 var errNoStream = fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
+
+// keyBusyRetries and keyBusyWait: a revision-checked write that reaches a
+// replicated stream's leader while an earlier write to the same key is
+// proposed there but not yet applied is refused undecided (10164, "wrong
+// last sequence" with no sequence: nothing is stored). That earlier write
+// may be the caller's own, already acked: the leader acks a write a moment
+// before it stops counting it in flight, so a settle sent right after its
+// claim's ack could be refused (nats-server v2.15 applyStreamEntries). Such
+// a write is sent again, after 1 ms doubling to 128 ms (255 ms in all),
+// until the leader decides it: stored, or a real conflict (10071). A key
+// still busy after that keeps changing: the refusal stands, a conflict.
+const (
+	keyBusyRetries = 8
+	keyBusyWait    = time.Millisecond
+)
+
+// keyBusy reports whether err is the undecided refusal of a write to a key
+// with another write in flight (code 10164).
+func keyBusy(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeWrongLastSeqConstant
+}
+
+// whileKeyBusy calls write until it is not refused as keyBusy, at most
+// keyBusyRetries more times, within ctx (its end is ErrUnavailable: the
+// write was not decided).
+func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error) {
+	wait := keyBusyWait
+	for retry := 0; ; retry++ {
+		v, err := write()
+		if !keyBusy(err) || retry == keyBusyRetries {
+			return v, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			var zero T
+			return zero, MapError(ctx.Err())
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
 
 // Writer publishes to JetStream streams on the lean write path of the
 // buckets (acks matched by id on one inbox subscription, read without a
@@ -199,14 +244,20 @@ func (w *ackWait) wait(ctx context.Context) (uint64, error) {
 }
 
 // write publishes and waits for the ack, retrying a write no stream took
-// (jetstream.PublishMsg's retries) within ctx. Nothing is sent once ctx
-// is done.
+// (jetstream.PublishMsg's retries) and one refused while another write to
+// its key was in flight (whileKeyBusy) within ctx. Nothing is sent once
+// ctx is done.
 func (a *acker) write(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultWriteTimeout)
 		defer cancel()
 	}
+	return whileKeyBusy(ctx, func() (uint64, error) { return a.writeOnce(ctx, subject, hdr, data) })
+}
+
+// writeOnce is write without the keyBusy retries.
+func (a *acker) writeOnce(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil { // a done context sends nothing
 			return 0, MapError(err)

@@ -20,7 +20,9 @@ var (
 	// ErrExists: Create found a live value under the key.
 	ErrExists = errors.New("kvstore: key exists")
 	// ErrWrongLastSequence: a revision-checked write found another revision.
-	// Mapped from JetStream codes 10071 (R1) and 10164 (replicated).
+	// Mapped from JetStream code 10071, and from 10164 (a replicated
+	// stream's refusal while another write to the key is in flight) when
+	// the writes' retries of it (keyBusyRetries) did not get a decision.
 	ErrWrongLastSequence = errors.New("kvstore: wrong last sequence")
 	// ErrNotFound: no live value under the key (absent, deleted, purged or
 	// expired).
@@ -235,7 +237,10 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 // Update writes value under key only if the key's last revision (including
 // markers) is lastRev (0: the key has no message at all), with a per-key
 // TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
-// ErrWrongLastSequence.
+// ErrWrongLastSequence. On a replicated bucket, a write that reaches the
+// leader while another write to key is still in flight there (say, the
+// create whose ack the caller has just read) is sent again until the
+// leader decides it (keyBusyRetries), never taken for a conflict at once.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev uint64, ttl time.Duration) (uint64, error) {
 	return b.acks.write(ctx, b.put+key, b.writeHeader(lastRev, ttl), value)
 }
@@ -263,13 +268,17 @@ func (b *Bucket) Get(ctx context.Context, key string) (*Record, error) {
 
 // Purge removes key, leaving a purge marker that cleans itself up after the
 // bucket's marker TTL. With lastRev > 0 it only purges that revision
-// (else ErrWrongLastSequence).
+// (else ErrWrongLastSequence). A purge refused while another write to the
+// key was in flight is sent again, as Update's writes are.
 func (b *Bucket) Purge(ctx context.Context, key string, lastRev uint64) error {
 	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(b.marker)}
 	if lastRev > 0 {
 		opts = append(opts, jetstream.LastRevision(lastRev))
 	}
-	return MapError(b.kv.Purge(ctx, key, opts...))
+	_, err := whileKeyBusy(ctx, func() (struct{}, error) {
+		return struct{}{}, MapError(b.kv.Purge(ctx, key, opts...))
+	})
+	return err
 }
 
 // getLast reads the last message of key. A live value gives (rec, seq, nil);
