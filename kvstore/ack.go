@@ -88,9 +88,13 @@ func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error
 	}
 }
 
-// Writer publishes to JetStream streams on the lean write path of the
+// Writer publishes to a JetStream stream on the lean write path of the
 // buckets (acks matched by id on one inbox subscription, read without a
 // JSON decoder): for a stream that is not a bucket (the edge's hooks).
+// One Writer writes to one stream: an ack whose sequence is not above the
+// last one its reply id got is taken for a stale second answer (see
+// acker.free), so a publish acked as the duplicate of an older message
+// (Nats-Msg-Id) may wait out its deadline (ErrUnavailable) instead.
 // Safe for concurrent use; its subscription, made at the first write,
 // ends with the connection.
 type Writer struct{ a *acker }
@@ -117,28 +121,40 @@ type acker struct {
 	next    uint64
 	pending map[uint64]*ackWait
 	// free: ids whose write was acked, with their reply subjects, for the
-	// next writes. An acked write gets no second answer, so its id is
-	// free; reusing it keeps reply subjects few and short, which keeps
-	// them in the server's subject cache (a fresh subject per write misses
-	// it every time). The id of a write that was not acked (its waiter
-	// gave up) is never reused: its ack may still come.
-	free []freeID
+	// next writes. Reusing them keeps reply subjects few and short, which
+	// keeps them in the server's subject cache (a fresh subject per write
+	// misses it every time). The id of a write that was not acked (its
+	// waiter gave up) is never reused: its ack may still come. An acked
+	// write can be answered twice: a stream leader that applied and acked
+	// it may be replaced before its followers learned the commit, and the
+	// new leader applies the entry and answers it again. So each free id
+	// keeps the highest sequence acked on it, and a success ack on a
+	// reused id that is not above it is that stale second answer, dropped
+	// (stale): a write sent after its id's previous ack came back gets a
+	// higher sequence of the same stream (an acker writes to one stream).
+	// A stale refusal (an error ack carries no sequence) cannot be told
+	// apart: it fails the write that reused the id, which is safe (a
+	// refusal never makes two winners), never a false success.
+	free  []freeID
+	stale uint64 // stale success acks dropped (tests)
 }
 
 type freeID struct {
 	id    uint64
 	reply string
+	seq   uint64 // the highest sequence acked on this id
 }
 
 // ackWait is one write awaiting its ack: seq and err are set before done
 // is closed.
 type ackWait struct {
-	a     *acker
-	id    uint64
-	reply string
-	done  chan struct{}
-	seq   uint64
-	err   error
+	a       *acker
+	id      uint64
+	reply   string
+	prevSeq uint64 // the highest sequence acked on id before this write
+	done    chan struct{}
+	seq     uint64
+	err     error
 }
 
 func newAcker(nc *nats.Conn) *acker {
@@ -161,7 +177,7 @@ func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, e
 		return nil, fmt.Errorf("%w: %d writes await their acks", ErrUnavailable, maxPendingAcks)
 	}
 	if n := len(a.free); n > 0 {
-		w.id, w.reply = a.free[n-1].id, a.free[n-1].reply
+		w.id, w.reply, w.prevSeq = a.free[n-1].id, a.free[n-1].reply, a.free[n-1].seq
 		a.free = a.free[:n-1]
 	} else {
 		a.next++
@@ -197,27 +213,36 @@ func (a *acker) forget(id uint64) {
 }
 
 // handle resolves the write an ack answers (an ack for a write whose
-// waiter gave up is dropped).
+// waiter gave up is dropped, and so is a stale second answer to the id's
+// previous write: see acker.free).
 func (a *acker) handle(m *nats.Msg) {
 	id, ok := parseAckID(m.Subject, len(a.prefix))
 	if !ok {
 		return
 	}
+	var seq uint64
+	var err error
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		err = errNoStream
+	} else {
+		seq, err = parseAck(m.Data)
+	}
 	a.mu.Lock()
 	w := a.pending[id]
+	if w != nil && err == nil && seq <= w.prevSeq {
+		a.stale++
+		a.mu.Unlock()
+		return // this write's own answer is still to come
+	}
 	if w != nil {
 		delete(a.pending, id)
-		a.free = append(a.free, freeID{id: id, reply: w.reply})
+		a.free = append(a.free, freeID{id: id, reply: w.reply, seq: max(seq, w.prevSeq)})
 	}
 	a.mu.Unlock()
 	if w == nil {
 		return
 	}
-	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-		w.err = errNoStream
-	} else {
-		w.seq, w.err = parseAck(m.Data)
-	}
+	w.seq, w.err = seq, err
 	close(w.done)
 }
 
