@@ -12,6 +12,23 @@ import (
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
+// serverConn is a connection to an embedded server of the test's own
+// (testkit imports this package: internal tests cannot use it).
+func serverConn(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // noDirect is a stream whose direct gets find no responders, as a replicated
 // stream's do for a moment after its creation or a restart.
 type noDirect struct{ jetstream.Stream }
@@ -24,16 +41,7 @@ func (noDirect) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStr
 // responders is answered by the stream leader (a clean-clone CI run once saw
 // "no responders" from Get on an R3 bucket created a moment before).
 func TestGetWithoutDirectResponders(t *testing.T) {
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := serverConn(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // TestStaleAckOnReusedIDDropped: a stream leader replaced before its
@@ -19,16 +17,7 @@ import (
 // on the same reply subject, first with that stale ack and only then with
 // its own (11).
 func TestStaleAckOnReusedIDDropped(t *testing.T) {
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := serverConn(t)
 	writes := make(chan *nats.Msg, 4)
 	if _, err := nc.ChanSubscribe("stream.>", writes); err != nil {
 		t.Fatal(err)
