@@ -56,7 +56,10 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	for i, l := range leafs {
 		urls[i] = "nats-leaf://" + l
 	}
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--edge-name", "e1", "--leaf-token", token)
+	// A budget no hit outlasts on a loaded machine: a hit the owners
+	// answer late would be decided on the edge.
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--edge-name", "e1", "--leaf-token", token,
+		"--store-timeout", "3s")
 	testkit.Eventually(t, 20*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "the hub decides the edge's limits")
 	linkedTo := func() int {
 		for i, h := range hubs {
