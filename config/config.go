@@ -345,6 +345,17 @@ func Flags() []string {
 	return out
 }
 
+// Default returns the default of a flag (without dashes) and whether the
+// flag exists.
+func Default(flagName string) (string, bool) {
+	for _, s := range settings {
+		if s.name == flagName {
+			return s.def, true
+		}
+	}
+	return "", false
+}
+
 // PrintUsage writes the usage: every flag with its default and its
 // environment twin.
 func PrintUsage(w io.Writer) {

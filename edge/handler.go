@@ -177,6 +177,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerReady(cfg.Registerer, cfg.Ready); err != nil {
+		return nil, err
+	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit,
 		slots: make(chan struct{}, cfg.MaxInFlight)}
 	for _, m := range hookMethods {

@@ -81,6 +81,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// registerReady registers sluice_edge_ready, what /readyz answers as a
+// gauge: 1 while ready returns nil, else 0 (always 1 without a ready
+// function, as /readyz is then always 200), so an alert can see an unready
+// node that the load balancer already took out.
+func registerReady(reg prometheus.Registerer, ready func() error) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "edge", Name: "ready",
+		Help: "1 while GET /readyz answers 200, else 0.",
+	}, func() float64 {
+		if ready != nil && ready() != nil {
+			return 0
+		}
+		return 1
+	})
+	if _, err := promreg.Register(reg, g); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
+	return nil
+}
+
 // statusLabel is an HTTP status as a metric label, from a fixed set.
 func statusLabel(code int) string {
 	if code < 100 || code > 599 {

@@ -7,6 +7,7 @@
 //	go run ./cmd/edge nats-authz --user acme-svc --role service --tenants acme
 //	                             # the nats-server authorization of a role (external NATS)
 //	go run ./cmd/edge tenants list  # tenants and sources through the admin API (see tenants.go)
+//	go run ./cmd/edge --version  # module version and VCS revision of the build
 //
 // SIGHUP re-reads the configuration (the --config file) and the
 // --secrets-key-file keys: tenants, sources, keys,
@@ -42,6 +43,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "tenants" {
 		os.Exit(runTenants(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(runHealthcheck(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && isVersionArg(os.Args[1]) {
+		os.Exit(printVersion(os.Stdout))
+	}
 	os.Exit(Run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
 
@@ -61,6 +68,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, hup <-chan os.Signal) int {
 	cfg, err := config.Parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		printCommands(stderr)
 		return 0
 	}
 	if err != nil {
