@@ -35,6 +35,10 @@ type imageConfig struct {
 	} `json:"Healthcheck"`
 }
 
+// systemCAs is where Go's crypto/x509 finds the CA bundle on Debian (and
+// in the image).
+const systemCAs = "/etc/ssl/certs/ca-certificates.crt"
+
 // run runs a command and fails t with its output if it fails.
 func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
 	t.Helper()
@@ -64,6 +68,13 @@ func TestContainerImage(t *testing.T) {
 	ctx := t.TempDir()
 	run(t, "..", []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(ctx, "edge"), "./cmd/edge")
 	if err := os.Mkdir(filepath.Join(ctx, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cas, err := os.ReadFile(systemCAs)
+	if err != nil {
+		t.Fatalf("the build copies the host's CA bundle (Debian's ca-certificates): %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(ctx, "ca-certificates.crt"), cas, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 6)
@@ -132,8 +143,11 @@ func TestContainerImage(t *testing.T) {
 	if h, ok := files["usr/local/bin/edge"]; !ok || h.Mode&0o005 != 0o005 || h.Size == 0 {
 		t.Errorf("/usr/local/bin/edge in the image: %+v", h)
 	}
+	if h, ok := files[strings.TrimPrefix(systemCAs, "/")]; !ok || h.Size != int64(len(cas)) {
+		t.Errorf("%s in the image: %+v, want the CA bundle", systemCAs, h)
+	}
 	for name := range files {
-		if !strings.HasPrefix(name, "data/") && !strings.HasPrefix(name, "usr/") {
+		if !strings.HasPrefix(name, "data/") && !strings.HasPrefix(name, "usr/") && !strings.HasPrefix(name, "etc/") {
 			t.Errorf("unexpected file in the image: %s", name)
 		}
 	}
