@@ -83,7 +83,8 @@ func freePort(t *testing.T) int {
 // rules name is one a node registers — a node with the embedded server,
 // one with claim expiry events, and an edge (edge-mode metrics) — so a
 // renamed metric fails here, not on an operator's empty panel or silent
-// alert; and every sluice metric a node registers has a panel.
+// alert. (That every metric has a panel is not enforced: branches adding
+// metrics would each have to add panels before merging.)
 func TestMonitoringMetricsExist(t *testing.T) {
 	have := registered(t)
 	// With claim expiry events: the expiry watcher's metrics.
@@ -110,21 +111,6 @@ func TestMonitoringMetricsExist(t *testing.T) {
 			}
 		}
 		return false
-	}
-	// The other way: the dashboard shows every sluice metric a node has,
-	// so a new metric comes with its panel.
-	dashboard, err := os.ReadFile(monitoringFiles[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	shown := map[string]bool{}
-	for _, n := range metricName.FindAllString(string(dashboard), -1) {
-		shown[n] = true
-	}
-	for n := range have {
-		if strings.HasPrefix(n, "sluice_") && !shown[n] && !shown[n+"_bucket"] {
-			t.Errorf("%s: no panel shows %s (a metric sluice registers)", monitoringFiles[0], n)
-		}
 	}
 	for _, f := range monitoringFiles {
 		data, err := os.ReadFile(f)
