@@ -29,23 +29,31 @@ var (
 	descName   = regexp.MustCompile(`fqName: "([^"]+)"`)
 )
 
-// registered starts a real node with args (its own embedded nats-server,
-// a fresh data dir) and returns the names of every metric its registry
-// holds, observed or not (Describe, not Gather: a vector without children
-// has no series yet).
-func registered(t *testing.T, args ...string) map[string]bool {
+// node is a running sluice node: the real fx app with its own embedded
+// nats-server.
+type node struct {
+	reg  *sluicefx.Registry
+	http *sluicefx.HTTP
+	nats *sluicefx.NATS
+}
+
+// startNode starts a node with args and the environment getenv (nil:
+// none); t.Cleanup stops it. An error is the start-up's.
+func startNode(t *testing.T, args []string, getenv func(string) string) (*node, error) {
 	t.Helper()
-	all := append([]string{"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--partitions", "4"}, args...)
-	cfg, err := config.Parse(all, func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
+	if getenv == nil {
+		getenv = func(string) string { return "" }
 	}
-	var reg *sluicefx.Registry
-	app := fx.New(sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&reg))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cfg, err := config.Parse(args, getenv, nil)
+	if err != nil {
+		return nil, err
+	}
+	var n node
+	app := fx.New(sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&n.reg, &n.http, &n.nats))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
-		t.Fatalf("node %v: %v", args, err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -54,9 +62,23 @@ func registered(t *testing.T, args ...string) map[string]bool {
 			t.Errorf("node %v: stop: %v", args, err)
 		}
 	})
+	return &n, nil
+}
+
+// registered starts a real node with args (its own embedded nats-server,
+// a fresh data dir) and returns the names of every metric its registry
+// holds, observed or not (Describe, not Gather: a vector without children
+// has no series yet).
+func registered(t *testing.T, args ...string) map[string]bool {
+	t.Helper()
+	all := append([]string{"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--partitions", "4"}, args...)
+	n, err := startNode(t, all, nil)
+	if err != nil {
+		t.Fatalf("node %v: %v", args, err)
+	}
 	ch := make(chan *prometheus.Desc)
 	go func() {
-		reg.Describe(ch)
+		n.reg.Describe(ch)
 		close(ch)
 	}()
 	names := map[string]bool{}
