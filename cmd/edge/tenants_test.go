@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/node"
 	"github.com/sluice-dev/sluice/webhook"
@@ -195,11 +196,20 @@ func TestSIGHUPReload(t *testing.T) {
 func TestBadKeyFileRefusesToStart(t *testing.T) {
 	keys := testkit.WriteTemp(t, "keys", []byte("# keys\nk1 c2hvcnQta2V5\n"))
 	log := &testkit.LogBuffer{}
-	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+	dataDir := t.TempDir()
+	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", dataDir, "--partitions", "4"},
 		func(string) string { return "" }, log)
 	if code != 1 || !strings.Contains(log.String(), "line 2: key k1") || strings.Contains(log.String(), "c2hvcnQta2V5") {
 		t.Fatalf("exit %d:\n%s", code, log.String())
 	}
+	// What the constructors before the failing one started is stopped:
+	// the data-dir lock is free (and the embedded server gone: TestMain's
+	// leak check).
+	unlock, err := natsembed.LockDir(dataDir)
+	if err != nil {
+		t.Fatalf("after a failed start-up: %v", err)
+	}
+	unlock()
 }
 
 // TestTenantsVerifyFile: `--verify-file` takes a declarative scheme as
