@@ -13,7 +13,7 @@ func TestNATSAuthzPrints(t *testing.T) {
 	if code := runNATSAuthz([]string{"--user", "acme-svc", "--role", "service", "--tenants", "acme,globex"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, s := range []string{`password: "$ACME_SVC_PASSWORD"`, `"sluice.v1.t.acme.>"`, `"sluice.v1.t.globex.>"`, `subscribe: { allow: ["_INBOX.acme-svc.>"] }`} {
+	for _, s := range []string{`password: $ACME_SVC_PASSWORD`, `"sluice.v1.t.acme.>"`, `"sluice.v1.t.globex.>"`, `subscribe: { allow: ["_INBOX.acme-svc.>"] }`} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %s:\n%s", s, out.String())
 		}
