@@ -197,7 +197,7 @@ func TestLimitDeniedEvents(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h, n, _ := start(t, "--data-dir", dir, "--config", filepath.Join(dir, "edge.yaml"))
+	h, n, _ := start(t, "--data-dir", dir, "--nats-listen", "off", "--config", filepath.Join(dir, "edge.yaml"))
 	type event struct {
 		Tenant       string `json:"tenant"`
 		Source       string `json:"source"`
