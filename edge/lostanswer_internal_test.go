@@ -195,32 +195,10 @@ func (o *lossyOwner) deliverHeld(t *testing.T) []quota.HitReply {
 // (409 with Retry-After, then accepted), and a late write after the
 // retry was accepted changes nothing.
 func TestLostAnswerRealOwner(t *testing.T) {
-	const parts = 4
 	k := testkit.New(t)
+	store, c := realOwner(t, k)
 	ctx := testkit.Context(t)
-	prefix := kvstore.DefaultPrefix
-	leases, counts, err := quota.OpenBuckets(ctx, k.JS, prefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "lost_owner_claims"}))
-	w, err := quota.NewWorker(k.Conn, leases, counts, store, quota.WithPartitions(parts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(sctx)
-	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == parts }, "the owner serves every partition")
-	c, err := quota.NewClient(k.Conn, quota.WithPartitions(parts))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prefix, parts := kvstore.DefaultPrefix, c.Partitions()
 	owner := &lossyOwner{c: c, nc: k.Conn, prefix: prefix, parts: parts}
 	handler := func(pendingTTL time.Duration) *Handler {
 		h, err := New(Config{
@@ -354,4 +332,35 @@ func TestLostAnswerRealOwner(t *testing.T) {
 	if st := get("later"); st.State != claims.StateCommitted || st.HookID != retried.HookID || st.Revision != retried.Revision {
 		t.Fatalf("later: after the late write: %+v, want %+v", st, retried)
 	}
+}
+
+// realOwner starts a partition owner (quota.Worker, four partitions) on k
+// with a claims store of its own and returns the store and a client.
+func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Client) {
+	t.Helper()
+	const parts = 4
+	ctx := testkit.Context(t)
+	leases, counts, err := quota.OpenBuckets(ctx, k.JS, kvstore.DefaultPrefix, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "real_owner_claims"}))
+	w, err := quota.NewWorker(k.Conn, leases, counts, store, quota.WithPartitions(parts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(sctx)
+	})
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == parts }, "the owner serves every partition")
+	c, err := quota.NewClient(k.Conn, quota.WithPartitions(parts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, c
 }
