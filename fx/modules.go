@@ -62,6 +62,7 @@ func Options(cfg *config.Config, log *slog.Logger) fx.Option {
 			return l
 		}),
 		fx.StopTimeout(10*time.Second),
+		undoOnBuildFailure(),
 		Module,
 	)
 }
