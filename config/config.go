@@ -58,6 +58,10 @@ type Config struct {
 
 	// DataDir holds the embedded server's JetStream storage (--data-dir).
 	DataDir string
+	// SyncInterval is how often the embedded server fsyncs its store files
+	// in the background (--sync-interval, nats-server's sync_interval):
+	// the most a power cut can lose of what no other sync covered.
+	SyncInterval time.Duration
 	// NATSListen is the embedded server's client listener, host:port; "" when
 	// --nats-listen is off (in-process connections only).
 	NATSListen string

@@ -47,6 +47,7 @@ func TestDefaults(t *testing.T) {
 	want := &config.Config{
 		HTTPAddr:         "127.0.0.1:8080",
 		DataDir:          "./data",
+		SyncInterval:     2 * time.Minute,
 		NATSListen:       "127.0.0.1:4222",
 		Prefix:           "sluice",
 		Partitions:       64,
@@ -158,7 +159,7 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d", "sync-interval": "5s",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "cluster-token": "",
@@ -258,6 +259,7 @@ func TestValidationErrors(t *testing.T) {
 		{[]string{"--prefix", ""}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--prefix", strings.Repeat("a", 65)}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--store-timeout", "0s"}, nil, "--store-timeout: must be positive"},
+		{[]string{"--sync-interval", "0s"}, nil, "--sync-interval: must be positive"},
 		{[]string{"--store-timeout", "soon"}, nil, "--store-timeout: invalid duration"},
 		{[]string{"--pending-ttl", "-1s"}, nil, "--pending-ttl: must be positive"},
 		{[]string{"--dedupe-ttl", "0"}, nil, "--dedupe-ttl: must be positive"},

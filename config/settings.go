@@ -103,6 +103,7 @@ var settings = []setting{
 		c.DataDir = v
 		return nil
 	}},
+	{"sync-interval", "duration", "2m", "how often the embedded server fsyncs its files in the background (nats-server's sync_interval)", dur(func(c *Config) *time.Duration { return &c.SyncInterval }, 1)},
 	{"nats-listen", "host:port|off", "127.0.0.1:4222", "embedded server's client listener; off = in-process only", func(c *Config, v string) error {
 		if strings.EqualFold(v, "off") {
 			c.NATSListen = ""

@@ -54,6 +54,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{
 			Name:           "",
+			SyncInterval:   cfg.SyncInterval,
 			StoreDir:       filepath.Join(cfg.DataDir, "jetstream"),
 			Listen:         cfg.NATSListen,
 			ClusterName:    cfg.ClusterName,

@@ -96,6 +96,9 @@ type ServerConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept connections
 	// (default 10 s).
 	ReadyTimeout time.Duration
+	// SyncInterval is how often the server fsyncs its store files in the
+	// background (nats-server's sync_interval; 0: its default, 2 minutes).
+	SyncInterval time.Duration
 	// MaxStore bounds JetStream file storage in bytes (0: server default).
 	MaxStore int64
 	// SyncAlways fsyncs every JetStream write before acking it. Without it
@@ -147,6 +150,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
+	}
+	if cfg.SyncInterval > 0 {
+		opts.SyncInterval = cfg.SyncInterval
 	}
 	if cfg.Listen == "" || cfg.Listen == "off" {
 		if cfg.ClusterListen != "" {
