@@ -125,8 +125,22 @@ func CheckRecord(rec Record, now map[string]uint64) []string {
 }
 
 // ErrDataLoss is returned by CheckStart when the store lacks what its
-// record says it made durable.
+// record says it made durable (as a *DataLossError).
 var ErrDataLoss = errors.New("natsembed: the data dir lost durable data")
+
+// DataLossError says what a data dir lost and how to proceed.
+type DataLossError struct {
+	DataDir string
+	Lost    []string // one line per stream (CheckRecord)
+}
+
+func (e *DataLossError) Error() string {
+	return fmt.Sprintf("%v: %s; the store under %s no longer holds what this node acknowledged "+
+		"(a power cut with durability off, a restored or edited data dir?): restore the data dir, "+
+		"or start once with --accept-data-loss=true to run on what is left", ErrDataLoss, strings.Join(e.Lost, "; "), e.DataDir)
+}
+
+func (e *DataLossError) Unwrap() error { return ErrDataLoss }
 
 // CheckStart checks the server's streams against the record in dataDir.
 // With accept, a loss is logged and the record rewritten from what is
@@ -147,9 +161,7 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 		return nil
 	}
 	if !accept {
-		return fmt.Errorf("%w: %s; the store under %s no longer holds what this node acknowledged "+
-			"(a power cut with durability off, a restored or edited data dir?). Restore the data dir, "+
-			"or start once with --accept-data-loss to run on what is left", ErrDataLoss, strings.Join(lost, "; "), dataDir)
+		return &DataLossError{DataDir: dataDir, Lost: lost}
 	}
 	log.Error("starting on a store that lost durable data (--accept-data-loss)", "lost", strings.Join(lost, "; "))
 	return WriteRecord(path, Record{Streams: now, Updated: time.Now().UTC()})
