@@ -60,6 +60,7 @@ func TestDefaults(t *testing.T) {
 		HooksStream:      "HOOKS",
 		HooksMaxAge:      168 * time.Hour,
 		ClaimsPersist:    "sync",
+		Durability:       "synced",
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		HTTPMaxConns:     4096,
@@ -167,7 +168,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
-		"claim-expiry-events": "true", "claims-persist": "sync",
+		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
 		// The hub and edge flags are for the embedded server (TestLeafConfig).
 		"js-domain": "", "leaf-listen": "", "leaf-token": "", "leaf-tls-ca": "", "leaf-tls-cert": "", "leaf-tls-key": "",
@@ -230,6 +231,36 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	cfg = mustLoad(t, []string{"--nats-nkey", "seed.nk"}, nil)
 	if cfg.NATS.NKey != "seed.nk" {
 		t.Fatal("nkey")
+	}
+}
+
+// The durability level: --durability, the deprecated --sync-always as its
+// alias, and the level a node's mode gets.
+func TestDurability(t *testing.T) {
+	cases := []struct {
+		args          []string
+		want, inForce string
+	}{
+		{nil, config.DurabilitySynced, config.DurabilitySynced},
+		{[]string{"--durability", "acked"}, config.DurabilityAcked, config.DurabilityAcked},
+		{[]string{"--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--sync-always=true"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--sync-always=false"}, config.DurabilitySynced, config.DurabilitySynced},
+		// sluice syncs only its own single server's files.
+		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+	}
+	for _, c := range cases {
+		cfg := mustLoad(t, c.args, nil)
+		if cfg.Durability != c.want || cfg.DurabilityInForce() != c.inForce {
+			t.Errorf("%v: durability %q in force %q, want %q and %q", c.args, cfg.Durability, cfg.DurabilityInForce(), c.want, c.inForce)
+		}
+	}
+	if _, err := config.Parse([]string{"--durability", "fsync"}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), `--durability: invalid level "fsync" (want synced, acked, sync-always)`) {
+		t.Fatalf("--durability fsync: %v", err)
 	}
 }
 

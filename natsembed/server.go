@@ -130,6 +130,7 @@ type Server struct {
 	// internal is the generated unrestricted user Connect signs in as
 	// (with Users and no User/NKeySeedFile).
 	internal *server.User
+	store    *storeSync // SyncStore's state
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -282,8 +283,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal}, nil
+	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: newStoreSync(cfg.StoreDir)}, nil
 }
+
+// SyncStore is one round of the group commit (kvstore.GroupSync): it makes
+// every write this server acknowledged before the call durable, for the
+// streams this server's file store writes in place (R1; not a stream in
+// the async persist mode, nor a replicated one: their writes may not have
+// reached the file yet). See storesync.go.
+func (s *Server) SyncStore() error { return s.store.round() }
 
 // leafOptions sets the JetStream domain, the leaf-node listener of a hub
 // and the remote of an edge.
