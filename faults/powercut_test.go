@@ -26,11 +26,12 @@ type powerCutMode struct {
 	old      int // cuts after the node ran past nats-server's sync interval
 }
 
-// powerCutModes: --sync-always (nats-server fsyncs every write before
-// its ack) against the defaults (an ack is the page cache).
+// powerCutModes: the default durability (synced: a group commit before
+// every 2xx) against acked (a 2xx after JetStream's ack, the page cache;
+// --accept-data-loss lets it restart on what a cut left).
 var powerCutModes = []powerCutMode{
-	{name: "sync-always", args: []string{"--sync-always=true"}, lossless: true, young: 7, old: 3},
-	{name: "defaults", lossless: false, young: 3, old: 1},
+	{name: "synced", lossless: true, young: 7, old: 3},
+	{name: "acked", args: []string{"--durability", "acked", "--accept-data-loss=true"}, young: 3, old: 1},
 }
 
 // TestPowerCut runs the edge (the single binary, embedded server) with its
