@@ -2,16 +2,20 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/faults/internal/lazyfs"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // powerCutMode is one durability setting of TestPowerCut.
@@ -55,15 +59,22 @@ type powerCutTotals struct {
 	cuts, acked, lost, dup, fresh, other int
 }
 
-func (m powerCutMode) run(t *testing.T) {
+// powerCutMount mounts a lazyfs for a test: the mount, where the nodes'
+// data dirs go, over the backing directory disk.
+func powerCutMount(t *testing.T) (fs *lazyfs.FS, mnt, disk string) {
+	t.Helper()
 	dir := t.TempDir()
-	mnt, disk := filepath.Join(dir, "mnt"), filepath.Join(dir, "disk")
+	mnt, disk = filepath.Join(dir, "mnt"), filepath.Join(dir, "disk")
 	for _, d := range []string{mnt, disk} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fs := lazyfs.MountForTest(t, mnt, disk)
+	return lazyfs.MountForTest(t, mnt, disk), mnt, disk
+}
+
+func (m powerCutMode) run(t *testing.T) {
+	fs, mnt, _ := powerCutMount(t)
 	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append([]string{"--sync-interval", powerCutSyncInterval.String()}, m.args...)})
 	node := h.Node(0)
 	l := NewLedger()
@@ -191,4 +202,125 @@ func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string) (dup, fres
 	close(keys)
 	wg.Wait()
 	return int(d.Load()), int(f.Load()), int(o.Load())
+}
+
+// TestPowerCutRefusesToComeUpEmpty: a power cut that loses a stream's
+// metadata — nats-server replaces meta.inf (a temporary file renamed over
+// it, not synced) when a stream's configuration changes, and drops a
+// stream whose meta.inf is empty at start — must not bring the node up
+// silently empty: it refuses to start, naming HOOKS and the flag, and
+// starts with --accept-data-loss. At the acked level and at the default.
+func TestPowerCutRefusesToComeUpEmpty(t *testing.T) {
+	t.Parallel()
+	for _, level := range []string{"acked", "synced"} {
+		t.Run(level, func(t *testing.T) { refusesToComeUpEmpty(t, level) })
+	}
+}
+
+func refusesToComeUpEmpty(t *testing.T, level string) {
+	fs, mnt, disk := powerCutMount(t)
+	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: []string{"--durability", level}})
+	node := h.Node(0)
+	l := NewLedger()
+	run := h.startHooks(l, hookLoad{Workers: 8, Prefix: "empty"})
+	err := run.waitAccepted(int64(scale(300)), scaleD(30*time.Second))
+	run.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	js := h.JS()
+	st, err := js.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The record (read on the disk: the mount's caches may lag a
+	// rename) must hold HOOKS as it is: what the guard compares with.
+	recPath := filepath.Join(disk, "node0", natsembed.RecordFile)
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := waitRecord(t, recPath, 10*time.Second, func(r natsembed.Record) bool { return r.Streams["HOOKS"] >= info.State.LastSeq })
+	if rec.Streams["HOOKS"] < info.State.LastSeq {
+		t.Fatalf("the record %+v does not reach HOOKS' last sequence %d", rec, info.State.LastSeq)
+	}
+	meta := filepath.Join(disk, "node0", "jetstream", "jetstream", "$G", "streams", "HOOKS", "meta.inf")
+	for attempt := 1; ; attempt++ {
+		// Right after a round of the record (the next is a second away;
+		// none comes while no stream moves), HOOKS' configuration
+		// changes, then kill -9 and the cut.
+		rec = waitRecord(t, recPath, 2500*time.Millisecond, func(r natsembed.Record) bool { return !r.Updated.Equal(rec.Updated) })
+		cfg := info.Config
+		cfg.Description = fmt.Sprintf("power cut %d", attempt)
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		node.Kill()
+		if _, err := fs.Cut(); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() == 0 {
+			t.Logf("attempt %d: the cut left HOOKS' meta.inf empty (after %d hooks answered 2xx)", attempt, l.Accepted())
+			break
+		}
+		// A round of the record synced the new meta.inf before the kill.
+		if attempt == 3 {
+			t.Fatalf("%d cuts right after a change of HOOKS' configuration kept its meta.inf (%d bytes)", attempt, fi.Size())
+		}
+		node.Restart(t)
+		if st, err = js.Stream(ctx, "HOOKS"); err != nil {
+			t.Fatal(err)
+		}
+		if info, err = st.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without the flag: a refusal naming what is missing and the flag.
+	p, err := startProc(t, "edge0-refused", h.edge, nil, append(node.args(), "--log-format", "json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the node did not exit within 60 s on a store that lost HOOKS:\n%s", p.out.tail(20))
+	}
+	var exit *exec.ExitError
+	out := p.out.text()
+	if !errors.As(p.err, &exit) || exit.ExitCode() == 0 || !strings.Contains(out, "stream HOOKS is missing") || !strings.Contains(out, "--accept-data-loss=true") {
+		t.Fatalf("the node on a store that lost HOOKS: exit %v, want a refusal naming HOOKS and --accept-data-loss:\n%s", p.err, p.out.tail(20))
+	}
+	t.Logf("refused: %s", p.out.tail(1))
+	// With it: up, on what is left.
+	h.o.Args = append(h.o.Args, "--accept-data-loss=true")
+	node.Restart(t)
+	stored := h.Stored(t)
+	code, _, err := h.PostHook(ctx, 0, HookKey{"t", "s", "after-the-loss"}, hookBody)
+	if err != nil || code != 202 {
+		t.Fatalf("a hook after the accepted loss: %d %v", code, err)
+	}
+	t.Logf("started with --accept-data-loss: HOOKS holds %d of the %d hooks answered 2xx before the cut, and takes new ones", len(stored), l.Accepted())
+}
+
+// waitRecord waits until the record at path satisfies ok and returns it;
+// after timeout it returns the last one read (the caller decides).
+func waitRecord(t *testing.T, path string, timeout time.Duration, ok func(natsembed.Record) bool) natsembed.Record {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		rec, found, err := natsembed.ReadRecord(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found && ok(rec) || time.Now().After(deadline) {
+			return rec
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
