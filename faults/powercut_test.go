@@ -286,10 +286,10 @@ func refusesToComeUpEmpty(t *testing.T, level string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the node did not exit within 60 s on a store that lost HOOKS:\n%s", p.out.tail(20))
+	if _, err := p.waitLine(60*time.Second, func(l string) bool { return strings.Contains(l, "edge listening") }); err == nil {
+		t.Fatalf("the node came up on a store that lost HOOKS:\n%s", p.out.tail(20))
+	} else if p.running() {
+		t.Fatal(err)
 	}
 	var exit *exec.ExitError
 	out := p.out.text()
