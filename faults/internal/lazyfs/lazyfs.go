@@ -99,7 +99,9 @@ type Loss struct {
 	Bytes int64 // bytes of unsynced data dropped: size shrunk, plus restored 4 KiB pages
 }
 
-// ErrUnavailable wraps a failure to mount (no /dev/fuse, not root).
+// ErrUnavailable wraps a failure to mount that says FUSE is not available
+// here: /dev/fuse cannot be opened, or mount(2) is not permitted (not
+// root). Any other failure is an error of its own.
 var ErrUnavailable = errors.New("lazyfs: cannot mount a FUSE file system here")
 
 // Mount mounts a lazyfs at mountpoint (an existing empty directory) over
@@ -124,6 +126,11 @@ func (f *FS) Stats() Stats {
 }
 
 func (f *FS) mount() error {
+	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	_ = dev.Close()
 	var st syscall.Stat_t
 	if err := syscall.Stat(f.backing, &st); err != nil {
 		return fmt.Errorf("lazyfs: backing %s: %w", f.backing, err)
@@ -149,8 +156,11 @@ func (f *FS) mount() error {
 		},
 	}
 	server, err := fs.Mount(f.mountpoint, root, opts)
-	if err != nil {
+	if errors.Is(err, syscall.EPERM) {
 		return fmt.Errorf("%w: mount %s: %v", ErrUnavailable, f.mountpoint, err)
+	}
+	if err != nil {
+		return fmt.Errorf("lazyfs: mount %s: %w", f.mountpoint, err)
 	}
 	f.mu.Lock()
 	f.server = server
@@ -656,7 +666,7 @@ func MountForTest(t testing.TB, mountpoint, backing string) *FS {
 		if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
 			t.Skipf("power-loss harness unavailable (needs root and /dev/fuse; fails instead with CI=true): %v", err)
 		}
-		t.Fatal(err)
+		t.Fatalf("the power-loss harness must run here (CI=true: root and /dev/fuse): %v", err)
 	}
 	t.Cleanup(func() {
 		if err := f.Close(); err != nil {
