@@ -216,6 +216,9 @@ type bench struct {
 	nc        *nats.Conn
 	qc        *quota.Client
 	cl        *client.Client // claims.settle of the claim cycle
+	ncAcked   *nats.Conn     // to edgeAcked: the durable rows' sluice-acked
+	qcAcked   *quota.Client
+	clAcked   *client.Client
 	ncJSON    *nats.Conn
 	qcJSON    *quota.Client // WithCoalescing(false), with --json-client
 	redis     *child
@@ -308,6 +311,9 @@ func (b *bench) close() {
 	}
 	if b.ncJSON != nil {
 		b.ncJSON.Close()
+	}
+	if b.ncAcked != nil {
+		b.ncAcked.Close()
 	}
 	b.floor.stop(10 * time.Second)
 	b.redis.stop(10 * time.Second)
@@ -445,7 +451,8 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 		return fmt.Errorf("edge serves no quota: %w\n%s", err, b.edge.out.String())
 	}
 	b.logf("edge ready: %s, %s", b.edge.httpURL, b.edge.natsURL)
-	if b.o.edge {
+	durableRows := slices.ContainsFunc(b.o.workloads, func(w workload) bool { return w.Durable })
+	if b.o.edge || durableRows {
 		adir := filepath.Join(b.tmp, "edge-acked")
 		if err := os.MkdirAll(adir, 0o755); err != nil {
 			return err
@@ -454,6 +461,17 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 			return fmt.Errorf("edge --durability acked: %w", err)
 		}
 		b.logf("edge --durability acked ready: %s", b.edgeAcked.httpURL)
+	}
+	if durableRows {
+		if b.ncAcked, b.qcAcked, err = connectQuota(b.edgeAcked.natsURL, b.o.partitions, true); err != nil {
+			return err
+		}
+		if b.clAcked, err = client.New(b.ncAcked, client.WithSettleTimeout(opTimeout)); err != nil {
+			return err
+		}
+		if err := waitPartitions(ctx, b.qcAcked); err != nil {
+			return fmt.Errorf("edge --durability acked serves no quota: %w", err)
+		}
 	}
 	return nil
 }

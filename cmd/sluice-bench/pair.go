@@ -96,6 +96,12 @@ func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pai
 		c.op = sluiceOp(b.qcJSON, b.cl, w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
+	if w.Durable && b.qcAcked != nil {
+		// The same cycle on the edge without the barrier: what it costs.
+		c := &contender{system: "sluice-acked", server: b.edgeAcked.child, errs: &firstError{}}
+		c.op = sluiceOp(b.qcAcked, b.clAcked, w, keyPrefix(), c.errs)
+		cs = append(cs, c)
+	}
 	rdb, rsrv, rsys, rskip := b.rdb, b.redis, "redis", b.rskip
 	if w.Durable {
 		rdb, rsrv, rsys, rskip = b.rdbAOF, b.redisAOF, "redis-aof", b.aofSkip
