@@ -48,7 +48,8 @@ type storeSync struct {
 	hi    map[string]string   // msgs dir → its highest block
 	kids  map[string][]string // a listed directory → its entries of interest
 	fsync func(f *os.File, data bool) error
-	queue []queued // the syncs of the round being walked
+	queue []queued        // the syncs of the round being walked
+	only  map[string]bool // the streams this round syncs (nil: all)
 }
 
 // queued is a sync the walk found needed; its stamp (when not zero) is
@@ -99,34 +100,40 @@ func fsyncFile(f *os.File, data bool) error {
 }
 
 // round syncs everything written since the last round.
-func (s *storeSync) round() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue = s.queue[:0]
-	err := s.walk()
-	return errors.Join(err, s.flush())
-}
+func (s *storeSync) round() error { return s.roundOf(nil) }
 
-// flush runs the queued syncs concurrently and records the stamps of
-// those that succeeded.
-func (s *storeSync) flush() error {
-	errs := make([]error, len(s.queue))
+// roundOf syncs what changed in the streams named in only (nil: every
+// stream), and the directories above them. Rounds may overlap: the walk
+// and the recording of stamps hold the lock, the syncs do not. A stamp is
+// recorded only after its sync succeeded, so a file is skipped only when a
+// completed sync covered it as it is (an older round finishing last
+// records an older stamp: the next round merely syncs once more).
+func (s *storeSync) roundOf(only map[string]bool) error {
+	s.mu.Lock()
+	s.queue, s.only = nil, only
+	werr := s.walk()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	errs := make([]error, len(q))
 	sem := make(chan struct{}, maxParallelSyncs)
 	var wg sync.WaitGroup
-	for i, q := range s.queue {
+	for i, it := range q {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = s.syncPath(q.path, q.data)
+			errs[i] = s.syncPath(it.path, it.data)
 		})
 	}
 	wg.Wait()
-	for i, q := range s.queue {
-		if errs[i] == nil && q.st != (stamp{}) {
-			s.seen[q.path] = q.st
+	s.mu.Lock()
+	for i, it := range q {
+		if errs[i] == nil && it.st != (stamp{}) {
+			s.seen[it.path] = it.st
 		}
 	}
-	return errors.Join(errs...)
+	s.mu.Unlock()
+	return errors.Join(werr, errors.Join(errs...))
 }
 
 // walk queues the syncs of what changed since the last round.
@@ -151,6 +158,9 @@ func (s *storeSync) walk() error {
 			continue
 		}
 		for _, st := range streams {
+			if s.only != nil && !s.only[st] {
+				continue
+			}
 			if err := s.stream(filepath.Join(streamsDir, st)); err != nil {
 				errs = append(errs, err)
 			}
