@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -188,16 +189,18 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 		return err
 	}
-	g := kvstore.NewGroupSync(srv.SyncStore)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// The first round syncs what the store holds now (what a restart
 	// recovered may be in the page cache only).
-	if err := g.Sync(ctx); err != nil {
-		g.Close()
+	if err := srv.SyncStore(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
 	}
-	rec := natsembed.StartRecorder(srv, cfg.DataDir, g.Sync, log.With("component", "durability"))
+	// The barrier's rounds sync the streams an answer rests on; the
+	// record's rounds (once a second) sync every stream.
+	names := kvstore.BucketNames(cfg.Prefix)
+	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, edge.OutboxStream(cfg.HooksStream),
+		kvstore.StreamName(names.Claims), kvstore.StreamName(names.Replay),
+		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants)))
+	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
 	// Stop hooks run in reverse: the recorder's last update, then the
 	// barrier, before the server stops.
 	lc.Append(fx.StopHook(g.Close))

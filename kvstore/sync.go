@@ -45,12 +45,14 @@ var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailabl
 // GroupSync is a group commit barrier: Sync waits for the next round of the
 // round function to complete, and one round serves every caller that
 // called Sync before it began (their acks came before it, so the round's
-// syncs cover their writes). While a round runs, the callers arriving meanwhile
-// gather for the next one: under load, many callers share one round; alone,
-// a caller waits for one round. One owned goroutine runs the rounds;
-// Close stops it.
+// syncs cover their writes). Callers arriving while rounds run gather for
+// the next one, which starts as soon as fewer than DefaultSyncOverlap
+// rounds run: under load, many callers share one round; alone, a caller
+// waits for one round. One owned goroutine starts the rounds (each on a
+// goroutine it waits for); Close stops them.
 type GroupSync struct {
-	round func() error
+	round   func() error
+	overlap int // rounds run at once (DefaultSyncOverlap)
 
 	mu     sync.Mutex
 	next   *syncRound // the round callers join (nil: none asked yet)
@@ -70,14 +72,22 @@ type syncRound struct {
 	err  error
 }
 
+// DefaultSyncOverlap is how many rounds a GroupSync runs at once: callers
+// arriving while a round runs start the next at once instead of waiting
+// for it to end (a caller waits about one round, not one and a half),
+// while under load each round still serves everyone who arrived meanwhile.
+const DefaultSyncOverlap = 2
+
 // NewGroupSync starts a barrier whose rounds call round (which must make
-// every write acknowledged before it was called durable, or fail).
+// every write acknowledged before it was called durable, or fail; it may
+// run concurrently with itself, up to DefaultSyncOverlap times).
 func NewGroupSync(round func() error) *GroupSync {
 	g := &GroupSync{
-		round: round,
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		round:   round,
+		overlap: DefaultSyncOverlap,
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	go g.loop()
 	return g
@@ -115,34 +125,51 @@ func (g *GroupSync) Sync(ctx context.Context) error {
 
 func (g *GroupSync) loop() {
 	defer close(g.done)
+	var wg sync.WaitGroup
+	defer wg.Wait() // rounds in flight finish before done
+	finished := make(chan struct{}, g.overlap)
+	running := 0
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-g.kick:
+		case <-finished:
+			running--
 		}
-		g.mu.Lock()
-		r := g.next
-		g.next = nil
-		g.mu.Unlock()
-		if r == nil {
-			continue
-		}
-		t0 := time.Now()
-		err := g.round()
-		g.nanos.Add(int64(time.Since(t0)))
-		g.rounds.Add(1)
-		if err != nil {
-			g.failures.Add(1)
+		for running < g.overlap {
 			g.mu.Lock()
-			if g.failed == nil {
-				g.failed = fmt.Errorf("%w: %w", ErrSyncFailed, err)
-			}
-			r.err = g.failed
+			r := g.next
+			g.next = nil
 			g.mu.Unlock()
+			if r == nil {
+				break
+			}
+			running++
+			wg.Go(func() {
+				g.run(r)
+				finished <- struct{}{}
+			})
 		}
-		close(r.done)
 	}
+}
+
+// run runs one round for the callers of r.
+func (g *GroupSync) run(r *syncRound) {
+	t0 := time.Now()
+	err := g.round()
+	g.nanos.Add(int64(time.Since(t0)))
+	g.rounds.Add(1)
+	if err != nil {
+		g.failures.Add(1)
+		g.mu.Lock()
+		if g.failed == nil {
+			g.failed = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+		}
+		r.err = g.failed
+		g.mu.Unlock()
+	}
+	close(r.done)
 }
 
 // Close stops the barrier: waiting and later callers get ErrSyncClosed.

@@ -14,12 +14,16 @@ import (
 // Concurrent callers share rounds, and every caller is served by a round
 // that began after it called (its acks came before that round's syncs).
 func TestGroupSyncCoalesces(t *testing.T) {
-	var started, completed atomic.Int64
+	var calls atomic.Int64 // tickets of callers, taken before they call
+	var mu sync.Mutex
+	maxDone := int64(-1) // the largest ticket count a completed round saw at its start
 	gate := make(chan struct{})
 	g := kvstore.NewGroupSync(func() error {
-		started.Add(1)
+		snap := calls.Load()
 		<-gate // a round lasts until the test lets it end
-		completed.Add(1)
+		mu.Lock()
+		maxDone = max(maxDone, snap)
+		mu.Unlock()
 		return nil
 	})
 	defer g.Close()
@@ -31,14 +35,17 @@ func TestGroupSyncCoalesces(t *testing.T) {
 	errs := make(chan error, callers)
 	for range callers {
 		wg.Go(func() {
-			before := started.Load()
+			ticket := calls.Add(1)
 			if err := g.Sync(ctx); err != nil {
 				errs <- err
 				return
 			}
-			// A round that began after the call has completed: more rounds
-			// completed than had started when it called.
-			if done := completed.Load(); done <= before {
+			// The round that released it began after its call: it saw
+			// the ticket.
+			mu.Lock()
+			done := maxDone
+			mu.Unlock()
+			if done < ticket {
 				errs <- errors.New("a caller was released by a round that began before it called")
 			}
 		})
@@ -63,8 +70,8 @@ func TestGroupSyncCoalesces(t *testing.T) {
 	if st.Waits != callers {
 		t.Errorf("waits = %d, want %d", st.Waits, callers)
 	}
-	// While the first round is held, every other caller gathers for the
-	// second: a handful of rounds, never one per caller.
+	// While the first rounds are held, every other caller gathers for the
+	// next: a handful of rounds, never one per caller.
 	if st.Rounds > callers/10 {
 		t.Errorf("%d rounds for %d concurrent callers: the barrier does not coalesce", st.Rounds, callers)
 	}

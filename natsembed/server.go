@@ -293,6 +293,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 // reached the file yet). See storesync.go.
 func (s *Server) SyncStore() error { return s.store.round() }
 
+// SyncStreams returns a round like SyncStore's over the named streams
+// only (and the directories above them): the group commit of the writes
+// an answer rests on, leaving the others (events, leases) to the
+// rounds of SyncStore.
+func (s *Server) SyncStreams(names ...string) func() error {
+	only := map[string]bool{}
+	for _, n := range names {
+		only[n] = true
+	}
+	return func() error { return s.store.roundOf(only) }
+}
+
 // leafOptions sets the JetStream domain, the leaf-node listener of a hub
 // and the remote of an edge.
 func leafOptions(opts *server.Options, cfg ServerConfig) error {

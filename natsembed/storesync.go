@@ -48,7 +48,23 @@ type storeSync struct {
 	hi    map[string]string   // msgs dir → its highest block
 	kids  map[string][]string // a listed directory → its entries of interest
 	fsync func(f *os.File, data bool) error
+	queue []queued        // the syncs of the round being walked
+	only  map[string]bool // the streams this round syncs (nil: all)
 }
+
+// queued is a sync the walk found needed; its stamp (when not zero) is
+// recorded once it succeeded.
+type queued struct {
+	path string
+	data bool
+	st   stamp
+}
+
+// maxParallelSyncs bounds the fsyncs of one round run at once: a round's
+// files are synced concurrently (the filesystem commits them together —
+// ext4 joins concurrent fsyncs into one journal commit — where one after
+// the other would pay a device flush each).
+const maxParallelSyncs = 16
 
 // stamp identifies a file's content as far as a sync needs: a replaced file
 // has another inode, an append another size, an overwrite another mtime.
@@ -84,9 +100,44 @@ func fsyncFile(f *os.File, data bool) error {
 }
 
 // round syncs everything written since the last round.
-func (s *storeSync) round() error {
+func (s *storeSync) round() error { return s.roundOf(nil) }
+
+// roundOf syncs what changed in the streams named in only (nil: every
+// stream), and the directories above them. Rounds may overlap: the walk
+// and the recording of stamps hold the lock, the syncs do not. A stamp is
+// recorded only after its sync succeeded, so a file is skipped only when a
+// completed sync covered it as it is (an older round finishing last
+// records an older stamp: the next round merely syncs once more).
+func (s *storeSync) roundOf(only map[string]bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.queue, s.only = nil, only
+	werr := s.walk()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	errs := make([]error, len(q))
+	sem := make(chan struct{}, maxParallelSyncs)
+	var wg sync.WaitGroup
+	for i, it := range q {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = s.syncPath(it.path, it.data)
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	for i, it := range q {
+		if errs[i] == nil && it.st != (stamp{}) {
+			s.seen[it.path] = it.st
+		}
+	}
+	s.mu.Unlock()
+	return errors.Join(werr, errors.Join(errs...))
+}
+
+// walk queues the syncs of what changed since the last round.
+func (s *storeSync) walk() error {
 	var errs []error
 	if _, _, err := s.dir(filepath.Dir(s.root), false); err != nil {
 		return err
@@ -107,6 +158,9 @@ func (s *storeSync) round() error {
 			continue
 		}
 		for _, st := range streams {
+			if s.only != nil && !s.only[st] {
+				continue
+			}
 			if err := s.stream(filepath.Join(streamsDir, st)); err != nil {
 				errs = append(errs, err)
 			}
@@ -137,13 +191,11 @@ func (s *storeSync) stream(dir string) error {
 			return err
 		}
 		if cchanged {
-			if err := s.syncPath(cdir, false); err != nil {
-				return err
-			}
+			s.enqueue(cdir, false, stamp{})
 		}
 	}
 	if changed {
-		return s.syncPath(dir, false)
+		s.enqueue(dir, false, stamp{})
 	}
 	return nil
 }
@@ -237,10 +289,7 @@ func (s *storeSync) dir(path string, blocks bool) (names []string, changed bool,
 	}
 	// A new directory's own entry lives in its parent, which is listed
 	// and synced by the same round (its entries changed).
-	if err := s.syncPath(path, false); err != nil {
-		return nil, false, err
-	}
-	s.seen[path] = st
+	s.enqueue(path, false, st)
 	s.kids[path] = names
 	return names, true, nil
 }
@@ -260,11 +309,14 @@ func (s *storeSync) syncIfChanged(path string, data bool) (bool, error) {
 	if old, ok := s.seen[path]; ok && old == st {
 		return false, nil
 	}
-	if err := s.syncPath(path, data); err != nil {
-		return false, err
-	}
-	s.seen[path] = st
+	s.enqueue(path, data, st)
 	return true, nil
+}
+
+// enqueue queues a sync of path; st (when not zero) is recorded as its
+// stamp once it succeeded.
+func (s *storeSync) enqueue(path string, data bool, st stamp) {
+	s.queue = append(s.queue, queued{path: path, data: data, st: st})
 }
 
 // syncPath opens path and syncs it (a file vanished meanwhile — removed by
