@@ -56,7 +56,7 @@ func TestPowerCut(t *testing.T) {
 
 // powerCutTotals add up a mode's cuts.
 type powerCutTotals struct {
-	cuts, acked, lost, dup, fresh, other int
+	cuts, acked, lost, dup, dupLost, fresh, other int
 }
 
 // powerCutMount mounts a lazyfs for a test: the mount, where the nodes'
@@ -110,28 +110,29 @@ func (m powerCutMode) run(t *testing.T) {
 				lost++
 			}
 		}
-		dup, fresh, other := h.redeliver(l, answered)
+		dup, dupLost, fresh, other := h.redeliver(l, answered, stored)
 		tot.cuts++
 		tot.acked += len(answered)
 		tot.lost += lost
 		tot.dup += dup
+		tot.dupLost += dupLost
 		tot.fresh += fresh
 		tot.other += other
 		kind := "young"
 		if old {
 			kind = "old"
 		}
-		t.Logf("cut %d (%s, node up %v): %d hooks answered 2xx, %d lost; redelivered: %d duplicate, %d stored anew, %d other; the cut dropped %d bytes of %d files",
-			c, kind, uptime.Round(100*time.Millisecond), len(answered), lost, dup, fresh, other, loss.Bytes, loss.Files)
+		t.Logf("cut %d (%s, node up %v): %d hooks answered 2xx, %d lost; redelivered: %d duplicate (%d of them naming a lost hook), %d stored anew, %d other; the cut dropped %d bytes of %d files",
+			c, kind, uptime.Round(100*time.Millisecond), len(answered), lost, dup, dupLost, fresh, other, loss.Bytes, loss.Files)
 	}
 	st := fs.Stats()
-	t.Logf("%s: %d cuts, %d hooks answered 2xx, %d lost, %d redeliveries not answered as duplicates (%d stored anew, %d other); lazyfs served %d writes (%d O_SYNC) and %d fsyncs",
-		m.name, tot.cuts, tot.acked, tot.lost, tot.fresh+tot.other, tot.fresh, tot.other, st.Writes, st.SyncWrites, st.Fsyncs)
+	t.Logf("%s: %d cuts, %d hooks answered 2xx, %d lost, %d redeliveries answered as duplicates naming a lost hook, %d not answered as duplicates (%d stored anew, %d other); lazyfs served %d writes (%d O_SYNC) and %d fsyncs",
+		m.name, tot.cuts, tot.acked, tot.lost, tot.dupLost, tot.fresh+tot.other, tot.fresh, tot.other, st.Writes, st.SyncWrites, st.Fsyncs)
 	if tot.acked == 0 {
 		t.Fatal("no hook answered 2xx")
 	}
 	if m.lossless {
-		if tot.lost > 0 || tot.fresh+tot.other > 0 {
+		if tot.lost > 0 || tot.dupLost > 0 || tot.fresh+tot.other > 0 {
 			t.Errorf("%s: %d of %d hooks answered 2xx lost by power cuts, %d redeliveries not answered as duplicates", m.name, tot.lost, tot.acked, tot.fresh+tot.other)
 		}
 		h.CheckHooks(t, l, false)
@@ -167,11 +168,12 @@ func storedIDs(hs []StoredHook) map[string]bool {
 
 // redeliver sends every key of answered once more to node 0, as its
 // sender's redelivery, recording the answers in l, and counts them: 200
-// naming a hook the key was answered with (a duplicate), 202 (stored
-// anew: the claim was lost), anything else.
-func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string) (dup, fresh, other int) {
+// naming a hook the key was answered with (a duplicate; dupLost of them
+// name a hook that is not stored: the claim survived, the hook did not),
+// 202 (stored anew: the claim was lost), anything else.
+func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string, stored map[string]bool) (dup, dupLost, fresh, other int) {
 	keys := make(chan HookKey)
-	var d, f, o atomic.Int64
+	var d, dl, f, o atomic.Int64
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
@@ -186,6 +188,9 @@ func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string) (dup, fres
 				case code == 200 && slices.Contains(answered[k], id):
 					l.Hook(k, code, id)
 					d.Add(1)
+					if !stored[id] {
+						dl.Add(1)
+					}
 				case code == 202:
 					l.Hook(k, code, id)
 					f.Add(1)
@@ -201,7 +206,7 @@ func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string) (dup, fres
 	}
 	close(keys)
 	wg.Wait()
-	return int(d.Load()), int(f.Load()), int(o.Load())
+	return int(d.Load()), int(dl.Load()), int(f.Load()), int(o.Load())
 }
 
 // TestPowerCutRefusesToComeUpEmpty: a power cut that loses a stream's
