@@ -1,7 +1,6 @@
 // Package lazyfs is a FUSE file system that models a disk with a volatile
-// write cache, after LazyFS (Ramos et al., "When Amnesia Strikes",
-// VLDB 2024): a power cut loses every byte of file data that was written
-// but not made durable. It exists to test that an acknowledged write
+// write cache, after LazyFS (github.com/dsrhaslab/lazyfs): a power cut
+// loses every byte of file data that was written but not made durable. It exists to test that an acknowledged write
 // survives a power cut, with a real process writing through the kernel.
 //
 // The model, precisely:
