@@ -15,6 +15,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec // outcome, code
 	hitLatency   prometheus.Histogram   // seconds of one Admitter.Hit
 	pubLatency   prometheus.Histogram   // seconds of one stream publish+ack
+	syncLatency  prometheus.Histogram   // seconds waited on the durability barrier
 	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|key_reused|pending|settled|settle_lost|released|release_failed
 	fallback     *prometheus.CounterVec // what: hit|replay
 	replay       *prometheus.CounterVec // outcome
@@ -38,6 +39,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sluice", Subsystem: "edge", Name: "stream_publish_seconds",
 			Help:    "Latency of storing one hook in the stream (publish until ack).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "sync_wait_seconds",
+			Help:    "Time a hook's answer waited on the durability barrier (a sync round after its acks).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 		claimOutcome: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "edge", Name: "claims_total",
@@ -64,6 +70,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	if m.pubLatency, err = promreg.Register(reg, m.pubLatency); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if m.syncLatency, err = promreg.Register(reg, m.syncLatency); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	if m.claimOutcome, err = promreg.Register(reg, m.claimOutcome); err != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/tenants"
 )
 
@@ -80,6 +81,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
 		log.Error("start-up failed", "error", err)
+		var loss *natsembed.DataLossError
+		if errors.As(err, &loss) {
+			// The last line says what is missing and how to proceed.
+			fmt.Fprintln(stderr, "edge:", loss)
+		}
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
