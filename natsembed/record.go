@@ -23,9 +23,11 @@ import (
 // (docs/DESIGN.md "Never up silently empty").
 const RecordFile = "sluice-streams.json"
 
-// RecordInterval is how often the record is brought up to date (only when
-// a stream's last sequence moved): one sync round and one small file
-// written, fsynced and renamed, never on a hook's path.
+// RecordInterval is how often the record's round runs: one sync round
+// every time (it syncs only files that changed: a stream's configuration
+// replaced without a message, such as an update of its limits, is durable
+// within one interval), and the small record file written, fsynced and
+// renamed only when a stream's last sequence moved; never on a hook's path.
 const RecordInterval = time.Second
 
 // Record is what a node remembers of its streams across restarts.
@@ -168,9 +170,9 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 }
 
 // Recorder keeps the record of a data dir up to date: every
-// RecordInterval, when a stream's last sequence moved, it reads the
-// sequences, waits for a sync round (so that they are durable) and writes
-// the record. One owned goroutine; Stop ends it.
+// RecordInterval it reads the sequences, waits for a sync round (so that
+// they, and any stream configuration replaced since, are durable) and,
+// when a stream's last sequence moved, writes the record. One owned goroutine; Stop ends it.
 type Recorder struct {
 	srv  *Server
 	sync func(context.Context) error
@@ -208,19 +210,23 @@ func (r *Recorder) loop() {
 	}
 }
 
-// Update brings the record up to date now (a no-op when no stream moved).
+// Update runs a sync round and brings the record up to date now (the
+// record is rewritten only when a stream moved). The round runs even when
+// no sequence moved: nats-server replaces a stream's meta.inf on a
+// configuration update without syncing it, and a cut before the next
+// round that syncs it would drop the whole stream at restart.
 func (r *Recorder) Update() error {
 	seqs, err := r.srv.StreamSeqs()
 	if err != nil {
 		return err
 	}
-	if maps.Equal(seqs, r.last) {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := r.sync(ctx); err != nil {
 		return err
+	}
+	if maps.Equal(seqs, r.last) {
+		return nil
 	}
 	if err := WriteRecord(r.path, Record{Streams: seqs, Updated: time.Now().UTC()}); err != nil {
 		return err

@@ -3,6 +3,7 @@ package natsembed
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,5 +123,57 @@ func TestStoreSyncFailure(t *testing.T) {
 	l.fail = eio
 	if err := srv.SyncStore(); !errors.Is(err, eio) {
 		t.Fatalf("round with a failing fsync: %v, want %v", err, eio)
+	}
+}
+
+// A stream whose configuration is updated without a new message (its
+// meta.inf replaced, unsynced by nats-server) is synced by the record's
+// next round: no sequence moved, yet a cut before a sync would drop the
+// stream at restart.
+func TestRecorderSyncsAConfigChangeWithoutMessages(t *testing.T) {
+	srv, js, l := startSyncServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := jetstream.StreamConfig{Name: "CFG", Subjects: []string{"cfg.>"}, Storage: jetstream.FileStorage, MaxMsgs: 100}
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "cfg.a", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	rec := StartRecorder(srv, dataDir, func(context.Context) error { return srv.SyncStore() }, discard())
+	defer rec.Stop()
+	// The first round records the stream (its sequence moved from nothing).
+	waitFor(t, 5*time.Second, "the first record", func() bool {
+		_, ok, err := ReadRecord(filepath.Join(dataDir, RecordFile))
+		return ok && err == nil
+	})
+	cfg.MaxMsgs = 200
+	l.take()
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*RecordInterval+2*time.Second, "a round syncing CFG's meta.inf after its update", func() bool {
+		for _, p := range l.take() {
+			if strings.HasSuffix(p, filepath.Join("streams", "CFG", "meta.inf")) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
