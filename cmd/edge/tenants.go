@@ -323,13 +323,11 @@ func (c *tenantsCLI) add(ctx context.Context, tenant, source, hooks, bytes strin
 	if source != "" && !config.ValidName(source) {
 		return fmt.Errorf("--source: invalid name %q", source)
 	}
-	if source == "" {
-		return c.call(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*")
+	if source != "" {
+		// One write: the tenant and its source exist together or not at all.
+		body["sources"] = map[string]any{source: sbody}
 	}
-	if _, err := c.do(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*"); err != nil {
-		return err
-	}
-	return c.call(ctx, "PUT", tenantPath(tenant, "sources", source), sbody, 0)
+	return c.call(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*")
 }
 
 func (c *tenantsCLI) rotate(ctx context.Context, tenant, source string, src *srcFlags, overlap time.Duration, rev uint64) error {

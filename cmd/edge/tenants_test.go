@@ -272,3 +272,35 @@ signed: "{body}"
 		t.Fatalf("a refused source was written: %s", got)
 	}
 }
+
+// TestTenantsAddFailsWhole: a failed `edge tenants add` changes nothing.
+// On a node without --secrets-key-file the source's secret is refused
+// (400), and neither the tenant nor its source exists afterwards: the
+// node's admission is what it was (the quickstart still open to others).
+func TestTenantsAddFailsWhole(t *testing.T) {
+	n := node.Start(t, testkit.New(t), "--admin-token", adminToken)
+	const secret = "add-fails-secret-0123456789"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: adminToken, "GH_SECRET": secret}
+	cli := tenantsRunner(t, env, secret, adminToken)
+	if got := cli(1, "add", "acme", "--source", "gh", "--verify", "github", "--secret-env", "GH_SECRET"); !strings.Contains(got, "secrets-key-file") {
+		t.Fatalf("add without a key file: %s", got)
+	}
+	if got := cli(0, "list"); strings.Contains(got, "acme") {
+		t.Fatalf("the failed add left a tenant:\n%s", got)
+	}
+	cli(1, "get", "acme")
+	if code := post(t, n.URL, "/v1/hooks/other/raw", ""); code != 202 {
+		t.Fatalf("another tenant after the failed add: %d, want 202 (nothing changed)", code)
+	}
+	// A source with a bad name in the same write is refused whole too.
+	if got := cli(1, "add", "acme", "--source", "gh", "--dedupe", "bogus:spec"); !strings.Contains(got, "400") {
+		t.Fatalf("add with a bad dedupe: %s", got)
+	}
+	if got := cli(0, "list"); strings.Contains(got, "acme") {
+		t.Fatalf("the failed add left a tenant:\n%s", got)
+	}
+	// The same add that succeeds writes both at once.
+	if got := cli(0, "add", "acme", "--source", "raw", "--dedupe", "none"); !strings.Contains(got, `"raw"`) || !strings.Contains(got, `"revision": `) {
+		t.Fatalf("add: %s", got)
+	}
+}
