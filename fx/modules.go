@@ -174,6 +174,9 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		Tenants:      reg,
 		Policy:       tenants.NewPolicy(cfg, reg),
 	}
+	if err := s.Policy.Register(prom); err != nil {
+		return nil, err
+	}
 	lc.Append(fx.Hook{
 		OnStart: s.Overrides.Start,
 		OnStop:  func(context.Context) error { s.Overrides.Stop(); return nil },
@@ -443,9 +446,12 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 				scheme = "https"
 			}
 			log.Info("edge listening", "url", scheme+"://"+addr)
-			if cfg.OpenQuickstart {
+			switch {
+			case cfg.OpenQuickstart && s.Policy.OpenToUnknown():
 				log.Warn("no tenants configured: accepting any tenant and source with the defaults, unsigned; allowed on a loopback --http-addr only. List tenants in --config for anything else",
 					"http_addr", addr)
+			case cfg.OpenQuickstart:
+				log.Info("no tenants in --config, but tenant records exist or existed: unknown tenants get 404 unknown_source (allow_unknown: true in --config accepts them)")
 			}
 			return nil
 		},

@@ -126,7 +126,14 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 		return
 	}
 	applied, restart := cfg.Changes(st.Policy.Config())
+	wasOpen := st.Policy.OpenToUnknown()
 	st.Policy.SetConfig(cfg)
+	switch open := st.Policy.OpenToUnknown(); {
+	case open && !wasOpen:
+		log.Warn("reload: the file says allow_unknown: true: tenants nobody listed are accepted now, with the defaults")
+	case !open && cfg.OpenQuickstart:
+		log.Info("reload: no tenants in --config, but tenants were listed before: unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
+	}
 	if len(applied) == 0 {
 		log.Info("configuration reloaded: no change to tenants, sources or defaults")
 	} else {
