@@ -514,8 +514,7 @@ func (c *Config) check() error {
 	return nil
 }
 
-// checkLeaf validates the hub and edge settings (README "Edges through a
-// hub outage").
+// checkLeaf validates the hub and edge settings (docs/EDGE-MODE.md).
 func (c *Config) checkLeaf() error {
 	lt := c.LeafTLS
 	if (lt.Cert == "") != (lt.Key == "") {

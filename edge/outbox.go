@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
-// The outbox of an edge (README "Edges through a hub outage"): an edge
+// The outbox of an edge (docs/EDGE-MODE.md): an edge
 // stores every hook in a local work-queue stream first, on the subject of
 // its hub subject with "hooks" replaced by "outbox", and a forwarder moves
 // it to the hub's hooks stream. Local subjects differ from the hub's so

@@ -13,7 +13,7 @@ import (
 
 // Claims is an edge's dedupe claim store: the hub's claims bucket while
 // the link is up and the hub's store answers, the edge's own bucket
-// otherwise (README "Edges through a hub outage"). A claim is settled or
+// otherwise (docs/EDGE-MODE.md). A claim is settled or
 // released where it was taken (revisions are per bucket): Claims remembers
 // the hook ids of the claims it took on the hub until they are settled or
 // released. Keys taken locally reach the hub's bucket when the forwarder

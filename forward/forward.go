@@ -1,6 +1,6 @@
 // Package forward moves an edge's hooks from its outbox (a local
 // work-queue stream, edge.EnsureOutbox) to the hub's hooks stream across
-// the leaf-node connection (README "Edges through a hub outage",
+// the leaf-node connection (docs/EDGE-MODE.md,
 // docs/DESIGN.md "Edge mode").
 //
 // One owned goroutine reads the outbox with a durable pull consumer, in

@@ -20,8 +20,7 @@ import (
 
 // leafConfig sets the embedded server's JetStream domain and leaf
 // connections: a hub's listener (--js-domain, --leaf-listen), or an
-// edge's remote to its hub (--hub-url, --edge-name: README "Edges through
-// a hub outage").
+// edge's remote to its hub (--hub-url, --edge-name: docs/EDGE-MODE.md).
 func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	sc.LeafToken = cfg.LeafToken.Reveal()
 	sc.LeafTLSCert, sc.LeafTLSKey, sc.LeafTLSCA = cfg.LeafTLS.Cert, cfg.LeafTLS.Key, cfg.LeafTLS.CA
@@ -95,7 +94,7 @@ func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logge
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
 // Fleet's node-local state otherwise, with 1/--split-share of each limit
-// (README "Edges through a hub outage").
+// (docs/EDGE-MODE.md).
 func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {

@@ -333,7 +333,7 @@ func TestEdgeLeafIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each side's JetStream API is reachable from the other by its domain
-	// (README: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
+	// (docs/EDGE-MODE.md: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
 	for name, js := range map[string]func() (jetstream.JetStream, error){
 		"the edge's from the hub": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(hub, "e1") },
 		"the hub's from the edge": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(ed, "hub") },

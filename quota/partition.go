@@ -89,7 +89,7 @@ func validMemberID(id string) bool { return id != "" && len(id) <= maxMemberIDBy
 // counterKey is the counts-bucket key of a (principal, key) counter.
 func counterKey(principal, key string) string { return kvstore.Join(principal, key) }
 
-// Edges reach their hub's owners (README "Edges through a hub outage")
+// Edges reach their hub's owners (docs/EDGE-MODE.md)
 // through a subject namespace of their own, which the hub maps onto the
 // owners' partition subjects: an edge's own "<prefix>.v1.>" subjects do
 // not cross its leaf connection (edge and hub serve the same names), and
