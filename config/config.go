@@ -303,6 +303,13 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	if err := cfg.checkEmbeddedSecurity(); err != nil {
 		return nil, err
 	}
+	if cfg.ClusterListen != "" && len(cfg.Routes) == 0 {
+		// nats-server's own words, 10 s later: "JetStream cluster requires
+		// configured routes or solicited leafnode for the system account".
+		return nil, fmt.Errorf("config: --cluster-listen%s needs --routes (the cluster addresses of the nodes, e.g. "+
+			"--routes nats-route://10.0.0.1:6222,nats-route://10.0.0.2:6222,nats-route://10.0.0.3:6222); a single node needs no --cluster-listen",
+			vals["cluster-listen"].from("cluster-listen"))
+	}
 	if cfg.OpenQuickstart && !IsLoopback(cfg.HTTPAddr) {
 		return nil, fmt.Errorf("config: --http-addr%s: %s is not a loopback address and no tenants are listed: "+
 			"list tenants in --config (or set allow_unknown: true there to accept any tenant and source)",

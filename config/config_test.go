@@ -461,11 +461,16 @@ func TestEmbeddedServerExposure(t *testing.T) {
 		{"--nats-listen", "0.0.0.0:4222", "--nats-token", "t"},
 		{"--nats-listen", "0.0.0.0:4222", "--nats-tls-cert", "c", "--nats-tls-key", "k", "--nats-tls-ca", "ca"},
 		{"--nats-listen", "127.0.0.1:4222"},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca"},
-		{"--cluster-listen", "127.0.0.1:6222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX, "--routes", "nats-route://a:6222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca", "--routes", "nats-route://a:6222"},
+		{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"},
 	} {
 		mustLoad(t, args, nil)
+	}
+	// A cluster listener without routes cannot form a JetStream cluster:
+	// said at once, naming the fix (nats-server would say it after 10 s).
+	if _, err := config.Parse([]string{"--cluster-listen", "127.0.0.1:6222"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--cluster-listen needs --routes") {
+		t.Errorf("--cluster-listen without --routes: %v", err)
 	}
 }
 

@@ -59,6 +59,10 @@ func Options(cfg *config.Config, log *slog.Logger) fx.Option {
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
 			l.UseLogLevel(slog.LevelDebug)
+			// A failed constructor or hook is returned to the caller, which
+			// logs its cause once (cmd/edge: the last line); fx's own
+			// account of it, with the wiring and a stack, is for debugging.
+			l.UseErrorLevel(slog.LevelDebug)
 			return l
 		}),
 		fx.StopTimeout(10*time.Second),

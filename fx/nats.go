@@ -146,6 +146,10 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 	}
 	out.JS = js
 	if err := kvstore.WaitReady(ctx, js); err != nil {
+		if errors.Is(err, kvstore.ErrNoJetStream) && cfg.NATSURL != "" {
+			return nil, fmt.Errorf("%w on the server at %s (start nats-server with -js, or give its account jetstream: enabled)",
+				kvstore.ErrNoJetStream, out.Conn.ConnectedUrlRedacted())
+		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	return out, nil

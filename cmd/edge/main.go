@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/config"
@@ -71,13 +72,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var stores *sluicefx.Stores
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
-		log.Error("start-up failed", "error", err)
+		// The constructor's own error, not fx's wiring around it: the cause
+		// is the last line.
+		log.Error("start-up failed", "error", dig.RootCause(err))
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		log.Error("start-up failed", "error", err)
+		log.Error("start-up failed", "error", dig.RootCause(err))
 		stopCtx, c2 := context.WithTimeout(context.Background(), app.StopTimeout())
 		defer c2()
 		_ = app.Stop(stopCtx)
