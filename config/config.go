@@ -231,6 +231,20 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (*Config,
 	return parse(args, getenv, usage, os.ReadFile)
 }
 
+// boolFlag is a bool setting on the command line: bare (true) or
+// =true/=false; the value is checked with the others (strconv.ParseBool).
+type boolFlag struct {
+	v   string
+	set bool
+}
+
+func (b *boolFlag) String() string { return b.v }
+
+func (b *boolFlag) Set(v string) error { b.v, b.set = v, true; return nil }
+
+// IsBoolFlag lets the flag package accept the bare form.
+func (b *boolFlag) IsBoolFlag() bool { return true }
+
 // parse is Parse with the file reader injected (tests and fuzzing).
 func parse(args []string, getenv func(string) string, usage io.Writer, readFile func(string) ([]byte, error)) (*Config, error) {
 	if getenv == nil {
@@ -243,7 +257,11 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	for _, s := range settings {
-		fs.String(s.name, "", s.usage)
+		if s.kind == "bool" {
+			fs.Var(&boolFlag{}, s.name, s.usage) // --sync-always, --sync-always=false
+		} else {
+			fs.String(s.name, "", s.usage)
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -253,6 +271,13 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 		return nil, fmt.Errorf("config: %w (see -h)", err)
 	}
 	if fs.NArg() > 0 {
+		if i := len(args) - fs.NArg(); i > 0 {
+			if f := fs.Lookup(strings.TrimLeft(args[i-1], "-")); f != nil {
+				if b, ok := f.Value.(*boolFlag); ok && b.set {
+					return nil, fmt.Errorf("config: unexpected argument %q: a switch takes no separate value; write %s or %s=%s", fs.Arg(0), args[i-1], args[i-1], fs.Arg(0))
+				}
+			}
+		}
 		return nil, fmt.Errorf("config: unexpected argument %q (every setting is a --flag)", fs.Arg(0))
 	}
 

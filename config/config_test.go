@@ -187,7 +187,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		if v == "" {
 			continue
 		}
-		args = append(args, "--"+name, v)
+		args = append(args, "--"+name+"="+v) // the one form every flag takes (a switch: =true)
 		e[config.EnvName(name)] = v
 		file.WriteString(config.FileKey(name) + ": \"" + v + "\"\n")
 	}
@@ -522,6 +522,37 @@ func TestLeafConfig(t *testing.T) {
 	for _, c := range bad {
 		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.err)
+		}
+	}
+}
+
+// TestBoolFlagsBare: a bool setting is a switch on the command line, as
+// the docs write it (--sync-always), and takes =true/=false; a separate
+// value is refused naming the form to write; the environment twin and the
+// file take a value as before.
+func TestBoolFlagsBare(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		env        map[string]string
+		sync, expi bool
+	}{
+		{[]string{"--sync-always"}, nil, true, false},
+		{[]string{"--claim-expiry-events", "--partitions", "4"}, nil, false, true},
+		{[]string{"-sync-always", "--claim-expiry-events=true"}, nil, true, true},
+		{[]string{"--sync-always=false"}, map[string]string{"SLUICE_SYNC_ALWAYS": "true"}, false, false},
+		{nil, map[string]string{"SLUICE_SYNC_ALWAYS": "true", "SLUICE_CLAIM_EXPIRY_EVENTS": "1"}, true, true},
+	} {
+		cfg := mustLoad(t, c.args, env(c.env))
+		if cfg.SyncAlways != c.sync || cfg.ClaimExpiryEvents != c.expi {
+			t.Errorf("%q %v: sync-always %t claim-expiry-events %t, want %t %t", c.args, c.env, cfg.SyncAlways, cfg.ClaimExpiryEvents, c.sync, c.expi)
+		}
+	}
+	for args, want := range map[string]string{
+		"--sync-always true":  "write --sync-always or --sync-always=true",
+		"--sync-always=maybe": "--sync-always: strconv.ParseBool",
+	} {
+		if _, err := config.Parse(strings.Fields(args), nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
 }
