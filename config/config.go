@@ -211,6 +211,9 @@ type NATSUser struct {
 	Tenants  []string
 	Password Secret
 	NKey     string // public user nkey (U…)
+	// PlainInFile: the password is written in the file (password:), not
+	// taken from the environment (password_env).
+	PlainInFile bool
 }
 
 // TLSFiles are a certificate, its key and a CA bundle (paths).

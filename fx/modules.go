@@ -417,8 +417,13 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
 						field, body, edge.HookOverheadBytes, n.Conn.MaxPayload())
 				}
-				log.Warn("the NATS server's max_payload is below the default max_body_bytes plus headers: larger bodies get 413",
-					"max_payload", n.Conn.MaxPayload(), "max_body_bytes", body-(body+edge.HookOverheadBytes-n.Conn.MaxPayload()))
+				mp := n.Conn.MaxPayload()
+				fit := mp - edge.HookOverheadBytes
+				log.Warn(fmt.Sprintf("the NATS server's max_payload of %d bytes is below the default max_body_bytes of %d plus %d bytes of headers: bodies over %d bytes get 413. "+
+					"To accept the default, raise max_payload on the NATS server to at least %d (nats-server.conf: max_payload: 2MB); "+
+					"to keep the lower bound, say so in --config (defaults: {source: {max_body_bytes: %d}}), which also ends this warning",
+					mp, body, edge.HookOverheadBytes, fit, body+edge.HookOverheadBytes, fit),
+					"max_payload", mp, "max_body_bytes", fit)
 			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {

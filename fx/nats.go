@@ -75,6 +75,9 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		}
 		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
+			if u.PlainInFile {
+				log.Warn("nats_users." + u.Name + ".password is written in --config in plain text: prefer password_env (the password from the environment) or an nkey")
+			}
 			perms, err := authz.For(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, u.Tenants)
 			if err != nil {
 				return nil, fmt.Errorf("config: nats_users.%s: %w", u.Name, err)
