@@ -50,6 +50,20 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			if errors.Is(err, nats.ErrConsumerNotFound) {
+				// A drained watcher deleting its ordered consumer that its
+				// own Stop deleted already (shutdown): the wanted outcome.
+				log.Debug("nats: consumer already gone", "subject", subject)
+				return
+			}
+			// nats.go's default handler writes to stderr, outside the log.
+			log.Warn("nats async error", "error", err, "subject", subject)
+		}),
 	}
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/authz"
@@ -362,5 +363,34 @@ func TestPasswordWarnings(t *testing.T) {
 	}
 	if log := startLogged(t).String(); strings.Contains(log, "Plaintext passwords") || strings.Contains(log, "plain text") {
 		t.Errorf("a warning without any password in the file:\n%s", log)
+	}
+}
+
+// TestNATSAsyncErrorsInTheLog: the connection's asynchronous errors go to
+// the log (nats.go's default writes them to stderr, outside the log's
+// format); a consumer already gone when a drained watcher deletes it — on
+// about half of the shutdowns, "consumer not found … $KV.sluice_limits.>"
+// — is not a warning.
+func TestNATSAsyncErrorsInTheLog(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off", "--data-dir", t.TempDir()},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testkit.LogBuffer{}
+	var n *sluicefx.NATS
+	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))), fx.Populate(&n))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	report := n.Conn.ErrorHandler()
+	report(n.Conn, nil, nats.ErrConsumerNotFound)
+	report(n.Conn, nil, nats.ErrSlowConsumer)
+	log := buf.String()
+	if !strings.Contains(log, "nats async error") || !strings.Contains(log, nats.ErrSlowConsumer.Error()) {
+		t.Errorf("a slow consumer is not in the log:\n%s", log)
+	}
+	if strings.Contains(log, nats.ErrConsumerNotFound.Error()) {
+		t.Errorf("a consumer already gone is logged as a warning:\n%s", log)
 	}
 }
