@@ -425,7 +425,13 @@ func (c *tenantsCLI) do(ctx context.Context, method, path string, body any, rev 
 		return nil, err
 	}
 	if res.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, strings.TrimSpace(string(data)))
+		hint := ""
+		var e struct{ Error string }
+		if res.StatusCode == http.StatusNotFound && json.Unmarshal(data, &e) == nil && e.Error == "not_found" {
+			// Not tenant_not_found: the node has no admin API at all.
+			hint = "\nhint: " + c.base + " serves no admin API: start the node with --admin-token (or $" + envAdminToken + "), or check --url/$" + envAdminURL
+		}
+		return nil, fmt.Errorf("%s %s: %s: %s%s", method, path, res.Status, strings.TrimSpace(string(data)), hint)
 	}
 	return data, nil
 }

@@ -301,6 +301,11 @@ func TestTenantsAddFailsWhole(t *testing.T) {
 	if got := cli(0, "list"); strings.Contains(got, "acme") {
 		t.Fatalf("the failed add left a tenant:\n%s", got)
 	}
+	// A node without --admin-token has no admin API: the CLI says so.
+	plain := node.Start(t, n.Kit)
+	if got := tenantsRunner(t, map[string]string{envAdminURL: plain.URL, envAdminToken: adminToken})(1, "list"); !strings.Contains(got, "serves no admin API: start the node with --admin-token") {
+		t.Fatalf("list against a node without an admin token: %s", got)
+	}
 	// The same add that succeeds writes both at once.
 	if got := cli(0, "add", "acme", "--source", "raw", "--dedupe", "none"); !strings.Contains(got, `"raw"`) || !strings.Contains(got, `"revision": `) {
 		t.Fatalf("add: %s", got)
