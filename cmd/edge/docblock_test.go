@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -82,6 +83,26 @@ func TestEdgeModeDocBlock(t *testing.T) {
 	for _, want := range []string{"HTTP/1.1 202", `"hub_linked":true`, `"quota":"hub"`, `"duplicate":true`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the block's output lacks %s\nstdout:\n%s\nstderr:\n%s", want, got, stderr.String())
+		}
+	}
+}
+
+// TestFlagsTableComplete: every flag of the edge is in README.md's
+// Configuration table (--trusted-proxies and --client-ip-header were not).
+func TestFlagsTableComplete(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows strings.Builder
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "| `--") {
+			rows.WriteString(l + "\n")
+		}
+	}
+	for _, name := range config.Flags() {
+		if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "[`,/ ]").MatchString(rows.String()) {
+			t.Errorf("--%s is not in README.md's flags table", name)
 		}
 	}
 }
