@@ -571,14 +571,18 @@ func TestBoolFlagsBare(t *testing.T) {
 	}{
 		{[]string{"--sync-always"}, nil, true, false},
 		{[]string{"--claim-expiry-events", "--partitions", "4"}, nil, false, true},
+		{[]string{"--accept-data-loss", "--claim-expiry-events=false"}, nil, false, false},
 		{[]string{"-sync-always", "--claim-expiry-events=true"}, nil, true, true},
 		{[]string{"--sync-always=false"}, map[string]string{"SLUICE_SYNC_ALWAYS": "true"}, false, false},
 		{nil, map[string]string{"SLUICE_SYNC_ALWAYS": "true", "SLUICE_CLAIM_EXPIRY_EVENTS": "1"}, true, true},
 	} {
 		cfg := mustLoad(t, c.args, env(c.env))
-		if cfg.SyncAlways != c.sync || cfg.ClaimExpiryEvents != c.expi {
-			t.Errorf("%q %v: sync-always %t claim-expiry-events %t, want %t %t", c.args, c.env, cfg.SyncAlways, cfg.ClaimExpiryEvents, c.sync, c.expi)
+		if sync := cfg.Durability == config.DurabilitySyncAlways; sync != c.sync || cfg.ClaimExpiryEvents != c.expi {
+			t.Errorf("%q %v: sync-always %t claim-expiry-events %t, want %t %t", c.args, c.env, sync, cfg.ClaimExpiryEvents, c.sync, c.expi)
 		}
+	}
+	if cfg := mustLoad(t, []string{"--accept-data-loss"}, nil); !cfg.AcceptDataLoss {
+		t.Error("--accept-data-loss bare did not set it")
 	}
 	for args, want := range map[string]string{
 		"--sync-always true":  "write --sync-always or --sync-always=true",

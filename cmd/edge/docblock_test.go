@@ -101,7 +101,7 @@ func TestFlagsTableComplete(t *testing.T) {
 		}
 	}
 	for _, name := range config.Flags() {
-		if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "[`,/ ]").MatchString(rows.String()) {
+		if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "[`,/ =]").MatchString(rows.String()) {
 			t.Errorf("--%s is not in README.md's flags table", name)
 		}
 	}
