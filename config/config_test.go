@@ -249,8 +249,8 @@ func TestDurability(t *testing.T) {
 		// sluice syncs only its own single server's files.
 		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked},
 		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222"}, config.DurabilitySynced, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
 	}
 	for _, c := range cases {
 		cfg := mustLoad(t, c.args, nil)
