@@ -253,6 +253,9 @@ type NATSUser struct {
 	Tenants  []string
 	Password Secret
 	NKey     string // public user nkey (U…)
+	// PlainInFile: the password is written in the file (password:), not
+	// taken from the environment (password_env).
+	PlainInFile bool
 }
 
 // TLSFiles are a certificate, its key and a CA bundle (paths).
@@ -273,6 +276,20 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (*Config,
 	return parse(args, getenv, usage, os.ReadFile)
 }
 
+// boolFlag is a bool setting on the command line: bare (true) or
+// =true/=false; the value is checked with the others (strconv.ParseBool).
+type boolFlag struct {
+	v   string
+	set bool
+}
+
+func (b *boolFlag) String() string { return b.v }
+
+func (b *boolFlag) Set(v string) error { b.v, b.set = v, true; return nil }
+
+// IsBoolFlag lets the flag package accept the bare form.
+func (b *boolFlag) IsBoolFlag() bool { return true }
+
 // parse is Parse with the file reader injected (tests and fuzzing).
 func parse(args []string, getenv func(string) string, usage io.Writer, readFile func(string) ([]byte, error)) (*Config, error) {
 	if getenv == nil {
@@ -285,7 +302,11 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	for _, s := range settings {
-		fs.String(s.name, "", s.usage)
+		if s.kind == "bool" {
+			fs.Var(&boolFlag{}, s.name, s.usage) // --sync-always, --sync-always=false
+		} else {
+			fs.String(s.name, "", s.usage)
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -295,6 +316,13 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 		return nil, fmt.Errorf("config: %w (see -h)", err)
 	}
 	if fs.NArg() > 0 {
+		if i := len(args) - fs.NArg(); i > 0 {
+			if f := fs.Lookup(strings.TrimLeft(args[i-1], "-")); f != nil {
+				if b, ok := f.Value.(*boolFlag); ok && b.set {
+					return nil, fmt.Errorf("config: unexpected argument %q: a switch takes no separate value; write %s or %s=%s", fs.Arg(0), args[i-1], args[i-1], fs.Arg(0))
+				}
+			}
+		}
 		return nil, fmt.Errorf("config: unexpected argument %q (every setting is a --flag)", fs.Arg(0))
 	}
 
@@ -344,6 +372,13 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	}
 	if err := cfg.checkEmbeddedSecurity(); err != nil {
 		return nil, err
+	}
+	if cfg.ClusterListen != "" && len(cfg.Routes) == 0 {
+		// nats-server's own words, 10 s later: "JetStream cluster requires
+		// configured routes or solicited leafnode for the system account".
+		return nil, fmt.Errorf("config: --cluster-listen%s needs --routes (the cluster addresses of the nodes, e.g. "+
+			"--routes nats-route://10.0.0.1:6222,nats-route://10.0.0.2:6222,nats-route://10.0.0.3:6222); a single node needs no --cluster-listen",
+			vals["cluster-listen"].from("cluster-listen"))
 	}
 	if cfg.OpenQuickstart && !IsLoopback(cfg.HTTPAddr) {
 		return nil, fmt.Errorf("config: --http-addr%s: %s is not a loopback address and no tenants are listed: "+

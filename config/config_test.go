@@ -189,7 +189,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		if v == "" {
 			continue
 		}
-		args = append(args, "--"+name, v)
+		args = append(args, "--"+name+"="+v) // the one form every flag takes (a switch: =true)
 		e[config.EnvName(name)] = v
 		file.WriteString(config.FileKey(name) + ": \"" + v + "\"\n")
 	}
@@ -249,8 +249,8 @@ func TestDurability(t *testing.T) {
 		// sluice syncs only its own single server's files.
 		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked},
 		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222"}, config.DurabilitySynced, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
 	}
 	for _, c := range cases {
 		cfg := mustLoad(t, c.args, nil)
@@ -494,11 +494,16 @@ func TestEmbeddedServerExposure(t *testing.T) {
 		{"--nats-listen", "0.0.0.0:4222", "--nats-token", "t"},
 		{"--nats-listen", "0.0.0.0:4222", "--nats-tls-cert", "c", "--nats-tls-key", "k", "--nats-tls-ca", "ca"},
 		{"--nats-listen", "127.0.0.1:4222"},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca"},
-		{"--cluster-listen", "127.0.0.1:6222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX, "--routes", "nats-route://a:6222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca", "--routes", "nats-route://a:6222"},
+		{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"},
 	} {
 		mustLoad(t, args, nil)
+	}
+	// A cluster listener without routes cannot form a JetStream cluster:
+	// said at once, naming the fix (nats-server would say it after 10 s).
+	if _, err := config.Parse([]string{"--cluster-listen", "127.0.0.1:6222"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--cluster-listen needs --routes") {
+		t.Errorf("--cluster-listen without --routes: %v", err)
 	}
 }
 
@@ -550,6 +555,41 @@ func TestLeafConfig(t *testing.T) {
 	for _, c := range bad {
 		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.err)
+		}
+	}
+}
+
+// TestBoolFlagsBare: a bool setting is a switch on the command line, as
+// the docs write it (--sync-always), and takes =true/=false; a separate
+// value is refused naming the form to write; the environment twin and the
+// file take a value as before.
+func TestBoolFlagsBare(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		env        map[string]string
+		sync, expi bool
+	}{
+		{[]string{"--sync-always"}, nil, true, false},
+		{[]string{"--claim-expiry-events", "--partitions", "4"}, nil, false, true},
+		{[]string{"--accept-data-loss", "--claim-expiry-events=false"}, nil, false, false},
+		{[]string{"-sync-always", "--claim-expiry-events=true"}, nil, true, true},
+		{[]string{"--sync-always=false"}, map[string]string{"SLUICE_SYNC_ALWAYS": "true"}, false, false},
+		{nil, map[string]string{"SLUICE_SYNC_ALWAYS": "true", "SLUICE_CLAIM_EXPIRY_EVENTS": "1"}, true, true},
+	} {
+		cfg := mustLoad(t, c.args, env(c.env))
+		if sync := cfg.Durability == config.DurabilitySyncAlways; sync != c.sync || cfg.ClaimExpiryEvents != c.expi {
+			t.Errorf("%q %v: sync-always %t claim-expiry-events %t, want %t %t", c.args, c.env, sync, cfg.ClaimExpiryEvents, c.sync, c.expi)
+		}
+	}
+	if cfg := mustLoad(t, []string{"--accept-data-loss"}, nil); !cfg.AcceptDataLoss {
+		t.Error("--accept-data-loss bare did not set it")
+	}
+	for args, want := range map[string]string{
+		"--sync-always true":  "write --sync-always or --sync-always=true",
+		"--sync-always=maybe": "--sync-always: strconv.ParseBool",
+	} {
+		if _, err := config.Parse(strings.Fields(args), nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
 		}
 	}
 }

@@ -493,7 +493,7 @@ func (c *Config) resolveNATSUsers(users map[string]*fileNATSUser, getenv func(st
 		n := 0
 		if fu.Password != nil {
 			n++
-			u.Password = NewSecret(*fu.Password)
+			u.Password, u.PlainInFile = NewSecret(*fu.Password), true
 		}
 		if fu.PasswordEnv != nil {
 			n++

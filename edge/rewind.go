@@ -54,6 +54,9 @@ type RewindResult struct {
 	NumPending     uint64   `json:"num_pending"`
 	DeliverSubject string   `json:"deliver_subject,omitempty"`
 	MaxInFlight    int      `json:"max_in_flight,omitempty"`
+	// Warnings say why the consumer may match less than asked, e.g.
+	// types on a source that stores its hooks without a type.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ErrConsumerExists is returned by Rewind for a name already in use.
@@ -255,7 +258,14 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 		h.log.Warn("admin: rewind failed", "tenant", tenant, "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
 	default:
-		h.log.Info("admin: rewind consumer created", "tenant", tenant, "consumer", res.Consumer, "pending", res.NumPending)
+		if len(in.Types) > 0 {
+			for _, src := range in.Sources {
+				if s, err := h.cfg.Policy.Source(tenant, src); err == nil && s.EventType == nil {
+					res.Warnings = append(res.Warnings, "source "+src+" has no event_type: its hooks are stored without a type, so types match none of them (drop types, or set event_type on the source for hooks from now on)")
+				}
+			}
+		}
+		h.log.Info("admin: rewind consumer created", "tenant", tenant, "consumer", res.Consumer, "pending", res.NumPending, "warnings", len(res.Warnings))
 		writeJSON(w, http.StatusCreated, res)
 	}
 }

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,15 @@ func TestRewind(t *testing.T) {
 	}
 	if got := read("pushes"); len(got) != 2 || got[0] != p1 || got[1] != p2 {
 		t.Fatalf("re-read %v, want [%s %s]", got, p1, p2)
+	}
+	if strings.Contains(r.raw, "warnings") {
+		t.Fatalf("a warning for a typed source: %s", r.raw)
+	}
+	// Types on a source without event_type match nothing: the reply says why.
+	r = a.admin("POST", "/v1/admin/hooks/acme/rewind", adminToken, `{"consumer":"raw-pushes","sources":["raw"],"types":["push"]}`)
+	mustStatus(t, r, 201)
+	if r.body["num_pending"] != float64(0) || !strings.Contains(r.raw, "source raw has no event_type") {
+		t.Fatalf("types on an untyped source: %s", r.raw)
 	}
 	r = a.admin("POST", "/v1/admin/hooks/acme/rewind", adminToken, `{"consumer":"from-p1","sources":["gh","raw"],"start_hook_id":"`+p1+`"}`)
 	mustStatus(t, r, 201)

@@ -343,7 +343,7 @@ func TestClaimExpiryEventsFlag(t *testing.T) {
 	}
 	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir())
 	check(0, false)
-	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claim-expiry-events", "true")
+	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claim-expiry-events")
 	check(time.Second, true)
 }
 

@@ -59,6 +59,10 @@ func Options(cfg *config.Config, log *slog.Logger) fx.Option {
 		fx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
 			l.UseLogLevel(slog.LevelDebug)
+			// A failed constructor or hook is returned to the caller, which
+			// logs its cause once (cmd/edge: the last line); fx's own
+			// account of it, with the wiring and a stack, is for debugging.
+			l.UseErrorLevel(slog.LevelDebug)
 			return l
 		}),
 		fx.StopTimeout(10*time.Second),
@@ -174,6 +178,9 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		Overrides:    edge.NewOverrides(lb, log),
 		Tenants:      reg,
 		Policy:       tenants.NewPolicy(cfg, reg),
+	}
+	if err := s.Policy.Register(prom); err != nil {
+		return nil, err
 	}
 	lc.Append(fx.Hook{
 		OnStart: s.Overrides.Start,
@@ -414,8 +421,13 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
 						field, body, edge.HookOverheadBytes, n.Conn.MaxPayload())
 				}
-				log.Warn("the NATS server's max_payload is below the default max_body_bytes plus headers: larger bodies get 413",
-					"max_payload", n.Conn.MaxPayload(), "max_body_bytes", body-(body+edge.HookOverheadBytes-n.Conn.MaxPayload()))
+				mp := n.Conn.MaxPayload()
+				fit := mp - edge.HookOverheadBytes
+				log.Warn(fmt.Sprintf("the NATS server's max_payload of %d bytes is below the default max_body_bytes of %d plus %d bytes of headers: bodies over %d bytes get 413. "+
+					"To accept the default, raise max_payload on the NATS server to at least %d (nats-server.conf: max_payload: 2MB); "+
+					"to keep the lower bound, say so in --config (defaults: {source: {max_body_bytes: %d}}), which also ends this warning",
+					mp, body, edge.HookOverheadBytes, fit, body+edge.HookOverheadBytes, fit),
+					"max_payload", mp, "max_body_bytes", fit)
 			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
@@ -447,9 +459,12 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 				scheme = "https"
 			}
 			log.Info("edge listening", "url", scheme+"://"+addr)
-			if cfg.OpenQuickstart {
+			switch {
+			case cfg.OpenQuickstart && s.Policy.OpenToUnknown():
 				log.Warn("no tenants configured: accepting any tenant and source with the defaults, unsigned; allowed on a loopback --http-addr only. List tenants in --config for anything else",
 					"http_addr", addr)
+			case cfg.OpenQuickstart:
+				log.Info("no tenants in --config, but tenant records exist or existed: unknown tenants get 404 unknown_source (allow_unknown: true in --config accepts them)")
 			}
 			return nil
 		},

@@ -60,6 +60,20 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			if errors.Is(err, nats.ErrConsumerNotFound) {
+				// A drained watcher deleting its ordered consumer that its
+				// own Stop deleted already (shutdown): the wanted outcome.
+				log.Debug("nats: consumer already gone", "subject", subject)
+				return
+			}
+			// nats.go's default handler writes to stderr, outside the log.
+			log.Warn("nats async error", "error", err, "subject", subject)
+		}),
 	}
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{
@@ -86,6 +100,9 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
+			if u.PlainInFile {
+				log.Warn("nats_users." + u.Name + ".password is written in --config in plain text: prefer password_env (the password from the environment) or an nkey")
+			}
 			perms, err := authz.For(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, u.Tenants)
 			if err != nil {
 				return nil, fmt.Errorf("config: nats_users.%s: %w", u.Name, err)
@@ -164,6 +181,10 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 	}
 	out.JS = js
 	if err := kvstore.WaitReady(ctx, js); err != nil {
+		if errors.Is(err, kvstore.ErrNoJetStream) && cfg.NATSURL != "" {
+			return nil, fmt.Errorf("%w on the server at %s (start nats-server with -js, or give its account jetstream: enabled)",
+				kvstore.ErrNoJetStream, out.Conn.ConnectedUrlRedacted())
+		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	return out, nil

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/authz"
@@ -315,5 +317,80 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 	}
 	for _, subj := range []string{"$JS.API.CONSUMER.CREATE.HOOKS.globex", "$JS.API.CONSUMER.CREATE.HOOKS." + tok + "2", "$JS.API.CONSUMER.CREATE.HOOKS.spy"} {
 		testkit.Eventually(t, 5*time.Second, func() bool { return v.saw(`Publish to "` + subj) }, subj+" refused by the server")
+	}
+}
+
+// TestMaxPayloadWarningSaysWhatToChange: against a NATS server with the
+// stock 1 MiB max_payload the default body bound does not fit; the warning
+// names both fixes, and the second one (the bound in the file) ends it.
+func TestMaxPayloadWarningSaysWhatToChange(t *testing.T) {
+	t.Parallel()
+	stock, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stock.Start()
+	t.Cleanup(stock.Shutdown)
+	if !stock.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	url := stock.ClientURL()
+	log := startLogged(t, "--nats-url", url).String()
+	for _, want := range []string{"raise max_payload on the NATS server to at least 1056768", "defaults: {source: {max_body_bytes: 1040384}}"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the warning lacks %q:\n%s", want, log)
+		}
+	}
+	y := writeYAML(t, "defaults: {source: {max_body_bytes: 1040384}}\n")
+	if log := startLogged(t, "--nats-url", url, "--config", y).String(); strings.Contains(log, "max_payload") {
+		t.Errorf("the bound that fits still warns:\n%s", log)
+	}
+}
+
+// TestPasswordWarnings: nats-server's "Plaintext passwords detected" is
+// about its own config file, which the embedded server does not have (its
+// users are given in memory): it is not shown; a password written in
+// sluice's file is sluice's warning, naming the user and password_env.
+func TestPasswordWarnings(t *testing.T) {
+	t.Parallel()
+	y := writeYAML(t, "nats_users:\n  ops: {role: operator, password: \"inline-password-0123456789\"}\n")
+	log := startLogged(t, "--config", y).String()
+	if strings.Contains(log, "Plaintext passwords detected") {
+		t.Errorf("nats-server's plaintext warning shown:\n%s", log)
+	}
+	if !strings.Contains(log, "nats_users.ops.password is written in --config in plain text: prefer password_env") {
+		t.Errorf("no warning about the password in the file:\n%s", log)
+	}
+	if log := startLogged(t).String(); strings.Contains(log, "Plaintext passwords") || strings.Contains(log, "plain text") {
+		t.Errorf("a warning without any password in the file:\n%s", log)
+	}
+}
+
+// TestNATSAsyncErrorsInTheLog: the connection's asynchronous errors go to
+// the log (nats.go's default writes them to stderr, outside the log's
+// format); a consumer already gone when a drained watcher deletes it — on
+// about half of the shutdowns, "consumer not found … $KV.sluice_limits.>"
+// — is not a warning.
+func TestNATSAsyncErrorsInTheLog(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off", "--data-dir", t.TempDir()},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testkit.LogBuffer{}
+	var n *sluicefx.NATS
+	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))), fx.Populate(&n))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	report := n.Conn.ErrorHandler()
+	report(n.Conn, nil, nats.ErrConsumerNotFound)
+	report(n.Conn, nil, nats.ErrSlowConsumer)
+	log := buf.String()
+	if !strings.Contains(log, "nats async error") || !strings.Contains(log, nats.ErrSlowConsumer.Error()) {
+		t.Errorf("a slow consumer is not in the log:\n%s", log)
+	}
+	if strings.Contains(log, nats.ErrConsumerNotFound.Error()) {
+		t.Errorf("a consumer already gone is logged as a warning:\n%s", log)
 	}
 }

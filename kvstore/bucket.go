@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -191,16 +192,38 @@ func persistName(m jetstream.PersistModeType) string {
 // errRetryNow makes Retry try again (a lost creation race).
 var errRetryNow = errors.New("kvstore: retry")
 
+// ErrNoJetStream is WaitReady's answer for a server without JetStream.
+var ErrNoJetStream = errors.New("JetStream not enabled")
+
+// noJetStreamFor is how long the JetStream API may have no responders
+// before WaitReady gives up: a server with JetStream subscribes to its API
+// before it accepts clients, so this is a margin, not a wait for a leader.
+const noJetStreamFor = time.Second
+
 // WaitReady polls until the JetStream API answers (useful right after a
-// cluster forms, before a meta leader exists) or ctx ends.
+// cluster forms, before a meta leader exists) or ctx ends. A server
+// without JetStream (no responders for a second, or JetStream off for the
+// account) is ErrNoJetStream at once, not a wait for ctx.
 func WaitReady(ctx context.Context, js jetstream.JetStream) error {
 	var last error
+	var none time.Time // since when the API has had no responders
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := js.AccountInfo(actx)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
+		case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+			return fmt.Errorf("%w for this account: %w", ErrNoJetStream, err)
+		case errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders):
+			if none.IsZero() {
+				none = time.Now()
+			} else if time.Since(none) >= noJetStreamFor {
+				return fmt.Errorf("%w: no server answers the JetStream API: %w", ErrNoJetStream, err)
+			}
+		default:
+			none = time.Time{}
 		}
 		last = err
 		select {

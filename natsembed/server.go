@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -272,16 +275,30 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	ns.SetLoggerV2(&slogAdapter{l: l, watch: sw}, false, false, false)
+	adapter := &slogAdapter{l: l, watch: sw}
+	ns.SetLoggerV2(adapter, false, false, false)
 	ns.Start()
 	wait := cfg.ReadyTimeout
 	if wait <= 0 {
 		wait = 10 * time.Second
 	}
-	if !ns.ReadyForConnections(wait) {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
+	// A server that cannot start (a port in use, JetStream refused) says
+	// so with Fatalf and stays up without listening: fail at once with its
+	// reason instead of waiting the whole timeout.
+	for deadline := time.Now().Add(wait); ; {
+		if f := adapter.fatal.Load(); f != nil {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("%w: %s", ErrServerStart, startCause(*f))
+		}
+		if ns.ReadyForConnections(20 * time.Millisecond) {
+			break
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
+		}
 	}
 	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: newStoreSync(cfg.StoreDir)}, nil
 }
@@ -511,14 +528,40 @@ func joinComma(ss []string) string {
 type slogAdapter struct {
 	l     *slog.Logger
 	watch *storageWatch
+	// fatal is the server's first Fatalf line (it does not exit when
+	// embedded; StartServer fails with it).
+	fatal atomic.Pointer[string]
+}
+
+// addrInUse finds a listener's address in a bind failure.
+var addrInUse = regexp.MustCompile(`listen tcp (\S*?):(\d+): bind: address already in use`)
+
+// startCause is a Fatalf line as the reason a start failed: a port in use
+// is said first, as an operator searches for it.
+func startCause(line string) string {
+	if m := addrInUse.FindStringSubmatch(line); m != nil {
+		return fmt.Sprintf("port %s in use (%s:%s: address already in use; another nats-server or edge?)", m[2], m[1], m[2])
+	}
+	return line
 }
 
 func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Warnf(format string, v ...any) {
-	a.l.Warn(a.watch.see(fmt.Sprintf(format, v...)))
+	line := a.watch.see(fmt.Sprintf(format, v...))
+	if strings.HasPrefix(line, "Plaintext passwords detected") {
+		// nats-server means passwords written in its config file. The
+		// embedded server has none: its users are given in memory (the
+		// generated internal one, password_env); sluice warns itself about
+		// a password written in its own file (cmd/edge, nats_users).
+		a.l.Debug(line)
+		return
+	}
+	a.l.Warn(line)
 }
 func (a *slogAdapter) Fatalf(format string, v ...any) {
-	a.l.Error(a.watch.see(fmt.Sprintf(format, v...)))
+	line := fmt.Sprintf(format, v...)
+	a.fatal.CompareAndSwap(nil, &line)
+	a.l.Error(a.watch.see(line))
 }
 func (a *slogAdapter) Errorf(format string, v ...any) {
 	a.l.Error(a.watch.see(fmt.Sprintf(format, v...)))

@@ -365,6 +365,11 @@ func (a *Admin) list(w http.ResponseWriter, r *http.Request) {
 type tenantInput struct {
 	AllowUnknown *bool   `json:"allow_unknown"`
 	Limits       *Limits `json:"limits"`
+	// Sources are created or replaced with the tenant's settings, in the
+	// same revision-checked write, each as PUT …/sources/{name} would (the
+	// record's other sources are kept): a tenant and its first source are
+	// written together or not at all.
+	Sources map[string]*sourceFields `json:"sources"`
 	revField
 }
 
@@ -381,8 +386,23 @@ func (a *Admin) putTenant(w http.ResponseWriter, r *http.Request) {
 	if strings.TrimSpace(r.Header.Get("If-None-Match")) == "*" {
 		create = mustCreate
 	}
-	a.mutate(w, r, tenant, expect, create, "put_tenant", func(t *Tenant, _ time.Time) error {
+	for _, sn := range slices.Sorted(maps.Keys(in.Sources)) {
+		if !config.ValidName(sn) {
+			a.fail(w, fieldErr("sources", "invalid source name %q", sn))
+			return
+		}
+		if in.Sources[sn] == nil {
+			a.fail(w, fieldErr("sources."+sn, "must be an object"))
+			return
+		}
+	}
+	a.mutate(w, r, tenant, expect, create, "put_tenant", func(t *Tenant, now time.Time) error {
 		t.AllowUnknown, t.Limits = in.AllowUnknown, in.Limits
+		for _, sn := range slices.Sorted(maps.Keys(in.Sources)) {
+			if err := a.setSource(t, tenant, sn, in.Sources[sn], now); err != nil {
+				return err
+			}
+		}
 		return t.Validate()
 	})
 }
@@ -412,6 +432,12 @@ func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 type sourceInput struct {
+	sourceFields
+	revField
+}
+
+// sourceFields are a source's settings as a write gives them.
+type sourceFields struct {
 	Verify         *Verify    `json:"verify"`
 	Dedupe         string     `json:"dedupe"`
 	MaxBodyBytes   int64      `json:"max_body_bytes"`
@@ -423,7 +449,6 @@ type sourceInput struct {
 	Limits         *Limits    `json:"limits"`
 	Secret         *string    `json:"secret"`
 	SecretNotAfter *time.Time `json:"secret_not_after"`
-	revField
 }
 
 // putSource creates or replaces a source's settings. A secret in the body
@@ -437,37 +462,46 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mutate(w, r, tenant, expect, mustExist, "put_source", func(t *Tenant, now time.Time) error {
-		old := t.Sources[source]
-		s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
-			Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
-		if len(t.Sources) >= MaxSources && old == nil {
-			return fieldErr("sources", "at most %d sources per tenant", MaxSources)
-		}
-		p := "sources." + source
-		if err := s.Verify.validate(p + ".verify"); err != nil {
+		if err := a.setSource(t, tenant, source, &in.sourceFields, now); err != nil {
 			return err
 		}
-		switch {
-		case s.Verify == nil && old != nil && old.Verify != nil:
-			// Never turn a verifying source unsigned by leaving a field out.
-			return fieldErr(p+".verify", "the source verifies with %s: give verify (to make it unsigned, delete the source and create it again)", old.Verify.Scheme)
-		case in.Secret != nil:
-			if s.Verify == nil {
-				return fieldErr(p+".secret", "a secret needs verify")
-			}
-			sec, err := a.seal(tenant, source, s, "s1", *in.Secret, in.SecretNotAfter, now)
-			if err != nil {
-				return err
-			}
-			s.Secrets = []Secret{sec}
-		case s.Verify != nil && (old == nil || old.Verify == nil || old.Verify.Scheme != s.Verify.Scheme):
-			return fieldErr(p+".secret", "verify %s needs a secret", s.Verify.Scheme)
-		case s.Verify != nil:
-			s.Secrets = old.Secrets
-		}
-		t.Sources[source] = s
 		return t.Validate()
 	})
+}
+
+// setSource creates or replaces t's source from in (putSource, and the
+// sources of putTenant).
+func (a *Admin) setSource(t *Tenant, tenant, source string, in *sourceFields, now time.Time) error {
+	old := t.Sources[source]
+	s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
+		Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
+	if len(t.Sources) >= MaxSources && old == nil {
+		return fieldErr("sources", "at most %d sources per tenant", MaxSources)
+	}
+	p := "sources." + source
+	if err := s.Verify.validate(p + ".verify"); err != nil {
+		return err
+	}
+	switch {
+	case s.Verify == nil && old != nil && old.Verify != nil:
+		// Never turn a verifying source unsigned by leaving a field out.
+		return fieldErr(p+".verify", "the source verifies with %s: give verify (to make it unsigned, delete the source and create it again)", old.Verify.Scheme)
+	case in.Secret != nil:
+		if s.Verify == nil {
+			return fieldErr(p+".secret", "a secret needs verify")
+		}
+		sec, err := a.seal(tenant, source, s, "s1", *in.Secret, in.SecretNotAfter, now)
+		if err != nil {
+			return err
+		}
+		s.Secrets = []Secret{sec}
+	case s.Verify != nil && (old == nil || old.Verify == nil || old.Verify.Scheme != s.Verify.Scheme):
+		return fieldErr(p+".secret", "verify %s needs a secret", s.Verify.Scheme)
+	case s.Verify != nil:
+		s.Secrets = old.Secrets
+	}
+	t.Sources[source] = s
+	return nil
 }
 
 // seal checks a new secret against the source's scheme and seals it.

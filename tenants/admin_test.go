@@ -225,7 +225,12 @@ func TestValidationAndConflicts(t *testing.T) {
 	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme", `{}`, 201)
 	for _, c := range []struct{ method, path, body, want string }{
 		{"PUT", "/v1/admin/tenants/acme", `{"limits":{"hooks":{"rate":-1,"burst":1}}}`, `"field":"limits.hooks"`},
-		{"PUT", "/v1/admin/tenants/acme", `{"sources":{}}`, `unknown field \"sources\"`},
+		{"PUT", "/v1/admin/tenants/acme", `{"source":{}}`, `unknown field \"source\"`},
+		{"PUT", "/v1/admin/tenants/acme", `{"sources":{"gh":{"dedupe":"bogus:1"}}}`, `"field":"sources.gh.dedupe"`},
+		{"PUT", "/v1/admin/tenants/acme", `{"sources":{"a/b":{}}}`, `"field":"sources"`},
+		{"PUT", "/v1/admin/tenants/acme", `{"sources":{"gh":null}}`, `"field":"sources.gh"`},
+		{"PUT", "/v1/admin/tenants/acme", `{"sources":{"gh":{"revision":1}}}`, `unknown field \"revision\"`},
+		{"PUT", "/v1/admin/tenants/newco", `{"sources":{"ok":{},"gh":{"verify":"github"}}}`, `"field":"sources.gh.secret"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"bitbucket","secret":"x"}`, `"field":"sources.gh.verify.scheme"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"github"}`, `"field":"sources.gh.secret"`},
 		{"PUT", "/v1/admin/tenants/acme/sources/gh", `{"secret":"abc"}`, `"field":"sources.gh.secret"`},
@@ -249,6 +254,11 @@ func TestValidationAndConflicts(t *testing.T) {
 		if code, reply, _ := do(t, f.srv.URL, c.method, c.path, c.body); code != 400 || !strings.Contains(reply, c.want) {
 			t.Errorf("%s %s %s: %d %s, want 400 with %s", c.method, c.path, c.body, code, reply, c.want)
 		}
+	}
+	// A refused write of a tenant with its sources left nothing.
+	mustDo(t, f.srv.URL, "GET", "/v1/admin/tenants/newco", ``, 404)
+	if reply := mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/newco", `{"sources":{"ok":{},"v":{"verify":"github","secret":"`+oldSecret+`"}}}`, 201); !strings.Contains(reply, `"ok":{`) || !strings.Contains(reply, `"fingerprint":"hmac-sha256:`) {
+		t.Fatal(reply)
 	}
 	// A verifying source cannot be made unsigned by leaving verify out.
 	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/v", `{"verify":"github","secret":"`+oldSecret+`"}`, 200)

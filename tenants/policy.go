@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
 )
@@ -20,15 +22,25 @@ import (
 // letting one silently override the other per field would make a node's
 // behaviour depend on which of two places was edited last. The file's
 // defaults and allow_unknown apply to records too.
+//
+// Admission never widens by removing something (docs: README "Security").
+// The quickstart's open admission (no tenant in the file, allow_unknown
+// not set) holds only while no tenant has ever been listed: once a record
+// exists or has existed in the fleet's bucket (Registry.Closed, durable)
+// or a file this process loaded listed a tenant, unknown tenants are 404
+// unknown_source, also after the last record or file tenant is removed.
+// Only allow_unknown: true in the file, an explicit choice, opens them.
 type Policy struct {
 	cfg atomic.Pointer[config.Config]
 	reg *Registry // nil: file only
+	// listed: a file loaded by this process listed a tenant.
+	listed atomic.Bool
 }
 
 // NewPolicy returns the policy of cfg and reg (nil: the file only).
 func NewPolicy(cfg *config.Config, reg *Registry) *Policy {
 	p := &Policy{reg: reg}
-	p.cfg.Store(cfg)
+	p.SetConfig(cfg)
 	return p
 }
 
@@ -36,7 +48,27 @@ func NewPolicy(cfg *config.Config, reg *Registry) *Policy {
 func (p *Policy) Config() *config.Config { return p.cfg.Load() }
 
 // SetConfig swaps the file's configuration (SIGHUP).
-func (p *Policy) SetConfig(c *config.Config) { p.cfg.Store(c) }
+func (p *Policy) SetConfig(c *config.Config) {
+	if len(c.Tenants) > 0 {
+		p.listed.Store(true)
+	}
+	p.cfg.Store(c)
+}
+
+// Closed reports whether the quickstart's open admission has ended: a
+// tenant record exists or existed, or a file listed a tenant.
+func (p *Policy) Closed() bool {
+	return p.listed.Load() || (p.reg != nil && p.reg.Closed())
+}
+
+// OpenToUnknown reports whether tenants nobody listed are accepted (with
+// the defaults): allow_unknown: true in the file, or the quickstart
+// before it closed.
+func (p *Policy) OpenToUnknown() bool { return p.openToUnknown(p.cfg.Load()) }
+
+func (p *Policy) openToUnknown(cfg *config.Config) bool {
+	return cfg.AllowUnknown && !(cfg.OpenQuickstart && p.Closed())
+}
 
 // FileTenant reports whether tenant is managed by the file.
 func (p *Policy) FileTenant(tenant string) bool {
@@ -44,12 +76,11 @@ func (p *Policy) FileTenant(tenant string) bool {
 	return ok
 }
 
-func (p *Policy) record(tenant string) (*resolved, bool) {
+func (p *Policy) record(tenant string) *resolved {
 	if p.reg == nil {
-		return nil, false
+		return nil
 	}
-	s := p.reg.snap.Load()
-	return s.tenants[tenant], len(s.tenants) > 0
+	return p.reg.lookup(tenant)
 }
 
 // Source implements edge.Policy.
@@ -62,10 +93,10 @@ func (p *Policy) Source(tenant, source string) (edge.Source, error) {
 		}
 		return EdgeSource(s), nil
 	}
-	rt, listed := p.record(tenant)
+	rt := p.record(tenant)
 	// The quickstart's "accept anything" ends as soon as tenants are
-	// listed, in the file or as records.
-	allow := cfg.AllowUnknown && !(cfg.OpenQuickstart && listed)
+	// listed, in the file or as records, and never comes back.
+	allow := p.openToUnknown(cfg)
 	if rt != nil {
 		if rs, ok := rt.sources[source]; ok {
 			if rs.unavailable != nil {
@@ -91,7 +122,7 @@ func (p *Policy) Source(tenant, source string) (edge.Source, error) {
 func (p *Policy) Limits(tenant string) (edge.Limits, string) {
 	cfg := p.cfg.Load()
 	if _, ok := cfg.Tenants[tenant]; !ok {
-		if rt, _ := p.record(tenant); rt != nil && rt.rec.Limits != nil {
+		if rt := p.record(tenant); rt != nil && rt.rec.Limits != nil {
 			return EdgeLimits(tenantLimits(rt, cfg)), string(config.OriginTenant)
 		}
 	}
@@ -159,4 +190,18 @@ func EdgeLimits(l config.Limits) edge.Limits {
 		Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
 		Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
 	}
+}
+
+// Register adds the policy's gauge to reg: sluice_admission_open is 1
+// while tenants nobody listed are accepted.
+func (p *Policy) Register(reg prometheus.Registerer) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_admission_open",
+		Help: "1 while this node accepts tenants nobody listed (allow_unknown, or the quickstart before any tenant was listed), else 0.",
+	}, func() float64 {
+		if p.OpenToUnknown() {
+			return 1
+		}
+		return 0
+	}))
 }

@@ -56,7 +56,18 @@ type snapshot struct {
 	rev     uint64   // last applied bucket revision
 	// unavailable counts the sources that cannot verify on this node.
 	unavailable int
+	// closed: a tenant record exists or has existed (ClosedKey, or a
+	// record or its tombstone seen). Never reset in a running process.
+	closed bool
+	// marker: ClosedKey itself has been applied.
+	marker bool
 }
+
+// ClosedKey is the tenants bucket's marker that a tenant record has
+// existed in this fleet: from then on, unknown tenants are refused even
+// when no record is left (see Policy). It contains '.', which no encoded
+// tenant name does, so it is never taken for a tenant.
+const ClosedKey = "sluice.admission.closed"
 
 // resolved is one tenant's record, ready for requests.
 type resolved struct {
@@ -103,7 +114,7 @@ func (r *Registry) SetKeys(k *Keyring) {
 	defer r.wmu.Unlock()
 	r.keys.Store(k)
 	old := r.snap.Load()
-	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)), names: old.names, rev: old.rev}
+	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)), names: old.names, rev: old.rev, closed: old.closed, marker: old.marker}
 	for n, t := range old.tenants {
 		next.tenants[n] = r.resolve(t.rec)
 		next.unavailable += r.logUnavailable(next.tenants[n])
@@ -132,7 +143,36 @@ func (r *Registry) Start(ctx context.Context) error {
 	for _, t := range s.tenants {
 		n += r.logUnavailable(t)
 	}
-	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.Keys().Current())
+	r.log.Info("tenant records loaded", "tenants", len(s.tenants), "unavailable_sources", n, "secrets_key", r.Keys().Current(), "admission_closed", s.closed)
+	if s.closed {
+		// Records written before the marker existed (or a crash between a
+		// record and its marker): make the marker durable now.
+		if err := r.markClosed(ctx); err != nil {
+			r.log.Warn("tenants: cannot write the admission marker (records still close admission while they exist)", "error", err)
+		}
+	}
+	return nil
+}
+
+// Closed reports whether a tenant record exists or has ever existed in
+// the bucket: the quickstart's open admission has ended for good.
+func (r *Registry) Closed() bool { return r.snap.Load().closed }
+
+// markClosed makes Closed durable: it writes ClosedKey unless this node
+// has applied it already, and waits until it has.
+func (r *Registry) markClosed(ctx context.Context) error {
+	if s := r.snap.Load(); s.marker {
+		return nil
+	}
+	data, err := json.Marshal(map[string]any{"closed_at": time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	rev, err := r.b.Put(ctx, ClosedKey, data, 0)
+	if err != nil {
+		return fmt.Errorf("tenants: admission marker: %w", err)
+	}
+	r.waitApplied(ctx, rev)
 	return nil
 }
 
@@ -158,11 +198,16 @@ func (r *Registry) decodeEntry(e jetstream.KeyValueEntry) (string, *resolved, bo
 // load applies an initial entry to the snapshot under construction
 // (published once, by loaded: no copy per record at start).
 func (r *Registry) load(e jetstream.KeyValueEntry) {
+	r.building.rev = max(r.building.rev, e.Revision())
+	if e.Key() == ClosedKey {
+		r.building.closed, r.building.marker = true, e.Operation() == jetstream.KeyValuePut
+		return
+	}
 	name, res, ok := r.decodeEntry(e)
 	if !ok {
 		return
 	}
-	r.building.rev = max(r.building.rev, e.Revision())
+	r.building.closed = true
 	if res != nil {
 		r.building.tenants[name] = res
 	} else {
@@ -189,11 +234,21 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	old := r.snap.Load()
+	if e.Key() == ClosedKey {
+		next := *old
+		next.rev = max(old.rev, e.Revision())
+		next.closed, next.marker = true, e.Operation() == jetstream.KeyValuePut
+		r.snap.Store(&next)
+		if !next.marker {
+			r.log.Warn("tenants: the admission marker was deleted; this node stays closed to unknown tenants until it restarts", "key", ClosedKey)
+		}
+		return
+	}
 	name, res, ok := r.decodeEntry(e)
 	if !ok {
 		return
 	}
-	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)+1), rev: max(old.rev, e.Revision()), unavailable: old.unavailable}
+	next := &snapshot{tenants: make(map[string]*resolved, len(old.tenants)+1), rev: max(old.rev, e.Revision()), unavailable: old.unavailable, closed: true, marker: old.marker}
 	for n, t := range old.tenants {
 		next.tenants[n] = t
 	}
@@ -224,6 +279,9 @@ func (r *Registry) apply(e jetstream.KeyValueEntry) {
 		r.logUnavailable(res)
 	}
 	r.log.Info("tenant record "+op, "tenant", name, "revision", e.Revision())
+	if len(next.tenants) == 0 {
+		r.log.Warn("no tenant records left: admission stays closed, unknown tenants get 404 unknown_source (unless the --config file says allow_unknown: true)")
+	}
 }
 
 // logUnavailable logs each source of t that cannot verify on this node and
@@ -479,12 +537,25 @@ func (r *Registry) put(ctx context.Context, t *Tenant, rev uint64) (uint64, erro
 		return 0, err
 	}
 	r.waitApplied(ctx, newRev)
+	if rev == 0 {
+		// The record closes admission while it exists; the marker keeps
+		// it closed after it is removed. Removing writes it first too, so
+		// a failure here cannot reopen the node.
+		if err := r.markClosed(ctx); err != nil {
+			r.log.Warn("tenants: cannot write the admission marker yet", "error", err)
+		}
+	}
 	return newRev, nil
 }
 
 // remove deletes tenant's record (only revision rev when rev > 0).
 func (r *Registry) remove(ctx context.Context, tenant string, rev uint64) error {
 	if _, err := r.get(ctx, tenant); err != nil {
+		return err
+	}
+	// Removing a record never reopens admission: the marker is durable
+	// before the record goes.
+	if err := r.markClosed(ctx); err != nil {
 		return err
 	}
 	err := r.b.Purge(ctx, kvstore.EncodeToken(tenant), rev)

@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/config"
@@ -80,7 +81,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var stores *sluicefx.Stores
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
-		log.Error("start-up failed", "error", err)
+		// The constructor's own error, not fx's wiring around it: the cause
+		// is the last line.
+		log.Error("start-up failed", "error", dig.RootCause(err))
 		var loss *natsembed.DataLossError
 		if errors.As(err, &loss) {
 			// The last line says what is missing and how to proceed.
@@ -91,7 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		log.Error("start-up failed", "error", err)
+		log.Error("start-up failed", "error", dig.RootCause(err))
 		stopCtx, c2 := context.WithTimeout(context.Background(), app.StopTimeout())
 		defer c2()
 		_ = app.Stop(stopCtx)
@@ -140,7 +143,14 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 		return
 	}
 	applied, restart := cfg.Changes(st.Policy.Config())
+	wasOpen := st.Policy.OpenToUnknown()
 	st.Policy.SetConfig(cfg)
+	switch open := st.Policy.OpenToUnknown(); {
+	case open && !wasOpen:
+		log.Warn("reload: the file says allow_unknown: true: tenants nobody listed are accepted now, with the defaults")
+	case !open && cfg.OpenQuickstart:
+		log.Info("reload: no tenants in --config, but tenants were listed before: unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
+	}
 	if len(applied) == 0 {
 		log.Info("configuration reloaded: no change to tenants, sources or defaults")
 	} else {

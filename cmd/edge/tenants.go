@@ -323,13 +323,11 @@ func (c *tenantsCLI) add(ctx context.Context, tenant, source, hooks, bytes strin
 	if source != "" && !config.ValidName(source) {
 		return fmt.Errorf("--source: invalid name %q", source)
 	}
-	if source == "" {
-		return c.call(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*")
+	if source != "" {
+		// One write: the tenant and its source exist together or not at all.
+		body["sources"] = map[string]any{source: sbody}
 	}
-	if _, err := c.do(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*"); err != nil {
-		return err
-	}
-	return c.call(ctx, "PUT", tenantPath(tenant, "sources", source), sbody, 0)
+	return c.call(ctx, "PUT", tenantPath(tenant), body, rev, "If-None-Match", "*")
 }
 
 func (c *tenantsCLI) rotate(ctx context.Context, tenant, source string, src *srcFlags, overlap time.Duration, rev uint64) error {
@@ -427,7 +425,13 @@ func (c *tenantsCLI) do(ctx context.Context, method, path string, body any, rev 
 		return nil, err
 	}
 	if res.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, strings.TrimSpace(string(data)))
+		hint := ""
+		var e struct{ Error string }
+		if res.StatusCode == http.StatusNotFound && json.Unmarshal(data, &e) == nil && e.Error == "not_found" {
+			// Not tenant_not_found: the node has no admin API at all.
+			hint = "\nhint: " + c.base + " serves no admin API: start the node with --admin-token (or $" + envAdminToken + "), or check --url/$" + envAdminURL
+		}
+		return nil, fmt.Errorf("%s %s: %s: %s%s", method, path, res.Status, strings.TrimSpace(string(data)), hint)
 	}
 	return data, nil
 }

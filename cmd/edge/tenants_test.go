@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -320,5 +321,117 @@ signed: "{body}"
 	cli(1, "set-source", "acme", "x", "--verify", "github", "--verify-file", custom, "--secret-env", "S")
 	if got := cli(0, "get", "acme"); strings.Contains(got, `"x": {`) {
 		t.Fatalf("a refused source was written: %s", got)
+	}
+}
+
+// TestTenantsAddFailsWhole: a failed `edge tenants add` changes nothing.
+// On a node without --secrets-key-file the source's secret is refused
+// (400), and neither the tenant nor its source exists afterwards: the
+// node's admission is what it was (the quickstart still open to others).
+func TestTenantsAddFailsWhole(t *testing.T) {
+	n := node.Start(t, testkit.New(t), "--admin-token", adminToken)
+	const secret = "add-fails-secret-0123456789"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: adminToken, "GH_SECRET": secret}
+	cli := tenantsRunner(t, env, secret, adminToken)
+	if got := cli(1, "add", "acme", "--source", "gh", "--verify", "github", "--secret-env", "GH_SECRET"); !strings.Contains(got, "secrets-key-file") {
+		t.Fatalf("add without a key file: %s", got)
+	}
+	if got := cli(0, "list"); strings.Contains(got, "acme") {
+		t.Fatalf("the failed add left a tenant:\n%s", got)
+	}
+	cli(1, "get", "acme")
+	if code := post(t, n.URL, "/v1/hooks/other/raw", ""); code != 202 {
+		t.Fatalf("another tenant after the failed add: %d, want 202 (nothing changed)", code)
+	}
+	// A source with a bad name in the same write is refused whole too.
+	if got := cli(1, "add", "acme", "--source", "gh", "--dedupe", "bogus:spec"); !strings.Contains(got, "400") {
+		t.Fatalf("add with a bad dedupe: %s", got)
+	}
+	if got := cli(0, "list"); strings.Contains(got, "acme") {
+		t.Fatalf("the failed add left a tenant:\n%s", got)
+	}
+	// A node without --admin-token has no admin API: the CLI says so.
+	plain := node.Start(t, n.Kit)
+	if got := tenantsRunner(t, map[string]string{envAdminURL: plain.URL, envAdminToken: adminToken})(1, "list"); !strings.Contains(got, "serves no admin API: start the node with --admin-token") {
+		t.Fatalf("list against a node without an admin token: %s", got)
+	}
+	// The same add that succeeds writes both at once.
+	if got := cli(0, "add", "acme", "--source", "raw", "--dedupe", "none"); !strings.Contains(got, `"raw"`) || !strings.Contains(got, `"revision": `) {
+		t.Fatalf("add: %s", got)
+	}
+}
+
+// metric returns the line of name in the node's /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestRemovingTenantsNeverReopens: a quickstart node closes to unknown
+// tenants with its first record, and no removal opens it again: not
+// removing a verifying source (its name is then 404, not unsigned), not
+// removing the last record (every tenant 404, the log and
+// sluice_admission_open say so), not after a restart on the same bucket;
+// nor does a set-source that leaves verify out.
+func TestRemovingTenantsNeverReopens(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	kit := testkit.New(t)
+	logs := &testkit.LogBuffer{}
+	args := []string{"--admin-token", adminToken,
+		"--secrets-key-file", testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key)))}
+	n := node.StartLogged(t, kit, slog.New(slog.NewTextHandler(logs, nil)), args...)
+	const secret = "reopen-secret-0123456789abc"
+	env := map[string]string{envAdminURL: n.URL, envAdminToken: adminToken, "GH_SECRET": secret}
+	cli := tenantsRunner(t, env, secret, adminToken)
+	if code := post(t, n.URL, "/v1/hooks/other/raw", ""); code != 202 {
+		t.Fatalf("quickstart before any tenant: %d", code)
+	}
+	if m := metric(t, n.URL, "sluice_admission_open"); m != "sluice_admission_open 1" {
+		t.Fatalf("before any tenant: %q", m)
+	}
+	cli(0, "add", "acme", "--source", "gh", "--verify", "github", "--secret-env", "GH_SECRET")
+	if a, b, c := post(t, n.URL, "/v1/hooks/acme/gh", secret), post(t, n.URL, "/v1/hooks/acme/gh", ""), post(t, n.URL, "/v1/hooks/other/raw", ""); a != 202 || b != 401 || c != 404 {
+		t.Fatalf("with acme: signed %d unsigned %d other %d", a, b, c)
+	}
+	// A set-source that leaves verify out never makes the source unsigned.
+	cli(1, "set-source", "acme", "gh", "--dedupe", "none")
+	if code := post(t, n.URL, "/v1/hooks/acme/gh", ""); code != 401 {
+		t.Fatalf("unsigned after a set-source without verify: %d", code)
+	}
+	// Removing the verifying source: its name is unknown now, not unsigned.
+	cli(0, "set-source", "acme", "raw", "--dedupe", "none")
+	cli(0, "rm", "acme", "gh")
+	if a, b := post(t, n.URL, "/v1/hooks/acme/gh", ""), post(t, n.URL, "/v1/hooks/acme/raw", ""); a != 404 || b != 202 {
+		t.Fatalf("after rm acme gh: acme/gh %d acme/raw %d", a, b)
+	}
+	// Removing the last record.
+	cli(0, "rm", "acme")
+	for _, p := range []string{"/v1/hooks/acme/gh", "/v1/hooks/acme/raw", "/v1/hooks/other/raw"} {
+		if code := post(t, n.URL, p, ""); code != 404 {
+			t.Fatalf("after the last tenant was removed: %s %d, want 404", p, code)
+		}
+	}
+	if !strings.Contains(logs.String(), "no tenant records left: admission stays closed") {
+		t.Fatalf("no log line says the node is closed:\n%s", logs.String())
+	}
+	if m := metric(t, n.URL, "sluice_admission_open"); m != "sluice_admission_open 0" {
+		t.Fatalf("after the last tenant was removed: %q", m)
+	}
+	// A node started later on the same bucket is closed from the start.
+	m := node.Start(t, kit, args...)
+	if code := post(t, m.URL, "/v1/hooks/other/raw", ""); code != 404 {
+		t.Fatalf("a node started after the last tenant was removed: %d, want 404", code)
 	}
 }

@@ -644,7 +644,21 @@ func (l *Loop) Close() {
 		cancel()
 	}
 	l.retireWatcher()
-	l.bg.Wait()
+	// A retired watcher's Stop deletes its consumer with a JetStream API
+	// request; without a meta leader (the last node of a cluster stopping)
+	// nobody answers it and it waits out its whole timeout (5 s). Wait at
+	// most half a second (with a quorum it takes milliseconds): the request
+	// ends at once when the connection closes next, and with it the
+	// goroutine.
+	waited := make(chan struct{})
+	go func() { l.bg.Wait(); close(waited) }()
+	t := time.NewTimer(min(l.renewEvery, 500*time.Millisecond))
+	select {
+	case <-waited:
+	case <-t.C:
+		l.cfg.Log.Debug("quota: not waiting for the lease watcher's consumer deletion; it ends with the connection")
+	}
+	t.Stop()
 	l.cancel()
 }
 
