@@ -150,7 +150,7 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 }
 
 // ConfigBlock returns a nats-server configuration authorization block for
-// users (name → the user's line, e.g. `password: "$SERVICE_PASS"` or
+// users (name → the user's line, e.g. `user: "svc", password: $SVC_PASSWORD` or
 // `nkey: UA…`) with perms, for an external deployment.
 func ConfigBlock(entries []Entry) string {
 	var b strings.Builder
@@ -178,6 +178,20 @@ type Entry struct {
 	// "$SVC_PASS"` or `nkey: "UA…"`.
 	Credential string
 	Perms      Permissions
+}
+
+// PasswordEnv is the environment variable that holds user's password in
+// the block `edge nats-authz` prints: ACME_SVC_PASSWORD for acme-svc.
+func PasswordEnv(user string) string {
+	return strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(user)) + "_PASSWORD"
+}
+
+// PasswordCredential is the credential line of user with its password
+// read from PasswordEnv(user) when nats-server loads the configuration. The
+// reference is unquoted: nats-server resolves $VAR only outside quotes, and
+// "$VAR" would be the password, literally.
+func PasswordCredential(user string) string {
+	return fmt.Sprintf("user: %q, password: $%s", user, PasswordEnv(user))
 }
 
 func quoteList(ss []string) string {

@@ -58,6 +58,10 @@ type Config struct {
 
 	// DataDir holds the embedded server's JetStream storage (--data-dir).
 	DataDir string
+	// SyncInterval is how often the embedded server fsyncs its store files
+	// in the background (--sync-interval, nats-server's sync_interval):
+	// the most a power cut can lose of what no other sync covered.
+	SyncInterval time.Duration
 	// NATSListen is the embedded server's client listener, host:port; "" when
 	// --nats-listen is off (in-process connections only).
 	NATSListen string
@@ -139,10 +143,13 @@ type Config struct {
 	// new hooks (503); it never drops stored ones early.
 	HooksMaxAge   time.Duration
 	HooksMaxBytes int64
-	// SyncAlways makes the embedded server fsync every write before it acks
-	// (--sync-always). Without it an ack survives a process crash (kill -9)
-	// but not a power loss of the last ~2 minutes' writes.
-	SyncAlways bool
+	// Durability is what a 2xx waits for (--durability; docs/RELIABILITY
+	// "Durability levels"): DurabilitySynced (the default), DurabilityAcked
+	// or DurabilitySyncAlways. DurabilityInForce is the level a node gets.
+	Durability string
+	// AcceptDataLoss starts a node whose data dir lacks streams or
+	// messages its record says were durable (--accept-data-loss).
+	AcceptDataLoss bool
 	// ClaimExpiryEvents publishes claim.expired events (--claim-expiry-events):
 	// the claims bucket keeps expiry markers and an expiry watcher reads
 	// them. Off (the default), the bucket has per-key TTLs without markers
@@ -179,6 +186,41 @@ type Config struct {
 	NATSUsers []NATSUser
 
 	bodyLimitSet bool // defaults.source.max_body_bytes is set in the file
+}
+
+// Values of --durability.
+const (
+	// DurabilitySynced: a 2xx after a group commit made its writes durable
+	// (one round of fdatasync shared by every caller whose acks came
+	// before it). The embedded single node only.
+	DurabilitySynced = "synced"
+	// DurabilityAcked: a 2xx after JetStream's ack (the writes are in the
+	// page cache of the server, or of a quorum's).
+	DurabilityAcked = "acked"
+	// DurabilitySyncAlways: the embedded nats-server fsyncs every write
+	// before its ack (its sync always; each Raft append in a cluster).
+	DurabilitySyncAlways = "sync-always"
+)
+
+// DurabilityLevels are the values of --durability.
+var DurabilityLevels = []string{DurabilitySynced, DurabilityAcked, DurabilitySyncAlways}
+
+// DurabilityInForce is the level a 2xx gets: Durability, except that
+// synced needs the embedded single node (sluice syncs only its own
+// server's files, and only an R1 stream's writes reach the file before
+// the ack): with --nats-url or a cluster it is acked, and sync-always
+// needs the embedded server (with --nats-url it is acked: the operator
+// configures the server's sync, README "Durability levels").
+func (c *Config) DurabilityInForce() string {
+	switch {
+	case c.NATSURL != "":
+		return DurabilityAcked
+	case c.Durability == DurabilitySynced && c.ClusterListen != "":
+		return DurabilityAcked
+	case c.Durability == "":
+		return DurabilitySynced
+	}
+	return c.Durability
 }
 
 // Values of --claims-persist.
@@ -343,6 +385,17 @@ func Flags() []string {
 		out[i] = s.name
 	}
 	return out
+}
+
+// Default returns the default of a flag (without dashes) and whether the
+// flag exists.
+func Default(flagName string) (string, bool) {
+	for _, s := range settings {
+		if s.name == flagName {
+			return s.def, true
+		}
+	}
+	return "", false
 }
 
 // PrintUsage writes the usage: every flag with its default and its

@@ -47,6 +47,7 @@ func TestDefaults(t *testing.T) {
 	want := &config.Config{
 		HTTPAddr:         "127.0.0.1:8080",
 		DataDir:          "./data",
+		SyncInterval:     2 * time.Minute,
 		NATSListen:       "127.0.0.1:4222",
 		Prefix:           "sluice",
 		Partitions:       64,
@@ -59,6 +60,7 @@ func TestDefaults(t *testing.T) {
 		HooksStream:      "HOOKS",
 		HooksMaxAge:      168 * time.Hour,
 		ClaimsPersist:    "sync",
+		Durability:       "synced",
 		LogLevel:         slog.LevelInfo,
 		LogFormat:        "text",
 		HTTPMaxConns:     4096,
@@ -158,7 +160,7 @@ func TestConfigFromEnv(t *testing.T) {
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d", "sync-interval": "5s",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
 		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
 		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "cluster-token": "",
@@ -166,7 +168,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
 		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
-		"claim-expiry-events": "true", "claims-persist": "sync",
+		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
 		// The hub and edge flags are for the embedded server (TestLeafConfig).
 		"js-domain": "", "leaf-listen": "", "leaf-token": "", "leaf-tls-ca": "", "leaf-tls-cert": "", "leaf-tls-key": "",
@@ -232,6 +234,36 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	}
 }
 
+// The durability level: --durability, the deprecated --sync-always as its
+// alias, and the level a node's mode gets.
+func TestDurability(t *testing.T) {
+	cases := []struct {
+		args          []string
+		want, inForce string
+	}{
+		{nil, config.DurabilitySynced, config.DurabilitySynced},
+		{[]string{"--durability", "acked"}, config.DurabilityAcked, config.DurabilityAcked},
+		{[]string{"--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--sync-always=true"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{[]string{"--sync-always=false"}, config.DurabilitySynced, config.DurabilitySynced},
+		// sluice syncs only its own single server's files.
+		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222"}, config.DurabilitySynced, config.DurabilityAcked},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+	}
+	for _, c := range cases {
+		cfg := mustLoad(t, c.args, nil)
+		if cfg.Durability != c.want || cfg.DurabilityInForce() != c.inForce {
+			t.Errorf("%v: durability %q in force %q, want %q and %q", c.args, cfg.Durability, cfg.DurabilityInForce(), c.want, c.inForce)
+		}
+	}
+	if _, err := config.Parse([]string{"--durability", "fsync"}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), `--durability: invalid level "fsync" (want synced, acked, sync-always)`) {
+		t.Fatalf("--durability fsync: %v", err)
+	}
+}
+
 // TestValidationErrors: every invalid setting is an error naming its flag
 // (and its source when not the command line).
 func TestValidationErrors(t *testing.T) {
@@ -258,6 +290,7 @@ func TestValidationErrors(t *testing.T) {
 		{[]string{"--prefix", ""}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--prefix", strings.Repeat("a", 65)}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--store-timeout", "0s"}, nil, "--store-timeout: must be positive"},
+		{[]string{"--sync-interval", "0s"}, nil, "--sync-interval: must be positive"},
 		{[]string{"--store-timeout", "soon"}, nil, "--store-timeout: invalid duration"},
 		{[]string{"--pending-ttl", "-1s"}, nil, "--pending-ttl: must be positive"},
 		{[]string{"--dedupe-ttl", "0"}, nil, "--dedupe-ttl: must be positive"},

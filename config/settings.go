@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,7 @@ var settings = []setting{
 		c.DataDir = v
 		return nil
 	}},
+	{"sync-interval", "duration", "2m", "how often the embedded server fsyncs its files in the background (nats-server's sync_interval)", dur(func(c *Config) *time.Duration { return &c.SyncInterval }, 1)},
 	{"nats-listen", "host:port|off", "127.0.0.1:4222", "embedded server's client listener; off = in-process only", func(c *Config, v string) error {
 		if strings.EqualFold(v, "off") {
 			c.NATSListen = ""
@@ -274,9 +276,23 @@ var settings = []setting{
 		c.HooksMaxBytes = n
 		return err
 	}},
-	{"sync-always", "bool", "false", "embedded server fsyncs every write before acking (survives power loss; slower)", func(c *Config, v string) error {
+	{"durability", "level", DurabilitySynced, "what a 2xx waits for: synced (group commit: on disk), acked (JetStream's ack: page cache), sync-always (nats-server fsyncs every write)", func(c *Config, v string) error {
+		if !slices.Contains(DurabilityLevels, v) {
+			return fmt.Errorf("invalid level %q (want %s)", v, strings.Join(DurabilityLevels, ", "))
+		}
+		c.Durability = v
+		return nil
+	}},
+	{"sync-always", "bool", "false", "deprecated: --durability sync-always (true sets it; false leaves --durability alone)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
-		c.SyncAlways = b
+		if b {
+			c.Durability = DurabilitySyncAlways
+		}
+		return err
+	}},
+	{"accept-data-loss", "bool", "false", "start although the data dir lacks streams or messages it had made durable (its record is rewritten from what is left)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.AcceptDataLoss = b
 		return err
 	}},
 	{"claim-expiry-events", "bool", "false", "publish claim.expired events (expiry markers in the claims bucket and a watcher; costs ~3 messages per claim)", func(c *Config, v string) error {

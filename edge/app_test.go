@@ -17,20 +17,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
-	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// http.Client keep-alive connections of the default transport.
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	)
-}
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 
 // app is a running edge: the real fx app on an embedded server in a
 // temporary directory, HTTP on a random loopback port.
@@ -52,6 +45,12 @@ func startApp(t *testing.T, yaml string, args ...string) *app {
 
 func startAppIn(t *testing.T, dir, yaml string, args ...string) *app {
 	t.Helper()
+	return startAppWith(t, dir, yaml, nil, args...)
+}
+
+// startAppWith is startAppIn with more fx options (a decorator of a seam).
+func startAppWith(t *testing.T, dir, yaml string, opts []fx.Option, args ...string) *app {
+	t.Helper()
 	cfgPath := filepath.Join(dir, "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -72,7 +71,7 @@ func startAppIn(t *testing.T, dir, yaml string, args ...string) *app {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	a := &app{t: t, dir: dir}
-	a.fx = fxtest.New(t, sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http))
+	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http)}, opts...)...)
 	a.fx.RequireStart()
 	t.Cleanup(a.fx.RequireStop)
 	a.url = "http://" + *a.http.Addr.Load()

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/names"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -37,7 +38,15 @@ type Config struct {
 	Replay      claims.ReplayStore // replay nonces (nil: no replay protection)
 	LocalReplay claims.ReplayStore // replay fallback when Replay is unavailable (nil: answer 503)
 	Hooks       HookStorer
-	Lifecycle   Lifecycle // lifecycle events (nil: none)
+	// Sync is the durability barrier (nil: none, the JetStream ack is the
+	// promise): a 2xx is sent only after Sync returned nil for the writes
+	// it rests on (the stored hook and its settled claim; for a duplicate,
+	// the hook it names). A failed Sync is 503 store_unavailable.
+	Sync kvstore.Syncer
+	// Durability names the level in force, shown in /readyz ("" : not
+	// shown).
+	Durability string
+	Lifecycle  Lifecycle // lifecycle events (nil: none)
 	// Tracer traces the hook path (nil: tracing off, at no cost): a span
 	// per hook (a child of the sender's traceparent) with children verify,
 	// hit, store and settle; the store span's context is the stored
@@ -177,6 +186,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerReady(cfg.Registerer, cfg.Ready); err != nil {
+		return nil, err
+	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux(), m: m, log: cfg.Logger, failures: failures, failLimit: failLimit,
 		slots: make(chan struct{}, cfg.MaxInFlight)}
 	for _, m := range hookMethods {
@@ -237,6 +249,9 @@ func ValidName(s string) bool { return names.ValidName(s) }
 
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"status": "ready"}
+	if h.cfg.Durability != "" {
+		body["durability"] = h.cfg.Durability
+	}
 	if h.cfg.ReadyInfo != nil {
 		body["edge"] = h.cfg.ReadyInfo()
 	}

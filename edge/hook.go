@@ -563,6 +563,9 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 				return false
 			}
 		}
+		if !h.durable(q) {
+			return false // the hook the duplicate names may be in flight
+		}
 		h.m.claimOutcome.WithLabelValues("duplicate").Inc()
 		h.setRemaining(w, rep, q.hooksKind)
 		w.Header().Set("X-Hook-Id", rep.HookID)
@@ -640,10 +643,34 @@ func (h *Handler) store(q *hookRequest) bool {
 	if q.key != "" {
 		h.settleClaim(q, id)
 	}
+	if !h.durable(q) {
+		return false
+	}
 	q.w.Header().Set("X-Hook-Id", q.hookID)
 	h.m.requests.WithLabelValues("accepted", "202").Inc()
 	h.log.Debug("hook accepted", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "bytes", len(q.body), "elapsed", time.Since(q.start))
 	writeJSON(q.w, http.StatusAccepted, acceptedBody{Status: "accepted", ID: q.hookID})
+	return true
+}
+
+// durable waits for the durability barrier (Config.Sync): one round of
+// syncs after the acks the answer rests on. A failure answers 503: the
+// hook may be in the page cache only, so it is not acknowledged (its
+// sender's retry is answered from the barrier again).
+func (h *Handler) durable(q *hookRequest) bool {
+	if h.cfg.Sync == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
+	defer cancel()
+	t0 := time.Now()
+	err := h.cfg.Sync.Sync(ctx)
+	h.m.syncLatency.Observe(time.Since(t0).Seconds())
+	if err != nil {
+		h.log.Error("hook not durable: the store's sync failed", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "error", err)
+		h.unavailable(q)
+		return false
+	}
 	return true
 }
 

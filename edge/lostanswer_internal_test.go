@@ -2,13 +2,16 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -93,4 +96,271 @@ func TestLostAnswerReleasesClaim(t *testing.T) {
 	if w := post(); w.Code != http.StatusOK {
 		t.Fatalf("a redelivery after the accepted retry: %d %s, want 200 duplicate", w.Code, w.Body)
 	}
+}
+
+// lossyOwner sends hits to a real partition owner (quota.Worker) as its
+// JSON owner requests (docs/PROTOCOL.md, the edge's hits) on the
+// partition's subject, the way quota's TestNamedSlots loses a reserve's
+// answer: while lose is set the owner's reply arrives on an inbox the
+// test reads — proof the owner applied the hit — and is dropped, and the
+// edge sees ErrUnavailable. While hold is set the request is not sent at
+// all yet: it waits in held for the test to deliver it late (an owner
+// that writes the claim after the edge gave up and released it).
+type lossyOwner struct {
+	c      *quota.Client
+	nc     *nats.Conn
+	prefix string
+	parts  int
+
+	mu         sync.Mutex
+	lose, hold bool
+	held       []quota.HitRequest
+	lostReply  []quota.HitReply
+}
+
+func (o *lossyOwner) set(lose, hold bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lose, o.hold = lose, hold
+}
+
+func (o *lossyOwner) Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+	o.mu.Lock()
+	lose, hold := o.lose, o.hold
+	if hold {
+		o.held = append(o.held, r)
+	}
+	o.mu.Unlock()
+	switch {
+	case hold:
+		return quota.HitReply{}, fmt.Errorf("%w: the request is held (a frozen owner)", quota.ErrUnavailable)
+	case lose:
+		rep, err := o.deliver(ctx, r)
+		if err != nil {
+			return quota.HitReply{}, err
+		}
+		o.mu.Lock()
+		o.lostReply = append(o.lostReply, rep)
+		o.mu.Unlock()
+		return quota.HitReply{}, fmt.Errorf("%w: the owner's answer was lost", quota.ErrUnavailable)
+	default:
+		return o.c.Hit(ctx, r)
+	}
+}
+
+// deliver sends r to its partition's owner as a JSON owner request and
+// returns the owner's answer, which the edge never sees.
+func (o *lossyOwner) deliver(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+	data, err := json.Marshal(map[string]any{"op": "hit", "hit": r})
+	if err != nil {
+		return quota.HitReply{}, err
+	}
+	subject := fmt.Sprintf("%s.v1.quota.p.%d", o.prefix, quota.Partition(r.Tenant(), o.parts))
+	msg, err := o.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	if err != nil {
+		return quota.HitReply{}, err
+	}
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return quota.HitReply{}, fmt.Errorf("owner error %s: %s", code, msg.Header.Get("Nats-Service-Error"))
+	}
+	var rep quota.HitReply
+	return rep, json.Unmarshal(msg.Data, &rep)
+}
+
+// deliverHeld sends the held requests to the owner now and returns its
+// answers.
+func (o *lossyOwner) deliverHeld(t *testing.T) []quota.HitReply {
+	t.Helper()
+	o.mu.Lock()
+	held := o.held
+	o.held = nil
+	o.mu.Unlock()
+	var reps []quota.HitReply
+	for _, r := range held {
+		rep, err := o.deliver(testkit.Context(t), r)
+		if err != nil {
+			t.Fatalf("late delivery to the owner: %v", err)
+		}
+		reps = append(reps, rep)
+	}
+	return reps
+}
+
+// TestLostAnswerRealOwner: the answers a real owner sends are lost after
+// it applied the hit. A lost answer's release gives back only the lost
+// hit's own pending claim: another hook's pending claim and a committed
+// key are left as they were (an edge that dropped the key whatever held
+// it would let a second hook in). An owner that writes the claim late,
+// after the edge released it, holds the key for the pending TTL only
+// (409 with Retry-After, then accepted), and a late write after the
+// retry was accepted changes nothing.
+func TestLostAnswerRealOwner(t *testing.T) {
+	k := testkit.New(t)
+	store, c := realOwner(t, k)
+	ctx := testkit.Context(t)
+	prefix, parts := kvstore.DefaultPrefix, c.Partitions()
+	owner := &lossyOwner{c: c, nc: k.Conn, prefix: prefix, parts: parts}
+	handler := func(pendingTTL time.Duration) *Handler {
+		h, err := New(Config{
+			Policy: keyedSource{}, Admitter: owner, Claims: store, Hooks: &nopStorer{}, PendingTTL: pendingTTL,
+			Limits: func(string) (Limits, string) {
+				return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+			},
+			Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	long, short := handler(time.Hour), handler(2*time.Second)
+	post := func(h *Handler, key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/hooks/acme/src", strings.NewReader(`{}`))
+		r.Header.Set("X-Event-Id", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	get := func(key string) claims.State {
+		t.Helper()
+		st, err := store.Get(ctx, claims.ID{Tenant: "acme", Source: "src", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	lost := func(h *Handler, key string, want string) {
+		t.Helper()
+		owner.set(true, false)
+		defer owner.set(false, false)
+		if rec := post(h, key); rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s, answer lost: %d %s, want 503", key, rec.Code, rec.Body)
+		}
+		owner.mu.Lock()
+		rep := owner.lostReply[len(owner.lostReply)-1]
+		owner.mu.Unlock()
+		if rep.Result != want {
+			t.Fatalf("%s: the owner answered %q (lost), want %q", key, rep.Result, want)
+		}
+	}
+
+	// The lost hit's own claim: released, the retry accepted at once.
+	lost(long, "own", quota.ResultOK)
+	if st := get("own"); st.State != claims.StateAbsent {
+		t.Fatalf("own: the lost hit's claim after its release: %+v, want absent", st)
+	}
+	if rec := post(long, "own"); rec.Code != http.StatusAccepted {
+		t.Fatalf("own: the retry: %d %s, want 202", rec.Code, rec.Body)
+	}
+
+	// Another hook's pending claim (its store still in flight) survives.
+	other, err := store.Claim(ctx, claims.ID{Tenant: "acme", Source: "src", Key: "other"}, "other-hook-000000001", time.Hour)
+	if err != nil || other.Outcome != claims.OK {
+		t.Fatalf("another hook's claim: %+v %v", other, err)
+	}
+	lost(long, "other", quota.ResultPending)
+	if st := get("other"); st.State != claims.StatePending || st.HookID != "other-hook-000000001" || st.Revision != other.Revision {
+		t.Fatalf("another hook's pending claim after a lost answer's release: %+v, want pending for other-hook-000000001 at %d", st, other.Revision)
+	}
+	if err := store.Settle(ctx, claims.ID{Tenant: "acme", Source: "src", Key: "other"}, "other-hook-000000001", other.Revision, time.Hour); err != nil {
+		t.Fatalf("the other hook settles its own claim: %v", err)
+	}
+
+	// A committed key survives; a redelivery is still a duplicate.
+	if rec := post(long, "done"); rec.Code != http.StatusAccepted {
+		t.Fatalf("done: %d %s", rec.Code, rec.Body)
+	}
+	committed := get("done")
+	lost(long, "done", quota.ResultDuplicate)
+	if st := get("done"); st.State != claims.StateCommitted || st.HookID != committed.HookID || st.Revision != committed.Revision {
+		t.Fatalf("a committed key after a lost answer's release: %+v, want %+v", st, committed)
+	}
+	if rec := post(long, "done"); rec.Code != http.StatusOK || rec.Header().Get("X-Hook-Id") != committed.HookID {
+		t.Fatalf("done: a redelivery: %d %s, want 200 duplicate of %s", rec.Code, rec.Body, committed.HookID)
+	}
+
+	// The owner writes the claim late, after the edge released it: the key
+	// is held for the lost hit's pending TTL (409 with Retry-After, never
+	// a second 202 while held), then the retry is accepted.
+	owner.set(false, true)
+	if rec := post(short, "late"); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("late: %d %s, want 503", rec.Code, rec.Body)
+	}
+	owner.set(false, false)
+	if st := get("late"); st.State != claims.StateAbsent {
+		t.Fatalf("late: before the owner's late write: %+v, want absent", st)
+	}
+	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != quota.ResultOK {
+		t.Fatalf("late: the owner's late write: %+v, want one ok", reps)
+	}
+	lateHolder := get("late")
+	if lateHolder.State != claims.StatePending {
+		t.Fatalf("late: after the owner's late write: %+v, want pending", lateHolder)
+	}
+	rec := post(short, "late")
+	if rec.Code != http.StatusConflict || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("late: the retry while the late claim is held: %d %s, want 409 with Retry-After", rec.Code, rec.Body)
+	}
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		rec := post(short, "late")
+		switch rec.Code {
+		case http.StatusConflict:
+			return false
+		case http.StatusAccepted:
+			return true
+		}
+		t.Fatalf("late: a retry: %d %s, want 409 until the pending TTL, then 202", rec.Code, rec.Body)
+		return false
+	}, "the late claim expires after its pending TTL and the retry is accepted")
+	if st := get("late"); st.State != claims.StateCommitted || st.HookID == lateHolder.HookID {
+		t.Fatalf("late: after the accepted retry: %+v, want committed by the retry, not %s", st, lateHolder.HookID)
+	}
+
+	// A late write after the retry was accepted changes nothing.
+	owner.set(false, true)
+	if rec := post(long, "later"); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("later: %d %s, want 503", rec.Code, rec.Body)
+	}
+	owner.set(false, false)
+	if rec := post(long, "later"); rec.Code != http.StatusAccepted {
+		t.Fatalf("later: the retry: %d %s, want 202", rec.Code, rec.Body)
+	}
+	retried := get("later")
+	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != quota.ResultDuplicate {
+		t.Fatalf("later: the owner's late write: %+v, want a duplicate", reps)
+	}
+	if st := get("later"); st.State != claims.StateCommitted || st.HookID != retried.HookID || st.Revision != retried.Revision {
+		t.Fatalf("later: after the late write: %+v, want %+v", st, retried)
+	}
+}
+
+// realOwner starts a partition owner (quota.Worker, four partitions) on k
+// with a claims store of its own and returns the store and a client.
+func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Client) {
+	t.Helper()
+	const parts = 4
+	ctx := testkit.Context(t)
+	leases, counts, err := quota.OpenBuckets(ctx, k.JS, kvstore.DefaultPrefix, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "real_owner_claims"}))
+	w, err := quota.NewWorker(k.Conn, leases, counts, store, quota.WithPartitions(parts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(sctx)
+	})
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == parts }, "the owner serves every partition")
+	c, err := quota.NewClient(k.Conn, quota.WithPartitions(parts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, c
 }

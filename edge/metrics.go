@@ -15,6 +15,7 @@ type metrics struct {
 	requests     *prometheus.CounterVec // outcome, code
 	hitLatency   prometheus.Histogram   // seconds of one Admitter.Hit
 	pubLatency   prometheus.Histogram   // seconds of one stream publish+ack
+	syncLatency  prometheus.Histogram   // seconds waited on the durability barrier
 	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|key_reused|pending|settled|settle_lost|released|release_failed
 	fallback     *prometheus.CounterVec // what: hit|replay
 	replay       *prometheus.CounterVec // outcome
@@ -38,6 +39,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sluice", Subsystem: "edge", Name: "stream_publish_seconds",
 			Help:    "Latency of storing one hook in the stream (publish until ack).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sluice", Subsystem: "edge", Name: "sync_wait_seconds",
+			Help:    "Time a hook's answer waited on the durability barrier (a sync round after its acks).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 		claimOutcome: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sluice", Subsystem: "edge", Name: "claims_total",
@@ -66,6 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.pubLatency, err = promreg.Register(reg, m.pubLatency); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
+	if m.syncLatency, err = promreg.Register(reg, m.syncLatency); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
 	if m.claimOutcome, err = promreg.Register(reg, m.claimOutcome); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
@@ -79,6 +88,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	return m, nil
+}
+
+// registerReady registers sluice_edge_ready, what /readyz answers as a
+// gauge: 1 while ready returns nil, else 0 (always 1 without a ready
+// function, as /readyz is then always 200), so an alert can see an unready
+// node that the load balancer already took out.
+func registerReady(reg prometheus.Registerer, ready func() error) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sluice", Subsystem: "edge", Name: "ready",
+		Help: "1 while GET /readyz answers 200, else 0.",
+	}, func() float64 {
+		if ready != nil && ready() != nil {
+			return 0
+		}
+		return 1
+	})
+	if _, err := promreg.Register(reg, g); err != nil {
+		return fmt.Errorf("edge: %w", err)
+	}
+	return nil
 }
 
 // statusLabel is an HTTP status as a metric label, from a fixed set.

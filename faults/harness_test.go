@@ -63,6 +63,10 @@ type Options struct {
 	// a scenario that saturates the cores on purpose (TestOverload) must
 	// not bend the timings of the others.
 	Exclusive bool
+	// DataDir holds the nodes' data directories (node0, node1, ...;
+	// default: the harness's temporary directory). The power-cut test puts
+	// it on a lazyfs mount.
+	DataDir string
 	// Log receives the in-process nodes' logs (default: discarded, or
 	// stderr at debug level with SLUICE_TEST_LOG=1 and -v).
 	Log *slog.Logger
@@ -158,8 +162,12 @@ func Start(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	h.nodes = make([]*Node, o.Servers)
+	dataDir := o.DataDir
+	if dataDir == "" {
+		dataDir = h.dir
+	}
 	for i := range h.nodes {
-		h.nodes[i] = &Node{i: i, h: h, dir: filepath.Join(h.dir, "node"+strconv.Itoa(i))}
+		h.nodes[i] = &Node{i: i, h: h, dir: filepath.Join(dataDir, "node"+strconv.Itoa(i))}
 	}
 	// Node 0 first: it creates the buckets and streams; the others then
 	// start together and find them. (Three nodes creating the R3 buckets

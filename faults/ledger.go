@@ -26,6 +26,7 @@ package faults
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -137,6 +138,20 @@ func (l *Ledger) Accepted() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.accepted)
+}
+
+// Answered returns the dedupe keys starting with prefix that were answered
+// 2xx, each with the hook ids those answers named.
+func (l *Ledger) Answered(prefix string) map[HookKey][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[HookKey][]string{}
+	for k, ids := range l.answers {
+		if strings.HasPrefix(k.Key, prefix) {
+			out[k] = slices.Sorted(maps.Keys(ids))
+		}
+	}
+	return out
 }
 
 // Report is the outcome of checking a ledger against the HOOKS stream.

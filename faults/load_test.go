@@ -105,6 +105,9 @@ type hookLoad struct {
 	Redeliver bool
 }
 
+// hookBody is the body of every hook a hookLoad sends.
+var hookBody = []byte(`{"event":"fault-test","pad":"0123456789abcdef0123456789abcdef"}`)
+
 // loadRun is a running hookLoad.
 type loadRun struct {
 	cancel   context.CancelFunc
@@ -147,7 +150,7 @@ func (h *Harness) startHooks(l *Ledger, hl hookLoad) *loadRun {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &loadRun{cancel: cancel, perTen: map[string]int{}, denied: map[string]int{}}
-	body := []byte(`{"event":"fault-test","pad":"0123456789abcdef0123456789abcdef"}`)
+	body := hookBody
 	for w := range hl.Workers {
 		r.wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {

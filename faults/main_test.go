@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // binDir holds the binaries built for this test binary run (edge, natsd);
@@ -30,13 +29,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(
-			// Keep-alive connections of http.Transports closed by now, and
-			// the os/exec copy goroutines of processes that were waited.
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		); err != nil {
+		// The os/exec copy goroutines of processes that were waited have
+		// ended; every test's own http.Transport is closed by its cleanup.
+		if err := testkit.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

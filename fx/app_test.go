@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
-	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/events"
@@ -29,13 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	)
-}
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 
 func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtest.App) {
 	t.Helper()
@@ -204,7 +197,7 @@ func TestLimitDeniedEvents(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h, n, _ := start(t, "--data-dir", dir, "--config", filepath.Join(dir, "edge.yaml"))
+	h, n, _ := start(t, "--data-dir", dir, "--nats-listen", "off", "--config", filepath.Join(dir, "edge.yaml"))
 	type event struct {
 		Tenant       string `json:"tenant"`
 		Source       string `json:"source"`

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -281,41 +282,51 @@ func TestEdgeLeafIsolation(t *testing.T) {
 	}
 	defer ed.Close()
 
-	// The hub listens on every subject: after the denied ones and a hooks
-	// message are published, only the hooks message arrives.
-	got := make(chan string, 16)
-	for _, subj := range []string{"sluice.hooks.>", "sluice.v1.>", "$JS.ACK.>", "$SRV.>", "sluice.outbox.>", "$KV.>"} {
-		if _, err := hub.Subscribe(subj, func(m *nats.Msg) { got <- m.Subject }); err != nil {
-			t.Fatal(err)
-		}
+	// The hub listens on every subject with one subscription, which gets
+	// what crosses in the order the edge published it: after the denied
+	// subjects the edge publishes a hooks message, so a denied one that
+	// crossed arrives before it — "not seen before the sentinel" is exact.
+	crossed, err := hub.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := hub.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		_ = ed.Publish("sluice.hooks.mark", nil)
-		select {
-		case <-got:
-			return true
-		case <-time.After(50 * time.Millisecond):
-			return false
-		}
-	}, "the hub's interest in sluice.hooks.> reaches the edge")
-	for len(got) > 0 {
-		<-got
-	}
-	for _, subj := range []string{"sluice.v1.quota.p.0", "$JS.ACK.sluice_events.settler.1.1.1.1.0", "$SRV.PING", "sluice.outbox.t.s", "$KV.sluice_claims.k"} {
+		m, err := crossed.NextMsg(50 * time.Millisecond)
+		return err == nil && m.Subject == "sluice.hooks.mark"
+	}, "the hub's interest reaches the edge")
+	denied := []string{"sluice.v1.quota.p.0", "$JS.ACK.sluice_events.settler.1.1.1.1.0", "$SRV.PING", "sluice.outbox.t.s", "$KV.sluice_claims.k"}
+	for _, subj := range denied {
 		_ = ed.Publish(subj, nil)
 	}
 	_ = ed.Publish("sluice.hooks.t.s", nil)
 	if err := ed.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	onlyHooks(t, got)
+	for {
+		m, err := crossed.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("sluice.hooks.t.s did not reach the hub: %v", err)
+		}
+		if m.Subject == "sluice.hooks.t.s" {
+			break
+		}
+		if slices.Contains(denied, m.Subject) {
+			t.Fatalf("%s crossed the leaf connection to the hub", m.Subject)
+		}
+	}
+	_ = crossed.Unsubscribe()
 
-	// Nothing from the hub's hooks subjects reaches the edge; replies do.
-	fromHub := make(chan string, 4)
-	if _, err := ed.Subscribe("sluice.hooks.>", func(m *nats.Msg) { fromHub <- m.Subject }); err != nil {
+	// Nothing from the hub's hooks subjects reaches the edge; replies do. A
+	// hooks message from the hub that crossed would reach the edge's
+	// connection before the request the hub sends after it (one leaf
+	// connection, in order), so once the request is answered it would be
+	// pending on fromHub.
+	fromHub, err := ed.SubscribeSync("sluice.hooks.>")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ed.Subscribe("edge.echo", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
@@ -332,6 +343,10 @@ func TestEdgeLeafIsolation(t *testing.T) {
 	if _, err := hub.Request("edge.echo", nil, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if n, _, _ := fromHub.Pending(); n != 0 {
+		m, _ := fromHub.NextMsg(0)
+		t.Fatalf("%s crossed the leaf connection to the edge", m.Subject)
+	}
 	// Each side's JetStream API is reachable from the other by its domain
 	// (docs/EDGE-MODE.md: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
 	for name, js := range map[string]func() (jetstream.JetStream, error){
@@ -344,34 +359,6 @@ func TestEdgeLeafIsolation(t *testing.T) {
 		}
 		if _, err := j.AccountInfo(testkit.Context(t)); err != nil {
 			t.Errorf("%s: %v", name, err)
-		}
-	}
-	select {
-	case s := <-fromHub:
-		t.Fatalf("%s crossed the leaf connection to the edge", s)
-	case <-time.After(100 * time.Millisecond):
-	}
-}
-
-// onlyHooks waits for sluice.hooks.t.s on got, then 200 ms more (each
-// subscription delivers on its own goroutine), failing on any other
-// subject.
-func onlyHooks(t *testing.T, got <-chan string) {
-	t.Helper()
-	hooks, deadline := false, time.After(5*time.Second)
-	for {
-		select {
-		case s := <-got:
-			if s != "sluice.hooks.t.s" {
-				t.Fatalf("%s crossed the leaf connection to the hub", s)
-			}
-			hooks = true
-		case <-time.After(200 * time.Millisecond):
-			if hooks {
-				return
-			}
-		case <-deadline:
-			t.Fatal("sluice.hooks.t.s did not reach the hub")
 		}
 	}
 }

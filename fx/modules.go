@@ -62,6 +62,7 @@ func Options(cfg *config.Config, log *slog.Logger) fx.Option {
 			return l
 		}),
 		fx.StopTimeout(10*time.Second),
+		undoOnBuildFailure(),
 		Module,
 	)
 }
@@ -248,7 +249,7 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	opts := []events.Option{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL)}
+	opts := []events.Option{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL), events.WithRegisterer(reg)}
 	if n.Server != nil {
 		// The stream's byte limit is reserved from the store: fit it.
 		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
@@ -263,7 +264,7 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 	})
 	var exp *events.ExpiryWatcher
 	if cfg.ClaimExpiryEvents { // else the claims bucket writes no markers to watch
-		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog)); err != nil {
+		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog), events.WithRegisterer(reg)); err != nil {
 			return nil, err
 		}
 		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
@@ -290,6 +291,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Replay:       s.Replay,
 				Cooldown:     s.Cooldown,
 				Events:       ev.Publisher,
+				Sync:         n.Sync,
 				StoreTimeout: cfg.StoreTimeout,
 				DedupeTTL:    cfg.DedupeTTL,
 				Tracer:       tr.P.Tracer(),
@@ -360,6 +362,8 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Replay:         s.Replay,
 		LocalReplay:    s.LocalReplay,
 		Hooks:          hooks,
+		Sync:           n.Sync,
+		Durability:     n.Durability,
 		Lifecycle:      ev.Publisher,
 		Tracer:         tr.P.Tracer(),
 		PendingTTL:     cfg.PendingTTL,

@@ -16,10 +16,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -31,15 +33,23 @@ type NATS struct {
 	JS   jetstream.JetStream
 	// Server is the embedded server (nil with --nats-url).
 	Server *natsembed.Server
+	// Durability is the level in force (config.DurabilityInForce).
+	Durability string
+	// Sync is the durability barrier the edge and the service wait on
+	// before a 2xx (nil: the ack is the promise). Group is the embedded
+	// single node's group commit (nil otherwise): Sync at the synced
+	// level, and the stream record's sync at every level.
+	Sync  kvstore.Syncer
+	Group *kvstore.GroupSync
 }
 
 // ProvideNATS starts the embedded server (unless --nats-url is set),
 // connects, and waits for JetStream. On stop it drains the connection, then
 // shuts the embedded server down.
-func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, error) {
+func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := &NATS{}
+	out := &NATS{Durability: cfg.DurabilityInForce()}
 	copts := []nats.Option{
 		nats.Name("sluice-edge"),
 		nats.MaxReconnects(-1),
@@ -54,6 +64,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{
 			Name:           "",
+			SyncInterval:   cfg.SyncInterval,
 			StoreDir:       filepath.Join(cfg.DataDir, "jetstream"),
 			Listen:         cfg.NATSListen,
 			ClusterName:    cfg.ClusterName,
@@ -71,7 +82,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 			ClusterTLSKey:  cfg.ClusterTLS.Key,
 			ClusterTLSCA:   cfg.ClusterTLS.CA,
 			Logger:         log.With("component", "nats-server"),
-			SyncAlways:     cfg.SyncAlways,
+			SyncAlways:     out.Durability == config.DurabilitySyncAlways,
 		}
 		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
@@ -100,6 +111,11 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		}
 		lc.Append(fx.StopHook(srv.Shutdown))
 		out.Server = srv
+		if err := startDurability(lc, cfg, out, reg, log); err != nil {
+			srv.Shutdown()
+			unlock()
+			return nil, err
+		}
 		nc, err := srv.Connect(copts...)
 		if err != nil {
 			srv.Shutdown()
@@ -125,6 +141,8 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		}
 		out.Conn = nc
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
+		log.Warn("durability: acked — sluice cannot sync an external server's disk; for a 2xx to survive a power cut, run that server with jetstream sync_interval: always (README \"Durability levels\")",
+			"durability", out.Durability, "requested", cfg.Durability)
 	}
 	lc.Append(fx.StopHook(func(ctx context.Context) error {
 		done := make(chan struct{})
@@ -149,6 +167,72 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, log *slog.Logger) (*NATS, 
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	return out, nil
+}
+
+// startDurability checks the embedded server's streams against the data
+// dir's record (natsembed.CheckStart: refuse to come up silently empty),
+// starts the single node's group commit and the record keeper, and logs
+// the level in force.
+func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
+	srv := out.Server
+	if cfg.ClusterListen != "" {
+		// A replicated stream's write reaches the file behind its Raft
+		// log, and an R1 stream may live on another server: the local
+		// files cannot vouch for an ack.
+		what := "a 2xx means a quorum of the cluster acked its writes (in their page caches; --durability sync-always fsyncs each Raft append)"
+		if out.Durability == config.DurabilitySyncAlways {
+			what = "a 2xx means a quorum of the cluster fsynced its writes (nats-server's sync always)"
+		}
+		log.Info("durability: "+what, "durability", out.Durability, "requested", cfg.Durability)
+		return nil
+	}
+	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
+		return err
+	}
+	// The first round syncs what the store holds now (what a restart
+	// recovered may be in the page cache only).
+	if err := srv.SyncStore(); err != nil {
+		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	}
+	// The barrier's rounds sync the streams an answer rests on; the
+	// record's rounds (once a second) sync every stream.
+	names := kvstore.BucketNames(cfg.Prefix)
+	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, edge.OutboxStream(cfg.HooksStream),
+		kvstore.StreamName(names.Claims), kvstore.StreamName(names.Replay),
+		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants)))
+	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
+	// Stop hooks run in reverse: the recorder's last update, then the
+	// barrier, before the server stops.
+	lc.Append(fx.StopHook(g.Close))
+	lc.Append(fx.StopHook(rec.Stop))
+	out.Group = g
+	if out.Durability == config.DurabilitySynced {
+		out.Sync = g
+	}
+	registerSyncMetrics(reg, g)
+	meaning := map[string]string{
+		config.DurabilitySynced:     "a 2xx after its writes are on disk (group commit: one fdatasync round shared by concurrent hooks)",
+		config.DurabilityAcked:      "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync",
+		config.DurabilitySyncAlways: "a 2xx after nats-server fsynced each write",
+	}[out.Durability]
+	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability)
+	return nil
+}
+
+// registerSyncMetrics exports the group commit's counters.
+func registerSyncMetrics(reg *Registry, g *kvstore.GroupSync) {
+	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return v(g.Stats()) }))
+	}
+	counter("sluice_store_sync_rounds_total", "Group commit rounds run (each syncs the store files written since the last).",
+		func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
+	counter("sluice_store_sync_waits_total", "Waits on the group commit (a 2xx or granted reply each; waits/rounds is the coalescing).",
+		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
+	counter("sluice_store_sync_failures_total", "Group commit rounds that failed (the node then answers 503 until restarted).",
+		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
+	counter("sluice_store_sync_seconds_total", "Time spent in group commit rounds.",
+		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
 }
 
 // clientAuth turns the --nats-* credentials into connection options.

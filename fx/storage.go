@@ -21,6 +21,11 @@ const storageCheckEvery = time.Second
 // or why JetStream cannot write (natsembed.Server.StorageFailure). With
 // --nats-url the external server's storage is its own business: nil.
 func storageReadyErr(n *NATS) error {
+	if n.Group != nil {
+		if err := n.Group.Err(); err != nil {
+			return err
+		}
+	}
 	if n.Server == nil {
 		return nil
 	}

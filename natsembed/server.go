@@ -96,6 +96,9 @@ type ServerConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept connections
 	// (default 10 s).
 	ReadyTimeout time.Duration
+	// SyncInterval is how often the server fsyncs its store files in the
+	// background (nats-server's sync_interval; 0: its default, 2 minutes).
+	SyncInterval time.Duration
 	// MaxStore bounds JetStream file storage in bytes (0: server default).
 	MaxStore int64
 	// SyncAlways fsyncs every JetStream write before acking it. Without it
@@ -127,6 +130,7 @@ type Server struct {
 	// internal is the generated unrestricted user Connect signs in as
 	// (with Users and no User/NKeySeedFile).
 	internal *server.User
+	store    *storeSync // SyncStore's state
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -147,6 +151,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
+	}
+	if cfg.SyncInterval > 0 {
+		opts.SyncInterval = cfg.SyncInterval
 	}
 	if cfg.Listen == "" || cfg.Listen == "off" {
 		if cfg.ClusterListen != "" {
@@ -276,7 +283,26 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal}, nil
+	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: newStoreSync(cfg.StoreDir)}, nil
+}
+
+// SyncStore is one round of the group commit (kvstore.GroupSync): it makes
+// every write this server acknowledged before the call durable, for the
+// streams this server's file store writes in place (R1; not a stream in
+// the async persist mode, nor a replicated one: their writes may not have
+// reached the file yet). See storesync.go.
+func (s *Server) SyncStore() error { return s.store.round() }
+
+// SyncStreams returns a round like SyncStore's over the named streams
+// only (and the directories above them): the group commit of the writes
+// an answer rests on, leaving the others (events, leases) to the
+// rounds of SyncStore.
+func (s *Server) SyncStreams(names ...string) func() error {
+	only := map[string]bool{}
+	for _, n := range names {
+		only[n] = true
+	}
+	return func() error { return s.store.roundOf(only) }
 }
 
 // leafOptions sets the JetStream domain, the leaf-node listener of a hub

@@ -311,7 +311,8 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	k := testkit.New(t)
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
 	store := &slowStore{Store: e.store, release: make(chan struct{})}
-	w, err := NewWorker(k.Conn, e.leases, e.counts, store, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(k.Conn, e.leases, e.counts, store, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,23 +366,19 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	if d := time.Duration(store.deadline.Load()); d <= 0 || d > 300*time.Millisecond {
 		t.Errorf("owner gave the slow claim %v", d)
 	}
-	// It timed out at the owner: its charge was refunded. Every probe
-	// charges one more unit (the rate is 1/h, no refill), so after probe i
-	// a refunded bucket has 5-i left, an unrefunded one 4-i; probes are
-	// spaced so four of them cover about 2 s.
-	refunded := false
-	for i := int64(1); i <= 4 && !refunded; i++ {
-		rep, err := c.Hit(testkit.Context(t), HitRequest{Charges: []Charge{hooks(ts[0], 5)}})
-		if err != nil || len(rep.Limits) == 0 {
-			t.Fatalf("probe %d: %+v %v", i, rep, err)
-		}
-		refunded = rep.Limits[0].Remaining == 5-i
-		if !refunded {
-			time.Sleep(time.Duration(i) * 200 * time.Millisecond)
-		}
+	// It timed out at the owner: its charge was refunded. The owner refunds
+	// before it counts the answer (claimJob.answer), so once it counted
+	// the unavailable answer one probe decides: 5 of 5 left before it (4
+	// after) when refunded, 4 (3) when not.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return metricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "unavailable"}) >= 1
+	}, "the owner answered the timed-out claim")
+	rep, err := c.Hit(testkit.Context(t), HitRequest{Charges: []Charge{hooks(ts[0], 5)}})
+	if err != nil || len(rep.Limits) == 0 {
+		t.Fatalf("probe: %+v %v", rep, err)
 	}
-	if !refunded {
-		t.Fatal("the timed-out claim's charge was not refunded")
+	if rep.Limits[0].Remaining != 4 {
+		t.Fatalf("after the timed-out claim: %d of 5 left after one probe, want 4 (its charge refunded)", rep.Limits[0].Remaining)
 	}
 }
 
@@ -434,17 +431,25 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Each phase lasts until hits crossed it: answered before the join,
+	// decided by the joining worker once the partitions are split, and
+	// after the first worker stopped (answers beyond those counted then).
+	decidedBy := func(reg *prometheus.Registry) float64 {
+		return metricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "ok"})
+	}
+	testkit.Eventually(t, 15*time.Second, func() bool { return oks.Load() >= 100 }, "hits answered before the join")
 	w2 := e.startWorker(t, nc2, WithMemberID("two"), WithRegisterer(reg2))
 	testkit.Eventually(t, 15*time.Second, func() bool { return allServed(w1, w2) && len(w1.Partitions()) > 0 && len(w2.Partitions()) > 0 }, "partitions split between the two")
-	time.Sleep(200 * time.Millisecond)
+	split := decidedBy(reg2)
+	testkit.Eventually(t, 15*time.Second, func() bool { return decidedBy(reg2) >= split+100 }, "hits decided by the joining worker after the split")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := w1.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	waitServed(t, 15*time.Second, w2)
-	time.Sleep(200 * time.Millisecond)
+	handedOver := oks.Load()
+	testkit.Eventually(t, 15*time.Second, func() bool { return oks.Load() >= handedOver+100 }, "hits answered after the first worker stopped")
 	stop.Store(true)
 	wg.Wait()
 	close(errs)

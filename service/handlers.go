@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -232,6 +233,9 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	if err := s.cfg.Claims.Settle(ctx, req.id(), req.HookID, req.Revision, ttl); err != nil {
 		return nil, err
 	}
+	if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
+		return nil, err
+	}
 	return okResult, nil
 }
 
@@ -307,7 +311,13 @@ func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	switch out {
-	case claims.Claimed, claims.AlreadyClaimed, claims.Full:
+	case claims.Claimed:
+		// A granted nonce must outlive a power cut, or its replay passes.
+		if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
+			return nil, err
+		}
+		return replayReply{Result: out.String()}, nil
+	case claims.AlreadyClaimed, claims.Full:
 		return replayReply{Result: out.String()}, nil
 	}
 	return nil, fmt.Errorf("service: replay store returned %v", out)

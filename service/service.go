@@ -155,6 +155,12 @@ type Config struct {
 	// Events, when set, receives every quota.hit the service answers
 	// rate_limited (limit.denied.<tenant>).
 	Events Events
+	// Sync is the durability barrier (nil: none, the JetStream ack is the
+	// promise): a settle's {"ok":true} and a replay claim's "claimed" are
+	// sent only after it returned nil; its failure is 503
+	// store_unavailable. A pending claim (quota.hit) is not synced: no
+	// caller's 2xx rests on it before its settle.
+	Sync kvstore.Syncer
 
 	// StoreTimeout bounds every request from its arrival (default 250 ms),
 	// except settle and release of claims.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1112,9 +1113,11 @@ func TestStoppedServer(t *testing.T) {
 func TestStopWaitsForInFlight(t *testing.T) {
 	e := start(t, func(_ *env, c *Config) { c.StoreTimeout = 10 * time.Second })
 	entered, gate := make(chan struct{}), make(chan struct{})
+	var hitDone atomic.Bool
 	e.quota.setHit(func(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
 		close(entered)
 		<-gate
+		hitDone.Store(true)
 		return quota.HitReply{Result: quota.ResultOK, Revision: 1}, nil
 	})
 	reply := make(chan *nats.Msg, 1)
@@ -1126,16 +1129,29 @@ func TestStopWaitsForInFlight(t *testing.T) {
 		reply <- m
 	}()
 	<-entered
-	stopped := make(chan error, 1)
-	go func() { stopped <- e.svc.Stop() }()
-	select {
-	case err := <-stopped:
-		t.Fatalf("Stop returned (%v) with a request in flight", err)
-	case <-time.After(100 * time.Millisecond):
+	type result struct {
+		err     error
+		hitDone bool // whether the in-flight request had finished when Stop returned
 	}
+	stopped := make(chan result, 1)
+	go func() {
+		err := e.svc.Stop()
+		stopped <- result{err, hitDone.Load()}
+	}()
+	// Stop has begun once the service stops taking requests; only then is
+	// the in-flight one let go, so a Stop that did not wait for it has
+	// returned (or returns) with it unfinished.
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		m, err := e.client.Request(subHit, []byte(`{}`), time.Second)
+		return errors.Is(err, nats.ErrNoResponders) || (err == nil && strings.HasPrefix(m.Header.Get(micro.ErrorHeader), ReasonStopping))
+	}, "the stopping service refuses new requests")
 	close(gate)
-	if err := <-stopped; err != nil {
-		t.Fatalf("Stop: %v", err)
+	r := <-stopped
+	if r.err != nil {
+		t.Fatalf("Stop: %v", r.err)
+	}
+	if !r.hitDone {
+		t.Fatal("Stop returned with a request in flight")
 	}
 	if m := <-reply; m != nil {
 		wantJSON(t, okBody(t, m), `{"result":"ok","hook_id":"","retry_after_ms":0,"revision":1}`)

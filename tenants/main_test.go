@@ -3,13 +3,7 @@ package tenants_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	)
-}
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }

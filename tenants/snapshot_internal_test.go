@@ -2,7 +2,9 @@ package tenants
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -19,6 +21,7 @@ func TestSnapshotIsAtomic(t *testing.T) {
 	}
 	t.Cleanup(r.Stop)
 	stop, done := make(chan struct{}), make(chan map[int64]bool)
+	var versions atomic.Int64 // distinct versions the reader saw so far
 	go func() {
 		seen := map[int64]bool{}
 		defer func() { done <- seen }()
@@ -37,12 +40,20 @@ func TestSnapshotIsAtomic(t *testing.T) {
 				t.Errorf("half-applied record: %+v %+v", x, y)
 				return
 			}
-			seen[x.maxBody] = true
+			if !seen[x.maxBody] {
+				seen[x.maxBody] = true
+				versions.Add(1)
+			}
 		}
 	}()
 	ctx := testkit.Context(t)
 	var rev uint64
-	for i := int64(1); i <= 50; i++ {
+	// At least 50 writes, and on until the reader saw two versions (on a
+	// busy machine it may not run at all during the first 50).
+	deadline := time.Now().Add(10 * time.Second)
+	last := int64(0)
+	for i := int64(1); i <= 50 || (versions.Load() < 2 && time.Now().Before(deadline)); i++ {
+		last = 1000 + i
 		rec := fmt.Sprintf(`{"name":"acme","sources":{"x":{"max_body_bytes":%d},"y":{"max_body_bytes":%d}},"updated_at":"2026-01-01T00:00:00Z"}`, 1000+i, 1000+i)
 		var err error
 		if rev, err = b.Put(ctx, "acme", []byte(rec), 0); err != nil {
@@ -51,7 +62,7 @@ func TestSnapshotIsAtomic(t *testing.T) {
 		r.waitApplied(ctx, rev)
 	}
 	close(stop)
-	if seen := <-done; len(seen) < 2 || r.lookup("acme").sources["x"].maxBody != 1050 {
+	if seen := <-done; len(seen) < 2 || r.lookup("acme").sources["x"].maxBody != last {
 		t.Fatalf("reader saw %d versions; last %d", len(seen), r.lookup("acme").sources["x"].maxBody)
 	}
 }

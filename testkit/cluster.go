@@ -39,7 +39,10 @@ type ClusterKit struct {
 // that server: writes through it found no responders (claims
 // TestKVReplicated/SettleRightAfterClaim: all the first claims through one
 // node, a few runs in a hundred under load).
-func Cluster(t testing.TB, n int) *ClusterKit {
+//
+// opts adjust every server's configuration before it starts (e.g.
+// SyncAlways).
+func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *ClusterKit {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testkit: cluster of %d servers", n)
@@ -60,6 +63,9 @@ func Cluster(t testing.TB, n int) *ClusterKit {
 			ClusterName:   name,
 			ClusterListen: ports[i],
 			Logger:        slog.New(slog.NewTextHandler(&c.log, nil)).With("server", i),
+		}
+		for _, o := range opts {
+			o(&c.cfgs[i])
 		}
 	}
 	// Registered after the TempDirs: cleanups run last-in first-out, so the

@@ -43,7 +43,7 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "edge nats-authz:", err)
 		return 2
 	}
-	cred := fmt.Sprintf("user: %q, password: %q", *user, "$"+strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(*user))+"_PASSWORD")
+	cred := authz.PasswordCredential(*user)
 	if *nkey != "" {
 		cred = fmt.Sprintf("nkey: %q", *nkey)
 	}

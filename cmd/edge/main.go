@@ -7,6 +7,7 @@
 //	go run ./cmd/edge nats-authz --user acme-svc --role service --tenants acme
 //	                             # the nats-server authorization of a role (external NATS)
 //	go run ./cmd/edge tenants list  # tenants and sources through the admin API (see tenants.go)
+//	go run ./cmd/edge --version  # module version and VCS revision of the build
 //
 // SIGHUP re-reads the configuration (the --config file) and the
 // --secrets-key-file keys: tenants, sources, keys,
@@ -30,6 +31,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/tenants"
 )
 
@@ -41,6 +43,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "tenants" {
 		os.Exit(runTenants(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(runHealthcheck(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && isVersionArg(os.Args[1]) {
+		os.Exit(printVersion(os.Stdout))
 	}
 	os.Exit(Run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
@@ -61,6 +69,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, hup <-chan os.Signal) int {
 	cfg, err := config.Parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		printCommands(stderr)
 		return 0
 	}
 	if err != nil {
@@ -72,6 +81,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
 		log.Error("start-up failed", "error", err)
+		var loss *natsembed.DataLossError
+		if errors.As(err, &loss) {
+			// The last line says what is missing and how to proceed.
+			fmt.Fprintln(stderr, "edge:", loss)
+		}
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/node"
 	"github.com/sluice-dev/sluice/webhook"
@@ -124,7 +126,10 @@ func TestTenantsCLI(t *testing.T) {
 
 // TestSIGHUPReload: a SIGHUP re-reads the file; a broken file changes
 // nothing and its error (with the line) is logged; a good one applies at
-// once and the log says what changed.
+// once and the log says what changed. It re-reads the key file too: a
+// secret sealed with the old key no longer opens once the file holds only
+// a new key, which seals and opens a secret written after it; a broken key
+// file keeps the running keys.
 func TestSIGHUPReload(t *testing.T) {
 	file := testkit.WriteTemp(t, "edge.yaml", []byte("tenants:\n  acme:\n    sources: {gh: {}}\n"))
 	key := make([]byte, 32)
@@ -135,7 +140,7 @@ func TestSIGHUPReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	go func() {
-		exited <- Run(ctx, []string{"--config", file, "--secrets-key-file", keys, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+		exited <- Run(ctx, []string{"--config", file, "--secrets-key-file", keys, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4", "--admin-token", adminToken},
 			func(string) string { return "" }, log)
 	}()
 	t.Cleanup(func() {
@@ -177,9 +182,42 @@ func TestSIGHUPReload(t *testing.T) {
 	}
 	hup()
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/acme/new", "") == 202 }, "new source served after the reload")
-	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") || !strings.Contains(log.String(), "secrets keys replaced") {
+	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") {
 		t.Fatalf("reload log:\n%s", log.String())
 	}
+
+	// The key file: a source whose secret the admin API sealed with k1.
+	admin := func(method, path, body string, want int) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, b, want)
+		}
+	}
+	const sealedK1, sealedK2 = "vault-secret-sealed-with-k1-0123", "vault-secret-sealed-with-k2-0123"
+	admin("PUT", "/v1/admin/tenants/vault", `{}`, 201)
+	admin("PUT", "/v1/admin/tenants/vault/sources/k1", `{"verify":"github","secret":"`+sealedK1+`"}`, 200)
+	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k1", sealedK1) == 202 }, "the k1-sealed source served")
+	key2 := make([]byte, 32)
+	_, _ = rand.Read(key2)
+	if err := os.WriteFile(keys, []byte("k2 "+base64.StdEncoding.EncodeToString(key2)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup()
+	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k1", sealedK1) == 503 }, "the k1-sealed secret fails closed once the key file holds only k2")
+	admin("PUT", "/v1/admin/tenants/vault/sources/k2", `{"verify":"github","secret":"`+sealedK2+`"}`, 200)
+	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k2", sealedK2) == 202 }, "a secret sealed with k2, which only k2 opens, served")
+
 	// A broken key file keeps the running keys.
 	if err := os.WriteFile(keys, []byte("k1 short\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -187,7 +225,10 @@ func TestSIGHUPReload(t *testing.T) {
 	hup()
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(log.String(), "reload: keeping the running secrets keys") && strings.Contains(log.String(), "line 1: key k1")
-	}, "the broken key file's error logged")
+	}, "the broken key file's reload done (its error logged)")
+	if a, b := post(t, base, "/v1/hooks/vault/k2", sealedK2), post(t, base, "/v1/hooks/vault/k1", sealedK1); a != 202 || b != 503 {
+		t.Fatalf("after a broken key file: the k2 secret %d (want 202), the k1 secret %d (want 503)", a, b)
+	}
 }
 
 // TestBadKeyFileRefusesToStart: a --secrets-key-file that does not load
@@ -195,11 +236,20 @@ func TestSIGHUPReload(t *testing.T) {
 func TestBadKeyFileRefusesToStart(t *testing.T) {
 	keys := testkit.WriteTemp(t, "keys", []byte("# keys\nk1 c2hvcnQta2V5\n"))
 	log := &testkit.LogBuffer{}
-	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4"},
+	dataDir := t.TempDir()
+	code := Run(context.Background(), []string{"--secrets-key-file", keys, "--http-addr", "127.0.0.1:0", "--nats-listen", "off", "--data-dir", dataDir, "--partitions", "4"},
 		func(string) string { return "" }, log)
 	if code != 1 || !strings.Contains(log.String(), "line 2: key k1") || strings.Contains(log.String(), "c2hvcnQta2V5") {
 		t.Fatalf("exit %d:\n%s", code, log.String())
 	}
+	// What the constructors before the failing one started is stopped:
+	// the data-dir lock is free (and the embedded server gone: TestMain's
+	// leak check).
+	unlock, err := natsembed.LockDir(dataDir)
+	if err != nil {
+		t.Fatalf("after a failed start-up: %v", err)
+	}
+	unlock()
 }
 
 // TestTenantsVerifyFile: `--verify-file` takes a declarative scheme as

@@ -195,7 +195,7 @@ func TestSpreadAndRatios(t *testing.T) {
 func TestLuaScripts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, addr, err := startRedis(ctx, t.TempDir())
+	srv, addr, err := startRedis(ctx, t.TempDir(), false)
 	switch {
 	case err == errRedisAbsent && os.Getenv("CI") != "":
 		// CI installs redis-server (.ci/run): there a missing server is a

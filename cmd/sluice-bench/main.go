@@ -48,6 +48,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -90,7 +91,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,hot,edge,memory", "what to run: decisions, hit+claim, hot (sluice vs Redis), edge (HTTP vs floor), memory")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -131,7 +132,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, hot, edge, memory)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -161,12 +162,12 @@ func (o *options) plannedTime() time.Duration {
 	}
 	rows := contenders * len(o.workloads) * len(o.inflight)
 	if o.edge {
-		rows += 2
+		rows += 3
 	}
 	total := time.Duration(rows*o.repeat)*row + time.Duration(rows*o.repeat*o.slices)*sliceWarmup
 	if o.drain {
 		for _, w := range o.workloads {
-			if w.Claim {
+			if w.Claim && !w.Settle {
 				total += time.Duration(len(o.inflight)*o.repeat) * (pendingTTL + 45*time.Second)
 			}
 		}
@@ -211,14 +212,22 @@ type bench struct {
 	tmp       string
 	root      string
 	edge      *edgeProc
+	edgeAcked *edgeProc // --durability acked: the edge without the barrier
 	nc        *nats.Conn
 	qc        *quota.Client
+	cl        *client.Client // claims.settle of the claim cycle
+	ncAcked   *nats.Conn     // to edgeAcked: the durable rows' sluice-acked
+	qcAcked   *quota.Client
+	clAcked   *client.Client
 	ncJSON    *nats.Conn
 	qcJSON    *quota.Client // WithCoalescing(false), with --json-client
 	redis     *child
 	rdb       *redis.Client
 	redisAddr string
 	rskip     string
+	redisAOF  *child        // appendfsync always (the durable rows)
+	rdbAOF    *redis.Client // nil: skipped (aofSkip)
+	aofSkip   string
 	floor     *child
 	floorU    string
 	self      int
@@ -290,11 +299,21 @@ func (b *bench) close() {
 	if b.rdb != nil {
 		_ = b.rdb.Close()
 	}
+	if b.rdbAOF != nil {
+		_ = b.rdbAOF.Close()
+	}
+	b.redisAOF.stop(10 * time.Second)
+	if b.edgeAcked != nil {
+		b.edgeAcked.stop(15 * time.Second)
+	}
 	if b.nc != nil {
 		b.nc.Close()
 	}
 	if b.ncJSON != nil {
 		b.ncJSON.Close()
+	}
+	if b.ncAcked != nil {
+		b.ncAcked.Close()
 	}
 	b.floor.stop(10 * time.Second)
 	b.redis.stop(10 * time.Second)
@@ -317,7 +336,8 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rep.Settings.Workloads[w.Name] = w.Doc
 	}
 	if o.edge {
-		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge vs floor-server", len(hookBody), o.httpTenants)
+		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge (durable default) and edge-acked (--durability acked) vs floor-server", len(hookBody), o.httpTenants)
+		rep.Settings.Workloads["edge-barrier"] = "the same hooks: edge (durable default: group commit before the 202) vs edge-acked (no barrier)"
 	}
 	var err error
 	if b.tmp, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
@@ -351,14 +371,15 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		for _, w := range o.workloads {
 			for _, n := range o.inflight {
 				var before baseline
-				if w.Claim && o.drain {
+				drain := w.Claim && !w.Settle && o.drain
+				if drain {
 					before = b.storeBaseline(ctx)
 				}
 				rr.Pairs = append(rr.Pairs, b.quotaPair(ctx, i, w, n)...)
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
-				if w.Claim && o.drain {
+				if drain {
 					if d := b.drainClaims(ctx, i, w, n, before); d != nil {
 						rr.Drains = append(rr.Drains, d)
 					}
@@ -366,7 +387,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 			}
 		}
 		if o.edge {
-			rr.Pairs = append(rr.Pairs, b.edgePair(ctx, i))
+			rr.Pairs = append(rr.Pairs, b.edgePair(ctx, i)...)
 		}
 		if len(rr.Pairs) == 0 {
 			break // memory only
@@ -418,6 +439,9 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 	if b.nc, b.qc, err = connectQuota(b.edge.natsURL, b.o.partitions, true); err != nil {
 		return err
 	}
+	if b.cl, err = client.New(b.nc, client.WithSettleTimeout(opTimeout)); err != nil {
+		return err
+	}
 	if b.o.jsonClient {
 		if b.ncJSON, b.qcJSON, err = connectQuota(b.edge.natsURL, b.o.partitions, false); err != nil {
 			return err
@@ -427,16 +451,41 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 		return fmt.Errorf("edge serves no quota: %w\n%s", err, b.edge.out.String())
 	}
 	b.logf("edge ready: %s, %s", b.edge.httpURL, b.edge.natsURL)
+	durableRows := slices.ContainsFunc(b.o.workloads, func(w workload) bool { return w.Durable })
+	if b.o.edge || durableRows {
+		adir := filepath.Join(b.tmp, "edge-acked")
+		if err := os.MkdirAll(adir, 0o755); err != nil {
+			return err
+		}
+		if b.edgeAcked, err = startEdge(ctx, bin, adir, b.o.partitions, false, "--durability", "acked"); err != nil {
+			return fmt.Errorf("edge --durability acked: %w", err)
+		}
+		b.logf("edge --durability acked ready: %s", b.edgeAcked.httpURL)
+	}
+	if durableRows {
+		if b.ncAcked, b.qcAcked, err = connectQuota(b.edgeAcked.natsURL, b.o.partitions, true); err != nil {
+			return err
+		}
+		if b.clAcked, err = client.New(b.ncAcked, client.WithSettleTimeout(opTimeout)); err != nil {
+			return err
+		}
+		if err := waitPartitions(ctx, b.qcAcked); err != nil {
+			return fmt.Errorf("edge --durability acked serves no quota: %w", err)
+		}
+	}
 	return nil
 }
 
 func (b *bench) startRedis(ctx context.Context) {
+	if slices.ContainsFunc(b.o.workloads, func(w workload) bool { return w.Durable }) {
+		b.startRedisAOF(ctx)
+	}
 	dir := filepath.Join(b.tmp, "redis")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.rskip = err.Error()
 		return
 	}
-	c, addr, err := startRedis(ctx, dir)
+	c, addr, err := startRedis(ctx, dir, false)
 	if err != nil {
 		b.rskip = err.Error()
 		b.logf("redis: skipped: %v", err)
@@ -449,6 +498,31 @@ func (b *bench) startRedis(ctx context.Context) {
 		return
 	}
 	b.logf("redis-server ready on %s", addr)
+}
+
+// startRedisAOF starts the Redis of the durable rows: every write is in
+// the append-only file, fsynced, before its reply.
+func (b *bench) startRedisAOF(ctx context.Context) {
+	dir := filepath.Join(b.tmp, "redis-aof")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.aofSkip = err.Error()
+		return
+	}
+	c, addr, err := startRedis(ctx, dir, true)
+	if err != nil {
+		b.aofSkip = err.Error()
+		b.logf("redis appendfsync always: skipped: %v", err)
+		return
+	}
+	b.redisAOF = c
+	b.rdbAOF = newRedisClient(addr, slices.Max(b.o.inflight)+8)
+	if err := warmRedis(ctx, b.rdbAOF); err != nil {
+		b.aofSkip = err.Error()
+		_ = b.rdbAOF.Close()
+		b.rdbAOF = nil
+		return
+	}
+	b.logf("redis-server (appendonly yes, appendfsync always) ready on %s", addr)
 }
 
 func (b *bench) redisVersion(ctx context.Context) string {

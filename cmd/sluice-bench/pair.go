@@ -90,20 +90,30 @@ func (r *loadResult) add(o loadResult) {
 // Redis, interleaved. Each sluice variant is paired with the Redis row.
 func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pair {
 	cs := []*contender{{system: "sluice", server: b.edge.child, errs: &firstError{}}}
-	cs[0].op = sluiceOp(b.qc, w, keyPrefix(), cs[0].errs)
-	if b.qcJSON != nil {
+	cs[0].op = sluiceOp(b.qc, b.cl, w, keyPrefix(), cs[0].errs)
+	if b.qcJSON != nil && !w.Settle {
 		c := &contender{system: "sluice-json", server: b.edge.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qcJSON, w, keyPrefix(), c.errs)
+		c.op = sluiceOp(b.qcJSON, b.cl, w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
-	if b.rdb != nil {
-		c := &contender{system: "redis", server: b.redis, errs: &firstError{}}
-		c.op = redisOp(b.rdb, w, keyPrefix(), c.errs)
+	if w.Durable && b.qcAcked != nil {
+		// The same cycle on the edge without the barrier: what it costs.
+		c := &contender{system: "sluice-acked", server: b.edgeAcked.child, errs: &firstError{}}
+		c.op = sluiceOp(b.qcAcked, b.clAcked, w, keyPrefix(), c.errs)
+		cs = append(cs, c)
+	}
+	rdb, rsrv, rsys, rskip := b.rdb, b.redis, "redis", b.rskip
+	if w.Durable {
+		rdb, rsrv, rsys, rskip = b.rdbAOF, b.redisAOF, "redis-aof", b.aofSkip
+	}
+	if rdb != nil {
+		c := &contender{system: rsys, server: rsrv, errs: &firstError{}}
+		c.op = redisOp(rdb, w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	rows := b.measurePair(ctx, run, w.Name, n, cs)
-	redisRow := row{Run: run, Workload: w.Name, Inflight: n, System: "redis", Skipped: b.rskip}
-	if b.rdb != nil {
+	redisRow := row{Run: run, Workload: w.Name, Inflight: n, System: rsys, Skipped: rskip}
+	if rdb != nil {
 		redisRow, rows = rows[len(rows)-1], rows[:len(rows)-1]
 	}
 	var out []pair
@@ -113,16 +123,24 @@ func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pai
 	return out
 }
 
-func (b *bench) edgePair(ctx context.Context, run int) pair {
+// edgePair measures the edge row: the edge (durable default), the edge
+// with --durability acked (no barrier) and the floor, interleaved. Pairs:
+// each edge against the floor, and "edge-barrier": durable against acked
+// (what the group commit costs).
+func (b *bench) edgePair(ctx context.Context, run int) []pair {
 	n := b.o.httpInflight
 	client := httpClient(n)
 	defer client.CloseIdleConnections()
 	e := &contender{system: "edge", server: b.edge.child, errs: &firstError{}}
 	e.op = hookOp(client, b.edge.httpURL, b.o.httpTenants, keyPrefix(), e.errs)
+	a := &contender{system: "edge-acked", server: b.edgeAcked.child, errs: &firstError{}}
+	a.op = hookOp(client, b.edgeAcked.httpURL, b.o.httpTenants, keyPrefix(), a.errs)
 	f := &contender{system: "floor", server: b.floor, errs: &firstError{}}
 	f.op = hookOp(client, b.floorU, b.o.httpTenants, keyPrefix(), f.errs)
-	rows := b.measurePair(ctx, run, "edge", n, []*contender{e, f})
-	return newPair(rows[0], rows[1])
+	rows := b.measurePair(ctx, run, "edge", n, []*contender{e, a, f})
+	barrier := newPair(rows[0], rows[1])
+	barrier.Workload = "edge-barrier"
+	return []pair{newPair(rows[0], rows[2]), newPair(rows[1], rows[2]), barrier}
 }
 
 // drainResult is what expiring the pending claims of a hit+claim row cost:

@@ -174,8 +174,9 @@ func decodeRedisReply(v []any) (redisReply, error) {
 var errRedisAbsent = errors.New("redis-server not found in PATH (install: apt-get update && apt-get install -y redis-server)")
 
 // startRedis starts a throwaway redis-server on a free loopback port with
-// persistence off, working in dir.
-func startRedis(ctx context.Context, dir string) (*child, string, error) {
+// persistence off, working in dir; durable: with the append-only file
+// fsynced before every reply (appendonly yes, appendfsync always).
+func startRedis(ctx context.Context, dir string, durable bool) (*child, string, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, "", errRedisAbsent
@@ -185,11 +186,14 @@ func startRedis(ctx context.Context, dir string) (*child, string, error) {
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c, err := startChild("redis-server", bin, []string{
-		"--save", "", "--appendonly", "no",
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	persist := []string{"--appendonly", "no"}
+	if durable {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	c, err := startChild("redis-server", bin, append([]string{
+		"--save", "", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--daemonize", "no", "--logfile", "",
-	}, nil)
+	}, persist...), nil)
 	if err != nil {
 		return nil, "", err
 	}

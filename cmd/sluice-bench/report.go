@@ -289,7 +289,7 @@ type goal struct {
 func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 	find := func(w string) *summaryRow {
 		for i := range rows {
-			if rows[i].Workload == w && rows[i].Inflight == maxInflight && rows[i].A != "sluice-json" {
+			if rows[i].Workload == w && rows[i].Inflight == maxInflight && rows[i].A != "sluice-json" && rows[i].A != "sluice-acked" {
 				return &rows[i]
 			}
 		}
@@ -326,6 +326,17 @@ func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 		if s := &rows[i]; s.Workload == "edge" {
 			add(fmt.Sprintf("#10 edge hooks/s edge/floor @%d", s.Inflight), ">= 0.55", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 0.55)
 			add(fmt.Sprintf("#10 edge server CPU/hook edge/floor @%d", s.Inflight), "<= 2.00", s.RatioCPU.Median, s.RatioCPU.N > 0, s.RatioCPU.Median <= 2)
+		}
+	}
+	// Issue #21 (durable by default).
+	if s := find("cycle-durable"); s != nil {
+		add("#21 durable claim cycles/s sluice/redis-aof "+at, ">= 1.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 1)
+	}
+	for i := range rows {
+		if s := &rows[i]; s.Workload == "edge-barrier" {
+			add(fmt.Sprintf("#21 edge hooks/s durable/acked @%d", s.Inflight), ">= 0.80", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 0.8)
+			added := (s.AP99Us.Median - s.BP99Us.Median) / 1000
+			add(fmt.Sprintf("#21 edge p99 added by the barrier, ms @%d", s.Inflight), "<= 2.00", added, s.AP99Us.N > 0 && s.BP99Us.N > 0, added <= 2)
 		}
 	}
 	if mem != nil {

@@ -37,7 +37,7 @@ type edgeProc struct {
 // startEdge runs bin with its own data dir, loopback HTTP and NATS ports, a
 // high-limit config, and (pprofAddr != "") the opt-in pprof listener. It
 // returns once /readyz answers 200.
-func startEdge(ctx context.Context, bin, dir string, partitions int, pprof bool) (*edgeProc, error) {
+func startEdge(ctx context.Context, bin, dir string, partitions int, pprof bool, extra ...string) (*edgeProc, error) {
 	hp, err := freePort()
 	if err != nil {
 		return nil, err
@@ -63,14 +63,14 @@ func startEdge(ctx context.Context, bin, dir string, partitions int, pprof bool)
 		e.pprofAddr = fmt.Sprintf("127.0.0.1:%d", pp)
 		env = append(env, "SLUICE_PPROF_ADDR="+e.pprofAddr)
 	}
-	e.child, err = startChild("edge", bin, []string{
+	e.child, err = startChild("edge", bin, append([]string{
 		"--config", cfg,
 		"--data-dir", filepath.Join(dir, "data"),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", hp),
 		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", np),
 		"--partitions", strconv.Itoa(partitions),
 		"--log-level", "warn",
-	}, env)
+	}, extra...), env)
 	if err != nil {
 		return nil, err
 	}

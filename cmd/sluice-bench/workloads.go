@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -17,6 +18,11 @@ type workload struct {
 	Name    string
 	Tenants int  // round robin over "tenant-%04d"
 	Claim   bool // a pending dedupe claim with a unique key per hit
+	// Settle commits the claim after the hit (the claim cycle: sluice's
+	// claims.settle, Redis's SET … XX PX), and Durable compares with a
+	// Redis that fsyncs every write (appendonly yes, appendfsync always):
+	// both answer only once the write is on disk.
+	Settle, Durable bool
 	// One charge per hit (kind "hooks"), in PROTOCOL.md units.
 	IncrementUs int64
 	CapacityUs  int64
@@ -44,6 +50,10 @@ var allWorkloads = []workload{
 		Doc: "one charge + a pending claim on a unique key (KV create / SET NX PX)",
 	},
 	{
+		Name: "cycle-durable", Tenants: 1000, Claim: true, Settle: true, Durable: true, IncrementUs: 1000, CapacityUs: 1_000_000,
+		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then claims.settle behind the group commit; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
+	},
+	{
 		Name: "hot", Tenants: 1, IncrementUs: 5, CapacityUs: 1_000_000,
 		Doc: "charges only; one tenant takes all the load; 200,000/s burst 200,000",
 	},
@@ -66,8 +76,9 @@ func tenantNames(n int) []string {
 	return out
 }
 
-// sluiceOp hits quota.hit through the Go client (TCP loopback).
-func sluiceOp(c *quota.Client, w workload, keyPrefix string, errs *firstError) opFunc {
+// sluiceOp hits quota.hit through the Go client (TCP loopback), and with
+// w.Settle settles the claim through cl (claims.settle).
+func sluiceOp(c *quota.Client, cl *client.Client, w workload, keyPrefix string, errs *firstError) opFunc {
 	names := tenantNames(w.Tenants)
 	return func(ctx context.Context, seq uint64) outcome {
 		tenant := names[seq%uint64(len(names))]
@@ -82,8 +93,11 @@ func sluiceOp(c *quota.Client, w workload, keyPrefix string, errs *firstError) o
 			}
 		}
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
 		rep, err := c.Hit(ctx, r)
-		cancel()
+		if err == nil && w.Settle && rep.Result == quota.ResultOK {
+			err = cl.SettleTTL(ctx, tenant, "bench", r.Claim.Key, r.Claim.HookID, rep.Revision, pendingTTL)
+		}
 		if err != nil {
 			errs.set(err)
 			return outError
@@ -108,8 +122,12 @@ func redisOp(rdb *redis.Client, w workload, keyPrefix string, errs *firstError) 
 			claimKey = "claim:" + names[i] + ":bench:" + hook
 		}
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
 		rep, err := redisHit(ctx, rdb, charges, claimKey, hook, pendingTTL)
-		cancel()
+		if err == nil && w.Settle && rep.Result == quota.ResultOK {
+			// The commit: the pending claim becomes the committed one.
+			err = rdb.Do(ctx, "SET", claimKey, "c:"+hook, "XX", "PX", pendingTTL.Milliseconds()).Err()
+		}
 		if err != nil {
 			errs.set(err)
 			return outError

@@ -4,19 +4,11 @@ import (
 	"net/http"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/node"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-	)
-}
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 
 // Flags given to Start reach the node: with an admin token the admin API
 // answers 401 without it and 404 for an unknown tenant's override with it.

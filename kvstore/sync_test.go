@@ -1,0 +1,142 @@
+package kvstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Concurrent callers share rounds, and every caller is served by a round
+// that began after it called (its acks came before that round's syncs).
+func TestGroupSyncCoalesces(t *testing.T) {
+	var calls atomic.Int64 // tickets of callers, taken before they call
+	var mu sync.Mutex
+	maxDone := int64(-1) // the largest ticket count a completed round saw at its start
+	gate := make(chan struct{})
+	g := kvstore.NewGroupSync(func() error {
+		snap := calls.Load()
+		<-gate // a round lasts until the test lets it end
+		mu.Lock()
+		maxDone = max(maxDone, snap)
+		mu.Unlock()
+		return nil
+	})
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	const callers = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			ticket := calls.Add(1)
+			if err := g.Sync(ctx); err != nil {
+				errs <- err
+				return
+			}
+			// The round that released it began after its call: it saw
+			// the ticket.
+			mu.Lock()
+			done := maxDone
+			mu.Unlock()
+			if done < ticket {
+				errs <- errors.New("a caller was released by a round that began before it called")
+			}
+		})
+	}
+	// Let rounds end until every caller is served (bounded by ctx).
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	for loop := true; loop; {
+		select {
+		case gate <- struct{}{}:
+		case <-finished:
+			loop = false
+		case <-ctx.Done():
+			t.Fatal("callers not served in time")
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := g.Stats()
+	if st.Waits != callers {
+		t.Errorf("waits = %d, want %d", st.Waits, callers)
+	}
+	// While the first rounds are held, every other caller gathers for the
+	// next: a handful of rounds, never one per caller.
+	if st.Rounds > callers/10 {
+		t.Errorf("%d rounds for %d concurrent callers: the barrier does not coalesce", st.Rounds, callers)
+	}
+	t.Logf("%d callers, %d rounds", callers, st.Rounds)
+}
+
+// A failed round fails its callers and every later one (ErrSyncFailed,
+// an ErrUnavailable: a 503), and Err reports it.
+func TestGroupSyncFailureLatches(t *testing.T) {
+	eio := errors.New("input/output error")
+	var fail atomic.Bool
+	g := kvstore.NewGroupSync(func() error {
+		if fail.Load() {
+			return eio
+		}
+		return nil
+	})
+	defer g.Close()
+	ctx := context.Background()
+	if err := g.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	err := g.Sync(ctx)
+	if !errors.Is(err, kvstore.ErrSyncFailed) || !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, eio) {
+		t.Fatalf("failed round: %v", err)
+	}
+	fail.Store(false)
+	if err := g.Sync(ctx); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("after a failed round: %v, want ErrSyncFailed", err)
+	}
+	if g.Err() == nil {
+		t.Fatal("Err() is nil after a failed round")
+	}
+}
+
+// Close releases waiting callers with ErrSyncClosed.
+func TestGroupSyncClose(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	g := kvstore.NewGroupSync(func() error {
+		once.Do(func() { close(entered) })
+		<-release
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- g.Sync(context.Background()) }()
+	<-entered
+	second := make(chan error, 1)
+	go func() { second <- g.Sync(context.Background()) }()
+	close(release)
+	g.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the round in progress: %v", err)
+	}
+	select {
+	case err := <-second:
+		if err != nil && !errors.Is(err, kvstore.ErrSyncClosed) {
+			t.Fatalf("waiting at Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a caller waiting at Close was not released")
+	}
+	if err := g.Sync(context.Background()); !errors.Is(err, kvstore.ErrSyncClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}

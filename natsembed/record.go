@@ -1,0 +1,246 @@
+package natsembed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// RecordFile is the name, in the data dir, of the record of the streams a
+// node held and the last sequence of each known to be durable
+// (docs/DESIGN.md "Never up silently empty").
+const RecordFile = "sluice-streams.json"
+
+// RecordInterval is how often the record's round runs: one sync round
+// every time (it syncs only files that changed: a stream's configuration
+// replaced without a message, such as an update of its limits, is durable
+// within one interval), and the small record file written, fsynced and
+// renamed only when a stream's last sequence moved; never on a hook's path.
+const RecordInterval = time.Second
+
+// Record is what a node remembers of its streams across restarts.
+type Record struct {
+	Version int `json:"version"`
+	// Streams maps each stream's name to its last sequence known to be on
+	// stable storage (a sync round completed after the sequence was read).
+	Streams map[string]uint64 `json:"streams"`
+	Updated time.Time         `json:"updated"`
+}
+
+// ReadRecord reads the record at path; ok is false when there is none.
+func ReadRecord(path string) (rec Record, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 {
+		return Record{}, false, fmt.Errorf("natsembed: %s is not a stream record (delete it to start afresh): %v", path, err)
+	}
+	return rec, true, nil
+}
+
+// WriteRecord writes rec at path durably: a temporary file written and
+// fsynced, renamed into place, the directory fsynced.
+func WriteRecord(path string, rec Record) error {
+	rec.Version = 1
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("natsembed: write %s: %w", path, err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// StreamSeqs returns every stream of the server's account and its last
+// sequence.
+func (s *Server) StreamSeqs() (map[string]uint64, error) {
+	info, err := s.ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, a := range info.AccountDetails {
+		for _, st := range a.Streams {
+			out[st.Name] = st.State.LastSeq
+		}
+	}
+	return out, nil
+}
+
+// CheckRecord compares the streams a node has now with its record: one
+// line per stream that is missing or whose last sequence is below the
+// recorded one (acknowledged writes lost), sorted; nil when nothing is.
+func CheckRecord(rec Record, now map[string]uint64) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(rec.Streams)) {
+		want := rec.Streams[name]
+		got, ok := now[name]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("stream %s is missing (it held %d messages' sequences)", name, want))
+		case got < want:
+			out = append(out, fmt.Sprintf("stream %s ends at sequence %d, below the %d it had made durable", name, got, want))
+		}
+	}
+	return out
+}
+
+// ErrDataLoss is returned by CheckStart when the store lacks what its
+// record says it made durable (as a *DataLossError).
+var ErrDataLoss = errors.New("natsembed: the data dir lost durable data")
+
+// DataLossError says what a data dir lost and how to proceed.
+type DataLossError struct {
+	DataDir string
+	Lost    []string // one line per stream (CheckRecord)
+}
+
+func (e *DataLossError) Error() string {
+	return fmt.Sprintf("%v: %s; the store under %s no longer holds what this node acknowledged "+
+		"(a power cut with durability off, a restored or edited data dir?): restore the data dir, "+
+		"or start once with --accept-data-loss=true to run on what is left", ErrDataLoss, strings.Join(e.Lost, "; "), e.DataDir)
+}
+
+func (e *DataLossError) Unwrap() error { return ErrDataLoss }
+
+// CheckStart checks the server's streams against the record in dataDir.
+// With accept, a loss is logged and the record rewritten from what is
+// there; without, it is ErrDataLoss naming what is missing and how to
+// proceed.
+func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error {
+	path := filepath.Join(dataDir, RecordFile)
+	rec, ok, err := ReadRecord(path)
+	if err != nil || !ok {
+		return err
+	}
+	now, err := s.StreamSeqs()
+	if err != nil {
+		return err
+	}
+	lost := CheckRecord(rec, now)
+	if len(lost) == 0 {
+		return nil
+	}
+	if !accept {
+		return &DataLossError{DataDir: dataDir, Lost: lost}
+	}
+	log.Error("starting on a store that lost durable data (--accept-data-loss)", "lost", strings.Join(lost, "; "))
+	return WriteRecord(path, Record{Streams: now, Updated: time.Now().UTC()})
+}
+
+// Recorder keeps the record of a data dir up to date: every
+// RecordInterval it reads the sequences, waits for a sync round (so that
+// they, and any stream configuration replaced since, are durable) and,
+// when a stream's last sequence moved, writes the record. One owned goroutine; Stop ends it.
+type Recorder struct {
+	srv  *Server
+	sync func(context.Context) error
+	path string
+	log  *slog.Logger
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	last map[string]uint64
+}
+
+// StartRecorder starts the recorder of dataDir over srv, sync being the
+// barrier whose round makes the read sequences durable.
+func StartRecorder(srv *Server, dataDir string, sync func(context.Context) error, log *slog.Logger) *Recorder {
+	r := &Recorder{srv: srv, sync: sync, path: filepath.Join(dataDir, RecordFile), log: log,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+func (r *Recorder) loop() {
+	defer close(r.done)
+	t := time.NewTicker(RecordInterval)
+	defer t.Stop()
+	for {
+		if err := r.Update(); err != nil {
+			r.log.Warn("stream record not updated", "error", err)
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Update runs a sync round and brings the record up to date now (the
+// record is rewritten only when a stream moved). The round runs even when
+// no sequence moved: nats-server replaces a stream's meta.inf on a
+// configuration update without syncing it, and a cut before the next
+// round that syncs it would drop the whole stream at restart.
+func (r *Recorder) Update() error {
+	seqs, err := r.srv.StreamSeqs()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.sync(ctx); err != nil {
+		return err
+	}
+	if maps.Equal(seqs, r.last) {
+		return nil
+	}
+	if err := WriteRecord(r.path, Record{Streams: seqs, Updated: time.Now().UTC()}); err != nil {
+		return err
+	}
+	r.last = seqs
+	return nil
+}
+
+// Stop ends the recorder after one last update (a clean shutdown leaves
+// the record current).
+func (r *Recorder) Stop() {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+	if err := r.Update(); err != nil {
+		r.log.Warn("stream record not updated at stop", "error", err)
+	}
+}

@@ -1,0 +1,340 @@
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// storeSync is one round of the group commit (docs/DESIGN.md "Durability"):
+// it makes every write the embedded server acknowledged before the round
+// began durable. nats-server's file store writes an R1 stream's message to
+// its block file (write(2), the kernel's page cache) before it acks it
+// (flush in place: fileStore.fip = !AsyncFlush, server/filestore.go), so
+// fdatasync of the block files written since the last round makes all those
+// acks durable at once. A restart also needs each stream's meta.inf and
+// meta.sum (without them nats-server drops the stream: "checksums do not
+// match"), the directory entries of new files (a new block, a stream or
+// consumer directory), and each consumer's meta.inf/meta.sum. It needs
+// neither index.db (a stale or torn one is rebuilt from the blocks:
+// recoverFullState) nor a consumer's o.dat (a lost ack state redelivers:
+// at-least-once), so those are left to nats-server's own sync interval.
+//
+// The layout, under the server's StoreDir:
+//
+//	jetstream/<account>/streams/<stream>/{meta.inf,meta.sum}
+//	jetstream/<account>/streams/<stream>/msgs/<n>.blk     (n grows; the last one takes the appends)
+//	jetstream/<account>/streams/<stream>/obs/<consumer>/{meta.inf,meta.sum}
+//
+// A round stats what may have changed (a few stats per stream) and syncs
+// only what did: a block whose inode, size or mtime changed since it was
+// last synced (appends grow the size; nats-server's compaction replaces a
+// block by rename: a new inode), a meta file replaced (rename), a directory
+// whose entries changed. The stamp is taken before the sync: a write that
+// lands meanwhile changes it again, so the next round syncs once more.
+type storeSync struct {
+	root string // <StoreDir>/jetstream
+
+	mu    sync.Mutex
+	seen  map[string]stamp    // path → stamp at its last sync
+	hi    map[string]string   // msgs dir → its highest block
+	kids  map[string][]string // a listed directory → its entries of interest
+	fsync func(f *os.File, data bool) error
+	queue []queued        // the syncs of the round being walked
+	only  map[string]bool // the streams this round syncs (nil: all)
+}
+
+// queued is a sync the walk found needed; its stamp (when not zero) is
+// recorded once it succeeded.
+type queued struct {
+	path string
+	data bool
+	st   stamp
+}
+
+// maxParallelSyncs bounds the fsyncs of one round run at once: a round's
+// files are synced concurrently (the filesystem commits them together —
+// ext4 joins concurrent fsyncs into one journal commit — where one after
+// the other would pay a device flush each).
+const maxParallelSyncs = 16
+
+// stamp identifies a file's content as far as a sync needs: a replaced file
+// has another inode, an append another size, an overwrite another mtime.
+type stamp struct {
+	ino, size, mtime int64
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	st := stamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = int64(s.Ino)
+	}
+	return st
+}
+
+func newStoreSync(storeDir string) *storeSync {
+	return &storeSync{
+		root:  filepath.Join(storeDir, "jetstream"),
+		seen:  map[string]stamp{},
+		hi:    map[string]string{},
+		kids:  map[string][]string{},
+		fsync: fsyncFile,
+	}
+}
+
+// fsyncFile is fdatasync for a file's data (its size included) and fsync
+// for a directory.
+func fsyncFile(f *os.File, data bool) error {
+	if data {
+		return unix.Fdatasync(int(f.Fd()))
+	}
+	return f.Sync()
+}
+
+// round syncs everything written since the last round.
+func (s *storeSync) round() error { return s.roundOf(nil) }
+
+// roundOf syncs what changed in the streams named in only (nil: every
+// stream), and the directories above them. Rounds may overlap: the walk
+// and the recording of stamps hold the lock, the syncs do not. A stamp is
+// recorded only after its sync succeeded, so a file is skipped only when a
+// completed sync covered it as it is (an older round finishing last
+// records an older stamp: the next round merely syncs once more).
+func (s *storeSync) roundOf(only map[string]bool) error {
+	s.mu.Lock()
+	s.queue, s.only = nil, only
+	werr := s.walk()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	errs := make([]error, len(q))
+	sem := make(chan struct{}, maxParallelSyncs)
+	var wg sync.WaitGroup
+	for i, it := range q {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = s.syncPath(it.path, it.data)
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	for i, it := range q {
+		if errs[i] == nil && it.st != (stamp{}) {
+			s.seen[it.path] = it.st
+		}
+	}
+	s.mu.Unlock()
+	return errors.Join(werr, errors.Join(errs...))
+}
+
+// walk queues the syncs of what changed since the last round.
+func (s *storeSync) walk() error {
+	var errs []error
+	if _, _, err := s.dir(filepath.Dir(s.root), false); err != nil {
+		return err
+	}
+	accounts, _, err := s.dir(s.root, false)
+	if err != nil {
+		return err
+	}
+	for _, acct := range accounts {
+		streamsDir := filepath.Join(s.root, acct, "streams")
+		if _, _, err := s.dir(filepath.Join(s.root, acct), false); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		streams, _, err := s.dir(streamsDir, false)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, st := range streams {
+			if s.only != nil && !s.only[st] {
+				continue
+			}
+			if err := s.stream(filepath.Join(streamsDir, st)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stream syncs one stream's directory: its meta files, its blocks, its
+// consumers' meta files.
+func (s *storeSync) stream(dir string) error {
+	changed, err := s.files(dir, "meta.inf", "meta.sum")
+	if err != nil {
+		return err
+	}
+	if err := s.blocks(filepath.Join(dir, "msgs")); err != nil {
+		return err
+	}
+	obs := filepath.Join(dir, "obs")
+	consumers, _, err := s.dir(obs, false)
+	if err != nil {
+		return err
+	}
+	for _, c := range consumers {
+		cdir := filepath.Join(obs, c)
+		cchanged, err := s.files(cdir, "meta.inf", "meta.sum")
+		if err != nil {
+			return err
+		}
+		if cchanged {
+			s.enqueue(cdir, false, stamp{})
+		}
+	}
+	if changed {
+		s.enqueue(dir, false, stamp{})
+	}
+	return nil
+}
+
+// files syncs the named files of dir that changed since their last sync
+// (a missing one is skipped) and reports whether any did.
+func (s *storeSync) files(dir string, names ...string) (bool, error) {
+	changed := false
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		c, err := s.syncIfChanged(p, true)
+		if err != nil {
+			return changed, err
+		}
+		changed = changed || c
+	}
+	return changed, nil
+}
+
+// blocks syncs a msgs directory: the highest block when it changed, and,
+// when the directory's entries changed (a new block, a compacted one
+// renamed into place, a removed one), every block that changed and the
+// directory itself.
+func (s *storeSync) blocks(dir string) error {
+	names, changed, err := s.dir(dir, true)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		if h := s.hi[dir]; h != "" {
+			_, err := s.syncIfChanged(filepath.Join(dir, h), true)
+			return err
+		}
+		return nil
+	}
+	best, hi := -1, ""
+	for _, n := range names {
+		if i, _ := blockIndex(n); i > best {
+			best, hi = i, n
+		}
+		// The entries changed: any block may be new or replaced.
+		if _, err := s.syncIfChanged(filepath.Join(dir, n), true); err != nil {
+			return err
+		}
+	}
+	s.hi[dir] = hi
+	return nil
+}
+
+// blockIndex parses "<n>.blk".
+func blockIndex(name string) (int, bool) {
+	num, ok := strings.CutSuffix(name, ".blk")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(num)
+	return i, err == nil && i >= 0
+}
+
+// dir stats a directory; when it is new or its entries changed since its
+// last sync it lists it and syncs it (changed: true). names are its
+// entries of interest, kept for the rounds where it did not change:
+// subdirectories, or the block files when blocks is set. A missing
+// directory is empty.
+func (s *storeSync) dir(path string, blocks bool) (names []string, changed bool, err error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.seen, path)
+		delete(s.kids, path)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	st := stampOf(fi)
+	if old, ok := s.seen[path]; ok && old == st {
+		return s.kids[path], false, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, e := range ents {
+		if blocks {
+			if _, ok := blockIndex(e.Name()); ok && e.Type().IsRegular() {
+				names = append(names, e.Name())
+			}
+		} else if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	// A new directory's own entry lives in its parent, which is listed
+	// and synced by the same round (its entries changed).
+	s.enqueue(path, false, st)
+	s.kids[path] = names
+	return names, true, nil
+}
+
+// syncIfChanged syncs the file at path when it is new or changed since its
+// last sync and reports whether it did (a missing file: false).
+func (s *storeSync) syncIfChanged(path string, data bool) (bool, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.seen, path)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	st := stampOf(fi)
+	if old, ok := s.seen[path]; ok && old == st {
+		return false, nil
+	}
+	s.enqueue(path, data, st)
+	return true, nil
+}
+
+// enqueue queues a sync of path; st (when not zero) is recorded as its
+// stamp once it succeeded.
+func (s *storeSync) enqueue(path string, data bool, st stamp) {
+	s.queue = append(s.queue, queued{path: path, data: data, st: st})
+}
+
+// syncPath opens path and syncs it (a file vanished meanwhile — removed by
+// nats-server's own compaction or a stream delete — needs no sync).
+func (s *storeSync) syncPath(path string, data bool) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsembed: sync %s: %w", path, err)
+	}
+	err = s.fsync(f, data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("natsembed: sync %s: %w", path, err)
+	}
+	return nil
+}
