@@ -73,21 +73,43 @@ func readyz(url string) (edgeStatus, int, error) {
 }
 
 // edgeLoad posts hooks with fresh keys to the edge that cur returns, from
-// workers goroutines, recording every answer in l; every second hook is
-// sent again after its 2xx (a provider's redelivery: 200 with the same id).
+// workers goroutines, recording every answer in l and its timing in
+// answers; every second hook is sent again after its 2xx (a provider's
+// redelivery: 200 with the same id).
 type edgeLoad struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	accepted atomic.Int64
 	other    sync.Map // status (not 200/202/0) -> count
+	mu       sync.Mutex
+	answers  []edgeAnswer
+}
+
+// edgeAnswer is one request of an edgeLoad: when it was sent and answered,
+// to which edge, and its status (0: no answer).
+type edgeAnswer struct {
+	sent, answered time.Time
+	url            string
+	code           int
+	redelivery     bool
 }
 
 func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &edgeLoad{cancel: cancel}
 	client := &http.Client{Timeout: 5 * time.Second}
-	post := func(k HookKey) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cur()+"/v1/hooks/"+k.Tenant+"/"+k.Source, bytes.NewReader([]byte(`{"e":"edge"}`)))
+	post := func(k HookKey, redelivery bool) (int, string) {
+		a := edgeAnswer{sent: time.Now(), url: cur(), redelivery: redelivery}
+		defer func() {
+			if ctx.Err() != nil && a.code == 0 {
+				return // cut off by the end of the run
+			}
+			a.answered = time.Now()
+			r.mu.Lock()
+			r.answers = append(r.answers, a)
+			r.mu.Unlock()
+		}()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/v1/hooks/"+k.Tenant+"/"+k.Source, bytes.NewReader([]byte(`{"e":"edge"}`)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", k.Key)
 		res, err := client.Do(req)
@@ -95,6 +117,7 @@ func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 			return 0, ""
 		}
 		defer res.Body.Close()
+		a.code = res.StatusCode
 		var b struct{ ID string }
 		_ = json.NewDecoder(res.Body).Decode(&b)
 		if id := res.Header.Get("X-Hook-Id"); (res.StatusCode == 200 || res.StatusCode == 202) && id != b.ID {
@@ -106,7 +129,7 @@ func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 		r.wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				k := HookKey{"t" + strconv.Itoa(w%4), "s", fmt.Sprintf("e-%d-%d", w, i)}
-				code, id := post(k)
+				code, id := post(k, false)
 				if ctx.Err() != nil && code == 0 {
 					return
 				}
@@ -115,7 +138,7 @@ func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 				case 202, 200:
 					r.accepted.Add(1)
 					if i%2 == 0 {
-						if code, id := post(k); code != 0 {
+						if code, id := post(k, true); code != 0 {
 							l.Hook(k, code, id)
 						}
 					}
@@ -132,6 +155,38 @@ func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 }
 
 func (r *edgeLoad) stop() { r.cancel(); r.wg.Wait() }
+
+// count is the number of answers so far for which ok holds.
+func (r *edgeLoad) count(ok func(edgeAnswer) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, a := range r.answers {
+		if ok(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitAccepted waits (bounded) until n hooks for which ok holds were
+// answered 202 (a new hook, not a redelivery), and returns how many were
+// then.
+func (r *edgeLoad) waitAccepted(t *testing.T, what string, n int, timeout time.Duration, ok func(edgeAnswer) bool) int {
+	t.Helper()
+	accepted := func(a edgeAnswer) bool { return a.code == 202 && !a.redelivery && ok(a) }
+	deadline := time.Now().Add(timeout)
+	for {
+		got := r.count(accepted)
+		if got >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d hooks accepted %s within %v", got, n, what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // storedOn reads every hook of the HOOKS stream of js.
 func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
@@ -154,8 +209,16 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 // its outbox; the edge itself is killed and restarted during the outage;
 // the hub comes back and the edge drains. Then every 202 is in the hub's
 // HOOKS exactly once, under its tenant, source and key, with one winner
-// per key, and no answer other than 200/202 (or none while the edge was
-// down).
+// per key, and no answer other than 200/202 (or none, only for a request
+// that crossed the edge's kill and restart).
+//
+// Each phase lasts until its event is seen, not for a fixed while
+// (issue #24): edgePhase hooks accepted linked; edgePhase hooks sent after
+// the hub process was reaped and accepted by the first edge, then as many
+// by the restarted edge; the edge's outbox then holds at least every hook
+// accepted since the hub died (the backlog its /readyz measures: nothing
+// of it reached the hub); then edgePhase hooks sent after the edge saw the
+// hub again and accepted while the backlog drains.
 func TestEdgeHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
 	ports := freePorts(t, 2)
@@ -173,13 +236,13 @@ func TestEdgeHubOutage(t *testing.T) {
 	ed := startEdgeProc(t, bin, "edge", token, edgeArgs...)
 	var edgeURL atomic.Pointer[string]
 	edgeURL.Store(&ed.url)
-	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) {
+	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) edgeStatus {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
 		for {
 			s, code, err := readyz(*edgeURL.Load())
 			if err == nil && code == 200 && ok(s) {
-				return
+				return s
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("edge: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
@@ -192,35 +255,47 @@ func TestEdgeHubOutage(t *testing.T) {
 
 	l := NewLedger()
 	load := startEdgeLoad(l, func() string { return *edgeURL.Load() }, 8)
-	phase := scaleD(1500 * time.Millisecond)
-	time.Sleep(phase)
+	n := scale(edgePhase)
+	load.waitAccepted(t, "with the hub linked", n, 30*time.Second, func(edgeAnswer) bool { return true })
 
-	hub.p.kill()
+	hub.p.kill() // returns once the process is reaped
+	hubDown := time.Now()
 	waitStatus("unlinked (ready), limits decided by the edge", 10*time.Second, func(s edgeStatus) bool {
 		return !s.Edge.Linked && s.Edge.Quota != "hub"
 	})
-	before := load.accepted.Load()
-	time.Sleep(phase)
-	duringOutage := load.accepted.Load() - before
+	first := ed.url
+	load.waitAccepted(t, "by the edge, sent after the hub's kill", n, 30*time.Second, func(a edgeAnswer) bool { return a.url == first && a.sent.After(hubDown) })
 
+	edgeKilled := time.Now()
 	ed.p.kill() // SIGKILL during the outage, under load
 	edges := []*edgeProc{ed}
 	ed = startEdgeProc(t, bin, "edge", token, edgeArgs...)
 	edges = append(edges, ed)
 	edgeURL.Store(&ed.url)
-	before = load.accepted.Load()
-	time.Sleep(phase)
-	duringOutage += load.accepted.Load() - before
+	edgeUp := time.Now()
+	second := ed.url
+	load.waitAccepted(t, "by the restarted edge, the hub down", n, 30*time.Second, func(a edgeAnswer) bool { return a.url == second })
+
+	// Every hook accepted since the hub died waits in the edge's outbox:
+	// the hub, dead, received none of them.
+	duringOutage := load.count(func(a edgeAnswer) bool { return a.code == 202 && !a.redelivery && a.sent.After(hubDown) })
+	held := waitStatus(fmt.Sprintf("holding the %d hooks accepted during the outage in its outbox", duringOutage), 10*time.Second, func(s edgeStatus) bool {
+		return !s.Edge.Linked && s.Edge.Backlog >= uint64(duringOutage)
+	})
 
 	t0 := time.Now()
 	startEdgeProc(t, bin, "hub", token, hubArgs...) // stopped by its cleanup
-	time.Sleep(phase / 2)                           // load while the backlog drains
+	// Load while the backlog drains: hooks sent once the edge sees the hub
+	// again, accepted before the outbox is empty (checked below).
+	waitStatus("linked again", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })
+	relinked := time.Now()
+	load.waitAccepted(t, "after the hub's return", n, 30*time.Second, func(a edgeAnswer) bool { return a.sent.After(relinked) })
 	load.stop()
-	waitStatus("drained, limits decided by the hub again", 30*time.Second, func(s edgeStatus) bool {
-		return s.Edge.Linked && s.Edge.Backlog == 0 && s.Edge.Quota == "hub"
-	})
-	drained := time.Since(t0)
-
+	// Drained: every hook answered 202 (and every id a 200 named) is in
+	// the hub's HOOKS. Waited for on HOOKS itself: the backlog /readyz
+	// shows is refreshed in the background and can still say 0 from
+	// before the load's last hooks entered the outbox (seen: 225 hooks
+	// "missing" read at once after such a 0).
 	nc, err := nats.Connect("nats://" + hubNATS)
 	if err != nil {
 		t.Fatal(err)
@@ -230,10 +305,20 @@ func TestEdgeHubOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := l.Check(storedOn(t, js))
+	var r Report
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r = l.Check(storedOn(t, js))
+		if len(r.Missing)+len(r.UnknownDuplicate) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	drained := time.Since(t0)
+	waitStatus("drained, limits decided by the hub again", 30*time.Second, func(s edgeStatus) bool {
+		return s.Edge.Linked && s.Edge.Backlog == 0 && s.Edge.Quota == "hub"
+	})
 	reported := splitsReported(edges)
-	t.Logf("hooks: %s; answers by status %v; %d accepted during the outage; hub restart to empty outbox %s; %d split keys reported by the edge",
-		r, l.Codes(), duringOutage, drained.Round(time.Millisecond), len(reported))
+	t.Logf("hooks: %s; answers by status %v; %d accepted during the outage (sent after the hub's kill, answered before its restart), outbox backlog then %d; edge down for %v; hub restart to every hook in HOOKS %s; %d split keys reported by the edge",
+		r, l.Codes(), duringOutage, held.Edge.Backlog, edgeUp.Sub(edgeKilled).Round(time.Millisecond), drained.Round(time.Millisecond), len(reported))
 	// A key may be accepted once per side of the split (a hook claimed on
 	// the hub whose settle the hub's kill cut off, its redelivery claimed
 	// on the edge): allowed, but never silently — the edge reports each.
@@ -253,10 +338,21 @@ func TestEdgeHubOutage(t *testing.T) {
 		t.Errorf("%d answers %v (only 202, 200, or none while the edge was down)", v.(*atomic.Int64).Load(), k)
 		return true
 	})
-	if duringOutage < 50 {
-		t.Errorf("only %d hooks accepted while the hub was down", duringOutage)
+	// No answer only for a request to the first edge that was still open
+	// when it was killed (or sent to it after, before the load switched).
+	unanswered := load.count(func(a edgeAnswer) bool { return a.code == 0 })
+	outside := load.count(func(a edgeAnswer) bool {
+		return a.code == 0 && (a.url != first || a.answered.Before(edgeKilled) || a.sent.After(edgeUp))
+	})
+	t.Logf("%d requests without an answer, all but %d while the edge was down", unanswered, outside)
+	if outside > 0 {
+		t.Errorf("%d requests without an answer outside the edge's kill and restart", outside)
 	}
 }
+
+// edgePhase is how many hooks TestEdgeHubOutage has accepted in each
+// phase before it moves on (scale × under -faults.long).
+const edgePhase = 300
 
 // splitsReported are the hook id pairs (sorted) that the edges' logs
 // report as one key accepted on both sides of a split.

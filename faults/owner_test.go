@@ -11,20 +11,25 @@ import (
 // TestOwnerDies kill -9s the node that owns some tenants' partitions
 // while those tenants (and control tenants owned elsewhere) send well above
 // their limit, and measures (1) how long until the partitions are served
-// again and (2) how many hooks each tenant got accepted beyond what its
+// again and (2) how many hooks each tenant got admitted beyond what its
 // limit allows over the run (burst + rate × duration), in bursts.
+// Admissions are counted where they land: the hooks in HOOKS under the
+// tenant's Sluice-Tenant header, not the 202s the clients saw — a hook
+// stored by a node whose answer the kill cut off counts too (issue #24).
 //
-// Asserted near the measured values (2 vCPU shared with other test runs,
-// -race): the partitions are served again within failoverBound (lease
-// TTL + 3 s); control tenants stay within a quarter burst of their limit
-// (measured -0.24..+0.20); affected tenants are over their limit by at
-// most one burst (issue #12 item 1): while no owner answers each
-// surviving node's fallback applies 1/M of the limit (M live members, the
-// dead one counted until it leaves the lease view), and the new owner
-// starts the lapsed partition with an eighth of the burst per bucket
-// rather than a full burst (see quota's tenure). Measured +0.20..+0.54
-// bursts (3 runs, gaps of 4.2-4.8 s, other helpers' builds and benchmarks
-// running); before, +2.05..+3.13.
+// Asserted (2 vCPU shared with other test runs, -race): the partitions
+// are served again within failoverBound (lease TTL + 3 s); affected
+// tenants are over their limit by at most one burst (issue #12 item 1):
+// while no owner answers each surviving node's fallback applies 1/M of the
+// limit (M live members, the dead one counted until it leaves the lease
+// view), and the new owner starts the lapsed partition with an eighth of
+// the burst per bucket rather than a full burst (see quota's tenure).
+// Control tenants stay within controlBound, derived below. Measured over
+// 3 runs counted from HOOKS (other helpers' builds and tests running, load
+// about 4): affected +0.64 bursts each time (38 hooks in HOOKS, 34–38 of
+// them answered 202), control −0.06..−0.01, gaps 4.88–4.92 s; counted
+// from answers before (issue #24) affected +0.20..+0.54, control
+// −0.24..+0.20; before issue #12 affected +2.05..+3.13.
 //
 // The load offers each affected tenant several times what a correct fleet
 // admits during the gap (every hit waits out the 250 ms budget before the
@@ -33,8 +38,25 @@ import (
 func TestOwnerDies(t *testing.T) {
 	t.Parallel()
 	const rate, burst = 1.0, 20
+	const nodes = 3
+	// controlBound, in bursts: a control tenant's owner stays alive, so
+	// what the fleet admits for it stays within burst + rate × run. Only a
+	// hit its owner answers after the owner's part of the budget (the
+	// takeover saturates the two cores) falls back to a surviving node's
+	// local limiter, and that holds 1/M of the limit: during the gap M
+	// still counts the dead member (it leaves the lease view a lease TTL
+	// plus a renewal after its last heartbeat, the length of the gap), so
+	// M = nodes. Each of the nodes-1 surviving nodes' share then admits
+	// its burst/M once, refilled at rate/M while its answers are late —
+	// at most the gap, failoverBound. Together:
+	//   (nodes-1) × (burst + rate × failoverBound) / M  =  2 × (20 + 8) / 3
+	//   = 18.7 hooks = 0.93 bursts,
+	// far above any control measured (at most +0.20, see above: 4 hooks),
+	// and below the one burst a control partition would gain if a
+	// failover gave it a fresh bucket.
+	controlBound := float64(nodes-1) * (burst + rate*failoverBound.Seconds()) / nodes / burst
 	yaml := fmt.Sprintf("allow_unknown: true\ndefaults:\n  limits: {hooks: {rate: %v, burst: %d}, bytes: {rate: 1000000000, burst: 1000000000}}\n", rate, burst)
-	h := Start(t, Options{NodeProcs: true, YAML: yaml})
+	h := Start(t, Options{Servers: nodes, NodeProcs: true, YAML: yaml})
 	const victim = 2
 	var victimParts, otherParts []int
 	for _, n := range h.AllPartitions() {
@@ -78,30 +100,32 @@ func TestOwnerDies(t *testing.T) {
 	run.stop()
 	elapsed := time.Since(begin).Seconds()
 	t.Logf("load: %s over %.1f s (the owner was killed at %.1f s)", run, elapsed, killed.Sub(begin).Seconds())
+	stored := h.Stored(t)
+	admitted := map[string]int{}
+	for _, s := range stored {
+		admitted[s.Tenant]++
+	}
 	allowed := float64(burst) + rate*elapsed
 	worst := 0.0
 	for _, tn := range tenants {
-		got := run.perTen[tn]
+		got := admitted[tn]
 		over := (float64(got) - allowed) / burst
 		kind := "control"
 		if slices.Contains(affected, tn) {
 			kind = "affected"
 			worst = math.Max(worst, over)
 		}
-		t.Logf("tenant %s (%s, partition owner %s): %d accepted, %.0f allowed: over-admission %+.2f bursts", tn, kind, map[bool]string{true: "killed", false: "alive"}[kind == "affected"], got, allowed, over)
-		// A control tenant's owner is alive, but a hit it answers after the
-		// caller's budget (the failover saturates two cores) falls back to
-		// the node-local limiter: a fraction of a burst can pass on top
-		// (measured -0.05..+0.16). More than a quarter burst is a fault.
-		if kind == "control" && over > 0.25 {
-			t.Errorf("control tenant %s over its limit by %.2f bursts", tn, over)
+		t.Logf("tenant %s (%s, partition owner %s): %d in HOOKS (%d answered 202), %.0f allowed: over-admission %+.2f bursts",
+			tn, kind, map[bool]string{true: "killed", false: "alive"}[kind == "affected"], got, run.perTen[tn], allowed, over)
+		if kind == "control" && over > controlBound {
+			t.Errorf("control tenant %s over its limit by %.2f bursts, above %.2f", tn, over, controlBound)
 		}
 	}
 	// The goal of issue #12 item 1: at most one burst over the limit.
-	t.Logf("over-admission: worst %.2f bursts (bound 1)", worst)
+	t.Logf("over-admission: worst affected %.2f bursts (bound 1), control bound %.2f", worst, controlBound)
 	if worst > 1 {
 		t.Errorf("over-admission %.2f bursts, above one burst", worst)
 	}
-	h.CheckHooks(t, l, false)
+	h.CheckStored(t, l, stored, false)
 	h.LogSummary(t)
 }

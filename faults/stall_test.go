@@ -7,8 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
@@ -25,6 +29,12 @@ import (
 //   - the edge of node 1, which cannot store anything, answers hooks 503
 //     with a Retry-After of at least one second, never 2xx;
 //   - the other nodes keep accepting hooks.
+//
+// The freeze lasts until it has done its work, not for a fixed while
+// (issue #24): every stream the frozen server led has a new leader,
+// every node made stallCalls calls of each kind that started after the
+// freeze, and node 1 answered some of them from its fallback (bounded:
+// 60 s).
 //
 // After SIGCONT the fleet recovers and the invariants hold. (A hook
 // answered 503 may still be stored once the server resumes and reads the
@@ -49,6 +59,10 @@ func TestServerStall(t *testing.T) {
 	local := map[string]int{}
 	var callErrs []string
 	errsPer := map[string]int{}
+	// Calls that started after the freeze (frozenAt: its UnixNano, 0
+	// before), and those of them answered from the fallback.
+	var frozenAt atomic.Int64
+	after, afterLocal := map[string]int{}, map[string]int{}
 	lim, _ := gcra.LimitFromRate(1e6, 1e6)
 	var wg sync.WaitGroup
 	for ni, n := range h.Nodes() {
@@ -88,6 +102,12 @@ func TestServerStall(t *testing.T) {
 					if isLocal {
 						local[key]++
 					}
+					if fa := frozenAt.Load(); fa != 0 && start.UnixNano() > fa {
+						after[key]++
+						if isLocal {
+							afterLocal[key]++
+						}
+					}
 					if err != nil {
 						errsPer[key]++
 						if !errors.Is(err, quota.ErrUnavailable) && len(callErrs) < 10 {
@@ -116,8 +136,24 @@ func TestServerStall(t *testing.T) {
 		return true
 	}, "a baseline of 5 calls of each kind on every node")
 
+	// The streams the victim leads (read through server 0's connection:
+	// the test's own may sit on the victim): the freeze lasts until the
+	// others have elected a new leader for each.
+	nc0, err := nats.Connect(h.ServerURL(0), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc0.Close()
+	js0, err := jetstream.New(nc0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimName := fmt.Sprintf("s%d", victim)
+	led := streamsLedBy(t, js0, victimName)
+
 	h.FreezeServer(victim)
 	frozen := time.Now()
+	frozenAt.Store(frozen.UnixNano())
 	// Hooks sent to the node whose server is frozen: 503, never 2xx.
 	type answer struct {
 		code  int
@@ -141,10 +177,46 @@ func TestServerStall(t *testing.T) {
 		})
 	}
 	hw.Wait()
-	// Stay frozen for a fixed while (the fault's length, not a wait for a
-	// condition): the quota calls above keep running into it, and the
-	// other servers elect new leaders for what it led.
-	time.Sleep(time.Until(frozen.Add(scaleD(3 * time.Second))))
+	// Stay frozen until the fault has done its work (issue #24: a
+	// condition, not a fixed 3 s): every stream the victim led has a new
+	// leader on another server, every node made stallCalls calls of each
+	// kind that started after the freeze, and the victim's node answered
+	// some of them from its fallback.
+	var lastWhy string
+	effective := func() bool {
+		mu.Lock()
+		lastWhy = ""
+		for ni := range h.Nodes() {
+			for _, op := range []string{"hit", "reserve", "count"} {
+				if n := after[fmt.Sprintf("node %d %s", ni, op)]; n < stallCalls && lastWhy == "" {
+					lastWhy = fmt.Sprintf("node %d: %d %s calls since the freeze", ni, n, op)
+				}
+			}
+		}
+		localSince := 0
+		for _, op := range []string{"hit", "reserve", "count"} {
+			key := fmt.Sprintf("node %d %s", victim, op)
+			localSince += afterLocal[key]
+		}
+		mu.Unlock()
+		if lastWhy == "" && localSince == 0 {
+			lastWhy = fmt.Sprintf("node %d answered no call from its fallback since the freeze", victim)
+		}
+		if lastWhy == "" {
+			for _, name := range led {
+				if l := streamLeader(js0, name); l == "" || l == victimName {
+					lastWhy = fmt.Sprintf("stream %s led by %q", name, l)
+					break
+				}
+			}
+		}
+		return lastWhy == ""
+	}
+	for deadline := time.Now().Add(scaleD(60 * time.Second)); !effective(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %d frozen %v: the freeze has not taken effect: %s", victim, time.Since(frozen).Round(time.Millisecond), lastWhy)
+		}
+	}
 	stalledFor := time.Since(frozen)
 	h.ThawServer(victim)
 	thawed := time.Now()
@@ -159,7 +231,7 @@ func TestServerStall(t *testing.T) {
 			t.Logf("hook %d to the node of the frozen server: %d, Retry-After %s, after %v", i, a.code, a.retry, a.took.Round(time.Millisecond))
 		}
 	}
-	t.Logf("server %d frozen for %v", victim, stalledFor.Round(time.Millisecond))
+	t.Logf("server %d frozen for %v (until %d streams it led had new leaders, every node had made %d calls of each kind into the freeze, node %d had answered from its fallback)", victim, stalledFor.Round(time.Millisecond), len(led), stallCalls, victim)
 
 	// Every call within its budget + a fixed slack. Under the race
 	// detector, with three servers and three edge processes on two cores,
@@ -196,7 +268,6 @@ func TestServerStall(t *testing.T) {
 		t.Fatalf("after SIGCONT: %v", err)
 	}
 	var code int
-	var err error
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		code, _, err = h.PostHook(context.Background(), victim, HookKey{"stalled", "s", "after"}, []byte(`{}`))
 		return err == nil && (code == 202 || code == 200)
@@ -204,4 +275,42 @@ func TestServerStall(t *testing.T) {
 	run.stop()
 	t.Logf("load: %s", run)
 	h.CheckHooks(t, l, false)
+}
+
+// stallCalls is how many quota calls of each kind every node must have
+// started during TestServerStall's freeze before it ends.
+const stallCalls = 10
+
+// streamsLedBy lists the streams whose leader is server name.
+func streamsLedBy(t *testing.T, js jetstream.JetStream, name string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var led []string
+	names := js.StreamNames(ctx)
+	for n := range names.Name() {
+		if streamLeader(js, n) == name {
+			led = append(led, n)
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatalf("stream names: %v", err)
+	}
+	slices.Sort(led)
+	return led
+}
+
+// streamLeader is the name of the stream's leader ("" when unknown).
+func streamLeader(js jetstream.JetStream, stream string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return ""
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
 }
