@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 )
 
 // binDir holds the binaries built for this test binary run (edge, natsd);
@@ -100,4 +100,4 @@ const callSlack = 25*time.Millisecond + raceSlack
 // are served again: the lease TTL (5 s) + 3 s. Measured 3.7–7.7 s on 2
 // vCPUs shared with other test runs (-race); a fleet that waited two lease
 // TTLs, or never took over, fails.
-const failoverBound = quota.DefaultLeaseTTL + 3*time.Second
+const failoverBound = owner.DefaultLeaseTTL + 3*time.Second

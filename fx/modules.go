@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/tenants"
 )
@@ -187,7 +188,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 
 // Quota is this node's partition worker and the routing client.
 type Quota struct {
-	Worker *quota.Worker // nil on an edge (--hub-url): its hub's owners decide
+	Worker *owner.Worker // nil on an edge (--hub-url): its hub's owners decide
 	Client *quota.Client
 	Fleet  *quota.Fleet
 	Local  *gcra.Limiter
@@ -210,7 +211,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	}
 	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
 	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
-	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
+	w, err := owner.New(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}

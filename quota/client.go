@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // Client calls the partition owners directly: it routes each request to
@@ -27,7 +28,7 @@ type Client struct {
 	budget   time.Duration
 	subjects []string
 	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
-	local    *Worker             // WithLocalOwner: hits it serves are decided in process (local.go)
+	local    LocalOwner          // WithLocalOwner: hits it serves are decided in process
 	reach    func() bool         // WithReachable (nil: always sent)
 }
 
@@ -45,23 +46,29 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg, err := buildConfig(opts, ClientOption.applyClient)
-	if err != nil {
+	cfg := clientConfig{Config: settings.Defaults(), budget: DefaultBudget}
+	if err := settings.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
 		return nil, err
 	}
-	if w := cfg.localOwner; w != nil && (w.cfg.prefix != cfg.prefix || w.cfg.partitions != cfg.partitions) {
-		return nil, invalid("WithLocalOwner: the worker routes with prefix %q and %d partitions, the client with %q and %d", w.cfg.prefix, w.cfg.partitions, cfg.prefix, cfg.partitions)
+	if o := cfg.localOwner; o != nil {
+		if prefix, p := o.Routing(); prefix != cfg.Prefix || p != cfg.Partitions {
+			return nil, invalid("WithLocalOwner: the owner routes with prefix %q and %d partitions, the client with %q and %d", prefix, p, cfg.Prefix, cfg.Partitions)
+		}
 	}
-	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions), local: cfg.localOwner, reach: cfg.reachable}
+	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable}
 	for n := range c.subjects {
-		c.subjects[n] = partitionSubject(cfg.prefix, n)
+		c.subjects[n] = PartitionSubject(cfg.Prefix, n)
 	}
 	if !cfg.noCoalesce {
-		prefix := cfg.prefix
+		prefix := cfg.Prefix
 		c.co = coalesce.New(nc, c.subjects, func(s []byte) bool { return isMemberSubject(prefix, s) })
 	}
 	return c, nil
 }
+
+// Coalescer is the client's coalescer (nil: WithCoalescing(false)), for
+// the tests and diagnostics of the quota tree (its type is internal).
+func (c *Client) Coalescer() *coalesce.Coalescer { return c.co }
 
 // Partitions is the partition count the client routes with.
 func (c *Client) Partitions() int { return c.p }
@@ -82,7 +89,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	}
 	n := Partition(r.Tenant(), c.p)
 	if c.local != nil {
-		if rep, done, err := c.localHit(ctx, &r, n); done {
+		if rep, done, err := c.local.HitLocal(ctx, &r, n, c.budget); done {
 			return rep, err
 		}
 	}
@@ -147,7 +154,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 // hitJSON sends r as one JSON request (owners that predate frames).
 func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 	var rep HitReply
-	err := c.call(ctx, r.Tenant(), &ownerRequest{Op: opHit, Hit: r}, &rep)
+	err := c.call(ctx, r.Tenant(), &OwnerRequest{Op: OpHit, Hit: r}, &rep)
 	return rep, err
 }
 
@@ -158,8 +165,8 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	var rep okReply
-	return c.call(ctx, tenant, &ownerRequest{Op: opReset, Reset: &r}, &rep)
+	var rep OKReply
+	return c.call(ctx, tenant, &OwnerRequest{Op: OpReset, Reset: &r}, &rep)
 }
 
 // Reserve takes one slot of the (principal, key) counter if its count is
@@ -172,7 +179,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, e
 		return ReserveReply{}, err
 	}
 	var rep ReserveReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opReserve, Reserve: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r}, &rep)
 	return rep, err
 }
 
@@ -183,7 +190,7 @@ func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, err
 		return CountReply{}, err
 	}
 	var rep CountReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opRelease, Counter: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r}, &rep)
 	return rep, err
 }
 
@@ -193,7 +200,7 @@ func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error
 		return CountReply{}, err
 	}
 	var rep CountReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opCount, Counter: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpCount, Counter: &r}, &rep)
 	return rep, err
 }
 
@@ -204,7 +211,7 @@ const (
 )
 
 // call sends req to the owner of key's partition and decodes the reply.
-func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply any) error {
+func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply any) error {
 	if c.unreachable() {
 		return errUnreachable
 	}
@@ -241,9 +248,9 @@ func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply 
 			switch {
 			case code == "400":
 				return fmt.Errorf("%w: %s", ErrInvalid, reason)
-			case code == "503" && reason == reasonNotOwner:
+			case code == "503" && reason == ReasonNotOwner:
 				retry = true
-				err = errors.New(reasonNotOwner)
+				err = errors.New(ReasonNotOwner)
 			default:
 				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
 			}

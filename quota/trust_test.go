@@ -99,7 +99,7 @@ func TestClientMemberTableBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(owner.Close)
-	served := fakeOwner(t, owner, prefix, func(i int) string { return memberSubject(prefix, "m"+strconv.Itoa(i)) })
+	served := fakeOwner(t, owner, prefix, func(i int) string { return MemberSubject(prefix, "m"+strconv.Itoa(i)) })
 	const p = 4
 	c := e2client(t, k, prefix, WithPartitions(p))
 	for i := range 200 {
@@ -138,11 +138,11 @@ func TestIsMemberSubject(t *testing.T) {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	}
-	long := make([]byte, maxMemberIDBytes)
+	long := make([]byte, MaxMemberIDBytes)
 	for i := range long {
 		long[i] = 'a'
 	}
-	if !isMemberSubject("px", []byte(memberSubject("px", string(long)))) || isMemberSubject("px", []byte(memberSubject("px", string(long)+"a"))) {
+	if !isMemberSubject("px", []byte(MemberSubject("px", string(long)))) || isMemberSubject("px", []byte(MemberSubject("px", string(long)+"a"))) {
 		t.Error("the member id bound is not WithMemberID's")
 	}
 }

@@ -74,11 +74,11 @@ type redisMemory struct {
 // worker's unexported state) and parses its bytes/bucket metrics.
 func quotaBucketMemory(ctx context.Context, root string) (map[string]float64, error) {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkIdleBucketMemory$",
-		"-benchtime", "1x", "-count", "1", "./quota/")
+		"-benchtime", "1x", "-count", "1", "./quota/owner/")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("go test -bench BenchmarkIdleBucketMemory ./quota/: %w\n%s", err, out)
+		return nil, fmt.Errorf("go test -bench BenchmarkIdleBucketMemory ./quota/owner/: %w\n%s", err, out)
 	}
 	return parseBenchMetric(out, "bytes/bucket"), nil
 }

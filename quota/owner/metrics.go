@@ -1,9 +1,10 @@
-package quota
+package owner
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/quota"
 )
 
 // workerMetrics are a Worker's Prometheus metrics. Labels are bounded:
@@ -24,13 +25,13 @@ type workerMetrics struct {
 func (m *workerMetrics) hit(result string) {
 	var c prometheus.Counter
 	switch result {
-	case ResultOK:
+	case quota.ResultOK:
 		c = m.hitOK
-	case ResultDuplicate:
+	case quota.ResultDuplicate:
 		c = m.hitDuplicate
-	case ResultPending:
+	case quota.ResultPending:
 		c = m.hitPending
-	case ResultRateLimited:
+	case quota.ResultRateLimited:
 		c = m.hitLimited
 	case "invalid":
 		c = m.hitInvalid
@@ -43,10 +44,10 @@ func (m *workerMetrics) hit(result string) {
 }
 
 func (m *workerMetrics) resolve() *workerMetrics {
-	m.hitOK = m.hits.WithLabelValues(ResultOK)
-	m.hitDuplicate = m.hits.WithLabelValues(ResultDuplicate)
-	m.hitPending = m.hits.WithLabelValues(ResultPending)
-	m.hitLimited = m.hits.WithLabelValues(ResultRateLimited)
+	m.hitOK = m.hits.WithLabelValues(quota.ResultOK)
+	m.hitDuplicate = m.hits.WithLabelValues(quota.ResultDuplicate)
+	m.hitPending = m.hits.WithLabelValues(quota.ResultPending)
+	m.hitLimited = m.hits.WithLabelValues(quota.ResultRateLimited)
 	m.hitInvalid = m.hits.WithLabelValues("invalid")
 	m.hitUnavailable = m.hits.WithLabelValues("unavailable")
 	return m
