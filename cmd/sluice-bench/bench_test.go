@@ -146,18 +146,6 @@ func TestAuxvClockTicks(t *testing.T) {
 	}
 }
 
-func TestParseBenchMetric(t *testing.T) {
-	out := []byte(`goos: linux
-BenchmarkIdleBucketMemory/hooks-2         	       1	23053512390 ns/op	       327.8 bytes/bucket
-BenchmarkIdleBucketMemory/layout/map[hash64]int64-2   	       1	 774764410 ns/op	        37.81 bytes/bucket
-PASS
-`)
-	got := parseBenchMetric(out, "bytes/bucket")
-	if got["hooks"] != 327.8 || got["layout/map[hash64]int64"] != 37.81 || len(got) != 2 {
-		t.Fatalf("parseBenchMetric = %v", got)
-	}
-}
-
 func TestParseUsedMemory(t *testing.T) {
 	v, err := parseUsedMemory("# Memory\r\nused_memory:1234567\r\nused_memory_human:1.18M\r\n")
 	if err != nil || v != 1234567 {
@@ -321,4 +309,22 @@ func TestLuaScripts(t *testing.T) {
 			t.Fatalf("a rate-limited hit took its claim (%d, %v)", n, err)
 		}
 	})
+}
+
+// TestBucketMemory: the memory row's owner holds its idle buckets, and
+// each costs tens of bytes (the owner's figure with a million tenants is
+// under 64 bytes; a smaller fill pays more for the map's growth steps).
+func TestBucketMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, err := bucketMemory(ctx, 50_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bytes/bucket: %v", got)
+	for _, row := range []string{"hooks", "hooks+bytes"} {
+		if v, ok := got[row]; !ok || v < 16 || v > 200 {
+			t.Errorf("%s: %.1f bytes/bucket (have %v), want 16..200", row, v, got)
+		}
+	}
 }
