@@ -16,8 +16,8 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.5
 	google.golang.org/protobuf v1.36.12
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

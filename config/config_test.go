@@ -320,6 +320,7 @@ func TestFileErrors(t *testing.T) {
 		{"http_addr: {a: 1}\n", nil, "http_addr: want a scalar value"},
 		{"partitions: 0\n", nil, "--partitions (from partitions in "},
 		{"allow_unknown: maybe\n", nil, `allow_unknown: want a boolean, got "maybe"`},
+		{"allow_unknown: yes\n", nil, `allow_unknown: want a boolean, got "yes"`}, // YAML 1.1 words are not booleans here (the decoder would take them)
 		{"tenants: [a]\n", nil, "tenants: want a mapping"},
 		{"tenants:\n  acme: 5\n", nil, "tenants.acme: want a mapping"},
 		{"tenants:\n  acme:\n    sources:\n      s: {dedupe: [x]}\n", nil, "tenants.acme.sources.s.dedupe: want a string"},
