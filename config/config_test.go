@@ -471,7 +471,7 @@ func TestEmbeddedServerExposure(t *testing.T) {
 }
 
 // TestLeafConfig: the hub's and the edge's flags, their combinations and
-// the leaf listener's exposure rule (issue 11's: no unauthenticated
+// the leaf listener's exposure rule (no unauthenticated
 // listener on a non-loopback address).
 func TestLeafConfig(t *testing.T) {
 	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}

@@ -58,7 +58,7 @@ func (a *losingAdmitter) Hit(ctx context.Context, r quota.HitRequest) (quota.Hit
 // TestLostAnswerReleasesClaim: a hit whose answer is lost after the owner
 // took the pending claim is answered 503, and the claim is released, so
 // the sender's retry is accepted at once rather than answered 409 until
-// the pending TTL (issue #12 item 2).
+// the pending TTL.
 func TestLostAnswerReleasesClaim(t *testing.T) {
 	k := testkit.New(t)
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "lost_answer_claims"}))

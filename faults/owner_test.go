@@ -18,7 +18,7 @@ import (
 // -race): the partitions are served again within failoverBound (lease
 // TTL + 3 s); control tenants stay within a quarter burst of their limit
 // (measured -0.24..+0.20); affected tenants are over their limit by at
-// most one burst (issue #12 item 1): while no owner answers each
+// most one burst: while no owner answers each
 // surviving node's fallback applies 1/M of the limit (M live members, the
 // dead one counted until it leaves the lease view), and the new owner
 // starts the lapsed partition with an eighth of the burst per bucket
@@ -97,7 +97,7 @@ func TestOwnerDies(t *testing.T) {
 			t.Errorf("control tenant %s over its limit by %.2f bursts", tn, over)
 		}
 	}
-	// The goal of issue #12 item 1: at most one burst over the limit.
+	// The goal: at most one burst over the limit.
 	t.Logf("over-admission: worst %.2f bursts (bound 1)", worst)
 	if worst > 1 {
 		t.Errorf("over-admission %.2f bursts, above one burst", worst)

@@ -45,7 +45,7 @@ func fakeOwner(t *testing.T, nc *nats.Conn, prefix string, route func(i int) str
 }
 
 // An owner's reply routes a client's later hits only to the prefix's own
-// member subjects (issue #11): a reply naming any other subject — another
+// member subjects: a reply naming any other subject — another
 // service's, another prefix's, a wildcard — is answered but not followed.
 func TestClientFollowsOnlyMemberRoutes(t *testing.T) {
 	t.Parallel()
@@ -89,7 +89,7 @@ func TestClientFollowsOnlyMemberRoutes(t *testing.T) {
 }
 
 // An owner advertising a new member subject in every reply cannot grow
-// the client's member table beyond one lane per partition (issue #11).
+// the client's member table beyond one lane per partition.
 func TestClientMemberTableBounded(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)

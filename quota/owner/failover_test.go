@@ -59,7 +59,7 @@ func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
 }
 
 // A partition taken over after its owner died starts from a conservative
-// state (issue #12 item 1): each bucket holds an eighth of its burst at
+// state: each bucket holds an eighth of its burst at
 // the takeover, so a tenant whose burst was spent gets that, not a whole
 // burst. A graceful handover (the owner releases) starts full, as before.
 func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
@@ -109,7 +109,7 @@ func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 }
 
 // When the owner dies under load, the fleet admits at most one burst over
-// the limit (issue #12 item 1): the surviving fallbacks divide the burst
+// the limit: the surviving fallbacks divide the burst
 // among the live members and the new owner starts conservatively. A
 // tenant at half its rate, all through one node, sees no 429 across the
 // same failover.

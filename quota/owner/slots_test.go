@@ -14,7 +14,7 @@ import (
 )
 
 // A reserve or release with a request id is idempotent, and a named slot
-// is held until its own TTL (issue #12 item 2).
+// is held until its own TTL.
 func TestNamedSlots(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
