@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/internal/retry"
 )
 
 // Durable is the name of the forwarder's consumer on the outbox.
@@ -266,18 +267,6 @@ func (f *Forwarder) stopped() bool {
 	}
 }
 
-// sleep waits d or until Stop; false when stopped.
-func (f *Forwarder) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-f.stop:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // run is the forwarding loop.
 func (f *Forwarder) run() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -289,7 +278,7 @@ func (f *Forwarder) run() {
 		case <-ctx.Done():
 		}
 	}()
-	backoff := f.cfg.MinBackoff
+	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff) // ctx ends with Stop
 	var lastStatus time.Time
 	wasLinked := false
 	for !f.stopped() {
@@ -309,15 +298,14 @@ func (f *Forwarder) run() {
 			wasLinked = linked
 		}
 		if !linked {
-			if !f.sleep(backoff) {
+			if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 				return
 			}
-			backoff = min(2*backoff, f.cfg.MaxBackoff)
 			continue
 		}
 		batch, err := f.cons.Fetch(f.cfg.Batch, jetstream.FetchMaxWait(250*time.Millisecond))
 		if err != nil {
-			if !f.sleep(backoff) {
+			if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 				return
 			}
 			continue
@@ -330,7 +318,7 @@ func (f *Forwarder) run() {
 			continue
 		}
 		if f.forward(ctx, msgs) {
-			backoff = f.cfg.MinBackoff
+			waits.Reset()
 		}
 	}
 }
@@ -389,7 +377,7 @@ func (f *Forwarder) refreshStatus(ctx context.Context) {
 // forward sends msgs to the hub until every one is acknowledged there and
 // acked in the outbox, or the forwarder stops; true when it took no retry.
 func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
-	backoff := f.cfg.MinBackoff
+	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff)
 	clean := true
 	for len(msgs) > 0 {
 		n, err := f.send(ctx, msgs)
@@ -407,10 +395,9 @@ func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 		e := err.Error()
 		f.lastErr.Store(&e)
 		f.refreshStatus(ctx)
-		if !f.sleep(backoff) {
+		if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 			return false
 		}
-		backoff = min(2*backoff, f.cfg.MaxBackoff)
 		for _, m := range msgs {
 			_ = m.InProgress() // keep them ours while we retry
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -105,13 +106,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if !ok {
 		deadline = time.Now().Add(c.budget)
 	}
-	backoff := minBackoff
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	waits := retry.Doubling(minBackoff, maxBackoff)
 	for attempt := 1; ; attempt++ {
 		a := c.co.Hit(ctx, n, coalesced{&r}, deadline)
 		reason := a.Reason
@@ -134,20 +129,10 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		default: // frame.StatusUnavailable, coalesce.Failed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
-		wait := min(backoff, time.Until(deadline))
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		}
+		_ = retry.Sleep(ctx, min(waits.NextBackOff(), time.Until(deadline)))
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -218,13 +203,7 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 	ctx, cancel := kvstore.WithBudget(ctx, c.budget)
 	defer cancel()
 	subject := c.subjects[Partition(key, c.p)]
-	backoff := minBackoff
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	waits := retry.Doubling(minBackoff, maxBackoff)
 	for attempt := 1; ; attempt++ {
 		if dl, ok := ctx.Deadline(); ok {
 			req.TimeoutMs = max(1, time.Until(dl).Milliseconds())
@@ -234,7 +213,7 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		resp, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
-		retry := false
+		again := false
 		switch {
 		case err == nil:
 			code := resp.Header.Get(micro.ErrorCodeHeader)
@@ -249,27 +228,19 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			case code == "400":
 				return fmt.Errorf("%w: %s", ErrInvalid, reason)
 			case code == "503" && reason == ReasonNotOwner:
-				retry = true
+				again = true
 				err = errors.New(ReasonNotOwner)
 			default:
 				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
 			}
 		case errors.Is(err, nats.ErrNoResponders):
-			retry = true
+			again = true
 		}
-		if !retry {
+		if !again {
 			return fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, subject, attempt, err)
 		}
-		if timer == nil {
-			timer = time.NewTimer(backoff)
-		} else {
-			timer.Reset(backoff)
-		}
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 			return fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %w", ErrUnavailable, subject, attempt, err)
-		case <-timer.C:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
