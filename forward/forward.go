@@ -157,39 +157,17 @@ func New(cfg Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms := promreg.NewSet(cfg.Registerer, "edge")
 	f := &Forwarder{
 		cfg: cfg, local: local, hub: hub, log: cfg.Logger, stop: make(chan struct{}),
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "forwarded_total",
-			Help: "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).",
-		}, []string{"result"}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "outbox_messages",
-			Help: "Hooks stored at this edge and not yet acknowledged by the hub.",
-		}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "outbox_oldest_age_seconds",
-			Help: "Age of the oldest hook in the outbox (0 when it is empty).",
-		}),
-		splits: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "split_keys_total",
-			Help: "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding).",
-		}),
-		linkGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "hub_linked",
-			Help: "1 while the leaf connection to the hub is up, else 0.",
-		}),
+		forwarded: ms.CounterVec("forwarded_total", "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).", "result"),
+		backlog:   ms.Gauge("outbox_messages", "Hooks stored at this edge and not yet acknowledged by the hub."),
+		oldest:    ms.Gauge("outbox_oldest_age_seconds", "Age of the oldest hook in the outbox (0 when it is empty)."),
+		splits:    ms.Counter("split_keys_total", "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding)."),
+		linkGauge: ms.Gauge("hub_linked", "1 while the leaf connection to the hub is up, else 0."),
 	}
-	if f.forwarded, err = promreg.Register(cfg.Registerer, f.forwarded); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, err
-	}
-	if f.splits, err = promreg.Register(cfg.Registerer, f.splits); err != nil {
-		return nil, err
-	}
-	for _, g := range []*prometheus.Gauge{&f.backlog, &f.oldest, &f.linkGauge} {
-		if *g, err = promreg.Register(cfg.Registerer, *g); err != nil {
-			return nil, err
-		}
 	}
 	f.status.Store(&Status{})
 	return f, nil

@@ -70,6 +70,7 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 	if err := settings.Apply(&cfg, opts, FleetOption.applyFleet); err != nil {
 		return nil, err
 	}
+	ms := promreg.NewSet(cfg.Reg, "quota")
 	f := &Fleet{
 		c:          client,
 		local:      local,
@@ -80,14 +81,10 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 		pendingTTL: cfg.PendingTTL,
 		countTTL:   cfg.CountTTL,
 		log:        cfg.Log,
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "fallback_total",
-			Help: "Quota calls answered from node-local state because the fleet was unavailable, by op.",
-		}, []string{"op"}),
-		counters: localCounters{m: make(map[string]*localCounter)},
+		fallbacks:  ms.CounterVec("fallback_total", "Quota calls answered from node-local state because the fleet was unavailable, by op.", "op"),
+		counters:   localCounters{m: make(map[string]*localCounter)},
 	}
-	var err error
-	if f.fallbacks, err = promreg.Register(cfg.Reg, f.fallbacks); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return f, nil

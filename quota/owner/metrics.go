@@ -54,42 +54,15 @@ func (m *workerMetrics) resolve() *workerMetrics {
 }
 
 func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
+	ms := promreg.NewSet(reg, "quota")
 	m := &workerMetrics{
-		owned: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "partitions_owned",
-			Help: "Quota partitions whose lease this worker holds and serves.",
-		}),
-		hits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "hits_total",
-			Help: "Hit requests answered by this worker, by result (ok, duplicate, pending, rate_limited, invalid, unavailable).",
-		}, []string{"result"}),
-		counterOps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "counter_ops_total",
-			Help: "Reserve/release/count requests answered by this worker, by op and result.",
-		}, []string{"op", "result"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "kv_in_flight",
-			Help: "Requests waiting on a KV call (claim creates, counter write-through).",
-		}),
-		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "lease_events_total",
-			Help: "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).",
-		}, []string{"event"}),
+		owned:      ms.Gauge("partitions_owned", "Quota partitions whose lease this worker holds and serves."),
+		hits:       ms.CounterVec("hits_total", "Hit requests answered by this worker, by result (ok, duplicate, pending, rate_limited, invalid, unavailable).", "result"),
+		counterOps: ms.CounterVec("counter_ops_total", "Reserve/release/count requests answered by this worker, by op and result.", "op", "result"),
+		inFlight:   ms.Gauge("kv_in_flight", "Requests waiting on a KV call (claim creates, counter write-through)."),
+		leases:     ms.CounterVec("lease_events_total", "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).", "event"),
 	}
-	var err error
-	if m.owned, err = promreg.Register(reg, m.owned); err != nil {
-		return nil, err
-	}
-	if m.hits, err = promreg.Register(reg, m.hits); err != nil {
-		return nil, err
-	}
-	if m.counterOps, err = promreg.Register(reg, m.counterOps); err != nil {
-		return nil, err
-	}
-	if m.inFlight, err = promreg.Register(reg, m.inFlight); err != nil {
-		return nil, err
-	}
-	if m.leases, err = promreg.Register(reg, m.leases); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, err
 	}
 	return m.resolve(), nil
