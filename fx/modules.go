@@ -244,12 +244,12 @@ type Events struct {
 // ProvideEvents builds and starts the events parts.
 func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
 	elog := log
-	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, elog, events.WithRegisterer(reg))
+	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, events.WithLogger(elog), events.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	opts := []events.Option{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL)}
+	opts := []events.SettlerOption{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL)}
 	if n.Server != nil {
 		// The stream's byte limit is reserved from the store: fit it.
 		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
