@@ -52,6 +52,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -353,7 +354,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		}
 	}
 	for i := 1; i <= o.repeat; i++ {
-		rr := runResult{Run: i, LoadAvg: loadAvg()}
+		rr := runResult{Run: i, LoadAvg: procstat.LoadAvg()}
 		for _, w := range o.workloads {
 			for _, n := range o.inflight {
 				var before baseline
@@ -480,15 +481,15 @@ func (b *bench) measure(ctx context.Context, run int, name string, inflight int,
 	var seq atomic.Uint64
 	res := runLoad(ctx, inflight, b.o.warmup, b.o.duration, &seq, op, window{
 		start: func() {
-			s0, _ = cpuTime(server.pid())
-			c0, _ = cpuTime(b.self)
+			s0, _ = procstat.CPUTime(server.pid())
+			c0, _ = procstat.CPUTime(b.self)
 			if hooks.start != nil {
 				hooks.start()
 			}
 		},
 		end: func() {
-			s1, _ = cpuTime(server.pid())
-			c1, _ = cpuTime(b.self)
+			s1, _ = procstat.CPUTime(server.pid())
+			c1, _ = procstat.CPUTime(b.self)
 			if hooks.end != nil {
 				hooks.end()
 			}
