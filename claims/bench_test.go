@@ -115,7 +115,7 @@ func BenchmarkKV(b *testing.B) {
 
 // BenchmarkClaimStreams spreads claims over K buckets (K streams, each
 // with its own write loop in the server), 64 in flight, to tell what
-// issue 10's "K claim streams" would buy on this machine:
+// K claim streams would buy on this machine:
 //
 //	go test -run '^$' -bench ClaimStreams -benchtime 2s -count 6 ./claims/
 func BenchmarkClaimStreams(b *testing.B) {

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -62,8 +63,8 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := quota.NewWorker(kit.Conn, leases, counts, cs,
-		quota.WithPartitions(testPartitions), quota.WithLeaseTTL(2*time.Second))
+	w, err := owner.New(kit.Conn, leases, counts, cs,
+		quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

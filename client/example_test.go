@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
 )
 
@@ -63,7 +64,7 @@ func startSluice() (nc *nats.Conn, stop func()) {
 	const partitions = 8
 	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
 	must(err)
-	w, err := quota.NewWorker(node, leases, counts, store, quota.WithPartitions(partitions))
+	w, err := owner.New(node, leases, counts, store, quota.WithPartitions(partitions))
 	must(err)
 	must(w.Start(ctx))
 	stops = append(stops, func() {

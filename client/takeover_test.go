@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -47,7 +48,7 @@ func TestNamedSlotsAcrossTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doomed, err := quota.NewWorker(nc, leases, counts, cs, quota.WithPartitions(testPartitions), quota.WithLeaseTTL(2*time.Second))
+	doomed, err := owner.New(nc, leases, counts, cs, quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -353,6 +353,7 @@ func TestFileErrors(t *testing.T) {
 		{"http_addr: {a: 1}\n", nil, "http_addr: want a scalar value"},
 		{"partitions: 0\n", nil, "--partitions (from partitions in "},
 		{"allow_unknown: maybe\n", nil, `allow_unknown: want a boolean, got "maybe"`},
+		{"allow_unknown: yes\n", nil, `allow_unknown: want a boolean, got "yes"`}, // YAML 1.1 words are not booleans here (the decoder would take them)
 		{"tenants: [a]\n", nil, "tenants: want a mapping"},
 		{"tenants:\n  acme: 5\n", nil, "tenants.acme: want a mapping"},
 		{"tenants:\n  acme:\n    sources:\n      s: {dedupe: [x]}\n", nil, "tenants.acme.sources.s.dedupe: want a string"},
@@ -508,7 +509,7 @@ func TestEmbeddedServerExposure(t *testing.T) {
 }
 
 // TestLeafConfig: the hub's and the edge's flags, their combinations and
-// the leaf listener's exposure rule (issue 11's: no unauthenticated
+// the leaf listener's exposure rule (no unauthenticated
 // listener on a non-loopback address).
 func TestLeafConfig(t *testing.T) {
 	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // fileConfig is the YAML file beyond the flag keys. Every field is a pointer
@@ -180,7 +180,14 @@ func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 }
 
 // walker decodes yaml.Nodes into the file types, naming every error by its
-// path, with a budget of nodes.
+// path (tenants.acme.sources.gh.secrte), with a budget of nodes. What the
+// decoder says itself is left to it: scalars are decoded by yaml.Node.Decode
+// (a boolean, a number). The walker says what the decoder cannot: the path
+// of an unknown or duplicate field (the decoder's KnownFields names only the
+// Go type, and a node tree keeps duplicate keys), an integer field given a
+// fraction (the decoder truncates it), a boolean written yes or on (the
+// decoder takes YAML 1.1's words), and a bound on nodes with aliases
+// expanded (the tree is walked here, not by the decoder's alias guard).
 type walker struct {
 	budget int
 }
@@ -336,18 +343,12 @@ func (w *walker) decode(n *yaml.Node, v reflect.Value, path string) error {
 		if n.Kind != yaml.ScalarNode {
 			return fmt.Errorf("line %d: %s: want %s", n.Line, path, kindName(v.Kind()))
 		}
-		// Check the resolved tag first: yaml.v3 would truncate 1.5 into an
-		// integer field.
-		tag, ok := n.ShortTag(), false
-		switch v.Kind() {
-		case reflect.Int64:
-			ok = tag == "!!int"
-		case reflect.Float64:
-			ok = tag == "!!int" || tag == "!!float"
-		case reflect.Bool:
-			ok = tag == "!!bool"
-		}
-		if !ok || n.Decode(v.Addr().Interface()) != nil {
+		// The decoder refuses what is not a boolean or a number, but it
+		// would truncate 1.5 into an integer field and take YAML 1.1's
+		// yes/no/on/off for a boolean: those two checks are ours.
+		tag := n.ShortTag()
+		lax := v.Kind() == reflect.Int64 && tag != "!!int" || v.Kind() == reflect.Bool && tag != "!!bool"
+		if lax || n.Decode(v.Addr().Interface()) != nil {
 			return fmt.Errorf("line %d: %s: want %s, got %.40q", n.Line, path, kindName(v.Kind()), n.Value)
 		}
 		return nil

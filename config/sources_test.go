@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/webhook"

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"reflect"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // VerifyFields reads a source's verification written as YAML — what

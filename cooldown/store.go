@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -505,16 +506,11 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 
 // backoff waits a short random while before CAS retry attempt (growing with
 // the attempt, at most ~4 ms), or until ctx ends.
+// (Random, unlike internal/retry's doubling: racing writers of one key
+// must not retry in step.)
 func backoff(ctx context.Context, attempt int) error {
 	spread := time.Duration(min(attempt, 8)) * 500 * time.Microsecond
-	t := time.NewTimer(rand.N(spread) + 50*time.Microsecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.Sleep(ctx, rand.N(spread)+50*time.Microsecond)
 }
 
 // writeFailed maps a failed shared write: store unavailability (and

@@ -669,7 +669,7 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // A penalty whose shared write failed is written to the shared store when
-// it answers again (issue #12 item 2): the other nodes then see it, unless
+// it answers again: the other nodes then see it, unless
 // a shared reading reached it meanwhile.
 func TestFailedPenaltyWrittenLater(t *testing.T) {
 	t.Parallel()

@@ -74,7 +74,7 @@ type heldNonce struct {
 // budget and claims no key), admit (charges plus dedupe claim), store
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
-	// Load shedding before any work (issue #12 item 2): beyond
+	// Load shedding before any work: beyond
 	// MaxInFlight hooks, 503 at once.
 	select {
 	case h.slots <- struct{}{}:
@@ -689,7 +689,7 @@ func (h *Handler) releaseClaim(q *hookRequest, id claims.ID) {
 
 // releaseLostClaim gives back the pending claim that a hit whose answer
 // did not come back may have taken under q's hook id, so that the sender's
-// retry is not answered 409 until the pending TTL (issue #12 item 2). A
+// retry is not answered 409 until the pending TTL. A
 // Claim with the same hook id is idempotent: it returns that claim's
 // revision (or takes the free key afresh), which the release needs. A key
 // held by another hook or committed is left alone. When the store cannot

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -61,7 +62,7 @@ func (a *losingAdmitter) Hit(ctx context.Context, r quota.HitRequest) (quota.Hit
 // TestLostAnswerReleasesClaim: a hit whose answer is lost after the owner
 // took the pending claim is answered 503, and the claim is released, so
 // the sender's retry is accepted at once rather than answered 409 until
-// the pending TTL (issue #12 item 2).
+// the pending TTL.
 func TestLostAnswerReleasesClaim(t *testing.T) {
 	k := testkit.New(t)
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "lost_answer_claims"}))
@@ -345,7 +346,7 @@ func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Client) {
 		t.Fatal(err)
 	}
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "real_owner_claims"}))
-	w, err := quota.NewWorker(k.Conn, leases, counts, store, quota.WithPartitions(parts))
+	w, err := owner.New(k.Conn, leases, counts, store, quota.WithPartitions(parts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,66 +25,18 @@ type metrics struct {
 // newMetrics creates the collectors and registers them on reg (nil: not
 // registered; promreg.Register's policy).
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	ms := promreg.NewSet(reg, "edge")
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "requests_total",
-			Help: "Webhook requests by outcome and HTTP status code.",
-		}, []string{"outcome", "code"}),
-		hitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "hit_seconds",
-			Help:    "Latency of one quota hit (charges plus claim) as seen by the edge.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}),
-		pubLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "stream_publish_seconds",
-			Help:    "Latency of storing one hook in the stream (publish until ack).",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}),
-		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "sync_wait_seconds",
-			Help:    "Time a hook's answer waited on the durability barrier (a sync round after its acks).",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}),
-		claimOutcome: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "claims_total",
-			Help: "Dedupe claim outcomes at the edge.",
-		}, []string{"outcome"}),
-		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "fallback_total",
-			Help: "Requests answered from node-local state because the fleet store was unavailable.",
-		}, []string{"what"}),
-		replay: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "replay_claims_total",
-			Help: "Replay-nonce claims by outcome.",
-		}, []string{"outcome"}),
-		adminOps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "admin_requests_total",
-			Help: "Admin API requests by operation and status code.",
-		}, []string{"op", "code"}),
+		requests:     ms.CounterVec("requests_total", "Webhook requests by outcome and HTTP status code.", "outcome", "code"),
+		hitLatency:   ms.Histogram("hit_seconds", "Latency of one quota hit (charges plus claim) as seen by the edge.", []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}),
+		pubLatency:   ms.Histogram("stream_publish_seconds", "Latency of storing one hook in the stream (publish until ack).", []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}),
+		syncLatency:  ms.Histogram("sync_wait_seconds", "Time a hook's answer waited on the durability barrier (a sync round after its acks).", []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}),
+		claimOutcome: ms.CounterVec("claims_total", "Dedupe claim outcomes at the edge.", "outcome"),
+		fallback:     ms.CounterVec("fallback_total", "Requests answered from node-local state because the fleet store was unavailable.", "what"),
+		replay:       ms.CounterVec("replay_claims_total", "Replay-nonce claims by outcome.", "outcome"),
+		adminOps:     ms.CounterVec("admin_requests_total", "Admin API requests by operation and status code.", "op", "code"),
 	}
-	var err error
-	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.hitLatency, err = promreg.Register(reg, m.hitLatency); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.pubLatency, err = promreg.Register(reg, m.pubLatency); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.syncLatency, err = promreg.Register(reg, m.syncLatency); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.claimOutcome, err = promreg.Register(reg, m.claimOutcome); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.fallback, err = promreg.Register(reg, m.fallback); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.replay, err = promreg.Register(reg, m.replay); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
-	}
-	if m.adminOps, err = promreg.Register(reg, m.adminOps); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	return m, nil

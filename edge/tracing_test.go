@@ -7,8 +7,8 @@ import (
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/tracingtest"
 	"github.com/sluice-dev/sluice/tracing/otlp"
-	"github.com/sluice-dev/sluice/tracing/tracingtest"
 	"github.com/sluice-dev/sluice/webhook"
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"

@@ -31,7 +31,7 @@ func BenchmarkClaimLife(b *testing.B) {
 			bucket := "bench_claims"
 			s := testkit.ClaimsKV(b, k.Bucket(b, claims.BucketConfig(bucket, claims.BucketOptions{Replicas: 1, ExpiryEvents: on})))
 			if on {
-				pub, err := events.NewPublisher(k.Conn, prefix, nil)
+				pub, err := events.NewPublisher(k.Conn, prefix)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,7 +66,7 @@ func BenchmarkClaimLife(b *testing.B) {
 //	go test -run '^$' -bench LifecycleEvents -count 6 ./events/
 func BenchmarkLifecycleEvents(b *testing.B) {
 	k := testkit.New(b)
-	pub, err := events.NewPublisher(k.Conn, prefix, nil, events.WithQueueSize(1<<16))
+	pub, err := events.NewPublisher(k.Conn, prefix, events.WithQueueSize(1<<16))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func BenchmarkLifecycleEvents(b *testing.B) {
 		pub.ClaimCommitted(id, "hook-"+strconv.Itoa(i), uint64(i+2))
 		if i%1024 == 1023 {
 			pub.Close() // drains the queue: every event handed to the connection
-			if pub, err = events.NewPublisher(k.Conn, prefix, nil, events.WithQueueSize(1<<16)); err != nil {
+			if pub, err = events.NewPublisher(k.Conn, prefix, events.WithQueueSize(1<<16)); err != nil {
 				b.Fatal(err)
 			}
 		}

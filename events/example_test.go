@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	pub, _ := events.NewPublisher(nc, prefix, nil)
+	pub, _ := events.NewPublisher(nc, prefix)
 	defer pub.Close()
 	kv, err := claims.NewKV(bucket)
 	if err != nil {

@@ -89,14 +89,14 @@ type ExpiryWatcher struct {
 // be nil (a watcher that cannot report would still take its share of the
 // fleet's markers). Options read: WithLogger, WithRegisterer, WithDurable,
 // WithKeyDecoder. Nothing touches NATS before Start.
-func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opts ...Option) (*ExpiryWatcher, error) {
+func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opts ...ExpiryOption) (*ExpiryWatcher, error) {
 	if js == nil || pub == nil {
 		return nil, invalid("nil jetstream or publisher")
 	}
 	if err := checkName(bucket); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(opts, ExpiryOption.applyExpiry)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 
 // startWatcher starts an ExpiryWatcher of the claims bucket reporting
 // through pub, stopped with the test (before pub is closed).
-func startWatcher(t *testing.T, js jetstream.JetStream, pub *events.Publisher, opts ...events.Option) *events.ExpiryWatcher {
+func startWatcher(t *testing.T, js jetstream.JetStream, pub *events.Publisher, opts ...events.ExpiryOption) *events.ExpiryWatcher {
 	t.Helper()
 	w, err := events.NewExpiryWatcher(js, kvstore.BucketNames(prefix).Claims, pub, opts...)
 	if err != nil {
@@ -42,7 +42,7 @@ func (e *env) node(t *testing.T, reg prometheus.Registerer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	pub, err := events.NewPublisher(nc, prefix, nil)
+	pub, err := events.NewPublisher(nc, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	if err := watch.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := events.NewPublisher(nc, prefix, nil)
+	pub, err := events.NewPublisher(nc, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,14 +43,14 @@ func newEnv(t *testing.T, opts ...testkit.Option) *env {
 
 // publisher returns a Publisher on a connection of its own (a "node"),
 // closed with the test.
-func (e *env) publisher(t *testing.T, opts ...events.Option) *events.Publisher {
+func (e *env) publisher(t *testing.T, opts ...events.PublisherOption) *events.Publisher {
 	t.Helper()
 	nc, err := e.k.Server.Connect()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p, err := events.NewPublisher(nc, prefix, nil, opts...)
+	p, err := events.NewPublisher(nc, prefix, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

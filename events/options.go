@@ -90,31 +90,68 @@ func defaults() config {
 	}
 }
 
-func newConfig(opts []Option) (config, error) {
+// newConfig applies opts with apply, the constructor's method of them, to
+// the defaults.
+func newConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
 	c := defaults()
 	for _, o := range opts {
-		if o == nil {
+		if any(o) == nil {
 			continue
 		}
-		if err := o(&c); err != nil {
+		if err := apply(o, &c); err != nil {
 			return config{}, err
 		}
 	}
 	return c, nil
 }
 
-// Option configures a Publisher, a Settler or an ExpiryWatcher. Each option
-// says which components read it; the others ignore it. An option given a bad
-// value makes the constructor fail with an error wrapping ErrInvalidOption.
-type Option func(*config) error
+// Options follow one convention across sluice (docs/DESIGN.md "Options"):
+// each constructor takes its own option type, so an option it does not
+// read does not compile, and an option given a bad value makes the
+// constructor fail with an error wrapping ErrInvalidOption. An option that
+// several constructors read has a type that is an option of each.
+
+// PublisherOption configures NewPublisher.
+type PublisherOption interface{ applyPublisher(*config) error }
+
+// SettlerOption configures NewSettler.
+type SettlerOption interface{ applySettler(*config) error }
+
+// ExpiryOption configures NewExpiryWatcher.
+type ExpiryOption interface{ applyExpiry(*config) error }
+
+// CommonOption is an option of every constructor (logging, metrics).
+type CommonOption func(*config) error
+
+func (o CommonOption) applyPublisher(c *config) error { return o(c) }
+func (o CommonOption) applySettler(c *config) error   { return o(c) }
+func (o CommonOption) applyExpiry(c *config) error    { return o(c) }
+
+// ConsumerOption is an option of NewSettler and NewExpiryWatcher (their
+// durable consumer).
+type ConsumerOption func(*config) error
+
+func (o ConsumerOption) applySettler(c *config) error { return o(c) }
+func (o ConsumerOption) applyExpiry(c *config) error  { return o(c) }
+
+type publisherOption func(*config) error
+
+func (o publisherOption) applyPublisher(c *config) error { return o(c) }
+
+type settlerOption func(*config) error
+
+func (o settlerOption) applySettler(c *config) error { return o(c) }
+
+type expiryOption func(*config) error
+
+func (o expiryOption) applyExpiry(c *config) error { return o(c) }
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
 }
 
-// WithLogger sets the logger (all components; nil: discard). NewPublisher
-// takes its logger as an argument, which wins over this option.
-func WithLogger(l *slog.Logger) Option {
+// WithLogger sets the logger (all components; nil: discard).
+func WithLogger(l *slog.Logger) CommonOption {
 	return func(c *config) error {
 		if l == nil {
 			l = slog.New(slog.DiscardHandler)
@@ -127,57 +164,57 @@ func WithLogger(l *slog.Logger) Option {
 // WithRegisterer registers the component's metrics on reg (all components;
 // nil, the default: metrics are kept but not exported). Components sharing
 // a registerer share their counters.
-func WithRegisterer(reg prometheus.Registerer) Option {
+func WithRegisterer(reg prometheus.Registerer) CommonOption {
 	return func(c *config) error { c.reg = reg; return nil }
 }
 
 // WithClock sets the clock that stamps Lifecycle.At (Publisher; default
 // time.Now).
-func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
+func WithClock(now func() time.Time) PublisherOption {
+	return publisherOption(func(c *config) error {
 		if now == nil {
 			return invalid("nil clock")
 		}
 		c.now = now
 		return nil
-	}
+	})
 }
 
 // WithQueueSize bounds the Publisher's buffer of events not yet handed to
 // the connection (default DefaultQueueSize). Beyond it events are dropped
 // and counted, never waited for.
-func WithQueueSize(n int) Option {
-	return func(c *config) error {
+func WithQueueSize(n int) PublisherOption {
+	return publisherOption(func(c *config) error {
 		if n < 1 {
 			return invalid("queue size %d < 1", n)
 		}
 		c.queueSize = n
 		return nil
-	}
+	})
 }
 
 // WithReplicas sets the replica count of the settle/release stream
 // (Settler; default 1, 3 in a cluster).
-func WithReplicas(n int) Option {
-	return func(c *config) error {
+func WithReplicas(n int) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if n < 1 || n > 5 {
 			return invalid("replicas %d not in 1..5", n)
 		}
 		c.replicas = n
 		return nil
-	}
+	})
 }
 
 // WithStreamName overrides the name of the settle/release stream (Settler;
 // default StreamName(prefix)).
-func WithStreamName(name string) Option {
-	return func(c *config) error {
+func WithStreamName(name string) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if err := checkName(name); err != nil {
 			return err
 		}
 		c.streamName = name
 		return nil
-	}
+	})
 }
 
 // StreamBytesFor is the byte limit of the settle/release stream on a
@@ -197,104 +234,104 @@ func StreamBytesFor(maxStore int64) int64 {
 // how many and how many bytes of unapplied events it keeps. The oldest go
 // first. Each must be > 0; defaults DefaultStreamMaxAge,
 // DefaultStreamMaxMsgs and DefaultStreamMaxBytes.
-func WithStreamLimits(maxAge time.Duration, maxMsgs, maxBytes int64) Option {
-	return func(c *config) error {
+func WithStreamLimits(maxAge time.Duration, maxMsgs, maxBytes int64) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if maxAge <= 0 || maxMsgs <= 0 || maxBytes <= 0 {
 			return invalid("stream limits must be > 0 (max age %s, max msgs %d, max bytes %d)", maxAge, maxMsgs, maxBytes)
 		}
 		c.maxAge, c.maxMsgs, c.maxBytes = maxAge, maxMsgs, maxBytes
 		return nil
-	}
+	})
 }
 
 // WithCommittedTTL sets how long a claim settled by event stays committed
 // (Settler; default DefaultCommittedTTL). Rounded up to whole seconds by the
 // store.
-func WithCommittedTTL(d time.Duration) Option {
-	return func(c *config) error {
+func WithCommittedTTL(d time.Duration) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if d <= 0 {
 			return invalid("committed ttl %s <= 0", d)
 		}
 		c.committedTTL = d
 		return nil
-	}
+	})
 }
 
 // WithDurable names the shared durable consumer (Settler: default
 // DefaultSettlerDurable; ExpiryWatcher: DefaultExpiryDurable). Every node of
 // a fleet must use the same name, or events are applied (or reported) once
 // per name.
-func WithDurable(name string) Option {
-	return func(c *config) error {
+func WithDurable(name string) ConsumerOption {
+	return ConsumerOption(func(c *config) error {
 		if err := checkName(name); err != nil {
 			return err
 		}
 		c.durable = name
 		return nil
-	}
+	})
 }
 
 // WithCallTimeout bounds one claims.Store call for one event (Settler;
 // default DefaultCallTimeout). It must stay well under the consumer's ack
 // wait (30 s) or the event is redelivered while it is still being applied.
-func WithCallTimeout(d time.Duration) Option {
-	return func(c *config) error {
+func WithCallTimeout(d time.Duration) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if d <= 0 || d > 20*time.Second {
 			return invalid("call timeout %s not in (0, 20s]", d)
 		}
 		c.callTimeout = d
 		return nil
-	}
+	})
 }
 
 // WithConcurrency sets how many events one Settler applies at once
 // (default DefaultConcurrency).
-func WithConcurrency(n int) Option {
-	return func(c *config) error {
+func WithConcurrency(n int) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if n < 1 {
 			return invalid("concurrency %d < 1", n)
 		}
 		c.concurrency = n
 		return nil
-	}
+	})
 }
 
 // WithRetryDelay sets the redelivery delay of an event whose store was
 // unavailable (Settler): lo doubled per delivery attempt, capped at hi
 // (defaults 1 s and 30 s).
-func WithRetryDelay(lo, hi time.Duration) Option {
-	return func(c *config) error {
+func WithRetryDelay(lo, hi time.Duration) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if lo <= 0 || hi < lo {
 			return invalid("retry delay min %s, max %s", lo, hi)
 		}
 		c.retryMin, c.retryMax = lo, hi
 		return nil
-	}
+	})
 }
 
 // WithMaxDeliver bounds the delivery attempts of one settle/release event
 // (Settler; default 10). After the last, the event is dropped and counted.
-func WithMaxDeliver(n int) Option {
-	return func(c *config) error {
+func WithMaxDeliver(n int) SettlerOption {
+	return settlerOption(func(c *config) error {
 		if n < 1 {
 			return invalid("max deliver %d < 1", n)
 		}
 		c.maxDeliver = n
 		return nil
-	}
+	})
 }
 
 // WithKeyDecoder sets how the ExpiryWatcher turns a claims bucket key into a
 // claim id (default claims.ParseKVKey, the inverse of claims.KVKey). A key
 // it rejects is skipped and counted.
-func WithKeyDecoder(fn func(key string) (claims.ID, error)) Option {
-	return func(c *config) error {
+func WithKeyDecoder(fn func(key string) (claims.ID, error)) ExpiryOption {
+	return expiryOption(func(c *config) error {
 		if fn == nil {
 			return invalid("nil key decoder")
 		}
 		c.decodeKey = fn
 		return nil
-	}
+	})
 }
 
 // checkName validates a stream or consumer name: 1..64 bytes, no '.', '*',

@@ -10,9 +10,20 @@ import (
 
 func TestOptionsRejectBadValues(t *testing.T) {
 	t.Parallel()
-	bad := map[string]events.Option{
-		"clock":        events.WithClock(nil),
-		"queue":        events.WithQueueSize(0),
+	// Each constructor takes its own option type: an option it does not
+	// read does not compile (WithClock is no SettlerOption).
+	e := newEnv(t)
+	for name, o := range map[string]events.PublisherOption{
+		"clock": events.WithClock(nil),
+		"queue": events.WithQueueSize(0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := events.NewPublisher(e.k.Conn, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
+				t.Fatalf("NewPublisher: %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+	for name, o := range map[string]events.SettlerOption{
 		"replicas 0":   events.WithReplicas(0),
 		"replicas 6":   events.WithReplicas(6),
 		"stream name":  events.WithStreamName("a.b"),
@@ -24,20 +35,28 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"concurrency":  events.WithConcurrency(0),
 		"retry":        events.WithRetryDelay(2*time.Second, time.Second),
 		"max deliver":  events.WithMaxDeliver(0),
-		"key decoder":  events.WithKeyDecoder(nil),
-	}
-	e := newEnv(t)
-	for name, o := range bad {
+	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := events.NewSettler(e.k.JS, e.store, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
 				t.Fatalf("NewSettler: %v, want ErrInvalidOption", err)
 			}
 		})
 	}
+	pub := e.publisher(t)
+	for name, o := range map[string]events.ExpiryOption{
+		"key decoder": events.WithKeyDecoder(nil),
+		"durable":     events.WithDurable("x>"),
+	} {
+		t.Run("expiry "+name, func(t *testing.T) {
+			if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), pub, o); !errors.Is(err, events.ErrInvalidOption) {
+				t.Fatalf("NewExpiryWatcher: %v, want ErrInvalidOption", err)
+			}
+		})
+	}
 	if _, err := events.NewSettler(e.k.JS, e.store, "bad prefix"); !errors.Is(err, events.ErrInvalidOption) {
 		t.Fatalf("bad prefix: %v", err)
 	}
-	if _, err := events.NewPublisher(nil, prefix, nil); !errors.Is(err, events.ErrInvalidOption) {
+	if _, err := events.NewPublisher(nil, prefix); !errors.Is(err, events.ErrInvalidOption) {
 		t.Fatalf("nil conn: %v", err)
 	}
 	if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), nil); !errors.Is(err, events.ErrInvalidOption) {

@@ -50,10 +50,10 @@ type outMsg struct {
 }
 
 // NewPublisher returns a Publisher of prefix's lifecycle events on nc and
-// starts its sending goroutine; Close stops it. logger nil: discard. Options
-// read: WithRegisterer, WithClock, WithQueueSize. An invalid prefix or option
-// is an error wrapping ErrInvalidOption; nc must not be nil.
-func NewPublisher(nc *nats.Conn, prefix string, logger *slog.Logger, opts ...Option) (*Publisher, error) {
+// starts its sending goroutine; Close stops it. Options: WithLogger,
+// WithRegisterer, WithClock, WithQueueSize. An invalid prefix or option is
+// an error wrapping ErrInvalidOption; nc must not be nil.
+func NewPublisher(nc *nats.Conn, prefix string, opts ...PublisherOption) (*Publisher, error) {
 	if nc == nil {
 		return nil, invalid("nil connection")
 	}
@@ -61,13 +61,11 @@ func NewPublisher(nc *nats.Conn, prefix string, logger *slog.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(opts, PublisherOption.applyPublisher)
 	if err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := cfg.logger
 	outcome, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_events_published_total",
 		Help: "Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",

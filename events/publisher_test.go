@@ -104,7 +104,7 @@ func TestPublisherNeverFailsTheCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := events.NewPublisher(nc, prefix, nil, events.WithRegisterer(reg), events.WithQueueSize(1))
+	p, err := events.NewPublisher(nc, prefix, events.WithRegisterer(reg), events.WithQueueSize(1))
 	if err != nil {
 		t.Fatal(err)
 	}

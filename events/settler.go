@@ -96,7 +96,7 @@ type Settler struct {
 // WithStreamName, WithStreamLimits, WithCommittedTTL, WithDurable,
 // WithCallTimeout, WithConcurrency, WithRetryDelay, WithMaxDeliver. Nothing
 // touches NATS before Start.
-func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts ...Option) (*Settler, error) {
+func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts ...SettlerOption) (*Settler, error) {
 	if js == nil || store == nil {
 		return nil, invalid("nil jetstream or store")
 	}
@@ -104,7 +104,7 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(opts, SettlerOption.applySettler)
 	if err != nil {
 		return nil, err
 	}

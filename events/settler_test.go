@@ -15,7 +15,7 @@ import (
 )
 
 // startSettler starts a Settler on store, stopped with the test.
-func (e *env) startSettler(t *testing.T, store claims.Store, opts ...events.Option) *events.Settler {
+func (e *env) startSettler(t *testing.T, store claims.Store, opts ...events.SettlerOption) *events.Settler {
 	t.Helper()
 	s, err := events.NewSettler(e.k.JS, store, prefix, opts...)
 	if err != nil {

@@ -204,7 +204,7 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 	return readStored(t, ctx, st, info.State.Msgs)
 }
 
-// Edge mode (issue 14) with real processes: a hub and an edge leaf. The
+// Edge mode with real processes: a hub and an edge leaf. The
 // hub is killed (SIGKILL) under load and the edge keeps answering 202 from
 // its outbox; the edge itself is killed and restarted during the outage;
 // the hub comes back and the edge drains. Then every 202 is in the hub's
@@ -250,7 +250,7 @@ func TestEdgeHubOutage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// Linked, the hub's owners decide the edge's limits (issue 14 item 2).
+	// Linked, the hub's owners decide the edge's limits.
 	waitStatus("linked, limits decided by the hub", 15*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Quota == "hub" })
 
 	l := NewLedger()

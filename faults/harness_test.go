@@ -180,8 +180,8 @@ func Start(t testing.TB, o Options) *Harness {
 		switch {
 		case o.Embedded:
 			// Together: R3 assets need all three peers. A node that fails
-			// its start-up fails the test (issue #12: it used to be
-			// started again and only logged).
+			// its start-up fails the test (rather than being started
+			// again and only logged).
 			wg.Go(func() { errs[i] = n.startProc() })
 		case !o.NodeProcs:
 			// In-process apps one by one (fxtest is driven from the test
@@ -583,7 +583,7 @@ func (h *Harness) Owner(n int) int {
 // stream has a leader and every replica is current: right after a server
 // restart the stream's group may still be electing or catching up, and a
 // consumer created then can be placed on a peer whose interest has not
-// reached the test's server yet (the "no responders" of issue #12). The
+// reached the test's server yet ("no responders"). The
 // read itself is one ordered consumer iterated with Messages, which
 // recreates its consumer on a lost heartbeat or no responders instead of
 // failing the read.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -95,4 +95,4 @@ const callSlack = 25*time.Millisecond + raceSlack
 // are served again: the lease TTL (5 s) + 3 s. Measured 3.7–7.7 s on 2
 // vCPUs shared with other test runs (-race); a fleet that waited two lease
 // TTLs, or never took over, fails.
-const failoverBound = quota.DefaultLeaseTTL + 3*time.Second
+const failoverBound = owner.DefaultLeaseTTL + 3*time.Second

@@ -80,7 +80,7 @@ const (
 // server) with many HTTP clients at full speed, each hook with a dedupe
 // key of its own and a 1 KiB body, sent once — then, on the idle node,
 // sends every hook that was not answered 2xx again, as its sender would.
-// Issue #12: under overload the edge sheds before it works (503
+// Under overload the edge sheds before it works (503
 // overloaded at once), the work it starts finishes inside its budget, and
 // no sender's retry finds its key held (409) by a pending claim the
 // overload left behind. Issue #24 made it strict, in the short version CI

@@ -15,11 +15,11 @@ import (
 // limit allows over the run (burst + rate × duration), in bursts.
 // Admissions are counted where they land: the hooks in HOOKS under the
 // tenant's Sluice-Tenant header, not the 202s the clients saw — a hook
-// stored by a node whose answer the kill cut off counts too (issue #24).
+// stored by a node whose answer the kill cut off counts too.
 //
 // Asserted (2 vCPU shared with other test runs, -race): the partitions
 // are served again within failoverBound (lease TTL + 3 s); affected
-// tenants are over their limit by at most one burst (issue #12 item 1):
+// tenants are over their limit by at most one burst:
 // while no owner answers each surviving node's fallback applies 1/M of the
 // limit (M live members, the dead one counted until it leaves the lease
 // view), and the new owner starts the lapsed partition with an eighth of
@@ -28,8 +28,8 @@ import (
 // 3 runs counted from HOOKS (other helpers' builds and tests running, load
 // about 4): affected +0.64 bursts each time (38 hooks in HOOKS, 34–38 of
 // them answered 202), control −0.06..−0.01, gaps 4.88–4.92 s; counted
-// from answers before (issue #24) affected +0.20..+0.54, control
-// −0.24..+0.20; before issue #12 affected +2.05..+3.13.
+// from the answers instead affected +0.20..+0.54, control
+// −0.24..+0.20; before the 1/M fallback share, affected +2.05..+3.13.
 //
 // The load offers each affected tenant several times what a correct fleet
 // admits during the gap (every hit waits out the 250 ms budget before the
@@ -121,7 +121,7 @@ func TestOwnerDies(t *testing.T) {
 			t.Errorf("control tenant %s over its limit by %.2f bursts, above %.2f", tn, over, controlBound)
 		}
 	}
-	// The goal of issue #12 item 1: at most one burst over the limit.
+	// The goal: at most one burst over the limit.
 	t.Logf("over-admission: worst affected %.2f bursts (bound 1), control bound %.2f", worst, controlBound)
 	if worst > 1 {
 		t.Errorf("over-admission %.2f bursts, above one burst", worst)

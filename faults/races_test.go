@@ -119,7 +119,7 @@ func TestDedupeRace(t *testing.T) {
 // serves, so it would stay taken until the counter's TTL — and six such
 // leaked slots fill the counter until the TTL then frees every slot,
 // the holders' too (found by this test; the known limit "a lost answer can
-// hold a slot" in docs/RELIABILITY.md, issue #12 item 2).
+// hold a slot" in docs/RELIABILITY.md).
 func TestReserveRace(t *testing.T) {
 	t.Parallel()
 	const racers, holders, maxSlots = 100, 4, 10

@@ -36,6 +36,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/internal/retry"
 )
 
 // Durable is the name of the forwarder's consumer on the outbox.
@@ -156,39 +157,17 @@ func New(cfg Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms := promreg.NewSet(cfg.Registerer, "edge")
 	f := &Forwarder{
 		cfg: cfg, local: local, hub: hub, log: cfg.Logger, stop: make(chan struct{}),
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "forwarded_total",
-			Help: "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).",
-		}, []string{"result"}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "outbox_messages",
-			Help: "Hooks stored at this edge and not yet acknowledged by the hub.",
-		}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "outbox_oldest_age_seconds",
-			Help: "Age of the oldest hook in the outbox (0 when it is empty).",
-		}),
-		splits: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "split_keys_total",
-			Help: "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding).",
-		}),
-		linkGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "hub_linked",
-			Help: "1 while the leaf connection to the hub is up, else 0.",
-		}),
+		forwarded: ms.CounterVec("forwarded_total", "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).", "result"),
+		backlog:   ms.Gauge("outbox_messages", "Hooks stored at this edge and not yet acknowledged by the hub."),
+		oldest:    ms.Gauge("outbox_oldest_age_seconds", "Age of the oldest hook in the outbox (0 when it is empty)."),
+		splits:    ms.Counter("split_keys_total", "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding)."),
+		linkGauge: ms.Gauge("hub_linked", "1 while the leaf connection to the hub is up, else 0."),
 	}
-	if f.forwarded, err = promreg.Register(cfg.Registerer, f.forwarded); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, err
-	}
-	if f.splits, err = promreg.Register(cfg.Registerer, f.splits); err != nil {
-		return nil, err
-	}
-	for _, g := range []*prometheus.Gauge{&f.backlog, &f.oldest, &f.linkGauge} {
-		if *g, err = promreg.Register(cfg.Registerer, *g); err != nil {
-			return nil, err
-		}
 	}
 	f.status.Store(&Status{})
 	return f, nil
@@ -266,18 +245,6 @@ func (f *Forwarder) stopped() bool {
 	}
 }
 
-// sleep waits d or until Stop; false when stopped.
-func (f *Forwarder) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-f.stop:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // run is the forwarding loop.
 func (f *Forwarder) run() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -289,7 +256,7 @@ func (f *Forwarder) run() {
 		case <-ctx.Done():
 		}
 	}()
-	backoff := f.cfg.MinBackoff
+	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff) // ctx ends with Stop
 	var lastStatus time.Time
 	wasLinked := false
 	for !f.stopped() {
@@ -309,15 +276,14 @@ func (f *Forwarder) run() {
 			wasLinked = linked
 		}
 		if !linked {
-			if !f.sleep(backoff) {
+			if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 				return
 			}
-			backoff = min(2*backoff, f.cfg.MaxBackoff)
 			continue
 		}
 		batch, err := f.cons.Fetch(f.cfg.Batch, jetstream.FetchMaxWait(250*time.Millisecond))
 		if err != nil {
-			if !f.sleep(backoff) {
+			if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 				return
 			}
 			continue
@@ -330,7 +296,7 @@ func (f *Forwarder) run() {
 			continue
 		}
 		if f.forward(ctx, msgs) {
-			backoff = f.cfg.MinBackoff
+			waits.Reset()
 		}
 	}
 }
@@ -389,7 +355,7 @@ func (f *Forwarder) refreshStatus(ctx context.Context) {
 // forward sends msgs to the hub until every one is acknowledged there and
 // acked in the outbox, or the forwarder stops; true when it took no retry.
 func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
-	backoff := f.cfg.MinBackoff
+	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff)
 	clean := true
 	for len(msgs) > 0 {
 		n, err := f.send(ctx, msgs)
@@ -407,10 +373,9 @@ func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 		e := err.Error()
 		f.lastErr.Store(&e)
 		f.refreshStatus(ctx)
-		if !f.sleep(backoff) {
+		if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 			return false
 		}
-		backoff = min(2*backoff, f.cfg.MaxBackoff)
 		for _, m := range msgs {
 			_ = m.InProgress() // keep them ours while we retry
 		}

@@ -164,7 +164,7 @@ func TestEmbeddedCluster(t *testing.T) {
 	}
 	// The first hook's claim is settled asynchronously (the settler):
 	// until then another node finds it pending and answers 409 in_flight,
-	// which a sender retries (this flaked under load: issue #12).
+	// which a sender retries (this flaked under load).
 	code := 0
 	testkit.Eventually(t, 15*time.Second, func() bool {
 		code = post(t, nodes[2].h, "/v1/hooks/t/s", "shared")
@@ -186,7 +186,7 @@ func TestEmbeddedCluster(t *testing.T) {
 	_ = jetstream.ErrKeyExists
 }
 
-// Every denial is an event (issue #12 item 3): a hook the edge answers 429
+// Every denial is an event: a hook the edge answers 429
 // and a sluice.v1.quota.hit a NATS caller gets answered rate_limited each
 // publish exactly one limit.denied.<tenant>, with the kind that denied it
 // and the retry-after the caller was given.

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// An edge of a hub cluster of three (issue 14 item 3): it lists every hub
+// An edge of a hub cluster of three: it lists every hub
 // node's leaf URL; the hub node it is linked to goes away under load, the
 // edge keeps answering 202 and relinks to another node, where the hub's
 // owners decide its limits again (the hub maps the edge's owner subjects

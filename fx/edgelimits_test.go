@@ -73,7 +73,7 @@ func metricSum(metrics string, re *regexp.Regexp) float64 {
 	return sum
 }
 
-// Limits across the link (issue 14 item 2): while linked, two edges
+// Limits across the link: while linked, two edges
 // charge the hub's owners, so a tenant gets one budget across them (not
 // one per edge) and a claim the hub's owners took is settled in the hub's
 // bucket at once; cut off, an edge decides from its own state, the same

@@ -178,7 +178,7 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 	return seen, nil
 }
 
-// Edge mode (issue 14): an edge keeps answering 202 from its local outbox
+// Edge mode: an edge keeps answering 202 from its local outbox
 // while the hub is stopped, survives an abrupt stop of its own server
 // during the outage, and once the hub is back every acked hook reaches the
 // hub's HOOKS exactly once.
@@ -399,7 +399,7 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// Claims across the link (issue 14 item 2): while linked, the edge takes
+// Claims across the link: while linked, the edge takes
 // claims in the hub's bucket (a key accepted at the edge is a duplicate at
 // the hub); a key accepted at the hub and, while the hub was away, at the
 // edge is reported when the edge forwards its hook (claim.split event,

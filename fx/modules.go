@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/tenants"
 )
@@ -195,7 +196,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 
 // Quota is this node's partition worker and the routing client.
 type Quota struct {
-	Worker *quota.Worker // nil on an edge (--hub-url): its hub's owners decide
+	Worker *owner.Worker // nil on an edge (--hub-url): its hub's owners decide
 	Client *quota.Client
 	Fleet  *quota.Fleet
 	Local  *gcra.Limiter
@@ -218,7 +219,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	}
 	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
 	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
-	w, err := quota.NewWorker(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
+	w, err := owner.New(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -251,12 +252,12 @@ type Events struct {
 // ProvideEvents builds and starts the events parts.
 func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
 	elog := log
-	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, elog, events.WithRegisterer(reg))
+	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, events.WithLogger(elog), events.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	opts := []events.Option{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL), events.WithRegisterer(reg)}
+	opts := []events.SettlerOption{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL), events.WithRegisterer(reg)}
 	if n.Server != nil {
 		// The stream's byte limit is reserved from the store: fit it.
 		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))

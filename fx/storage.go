@@ -32,8 +32,7 @@ func storageReadyErr(n *NATS) error {
 	return n.Server.StorageFailure()
 }
 
-// WatchStorage keeps the embedded server's storage in view (issue #12
-// item 7): the gauge sluice_jetstream_storage_ok is 0 and /readyz is
+// WatchStorage keeps the embedded server's storage in view: the gauge sluice_jetstream_storage_ok is 0 and /readyz is
 // unready (ProvideEdge) from the first critical write error on; the
 // server cannot write again in this process, so once the data dir's
 // filesystem has room again (at least 1 MiB, or 1/16 of the JetStream

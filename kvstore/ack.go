@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/retry"
 )
 
 // The lean write path of a bucket (docs/DESIGN.md "Claims in KV"): every
@@ -70,21 +72,16 @@ func keyBusy(err error) bool {
 // keyBusyRetries more times, within ctx (its end is ErrUnavailable: the
 // write was not decided).
 func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error) {
-	wait := keyBusyWait
-	for retry := 0; ; retry++ {
+	waits := retry.Doubling(keyBusyWait, keyBusyWait<<keyBusyRetries)
+	for attempt := 0; ; attempt++ {
 		v, err := write()
-		if !keyBusy(err) || retry == keyBusyRetries {
+		if !keyBusy(err) || attempt == keyBusyRetries {
 			return v, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := retry.Sleep(ctx, waits.NextBackOff()); err != nil {
 			var zero T
-			return zero, MapError(ctx.Err())
-		case <-t.C:
+			return zero, MapError(err)
 		}
-		wait *= 2
 	}
 }
 
@@ -295,12 +292,8 @@ func (a *acker) writeOnce(ctx context.Context, subject string, hdr nats.Header, 
 		if err != errNoStream || attempt == noResponderRetries {
 			return seq, err
 		}
-		t := time.NewTimer(noResponderWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, noResponderWait) != nil {
 			return 0, err
-		case <-t.C:
 		}
 	}
 }

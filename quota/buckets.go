@@ -10,9 +10,9 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
-// leasesBucket is the configuration of the bucket holding the fleet's
+// LeasesBucket is the configuration of the bucket holding the fleet's
 // partition count, member heartbeats and partition leases for prefix.
-func leasesBucket(prefix string, replicas int) kvstore.BucketConfig {
+func LeasesBucket(prefix string, replicas int) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:        kvstore.BucketNames(prefix).Leases,
 		Description: "sluice quota: partition count, member heartbeats, partition leases",
@@ -20,9 +20,9 @@ func leasesBucket(prefix string, replicas int) kvstore.BucketConfig {
 	}
 }
 
-// countsBucket is the configuration of the bucket holding reserve/release
+// CountsBucket is the configuration of the bucket holding reserve/release
 // counters for prefix.
-func countsBucket(prefix string, replicas int) kvstore.BucketConfig {
+func CountsBucket(prefix string, replicas int) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:        kvstore.BucketNames(prefix).Counts,
 		Description: "sluice quota: reserve/release counters",
@@ -36,10 +36,10 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, rep
 	if err := kvstore.ValidatePrefix(prefix); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
-	if leases, err = kvstore.OpenBucket(ctx, js, leasesBucket(prefix, replicas)); err != nil {
+	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(prefix, replicas)); err != nil {
 		return nil, nil, err
 	}
-	if counts, err = kvstore.OpenBucket(ctx, js, countsBucket(prefix, replicas)); err != nil {
+	if counts, err = kvstore.OpenBucket(ctx, js, CountsBucket(prefix, replicas)); err != nil {
 		return nil, nil, err
 	}
 	return leases, counts, nil

@@ -10,9 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // Client calls the partition owners directly: it routes each request to
@@ -27,7 +29,7 @@ type Client struct {
 	budget   time.Duration
 	subjects []string
 	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
-	local    *Worker             // WithLocalOwner: hits it serves are decided in process (local.go)
+	local    LocalOwner          // WithLocalOwner: hits it serves are decided in process
 	reach    func() bool         // WithReachable (nil: always sent)
 }
 
@@ -45,23 +47,29 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg, err := buildConfig(opts, ClientOption.applyClient)
-	if err != nil {
+	cfg := clientConfig{Config: settings.Defaults(), budget: DefaultBudget}
+	if err := settings.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
 		return nil, err
 	}
-	if w := cfg.localOwner; w != nil && (w.cfg.prefix != cfg.prefix || w.cfg.partitions != cfg.partitions) {
-		return nil, invalid("WithLocalOwner: the worker routes with prefix %q and %d partitions, the client with %q and %d", w.cfg.prefix, w.cfg.partitions, cfg.prefix, cfg.partitions)
+	if o := cfg.localOwner; o != nil {
+		if prefix, p := o.Routing(); prefix != cfg.Prefix || p != cfg.Partitions {
+			return nil, invalid("WithLocalOwner: the owner routes with prefix %q and %d partitions, the client with %q and %d", prefix, p, cfg.Prefix, cfg.Partitions)
+		}
 	}
-	c := &Client{nc: nc, p: cfg.partitions, budget: cfg.budget, subjects: make([]string, cfg.partitions), local: cfg.localOwner, reach: cfg.reachable}
+	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable}
 	for n := range c.subjects {
-		c.subjects[n] = partitionSubject(cfg.prefix, n)
+		c.subjects[n] = PartitionSubject(cfg.Prefix, n)
 	}
 	if !cfg.noCoalesce {
-		prefix := cfg.prefix
+		prefix := cfg.Prefix
 		c.co = coalesce.New(nc, c.subjects, func(s []byte) bool { return isMemberSubject(prefix, s) })
 	}
 	return c, nil
 }
+
+// Coalescer is the client's coalescer (nil: WithCoalescing(false)), for
+// the tests and diagnostics of the quota tree (its type is internal).
+func (c *Client) Coalescer() *coalesce.Coalescer { return c.co }
 
 // Partitions is the partition count the client routes with.
 func (c *Client) Partitions() int { return c.p }
@@ -82,7 +90,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	}
 	n := Partition(r.Tenant(), c.p)
 	if c.local != nil {
-		if rep, done, err := c.localHit(ctx, &r, n); done {
+		if rep, done, err := c.local.HitLocal(ctx, &r, n, c.budget); done {
 			return rep, err
 		}
 	}
@@ -98,13 +106,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if !ok {
 		deadline = time.Now().Add(c.budget)
 	}
-	backoff := minBackoff
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	waits := retry.Doubling(minBackoff, maxBackoff)
 	for attempt := 1; ; attempt++ {
 		a := c.co.Hit(ctx, n, coalesced{&r}, deadline)
 		reason := a.Reason
@@ -127,27 +129,17 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		default: // frame.StatusUnavailable, coalesce.Failed
 			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
-		wait := min(backoff, time.Until(deadline))
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		}
+		_ = retry.Sleep(ctx, min(waits.NextBackOff(), time.Until(deadline)))
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
 // hitJSON sends r as one JSON request (owners that predate frames).
 func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 	var rep HitReply
-	err := c.call(ctx, r.Tenant(), &ownerRequest{Op: opHit, Hit: r}, &rep)
+	err := c.call(ctx, r.Tenant(), &OwnerRequest{Op: OpHit, Hit: r}, &rep)
 	return rep, err
 }
 
@@ -158,8 +150,8 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	var rep okReply
-	return c.call(ctx, tenant, &ownerRequest{Op: opReset, Reset: &r}, &rep)
+	var rep OKReply
+	return c.call(ctx, tenant, &OwnerRequest{Op: OpReset, Reset: &r}, &rep)
 }
 
 // Reserve takes one slot of the (principal, key) counter if its count is
@@ -172,7 +164,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, e
 		return ReserveReply{}, err
 	}
 	var rep ReserveReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opReserve, Reserve: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r}, &rep)
 	return rep, err
 }
 
@@ -183,7 +175,7 @@ func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, err
 		return CountReply{}, err
 	}
 	var rep CountReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opRelease, Counter: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r}, &rep)
 	return rep, err
 }
 
@@ -193,7 +185,7 @@ func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error
 		return CountReply{}, err
 	}
 	var rep CountReply
-	err := c.call(ctx, r.Principal, &ownerRequest{Op: opCount, Counter: &r}, &rep)
+	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpCount, Counter: &r}, &rep)
 	return rep, err
 }
 
@@ -204,20 +196,14 @@ const (
 )
 
 // call sends req to the owner of key's partition and decodes the reply.
-func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply any) error {
+func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply any) error {
 	if c.unreachable() {
 		return errUnreachable
 	}
 	ctx, cancel := kvstore.WithBudget(ctx, c.budget)
 	defer cancel()
 	subject := c.subjects[Partition(key, c.p)]
-	backoff := minBackoff
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	waits := retry.Doubling(minBackoff, maxBackoff)
 	for attempt := 1; ; attempt++ {
 		if dl, ok := ctx.Deadline(); ok {
 			req.TimeoutMs = max(1, time.Until(dl).Milliseconds())
@@ -227,7 +213,7 @@ func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply 
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		resp, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
-		retry := false
+		again := false
 		switch {
 		case err == nil:
 			code := resp.Header.Get(micro.ErrorCodeHeader)
@@ -241,28 +227,20 @@ func (c *Client) call(ctx context.Context, key string, req *ownerRequest, reply 
 			switch {
 			case code == "400":
 				return fmt.Errorf("%w: %s", ErrInvalid, reason)
-			case code == "503" && reason == reasonNotOwner:
-				retry = true
-				err = errors.New(reasonNotOwner)
+			case code == "503" && reason == ReasonNotOwner:
+				again = true
+				err = errors.New(ReasonNotOwner)
 			default:
 				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
 			}
 		case errors.Is(err, nats.ErrNoResponders):
-			retry = true
+			again = true
 		}
-		if !retry {
+		if !again {
 			return fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, subject, attempt, err)
 		}
-		if timer == nil {
-			timer = time.NewTimer(backoff)
-		} else {
-			timer.Reset(backoff)
-		}
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, waits.NextBackOff()) != nil {
 			return fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %w", ErrUnavailable, subject, attempt, err)
-		case <-timer.C:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }

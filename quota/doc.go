@@ -1,36 +1,28 @@
-// Package quota serves fleet-wide GCRA rate limits and reserve/release
-// counters from partition-owning workers over NATS request/reply, and gives
-// callers a routing client with a node-local fallback.
+// Package quota is the public face of sluice's fleet-wide GCRA rate
+// limits and reserve/release counters: the request and reply types and
+// their validation, the owner protocol's wire format, partitioning, the
+// routing Client (with coalescing) and the Fleet (a Client with a
+// node-local fallback). The owners that serve the partitions are
+// quota/owner's Worker. docs/DESIGN.md tells the path of a hit through the
+// packages; docs/PROTOCOL.md is the wire contract.
 //
-// The public face is Worker (an owner of partitions), Client (routes each
-// request to its partition's owner), Fleet (a Client with a node-local
-// fallback), the request and reply types, and the options. docs/DESIGN.md
-// tells the path of a hit through the packages; docs/PROTOCOL.md is the
-// wire contract.
-//
-// Map of the files:
+// Map of the files, in the order a hit reads them:
 //
 //	types.go        requests, replies, results, errors
 //	validate.go     every check of a request and its bounds (MaxCharges, MaxKindBytes, MaxNameBytes)
-//	options.go      Option and the defaults
+//	options.go      the options of NewClient and NewFleet, and those owner.New shares with them
 //	partition.go    Partition (tenant -> partition), the owner subjects, counter keys
-//	buckets.go      the leases and counts buckets
-//	wire.go         the owner protocol's JSON form, error replies, wire number conversions
-//	frame.go        the quota side of the batch frame: items as HitRequests, result names
-//	client.go       Client: validation, routing, retries, JSON fallback
+//	client.go       Client: validation, routing, retries, JSON fallback; LocalOwner (the in-process path)
 //	coalesce.go     the Client's side of coalescing: which hits go in a frame, their answers
+//	frame.go        the quota side of the batch frame: item validation, items from HitRequests, result names
+//	wire.go         the owner protocol's JSON form (OwnerRequest), wire number conversions
+//	answer.go       a claim's outcome as a hit's answer, an answer as a HitReply (owner and Fleet)
 //	fleet.go        Fleet: the node-local fallback (local limiter, claims in the fleet's KV store)
-//	worker.go       Worker: wiring, Start and Stop
-//	goroutines.go   the Worker's request tracker and reused KV-bound goroutines (runners)
-//	owner.go        the Worker as the lease loop's owner (acquired, lost, released) and its shutdown
-//	tenure.go       one held partition: its subscription, JSON requests, counters, refunds
-//	serve_frame.go  serving a batch frame as a sequence of steps; its claims' creates pipelined
-//	local.go        the local owner: a hit for a partition this process's Worker serves, without NATS
-//	decide.go       the decision core of a hit (charges, then the claim write) and its answer
-//	state.go        a partition's GCRA buckets
-//	metrics.go      the Worker's metrics
+//	buckets.go      the leases and counts buckets
 //
-//	internal/frame  the batch frame codec: pure, fuzzed
-//	internal/lease  heartbeats, the watched view, the assignment, the lease loop
+//	owner              the partition owners (Worker): leases, tenures, frames, decisions, state
+//	internal/frame     the batch frame codec: pure, fuzzed
+//	internal/lease     heartbeats, the watched view, the assignment, the lease loop
 //	internal/coalesce  lanes and frames in flight: concurrent hits for one owner in one frame
+//	internal/settings  the settings the shared options write (quota's and the owner's constructors read them)
 package quota

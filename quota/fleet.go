@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // Fleet is the Client with a node-local fallback: when the partition owner
@@ -65,27 +66,25 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 	if client == nil || local == nil || store == nil {
 		return nil, invalid("NewFleet needs a client, a local limiter and the fleet's claims store")
 	}
-	cfg, err := buildConfig(opts, FleetOption.applyFleet)
-	if err != nil {
+	cfg := fleetConfig{Config: settings.Defaults()}
+	if err := settings.Apply(&cfg, opts, FleetOption.applyFleet); err != nil {
 		return nil, err
 	}
+	ms := promreg.NewSet(cfg.Reg, "quota")
 	f := &Fleet{
 		c:          client,
 		local:      local,
 		claims:     store,
 		budget:     client.Budget(), // one budget for the owner call and the fallback
-		now:        cfg.now,
+		now:        cfg.Now,
 		members:    cfg.members,
-		pendingTTL: cfg.pendingTTL,
-		countTTL:   cfg.countTTL,
-		log:        cfg.log,
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "quota", Name: "fallback_total",
-			Help: "Quota calls answered from node-local state because the fleet was unavailable, by op.",
-		}, []string{"op"}),
-		counters: localCounters{m: make(map[string]*localCounter)},
+		pendingTTL: cfg.PendingTTL,
+		countTTL:   cfg.CountTTL,
+		log:        cfg.Log,
+		fallbacks:  ms.CounterVec("fallback_total", "Quota calls answered from node-local state because the fleet was unavailable, by op.", "op"),
+		counters:   localCounters{m: make(map[string]*localCounter)},
 	}
-	if f.fallbacks, err = promreg.Register(cfg.reg, f.fallbacks); err != nil {
+	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
 	return f, nil
@@ -136,7 +135,7 @@ func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		}
 	}
 	rep, err := f.c.Hit(octx, r)
-	if !f.outcome(opHit, err) {
+	if !f.outcome(OpHit, err) {
 		return rep, err
 	}
 	return f.localHit(ctx, r)
@@ -176,9 +175,9 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		return HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
-	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, msToDuration(cl.PendingTTLMs, f.pendingTTL))
+	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, DurationMs(cl.PendingTTLMs, f.pendingTTL))
 	cancel()
-	a, err := claimAnswer(res, err, nil)
+	a, err := ClaimAnswer(res, err, nil)
 	if a.Result != frame.ResultOK {
 		now := gcra.Micros(f.now())
 		for i := range keys {
@@ -188,7 +187,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if err != nil {
 		return HitReply{}, err
 	}
-	rep := answerReply(&a, nil)
+	rep := AnswerReply(&a, nil)
 	rep.Local = true
 	return rep, nil
 }
@@ -233,30 +232,30 @@ func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 // Reserve is Client.Reserve with a node-local counter as fallback.
 func (f *Fleet) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
 	rep, err := f.c.Reserve(ctx, r)
-	if !f.outcome(opReserve, err) {
+	if !f.outcome(OpReserve, err) {
 		return rep, err
 	}
-	ttl := msToDuration(r.TTLMs, f.countTTL)
-	g, n := f.counters.reserve(counterKey(r.Principal, r.Key), r.Max, ttl, f.now())
+	ttl := DurationMs(r.TTLMs, f.countTTL)
+	g, n := f.counters.reserve(CounterKey(r.Principal, r.Key), r.Max, ttl, f.now())
 	return ReserveReply{Granted: g, Count: n}, nil
 }
 
 // Release is Client.Release with the node-local counter as fallback.
 func (f *Fleet) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
 	rep, err := f.c.Release(ctx, r)
-	if !f.outcome(opRelease, err) {
+	if !f.outcome(OpRelease, err) {
 		return rep, err
 	}
-	return CountReply{Count: f.counters.release(counterKey(r.Principal, r.Key), f.now())}, nil
+	return CountReply{Count: f.counters.release(CounterKey(r.Principal, r.Key), f.now())}, nil
 }
 
 // Count is Client.Count with the node-local counter as fallback.
 func (f *Fleet) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
 	rep, err := f.c.Count(ctx, r)
-	if !f.outcome(opCount, err) {
+	if !f.outcome(OpCount, err) {
 		return rep, err
 	}
-	return CountReply{Count: f.counters.count(counterKey(r.Principal, r.Key), f.now())}, nil
+	return CountReply{Count: f.counters.count(CounterKey(r.Principal, r.Key), f.now())}, nil
 }
 
 // localCounters are the fallback reserve/release counters of one node.

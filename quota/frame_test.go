@@ -8,18 +8,6 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// appendWireHit encodes a decoded item again (the inverse of the decoder).
-func appendWireHit(b []byte, it *frame.Item) []byte {
-	b = frame.AppendHitHead(b, it.N, it.TimeoutMs, string(it.Tenant), len(it.Charges))
-	for _, c := range it.Charges {
-		b = frame.AppendCharge(b, string(c.Kind), c.Inc, c.Cap)
-	}
-	if !it.Claim {
-		return frame.AppendNoClaim(b)
-	}
-	return frame.AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
-}
-
 func sampleFrames() [][]byte {
 	reqs := []HitRequest{
 		{Charges: []Charge{hooks("acme", 3), {Kind: KindBytes, Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
@@ -97,13 +85,13 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 			if it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > frame.MaxCharges {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
-			again = appendWireHit(again, it)
+			again = frame.AppendItem(again, it)
 			// The frame's check and the JSON one agree and never panic.
 			req := itemRequest(it)
-			if fe, je := validateItem(it), req.Validate(); (fe == nil) != (je == nil) {
+			if fe, je := ValidateItem(it), req.Validate(); (fe == nil) != (je == nil) {
 				t.Fatalf("item check says %v, HitRequest.Validate says %v: %+v", fe, je, req)
 			}
-			_ = partitionBytes(it.Tenant, DefaultPartitions)
+			_ = Partition(it.Tenant, DefaultPartitions)
 		}
 		// Varints have more than one encoding; the canonical form must
 		// decode to the same items.
@@ -119,7 +107,7 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 
 func appendAll(b []byte, items []frame.Item) []byte {
 	for i := range items {
-		b = appendWireHit(b, &items[i])
+		b = frame.AppendItem(b, &items[i])
 	}
 	return b
 }
@@ -179,16 +167,35 @@ func TestItemValidateMatchesValidate(t *testing.T) {
 	for name, it := range cases {
 		req := itemRequest(&it)
 		err := req.Validate()
-		if validateItem(&it) == nil && err != nil {
+		if ValidateItem(&it) == nil && err != nil {
 			t.Errorf("%s: the item check accepts, Validate says %v", name, err)
 		}
-		if validateItem(&it) != nil && err == nil {
-			t.Errorf("%s: the item check refuses a valid hit: %v", name, validateItem(&it))
+		if ValidateItem(&it) != nil && err == nil {
+			t.Errorf("%s: the item check refuses a valid hit: %v", name, ValidateItem(&it))
 		}
 		if !it.Claim {
-			if n := testing.AllocsPerRun(10, func() { _ = validateItem(&it) }); err == nil && n != 0 {
+			if n := testing.AllocsPerRun(10, func() { _ = ValidateItem(&it) }); err == nil && n != 0 {
 				t.Errorf("%s: the item check of a valid charges-only hit allocates %v times", name, n)
 			}
 		}
 	}
+}
+
+// itemRequest rebuilds the HitRequest of a decoded item (allocating).
+func itemRequest(it *frame.Item) HitRequest {
+	tenant := string(it.Tenant)
+	r := HitRequest{}
+	if len(it.Charges) > 0 {
+		r.Charges = make([]Charge, len(it.Charges))
+		for i, c := range it.Charges {
+			r.Charges[i] = Charge{Kind: string(c.Kind), Tenant: tenant, IncrementUs: c.Inc, CapacityUs: c.Cap}
+		}
+	}
+	if it.Claim {
+		r.Claim = &ClaimRequest{
+			Tenant: tenant, Source: string(it.Source), Key: string(it.Key), HookID: string(it.HookID),
+			TTLMs: it.TTLMs, PendingTTLMs: it.PendingMs,
+		}
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,10 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
-// ErrInvalidOption is wrapped by the error of NewWorker, NewClient and
-// NewFleet when an option has an invalid argument.
+// ErrInvalidOption is wrapped by the error of NewClient, NewFleet and
+// owner.New when an option has an invalid argument.
 var ErrInvalidOption = errors.New("quota: invalid option")
 
 // Defaults.
@@ -20,134 +22,91 @@ const (
 	// DefaultBudget bounds one client call when its context has no deadline
 	// (PROTOCOL.md --store-timeout).
 	DefaultBudget = 250 * time.Millisecond
-	// DefaultLeaseTTL is how long a partition lease (and a member heartbeat)
-	// lives without renewal.
-	DefaultLeaseTTL = 5 * time.Second
 	// DefaultPendingTTL is the pending TTL of a claim whose request names none.
-	DefaultPendingTTL = 30 * time.Second
+	DefaultPendingTTL = settings.DefaultPendingTTL
 	// DefaultCountTTL is how long a reserve/release counter lives untouched.
-	DefaultCountTTL = time.Hour
-	// DefaultMaxInFlight bounds a worker's concurrent KV-bound requests
-	// (claims and counter operations).
-	DefaultMaxInFlight = 256
+	DefaultCountTTL = settings.DefaultCountTTL
 )
 
-// config collects every option; each constructor reads the fields it needs.
-type config struct {
-	prefix      string
-	partitions  int
-	budget      time.Duration
-	leaseTTL    time.Duration
-	memberID    string
-	maxInFlight int
-	pendingTTL  time.Duration
-	countTTL    time.Duration
-	now         func() time.Time
-	noCoalesce  bool
-	members     func() int
-	reachable   func() bool
-	localOwner  *Worker
-	log         *slog.Logger
-	reg         prometheus.Registerer
+// clientConfig is what NewClient reads: the shared settings and the
+// Client's own.
+type clientConfig struct {
+	settings.Config
+	budget     time.Duration
+	noCoalesce bool
+	reachable  func() bool
+	localOwner LocalOwner
 }
 
-func defaults() config {
-	return config{
-		prefix:      kvstore.DefaultPrefix,
-		partitions:  DefaultPartitions,
-		budget:      DefaultBudget,
-		leaseTTL:    DefaultLeaseTTL,
-		maxInFlight: DefaultMaxInFlight,
-		pendingTTL:  DefaultPendingTTL,
-		countTTL:    DefaultCountTTL,
-		now:         time.Now,
-	}
-}
-
-// buildConfig applies opts (with apply, the constructor's method of them)
-// to the defaults.
-func buildConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
-	c := defaults()
-	for _, o := range opts {
-		if any(o) == nil {
-			continue
-		}
-		if err := apply(o, &c); err != nil {
-			return config{}, err
-		}
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	return c, nil
+// fleetConfig is what NewFleet reads.
+type fleetConfig struct {
+	settings.Config
+	members func() int
 }
 
 // Options follow nats.go: each constructor takes its own option type, so
 // an option that does not apply to it does not compile, and an option with
 // an invalid argument makes the constructor fail with an error wrapping
 // ErrInvalidOption. An option that several constructors read has a type
-// that is an option of each of them.
-
-// WorkerOption configures NewWorker.
-type WorkerOption interface{ applyWorker(*config) error }
+// that is an option of each of them. The owner's constructor (owner.New)
+// takes quota/owner's Option, which the shared options here implement
+// (ApplyOwner).
 
 // ClientOption configures NewClient.
-type ClientOption interface{ applyClient(*config) error }
+type ClientOption interface{ applyClient(*clientConfig) error }
 
 // FleetOption configures NewFleet.
-type FleetOption interface{ applyFleet(*config) error }
+type FleetOption interface{ applyFleet(*fleetConfig) error }
 
-// WorkerClientOption is an option of both NewWorker and NewClient (the
+// WorkerClientOption is an option of both owner.New and NewClient (the
 // routing: prefix and partition count).
-type WorkerClientOption func(*config) error
+type WorkerClientOption func(*settings.Config) error
 
-func (o WorkerClientOption) applyWorker(c *config) error { return o(c) }
-func (o WorkerClientOption) applyClient(c *config) error { return o(c) }
+// ApplyOwner makes o an option of owner.New.
+func (o WorkerClientOption) ApplyOwner(c *settings.Config) error { return o(c) }
+func (o WorkerClientOption) applyClient(c *clientConfig) error   { return o(&c.Config) }
 
-// WorkerFleetOption is an option of both NewWorker and NewFleet (the
+// WorkerFleetOption is an option of both owner.New and NewFleet (the
 // decisions' clock and TTLs, logging, metrics).
-type WorkerFleetOption func(*config) error
+type WorkerFleetOption func(*settings.Config) error
 
-func (o WorkerFleetOption) applyWorker(c *config) error { return o(c) }
-func (o WorkerFleetOption) applyFleet(c *config) error  { return o(c) }
+// ApplyOwner makes o an option of owner.New.
+func (o WorkerFleetOption) ApplyOwner(c *settings.Config) error { return o(c) }
+func (o WorkerFleetOption) applyFleet(c *fleetConfig) error     { return o(&c.Config) }
 
-type workerOption func(*config) error
+type clientOption func(*clientConfig) error
 
-func (o workerOption) applyWorker(c *config) error { return o(c) }
+func (o clientOption) applyClient(c *clientConfig) error { return o(c) }
 
-type clientOption func(*config) error
+type fleetOption func(*fleetConfig) error
 
-type fleetOption func(*config) error
-
-func (o fleetOption) applyFleet(c *config) error { return o(c) }
-
-func (o clientOption) applyClient(c *config) error { return o(c) }
+func (o fleetOption) applyFleet(c *fleetConfig) error { return o(c) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
 
 // WithPrefix sets the subject prefix (default "sluice"); see
-// kvstore.ValidatePrefix. Worker, Client.
+// kvstore.ValidatePrefix. owner.New, Client.
 func WithPrefix(prefix string) WorkerClientOption {
-	return WorkerClientOption(func(c *config) error {
+	return WorkerClientOption(func(c *settings.Config) error {
 		if err := kvstore.ValidatePrefix(prefix); err != nil {
 			return invalid("%v", err)
 		}
-		c.prefix = prefix
+		c.Prefix = prefix
 		return nil
 	})
 }
 
 // WithPartitions sets the partition count P, 1..MaxPartitions (default 64).
-// It is fixed for the fleet's life: a Worker configured with another P than
-// the fleet recorded refuses to start (ErrPartitionMismatch). Worker, Client.
+// It is fixed for the fleet's life: an owner configured with another P than
+// the fleet recorded refuses to start (ErrPartitionMismatch). owner.New, Client.
 func WithPartitions(p int) WorkerClientOption {
-	return WorkerClientOption(func(c *config) error {
+	return WorkerClientOption(func(c *settings.Config) error {
 		if p < 1 || p > MaxPartitions {
 			return invalid("partitions must be 1..%d, got %d", MaxPartitions, p)
 		}
-		c.partitions = p
+		c.Partitions = p
 		return nil
 	})
 }
@@ -155,7 +114,7 @@ func WithPartitions(p int) WorkerClientOption {
 // WithBudget bounds a client call whose context has no deadline (default
 // 250 ms). Client, Fleet (through its Client).
 func WithBudget(d time.Duration) ClientOption {
-	return clientOption(func(c *config) error {
+	return clientOption(func(c *clientConfig) error {
 		if d <= 0 {
 			return invalid("budget must be > 0, got %v", d)
 		}
@@ -164,79 +123,39 @@ func WithBudget(d time.Duration) ClientOption {
 	})
 }
 
-// WithLeaseTTL sets the TTL of partition leases and member heartbeats
-// (default 5 s; rounded up to whole seconds, at least 1 s). A crashed
-// owner's partitions are served again about one TTL after its last renewal.
-// Worker.
-func WithLeaseTTL(d time.Duration) WorkerOption {
-	return workerOption(func(c *config) error {
-		if d <= 0 {
-			return invalid("lease TTL must be > 0, got %v", d)
-		}
-		c.leaseTTL = kvstore.RoundTTL(d)
-		return nil
-	})
-}
-
-// WithMemberID names the worker in the fleet (default: a random NUID). Ids
-// must be unique among running workers: a lease records its holder's id.
-// Worker.
-func WithMemberID(id string) WorkerOption {
-	return workerOption(func(c *config) error {
-		if !validMemberID(id) {
-			return invalid("member id must be 1..%d bytes", maxMemberIDBytes)
-		}
-		c.memberID = id
-		return nil
-	})
-}
-
-// WithMaxInFlight bounds the requests a worker has waiting on KV at once
-// (claims, counter write-through), default 256. When the bound is reached
-// the partition's subscription waits: back-pressure, not failure. Worker.
-func WithMaxInFlight(n int) WorkerOption {
-	return workerOption(func(c *config) error {
-		if n < 1 {
-			return invalid("max in flight must be >= 1, got %d", n)
-		}
-		c.maxInFlight = n
-		return nil
-	})
-}
-
 // WithPendingTTL sets the pending TTL of a claim whose request has no
-// pending_ttl_ms (default 30 s). Worker, Fleet.
+// pending_ttl_ms (default 30 s). owner.New, Fleet.
 func WithPendingTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(func(c *config) error {
+	return WorkerFleetOption(func(c *settings.Config) error {
 		if d <= 0 {
 			return invalid("pending TTL must be > 0, got %v", d)
 		}
-		c.pendingTTL = d
+		c.PendingTTL = d
 		return nil
 	})
 }
 
 // WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
-// (default 1 h). Worker, Fleet.
+// (default 1 h). owner.New, Fleet.
 func WithCountTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(func(c *config) error {
+	return WorkerFleetOption(func(c *settings.Config) error {
 		if d <= 0 {
 			return invalid("count TTL must be > 0, got %v", d)
 		}
-		c.countTTL = d
+		c.CountTTL = d
 		return nil
 	})
 }
 
 // WithClock sets the clock of the GCRA decisions and the local counters
 // (default time.Now). Leases always use the real clock: their TTLs run on
-// the server. Worker, Fleet.
+// the server. owner.New, Fleet.
 func WithClock(now func() time.Time) WorkerFleetOption {
-	return WorkerFleetOption(func(c *config) error {
+	return WorkerFleetOption(func(c *settings.Config) error {
 		if now == nil {
 			return invalid("nil clock")
 		}
-		c.now = now
+		c.Now = now
 		return nil
 	})
 }
@@ -246,53 +165,70 @@ func WithClock(now func() time.Time) WorkerFleetOption {
 // (see the owner protocol in wire.go); off, every hit is one JSON request,
 // as clients before batch frames sent them. Client.
 func WithCoalescing(on bool) ClientOption {
-	return clientOption(func(c *config) error {
+	return clientOption(func(c *clientConfig) error {
 		c.noCoalesce = !on
 		return nil
 	})
 }
 
-// WithLocalOwner gives the client the worker of its own process: a hit for
-// a partition w serves right now is decided by w in process (no encode, no
-// NATS hop; the same routing, fencing and decision core as a frame, see
-// local.go); any other hit, and one w stops serving meanwhile, takes the
-// NATS path. w must route like the client (same prefix and partition
-// count). Client.
-func WithLocalOwner(w *Worker) ClientOption {
-	return clientOption(func(c *config) error {
-		if w == nil {
-			return invalid("WithLocalOwner needs a worker")
+// LocalOwner is the partition owner of the Client's own process
+// (owner.Worker; WithLocalOwner): it decides a hit for a partition it
+// serves right now in process.
+type LocalOwner interface {
+	// HitLocal decides r (valid, of partition n) when the owner serves n
+	// right now, the owner's timeout ctx's deadline, else budget: the
+	// reply or the error (wrapping ErrInvalid or ErrUnavailable) of the
+	// hit with done true, or done false with nothing spent, and the hit
+	// takes the NATS path.
+	HitLocal(ctx context.Context, r *HitRequest, n int, budget time.Duration) (rep HitReply, done bool, err error)
+	// Routing is the owner's subject prefix and partition count.
+	Routing() (prefix string, partitions int)
+}
+
+// WithLocalOwner gives the client the owner of its own process (an
+// owner.Worker): a hit for a partition it serves right now is decided in
+// process (no encode, no NATS hop; the same routing, fencing and decision
+// core as a frame, see quota/owner's local.go); any other hit, and one it
+// stops serving meanwhile, takes the NATS path. The owner must route like
+// the client (same prefix and partition count). Client.
+func WithLocalOwner(o LocalOwner) ClientOption {
+	return clientOption(func(c *clientConfig) error {
+		if o == nil {
+			return invalid("WithLocalOwner needs an owner")
 		}
-		c.localOwner = w
+		c.localOwner = o
 		return nil
 	})
 }
 
-// WithLogger sets the logger (default: discard). Worker, Fleet.
+// WithLogger sets the logger (default: discard). owner.New, Fleet.
 func WithLogger(l *slog.Logger) WorkerFleetOption {
-	return WorkerFleetOption(func(c *config) error {
-		c.log = l
+	return WorkerFleetOption(func(c *settings.Config) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.Log = l
 		return nil
 	})
 }
 
-// WithRegisterer registers the metrics on r (default: none). Worker, Fleet.
+// WithRegisterer registers the metrics on r (default: none). owner.New, Fleet.
 func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
-	return WorkerFleetOption(func(c *config) error {
-		c.reg = r
+	return WorkerFleetOption(func(c *settings.Config) error {
+		c.Reg = r
 		return nil
 	})
 }
 
 // WithMembers gives the fallback the number of live members of the fleet
-// (Worker.Members of the node's worker). While no owner answers, every
+// (owner.Worker.Members of the node's worker). While no owner answers, every
 // member may be falling back at once: the fallback then divides each
 // charge's rate and burst among them, so the fleet together admits about
 // one limit rather than one per member (docs/DESIGN.md "Failure
 // semantics"). Without it (or while it reports less than 2) the fallback
 // applies the whole limit on each node. Fleet.
 func WithMembers(members func() int) FleetOption {
-	return fleetOption(func(c *config) error {
+	return fleetOption(func(c *fleetConfig) error {
 		if members == nil {
 			return invalid("nil member count")
 		}
@@ -308,7 +244,7 @@ func WithMembers(members func() int) FleetOption {
 // the whole budget instead of after the owner call's share of it ran out
 // on "no responders", and a service answers 503 at once. Client.
 func WithReachable(reachable func() bool) ClientOption {
-	return clientOption(func(c *config) error {
+	return clientOption(func(c *clientConfig) error {
 		if reachable == nil {
 			return invalid("nil reachability")
 		}

@@ -5,21 +5,23 @@ import (
 
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // DefaultPartitions is the default number of quota partitions of a fleet.
-const DefaultPartitions = 64
+const DefaultPartitions = settings.DefaultPartitions
 
 // MaxPartitions bounds the partition count (one lease, one subscription and
 // one KV key per partition).
 const MaxPartitions = frame.MaxPartitions
 
 // Partition maps a tenant (or a counter's principal) to its partition:
-// FNV-1a 32 of the string's bytes mod p, the same function as nats-server's
+// FNV-1a 32 of the key's bytes mod p, the same function as nats-server's
 // {{partition(p, …)}} subject mapping applied to a token that holds the
-// string unencoded (true of every name of [A-Za-z0-9_-]). A p below 1 is
-// treated as 1 (like nats-server, it maps everything to partition 0).
-func Partition(key string, p int) int {
+// key unencoded (true of every name of [A-Za-z0-9_-]). A p below 1 is
+// treated as 1 (like nats-server, it maps everything to partition 0). The
+// key is a string or, as an owner reads it from a frame, bytes.
+func Partition[S ~string | ~[]byte](key S, p int) int {
 	if p <= 1 {
 		return 0
 	}
@@ -31,47 +33,34 @@ func Partition(key string, p int) int {
 	return int(h % uint32(p))
 }
 
-// partitionBytes is Partition of a byte slice.
-func partitionBytes(key []byte, p int) int {
-	if p <= 1 {
-		return 0
-	}
-	h := uint32(fnvOffset32)
-	for _, c := range key {
-		h ^= uint32(c)
-		h *= fnvPrime32
-	}
-	return int(h % uint32(p))
-}
-
 // FNV-1a 32 (hash/fnv), inlined: no allocation per call.
 const (
 	fnvOffset32 = 2166136261
 	fnvPrime32  = 16777619
 )
 
-// partitionSubject is the subject the owner of partition n serves:
+// PartitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".
-func partitionSubject(prefix string, n int) string {
+func PartitionSubject(prefix string, n int) string {
 	return partitionStem(prefix) + strconv.Itoa(n)
 }
 
 func partitionStem(prefix string) string { return prefix + ".v1.quota.p." }
 
-// memberSubject is the subject a worker serves batch frames on, for every
+// MemberSubject is the subject a worker serves batch frames on, for every
 // partition it holds: "<prefix>.v1.quota.m.<encoded member id>". Owners
 // advertise it in their replies; clients learn it and send one frame per
 // owner rather than one per partition.
-func memberSubject(prefix, id string) string {
+func MemberSubject(prefix, id string) string {
 	return memberStem(prefix) + kvstore.EncodeToken(id)
 }
 
 func memberStem(prefix string) string { return prefix + ".v1.quota.m." }
 
-// maxMemberIDBytes bounds a member id (WithMemberID).
-const maxMemberIDBytes = 128
+// MaxMemberIDBytes bounds a member id (owner.WithMemberID).
+const MaxMemberIDBytes = 128
 
-// isMemberSubject reports whether subject is one memberSubject(prefix, id)
+// isMemberSubject reports whether subject is one MemberSubject(prefix, id)
 // gives for a valid id: the only subjects a client follows an owner's
 // reply to.
 func isMemberSubject(prefix string, subject []byte) bool {
@@ -80,14 +69,14 @@ func isMemberSubject(prefix string, subject []byte) bool {
 		return false
 	}
 	id, err := kvstore.DecodeToken(string(subject[len(stem):]))
-	return err == nil && validMemberID(id)
+	return err == nil && ValidMemberID(id)
 }
 
-// validMemberID is the rule of a member id: 1..maxMemberIDBytes bytes.
-func validMemberID(id string) bool { return id != "" && len(id) <= maxMemberIDBytes }
+// ValidMemberID is the rule of a member id (owner.WithMemberID): 1..MaxMemberIDBytes bytes.
+func ValidMemberID(id string) bool { return id != "" && len(id) <= MaxMemberIDBytes }
 
-// counterKey is the counts-bucket key of a (principal, key) counter.
-func counterKey(principal, key string) string { return kvstore.Join(principal, key) }
+// CounterKey is the counts-bucket key of a (principal, key) counter.
+func CounterKey(principal, key string) string { return kvstore.Join(principal, key) }
 
 // Edges reach their hub's owners (docs/EDGE-MODE.md)
 // through a subject namespace of their own, which the hub maps onto the

@@ -45,7 +45,7 @@ func fakeOwner(t *testing.T, nc *nats.Conn, prefix string, route func(i int) str
 }
 
 // An owner's reply routes a client's later hits only to the prefix's own
-// member subjects (issue #11): a reply naming any other subject — another
+// member subjects: a reply naming any other subject — another
 // service's, another prefix's, a wildcard — is answered but not followed.
 func TestClientFollowsOnlyMemberRoutes(t *testing.T) {
 	t.Parallel()
@@ -89,7 +89,7 @@ func TestClientFollowsOnlyMemberRoutes(t *testing.T) {
 }
 
 // An owner advertising a new member subject in every reply cannot grow
-// the client's member table beyond one lane per partition (issue #11).
+// the client's member table beyond one lane per partition.
 func TestClientMemberTableBounded(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
@@ -99,7 +99,7 @@ func TestClientMemberTableBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(owner.Close)
-	served := fakeOwner(t, owner, prefix, func(i int) string { return memberSubject(prefix, "m"+strconv.Itoa(i)) })
+	served := fakeOwner(t, owner, prefix, func(i int) string { return MemberSubject(prefix, "m"+strconv.Itoa(i)) })
 	const p = 4
 	c := e2client(t, k, prefix, WithPartitions(p))
 	for i := range 200 {
@@ -138,11 +138,11 @@ func TestIsMemberSubject(t *testing.T) {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	}
-	long := make([]byte, maxMemberIDBytes)
+	long := make([]byte, MaxMemberIDBytes)
 	for i := range long {
 		long[i] = 'a'
 	}
-	if !isMemberSubject("px", []byte(memberSubject("px", string(long)))) || isMemberSubject("px", []byte(memberSubject("px", string(long)+"a"))) {
+	if !isMemberSubject("px", []byte(MemberSubject("px", string(long)))) || isMemberSubject("px", []byte(MemberSubject("px", string(long)+"a"))) {
 		t.Error("the member id bound is not WithMemberID's")
 	}
 }

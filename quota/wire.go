@@ -1,13 +1,8 @@
 package quota
 
 import (
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -38,19 +33,22 @@ import (
 // Clients coalesce concurrent hits into frames (internal/coalesce) and send JSON
 // to an owner that answers a frame with an error header (a version before
 // frames); owners answer JSON as before.
+//
+// quota/owner serves the protocol; its names are exported for it.
 const (
-	opHit     = "hit"
-	opReset   = "reset"
-	opReserve = "reserve"
-	opRelease = "release"
-	opCount   = "count"
+	OpHit     = "hit"
+	OpReset   = "reset"
+	OpReserve = "reserve"
+	OpRelease = "release"
+	OpCount   = "count"
 )
 
-// reasonNotOwner is the 503 reason of a receiver that no longer holds (or
+// ReasonNotOwner is the 503 reason of a receiver that no longer holds (or
 // is releasing) the partition.
-const reasonNotOwner = frame.ReasonNotOwner
+const ReasonNotOwner = frame.ReasonNotOwner
 
-type ownerRequest struct {
+// OwnerRequest is a JSON request of the owner protocol.
+type OwnerRequest struct {
 	Op        string          `json:"op"`
 	TimeoutMs int64           `json:"timeout_ms,omitempty"`
 	Hit       *HitRequest     `json:"hit,omitempty"`
@@ -59,22 +57,22 @@ type ownerRequest struct {
 	Counter   *CounterRequest `json:"counter,omitempty"`
 }
 
-// routingKey is the string that picks the request's partition.
-func (r *ownerRequest) routingKey() (string, error) {
+// RoutingKey is the string that picks the request's partition.
+func (r *OwnerRequest) RoutingKey() (string, error) {
 	switch r.Op {
-	case opHit:
+	case OpHit:
 		if r.Hit != nil {
 			return r.Hit.Tenant(), nil
 		}
-	case opReset:
+	case OpReset:
 		if r.Reset != nil {
 			return r.Reset.Tenant, nil
 		}
-	case opReserve:
+	case OpReserve:
 		if r.Reserve != nil {
 			return r.Reserve.Principal, nil
 		}
-	case opRelease, opCount:
+	case OpRelease, OpCount:
 		if r.Counter != nil {
 			return r.Counter.Principal, nil
 		}
@@ -84,54 +82,31 @@ func (r *ownerRequest) routingKey() (string, error) {
 	return "", fmt.Errorf("%w: op %q without its body", ErrInvalid, r.Op)
 }
 
-// validate checks the body of r (the same checks the client makes).
-func (r *ownerRequest) validate() error {
-	if _, err := r.routingKey(); err != nil {
+// Validate checks the body of r (the same checks the client makes).
+func (r *OwnerRequest) Validate() error {
+	if _, err := r.RoutingKey(); err != nil {
 		return err
 	}
 	switch r.Op {
-	case opHit:
+	case OpHit:
 		return r.Hit.Validate()
-	case opReset:
+	case OpReset:
 		return r.Reset.Validate()
-	case opReserve:
+	case OpReserve:
 		return r.Reserve.Validate()
 	default:
 		return r.Counter.Validate()
 	}
 }
 
-// okReply is the reply of reset.
-type okReply struct {
+// OKReply is the reply of reset.
+type OKReply struct {
 	OK bool `json:"ok"`
 }
 
-// errorMsg builds an error reply with the micro error headers.
-func errorMsg(code int, reason string) *nats.Msg {
-	m := &nats.Msg{Header: nats.Header{}}
-	m.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
-	m.Header.Set(micro.ErrorHeader, reason)
-	return m
-}
-
-func respondJSON(m *nats.Msg, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		_ = m.RespondMsg(errorMsg(503, "encode reply: "+err.Error()))
-		return
-	}
-	_ = m.Respond(data)
-}
-
-func respondError(m *nats.Msg, code int, reason string) {
-	if m.Reply == "" {
-		return
-	}
-	_ = m.RespondMsg(errorMsg(code, reason))
-}
-
-// msToDuration converts a wire millisecond count (0: def).
-func msToDuration(ms int64, def time.Duration) time.Duration {
+// DurationMs converts a wire millisecond count: 0 (or less) is def, and
+// a count is capped at claims.MaxTTL.
+func DurationMs(ms int64, def time.Duration) time.Duration {
 	if ms <= 0 {
 		return def
 	}
@@ -139,40 +114,4 @@ func msToDuration(ms int64, def time.Duration) time.Duration {
 		return claims.MaxTTL
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
-
-func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) }
-
-// counterValue is a counter's stored value with named slots: the
-// anonymous count and each named slot's expiry (Unix ms). Without named
-// slots a counter is stored as its plain decimal count, as owners before
-// named slots wrote it.
-type counterValue struct {
-	N     int64            `json:"n"`
-	Slots map[string]int64 `json:"s,omitempty"`
-}
-
-func encodeCounter(n int64, slots map[string]int64) []byte {
-	if len(slots) == 0 {
-		return []byte(itoa64(n))
-	}
-	b, _ := json.Marshal(counterValue{N: n, Slots: slots})
-	return b
-}
-
-// decodeCounter reads a stored counter; ok is false for a value no owner
-// writes (it is then treated as empty and overwritten by CAS).
-func decodeCounter(b []byte) (n int64, slots map[string]int64, ok bool) {
-	if n, err := parseInt64(b); err == nil {
-		return n, nil, n >= 0
-	}
-	var v counterValue
-	if json.Unmarshal(b, &v) != nil || v.N < 0 || len(v.Slots) > MaxNamedSlots {
-		return 0, nil, false
-	}
-	return v.N, v.Slots, true
 }

@@ -145,7 +145,7 @@ func breakMember(v any, key string) bool {
 }
 
 // TestProtocolContract walks docs/PROTOCOL.md's NATS table endpoint by
-// endpoint against the service with real stores (issue #12 item 4):
+// endpoint against the service with real stores:
 //
 //   - the table's subjects are the service's endpoints;
 //   - every request member the table shows is one the service reads: the

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -141,7 +142,7 @@ type env struct {
 	claims   *claims.KV
 	replay   *claims.KVReplay
 	cooldown *cooldown.Store
-	worker   *quota.Worker // with realQuota
+	worker   *owner.Worker // with realQuota
 }
 
 const replayCapacity = 4
@@ -160,8 +161,8 @@ func (e *env) realQuota(c *Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := quota.NewWorker(e.kit.Conn, leases, counts, e.claims,
-		quota.WithPartitions(testPartitions), quota.WithLeaseTTL(2*time.Second))
+	w, err := owner.New(e.kit.Conn, leases, counts, e.claims,
+		quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

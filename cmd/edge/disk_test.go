@@ -71,7 +71,7 @@ func readyz(t *testing.T, base string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-// TestFullDisk (issue #12 item 7) runs a real edge on a 24 MiB tmpfs, the
+// TestFullDisk runs a real edge on a 24 MiB tmpfs, the
 // data dir small enough that a fixed 1 GiB events stream could not start:
 // it starts; the disk is filled to its last 600 KiB: hooks get 503, never
 // 2xx, /readyz turns 503 naming the failed write and the storage gauge 0;

@@ -77,6 +77,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "edge:", err)
 		return 2
 	}
+	stopPprof, _, err := startPprof(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "edge:", err)
+		return 2
+	}
+	defer stopPprof()
 	log := sluicefx.NewLoggerTo(cfg, stderr)
 	var stores *sluicefx.Stores
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
@@ -25,20 +24,29 @@ import (
 // hold secrets such as --admin-token).
 const PprofEnv = "SLUICE_PPROF_ADDR"
 
-func init() {
-	addr := os.Getenv(PprofEnv)
+// startPprof serves pprof on the address getenv(PprofEnv) names, if any
+// (bound: the listener's address), until the returned stop is called (Run
+// calls it when it returns). It is bound before the app starts, so a bad
+// address fails at once.
+func startPprof(getenv func(string) string) (stop func(), bound string, err error) {
+	addr := getenv(PprofEnv)
 	if addr == "" {
-		return
+		return func() {}, "", nil
 	}
 	ln, err := listenPprof(addr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "edge: %s=%s: %v\n", PprofEnv, addr, err)
-		os.Exit(2)
+		return nil, "", fmt.Errorf("%s=%s: %w", PprofEnv, addr, err)
 	}
 	srv := &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
-	// The listener lives as long as the process: it is bound before the app
-	// starts (a bad address fails at once) and dies with the process.
-	go func() { _ = srv.Serve(ln) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, ln.Addr().String(), nil
 }
 
 // listenPprof binds addr, which must be a loopback address.

@@ -8,17 +8,21 @@
 //     decisions, hit+claim and hot at each --inflight;
 //   - edge row: webhooks/s through the edge's HTTP API against the floor of
 //     a bare net/http handler doing one JetStream publish per request
-//     (`sluice-bench floor-server`);
+//     (./floor-server, a command of this module);
 //   - memory: bytes per idle GCRA bucket in a partition owner, per stored
 //     claim in JetStream, and the same in Redis.
 //
 // Rows run interleaved (sluice, then Redis, per row) so that each ratio is
 // taken side by side; --repeat repeats the whole matrix to show the spread.
 //
-//	go run ./cmd/sluice-bench                       # everything, 10 s per row
-//	go run ./cmd/sluice-bench --repeat 3 --json testdata/bench/baseline.json
-//	go run ./cmd/sluice-bench --workloads decisions --inflight 64 --duration 5s
-//	go run ./cmd/sluice-bench --profile /tmp/prof   # plus a profiled pass of the sluice rows
+// It is a module of its own (the library's go.mod carries none of its
+// dependencies); run it from its directory:
+//
+//	cd cmd/sluice-bench
+//	go run .                       # everything, 10 s per row
+//	go run . --repeat 3 --json ../../testdata/bench/baseline.json
+//	go run . --workloads decisions --inflight 64 --duration 5s
+//	go run . --profile /tmp/prof   # plus a profiled pass of the sluice rows
 //
 // Redis rows need redis-server in PATH (apt-get update && apt-get install -y
 // redis-server); without it they are reported as skipped.
@@ -49,13 +53,11 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
 	"github.com/sluice-dev/sluice/quota"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "floor-server" {
-		os.Exit(floorMain(os.Args[2:]))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -106,7 +108,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profileDir, "profile", "", "after the runs, profile the sluice rows at the largest --inflight (and the edge row) into this directory")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n       sluice-bench floor-server --data-dir DIR --http-addr HOST:PORT\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -210,7 +212,8 @@ type bench struct {
 	out       io.Writer
 	log       io.Writer
 	tmp       string
-	root      string
+	root      string // the library module (./cmd/edge)
+	benchDir  string // this module (./floor-server)
 	edge      *edgeProc
 	edgeAcked *edgeProc // --durability acked: the edge without the barrier
 	nc        *nats.Conn
@@ -344,8 +347,8 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.memory {
-		if b.root, err = moduleRoot(ctx); err != nil {
+	if (needQuota && o.edgeBin == "") || o.edge {
+		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -361,13 +364,17 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rep.Machine.Redis = b.redisVersion(ctx)
 	}
 	if o.edge {
-		b.logf("starting floor-server")
-		if b.floor, b.floorU, err = startFloor(ctx, filepath.Join(b.tmp, "floor")); err != nil {
+		b.logf("building and starting floor-server")
+		bin, err := buildCommand(ctx, b.benchDir, "floor-server", filepath.Join(b.tmp, "bin"))
+		if err != nil {
+			return rep, err
+		}
+		if b.floor, b.floorU, err = startFloor(ctx, bin, filepath.Join(b.tmp, "floor")); err != nil {
 			return rep, err
 		}
 	}
 	for i := 1; i <= o.repeat; i++ {
-		rr := runResult{Run: i, LoadAvg: loadAvg()}
+		rr := runResult{Run: i, LoadAvg: procstat.LoadAvg()}
 		for _, w := range o.workloads {
 			for _, n := range o.inflight {
 				var before baseline
@@ -423,7 +430,7 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 	if bin == "" {
 		b.logf("building ./cmd/edge")
 		var err error
-		if bin, err = buildEdge(ctx, b.root, filepath.Join(b.tmp, "bin")); err != nil {
+		if bin, err = buildCommand(ctx, b.root, "cmd/edge", filepath.Join(b.tmp, "bin")); err != nil {
 			return err
 		}
 	}
@@ -548,15 +555,15 @@ func (b *bench) measure(ctx context.Context, run int, name string, inflight int,
 	var seq atomic.Uint64
 	res := runLoad(ctx, inflight, b.o.warmup, b.o.duration, &seq, op, window{
 		start: func() {
-			s0, _ = cpuTime(server.pid())
-			c0, _ = cpuTime(b.self)
+			s0, _ = procstat.CPUTime(server.pid())
+			c0, _ = procstat.CPUTime(b.self)
 			if hooks.start != nil {
 				hooks.start()
 			}
 		},
 		end: func() {
-			s1, _ = cpuTime(server.pid())
-			c1, _ = cpuTime(b.self)
+			s1, _ = procstat.CPUTime(server.pid())
+			c1, _ = procstat.CPUTime(b.self)
 			if hooks.end != nil {
 				hooks.end()
 			}
@@ -577,8 +584,8 @@ func keyPrefix() string {
 
 func (b *bench) memory(ctx context.Context) *memoryResult {
 	m := &memoryResult{}
-	b.logf("memory: quota BenchmarkIdleBucketMemory (1M tenants; takes a while)")
-	if bb, err := quotaBucketMemory(ctx, b.root); err != nil {
+	b.logf("memory: idle GCRA buckets of %d tenants in one owner", idleTenants)
+	if bb, err := bucketMemory(ctx, idleTenants); err != nil {
 		m.BucketError = err.Error()
 	} else {
 		m.BucketBytes = bb

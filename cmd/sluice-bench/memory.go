@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,13 +20,15 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
 // memoryResult holds the memory figures.
 type memoryResult struct {
-	// Per idle GCRA bucket in a partition owner (quota's
-	// BenchmarkIdleBucketMemory): sub-benchmark -> bytes/bucket.
+	// Per idle GCRA bucket in a partition owner (bucketMemory): row ->
+	// bytes/bucket.
 	BucketBytes map[string]float64 `json:"bucket_bytes,omitempty"`
 	BucketError string             `json:"bucket_error,omitempty"`
 	// Per stored claim in the JetStream KV claims bucket.
@@ -70,47 +71,112 @@ type redisMemory struct {
 	UsedMemoryBaseBytes int64   `json:"used_memory_base_bytes"`
 }
 
-// quotaBucketMemory runs quota's BenchmarkIdleBucketMemory (it reaches the
-// worker's unexported state) and parses its bytes/bucket metrics.
-func quotaBucketMemory(ctx context.Context, root string) (map[string]float64, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkIdleBucketMemory$",
-		"-benchtime", "1x", "-count", "1", "./quota/")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("go test -bench BenchmarkIdleBucketMemory ./quota/: %w\n%s", err, out)
+// idleTenants is how many tenants the memory row's bucketMemory fills one
+// partition owner's state with.
+const idleTenants = 1_000_000
+
+// bucketMemory measures the heap one partition owner holds per idle GCRA
+// bucket, through the owner's public face: an owner of one partition on an
+// in-memory embedded server, a Client made WithLocalOwner (the in-process
+// path: nothing of a hit outlives it but the owner's state), tenants
+// tenants charged once each for every kind of the row, and the live heap
+// after a GC compared with the one before. The charges take an hour of a
+// burst of a thousand: no bucket is full, so nothing sweeps one. Rows:
+// "hooks" (one bucket per tenant), "hooks+bytes" (the edge's two).
+func bucketMemory(ctx context.Context, tenants int) (map[string]float64, error) {
+	res := map[string]float64{}
+	for _, row := range []struct {
+		name  string
+		kinds []string
+	}{
+		{"hooks", []string{quota.KindHooks}},
+		{"hooks+bytes", []string{quota.KindHooks, quota.KindBytes}},
+	} {
+		per, err := idleBucketBytes(ctx, row.kinds, tenants)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", row.name, err)
+		}
+		res[row.name] = per
 	}
-	return parseBenchMetric(out, "bytes/bucket"), nil
+	return res, nil
 }
 
-// parseBenchMetric returns sub-benchmark name (without "Benchmark…/" and
-// the -GOMAXPROCS suffix) -> value of unit, from `go test -bench` output.
-func parseBenchMetric(out []byte, unit string) map[string]float64 {
-	res := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
-		}
-		name := f[0]
-		if i := strings.IndexByte(name, '/'); i >= 0 {
-			name = name[i+1:]
-		}
-		if i := strings.LastIndexByte(name, '-'); i >= 0 {
-			if _, err := strconv.Atoi(name[i+1:]); err == nil {
-				name = name[:i]
-			}
-		}
-		for i := 3; i < len(f); i++ {
-			if f[i] == unit {
-				if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
-					res[name] = v
-				}
-			}
+func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-buckets-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: filepath.Join(dir, "jetstream"), Listen: "off"})
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	const prefix = "bucketmem"
+	leases, counts, err := quota.OpenBuckets(ctx, js, prefix, 1)
+	if err != nil {
+		return 0, err
+	}
+	store, err := claims.NewMemory()
+	if err != nil {
+		return 0, err
+	}
+	routing := []quota.WorkerClientOption{quota.WithPrefix(prefix), quota.WithPartitions(1)}
+	w, err := owner.New(nc, leases, counts, store, routing[0], routing[1])
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(sctx)
+	}()
+	c, err := quota.NewClient(nc, routing[0], routing[1], quota.WithLocalOwner(w), quota.WithCoalescing(false))
+	if err != nil {
+		return 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for len(w.Partitions()) == 0 {
+		select {
+		case <-wctx.Done():
+			return 0, fmt.Errorf("the owner took no lease: %w", wctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return res
+	inc := int64(time.Hour / time.Microsecond)
+	r := quota.HitRequest{Charges: make([]quota.Charge, len(kinds))}
+	heap0 := testkit.LiveHeap()
+	for i := range tenants {
+		tenant := "tenant-" + strconv.Itoa(i)
+		for k, kind := range kinds {
+			r.Charges[k] = quota.Charge{Kind: kind, Tenant: tenant, IncrementUs: inc, CapacityUs: 1000 * inc}
+		}
+		rep, err := c.Hit(ctx, r)
+		switch {
+		case err != nil:
+			return 0, err
+		case rep.Result != quota.ResultOK:
+			return 0, fmt.Errorf("hit %d: %s", i, rep.Result)
+		}
+	}
+	heap1 := testkit.LiveHeap()
+	if len(w.Partitions()) != 1 {
+		return 0, errors.New("the owner lost its lease during the measurement")
+	}
+	return (float64(heap1) - float64(heap0)) / float64(tenants*len(kinds)), nil
 }
 
 // claimShape returns the i-th claim of the memory measurement: tenants like

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -53,8 +54,8 @@ func (b *bench) measurePair(ctx context.Context, run int, name string, n int, cs
 			c := cs[i]
 			var s0, s1, c0, c1 time.Duration
 			res := runLoad(ctx, n, warm, slice, &c.seq, c.op, window{
-				start: func() { s0, _ = cpuTime(c.server.pid()); c0, _ = cpuTime(b.self) },
-				end:   func() { s1, _ = cpuTime(c.server.pid()); c1, _ = cpuTime(b.self) },
+				start: func() { s0, _ = procstat.CPUTime(c.server.pid()); c0, _ = procstat.CPUTime(b.self) },
+				end:   func() { s1, _ = procstat.CPUTime(c.server.pid()); c1, _ = procstat.CPUTime(b.self) },
 			}, c.errs.String)
 			a := &accs[i]
 			a.res.add(res)
@@ -243,7 +244,7 @@ func (b *bench) drainClaims(ctx context.Context, run int, w workload, n int, bef
 	t0 := time.Now()
 	for _, w := range ws {
 		w.cost.Claims, _ = w.count()
-		w.cpu0, _ = cpuTime(w.pid)
+		w.cpu0, _ = procstat.CPUTime(w.pid)
 	}
 	b.logf("run %d waiting for %d sluice and %v redis pending claims to expire", run, res.Sluice.Claims, func() any {
 		if res.Redis == nil {
@@ -258,7 +259,7 @@ func (b *bench) drainClaims(ctx context.Context, run int, w workload, n int, bef
 				continue
 			}
 			if c, ok := w.count(); ok && c == 0 {
-				cpu, _ := cpuTime(w.pid)
+				cpu, _ := procstat.CPUTime(w.pid)
 				w.cost.Drained = true
 				w.cost.Seconds = time.Since(t0).Seconds()
 				if w.cost.Claims > 0 {

@@ -143,30 +143,47 @@ func (t *tailBuffer) String() string {
 	return string(bytes.TrimSpace(t.buf))
 }
 
-// moduleRoot is the directory of the main module's go.mod (the bench builds
-// ./cmd/edge from there and runs the quota memory benchmark there).
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+// Module paths of the bench and of the library it measures (the bench's
+// go.mod replaces the library with the repository around it).
+const (
+	benchModule   = "github.com/sluice-dev/sluice/cmd/sluice-bench"
+	libraryModule = "github.com/sluice-dev/sluice"
+)
+
+// moduleDirs are the directories of the library's module (root: the bench
+// builds ./cmd/edge there) and of the bench's (bench: ./floor-server),
+// as the go command resolves them from the working directory.
+func moduleDirs(ctx context.Context) (root, bench string, err error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}} {{.Dir}}", benchModule, libraryModule).Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", "", fmt.Errorf("go list -m %s %s: %w (run sluice-bench inside its module: cd cmd/sluice-bench)", benchModule, libraryModule, err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside a Go module: run sluice-bench from the sluice repository (or pass --edge-bin and skip memory)")
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, dir, _ := strings.Cut(line, " ")
+		switch path {
+		case benchModule:
+			bench = dir
+		case libraryModule:
+			root = dir
+		}
 	}
-	return filepath.Dir(gomod), nil
+	if root == "" || bench == "" {
+		return "", "", errors.New("not inside sluice-bench's module: cd cmd/sluice-bench (or pass --edge-bin and skip the edge row)")
+	}
+	return root, bench, nil
 }
 
-// buildEdge builds ./cmd/edge of root into dir.
-func buildEdge(ctx context.Context, root, dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// buildCommand builds the command ./pkg of module directory dir into
+// binDir and returns the binary's path.
+func buildCommand(ctx context.Context, dir, pkg, binDir string) (string, error) {
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "edge")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/edge")
-	cmd.Dir = root
+	bin := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./"+pkg)
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/edge: %w\n%s", err, out)
+		return "", fmt.Errorf("go build ./%s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }

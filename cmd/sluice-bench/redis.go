@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -42,71 +43,27 @@ import (
 // KEYS[1..n] the buckets, ARGV[2i], ARGV[2i+1] = increment_us,
 // capacity_us of KEYS[i]. Outputs: now, n, new (new TATs), wait (µs until
 // every charge fits; 0: allowed), remaining, reset (µs).
-const luaGCRA = `
-if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
-local new = {}
-local wait, remaining, reset = 0, -1, 0
-for i = 1, n do
-  local inc = tonumber(ARGV[2 * i])
-  local cap = tonumber(ARGV[2 * i + 1])
-  local tat = tonumber(redis.call("GET", KEYS[i]) or now)
-  tat = math.max(tat, now)
-  local new_tat = tat + inc
-  local allow_at = new_tat - cap
-  if now < allow_at then
-    wait = math.max(wait, allow_at - now)
-    reset = math.max(reset, tat - now)
-  else
-    local rem = math.floor((now - allow_at) / inc)
-    if remaining < 0 or rem < remaining then remaining = rem end
-    reset = math.max(reset, new_tat - now)
-  end
-  new[i] = new_tat
-end
-local function apply()
-  for i = 1, n do
-    redis.call("SET", KEYS[i], string.format("%d", new[i]),
-      "PX", string.format("%d", math.ceil((new[i] - now) / 1000)))
-  end
-end
-`
+//
+//go:embed lua/gcra.lua
+var luaGCRA string
 
 // scriptGCRA: charges only. Reply {"ok", 0, remaining, reset_ms} or
 // {"rate_limited", retry_after_ms, 0, reset_ms}.
-var scriptGCRA = redis.NewScript(luaGCRA + `
-if wait > 0 then
-  return {"rate_limited", math.max(1, math.ceil(wait / 1000)), 0, math.ceil(reset / 1000)}
-end
-apply()
-return {"ok", 0, math.max(remaining, 0), math.ceil(reset / 1000)}
-`)
+//
+//go:embed lua/charges.lua
+var luaCharges string
+
+var scriptGCRA = redis.NewScript(luaGCRA + luaCharges)
 
 // scriptHit: charges + a pending claim. KEYS[n+1] is the claim;
 // ARGV[2n+2] the hook id, ARGV[2n+3] the pending TTL in ms. Reply
 // {result, retry_after_ms, remaining, reset_ms, hook_id}. Claim values are
 // "p:<hook id>" (pending) and "c:<hook id>" (committed, written by settle).
-var scriptHit = redis.NewScript(luaGCRA + `
-if wait > 0 then
-  return {"rate_limited", math.max(1, math.ceil(wait / 1000)), 0, math.ceil(reset / 1000), ""}
-end
-local ck = KEYS[n + 1]
-local hook = ARGV[2 * n + 2]
-if not redis.call("SET", ck, "p:" .. hook, "NX", "PX", ARGV[2 * n + 3]) then
-  local v = redis.call("GET", ck)
-  local holder = string.sub(v, 3)
-  if string.sub(v, 1, 2) == "c:" then
-    return {"duplicate", 0, 0, 0, holder}
-  end
-  if holder ~= hook then
-    return {"pending", math.max(1, redis.call("PTTL", ck)), 0, 0, holder}
-  end
-end
-apply()
-return {"ok", 0, math.max(remaining, 0), math.ceil(reset / 1000), hook}
-`)
+//
+//go:embed lua/hit.lua
+var luaHit string
+
+var scriptHit = redis.NewScript(luaGCRA + luaHit)
 
 // redisCharge is one GCRA charge against a Redis bucket key.
 type redisCharge struct {

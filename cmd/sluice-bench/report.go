@@ -311,7 +311,7 @@ func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 	if s := find("hot"); s != nil {
 		add("hot p99 sluice/redis "+at, "<= 1.00", s.RatioP99.Median, s.RatioP99.N > 0, s.RatioP99.Median <= 1)
 	}
-	// Issue #10 (claims fast path).
+	// The claims fast path.
 	if s := find("hit+claim"); s != nil {
 		add("#10 hit+claim/s sluice/redis "+at, ">= 1.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 1)
 		add("#10 hit+claim server CPU/op sluice/redis "+at, "<= 1.50", s.RatioCPU.Median, s.RatioCPU.N > 0, s.RatioCPU.Median <= 1.5)

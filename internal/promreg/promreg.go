@@ -31,3 +31,61 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	}
 	return c, nil
 }
+
+// Set is the one way a package builds its metrics: every constructor makes
+// the collector sluice_<subsystem>_<name> and registers it on the set's
+// Registerer by Register's policy. The first error is kept for Err (the
+// constructors still return a usable, unregistered collector), so that a
+// package builds all its metrics and checks once.
+type Set struct {
+	reg       prometheus.Registerer
+	subsystem string
+	err       error
+}
+
+// NewSet is a Set of metrics named sluice_<subsystem>_… on reg (nil: none
+// registered).
+func NewSet(reg prometheus.Registerer, subsystem string) *Set {
+	return &Set{reg: reg, subsystem: subsystem}
+}
+
+// Err is the first registration error, nil when every metric is
+// registered.
+func (s *Set) Err() error { return s.err }
+
+func add[C prometheus.Collector](s *Set, c C) C {
+	r, err := Register(s.reg, c)
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		return c
+	}
+	return r
+}
+
+// Counter is a counter sluice_<subsystem>_<name>.
+func (s *Set) Counter(name, help string) prometheus.Counter {
+	return add[prometheus.Counter](s, prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help}))
+}
+
+// CounterVec is a counter vector sluice_<subsystem>_<name> with labels.
+func (s *Set) CounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return add(s, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help}, labels))
+}
+
+// Gauge is a gauge sluice_<subsystem>_<name>.
+func (s *Set) Gauge(name, help string) prometheus.Gauge {
+	return add[prometheus.Gauge](s, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help}))
+}
+
+// Histogram is a histogram sluice_<subsystem>_<name> with buckets.
+func (s *Set) Histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return add[prometheus.Histogram](s, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help, Buckets: buckets}))
+}
+
+// HistogramVec is a histogram vector sluice_<subsystem>_<name> with
+// buckets and labels.
+func (s *Set) HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return add(s, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help, Buckets: buckets}, labels))
+}

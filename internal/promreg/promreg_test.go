@@ -30,3 +30,40 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("nil registerer: %v", err)
 	}
 }
+
+// TestSet: a Set names its metrics sluice_<subsystem>_<name>, shares an
+// equal collector a second Set registered, and keeps the first clash for
+// Err while still handing out a usable collector.
+func TestSet(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := NewSet(reg, "test")
+	c := s.CounterVec("ops_total", "Ops.", "op")
+	s.Gauge("level", "Level.").Set(2)
+	s.Histogram("seconds", "Latency.", []float64{1})
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := NewSet(reg, "test")
+	if got := again.CounterVec("ops_total", "Ops.", "op"); got != c || again.Err() != nil {
+		t.Fatalf("an equal collector is not shared: %v", again.Err())
+	}
+	clash := NewSet(reg, "test")
+	g := clash.Gauge("ops_total", "Another help.")
+	if clash.Err() == nil || g == nil {
+		t.Fatalf("a clash: err %v, collector %v", clash.Err(), g)
+	}
+	g.Inc() // usable, not registered
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"sluice_test_level", "sluice_test_seconds"} {
+		if !names[n] {
+			t.Errorf("%s not registered (have %v)", n, names)
+		}
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/tracingtest"
 	"github.com/sluice-dev/sluice/tracing/otlp"
-	"github.com/sluice-dev/sluice/tracing/tracingtest"
 )
 
 func TestEnabled(t *testing.T) {

@@ -159,6 +159,19 @@ func AppendClaim(b []byte, source, key, hookID string, ttlMs, pendingTTLMs int64
 	return binary.AppendVarint(b, pendingTTLMs)
 }
 
+// AppendItem appends a decoded hit item again (the inverse of
+// DecodeRequest's item).
+func AppendItem(b []byte, it *Item) []byte {
+	b = AppendHitHead(b, it.N, it.TimeoutMs, string(it.Tenant), len(it.Charges))
+	for _, c := range it.Charges {
+		b = AppendCharge(b, string(c.Kind), c.Inc, c.Cap)
+	}
+	if !it.Claim {
+		return AppendNoClaim(b)
+	}
+	return AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
+}
+
 // AppendReplyHeader starts a reply frame.
 func AppendReplyHeader(b []byte, more bool, route string, count int) []byte {
 	var flags byte

@@ -5,23 +5,11 @@ import (
 	"testing"
 )
 
-// appendItem encodes a decoded item again (the inverse of DecodeRequest).
-func appendItem(b []byte, it *Item) []byte {
-	b = AppendHitHead(b, it.N, it.TimeoutMs, string(it.Tenant), len(it.Charges))
-	for _, c := range it.Charges {
-		b = AppendCharge(b, string(c.Kind), c.Inc, c.Cap)
-	}
-	if !it.Claim {
-		return AppendNoClaim(b)
-	}
-	return AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
-}
-
 // appendItems encodes decoded items again as a request frame.
 func appendItems(items []Item) []byte {
 	b := AppendRequestHeader(nil, len(items))
 	for i := range items {
-		b = appendItem(b, &items[i])
+		b = AppendItem(b, &items[i])
 	}
 	return b
 }

@@ -1,7 +1,9 @@
-package quota
+package owner
 
 import (
 	"hash/maphash"
+
+	"github.com/sluice-dev/sluice/quota"
 )
 
 // maxKindSlots bounds the charge kinds a partition keys by hash. The edge
@@ -144,10 +146,10 @@ func (s *bucketState) len() int {
 // kinds.
 func internKind(kind []byte) string {
 	switch string(kind) {
-	case KindHooks:
-		return KindHooks
-	case KindBytes:
-		return KindBytes
+	case quota.KindHooks:
+		return quota.KindHooks
+	case quota.KindBytes:
+		return quota.KindBytes
 	}
 	return string(kind)
 }

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -29,7 +30,7 @@ const (
 	logRecovered = "fleet reachable again"
 )
 
-func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *testkit.LogBuffer) {
+func newTestFleet(t *testing.T, c *quota.Client) (*quota.Fleet, *prometheus.Registry, *testkit.LogBuffer) {
 	t.Helper()
 	local, err := gcra.NewLimiter()
 	if err != nil {
@@ -37,14 +38,14 @@ func newTestFleet(t *testing.T, c *Client) (*Fleet, *prometheus.Registry, *testk
 	}
 	reg := prometheus.NewRegistry()
 	buf := &testkit.LogBuffer{}
-	f, err := NewFleet(c, local, newMemory(t), WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+	f, err := quota.NewFleet(c, local, newMemory(t), quota.WithRegisterer(reg), quota.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, reg, buf
 }
 
-// fleetSlack is what a Fleet call may take beyond its budget: scheduling
+// fleetSlack is what a quota.Fleet call may take beyond its budget: scheduling
 // on a loaded machine, not work (the calls stop at the budget).
 const fleetSlack = 100 * time.Millisecond
 
@@ -57,22 +58,22 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	// it, so a call that took twice its budget fails.
 	const budget = 500 * time.Millisecond
 	const slack = fleetSlack
-	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
+	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, quota.WithBudget(budget)))
 	ctx := context.Background()
 
 	// No worker serves the prefix: every call answers from local state
 	// within the budget (plus slack), marked Local.
-	claim := func(key, hook string) *ClaimRequest {
-		return &ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hook}
+	claim := func(key, hook string) *quota.ClaimRequest {
+		return &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hook}
 	}
 	steps := []struct {
-		req  HitRequest
+		req  quota.HitRequest
 		want string
 	}{
-		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k1", "h1")}, ResultOK},
-		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k1", "h2")}, ResultPending}, // refunded
-		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k2", "h3")}, ResultOK},
-		{HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("k3", "h4")}, ResultRateLimited},
+		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k1", "h1")}, quota.ResultOK},
+		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k1", "h2")}, quota.ResultPending}, // refunded
+		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k2", "h3")}, quota.ResultOK},
+		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k3", "h4")}, quota.ResultRateLimited},
 	}
 	for i, s := range steps {
 		start := time.Now()
@@ -85,23 +86,23 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 			t.Fatalf("step %d answered after %v (budget %v)", i, el, budget)
 		}
 	}
-	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
 		t.Fatalf("local reserve: %+v %v", rep, err)
 	}
-	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || rep.Granted || rep.Count != 1 {
+	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || rep.Granted || rep.Count != 1 {
 		t.Fatalf("local reserve at max: %+v %v", rep, err)
 	}
-	if rep, err := f.Release(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+	if rep, err := f.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
 		t.Fatalf("local release: %+v %v", rep, err)
 	}
 	// Invalid requests are never answered locally.
-	if _, err := f.Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid: %v", err)
 	}
-	if got := fallbacks(t, reg, opHit); got != float64(len(steps)) {
+	if got := fallbacks(t, reg, quota.OpHit); got != float64(len(steps)) {
 		t.Fatalf("fallback_total{op=hit} = %v, want %d", got, len(steps))
 	}
-	if got := fallbacks(t, reg, opReserve); got != 2 {
+	if got := fallbacks(t, reg, quota.OpReserve); got != 2 {
 		t.Fatalf("fallback_total{op=reserve} = %v, want 2", got)
 	}
 	if n := strings.Count(logs.String(), logDegraded); n != 1 || !f.Degraded() {
@@ -112,8 +113,8 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	w := e.startWorker(t, k.Conn)
 	waitServed(t, 10*time.Second, w)
 	for range 3 {
-		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 5)}})
-		if err != nil || rep.Local || rep.Result != ResultOK {
+		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 5)}})
+		if err != nil || rep.Local || rep.Result != quota.ResultOK {
 			t.Fatalf("after recovery: %+v %v", rep, err)
 		}
 	}
@@ -126,7 +127,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
+		if rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
 			t.Fatalf("after the worker stopped: %+v %v", rep, err)
 		}
 	}
@@ -147,9 +148,9 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	w := e.startWorker(t, wnc)
 	waitServed(t, 10*time.Second, w)
 	const budget = 500 * time.Millisecond
-	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, WithBudget(budget)))
+	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, quota.WithBudget(budget)))
 	ctx := context.Background()
-	if rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != ResultOK {
+	if rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != quota.ResultOK {
 		t.Fatalf("fleet up: %+v %v", rep, err)
 	}
 	// The server goes away, and the worker with it (its process dies: its
@@ -158,11 +159,11 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	wnc.Close()
 	for i := range 3 {
 		start := time.Now()
-		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}})
+		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
 		el := time.Since(start)
-		want := ResultOK // the local limiter knows nothing of the fleet's charge
+		want := quota.ResultOK // the local limiter knows nothing of the fleet's charge
 		if i > 0 {
-			want = ResultRateLimited
+			want = quota.ResultRateLimited
 		}
 		if err != nil || !rep.Local || rep.Result != want {
 			t.Fatalf("server down, hit %d: %+v %v, want local %s", i, rep, err, want)
@@ -171,7 +172,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 			t.Fatalf("server down, hit %d answered after %v", i, el)
 		}
 	}
-	if got := fallbacks(t, reg, opHit); got != 3 {
+	if got := fallbacks(t, reg, quota.OpHit); got != 3 {
 		t.Fatalf("fallback_total{op=hit} = %v", got)
 	}
 	if n := strings.Count(logs.String(), logDegraded); n != 1 {
@@ -179,9 +180,9 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	}
 }
 
-// While the Client's WithReachable says the owners are out of reach (an
-// edge cut off from its hub), a Fleet answers every call from node-local
-// state without a request to an owner, and the Client alone fails at once;
+// While the quota.Client's quota.WithReachable says the owners are out of reach (an
+// edge cut off from its hub), a quota.Fleet answers every call from node-local
+// state without a request to an owner, and the quota.Client alone fails at once;
 // once it says they are back, calls reach the owners.
 func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	t.Parallel()
@@ -206,14 +207,14 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	f, err := NewFleet(e.client(t, k.Conn, WithReachable(reachable.Load)), local, e.store, WithRegisterer(reg))
+	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), local, e.store, quota.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	claim := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
-	for i, want := range []string{ResultOK, ResultRateLimited} {
-		rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}, Claim: claim})
+	claim := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
+	for i, want := range []string{quota.ResultOK, quota.ResultRateLimited} {
+		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}, Claim: claim})
 		if err != nil || !rep.Local || rep.Result != want {
 			t.Fatalf("unreachable, hit %d: %+v %v, want local %s", i, rep, err, want)
 		}
@@ -221,36 +222,36 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "k1"}); err != nil || st.HookID != "h1" {
 		t.Fatalf("the local hit's claim is not in the fleet's store: %+v %v", st, err)
 	}
-	if rep, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted {
+	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted {
 		t.Fatalf("unreachable reserve: %+v %v", rep, err)
 	}
-	if rep, err := f.Count(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 1 {
+	if rep, err := f.Count(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 1 {
 		t.Fatalf("unreachable count: %+v %v", rep, err)
 	}
-	if rep, err := f.Release(ctx, CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+	if rep, err := f.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
 		t.Fatalf("unreachable release: %+v %v", rep, err)
 	}
-	if err := f.Reset(ctx, "acme"); !errors.Is(err, ErrUnavailable) {
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("unreachable reset: %v", err)
 	}
 	// Invalid requests are still refused, never answered locally.
-	if _, err := f.Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid hit: %v", err)
 	}
-	if _, err := f.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid reserve: %v", err)
 	}
-	if err := f.Reset(ctx, ""); !errors.Is(err, ErrInvalid) {
+	if err := f.Reset(ctx, ""); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid reset: %v", err)
 	}
-	// The Client alone (a service's) fails at once, invalid requests first.
-	if _, err := f.Client().Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); !errors.Is(err, ErrUnavailable) {
+	// The quota.Client alone (a service's) fails at once, invalid requests first.
+	if _, err := f.Client().Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client hit while unreachable: %v", err)
 	}
-	if _, err := f.Client().Count(ctx, CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := f.Client().Count(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
-	if _, err := f.Client().Hit(ctx, HitRequest{}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.Client().Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("client invalid hit while unreachable: %v", err)
 	}
 	if err := k.Conn.Flush(); err != nil {
@@ -259,26 +260,26 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if n := sent.Load(); n != 0 {
 		t.Fatalf("%d requests reached the owners' subjects while they were unreachable", n)
 	}
-	if got := fallbacks(t, reg, opHit); got != 2 {
+	if got := fallbacks(t, reg, quota.OpHit); got != 2 {
 		t.Fatalf("fallback_total{op=hit} = %v, want 2", got)
 	}
 	// Reachable again: the owners decide (their buckets know nothing of
 	// the local charges).
 	reachable.Store(true)
-	rep, err := f.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}})
-	if err != nil || rep.Local || rep.Result != ResultOK {
+	rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
+	if err != nil || rep.Local || rep.Result != quota.ResultOK {
 		t.Fatalf("reachable: %+v %v", rep, err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return sent.Load() > 0 }, "a request on the owners' subjects")
 }
 
-// A hub maps its edges' partition subjects (HubPrefix) onto its owners'.
+// A hub maps its edges' partition subjects (quota.HubPrefix) onto its owners'.
 func TestHubMapping(t *testing.T) {
-	from, to := HubMapping("sluice")
+	from, to := quota.HubMapping("sluice")
 	if from != "sluice.hub.v1.quota.p.*" || to != "sluice.v1.quota.p.{{wildcard(1)}}" {
 		t.Fatalf("HubMapping = %q -> %q", from, to)
 	}
-	if got := partitionSubject(HubPrefix("sluice"), 7); got != "sluice.hub.v1.quota.p.7" {
+	if got := quota.PartitionSubject(quota.HubPrefix("sluice"), 7); got != "sluice.hub.v1.quota.p.7" {
 		t.Fatalf("an edge's partition subject = %q", got)
 	}
 }

@@ -1,9 +1,7 @@
-package quota
+package owner
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -12,18 +10,19 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner's decision core. Every hit an owner serves — an item of a batch
 // frame (serveFrame) or a JSON request (tenure.hit, through hitItem) — is a
-// frame.Item that has passed validateItem (HitRequest.Validate's rules), is
+// frame.Item that has passed quota.ValidateItem (quota.HitRequest.Validate's rules), is
 // routed to the tenure of its partition, and is decided by tenure.decide:
 // its charges all or nothing under the tenure's lock, then, for an admitted
 // hit with a claim, a claimJob that writes the claim (claimJob.write) and
-// completes with its outcome (claimJob.complete: claimAnswer, the refund,
+// completes with its outcome (claimJob.complete: quota.ClaimAnswer, the refund,
 // the delivery). What differs between the two paths is only how the answer
-// travels: in a reply frame, or as a JSON HitReply.
+// travels: in a reply frame, or as a JSON quota.HitReply.
 
 // chargeScratch is reusable space for deciding one hit's charges.
 type chargeScratch struct {
@@ -62,8 +61,8 @@ func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch,
 	j := &claimJob{
 		t:       t,
 		item:    index,
-		pending: msToDuration(it.PendingMs, w.cfg.pendingTTL),
-		timeout: min(msToDuration(it.TimeoutMs, DefaultBudget), maxOwnerTimeout),
+		pending: quota.DurationMs(it.PendingMs, w.cfg.PendingTTL),
+		timeout: min(quota.DurationMs(it.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout),
 	}
 	j.id, j.hookID = claimStrings(it)
 	// A hit's few charges (the edge's two) stay inside the job.
@@ -110,9 +109,9 @@ type claimJob struct {
 	inLimits [inlineCharges]frame.Limit
 
 	batch *claimBatch
-	slot  int       // index in batch.answers
-	msg   *nats.Msg // batch nil: the JSON request
-	kinds []Charge  // batch nil: the request's charges, for the reply's limits
+	slot  int            // index in batch.answers
+	msg   *nats.Msg      // batch nil: the JSON request
+	kinds []quota.Charge // batch nil: the request's charges, for the reply's limits
 }
 
 // run writes the claim and completes the job with the outcome. The two
@@ -145,10 +144,10 @@ func (j *claimJob) complete(res claims.Result, err error) {
 	j.batch.done(j.slot)
 }
 
-// answer is the job's answer to the claim's outcome (claimAnswer); it
+// answer is the job's answer to the claim's outcome (quota.ClaimAnswer); it
 // refunds the charges unless the claim is ours and counts the answer.
 func (j *claimJob) answer(res claims.Result, err error) frame.Answer {
-	a, _ := claimAnswer(res, err, j.limits)
+	a, _ := quota.ClaimAnswer(res, err, j.limits)
 	if a.Result != frame.ResultOK {
 		j.t.refund(j.refs, j.lims)
 	}
@@ -156,58 +155,24 @@ func (j *claimJob) answer(res claims.Result, err error) frame.Answer {
 	return a
 }
 
-// claimAnswer turns the outcome of taking a hit's claim (res, err) into the
-// hit's answer: ok with the charges' limits when the claim is ours,
-// duplicate or pending (retry after at least 1 ms) with the holder's hook
-// id and revision, invalid when the store refused the claim, unavailable
-// when it did not answer. Only an ok answer keeps the charges; the caller
-// refunds them otherwise. failure is the answer as a Go error (wrapping
-// ErrInvalid or ErrUnavailable, and err), nil for an answered hit.
-func claimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
-	switch {
-	case errors.Is(err, claims.ErrInvalid):
-		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	case err != nil:
-		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case res.Outcome == claims.OK:
-		return frame.Answer{Result: frame.ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits}, nil
-	case res.Outcome == claims.Duplicate:
-		return frame.Answer{Result: frame.ResultDuplicate, HookID: res.HookID, Revision: res.Revision}, nil
-	default:
-		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, timeconv.CeilMs(res.RetryAfter))}, nil
-	}
-}
-
 // answerMetric is the answer's label of sluice_quota_hits_total.
 func answerMetric(a *frame.Answer) string {
 	switch a.Status {
 	case frame.StatusAnswered:
-		return resultCodes[a.Result]
+		return quota.ResultName(a.Result)
 	case frame.StatusInvalid:
 		return "invalid"
 	case frame.StatusUnavailable:
 		return "unavailable"
 	}
-	return reasonNotOwner
+	return quota.ReasonNotOwner
 }
 
-// answerReply is an answered item as a HitReply; charges name the limits.
-func answerReply(a *frame.Answer, charges []Charge) HitReply {
-	rep := HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
-	if len(a.Limits) > 0 {
-		rep.Limits = make([]LimitState, len(a.Limits))
-		for i, l := range a.Limits {
-			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
-		}
-	}
-	return rep
-}
-
-// respondAnswer answers a JSON hit: a HitReply, or the error headers.
-func respondAnswer(m *nats.Msg, a *frame.Answer, charges []Charge) {
+// respondAnswer answers a JSON hit: a quota.HitReply, or the error headers.
+func respondAnswer(m *nats.Msg, a *frame.Answer, charges []quota.Charge) {
 	switch a.Status {
 	case frame.StatusAnswered:
-		respondJSON(m, answerReply(a, charges))
+		respondJSON(m, quota.AnswerReply(a, charges))
 	case frame.StatusInvalid:
 		respondError(m, 400, a.Reason)
 	default:

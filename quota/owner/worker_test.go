@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -33,16 +34,16 @@ func TestPartitionMatchesFNV1a(t *testing.T) {
 	}
 	for i, k := range known {
 		for _, p := range []int{1, 7, 64, 1024} {
-			if got, want := Partition(k.in, p), int(k.hash%uint32(p)); got != want {
-				t.Errorf("%d: Partition(%q, %d) = %d, want %d", i, k.in, p, got, want)
+			if got, want := quota.Partition(k.in, p), int(k.hash%uint32(p)); got != want {
+				t.Errorf("%d: quota.Partition(%q, %d) = %d, want %d", i, k.in, p, got, want)
 			}
 		}
 	}
 	for _, s := range []string{"acme", "tenant-42", "a.b", "日本"} {
 		h := fnv.New32a()
 		h.Write([]byte(s))
-		if got, want := Partition(s, 64), int(h.Sum32()%64); got != want {
-			t.Errorf("Partition(%q, 64) = %d, want %d", s, got, want)
+		if got, want := quota.Partition(s, 64), int(h.Sum32()%64); got != want {
+			t.Errorf("quota.Partition(%q, 64) = %d, want %d", s, got, want)
 		}
 	}
 }
@@ -51,10 +52,10 @@ func TestHitChargesAndDenial(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	req := HitRequest{Charges: []Charge{hooks("acme", 3)}}
+	req := quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}
 	for i := range 3 {
 		rep, err := c.Hit(ctx, req)
-		if err != nil || rep.Result != ResultOK {
+		if err != nil || rep.Result != quota.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 		if len(rep.Limits) != 1 || rep.Limits[0].Remaining != int64(2-i) {
@@ -62,25 +63,25 @@ func TestHitChargesAndDenial(t *testing.T) {
 		}
 	}
 	rep, err := c.Hit(ctx, req)
-	if err != nil || rep.Result != ResultRateLimited || rep.RetryAfterMs < 3_599_000 || rep.RetryAfterMs > 3_600_000 {
+	if err != nil || rep.Result != quota.ResultRateLimited || rep.RetryAfterMs < 3_599_000 || rep.RetryAfterMs > 3_600_000 {
 		t.Fatalf("4th hit: %+v %v", rep, err)
 	}
 	// All-or-nothing: a charge that fits plus one that does not spends neither.
-	both := HitRequest{Charges: []Charge{hooks("beta", 1), {Kind: KindBytes, Tenant: "beta", IncrementUs: 10, CapacityUs: 10}}}
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{{Kind: KindBytes, Tenant: "beta", IncrementUs: 10_000_000, CapacityUs: 10_000_000}}}); err != nil || rep.Result != ResultOK {
+	both := quota.HitRequest{Charges: []quota.Charge{hooks("beta", 1), {Kind: quota.KindBytes, Tenant: "beta", IncrementUs: 10, CapacityUs: 10}}}
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: "beta", IncrementUs: 10_000_000, CapacityUs: 10_000_000}}}); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("bytes: %+v %v", rep, err)
 	}
-	if rep, err := c.Hit(ctx, both); err != nil || rep.Result != ResultRateLimited {
+	if rep, err := c.Hit(ctx, both); err != nil || rep.Result != quota.ResultRateLimited {
 		t.Fatalf("both: %+v %v", rep, err)
 	}
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("beta", 1)}}); err != nil || rep.Result != ResultOK {
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("beta", 1)}}); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("hooks alone after a denied pair: %+v %v", rep, err)
 	}
 	// Reset makes the tenant's buckets full again.
 	if err := c.Reset(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := c.Hit(ctx, req); err != nil || rep.Result != ResultOK {
+	if rep, err := c.Hit(ctx, req); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("after reset: %+v %v", rep, err)
 	}
 }
@@ -89,23 +90,23 @@ func TestHitInvalid(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	cases := map[string]HitRequest{
-		"two tenants":      {Charges: []Charge{hooks("a", 1), {Kind: KindBytes, Tenant: "b", IncrementUs: 1, CapacityUs: 1}}},
-		"claim of another": {Charges: []Charge{hooks("a", 1)}, Claim: &ClaimRequest{Tenant: "b", Source: "s", Key: "k", HookID: "h"}},
-		"impossible":       {Charges: []Charge{{Kind: KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
+	cases := map[string]quota.HitRequest{
+		"two tenants":      {Charges: []quota.Charge{hooks("a", 1), {Kind: quota.KindBytes, Tenant: "b", IncrementUs: 1, CapacityUs: 1}}},
+		"claim of another": {Charges: []quota.Charge{hooks("a", 1)}, Claim: &quota.ClaimRequest{Tenant: "b", Source: "s", Key: "k", HookID: "h"}},
+		"impossible":       {Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
 		"empty":            {},
-		"same kind twice":  {Charges: []Charge{hooks("a", 1), hooks("a", 2)}},
-		"long hook id":     {Charges: []Charge{hooks("a", 1)}, Claim: &ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
+		"same kind twice":  {Charges: []quota.Charge{hooks("a", 1), hooks("a", 2)}},
+		"long hook id":     {Charges: []quota.Charge{hooks("a", 1)}, Claim: &quota.ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
 	}
 	for name, r := range cases {
-		if _, err := c.Hit(ctx, r); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		if _, err := c.Hit(ctx, r); !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("%s: err = %v, want quota.ErrInvalid", name, err)
 		}
 	}
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	msg, err := k.Conn.Request(partitionSubject(e.prefix, Partition("a", DefaultPartitions)), []byte(body), 5*time.Second)
+	msg, err := k.Conn.Request(quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,19 +114,19 @@ func TestHitInvalid(t *testing.T) {
 		t.Fatalf("owner reply headers %v", msg.Header)
 	}
 	// Misrouted (a client with another partition count): 400 too.
-	wrong := (Partition("a", DefaultPartitions) + 1) % DefaultPartitions
-	msg, err = k.Conn.Request(partitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
+	wrong := (quota.Partition("a", quota.DefaultPartitions) + 1) % quota.DefaultPartitions
+	msg, err = k.Conn.Request(quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("misrouted: %v %v", msg, err)
 	}
-	// A client configured with another P gets ErrInvalid from the owner.
-	c32 := e.client(t, k.Conn, WithPartitions(32))
+	// A client configured with another P gets quota.ErrInvalid from the owner.
+	c32 := e.client(t, k.Conn, quota.WithPartitions(32))
 	for i := 0; ; i++ {
 		tenant := "t" + strconv.Itoa(i)
-		if Partition(tenant, 32) == Partition(tenant, 64) {
+		if quota.Partition(tenant, 32) == quota.Partition(tenant, 64) {
 			continue
 		}
-		if _, err := c32.Hit(ctx, HitRequest{Charges: []Charge{hooks(tenant, 1)}}); !errors.Is(err, ErrInvalid) {
+		if _, err := c32.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(tenant, 1)}}); !errors.Is(err, quota.ErrInvalid) {
 			t.Fatalf("P mismatch: %v", err)
 		}
 		break
@@ -136,18 +137,18 @@ func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
 	t.Parallel()
 	_, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	claim := func(hookID string) *ClaimRequest {
-		return &ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-1", HookID: hookID, PendingTTLMs: 30_000}
+	claim := func(hookID string) *quota.ClaimRequest {
+		return &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-1", HookID: hookID, PendingTTLMs: 30_000}
 	}
 	// Burst 2: the first hit takes a pending claim and one charge.
-	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h1")})
-	if err != nil || rep.Result != ResultOK || rep.Revision == 0 || len(rep.Limits) != 1 || rep.Limits[0].Remaining != 1 {
+	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h1")})
+	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 || len(rep.Limits) != 1 || rep.Limits[0].Remaining != 1 {
 		t.Fatalf("first: %+v %v", rep, err)
 	}
 	// The same key again: pending, with a retry-after; no charge spent.
 	for range 3 {
-		rep2, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h2")})
-		if err != nil || rep2.Result != ResultPending || rep2.HookID != "h1" || rep2.RetryAfterMs < 1 || rep2.RetryAfterMs > 30_000 {
+		rep2, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h2")})
+		if err != nil || rep2.Result != quota.ResultPending || rep2.HookID != "h1" || rep2.RetryAfterMs < 1 || rep2.RetryAfterMs > 30_000 {
 			t.Fatalf("pending: %+v %v", rep2, err)
 		}
 	}
@@ -157,18 +158,18 @@ func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		rep3, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: claim("h3")})
-		if err != nil || rep3.Result != ResultDuplicate || rep3.HookID != "h1" {
+		rep3, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h3")})
+		if err != nil || rep3.Result != quota.ResultDuplicate || rep3.HookID != "h1" {
 			t.Fatalf("duplicate: %+v %v", rep3, err)
 		}
 	}
 	// One charge is left of the burst of 2.
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 0 {
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 0 {
 		t.Fatalf("remaining charge: %+v %v", rep, err)
 	}
 	// Denied: no claim written.
-	other := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-2", HookID: "h4"}
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}, Claim: other}); err != nil || rep.Result != ResultRateLimited {
+	other := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-2", HookID: "h4"}
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: other}); err != nil || rep.Result != quota.ResultRateLimited {
 		t.Fatalf("denied: %+v %v", rep, err)
 	}
 	st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-2"})
@@ -176,7 +177,7 @@ func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
 		t.Fatalf("a denied hit wrote a claim: %+v %v", st, err)
 	}
 	// A claim with no charges works too.
-	if rep, err := c.Hit(ctx, HitRequest{Claim: other}); err != nil || rep.Result != ResultOK {
+	if rep, err := c.Hit(ctx, quota.HitRequest{Claim: other}); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("claim only: %+v %v", rep, err)
 	}
 }
@@ -195,7 +196,7 @@ func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	w, err := NewWorker(k.Conn, e.leases, e.counts, failingStore{err: claims.ErrUnavailable}, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
+	w, err := New(k.Conn, e.leases, e.counts, failingStore{err: claims.ErrUnavailable}, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,14 +207,14 @@ func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn)
 	ctx := testkit.Context(t)
-	cl := &ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
+	cl := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
 	for range 3 {
-		if _, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, quota.ErrUnavailable) {
 			t.Fatalf("store down: %v", err)
 		}
 	}
 	// The charge was refunded every time: burst 1 still available.
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 1)}}); err != nil || rep.Result != ResultOK {
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("after refunds: %+v %v", rep, err)
 	}
 }
@@ -222,7 +223,7 @@ func TestReserveRelease(t *testing.T) {
 	t.Parallel()
 	_, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	r := ReserveRequest{Principal: "acme", Key: "jobs", Max: 3}
+	r := quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3}
 	for i := 1; i <= 3; i++ {
 		rep, err := c.Reserve(ctx, r)
 		if err != nil || !rep.Granted || rep.Count != int64(i) {
@@ -233,11 +234,11 @@ func TestReserveRelease(t *testing.T) {
 		t.Fatalf("4th reserve: %+v %v", rep, err)
 	}
 	// Written through before the reply.
-	rec, err := e.counts.Get(ctx, counterKey("acme", "jobs"))
-	if err != nil || string(rec.Value) != "3" || rec.TTL != DefaultCountTTL {
+	rec, err := e.counts.Get(ctx, quota.CounterKey("acme", "jobs"))
+	if err != nil || string(rec.Value) != "3" || rec.TTL != quota.DefaultCountTTL {
 		t.Fatalf("stored count: %+v %v", rec, err)
 	}
-	cr := CounterRequest{Principal: "acme", Key: "jobs"}
+	cr := quota.CounterRequest{Principal: "acme", Key: "jobs"}
 	for i := 2; i >= 0; i-- {
 		if rep, err := c.Release(ctx, cr); err != nil || rep.Count != int64(i) {
 			t.Fatalf("release to %d: %+v %v", i, rep, err)
@@ -250,11 +251,11 @@ func TestReserveRelease(t *testing.T) {
 	if rep, err := c.Count(ctx, cr); err != nil || rep.Count != 0 {
 		t.Fatalf("count: %+v %v", rep, err)
 	}
-	if _, err := c.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("max 0: %v", err)
 	}
 	// Other counters of the same principal are independent.
-	if rep, err := c.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "other", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+	if rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "other", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
 		t.Fatalf("other counter: %+v %v", rep, err)
 	}
 }
@@ -263,7 +264,7 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	r := ReserveRequest{Principal: "acme", Key: "leaky", Max: 1, TTLMs: 1000}
+	r := quota.ReserveRequest{Principal: "acme", Key: "leaky", Max: 1, TTLMs: 1000}
 	if rep, err := c.Reserve(ctx, r); err != nil || !rep.Granted {
 		t.Fatalf("reserve: %+v %v", rep, err)
 	}
@@ -290,7 +291,7 @@ func TestConcurrentReserveOneCounter(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			rep, err := c.Reserve(ctx, ReserveRequest{Principal: "p", Key: "k", Max: 7})
+			rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7})
 			if err != nil {
 				t.Error(err)
 				return
@@ -311,12 +312,12 @@ func TestConcurrentReserveOneCounter(t *testing.T) {
 func TestPartitionMismatchRefusesStart(t *testing.T) {
 	t.Parallel()
 	k, e, _, _ := single(t)
-	w, err := NewWorker(k.Conn, e.leases, e.counts, e.store, WithPrefix(e.prefix), WithPartitions(32))
+	w, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), quota.WithPartitions(32))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = w.Start(testkit.Context(t))
-	if !errors.Is(err, ErrPartitionMismatch) {
+	if !errors.Is(err, quota.ErrPartitionMismatch) {
 		t.Fatalf("start with P=32 on a P=64 fleet: %v", err)
 	}
 	t.Log(err)
@@ -326,26 +327,26 @@ func TestPartitionMismatchRefusesStart(t *testing.T) {
 }
 
 // TestOptionsValidate: every option with a bad value fails the constructor
-// it applies to with ErrInvalidOption (an option that does not apply to a
+// it applies to with quota.ErrInvalidOption (an option that does not apply to a
 // constructor does not compile).
 func TestOptionsValidate(t *testing.T) {
-	for name, o := range map[string]ClientOption{
-		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0), "budget": WithBudget(0),
+	for name, o := range map[string]quota.ClientOption{
+		"prefix": quota.WithPrefix("a..b"), "partitions": quota.WithPartitions(0), "budget": quota.WithBudget(0),
 	} {
-		if _, err := NewClient(&nats.Conn{}, o); !errors.Is(err, ErrInvalidOption) {
+		if _, err := quota.NewClient(&nats.Conn{}, o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("client %s: %v", name, err)
 		}
 	}
-	for name, o := range map[string]WorkerOption{
-		"prefix": WithPrefix("a..b"), "partitions": WithPartitions(0),
+	for name, o := range map[string]Option{
+		"prefix": quota.WithPrefix("a..b"), "partitions": quota.WithPartitions(0),
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
-		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
+		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
-		if _, err := NewWorker(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, ErrInvalidOption) {
+		if _, err := New(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("worker %s: %v", name, err)
 		}
 	}
-	client, err := NewClient(&nats.Conn{})
+	client, err := quota.NewClient(&nats.Conn{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,10 +354,10 @@ func TestOptionsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, o := range map[string]FleetOption{
-		"pending": WithPendingTTL(0), "count": WithCountTTL(0), "clock": WithClock(nil),
+	for name, o := range map[string]quota.FleetOption{
+		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
-		if _, err := NewFleet(client, local, newMemory(t), o); !errors.Is(err, ErrInvalidOption) {
+		if _, err := quota.NewFleet(client, local, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("fleet %s: %v", name, err)
 		}
 	}
@@ -365,14 +366,14 @@ func TestOptionsValidate(t *testing.T) {
 func TestClientUnavailableWithinBudget(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
-	c, err := NewClient(k.Conn, WithPrefix(newPrefix()), WithBudget(100*time.Millisecond))
+	c, err := quota.NewClient(k.Conn, quota.WithPrefix(newPrefix()), quota.WithBudget(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 1)}})
+	_, err = c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
 	el := time.Since(start)
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("no owner: %v", err)
 	}
 	if el < 90*time.Millisecond || el > 300*time.Millisecond {
@@ -382,7 +383,7 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := c.Count(ctx, CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
+	if _, err := c.Count(ctx, quota.CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, quota.ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("caller deadline: %v after %v", err, time.Since(start))
 	}
 }
@@ -408,24 +409,24 @@ func (c *fakeClock) advance(d time.Duration) {
 func TestHitRefillWithInjectedClock(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)}
-	_, _, _, c := single(t, WithClock(clock.now))
+	_, _, _, c := single(t, quota.WithClock(clock.now))
 	ctx := testkit.Context(t)
 	// 1 hook/s, burst 2.
-	req := HitRequest{Charges: []Charge{{Kind: KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
+	req := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
 	steps := []struct {
 		advance time.Duration
 		result  string
 		retryMs int64
 	}{
-		{0, ResultOK, 0},
-		{0, ResultOK, 0},
-		{0, ResultRateLimited, 1000},
-		{400 * time.Millisecond, ResultRateLimited, 600},
-		{600 * time.Millisecond, ResultOK, 0},
-		{0, ResultRateLimited, 1000},
-		{5 * time.Second, ResultOK, 0},
-		{0, ResultOK, 0},
-		{0, ResultRateLimited, 1000},
+		{0, quota.ResultOK, 0},
+		{0, quota.ResultOK, 0},
+		{0, quota.ResultRateLimited, 1000},
+		{400 * time.Millisecond, quota.ResultRateLimited, 600},
+		{600 * time.Millisecond, quota.ResultOK, 0},
+		{0, quota.ResultRateLimited, 1000},
+		{5 * time.Second, quota.ResultOK, 0},
+		{0, quota.ResultOK, 0},
+		{0, quota.ResultRateLimited, 1000},
 	}
 	for i, s := range steps {
 		clock.advance(s.advance)
@@ -439,14 +440,14 @@ func TestHitRefillWithInjectedClock(t *testing.T) {
 func TestWorkerMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	_, _, _, c := single(t, WithRegisterer(reg))
+	_, _, _, c := single(t, quota.WithRegisterer(reg))
 	ctx := testkit.Context(t)
 	for range 3 {
-		if _, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil {
+		if _, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Reserve(ctx, ReserveRequest{Principal: "p", Key: "k", Max: 1}); err != nil {
+	if _, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []struct {
@@ -454,11 +455,11 @@ func TestWorkerMetrics(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"sluice_quota_partitions_owned", nil, DefaultPartitions},
+		{"sluice_quota_partitions_owned", nil, quota.DefaultPartitions},
 		{"sluice_quota_hits_total", map[string]string{"result": "ok"}, 2},
 		{"sluice_quota_hits_total", map[string]string{"result": "rate_limited"}, 1},
 		{"sluice_quota_counter_ops_total", map[string]string{"op": "reserve", "result": "granted"}, 1},
-		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, DefaultPartitions},
+		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, quota.DefaultPartitions},
 		{"sluice_quota_kv_in_flight", nil, 0},
 	} {
 		if got := metricValue(t, reg, m.name, m.labels); got != m.want {
@@ -513,7 +514,7 @@ func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
 	w2 := e.startWorker(t, k.Conn, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
 	waitServed(t, 4*time.Second, w2)
 	t.Logf("restarted member serves all partitions after %v (lease TTL 5 s)", time.Since(start))
-	if _, err := e.client(t, k.Conn).Count(testkit.Context(t), CounterRequest{Principal: "p", Key: "k"}); err != nil {
+	if _, err := e.client(t, k.Conn).Count(testkit.Context(t), quota.CounterRequest{Principal: "p", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"encoding/json"
@@ -9,18 +9,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
 // A reserve or release with a request id is idempotent, and a named slot
-// is held until its own TTL (issue #12 item 2).
+// is held until its own TTL.
 func TestNamedSlots(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	reserve := func(id string, ttlMs int64) ReserveReply {
+	reserve := func(id string, ttlMs int64) quota.ReserveReply {
 		t.Helper()
-		rep, err := c.Reserve(ctx, ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, TTLMs: ttlMs, RequestID: id})
+		rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, TTLMs: ttlMs, RequestID: id})
 		if err != nil {
 			t.Fatalf("reserve %q: %v", id, err)
 		}
@@ -28,14 +29,14 @@ func TestNamedSlots(t *testing.T) {
 	}
 	release := func(id string) int64 {
 		t.Helper()
-		rep, err := c.Release(ctx, CounterRequest{Principal: "acme", Key: "jobs", RequestID: id})
+		rep, err := c.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs", RequestID: id})
 		if err != nil {
 			t.Fatalf("release %q: %v", id, err)
 		}
 		return rep.Count
 	}
 	count := func() int64 {
-		rep, err := c.Count(ctx, CounterRequest{Principal: "acme", Key: "jobs"})
+		rep, err := c.Count(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,8 +46,8 @@ func TestNamedSlots(t *testing.T) {
 	// A reserve whose answer is lost (its reply goes to a subject nobody
 	// reads), then the caller's retry with the same id: one slot, the
 	// same grant.
-	lost, _ := json.Marshal(ownerRequest{Op: opReserve, Reserve: &ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, RequestID: "job-1"}})
-	if err := k.Conn.PublishMsg(&nats.Msg{Subject: partitionSubject(e.prefix, Partition("acme", DefaultPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
+	lost, _ := json.Marshal(quota.OwnerRequest{Op: quota.OpReserve, Reserve: &quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, RequestID: "job-1"}})
+	if err := k.Conn.PublishMsg(&nats.Msg{Subject: quota.PartitionSubject(e.prefix, quota.Partition("acme", quota.DefaultPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return count() == 1 }, "the lost reserve applied")
@@ -98,17 +99,17 @@ func TestNamedSlots(t *testing.T) {
 }
 
 func TestRequestIDBounds(t *testing.T) {
-	long := strings.Repeat("x", MaxRequestIDBytes+1)
+	long := strings.Repeat("x", quota.MaxRequestIDBytes+1)
 	for name, err := range map[string]error{
-		"long reserve id": (&ReserveRequest{Principal: "p", Key: "k", Max: 1, RequestID: long}).Validate(),
-		"long release id": (&CounterRequest{Principal: "p", Key: "k", RequestID: long}).Validate(),
-		"named, max high": (&ReserveRequest{Principal: "p", Key: "k", Max: MaxNamedSlots + 1, RequestID: "a"}).Validate(),
+		"long reserve id": (&quota.ReserveRequest{Principal: "p", Key: "k", Max: 1, RequestID: long}).Validate(),
+		"long release id": (&quota.CounterRequest{Principal: "p", Key: "k", RequestID: long}).Validate(),
+		"named, max high": (&quota.ReserveRequest{Principal: "p", Key: "k", Max: quota.MaxNamedSlots + 1, RequestID: "a"}).Validate(),
 	} {
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		if !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("%s: %v, want quota.ErrInvalid", name, err)
 		}
 	}
-	if err := (&ReserveRequest{Principal: "p", Key: "k", Max: MaxNamedSlots, RequestID: strings.Repeat("x", MaxRequestIDBytes)}).Validate(); err != nil {
+	if err := (&quota.ReserveRequest{Principal: "p", Key: "k", Max: quota.MaxNamedSlots, RequestID: strings.Repeat("x", quota.MaxRequestIDBytes)}).Validate(); err != nil {
 		t.Errorf("at the bounds: %v", err)
 	}
 }

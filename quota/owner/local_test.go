@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -15,16 +15,17 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
 // pathEnv is one fleet of one worker, its claims store and a client that
-// reaches the worker one way: in process (WithLocalOwner) or over NATS.
+// reaches the worker one way: in process (quota.WithLocalOwner) or over NATS.
 type pathEnv struct {
 	env    *fleetEnv
 	w      *Worker
 	store  *claims.KV
-	c      *Client
+	c      *quota.Client
 	wire   atomic.Int64 // owner requests seen on the fleet's quota subjects
 	leases *kvstore.Bucket
 }
@@ -43,7 +44,7 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 	if failing {
 		ws = failingStore{Store: store, err: claims.ErrUnavailable}
 	}
-	w, err := NewWorker(k.Conn, e.leases, e.counts, ws, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), WithClock(clock))
+	w, err := New(k.Conn, e.leases, e.counts, ws, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), quota.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,9 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	opts := []ClientOption{WithBudget(300 * time.Millisecond)}
+	opts := []quota.ClientOption{quota.WithBudget(300 * time.Millisecond)}
 	if local {
-		opts = append(opts, WithLocalOwner(w))
+		opts = append(opts, quota.WithLocalOwner(w))
 	}
 	p.c = e.client(t, k.Conn, opts...)
 	return p
@@ -78,37 +79,37 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 
 	local, remote := newPathEnv(t, k, clock, true, false), newPathEnv(t, k, clock, false, false)
 	ctx := testkit.Context(t)
-	claimOf := func(tenant, key, hookID string) *ClaimRequest {
-		return &ClaimRequest{Tenant: tenant, Source: "gh", Key: key, HookID: hookID, PendingTTLMs: 30_000}
+	claimOf := func(tenant, key, hookID string) *quota.ClaimRequest {
+		return &quota.ClaimRequest{Tenant: tenant, Source: "gh", Key: key, HookID: hookID, PendingTTLMs: 30_000}
 	}
-	claim := func(key, hookID string) *ClaimRequest { return claimOf("acme", key, hookID) }
-	bytes := func(tenant string, n int64) Charge {
-		return Charge{Kind: KindBytes, Tenant: tenant, IncrementUs: 10 * n, CapacityUs: 10_000}
+	claim := func(key, hookID string) *quota.ClaimRequest { return claimOf("acme", key, hookID) }
+	bytes := func(tenant string, n int64) quota.Charge {
+		return quota.Charge{Kind: quota.KindBytes, Tenant: tenant, IncrementUs: 10 * n, CapacityUs: 10_000}
 	}
 	type step struct {
 		name   string
-		req    HitRequest
+		req    quota.HitRequest
 		settle bool          // after the hit: settle its claim (commit) in its store
 		wait   time.Duration // before the hit: advance the clock
 	}
 	steps := []step{
-		{name: "ok", req: HitRequest{Charges: []Charge{hooks("acme", 3)}}},
-		{name: "two charges", req: HitRequest{Charges: []Charge{hooks("acme", 3), bytes("acme", 400)}}},
-		{name: "claim ok", req: HitRequest{Charges: []Charge{hooks("acme", 3)}, Claim: claim("d1", "h1")}},
-		{name: "rate limited", req: HitRequest{Charges: []Charge{hooks("acme", 3)}}},
-		{name: "rate limited with claim", req: HitRequest{Charges: []Charge{hooks("acme", 3), bytes("acme", 1)}, Claim: claim("d2", "h2")}},
-		{name: "claim ok (beta)", req: HitRequest{Charges: []Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h3")}},
-		{name: "pending", req: HitRequest{Charges: []Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h4")}, wait: 1500 * time.Millisecond},
-		{name: "claim only, ok then settled", req: HitRequest{Claim: claimOf("beta", "d3", "h5")}, settle: true},
-		{name: "duplicate", req: HitRequest{Charges: []Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d3", "h6")}},
-		{name: "invalid: increment over capacity", req: HitRequest{Charges: []Charge{bytes("gamma", 2000)}}},
-		{name: "bytes refill", req: HitRequest{Charges: []Charge{bytes("gamma", 500)}}, wait: 5 * time.Millisecond},
-		{name: "other tenant", req: HitRequest{Charges: []Charge{hooks("delta", 1)}, Claim: &ClaimRequest{Tenant: "delta", Source: "s", Key: "k", HookID: "x"}}},
-		{name: "other tenant limited", req: HitRequest{Charges: []Charge{hooks("delta", 1)}}},
+		{name: "ok", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}},
+		{name: "two charges", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3), bytes("acme", 400)}}},
+		{name: "claim ok", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}, Claim: claim("d1", "h1")}},
+		{name: "rate limited", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}},
+		{name: "rate limited with claim", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3), bytes("acme", 1)}, Claim: claim("d2", "h2")}},
+		{name: "claim ok (beta)", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h3")}},
+		{name: "pending", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h4")}, wait: 1500 * time.Millisecond},
+		{name: "claim only, ok then settled", req: quota.HitRequest{Claim: claimOf("beta", "d3", "h5")}, settle: true},
+		{name: "duplicate", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d3", "h6")}},
+		{name: "invalid: increment over capacity", req: quota.HitRequest{Charges: []quota.Charge{bytes("gamma", 2000)}}},
+		{name: "bytes refill", req: quota.HitRequest{Charges: []quota.Charge{bytes("gamma", 500)}}, wait: 5 * time.Millisecond},
+		{name: "other tenant", req: quota.HitRequest{Charges: []quota.Charge{hooks("delta", 1)}, Claim: &quota.ClaimRequest{Tenant: "delta", Source: "s", Key: "k", HookID: "x"}}},
+		{name: "other tenant limited", req: quota.HitRequest{Charges: []quota.Charge{hooks("delta", 1)}}},
 	}
 	for _, s := range steps {
 		advance(s.wait)
-		var reps [2]HitReply
+		var reps [2]quota.HitReply
 		var errs [2]error
 		for i, p := range []*pathEnv{local, remote} {
 			reps[i], errs[i] = p.c.Hit(ctx, s.req)
@@ -119,7 +120,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 				}
 			}
 		}
-		if reps[0].Result == ResultPending {
+		if reps[0].Result == quota.ResultPending {
 			// Each fleet's claim was created at its own server time: each
 			// path must say what its own store says, then they compare.
 			for i, p := range []*pathEnv{local, remote} {
@@ -145,9 +146,9 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 
 	// A claim store that fails: unavailable the same way, and refunded.
 	flocal, fremote := newPathEnv(t, k, clock, true, true), newPathEnv(t, k, clock, false, true)
-	for _, req := range []HitRequest{
-		{Charges: []Charge{hooks("acme", 1)}, Claim: claim("f", "h")},
-		{Charges: []Charge{hooks("acme", 1)}},
+	for _, req := range []quota.HitRequest{
+		{Charges: []quota.Charge{hooks("acme", 1)}, Claim: claim("f", "h")},
+		{Charges: []quota.Charge{hooks("acme", 1)}},
 	} {
 		rl, errl := flocal.c.Hit(ctx, req)
 		rr, errr := fremote.c.Hit(ctx, req)
@@ -160,7 +161,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 	// the in-process path sees it as the NATS path does (not served, no
 	// responders, retried until the deadline: unavailable), and spends
 	// nothing.
-	n := Partition("acme", DefaultPartitions)
+	n := quota.Partition("acme", quota.DefaultPartitions)
 	for _, p := range []*pathEnv{local, remote} {
 		if _, err := p.leases.Put(ctx, fmt.Sprintf("lease.%d", n), []byte(`{"owner":"intruder"}`), 0); err != nil {
 			t.Fatal(err)
@@ -171,8 +172,8 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 	}
 	wire := local.wire.Load()
 	for i, p := range []*pathEnv{local, remote} {
-		_, err := p.c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 3)}, Claim: claim("d9", "h9")}) // the client's budget
-		if !errors.Is(err, ErrUnavailable) {
+		_, err := p.c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}, Claim: claim("d9", "h9")}) // the client's budget
+		if !errors.Is(err, quota.ErrUnavailable) {
 			t.Errorf("path %d after a lost lease: %v, want ErrUnavailable", i, err)
 		}
 		st, err := p.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "d9"})

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // Errors of the Worker lifecycle.
@@ -40,12 +42,12 @@ const queueGroup = "owner"
 // then get one extra burst); reserve/release counters are written through to
 // the counts bucket, CAS-protected, before the reply, so failover loses none.
 //
-// Lifecycle: NewWorker, Start (one background loop owned by the worker),
+// Lifecycle: New, Start (one background loop owned by the worker),
 // Stop (releases the leases so peers take over at once, unsubscribes, waits
 // for in-flight requests). A worker cannot be restarted; make a new one.
 // A Worker is safe for concurrent use.
 type Worker struct {
-	cfg    config
+	cfg    settings.Config
 	nc     *nats.Conn
 	counts *kvstore.Bucket
 	store  claims.Store
@@ -83,27 +85,25 @@ type Worker struct {
 	stopErr error
 }
 
-// NewWorker returns a worker serving quota partitions over nc, with leases
+// New returns a worker serving quota partitions over nc, with leases
 // and heartbeats in the leases bucket, counters in the counts bucket (both
-// opened by OpenBuckets) and dedupe claims in store.
+// opened by quota.OpenBuckets) and dedupe claims in store.
 //
-// Options read: WithPrefix, WithPartitions, WithLeaseTTL, WithMemberID,
-// WithMaxInFlight, WithPendingTTL, WithCountTTL, WithClock, WithLogger,
-// WithRegisterer. The error wraps ErrInvalidOption for a bad option or a nil
-// dependency.
-func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...WorkerOption) (*Worker, error) {
+// Options: see Option. The error wraps quota.ErrInvalidOption for a bad
+// option or a nil dependency.
+func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
-		return nil, invalid("NewWorker needs a connection, both buckets and a claims store")
+		return nil, invalid("owner.New needs a connection, both buckets and a claims store")
 	}
-	cfg, err := buildConfig(opts, WorkerOption.applyWorker)
-	if err != nil {
+	cfg := defaults()
+	if err := settings.Apply(&cfg, opts, Option.ApplyOwner); err != nil {
 		return nil, err
 	}
-	id := cfg.memberID
+	id := cfg.MemberID
 	if id == "" {
 		id = nuid.Next()
 	}
-	met, err := newWorkerMetrics(cfg.reg)
+	met, err := newWorkerMetrics(cfg.Reg)
 	if err != nil {
 		return nil, fmt.Errorf("quota: metrics: %w", err)
 	}
@@ -113,19 +113,19 @@ func NewWorker(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store
 		counts:  counts,
 		store:   store,
 		id:      id,
-		log:     cfg.log.With("member", id),
+		log:     cfg.Log.With("member", id),
 		met:     met,
-		sem:     make(chan struct{}, cfg.maxInFlight),
+		sem:     make(chan struct{}, cfg.MaxInFlight),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 		tenures: make(map[int]*tenure),
-		served:  make([]atomic.Pointer[tenure], cfg.partitions),
-		route:   memberSubject(cfg.prefix, id),
+		served:  make([]atomic.Pointer[tenure], cfg.Partitions),
+		route:   quota.MemberSubject(cfg.Prefix, id),
 		runners: newRunners(),
 	}
 	w.starter, _ = store.(claims.ClaimStarter)
 	w.leases = lease.New(lease.Config{
-		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.partitions, TTL: cfg.leaseTTL, Log: w.log,
+		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.Partitions, TTL: cfg.LeaseTTL, Log: w.log,
 	}, leaseOwner{w})
 	return w, nil
 }
@@ -135,7 +135,7 @@ func (w *Worker) ID() string { return w.id }
 
 // Members is the number of live members of the fleet as this worker sees
 // them (itself included; 0 before it has seen the leases bucket): what a
-// Fleet on the same node divides its fallback limits by (WithMembers).
+// quota.Fleet on the same node divides its fallback limits by (quota.WithMembers).
 func (w *Worker) Members() int { return w.leases.Members() }
 
 // Partitions returns the partitions the worker serves now, ascending.
@@ -147,7 +147,7 @@ func (w *Worker) Partitions() []int {
 
 // Start checks the fleet's partition count (recording it if this is the
 // fleet's first worker), heartbeats, and starts the background loop that
-// takes, renews and releases leases. It returns ErrPartitionMismatch when
+// takes, renews and releases leases. It returns quota.ErrPartitionMismatch when
 // the fleet was created with another partition count, ErrStarted when
 // called twice. ctx bounds the start-up calls only.
 func (w *Worker) Start(ctx context.Context) error {
@@ -171,7 +171,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("quota: subscribe %s: %w", w.route, err)
 	}
 	w.routeSub = sub
-	w.log.Info("quota worker started", "partitions", w.cfg.partitions, "lease_ttl", w.cfg.leaseTTL)
+	w.log.Info("quota worker started", "partitions", w.cfg.Partitions, "lease_ttl", w.cfg.LeaseTTL)
 	go w.run()
 	return nil
 }

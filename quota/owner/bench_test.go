@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// BenchmarkHit measures one Client.Hit round trip against one worker on an
+// BenchmarkHit measures one quota.Client.Hit round trip against one worker on an
 // in-process nats-server (file-backed JetStream): charges only (GCRA in the
 // owner's memory) and hit+claim (plus one KV create), serially and with 64
 // calls in flight, for a coalescing client (batch frames, the default) and
-// one that sends a JSON request per hit (WithCoalescing(false): clients
-// before frames), and one made WithLocalOwner (the worker in process, as
+// one that sends a JSON request per hit (quota.WithCoalescing(false): clients
+// before frames), and one made quota.WithLocalOwner (the worker in process, as
 // the edge and the service call it), so that one run compares them. It
 // reports the process's CPU per hit (client, owner and server together).
 //
@@ -35,10 +36,10 @@ func BenchmarkHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(cnc.Close)
-	clients := map[string]*Client{
-		"frames": e.client(b, cnc, WithBudget(5*time.Second)),
-		"json":   e.client(b, cnc, WithBudget(5*time.Second), WithCoalescing(false)),
-		"local":  e.client(b, cnc, WithBudget(5*time.Second), WithLocalOwner(w)),
+	clients := map[string]*quota.Client{
+		"frames": e.client(b, cnc, quota.WithBudget(5*time.Second)),
+		"json":   e.client(b, cnc, quota.WithBudget(5*time.Second), quota.WithCoalescing(false)),
+		"local":  e.client(b, cnc, quota.WithBudget(5*time.Second), quota.WithLocalOwner(w)),
 	}
 
 	const tenants = 1024
@@ -47,20 +48,20 @@ func BenchmarkHit(b *testing.B) {
 		names[i] = "tenant-" + strconv.Itoa(i)
 	}
 	// A limit nothing in the benchmark exhausts: every hit is allowed.
-	charge := func(tenant string) []Charge {
-		return []Charge{{Kind: KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
+	charge := func(tenant string) []quota.Charge {
+		return []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
 	}
 	var seq atomic.Int64
-	hit := func(c *Client, withClaim bool) error {
+	hit := func(c *quota.Client, withClaim bool) error {
 		n := seq.Add(1)
 		tenant := names[n%tenants]
-		r := HitRequest{Charges: charge(tenant)}
+		r := quota.HitRequest{Charges: charge(tenant)}
 		if withClaim {
 			id := strconv.FormatInt(n, 36)
-			r.Claim = &ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id}
+			r.Claim = &quota.ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id}
 		}
 		rep, err := c.Hit(context.Background(), r)
-		if err == nil && rep.Result != ResultOK {
+		if err == nil && rep.Result != quota.ResultOK {
 			b.Fatalf("hit: %+v", rep)
 		}
 		return err
@@ -83,8 +84,8 @@ func BenchmarkHit(b *testing.B) {
 			})
 			b.Run(mode.name+"/"+cname+"/inflight64", func(b *testing.B) {
 				var f0, i0 int64
-				if c.co != nil {
-					f0, i0 = c.co.Frames(), c.co.Items()
+				if c.Coalescer() != nil {
+					f0, i0 = c.Coalescer().Frames(), c.Coalescer().Items()
 				}
 				cpu0 := testkit.CPUTime(b)
 				b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
@@ -98,9 +99,9 @@ func BenchmarkHit(b *testing.B) {
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
 				testkit.ReportCPU(b, cpu0)
-				if c.co != nil {
-					if f := c.co.Frames() - f0; f > 0 {
-						b.ReportMetric(float64(c.co.Items()-i0)/float64(f), "hits/frame")
+				if c.Coalescer() != nil {
+					if f := c.Coalescer().Frames() - f0; f > 0 {
+						b.ReportMetric(float64(c.Coalescer().Items()-i0)/float64(f), "hits/frame")
 					}
 				}
 			})

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -81,7 +82,7 @@ func (fs *frameScratch) release() {
 // under their tenure's lock, taken once per run of items of one partition.
 // Answers go to fs.answers, claims to take to fs.claims.
 func (w *Worker) decideItems(fs *frameScratch) {
-	now := gcra.Micros(w.cfg.now())
+	now := gcra.Micros(w.cfg.Now())
 	answers, limits := fs.answers[:0], fs.limits[:0]
 	var cur *tenure
 	unlock := func() {
@@ -119,17 +120,17 @@ func (w *Worker) decideItems(fs *frameScratch) {
 // the item's answer when it is invalid, misrouted, or its partition is not
 // served here.
 func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bool) {
-	if err := validateItem(it); err != nil {
+	if err := quota.ValidateItem(it); err != nil {
 		w.met.hit("invalid")
 		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: err.Error()}, false
 	}
-	if p := partitionBytes(it.Tenant, w.cfg.partitions); p != it.N {
+	if p := quota.Partition(it.Tenant, w.cfg.Partitions); p != it.N {
 		w.met.hit("invalid")
-		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: misrouted(p, w.cfg.partitions, it.N)}, false
+		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: misrouted(p, w.cfg.Partitions, it.N)}, false
 	}
 	t := w.served[it.N].Load()
 	if t == nil || !t.serving() {
-		return nil, frame.Answer{Index: index, Status: frame.StatusNotOwner, Reason: reasonNotOwner}, false
+		return nil, frame.Answer{Index: index, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner}, false
 	}
 	return t, frame.Answer{}, true
 }
@@ -143,7 +144,7 @@ func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	for _, j := range fs.claims {
 		if !j.t.admit() {
 			j.t.refund(j.refs, j.lims)
-			fs.answers = append(fs.answers, frame.Answer{Index: j.item, Status: frame.StatusNotOwner, Reason: reasonNotOwner})
+			fs.answers = append(fs.answers, frame.Answer{Index: j.item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
 			continue
 		}
 		admitted = append(admitted, j)

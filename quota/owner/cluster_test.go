@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -24,7 +25,7 @@ type member struct {
 
 // fleetOf starts n workers, worker i on server i % N over its own
 // connection, and waits until their partitions match the assignment.
-func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...WorkerOption) []member {
+func fleetOf(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, n int, opts ...Option) []member {
 	t.Helper()
 	ms := make([]member, n)
 	for i := range ms {
@@ -52,7 +53,7 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 		ids[i] = w.ID()
 	}
 	slices.Sort(ids)
-	want := lease.Assign(ids, ws[0].cfg.partitions)
+	want := lease.Assign(ids, ws[0].cfg.Partitions)
 	testkit.Eventually(t, timeout, func() bool {
 		for _, w := range ws {
 			var mine []int
@@ -70,10 +71,10 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 }
 
 // clientsOn returns one client per server, on connections of their own.
-func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...ClientOption) []*Client {
-	cs := make([]*Client, cl.N())
+func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.ClientOption) []*quota.Client {
+	cs := make([]*quota.Client, cl.N())
 	for i := range cs {
-		cs[i] = e.client(t, cl.Connect(t, i), append([]ClientOption{WithBudget(5 * time.Second)}, opts...)...)
+		cs[i] = e.client(t, cl.Connect(t, i), append([]quota.ClientOption{quota.WithBudget(5 * time.Second)}, opts...)...)
 	}
 	return cs
 }
@@ -92,7 +93,7 @@ func TestCluster(t *testing.T) {
 		for i, m := range ms {
 			got := len(m.w.Partitions())
 			t.Logf("member %d owns %d partitions", i, got)
-			if got > DefaultPartitions*3/2/3 {
+			if got > quota.DefaultPartitions*3/2/3 {
 				t.Errorf("member %d owns %d > 1.5 × P/N", i, got)
 			}
 		}
@@ -109,7 +110,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("crash failover took %v", el)
 		}
 		// Requests reach the new owners.
-		c := e.client(t, cl.Connect(t, 0), WithBudget(2*time.Second))
+		c := e.client(t, cl.Connect(t, 0), quota.WithBudget(2*time.Second))
 		checkServed(t, c, lost)
 
 		// Graceful stop of member 2: its leases are purged, member 0 takes
@@ -128,20 +129,20 @@ func TestCluster(t *testing.T) {
 	t.Run("HitBurstAcrossNodes", func(t *testing.T) {
 		t.Parallel()
 		e := envOn(t)
-		fleetOf(t, cl, e, 3, WithPartitions(16))
-		cs := clientsOn(t, cl, e, WithPartitions(16))
+		fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
 		ctx := testkit.Context(t)
 		var ok, limited atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 200 {
 			wg.Go(func() {
-				rep, err := cs[i%3].Hit(ctx, HitRequest{Charges: []Charge{hooks("burst", 50)}})
+				rep, err := cs[i%3].Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("burst", 50)}})
 				switch {
 				case err != nil:
 					t.Error(err)
-				case rep.Result == ResultOK:
+				case rep.Result == quota.ResultOK:
 					ok.Add(1)
-				case rep.Result == ResultRateLimited:
+				case rep.Result == quota.ResultRateLimited:
 					limited.Add(1)
 				}
 			})
@@ -155,14 +156,14 @@ func TestCluster(t *testing.T) {
 	t.Run("ReserveRacersAcrossNodes", func(t *testing.T) {
 		t.Parallel()
 		e := envOn(t)
-		fleetOf(t, cl, e, 3, WithPartitions(16))
-		cs := clientsOn(t, cl, e, WithPartitions(16))
+		fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
 		ctx := testkit.Context(t)
 		var granted atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 100 {
 			wg.Go(func() {
-				rep, err := cs[i%3].Reserve(ctx, ReserveRequest{Principal: "racers", Key: "slots", Max: 10})
+				rep, err := cs[i%3].Reserve(ctx, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10})
 				switch {
 				case err != nil:
 					t.Error(err)
@@ -182,25 +183,25 @@ func TestCluster(t *testing.T) {
 	t.Run("CountsSurviveOwnerCrash", func(t *testing.T) {
 		t.Parallel()
 		e := envOn(t)
-		ms := fleetOf(t, cl, e, 3, WithPartitions(16))
-		cs := clientsOn(t, cl, e, WithPartitions(16))
+		ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
 		ctx := testkit.Context(t)
-		r := ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
+		r := quota.ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
 		for i := 1; i <= 4; i++ {
 			if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
 				t.Fatalf("reserve %d: %+v %v", i, rep, err)
 			}
 		}
-		if rep, err := cs[0].Release(ctx, CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
+		if rep, err := cs[0].Release(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
 			t.Fatalf("release: %+v %v", rep, err)
 		}
-		owner := ownerOf(Partition("survivor", 16), workers(ms)...)
+		owner := ownerOf(quota.Partition("survivor", 16), workers(ms)...)
 		ms[owner].nc.Close()
 		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
-			n := ownerOf(Partition("survivor", 16), workers(ms)...)
+			n := ownerOf(quota.Partition("survivor", 16), workers(ms)...)
 			return n >= 0 && n != owner
 		}, "a new owner")
-		rep, err := cs[1].Count(ctx, CounterRequest{Principal: "survivor", Key: "slots"})
+		rep, err := cs[1].Count(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"})
 		if err != nil || rep.Count != 3 {
 			t.Fatalf("count after failover: %+v %v", rep, err)
 		}
@@ -212,11 +213,11 @@ func TestCluster(t *testing.T) {
 	t.Run("OverAdmissionOnOwnerCrash", func(t *testing.T) {
 		t.Parallel()
 		e := envOn(t)
-		ms := fleetOf(t, cl, e, 3, WithPartitions(16))
-		cs := clientsOn(t, cl, e, WithPartitions(16), WithBudget(200*time.Millisecond))
+		ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+		cs := clientsOn(t, cl, e, quota.WithPartitions(16), quota.WithBudget(200*time.Millisecond))
 		const burst = 20
 		tenant := "hammered"
-		owner := ownerOf(Partition(tenant, 16), workers(ms)...)
+		owner := ownerOf(quota.Partition(tenant, 16), workers(ms)...)
 		var ok, limited, unavailable atomic.Int64
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -228,11 +229,11 @@ func TestCluster(t *testing.T) {
 						return
 					default:
 					}
-					rep, err := cs[i%3].Hit(context.Background(), HitRequest{Charges: []Charge{hooks(tenant, burst)}})
+					rep, err := cs[i%3].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(tenant, burst)}})
 					switch {
 					case err != nil:
 						unavailable.Add(1)
-					case rep.Result == ResultOK:
+					case rep.Result == quota.ResultOK:
 						ok.Add(1)
 					default:
 						limited.Add(1)
@@ -245,7 +246,7 @@ func TestCluster(t *testing.T) {
 		ms[owner].nc.Close()
 		crashed := time.Now()
 		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
-			n := ownerOf(Partition(tenant, 16), workers(ms)...)
+			n := ownerOf(quota.Partition(tenant, 16), workers(ms)...)
 			return n >= 0 && n != owner
 		}, "a new owner")
 		took := time.Since(crashed)
@@ -271,12 +272,12 @@ func TestCluster(t *testing.T) {
 
 // checkServed sends a request to each partition in ps (through a tenant
 // that routes there) and expects an answer.
-func checkServed(t *testing.T, c *Client, ps []int) {
+func checkServed(t *testing.T, c *quota.Client, ps []int) {
 	t.Helper()
 	ctx := testkit.Context(t)
 	for _, n := range ps {
 		tenant := tenantFor(n, c.Partitions())
-		if _, err := c.Count(ctx, CounterRequest{Principal: tenant, Key: "probe"}); err != nil {
+		if _, err := c.Count(ctx, quota.CounterRequest{Principal: tenant, Key: "probe"}); err != nil {
 			t.Errorf("partition %d (%s): %v", n, tenant, err)
 		}
 	}
@@ -286,7 +287,7 @@ func checkServed(t *testing.T, c *Client, ps []int) {
 func tenantFor(n, p int) string {
 	for i := 0; ; i++ {
 		s := "t" + itoa(i)
-		if Partition(s, p) == n {
+		if quota.Partition(s, p) == n {
 			return s
 		}
 	}
@@ -301,19 +302,19 @@ func TestClusterServerKill(t *testing.T) {
 	cl := testkit.Cluster(t, 3)
 	p := newPrefix()
 	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, leasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, countsBucket(p, 3))
+	e.leases = cl.Bucket(t, 0, quota.LeasesBucket(p, 3))
+	e.counts = cl.Bucket(t, 0, quota.CountsBucket(p, 3))
 	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
-	ms := fleetOf(t, cl, e, 3, WithPartitions(16))
-	cs := clientsOn(t, cl, e, WithPartitions(16))
+	ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+	cs := clientsOn(t, cl, e, quota.WithPartitions(16))
 	ctx := testkit.Context(t)
-	r := ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
+	r := quota.ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
 	for i := 1; i <= 3; i++ {
 		if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
 			t.Fatalf("reserve %d: %+v %v", i, rep, err)
 		}
 	}
-	part := Partition("kill", 16)
+	part := quota.Partition("kill", 16)
 	owner := ownerOf(part, workers(ms)...)
 	moved := len(ms[owner].w.Partitions())
 	t.Logf("fleet up after %v", time.Since(t0))
@@ -321,7 +322,7 @@ func TestClusterServerKill(t *testing.T) {
 	cl.Kill(owner)
 	ms[owner].nc.Close() // the member's process dies with its server
 	var alive []*Worker
-	var client *Client
+	var client *quota.Client
 	for i, m := range ms {
 		if i != owner {
 			alive = append(alive, m.w)
@@ -331,7 +332,7 @@ func TestClusterServerKill(t *testing.T) {
 	waitServed(t, 20*time.Second, alive...)
 	t.Logf("server %d killed: its %d partitions served again after %v", owner, moved, time.Since(start))
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		rep, err := client.Count(ctx, CounterRequest{Principal: "kill", Key: "slots"})
+		rep, err := client.Count(ctx, quota.CounterRequest{Principal: "kill", Key: "slots"})
 		return err == nil && rep.Count == 3
 	}, "count intact after failover")
 
@@ -339,7 +340,7 @@ func TestClusterServerKill(t *testing.T) {
 	start = time.Now()
 	cl.Restart(t, owner)
 	t.Logf("server %d restarted and ready after %v", owner, time.Since(start))
-	w := e.startWorker(t, cl.Connect(t, owner), WithPartitions(16))
+	w := e.startWorker(t, cl.Connect(t, owner), quota.WithPartitions(16))
 	waitBalanced(t, 20*time.Second, append(alive, w)...)
 	t.Logf("rebalanced after %v", time.Since(start))
 	if rep, err := cs[(owner+1)%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != 4 {
@@ -358,10 +359,10 @@ func TestLastNodeStopsPromptly(t *testing.T) {
 	cl := testkit.Cluster(t, 3)
 	p := newPrefix()
 	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, leasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, countsBucket(p, 3))
+	e.leases = cl.Bucket(t, 0, quota.LeasesBucket(p, 3))
+	e.counts = cl.Bucket(t, 0, quota.CountsBucket(p, 3))
 	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
-	w := e.startWorker(t, cl.Connect(t, 2), WithPartitions(8))
+	w := e.startWorker(t, cl.Connect(t, 2), quota.WithPartitions(8))
 	waitServed(t, 20*time.Second, w)
 	cl.Kill(0)
 	cl.Kill(1)

@@ -1,4 +1,6 @@
-package main
+// Package procstat reads what the bench measures of processes from /proc:
+// a process's CPU time and the load average.
+package procstat
 
 import (
 	"bytes"
@@ -11,9 +13,9 @@ import (
 	"time"
 )
 
-// cpuTime is a process's user+system CPU time: /proc/<pid>/stat fields 14
+// CPUTime is a process's user+system CPU time: /proc/<pid>/stat fields 14
 // (utime) and 15 (stime), summed over all its threads by the kernel.
-func cpuTime(pid int) (time.Duration, error) {
+func CPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -83,8 +85,8 @@ func auxvClockTicks(b []byte) uint64 {
 	return 100
 }
 
-// loadAvg is the first field of /proc/loadavg ("" when unreadable).
-func loadAvg() string {
+// LoadAvg is the first field of /proc/loadavg ("" when unreadable).
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return ""

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -16,16 +16,17 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// tenantsIn returns n distinct tenants of partition p (of DefaultPartitions).
+// tenantsIn returns n distinct tenants of partition p (of quota.DefaultPartitions).
 func tenantsIn(p, n int, stem string) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
-		if s := stem + strconv.Itoa(i); Partition(s, DefaultPartitions) == p {
+		if s := stem + strconv.Itoa(i); quota.Partition(s, quota.DefaultPartitions) == p {
 			out = append(out, s)
 		}
 	}
@@ -91,7 +92,7 @@ func TestFrameMixedItems(t *testing.T) {
 	ctx := testkit.Context(t)
 	ts := tenantsIn(5, 4, "mixed-")
 	// ts[1] is exhausted first (burst 1).
-	if rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks(ts[1], 1)}}); err != nil || rep.Result != ResultOK {
+	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 1)}}); err != nil || rep.Result != quota.ResultOK {
 		t.Fatalf("setup: %+v %v", rep, err)
 	}
 	// A committed claim for a duplicate.
@@ -103,36 +104,37 @@ func TestFrameMixedItems(t *testing.T) {
 	if err := e.store.Settle(ctx, dupID, "first", res.Revision, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	items := []HitRequest{
-		0: {Charges: []Charge{hooks(ts[0], 2)}},                                                                                // ok
-		1: {Charges: []Charge{hooks(ts[1], 1)}},                                                                                // rate_limited
-		2: {Charges: []Charge{{Kind: KindBytes, Tenant: ts[2], IncrementUs: 11, CapacityUs: 10}}},                              // invalid
-		3: {Charges: []Charge{hooks(ts[0], 2)}, Claim: &ClaimRequest{Tenant: ts[0], Source: "gh", Key: "new", HookID: "h3"}},   // ok + claim
-		4: {Charges: []Charge{hooks(ts[0], 2)}, Claim: &ClaimRequest{Tenant: ts[0], Source: "gh", Key: "other", HookID: "h4"}}, // denied: burst spent by 0 and 3
-		5: {Charges: []Charge{hooks(ts[3], 5)}, Claim: &ClaimRequest{Tenant: ts[3], Source: "gh", Key: "dup", HookID: "h5"}},   // duplicate, refunded
-		6: {Charges: []Charge{hooks(ts[2], 1), hooks(ts[2], 1)}},                                                               // invalid: kind twice
-		7: {Charges: []Charge{hooks("elsewhere", 1)}},                                                                          // misrouted (claims partition 5)
-		8: {Claim: &ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                 // invalid
+	items := []quota.HitRequest{
+		0: {Charges: []quota.Charge{hooks(ts[0], 2)}},                                                                                      // ok
+		1: {Charges: []quota.Charge{hooks(ts[1], 1)}},                                                                                      // rate_limited
+		2: {Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: ts[2], IncrementUs: 11, CapacityUs: 10}}},                              // invalid
+		3: {Charges: []quota.Charge{hooks(ts[0], 2)}, Claim: &quota.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "new", HookID: "h3"}},   // ok + claim
+		4: {Charges: []quota.Charge{hooks(ts[0], 2)}, Claim: &quota.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "other", HookID: "h4"}}, // denied: burst spent by 0 and 3
+		5: {Charges: []quota.Charge{hooks(ts[3], 5)}, Claim: &quota.ClaimRequest{Tenant: ts[3], Source: "gh", Key: "dup", HookID: "h5"}},   // duplicate, refunded
+		6: {Charges: []quota.Charge{hooks(ts[2], 1), hooks(ts[2], 1)}},                                                                     // invalid: kind twice
+		7: {Charges: []quota.Charge{hooks("elsewhere", 1)}},                                                                                // misrouted (claims partition 5)
+		8: {Claim: &quota.ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                       // invalid
 	}
 	fr := frame.AppendRequestHeader(nil, len(items))
 	for i := range items {
-		fr = appendHitItem(fr, 5, 1000, &items[i])
+		it := hitItem(&items[i], 5, 1000)
+		fr = frame.AppendItem(fr, &it)
 	}
-	if Partition("elsewhere", DefaultPartitions) == 5 {
+	if quota.Partition("elsewhere", quota.DefaultPartitions) == 5 {
 		t.Fatal("pick another misrouted tenant")
 	}
-	got := frameExchange(t, k.Conn, memberSubject(e.prefix, w.ID()), fr, len(items))
+	got := frameExchange(t, k.Conn, quota.MemberSubject(e.prefix, w.ID()), fr, len(items))
 	want := []struct {
 		status byte
 		result string
 	}{
-		{frame.StatusAnswered, ResultOK}, {frame.StatusAnswered, ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, ResultOK},
-		{frame.StatusAnswered, ResultRateLimited}, {frame.StatusAnswered, ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
+		{frame.StatusAnswered, quota.ResultOK}, {frame.StatusAnswered, quota.ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, quota.ResultOK},
+		{frame.StatusAnswered, quota.ResultRateLimited}, {frame.StatusAnswered, quota.ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
 	}
 	for i, w := range want {
 		a := got[i]
-		if a.Status != w.status || w.status == frame.StatusAnswered && resultCodes[a.Result] != w.result {
-			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.Status, resultCodes[a.Result], a.Reason, w.status, w.result)
+		if a.Status != w.status || w.status == frame.StatusAnswered && quota.ResultName(a.Result) != w.result {
+			t.Errorf("item %d: status %d result %v reason %q; want %d %s", i, a.Status, quota.ResultName(a.Result), a.Reason, w.status, w.result)
 		}
 	}
 	if a := got[0]; a.NLimits != 1 || a.Limits[0].Remaining != 1 {
@@ -146,14 +148,14 @@ func TestFrameMixedItems(t *testing.T) {
 	}
 	// Nothing of the duplicate, the denials or the invalid items was spent:
 	// ts[3] has its whole burst of 5, ts[2] its burst of 1.
-	for _, r := range []HitRequest{{Charges: []Charge{hooks(ts[3], 5)}}, {Charges: []Charge{hooks(ts[2], 1)}}} {
+	for _, r := range []quota.HitRequest{{Charges: []quota.Charge{hooks(ts[3], 5)}}, {Charges: []quota.Charge{hooks(ts[2], 1)}}} {
 		rep, err := c.Hit(ctx, r)
-		if err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != r.Charges[0].CapacityUs/r.Charges[0].IncrementUs-1 {
+		if err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != r.Charges[0].CapacityUs/r.Charges[0].IncrementUs-1 {
 			t.Errorf("after the frame, %s: %+v %v", r.Charges[0].Tenant, rep, err)
 		}
 	}
 	// A frame that does not parse is one 400, like malformed JSON.
-	msg, err := k.Conn.Request(memberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
+	msg, err := k.Conn.Request(quota.MemberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
 	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
 		t.Fatalf("malformed frame: %v %v", msg, err)
 	}
@@ -161,7 +163,7 @@ func TestFrameMixedItems(t *testing.T) {
 
 // holdLane makes the lane of partition n gather (as if its window were
 // full) and returns a function that sends what gathered as one frame.
-func holdLane(c *Client, n int) (queued func() int, flush func()) { return c.co.Hold(n) }
+func holdLane(c *quota.Client, n int) (queued func() int, flush func()) { return c.Coalescer().Hold(n) }
 
 func TestCoalescedCallsShareAFrame(t *testing.T) {
 	t.Parallel()
@@ -170,15 +172,15 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 	ts := tenantsIn(9, 3, "co-")
 	queued, flush := holdLane(c, 9)
 	type res struct {
-		rep HitReply
+		rep quota.HitReply
 		err error
 	}
-	calls := []HitRequest{
-		{Charges: []Charge{hooks(ts[0], 1)}},
-		{Charges: []Charge{hooks(ts[0], 1)}}, // the same bucket: one of the two is denied
-		{Charges: []Charge{hooks(ts[1], 3)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "a"}},
-		{Charges: []Charge{hooks(ts[2], 3)}, Claim: &ClaimRequest{Tenant: ts[2], Source: "s", Key: "same", HookID: "b"}},
-		{Charges: []Charge{hooks(ts[1], 3)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "c"}},
+	calls := []quota.HitRequest{
+		{Charges: []quota.Charge{hooks(ts[0], 1)}},
+		{Charges: []quota.Charge{hooks(ts[0], 1)}}, // the same bucket: one of the two is denied
+		{Charges: []quota.Charge{hooks(ts[1], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "a"}},
+		{Charges: []quota.Charge{hooks(ts[2], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[2], Source: "s", Key: "same", HookID: "b"}},
+		{Charges: []quota.Charge{hooks(ts[1], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "c"}},
 	}
 	out := make([]res, len(calls))
 	var wg sync.WaitGroup
@@ -189,10 +191,10 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 		})
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == len(calls) }, "all calls queued in the lane")
-	frames := c.co.Frames()
+	frames := c.Coalescer().Frames()
 	flush()
 	wg.Wait()
-	if n := c.co.Frames() - frames; n != 1 {
+	if n := c.Coalescer().Frames() - frames; n != 1 {
 		t.Fatalf("%d frames for %d coalesced calls", n, len(calls))
 	}
 	results := map[string]int{}
@@ -202,12 +204,12 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 		}
 		results[r.rep.Result]++
 	}
-	if results[ResultOK] != 1 || results[ResultRateLimited] != 1 {
+	if results[quota.ResultOK] != 1 || results[quota.ResultRateLimited] != 1 {
 		t.Errorf("two charges of a burst-1 bucket in one frame: %v", results)
 	}
 	// ts[1] and ts[2] are different tenants: keys differ; ts[1]'s two claims
 	// on one key: one ok, one pending (the other's claim in flight).
-	if out[3].err != nil || out[3].rep.Result != ResultOK {
+	if out[3].err != nil || out[3].rep.Result != quota.ResultOK {
 		t.Errorf("ts[2] claim: %+v %v", out[3].rep, out[3].err)
 	}
 	results = map[string]int{}
@@ -217,11 +219,11 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 		}
 		results[r.rep.Result]++
 	}
-	if results[ResultOK] != 1 || results[ResultPending] != 1 {
+	if results[quota.ResultOK] != 1 || results[quota.ResultPending] != 1 {
 		t.Errorf("two claims of one key in one frame: %v", results)
 	}
 	// The pending one was refunded: ts[1] spent exactly one of 3.
-	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks(ts[1], 3)}})
+	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 3)}})
 	if err != nil || rep.Limits[0].Remaining != 1 {
 		t.Errorf("ts[1] after the frame: %+v %v", rep, err)
 	}
@@ -258,16 +260,16 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cnc.Close()
-	c, err := NewClient(cnc, WithPrefix(prefix), WithBudget(5*time.Second))
+	c, err := quota.NewClient(cnc, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var worst time.Duration
 	for i := range 50 {
 		start := time.Now()
-		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("lone", 1)}})
+		rep, err := c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("lone", 1)}})
 		worst = max(worst, time.Since(start))
-		if err != nil || rep.Result != ResultOK {
+		if err != nil || rep.Result != quota.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 	}
@@ -312,7 +314,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
 	store := &slowStore{Store: e.store, release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	w, err := NewWorker(k.Conn, e.leases, e.counts, store, WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), WithRegisterer(reg))
+	w, err := New(k.Conn, e.leases, e.counts, store, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), quota.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,43 +324,43 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	defer func() { _ = w.Stop(testkit.Context(t)) }()
 	defer close(store.release)
 	waitServed(t, 10*time.Second, w)
-	c := e.client(t, k.Conn, WithBudget(5*time.Second))
+	c := e.client(t, k.Conn, quota.WithBudget(5*time.Second))
 	ts := tenantsIn(3, 2, "dl-")
 	queued, flush := holdLane(c, 3)
 
 	type res struct {
-		rep HitReply
+		rep quota.HitReply
 		err error
 		el  time.Duration
 	}
 	var short, long, quick res
 	var wg sync.WaitGroup
-	call := func(out *res, timeout time.Duration, r HitRequest) {
+	call := func(out *res, timeout time.Duration, r quota.HitRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
 		out.rep, out.err = c.Hit(ctx, r)
 		out.el = time.Since(start)
 	}
-	slow := &ClaimRequest{Tenant: ts[0], Source: "s", Key: "slow", HookID: "h"}
+	slow := &quota.ClaimRequest{Tenant: ts[0], Source: "s", Key: "slow", HookID: "h"}
 	wg.Go(func() {
-		call(&short, 300*time.Millisecond, HitRequest{Charges: []Charge{hooks(ts[0], 5)}, Claim: slow})
+		call(&short, 300*time.Millisecond, quota.HitRequest{Charges: []quota.Charge{hooks(ts[0], 5)}, Claim: slow})
 	})
 	wg.Go(func() {
-		call(&long, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}, Claim: &ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
+		call(&long, 3*time.Second, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 5)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
 	})
-	wg.Go(func() { call(&quick, 3*time.Second, HitRequest{Charges: []Charge{hooks(ts[1], 5)}}) })
+	wg.Go(func() { call(&quick, 3*time.Second, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 5)}}) })
 	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == 3 }, "three calls queued")
 	flush()
 	wg.Wait()
 
-	if quick.err != nil || quick.rep.Result != ResultOK || quick.el > time.Second {
+	if quick.err != nil || quick.rep.Result != quota.ResultOK || quick.el > time.Second {
 		t.Errorf("charges-only item: %+v %v after %v", quick.rep, quick.err, quick.el)
 	}
-	if long.err != nil || long.rep.Result != ResultOK || long.el >= 250*time.Millisecond {
+	if long.err != nil || long.rep.Result != quota.ResultOK || long.el >= 250*time.Millisecond {
 		t.Errorf("fast claim next to a slow one: %+v %v after %v (waited for the slow claim?)", long.rep, long.err, long.el)
 	}
-	if !errors.Is(short.err, ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
+	if !errors.Is(short.err, quota.ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
 		t.Errorf("slow claim, 300 ms deadline: %v after %v", short.err, short.el)
 	}
 	// The owner bounded the slow claim by that item's own deadline, not
@@ -373,7 +375,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		return metricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "unavailable"}) >= 1
 	}, "the owner answered the timed-out claim")
-	rep, err := c.Hit(testkit.Context(t), HitRequest{Charges: []Charge{hooks(ts[0], 5)}})
+	rep, err := c.Hit(testkit.Context(t), quota.HitRequest{Charges: []quota.Charge{hooks(ts[0], 5)}})
 	if err != nil || len(rep.Limits) == 0 {
 		t.Fatalf("probe: %+v %v", rep, err)
 	}
@@ -397,9 +399,9 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	}
 	defer nc2.Close()
 	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
-	w1 := e.startWorker(t, nc1, WithMemberID("one"), WithRegisterer(reg1))
+	w1 := e.startWorker(t, nc1, WithMemberID("one"), quota.WithRegisterer(reg1))
 	waitServed(t, 10*time.Second, w1)
-	c := e.client(t, k.Conn, WithBudget(10*time.Second))
+	c := e.client(t, k.Conn, quota.WithBudget(10*time.Second))
 
 	// 32 callers hit 200 tenants (spread over the partitions) with unique
 	// claims while a second worker joins (the first hands half its
@@ -412,10 +414,10 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				tenant := "h" + strconv.Itoa((g*7919+i)%200)
-				r := HitRequest{Charges: []Charge{{Kind: KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 40}}}
+				r := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 40}}}
 				if i%4 == 0 {
 					key := strconv.Itoa(g) + "-" + strconv.Itoa(i)
-					r.Claim = &ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: key}
+					r.Claim = &quota.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: key}
 				}
 				sent.Add(1)
 				rep, err := c.Hit(context.Background(), r)
@@ -423,7 +425,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 					errs <- err
 					return
 				}
-				if rep.Result != ResultOK {
+				if rep.Result != quota.ResultOK {
 					errs <- errors.New("result " + rep.Result)
 					return
 				}
@@ -438,7 +440,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 		return metricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "ok"})
 	}
 	testkit.Eventually(t, 15*time.Second, func() bool { return oks.Load() >= 100 }, "hits answered before the join")
-	w2 := e.startWorker(t, nc2, WithMemberID("two"), WithRegisterer(reg2))
+	w2 := e.startWorker(t, nc2, WithMemberID("two"), quota.WithRegisterer(reg2))
 	testkit.Eventually(t, 15*time.Second, func() bool { return allServed(w1, w2) && len(w1.Partitions()) > 0 && len(w2.Partitions()) > 0 }, "partitions split between the two")
 	split := decidedBy(reg2)
 	testkit.Eventually(t, 15*time.Second, func() bool { return decidedBy(reg2) >= split+100 }, "hits decided by the joining worker after the split")
@@ -463,7 +465,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	if int64(decided) != oks.Load() || oks.Load() != sent.Load() {
 		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
 	}
-	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.co.Frames(), float64(c.co.Items())/float64(c.co.Frames()))
+	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.Coalescer().Frames(), float64(c.Coalescer().Items())/float64(c.Coalescer().Frames()))
 }
 
 // TestLegacyOwnerGetsJSON: an owner that predates frames answers a frame
@@ -475,27 +477,27 @@ func TestLegacyOwnerGetsJSON(t *testing.T) {
 	prefix := newPrefix()
 	var frames, jsons atomic.Int64
 	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
-		var req ownerRequest
+		var req quota.OwnerRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil { // what the old owner did
 			frames.Add(1)
 			_ = m.RespondMsg(errorMsg(400, "invalid_request: "+err.Error()))
 			return
 		}
 		jsons.Add(1)
-		data, _ := json.Marshal(HitReply{Result: ResultOK, Limits: []LimitState{{Kind: KindHooks, Remaining: 7}}})
+		data, _ := json.Marshal(quota.HitReply{Result: quota.ResultOK, Limits: []quota.LimitState{{Kind: quota.KindHooks, Remaining: 7}}})
 		_ = m.Respond(data)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	c, err := NewClient(k.Conn, WithPrefix(prefix), WithBudget(5*time.Second))
+	c, err := quota.NewClient(k.Conn, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("old", 1)}})
-		if err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 7 {
+		rep, err := c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("old", 1)}})
+		if err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 7 {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 	}
@@ -504,8 +506,8 @@ func TestLegacyOwnerGetsJSON(t *testing.T) {
 	}
 	// And an old client (JSON, one request per hit) is served by a new owner.
 	k2, e, _, _ := single(t)
-	old := e.client(t, k2.Conn, WithCoalescing(false))
-	if rep, err := old.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 2)}}); err != nil || rep.Result != ResultOK || rep.Limits[0].Remaining != 1 {
+	old := e.client(t, k2.Conn, quota.WithCoalescing(false))
+	if rep, err := old.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 1 {
 		t.Fatalf("JSON client, new owner: %+v %v", rep, err)
 	}
 }
@@ -514,13 +516,13 @@ func TestBigHitsGoAsJSON(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	frames := c.co.Frames()
+	frames := c.Coalescer().Frames()
 	key := string(make([]byte, coalesce.MaxItemBytes)) // NUL bytes: a valid key
-	rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks("big", 1)}, Claim: &ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
-	if err != nil || rep.Result != ResultOK || rep.Revision == 0 {
+	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("big", 1)}, Claim: &quota.ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
+	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 {
 		t.Fatalf("big claim: %+v %v", rep, err)
 	}
-	if c.co.Frames() != frames {
+	if c.Coalescer().Frames() != frames {
 		t.Fatal("a hit over coalesce.MaxItemBytes went in a frame")
 	}
 }

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
@@ -58,13 +59,13 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 	t := &tenure{
 		w:        w,
 		n:        l.N,
-		subject:  partitionSubject(w.cfg.prefix, l.N),
+		subject:  quota.PartitionSubject(w.cfg.Prefix, l.N),
 		lease:    l,
 		state:    newBucketState(),
 		counters: make(map[string]*counter),
 	}
 	if l.Lapsed {
-		t.lapsedAt = gcra.Micros(w.cfg.now())
+		t.lapsedAt = gcra.Micros(w.cfg.Now())
 	}
 	return t
 }
@@ -121,31 +122,31 @@ func (t *tenure) handle(m *nats.Msg) {
 		return
 	}
 	if !t.serving() {
-		respondError(m, 503, reasonNotOwner)
+		respondError(m, 503, quota.ReasonNotOwner)
 		return
 	}
-	var req ownerRequest
+	var req quota.OwnerRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
 		t.invalid(m, &req, "invalid_request: "+err.Error())
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		t.invalid(m, &req, err.Error())
 		return
 	}
-	key, _ := req.routingKey()
-	if p := Partition(key, t.w.cfg.partitions); p != t.n {
-		t.invalid(m, &req, misrouted(p, t.w.cfg.partitions, t.n))
+	key, _ := req.RoutingKey()
+	if p := quota.Partition(key, t.w.cfg.Partitions); p != t.n {
+		t.invalid(m, &req, misrouted(p, t.w.cfg.Partitions, t.n))
 		return
 	}
-	timeout := min(msToDuration(req.TimeoutMs, DefaultBudget), maxOwnerTimeout)
+	timeout := min(quota.DurationMs(req.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout)
 	switch req.Op {
-	case opHit:
+	case quota.OpHit:
 		t.hit(m, req.Hit, timeout)
-	case opReset:
+	case quota.OpReset:
 		t.reset(req.Reset.Tenant)
-		respondJSON(m, okReply{OK: true})
-	case opReserve, opRelease, opCount:
+		respondJSON(m, quota.OKReply{OK: true})
+	case quota.OpReserve, quota.OpRelease, quota.OpCount:
 		t.async(m, timeout, func(ctx context.Context) { t.counterOp(ctx, m, &req) })
 	}
 }
@@ -154,11 +155,11 @@ func misrouted(p, of, n int) string {
 	return "misrouted: partition " + itoa(p) + " of " + itoa(of) + ", not " + itoa(n) + " (is the client's partition count the fleet's?)"
 }
 
-func (t *tenure) invalid(m *nats.Msg, req *ownerRequest, reason string) {
+func (t *tenure) invalid(m *nats.Msg, req *quota.OwnerRequest, reason string) {
 	switch req.Op {
-	case opHit:
+	case quota.OpHit:
 		t.w.met.hit("invalid")
-	case opReserve, opRelease, opCount:
+	case quota.OpReserve, quota.OpRelease, quota.OpCount:
 		t.w.met.counterOps.WithLabelValues(req.Op, "invalid").Inc()
 	}
 	respondError(m, 400, reason)
@@ -198,7 +199,7 @@ func (t *tenure) finish() {
 // no longer admits requests.
 func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.Context)) bool {
 	if !t.admit() {
-		respondError(m, 503, reasonNotOwner)
+		respondError(m, 503, quota.ReasonNotOwner)
 		return false
 	}
 	t.w.runners.run(func() {
@@ -233,10 +234,10 @@ func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decisio
 // hit serves a JSON hit (valid, routed to t) with the decision core of
 // batch frames (decide.go): its charges under the lock, then its claim, if
 // any, in a goroutine that replies when the claim is written.
-func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
+func (t *tenure) hit(m *nats.Msg, r *quota.HitRequest, timeout time.Duration) {
 	it := hitItem(r, t.n, timeout.Milliseconds())
 	var sc chargeScratch
-	now := gcra.Micros(t.w.cfg.now())
+	now := gcra.Micros(t.w.cfg.Now())
 	t.mu.Lock()
 	a, j, _ := t.decide(&it, 0, now, &sc, nil)
 	t.mu.Unlock()
@@ -248,7 +249,7 @@ func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
 	j.msg, j.kinds = m, r.Charges
 	if !t.admit() {
 		t.refund(j.refs, j.lims) // answered not_owner: nothing spent
-		respondError(m, 503, reasonNotOwner)
+		respondError(m, 503, quota.ReasonNotOwner)
 		return
 	}
 	t.w.runners.run(j.run)
@@ -256,7 +257,7 @@ func (t *tenure) hit(m *nats.Msg, r *HitRequest, timeout time.Duration) {
 
 // refund gives back charges that were applied (duplicate, pending, error).
 func (t *tenure) refund(refs []bucketRef, lims []gcra.Limit) {
-	now := gcra.Micros(t.w.cfg.now())
+	now := gcra.Micros(t.w.cfg.Now())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range refs {
@@ -277,7 +278,7 @@ func (t *tenure) reset(tenant string) {
 
 // sweep drops full buckets and idle counters.
 func (t *tenure) sweep() {
-	now := gcra.Micros(t.w.cfg.now())
+	now := gcra.Micros(t.w.cfg.Now())
 	idle := time.Now().Add(-counterIdle)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -353,15 +354,15 @@ type counterReply struct {
 	count   int64
 }
 
-func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *ownerRequest) {
+func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *quota.OwnerRequest) {
 	w := t.w
 	var principal, name string
-	if req.Op == opReserve {
+	if req.Op == quota.OpReserve {
 		principal, name = req.Reserve.Principal, req.Reserve.Key
 	} else {
 		principal, name = req.Counter.Principal, req.Counter.Key
 	}
-	key := counterKey(principal, name)
+	key := quota.CounterKey(principal, name)
 	c := t.counterRef(key)
 	c.mu.Lock()
 	rep, err := t.applyCounter(ctx, c, key, req)
@@ -373,22 +374,22 @@ func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *ownerRequest) 
 		return
 	}
 	switch req.Op {
-	case opReserve:
+	case quota.OpReserve:
 		result := "granted"
 		if !rep.granted {
 			result = "denied"
 		}
 		w.met.counterOps.WithLabelValues(req.Op, result).Inc()
-		respondJSON(m, ReserveReply{Granted: rep.granted, Count: rep.count})
+		respondJSON(m, quota.ReserveReply{Granted: rep.granted, Count: rep.count})
 	default:
 		w.met.counterOps.WithLabelValues(req.Op, "ok").Inc()
-		respondJSON(m, CountReply{Count: rep.count})
+		respondJSON(m, quota.CountReply{Count: rep.count})
 	}
 }
 
 // applyCounter runs one op on c (locked): load if needed, decide, write
 // through by CAS+TTL, and on a conflict reload and decide again.
-func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *ownerRequest) (counterReply, error) {
+func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *quota.OwnerRequest) (counterReply, error) {
 	w := t.w
 	for range 4 {
 		if !c.loaded || !time.Now().Before(c.fresh) {
@@ -396,7 +397,7 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 				return counterReply{}, err
 			}
 		}
-		now := w.cfg.now()
+		now := w.cfg.Now()
 		nowMs := now.UnixMilli()
 		for id, exp := range c.slots {
 			if exp <= nowMs {
@@ -407,10 +408,10 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 		next, slots := c.count, c.slots
 		var ttl time.Duration
 		switch req.Op {
-		case opCount:
+		case quota.OpCount:
 			return counterReply{count: total}, nil
-		case opReserve:
-			ttl = msToDuration(req.Reserve.TTLMs, w.cfg.countTTL)
+		case quota.OpReserve:
+			ttl = quota.DurationMs(req.Reserve.TTLMs, w.cfg.CountTTL)
 			id := req.Reserve.RequestID
 			_, held := c.slots[id]
 			switch {
@@ -427,10 +428,10 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 				}
 				slots[id] = now.Add(ttl).UnixMilli()
 			}
-		case opRelease:
+		case quota.OpRelease:
 			ttl = c.ttl
 			if ttl <= 0 {
-				ttl = w.cfg.countTTL
+				ttl = w.cfg.CountTTL
 			}
 			id := req.Counter.RequestID
 			if _, held := c.slots[id]; id != "" && held {
@@ -458,7 +459,7 @@ func (t *tenure) applyCounter(ctx context.Context, c *counter, key string, req *
 		switch {
 		case err == nil:
 			c.count, c.slots, c.rev, c.ttl, c.fresh = next, slots, rev, ttl, sent.Add(ttl)
-			return counterReply{granted: req.Op == opReserve, count: next + int64(len(slots))}, nil
+			return counterReply{granted: req.Op == quota.OpReserve, count: next + int64(len(slots))}, nil
 		case errors.Is(err, kvstore.ErrExists), errors.Is(err, kvstore.ErrWrongLastSequence):
 			c.loaded = false // another writer (a stale or new owner) or an expiry: reload
 		default:

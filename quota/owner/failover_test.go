@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
 // crashable starts n workers on k's server, each on a connection of its
 // own (closing it crashes the worker: no release, its leases lapse).
-func crashable(t *testing.T, k *testkit.Kit, e *fleetEnv, n int, opts ...WorkerOption) []member {
+func crashable(t *testing.T, k *testkit.Kit, e *fleetEnv, n int, opts ...Option) []member {
 	t.Helper()
 	ms := make([]member, n)
 	for i := range ms {
@@ -35,7 +36,7 @@ func crashableFleet(t *testing.T, n, p int) (*testkit.Kit, *fleetEnv, []member, 
 	t.Helper()
 	k := testkit.New(t)
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	ms := crashable(t, k, e, n, WithPartitions(p))
+	ms := crashable(t, k, e, n, quota.WithPartitions(p))
 	return k, e, ms, workers(ms)
 }
 
@@ -58,26 +59,26 @@ func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
 }
 
 // A partition taken over after its owner died starts from a conservative
-// state (issue #12 item 1): each bucket holds an eighth of its burst at
+// state: each bucket holds an eighth of its burst at
 // the takeover, so a tenant whose burst was spent gets that, not a whole
 // burst. A graceful handover (the owner releases) starts full, as before.
 func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 	t.Parallel()
 	const p, burst = 8, 20
 	k, e, ms, ws := crashableFleet(t, 3, p)
-	c := e.client(t, k.Conn, WithPartitions(p), WithBudget(2*time.Second))
+	c := e.client(t, k.Conn, quota.WithPartitions(p), quota.WithBudget(2*time.Second))
 	ctx := testkit.Context(t)
 	const tenant = "hammered"
-	n := Partition(tenant, p)
+	n := quota.Partition(tenant, p)
 	saver := tenantFor(n, p) // same partition, never charged before the crash
 	admitted := func(tn string, tries int) int {
 		ok := 0
 		for range tries {
-			rep, err := c.Hit(ctx, HitRequest{Charges: []Charge{hooks(tn, burst)}})
+			rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(tn, burst)}})
 			if err != nil {
 				t.Fatalf("hit %s: %v", tn, err)
 			}
-			if rep.Result == ResultOK {
+			if rep.Result == quota.ResultOK {
 				ok++
 			}
 		}
@@ -108,7 +109,7 @@ func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 }
 
 // When the owner dies under load, the fleet admits at most one burst over
-// the limit (issue #12 item 1): the surviving fallbacks divide the burst
+// the limit: the surviving fallbacks divide the burst
 // among the live members and the new owner starts conservatively. A
 // tenant at half its rate, all through one node, sees no 429 across the
 // same failover.
@@ -117,15 +118,15 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	const p, burst = 8, 20
 	_, e, ms, ws := crashableFleet(t, 3, p)
 	const hammered = "hammered"
-	n := Partition(hammered, p)
+	n := quota.Partition(hammered, p)
 	steady := tenantFor(n, p) // on the same partition
 	owner := ownerOf(n, ws...)
-	var fleets []*Fleet
+	var fleets []*quota.Fleet
 	for i, m := range ms {
 		if i == owner {
 			continue
 		}
-		f, err := NewFleet(e.client(t, m.nc, WithPartitions(p), WithBudget(500*time.Millisecond)), mustLimiter(t), e.store, WithMembers(m.w.Members))
+		f, err := quota.NewFleet(e.client(t, m.nc, quota.WithPartitions(p), quota.WithBudget(500*time.Millisecond)), mustLimiter(t), e.store, quota.WithMembers(m.w.Members))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +135,7 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	// steady: 10/s with a burst of 20, sent at 5/s at most (evenly spaced)
 	// through one node.
 	steadyLim, _ := gcra.LimitFromRate(10, burst)
-	steadyCharge := Charge{Kind: KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
+	steadyCharge := quota.Charge{Kind: quota.KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
 
 	var ok, local, steadyOK, steadyDenied, steadyLocal atomic.Int64
 	var errs atomic.Int64
@@ -149,11 +150,11 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 					return
 				default:
 				}
-				rep, err := f.Hit(context.Background(), HitRequest{Charges: []Charge{hooks(hammered, burst)}})
+				rep, err := f.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(hammered, burst)}})
 				switch {
 				case err != nil:
 					errs.Add(1)
-				case rep.Result == ResultOK:
+				case rep.Result == quota.ResultOK:
 					ok.Add(1)
 					if rep.Local {
 						local.Add(1)
@@ -174,11 +175,11 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 			case <-timer.C:
 			}
 			timer.Reset(200 * time.Millisecond)
-			rep, err := fleets[0].Hit(context.Background(), HitRequest{Charges: []Charge{steadyCharge}})
+			rep, err := fleets[0].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{steadyCharge}})
 			switch {
 			case err != nil:
 				errs.Add(1)
-			case rep.Result == ResultOK:
+			case rep.Result == quota.ResultOK:
 				steadyOK.Add(1)
 				if rep.Local {
 					steadyLocal.Add(1)
@@ -225,17 +226,17 @@ func TestFleetSharesLimit(t *testing.T) {
 	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
 	for _, c := range []struct{ members, want int }{{0, 20}, {1, 20}, {4, 5}, {40, 1}} {
 		m := c.members
-		f, err := NewFleet(e.client(t, k.Conn, WithBudget(20*time.Millisecond)), mustLimiter(t), e.store, WithMembers(func() int { return m }))
+		f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithBudget(20*time.Millisecond)), mustLimiter(t), e.store, quota.WithMembers(func() int { return m }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := 0
 		for range 25 {
-			rep, err := f.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 20)}})
+			rep, err := f.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 20)}})
 			if err != nil || !rep.Local {
 				t.Fatalf("members %d: %+v %v", m, rep, err)
 			}
-			if rep.Result == ResultOK {
+			if rep.Result == quota.ResultOK {
 				got++
 			}
 		}
@@ -243,7 +244,7 @@ func TestFleetSharesLimit(t *testing.T) {
 			t.Errorf("members %d: the fallback admitted %d of a burst of 20, want %d", m, got, c.want)
 		}
 	}
-	if _, err := NewFleet(e.client(t, k.Conn), mustLimiter(t), e.store, WithMembers(nil)); err == nil {
+	if _, err := quota.NewFleet(e.client(t, k.Conn), mustLimiter(t), e.store, quota.WithMembers(nil)); err == nil {
 		t.Error("WithMembers(nil) accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package quota
+package owner
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func (w *Worker) shutdown() {
 	w.leases.ReleaseAll()
 	// Retired tenures' requests and anything else still in flight.
 	w.inflight.close()
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.leaseTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaseTTL)
 	err := w.inflight.wait(ctx)
 	if err != nil {
 		w.stopErr = errors.Join(w.stopErr, err)

@@ -1,0 +1,45 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+)
+
+// ClaimAnswer turns the outcome of taking a hit's claim (res, err) into the
+// hit's answer: ok with the charges' limits when the claim is ours,
+// duplicate or pending (retry after at least 1 ms) with the holder's hook
+// id and revision, invalid when the store refused the claim, unavailable
+// when it did not answer. Only an ok answer keeps the charges; the caller
+// refunds them otherwise. failure is the answer as a Go error (wrapping
+// ErrInvalid or ErrUnavailable, and err), nil for an answered hit. The
+// owner (quota/owner) and the Fleet's fallback both answer by it.
+func ClaimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
+	switch {
+	case errors.Is(err, claims.ErrInvalid):
+		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case res.Outcome == claims.OK:
+		return frame.Answer{Result: frame.ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits}, nil
+	case res.Outcome == claims.Duplicate:
+		return frame.Answer{Result: frame.ResultDuplicate, HookID: res.HookID, Revision: res.Revision}, nil
+	default:
+		return frame.Answer{Result: frame.ResultPending, HookID: res.HookID, Revision: res.Revision, RetryMs: max(1, timeconv.CeilMs(res.RetryAfter))}, nil
+	}
+}
+
+// AnswerReply is an answered item as a HitReply; charges name the limits.
+func AnswerReply(a *frame.Answer, charges []Charge) HitReply {
+	rep := HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
+	if len(a.Limits) > 0 {
+		rep.Limits = make([]LimitState, len(a.Limits))
+		for i, l := range a.Limits {
+			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
+		}
+	}
+	return rep
+}

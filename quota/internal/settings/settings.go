@@ -1,0 +1,64 @@
+// Package settings is what the quota options write and the constructors
+// of quota and quota/owner read: one struct, so that an option several
+// constructors take (the routing, the decisions' clock and TTLs, logging,
+// metrics, the owner's own settings) is written once. Options of one
+// constructor only (a Client's budget, a Fleet's member count) live with
+// that constructor.
+package settings
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/kvstore"
+)
+
+// Defaults of the shared settings (quota re-exports them).
+const (
+	DefaultPartitions = 64
+	DefaultPendingTTL = 30 * time.Second
+	DefaultCountTTL   = time.Hour
+)
+
+// Config is the shared settings and the owner's (LeaseTTL, MemberID,
+// MaxInFlight: zero until quota/owner sets its defaults).
+type Config struct {
+	Prefix      string
+	Partitions  int
+	PendingTTL  time.Duration
+	CountTTL    time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
+	Reg         prometheus.Registerer
+	LeaseTTL    time.Duration
+	MemberID    string
+	MaxInFlight int
+}
+
+// Defaults is the shared settings' defaults.
+func Defaults() Config {
+	return Config{
+		Prefix:     kvstore.DefaultPrefix,
+		Partitions: DefaultPartitions,
+		PendingTTL: DefaultPendingTTL,
+		CountTTL:   DefaultCountTTL,
+		Now:        time.Now,
+		Log:        slog.New(slog.DiscardHandler),
+	}
+}
+
+// Apply applies opts to c with apply, the constructor's method of them (a
+// nil option is skipped).
+func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
+	for _, o := range opts {
+		if any(o) == nil {
+			continue
+		}
+		if err := apply(o, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testLeaseTTL keeps failover tests fast; assertions are made against it.
+const testLeaseTTL = 2 * time.Second
+
+var prefixSeq atomic.Int64
+
+// newPrefix gives every test its own subjects and buckets on a shared server.
+func newPrefix() string { return fmt.Sprintf("qt%d", prefixSeq.Add(1)) }
+
+// fleetEnv is the shared state of one test's fleet: a prefix, its buckets
+// (opened through one connection) and the claims store on them.
+type fleetEnv struct {
+	prefix   string
+	replicas int // of the buckets (0: 1)
+	leases   *kvstore.Bucket
+	counts   *kvstore.Bucket
+	claims   *kvstore.Bucket
+	store    claims.Store
+}
+
+func newFleetEnv(t testing.TB, open func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket) *fleetEnv {
+	t.Helper()
+	p := newPrefix()
+	names := kvstore.BucketNames(p)
+	e := &fleetEnv{
+		prefix: p,
+		leases: open(t, quota.LeasesBucket(p, 1)),
+		counts: open(t, quota.CountsBucket(p, 1)),
+		claims: open(t, kvstore.BucketConfig{Name: names.Claims}),
+	}
+	e.store = testkit.ClaimsKV(t, e.claims)
+	return e
+}
+
+// bucketsOn reopens the env's buckets through another connection's
+// JetStream (each worker talks to KV over its own connection).
+func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvstore.Bucket, store claims.Store) {
+	t.Helper()
+	js := jsOf(t, nc)
+	ctx := testkit.Context(t)
+	var err error
+	if leases, err = kvstore.OpenBucket(ctx, js, quota.LeasesBucket(e.prefix, e.replicas)); err != nil {
+		t.Fatal(err)
+	}
+	if counts, err = kvstore.OpenBucket(ctx, js, quota.CountsBucket(e.prefix, e.replicas)); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(e.prefix).Claims, Replicas: e.replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leases, counts, testkit.ClaimsKV(t, cb)
+}
+
+// newMemory is claims.NewMemory failing the test on an error.
+func newMemory(t testing.TB) *claims.Memory {
+	t.Helper()
+	m, err := claims.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// startWorker starts a worker on nc (its own buckets handles) and stops it
+// in t.Cleanup.
+func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...Option) *Worker {
+	t.Helper()
+	leases, counts, store := e.bucketsOn(t, nc)
+	opts = append([]Option{quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)
+	w, err := New(nc, leases, counts, store, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startStopped(t, w)
+	return w
+}
+
+// startStopped starts w and stops it in t.Cleanup.
+func startStopped(t testing.TB, w *Worker) {
+	t.Helper()
+	if err := w.Start(testkit.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+	})
+}
+
+func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...quota.ClientOption) *quota.Client {
+	t.Helper()
+	c, err := quota.NewClient(nc, append([]quota.ClientOption{quota.WithPrefix(e.prefix)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitServed waits until every partition is served by exactly one of ws.
+func waitServed(t testing.TB, timeout time.Duration, ws ...*Worker) {
+	t.Helper()
+	testkit.Eventually(t, timeout, func() bool { return allServed(ws...) }, "every partition served exactly once")
+}
+
+func allServed(ws ...*Worker) bool {
+	seen := make(map[int]int)
+	p := quota.DefaultPartitions
+	for _, w := range ws {
+		p = w.cfg.Partitions
+		for _, n := range w.Partitions() {
+			seen[n]++
+		}
+	}
+	if len(seen) != p {
+		return false
+	}
+	for _, c := range seen {
+		if c != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerOf returns the index in ws of the worker serving partition n, or -1.
+func ownerOf(n int, ws ...*Worker) int {
+	for i, w := range ws {
+		if w == nil {
+			continue
+		}
+		for _, m := range w.Partitions() {
+			if m == n {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// hooks is a unit "hooks" charge with the given burst at a rate so slow
+// that nothing refills during a test.
+func hooks(tenant string, burst int64) quota.Charge {
+	inc := int64(time.Hour / time.Microsecond)
+	return quota.Charge{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
+}
+
+func jsOf(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// single starts one server, the env's buckets on it, one worker (with
+// opts) and a client; it waits until the worker serves every partition.
+func single(t testing.TB, opts ...Option) (*testkit.Kit, *fleetEnv, *Worker, *quota.Client) {
+	t.Helper()
+	k := testkit.New(t)
+	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	w := e.startWorker(t, k.Conn, opts...)
+	waitServed(t, 10*time.Second, w)
+	return k, e, w, e.client(t, k.Conn)
+}

@@ -1,0 +1,101 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+)
+
+// The local owner: a quota.Client made quota.WithLocalOwner(w) hands a hit for a
+// partition that w serves right now to w in process — no frame encode, no
+// NATS hop, no runner handoff (the caller's goroutine writes the claim; it
+// would wait for the answer anyway). Everything else is the owner's path
+// of a frame item: routeItem (validation, misroute check, the serving
+// tenure, fencing by Lease.Valid), tenure.decide under the tenure's lock,
+// tenure.admit (the KV semaphore: back-pressure), claimJob.write and
+// claimJob.answer (quota.ClaimAnswer, the refund). A hit the worker does not
+// serve — not its partition, a tenure that ended, a lease no longer valid,
+// a claim refused admission — is not answered here: it takes the NATS path
+// (the partition subject, its not_owner retries and its deadline), so a
+// lost lease is seen exactly as a remote caller sees it.
+
+// HitLocal decides r (valid, of partition n) in process when w serves n
+// (quota.LocalOwner, see above): done false means w did not take it
+// (nothing was spent) and the caller takes the NATS path. The owner's
+// timeout is ctx's deadline, else budget.
+func (w *Worker) HitLocal(ctx context.Context, r *quota.HitRequest, n int, budget time.Duration) (rep quota.HitReply, done bool, err error) {
+	a, ok := w.hitLocal(ctx, r, n, budget)
+	if !ok {
+		return quota.HitReply{}, false, nil
+	}
+	switch a.Status {
+	case frame.StatusAnswered:
+		return quota.AnswerReply(&a, r.Charges), true, nil
+	case frame.StatusInvalid:
+		return quota.HitReply{}, true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+	default: // frame.StatusUnavailable: the claim store failed
+		return quota.HitReply{}, true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
+	}
+}
+
+// Routing is the worker's subject prefix and partition count
+// (quota.LocalOwner: a Client made WithLocalOwner must route alike).
+func (w *Worker) Routing() (prefix string, partitions int) {
+	return w.cfg.Prefix, w.cfg.Partitions
+}
+
+// hitLocal is HitLocal's decision: the item's answer, ok false when w
+// does not take the hit.
+func (w *Worker) hitLocal(ctx context.Context, r *quota.HitRequest, n int, budget time.Duration) (a frame.Answer, ok bool) {
+	if t := w.served[n].Load(); t == nil || !t.serving() {
+		return frame.Answer{}, false // the common case on a multi-node fleet: no item built
+	}
+	timeout := budget
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return frame.Answer{}, false // the NATS path answers a spent deadline
+	}
+	it := hitItem(r, n, max(1, timeout.Milliseconds()))
+	t, a, ok := w.routeItem(&it, 0)
+	if !ok {
+		return a, a.Status != frame.StatusNotOwner
+	}
+	var sc chargeScratch
+	now := gcra.Micros(w.cfg.Now())
+	t.mu.Lock()
+	a, j, _ := t.decide(&it, 0, now, &sc, nil)
+	t.mu.Unlock()
+	if j == nil {
+		w.met.hit(answerMetric(&a))
+		return a, true
+	}
+	if !t.admit() {
+		t.refund(j.refs, j.lims) // as admitClaims: nothing spent, not_owner
+		return frame.Answer{}, false
+	}
+	defer t.finish()
+	return j.answer(j.write()), true
+}
+
+// hitItem is r, routed to partition n with timeoutMs left of the caller's
+// budget, as the item the owner's decision core reads (allocating: JSON
+// hits are the owner's slow path).
+func hitItem(r *quota.HitRequest, n int, timeoutMs int64) frame.Item {
+	it := frame.Item{Op: frame.OpHit, N: n, TimeoutMs: timeoutMs, Tenant: []byte(r.Tenant())}
+	it.Charges = make([]frame.Charge, len(r.Charges))
+	for i, c := range r.Charges {
+		it.Charges[i] = frame.Charge{Kind: []byte(c.Kind), Inc: c.IncrementUs, Cap: c.CapacityUs}
+	}
+	if c := r.Claim; c != nil {
+		it.Claim = true
+		it.Source, it.Key, it.HookID = []byte(c.Source), []byte(c.Key), []byte(c.HookID)
+		it.TTLMs, it.PendingMs = c.TTLMs, c.PendingTTLMs
+	}
+	return it
+}

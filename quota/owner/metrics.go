@@ -1,0 +1,69 @@
+package owner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// workerMetrics are a Worker's Prometheus metrics. Labels are bounded:
+// results, ops and lease events, never tenants or keys.
+type workerMetrics struct {
+	owned      prometheus.Gauge
+	hits       *prometheus.CounterVec // result
+	counterOps *prometheus.CounterVec // op, result
+	inFlight   prometheus.Gauge
+	leases     *prometheus.CounterVec // event
+
+	// hits' children by result, resolved once (the hot path counts every
+	// decision).
+	hitOK, hitDuplicate, hitPending, hitLimited, hitInvalid, hitUnavailable prometheus.Counter
+}
+
+// hit counts one hit answered with result.
+func (m *workerMetrics) hit(result string) {
+	var c prometheus.Counter
+	switch result {
+	case quota.ResultOK:
+		c = m.hitOK
+	case quota.ResultDuplicate:
+		c = m.hitDuplicate
+	case quota.ResultPending:
+		c = m.hitPending
+	case quota.ResultRateLimited:
+		c = m.hitLimited
+	case "invalid":
+		c = m.hitInvalid
+	case "unavailable":
+		c = m.hitUnavailable
+	default:
+		c = m.hits.WithLabelValues(result)
+	}
+	c.Inc()
+}
+
+func (m *workerMetrics) resolve() *workerMetrics {
+	m.hitOK = m.hits.WithLabelValues(quota.ResultOK)
+	m.hitDuplicate = m.hits.WithLabelValues(quota.ResultDuplicate)
+	m.hitPending = m.hits.WithLabelValues(quota.ResultPending)
+	m.hitLimited = m.hits.WithLabelValues(quota.ResultRateLimited)
+	m.hitInvalid = m.hits.WithLabelValues("invalid")
+	m.hitUnavailable = m.hits.WithLabelValues("unavailable")
+	return m
+}
+
+func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
+	ms := promreg.NewSet(reg, "quota")
+	m := &workerMetrics{
+		owned:      ms.Gauge("partitions_owned", "Quota partitions whose lease this worker holds and serves."),
+		hits:       ms.CounterVec("hits_total", "Hit requests answered by this worker, by result (ok, duplicate, pending, rate_limited, invalid, unavailable).", "result"),
+		counterOps: ms.CounterVec("counter_ops_total", "Reserve/release/count requests answered by this worker, by op and result.", "op", "result"),
+		inFlight:   ms.Gauge("kv_in_flight", "Requests waiting on a KV call (claim creates, counter write-through)."),
+		leases:     ms.CounterVec("lease_events_total", "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).", "event"),
+	}
+	if err := ms.Err(); err != nil {
+		return nil, err
+	}
+	return m.resolve(), nil
+}

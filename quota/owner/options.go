@@ -1,0 +1,84 @@
+package owner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
+)
+
+// Defaults of the owner's own options.
+const (
+	// DefaultLeaseTTL is how long a partition lease (and a member heartbeat)
+	// lives without renewal.
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultMaxInFlight bounds a worker's concurrent KV-bound requests
+	// (claims and counter operations).
+	DefaultMaxInFlight = 256
+)
+
+// Option configures New: the owner's own options below, and quota's
+// options of the routing (quota.WithPrefix, quota.WithPartitions) and of
+// the decisions (quota.WithPendingTTL, quota.WithCountTTL, quota.WithClock,
+// quota.WithLogger, quota.WithRegisterer). An option with an invalid
+// argument makes New fail with an error wrapping quota.ErrInvalidOption.
+type Option interface {
+	ApplyOwner(*settings.Config) error
+}
+
+// ownerOption is an option of New only.
+type ownerOption func(*settings.Config) error
+
+func (o ownerOption) ApplyOwner(c *settings.Config) error { return o(c) }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", quota.ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// defaults is the owner's configuration before its options.
+func defaults() settings.Config {
+	c := settings.Defaults()
+	c.LeaseTTL = DefaultLeaseTTL
+	c.MaxInFlight = DefaultMaxInFlight
+	return c
+}
+
+// WithLeaseTTL sets the TTL of partition leases and member heartbeats
+// (default 5 s; rounded up to whole seconds, at least 1 s). A crashed
+// owner's partitions are served again about one TTL after its last renewal.
+func WithLeaseTTL(d time.Duration) Option {
+	return ownerOption(func(c *settings.Config) error {
+		if d <= 0 {
+			return invalid("lease TTL must be > 0, got %v", d)
+		}
+		c.LeaseTTL = kvstore.RoundTTL(d)
+		return nil
+	})
+}
+
+// WithMemberID names the worker in the fleet (default: a random NUID). Ids
+// must be unique among running workers: a lease records its holder's id.
+func WithMemberID(id string) Option {
+	return ownerOption(func(c *settings.Config) error {
+		if !quota.ValidMemberID(id) {
+			return invalid("member id must be 1..%d bytes", quota.MaxMemberIDBytes)
+		}
+		c.MemberID = id
+		return nil
+	})
+}
+
+// WithMaxInFlight bounds the requests a worker has waiting on KV at once
+// (claims, counter write-through), default 256. When the bound is reached
+// the partition's subscription waits: back-pressure, not failure.
+func WithMaxInFlight(n int) Option {
+	return ownerOption(func(c *settings.Config) error {
+		if n < 1 {
+			return invalid("max in flight must be >= 1, got %d", n)
+		}
+		c.MaxInFlight = n
+		return nil
+	})
+}
