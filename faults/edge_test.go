@@ -212,8 +212,8 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 // per key, and no answer other than 200/202 (or none, only for a request
 // that crossed the edge's kill and restart).
 //
-// Each phase lasts until its event is seen, not for a fixed while
-// (issue #24): edgePhase hooks accepted linked; edgePhase hooks sent after
+// Each phase lasts until its event is seen, not for a fixed while:
+// edgePhase hooks accepted linked; edgePhase hooks sent after
 // the hub process was reaped and accepted by the first edge, then as many
 // by the restarted edge; the edge's outbox then holds at least every hook
 // accepted since the hub died (the backlog its /readyz measures: nothing

@@ -83,8 +83,8 @@ const (
 // Under overload the edge sheds before it works (503
 // overloaded at once), the work it starts finishes inside its budget, and
 // no sender's retry finds its key held (409) by a pending claim the
-// overload left behind. Issue #24 made it strict, in the short version CI
-// runs and the full one alike:
+// overload left behind. It is strict in the short version CI runs and
+// the full one alike:
 //   - every key's first answer is recorded, and is 202 or 503 overloaded:
 //     no claim timed out (503 store_unavailable), no connection failed;
 //   - shedding is real: a share of overloadShedShare of the first answers

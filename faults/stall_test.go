@@ -30,8 +30,8 @@ import (
 //     with a Retry-After of at least one second, never 2xx;
 //   - the other nodes keep accepting hooks.
 //
-// The freeze lasts until it has done its work, not for a fixed while
-// (issue #24): every stream the frozen server led has a new leader,
+// The freeze lasts until it has done its work, not for a fixed while:
+// every stream the frozen server led has a new leader,
 // every node made stallCalls calls of each kind that started after the
 // freeze, and node 1 answered some of them from its fallback (bounded:
 // 60 s).
@@ -177,7 +177,7 @@ func TestServerStall(t *testing.T) {
 		})
 	}
 	hw.Wait()
-	// Stay frozen until the fault has done its work (issue #24: a
+	// Stay frozen until the fault has done its work (a
 	// condition, not a fixed 3 s): every stream the victim led has a new
 	// leader on another server, every node made stallCalls calls of each
 	// kind that started after the freeze, and the victim's node answered

@@ -328,7 +328,7 @@ func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 			add(fmt.Sprintf("#10 edge server CPU/hook edge/floor @%d", s.Inflight), "<= 2.00", s.RatioCPU.Median, s.RatioCPU.N > 0, s.RatioCPU.Median <= 2)
 		}
 	}
-	// Issue #21 (durable by default).
+	// Durable by default: the claim cycle against Redis with appendfsync always.
 	if s := find("cycle-durable"); s != nil {
 		add("#21 durable claim cycles/s sluice/redis-aof "+at, ">= 1.00", s.RatioOps.Median, s.RatioOps.N > 0, s.RatioOps.Median >= 1)
 	}

@@ -11,7 +11,7 @@
 //     and a change of a file's size by truncate(2), ftruncate(2) or
 //     O_TRUNC. (Kinder than a real file system, where a rename or a new
 //     file's name can be lost without an fsync of its directory; the
-//     power-cut measurements of issue 21 made the same assumption.)
+//     first power-cut measurements of sluice made the same assumption.)
 //   - File data written with write(2)/pwrite(2) (and the growth of the
 //     file it causes) is volatile. It becomes durable by
 //     fsync(2) or fdatasync(2) on any descriptor of the same inode (then
