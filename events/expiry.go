@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,9 +73,7 @@ type ExpiryWatcher struct {
 	log    *slog.Logger
 	seen   *prometheus.CounterVec
 
-	mu    sync.Mutex
-	state lifecycle
-	cc    jetstream.ConsumeContext
+	consumer
 
 	// Only the consume loop touches these.
 	ring []uint64
@@ -103,26 +100,24 @@ func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opt
 	if cfg.durable == "" {
 		cfg.durable = DefaultExpiryDurable
 	}
-	seen, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_events_expiry_messages_total",
-		Help: "Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
-	}, []string{"outcome"}))
+	seen, err := counterVec(cfg.reg, "expiry_messages_total",
+		"Claims bucket messages seen by the expiry watcher, by outcome (expired, other, undecodable, duplicate).",
+		[]string{"outcome"}, []string{expExpired, expOther, expUndecodable, expDuplicate})
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.logger.With("component", "events.expiry", "bucket", bucket, "consumer", cfg.durable)
 	w := &ExpiryWatcher{
-		js:     js,
-		bucket: bucket,
-		prefix: kvstore.SubjectPrefix(bucket),
-		pub:    pub,
-		cfg:    cfg,
-		log:    cfg.logger.With("component", "events.expiry", "bucket", bucket, "consumer", cfg.durable),
-		seen:   seen,
-		ring:   make([]uint64, recentSeqs),
-		set:    make(map[uint64]struct{}, recentSeqs),
-	}
-	for _, o := range []string{expExpired, expOther, expUndecodable, expDuplicate} {
-		w.seen.WithLabelValues(o)
+		js:       js,
+		bucket:   bucket,
+		prefix:   kvstore.SubjectPrefix(bucket),
+		pub:      pub,
+		cfg:      cfg,
+		log:      log,
+		seen:     seen,
+		consumer: consumer{kind: "expiry", name: "expiry watcher", log: log},
+		ring:     make([]uint64, recentSeqs),
+		set:      make(map[uint64]struct{}, recentSeqs),
 	}
 	return w, nil
 }
@@ -144,49 +139,21 @@ func (w *ExpiryWatcher) ConsumerConfig() jetstream.ConsumerConfig {
 // bounded by ctx, and starts consuming until Stop; the bucket must exist.
 // A watcher starts at most once (else ErrStarted).
 func (w *ExpiryWatcher) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.state != stateNew {
-		return ErrStarted
-	}
-	var cons jetstream.Consumer
-	err := kvstore.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		cons, err = w.js.CreateOrUpdateConsumer(ctx, kvstore.StreamName(w.bucket), w.ConsumerConfig())
-		return err
+	stream := kvstore.StreamName(w.bucket)
+	return w.start(ctx, consumeSpec{
+		js:     w.js,
+		stream: stream,
+		cfg:    w.ConsumerConfig(),
+		desc:   fmt.Sprintf("expiry consumer %s on %s", w.cfg.durable, stream),
+		handle: w.handle,
+		pull:   256,
 	})
-	if err != nil {
-		return fmt.Errorf("events: expiry consumer %s on %s: %w", w.cfg.durable, kvstore.StreamName(w.bucket), kvstore.MapError(err))
-	}
-	cc, err := cons.Consume(w.handle,
-		jetstream.PullMaxMessages(256),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Debug("consume", "err", err)
-		}))
-	if err != nil {
-		return fmt.Errorf("events: expiry consume: %w", kvstore.MapError(err))
-	}
-	w.cc = cc
-	w.state = stateRunning
-	w.log.Info("expiry watcher started")
-	return nil
 }
 
 // Stop stops pulling, reports the markers already pulled, and waits for the
 // consume loop. Safe to call more than once, and before Start.
 func (w *ExpiryWatcher) Stop() {
-	w.mu.Lock()
-	if w.state != stateRunning {
-		w.state = stateStopped
-		w.mu.Unlock()
-		return
-	}
-	w.state = stateStopped
-	cc := w.cc
-	w.mu.Unlock()
-	cc.Drain()
-	<-cc.Closed()
-	w.log.Info("expiry watcher stopped")
+	w.stop(jetstream.ConsumeContext.Drain, nil)
 }
 
 // handle runs on the consume loop, one message at a time; it only queues an

@@ -90,6 +90,18 @@ func defaults() config {
 	}
 }
 
+// newPrefixed is the start of a constructor of prefix's components: the
+// prefix's Subjects (an invalid prefix is an error wrapping
+// ErrInvalidOption) and the config of opts (see newConfig).
+func newPrefixed[O any](prefix string, opts []O, apply func(O, *config) error) (Subjects, config, error) {
+	subj, err := NewSubjects(prefix)
+	if err != nil {
+		return Subjects{}, config{}, err
+	}
+	cfg, err := newConfig(opts, apply)
+	return subj, cfg, err
+}
+
 // newConfig applies opts with apply, the constructor's method of them, to
 // the defaults.
 func newConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
@@ -150,6 +162,30 @@ func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
 }
 
+// count is the option setting the count field(c) to n, which must be at
+// least 1 (else an error wrapping ErrInvalidOption, naming what).
+func count(what string, n int, field func(*config) *int) func(*config) error {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("%s %d < 1", what, n)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+// nameOption is the option setting the stream or consumer name field(c)
+// to name, which must pass checkName.
+func nameOption(name string, field func(*config) *string) func(*config) error {
+	return func(c *config) error {
+		if err := checkName(name); err != nil {
+			return err
+		}
+		*field(c) = name
+		return nil
+	}
+}
+
 // WithLogger sets the logger (all components; nil: discard).
 func WithLogger(l *slog.Logger) CommonOption {
 	return func(c *config) error {
@@ -184,13 +220,7 @@ func WithClock(now func() time.Time) PublisherOption {
 // the connection (default DefaultQueueSize). Beyond it events are dropped
 // and counted, never waited for.
 func WithQueueSize(n int) PublisherOption {
-	return publisherOption(func(c *config) error {
-		if n < 1 {
-			return invalid("queue size %d < 1", n)
-		}
-		c.queueSize = n
-		return nil
-	})
+	return publisherOption(count("queue size", n, func(c *config) *int { return &c.queueSize }))
 }
 
 // WithReplicas sets the replica count of the settle/release stream
@@ -208,13 +238,7 @@ func WithReplicas(n int) SettlerOption {
 // WithStreamName overrides the name of the settle/release stream (Settler;
 // default StreamName(prefix)).
 func WithStreamName(name string) SettlerOption {
-	return settlerOption(func(c *config) error {
-		if err := checkName(name); err != nil {
-			return err
-		}
-		c.streamName = name
-		return nil
-	})
+	return settlerOption(nameOption(name, func(c *config) *string { return &c.streamName }))
 }
 
 // StreamBytesFor is the byte limit of the settle/release stream on a
@@ -262,13 +286,7 @@ func WithCommittedTTL(d time.Duration) SettlerOption {
 // a fleet must use the same name, or events are applied (or reported) once
 // per name.
 func WithDurable(name string) ConsumerOption {
-	return ConsumerOption(func(c *config) error {
-		if err := checkName(name); err != nil {
-			return err
-		}
-		c.durable = name
-		return nil
-	})
+	return ConsumerOption(nameOption(name, func(c *config) *string { return &c.durable }))
 }
 
 // WithCallTimeout bounds one claims.Store call for one event (Settler;
@@ -287,13 +305,7 @@ func WithCallTimeout(d time.Duration) SettlerOption {
 // WithConcurrency sets how many events one Settler applies at once
 // (default DefaultConcurrency).
 func WithConcurrency(n int) SettlerOption {
-	return settlerOption(func(c *config) error {
-		if n < 1 {
-			return invalid("concurrency %d < 1", n)
-		}
-		c.concurrency = n
-		return nil
-	})
+	return settlerOption(count("concurrency", n, func(c *config) *int { return &c.concurrency }))
 }
 
 // WithRetryDelay sets the redelivery delay of an event whose store was
@@ -312,13 +324,7 @@ func WithRetryDelay(lo, hi time.Duration) SettlerOption {
 // WithMaxDeliver bounds the delivery attempts of one settle/release event
 // (Settler; default 10). After the last, the event is dropped and counted.
 func WithMaxDeliver(n int) SettlerOption {
-	return settlerOption(func(c *config) error {
-		if n < 1 {
-			return invalid("max deliver %d < 1", n)
-		}
-		c.maxDeliver = n
-		return nil
-	})
+	return settlerOption(count("max deliver", n, func(c *config) *int { return &c.maxDeliver }))
 }
 
 // WithKeyDecoder sets how the ExpiryWatcher turns a claims bucket key into a
@@ -349,23 +355,27 @@ func checkName(name string) error {
 	return nil
 }
 
-// counterVec registers c on reg (promreg.Register: an equal collector
-// already registered is shared, so several components can share a
-// registerer) and returns the collector to use.
-func counterVec(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
-	c, err := promreg.Register(reg, c)
-	if err != nil {
+// counterVec is the counter vector sluice_events_<name> with labels,
+// registered on reg by promreg's policy (an equal collector already
+// registered is shared, so several components can share a registerer), with
+// every combination of values (one list a label) created at zero so that it
+// is exported before its first count.
+func counterVec(reg prometheus.Registerer, name, help string, labels []string, values ...[]string) (*prometheus.CounterVec, error) {
+	set := promreg.NewSet(reg, "events")
+	c := set.CounterVec(name, help, labels...)
+	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
+	var touch func(prefix []string, rest [][]string)
+	touch = func(prefix []string, rest [][]string) {
+		if len(rest) == 0 {
+			c.WithLabelValues(prefix...)
+			return
+		}
+		for _, v := range rest[0] {
+			touch(append(prefix, v), rest[1:])
+		}
+	}
+	touch(nil, values)
 	return c, nil
 }
-
-// lifecycle is the state of a Settler or an ExpiryWatcher: new until Start,
-// running until Stop, then stopped for good.
-type lifecycle int
-
-const (
-	stateNew lifecycle = iota
-	stateRunning
-	stateStopped
-)

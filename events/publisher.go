@@ -57,19 +57,14 @@ func NewPublisher(nc *nats.Conn, prefix string, opts ...PublisherOption) (*Publi
 	if nc == nil {
 		return nil, invalid("nil connection")
 	}
-	subj, err := NewSubjects(prefix)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := newConfig(opts, PublisherOption.applyPublisher)
+	subj, cfg, err := newPrefixed(prefix, opts, PublisherOption.applyPublisher)
 	if err != nil {
 		return nil, err
 	}
 	logger := cfg.logger
-	outcome, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_events_published_total",
-		Help: "Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",
-	}, []string{"outcome"}))
+	outcome, err := counterVec(cfg.reg, "published_total",
+		"Lifecycle events by outcome: ok (handed to the NATS connection), dropped (queue full or publisher closed), error (refused by the connection).",
+		[]string{"outcome"}, []string{pubOK, pubDropped, pubError})
 	if err != nil {
 		return nil, err
 	}
@@ -82,9 +77,6 @@ func NewPublisher(nc *nats.Conn, prefix string, opts ...PublisherOption) (*Publi
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		outcome: outcome,
-	}
-	for _, o := range []string{pubOK, pubDropped, pubError} {
-		p.outcome.WithLabelValues(o)
 	}
 	go p.run()
 	return p, nil

@@ -80,9 +80,7 @@ type Settler struct {
 
 	applied *prometheus.CounterVec
 
-	mu    sync.Mutex
-	state lifecycle
-	cc    jetstream.ConsumeContext
+	consumer
 
 	sem     chan struct{}  // one slot per handler in flight
 	quit    chan struct{}  // closed by Stop
@@ -100,11 +98,7 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	if js == nil || store == nil {
 		return nil, invalid("nil jetstream or store")
 	}
-	subj, err := NewSubjects(prefix)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := newConfig(opts, SettlerOption.applySettler)
+	subj, cfg, err := newPrefixed(prefix, opts, SettlerOption.applySettler)
 	if err != nil {
 		return nil, err
 	}
@@ -117,27 +111,24 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	if cfg.durable == "" {
 		cfg.durable = DefaultSettlerDurable
 	}
-	applied, err := counterVec(cfg.reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_events_applied_total",
-		Help: "Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
-	}, []string{"op", "outcome"}))
+	applied, err := counterVec(cfg.reg, "applied_total",
+		"Settle/release events by operation and outcome (ok, lost, invalid, malformed, unavailable, error).",
+		[]string{"op", "outcome"}, []string{opSettle, opRelease},
+		[]string{outcomeOK, outcomeLost, outcomeInvalid, outcomeMalformed, outcomeUnavailable, outcomeError})
 	if err != nil {
 		return nil, err
 	}
+	log := cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable)
 	s := &Settler{
-		js:      js,
-		store:   store,
-		subj:    subj,
-		cfg:     cfg,
-		log:     cfg.logger.With("component", "events.settler", "stream", cfg.streamName, "consumer", cfg.durable),
-		applied: applied,
-		sem:     make(chan struct{}, cfg.concurrency),
-		quit:    make(chan struct{}),
-	}
-	for _, op := range []string{opSettle, opRelease} {
-		for _, o := range []string{outcomeOK, outcomeLost, outcomeInvalid, outcomeMalformed, outcomeUnavailable, outcomeError} {
-			s.applied.WithLabelValues(op, o)
-		}
+		js:       js,
+		store:    store,
+		subj:     subj,
+		cfg:      cfg,
+		log:      log,
+		applied:  applied,
+		consumer: consumer{kind: "settle", name: "settler", log: log},
+		sem:      make(chan struct{}, cfg.concurrency),
+		quit:     make(chan struct{}),
 	}
 	return s, nil
 }
@@ -177,40 +168,24 @@ func (s *Settler) ConsumerConfig() jetstream.ConsumerConfig {
 // ctx) and starts consuming; the consumption itself does not use ctx and
 // runs until Stop. A Settler starts at most once (else ErrStarted).
 func (s *Settler) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state != stateNew {
-		return ErrStarted
-	}
-	// Retried: on a cluster that is still forming, a create can hang or
-	// fail until leaders are elected, and every node creates these.
-	if err := kvstore.Retry(ctx, func(ctx context.Context) error {
-		_, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig())
-		return err
-	}); err != nil {
-		return fmt.Errorf("events: settle stream %s: %w", s.cfg.streamName, kvstore.MapError(err))
-	}
-	var cons jetstream.Consumer
-	err := kvstore.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		cons, err = s.js.CreateOrUpdateConsumer(ctx, s.cfg.streamName, s.ConsumerConfig())
-		return err
+	return s.start(ctx, consumeSpec{
+		js:     s.js,
+		stream: s.cfg.streamName,
+		cfg:    s.ConsumerConfig(),
+		desc:   "settle consumer " + s.cfg.durable,
+		prepare: func(ctx context.Context) error {
+			// Retried like the consumer: every node creates the stream.
+			if err := kvstore.Retry(ctx, func(ctx context.Context) error {
+				_, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig())
+				return err
+			}); err != nil {
+				return fmt.Errorf("events: settle stream %s: %w", s.cfg.streamName, kvstore.MapError(err))
+			}
+			return nil
+		},
+		handle: s.dispatch,
+		pull:   2 * s.cfg.concurrency,
 	})
-	if err != nil {
-		return fmt.Errorf("events: settle consumer %s: %w", s.cfg.durable, kvstore.MapError(err))
-	}
-	cc, err := cons.Consume(s.dispatch,
-		jetstream.PullMaxMessages(2*s.cfg.concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			s.log.Debug("consume", "err", err)
-		}))
-	if err != nil {
-		return fmt.Errorf("events: settle consume: %w", kvstore.MapError(err))
-	}
-	s.cc = cc
-	s.state = stateRunning
-	s.log.Info("settler started")
-	return nil
 }
 
 // Stop stops pulling events, then waits for the consume loop and every
@@ -218,23 +193,13 @@ func (s *Settler) Start(ctx context.Context) error {
 // not started are redelivered after the ack wait. Safe to call more than
 // once, and before Start.
 func (s *Settler) Stop() {
-	s.mu.Lock()
-	if s.state != stateRunning {
-		s.state = stateStopped
-		s.mu.Unlock()
-		return
-	}
-	s.state = stateStopped
-	cc := s.cc
-	s.mu.Unlock()
-	close(s.quit)
-	s.inMu.Lock()
-	s.closing = true
-	s.inMu.Unlock()
-	cc.Stop()
-	<-cc.Closed()
-	s.wg.Wait()
-	s.log.Info("settler stopped")
+	s.stop(func(cc jetstream.ConsumeContext) {
+		close(s.quit)
+		s.inMu.Lock()
+		s.closing = true
+		s.inMu.Unlock()
+		cc.Stop()
+	}, s.wg.Wait)
 }
 
 // dispatch runs on the consume loop: it waits for a free slot (backpressure
