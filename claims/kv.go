@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -48,13 +49,7 @@ type kvOptions struct {
 // into RetryAfter, ExpiresIn and replay TTLs (absent: time.Now; nil is an
 // invalid option).
 func WithClock(now func() time.Time) KVOption {
-	return func(o *kvOptions) error {
-		if now == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
-		}
-		o.now = now
-		return nil
-	}
+	return option.Clock(now, ErrInvalidOption, func(o *kvOptions) *func() time.Time { return &o.now })
 }
 
 // WithLogger sets the logger (nil or absent: discard). The store logs

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/option"
 )
 
 // DefaultMaxEntries is the default bound of a Memory store.
@@ -62,13 +64,7 @@ type MemOption func(*Memory) error
 // WithMemoryClock sets the clock that expires claims (absent: time.Now;
 // nil is an invalid option).
 func WithMemoryClock(now func() time.Time) MemOption {
-	return func(m *Memory) error {
-		if now == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
-		}
-		m.now = now
-		return nil
-	}
+	return option.Clock(now, ErrInvalidOption, func(m *Memory) *func() time.Time { return &m.now })
 }
 
 // WithMaxEntries bounds the number of claims held, n >= 1 (absent:

@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 )
@@ -91,13 +92,7 @@ func WithBudget(d time.Duration) Option {
 // WithClock replaces time.Now (for tests). The clock decides reading expiry,
 // whether a penalty has passed, and key TTLs.
 func WithClock(now func() time.Time) Option {
-	return func(s *Store) error {
-		if now == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
-		}
-		s.now = now
-		return nil
-	}
+	return option.Clock(now, ErrInvalidOption, func(s *Store) *func() time.Time { return &s.now })
 }
 
 // WithLogger sets the logger (default, or nil: discard). Fallbacks to

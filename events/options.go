@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
@@ -207,13 +208,7 @@ func WithRegisterer(reg prometheus.Registerer) CommonOption {
 // WithClock sets the clock that stamps Lifecycle.At (Publisher; default
 // time.Now).
 func WithClock(now func() time.Time) PublisherOption {
-	return publisherOption(func(c *config) error {
-		if now == nil {
-			return invalid("nil clock")
-		}
-		c.now = now
-		return nil
-	})
+	return publisherOption(option.Clock(now, ErrInvalidOption, func(c *config) *func() time.Time { return &c.now }))
 }
 
 // WithQueueSize bounds the Publisher's buffer of events not yet handed to

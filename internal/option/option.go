@@ -1,0 +1,21 @@
+// Package option holds the checks that several packages' options share,
+// so that each rule is written once (docs/DESIGN.md "Options").
+package option
+
+import (
+	"fmt"
+	"time"
+)
+
+// Clock is the option that sets the clock field(t) to now. A nil clock is
+// an invalid option: the returned function fails with an error wrapping
+// errInvalid (the package's ErrInvalidOption), "…: nil clock".
+func Clock[T any](now func() time.Time, errInvalid error, field func(T) *func() time.Time) func(T) error {
+	return func(t T) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", errInvalid)
+		}
+		*field(t) = now
+		return nil
+	}
+}
