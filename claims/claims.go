@@ -11,11 +11,11 @@ package claims
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // Errors returned by Store and ReplayStore methods.
@@ -39,20 +39,14 @@ var (
 
 // MaxKeyBytes is the longest dedupe key stored as is; longer keys are stored
 // as "sha256:<lowercase hex>" of the key.
-const MaxKeyBytes = 200
+const MaxKeyBytes = names.MaxKey
 
 // MaxPartBytes bounds tenant and source (after which the request is invalid).
 const MaxPartBytes = 256
 
 // NormalizeKey returns the stored form of a dedupe key: the key itself, or
 // "sha256:<hex>" when it is longer than MaxKeyBytes.
-func NormalizeKey(key string) string {
-	if len(key) <= MaxKeyBytes {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func NormalizeKey(key string) string { return names.NormalizeKey(key) }
 
 // ID names one dedupe claim. Key is the raw dedupe key; implementations
 // normalize it with NormalizeKey.
@@ -90,15 +84,7 @@ const (
 
 // String is the outcome's wire name: "ok", "duplicate" or "pending".
 func (o Outcome) String() string {
-	switch o {
-	case OK:
-		return "ok"
-	case Duplicate:
-		return "duplicate"
-	case Pending:
-		return "pending"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
+	return enumName(o, "Outcome", "ok", "duplicate", "pending")
 }
 
 // Result of a Claim. Results that are not failures are values, not errors.
@@ -217,15 +203,16 @@ const (
 // String is the outcome's wire name: "claimed", "already_claimed" or
 // "full".
 func (o ReplayOutcome) String() string {
-	switch o {
-	case Claimed:
-		return "claimed"
-	case AlreadyClaimed:
-		return "already_claimed"
-	case Full:
-		return "full"
+	return enumName(o, "ReplayOutcome", "claimed", "already_claimed", "full")
+}
+
+// enumName is the wire name of v, an outcome numbered from 1 in the order
+// of names, or "<typ>(<v>)" for a value out of range.
+func enumName[T ~int](v T, typ string, names ...string) string {
+	if v >= 1 && int(v) <= len(names) {
+		return names[v-1]
 	}
-	return fmt.Sprintf("ReplayOutcome(%d)", int(o))
+	return fmt.Sprintf("%s(%d)", typ, int(v))
 }
 
 // Replay bounds (PROTOCOL.md).

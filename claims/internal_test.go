@@ -2,6 +2,7 @@ package claims
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -68,5 +69,21 @@ func TestValueCodec(t *testing.T) {
 	}
 	if got := string(encodeValue(valuePending, "h1")); got != `{"s":"p","h":"h1"}` {
 		t.Errorf("pending value %s", got)
+	}
+}
+
+// TestOutcomeNames: every outcome's wire name, and a value out of range
+// named by its type.
+func TestOutcomeNames(t *testing.T) {
+	for _, c := range []struct {
+		got  fmt.Stringer
+		want string
+	}{
+		{OK, "ok"}, {Duplicate, "duplicate"}, {Pending, "pending"}, {Outcome(0), "Outcome(0)"}, {Outcome(4), "Outcome(4)"},
+		{Claimed, "claimed"}, {AlreadyClaimed, "already_claimed"}, {Full, "full"}, {ReplayOutcome(-1), "ReplayOutcome(-1)"},
+	} {
+		if s := c.got.String(); s != c.want {
+			t.Errorf("%s, want %s", s, c.want)
+		}
 	}
 }

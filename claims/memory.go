@@ -183,6 +183,23 @@ func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL tim
 	return Result{Outcome: OK, Revision: e.rev, HookID: hookID}, nil
 }
 
+// onHeld runs fn, under m.mu, on the live entry under id at rev held by
+// hookID (else ErrLost, see held), after the ctx check every call makes.
+// op names the call in errors.
+func (m *Memory) onHeld(ctx context.Context, op string, id ID, hookID string, rev uint64, fn func(e *memEntry, now time.Time) error) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := m.held(op, id, hookID, rev, now)
+	if err != nil {
+		return err
+	}
+	return fn(e, now)
+}
+
 // held returns the live entry under id at rev held by hookID, or ErrLost.
 // m.mu must be held.
 func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time) (*memEntry, error) {
@@ -223,27 +240,19 @@ func (m *Memory) SettleOwnDigest(ctx context.Context, id ID, hookID, digest stri
 	if err != nil {
 		return err
 	}
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, err := m.held("settle", id, hookID, rev, now)
-	if err != nil {
-		return err
-	}
-	if e.committed {
-		return fmt.Errorf("%w: settle: already committed", ErrLost)
-	}
-	m.rev++
-	e.rev = m.rev
-	e.committed = true
-	e.digest = digest
-	e.expires = now.Add(ttl)
-	heap.Fix(&m.byExpiry, e.heapIdx)
-	e.elem = m.committed.PushBack(e)
-	return nil
+	return m.onHeld(ctx, "settle", id, hookID, rev, func(e *memEntry, now time.Time) error {
+		if e.committed {
+			return fmt.Errorf("%w: settle: already committed", ErrLost)
+		}
+		m.rev++
+		e.rev = m.rev
+		e.committed = true
+		e.digest = digest
+		e.expires = now.Add(ttl)
+		heap.Fix(&m.byExpiry, e.heapIdx)
+		e.elem = m.committed.PushBack(e)
+		return nil
+	})
 }
 
 var _ OwnSettler = (*Memory)(nil)
@@ -262,18 +271,10 @@ func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) 
 	if err := validateSettle(id, hookID, rev); err != nil {
 		return err
 	}
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, err := m.held("release", id, hookID, rev, now)
-	if err != nil {
-		return err
-	}
-	m.remove(e)
-	return nil
+	return m.onHeld(ctx, "release", id, hookID, rev, func(e *memEntry, _ time.Time) error {
+		m.remove(e)
+		return nil
+	})
 }
 
 // Get reads the claim on id (StateAbsent when there is none or it

@@ -1,28 +1,22 @@
 package webhook
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // MaxKeyBytes is the longest dedupe (or replay) key used as is; a longer one
 // is replaced by "sha256:<lowercase hex>" of it (the same rule as
 // claims.NormalizeKey).
-const MaxKeyBytes = 200
+const MaxKeyBytes = names.MaxKey
 
 // NormalizeKey returns key, or "sha256:<lowercase hex of SHA-256(key)>" when
 // key is longer than MaxKeyBytes.
-func NormalizeKey(key string) string {
-	if len(key) <= MaxKeyBytes {
-		return key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func NormalizeKey(key string) string { return names.NormalizeKey(key) }
 
 // Dedupe presets and special specs accepted by ParseDedupe.
 const (
