@@ -73,46 +73,64 @@ func (e *AccessError) Error() string { return e.Field + ": " + e.Reason }
 // records).
 func ParseAccess(methods, contentTypes, ipAllow []string) (Access, error) {
 	var a Access
-	for _, m := range methods {
+	var err error
+	a.Methods, err = accessList("methods", methods, 0, "", "give at least one method (or leave it out: POST)", func(m string, got []string) (string, bool, string) {
 		m = strings.ToUpper(m)
 		if !slices.Contains(HookMethods, m) {
-			return Access{}, &AccessError{"methods", fmt.Sprintf("%.16q is not one of %s", m, strings.Join(HookMethods, ", "))}
+			return "", false, fmt.Sprintf("%.16q is not one of %s", m, strings.Join(HookMethods, ", "))
 		}
-		if !slices.Contains(a.Methods, m) {
-			a.Methods = append(a.Methods, m)
-		}
+		return m, !slices.Contains(got, m), ""
+	})
+	if err != nil {
+		return Access{}, err
 	}
-	if methods != nil && len(a.Methods) == 0 {
-		return Access{}, &AccessError{"methods", "give at least one method (or leave it out: POST)"}
-	}
-	if len(contentTypes) > MaxContentTypes {
-		return Access{}, &AccessError{"content_types", fmt.Sprintf("at most %d", MaxContentTypes)}
-	}
-	for _, ct := range contentTypes {
+	a.ContentTypes, err = accessList("content_types", contentTypes, MaxContentTypes, fmt.Sprintf("at most %d", MaxContentTypes), "give at least one media type (or leave it out: any)", func(ct string, _ []string) (string, bool, string) {
 		mt, params, err := mime.ParseMediaType(ct)
 		typ, sub, ok := strings.Cut(mt, "/")
 		if err != nil || len(params) > 0 || !ok || typ == "*" || sub == "" || len(ct) > 128 {
-			return Access{}, &AccessError{"content_types", fmt.Sprintf("%.64q is not a media type such as application/json or text/* (no parameters)", ct)}
+			return "", false, fmt.Sprintf("%.64q is not a media type such as application/json or text/* (no parameters)", ct)
 		}
-		a.ContentTypes = append(a.ContentTypes, mt)
+		return mt, true, ""
+	})
+	if err != nil {
+		return Access{}, err
 	}
-	if contentTypes != nil && len(a.ContentTypes) == 0 {
-		return Access{}, &AccessError{"content_types", "give at least one media type (or leave it out: any)"}
-	}
-	if len(ipAllow) > MaxIPAllow {
-		return Access{}, &AccessError{"ip_allow", fmt.Sprintf("at most %d prefixes", MaxIPAllow)}
-	}
-	for _, s := range ipAllow {
+	a.IPAllow, err = accessList("ip_allow", ipAllow, MaxIPAllow, fmt.Sprintf("at most %d prefixes", MaxIPAllow), "give at least one prefix (or leave it out: any address)", func(s string, _ []netip.Prefix) (netip.Prefix, bool, string) {
 		p, err := ParsePrefix(s)
 		if err != nil {
-			return Access{}, &AccessError{"ip_allow", err.Error()}
+			return p, false, err.Error()
 		}
-		a.IPAllow = append(a.IPAllow, p)
-	}
-	if ipAllow != nil && len(a.IPAllow) == 0 {
-		return Access{}, &AccessError{"ip_allow", "give at least one prefix (or leave it out: any address)"}
+		return p, true, ""
+	})
+	if err != nil {
+		return Access{}, err
 	}
 	return a, nil
+}
+
+// accessList is the one reading of an access list named field: left out
+// (nil) it is nil; given, it has at most max entries (0: no bound; else
+// tooMany), each read by parse (which sees the entries kept so far and
+// says whether to keep it, or why it is invalid), and keeps at least one
+// (else none).
+func accessList[T any](field string, in []string, max int, tooMany, none string, parse func(s string, got []T) (T, bool, string)) ([]T, error) {
+	if max > 0 && len(in) > max {
+		return nil, &AccessError{field, tooMany}
+	}
+	var out []T
+	for _, s := range in {
+		v, keep, bad := parse(s, out)
+		if bad != "" {
+			return nil, &AccessError{field, bad}
+		}
+		if keep {
+			out = append(out, v)
+		}
+	}
+	if in != nil && len(out) == 0 {
+		return nil, &AccessError{field, none}
+	}
+	return out, nil
 }
 
 // ParsePrefix parses a CIDR ("203.0.113.0/24", "2001:db8::/32") or a single

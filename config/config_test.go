@@ -546,6 +546,8 @@ func TestLeafConfig(t *testing.T) {
 		{append(edge, "--hub-domain", "e-1"), `--edge-name: "e-1" is the hub's domain`},
 		{[]string{"--hub-url", "nats-leaf://u:p@hub:7422", "--edge-name", "e1"}, "credentials in the URL are not accepted"},
 		{[]string{"--hub-url", "http://hub:7422", "--edge-name", "e1"}, "scheme must be one of nats-leaf, tls"},
+		{append(edge, "--leaf-token", "short"), "--leaf-token: must be at least 16 bytes (got 5)"},
+		{[]string{"--leaf-listen", "127.0.0.1:x", "--js-domain", "hub"}, "--leaf-listen: invalid port"},
 		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e.1"}, "--edge-name: invalid name"},
 		{[]string{"--js-domain", strings.Repeat("d", 33)}, "--js-domain: invalid name"},
 		{[]string{"--leaf-token", tokX}, "need --leaf-listen (a hub) or --hub-url (an edge)"},

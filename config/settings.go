@@ -146,75 +146,19 @@ var settings = []setting{
 		}
 		return nil
 	}},
-	{"cluster-listen", "host:port", "", "embedded server's cluster (routes) listener", func(c *Config, v string) error {
-		c.ClusterListen = v
-		if v == "" {
-			return nil
-		}
-		return checkHostPort(v)
-	}},
-	{"routes", "urls", "", "comma-separated routes to other sluice nodes (nats-route://host:port)", func(c *Config, v string) error {
-		c.Routes = nil
-		if v == "" {
-			return nil
-		}
-		for r := range strings.SplitSeq(v, ",") {
-			r = strings.TrimSpace(r)
-			if err := checkURL(r, "nats-route", "nats", "tls"); err != nil {
-				return err
-			}
-			c.Routes = append(c.Routes, r)
-		}
-		return nil
-	}},
-	{"cluster-token", "secret", "", "secret every route of the embedded cluster must present (at least 16 bytes; the same on every node)", func(c *Config, v string) error {
-		c.ClusterToken = NewSecret(v)
-		if v != "" && len(v) < MinAdminTokenBytes {
-			return fmt.Errorf("must be at least %d bytes (got %d)", MinAdminTokenBytes, len(v))
-		}
-		return nil
-	}},
+	{"cluster-listen", "host:port", "", "embedded server's cluster (routes) listener", optional(func(c *Config) *string { return &c.ClusterListen }, checkHostPort)},
+	{"routes", "urls", "", "comma-separated routes to other sluice nodes (nats-route://host:port)", urls(func(c *Config) *[]string { return &c.Routes }, "nats-route", "nats", "tls")},
+	{"cluster-token", "secret", "", "secret every route of the embedded cluster must present (at least 16 bytes; the same on every node)", token(func(c *Config) *Secret { return &c.ClusterToken }, "")},
 	{"cluster-tls-ca", "path", "", "CA that signs every node's route certificate (mutual TLS on routes)", str(func(c *Config) *string { return &c.ClusterTLS.CA })},
 	{"cluster-tls-cert", "path", "", "this node's route certificate (with --cluster-tls-key and --cluster-tls-ca)", str(func(c *Config) *string { return &c.ClusterTLS.Cert })},
 	{"cluster-tls-key", "path", "", "key of --cluster-tls-cert", str(func(c *Config) *string { return &c.ClusterTLS.Key })},
-	{"js-domain", "name", "", "JetStream domain of the embedded server (a hub serving edges: they address it by it)", func(c *Config, v string) error {
-		c.JSDomain = v
-		if v == "" {
-			return nil
-		}
-		return names.ValidateDomain(v)
-	}},
-	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", func(c *Config, v string) error {
-		c.LeafListen = v
-		if v == "" {
-			return nil
-		}
-		return checkHostPort(v)
-	}},
-	{"leaf-token", "secret", "", "secret every leaf connection presents (at least 16 bytes; the same on the hub and its edges; prefer SLUICE_LEAF_TOKEN)", func(c *Config, v string) error {
-		c.LeafToken = NewSecret(v)
-		if v != "" && len(v) < MinAdminTokenBytes {
-			return fmt.Errorf("must be at least %d bytes (got %d)", MinAdminTokenBytes, len(v))
-		}
-		return nil
-	}},
+	{"js-domain", "name", "", "JetStream domain of the embedded server (a hub serving edges: they address it by it)", optional(func(c *Config) *string { return &c.JSDomain }, names.ValidateDomain)},
+	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", optional(func(c *Config) *string { return &c.LeafListen }, checkHostPort)},
+	{"leaf-token", "secret", "", "secret every leaf connection presents (at least 16 bytes; the same on the hub and its edges; prefer SLUICE_LEAF_TOKEN)", token(func(c *Config) *Secret { return &c.LeafToken }, "")},
 	{"leaf-tls-ca", "path", "", "leaf TLS: CA of the hub's certificate (edge), or of the edges' certificates, then required (hub)", str(func(c *Config) *string { return &c.LeafTLS.CA })},
 	{"leaf-tls-cert", "path", "", "leaf TLS: the hub's certificate (hub), or the edge's client certificate (edge); with --leaf-tls-key", str(func(c *Config) *string { return &c.LeafTLS.Cert })},
 	{"leaf-tls-key", "path", "", "key of --leaf-tls-cert", str(func(c *Config) *string { return &c.LeafTLS.Key })},
-	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", func(c *Config, v string) error {
-		c.HubURLs = nil
-		if v == "" {
-			return nil
-		}
-		for r := range strings.SplitSeq(v, ",") {
-			r = strings.TrimSpace(r)
-			if err := checkURL(r, "nats-leaf", "tls"); err != nil {
-				return err
-			}
-			c.HubURLs = append(c.HubURLs, r)
-		}
-		return nil
-	}},
+	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", urls(func(c *Config) *[]string { return &c.HubURLs }, "nats-leaf", "tls")},
 	{"edge-name", "name", "", "edge mode: this edge's name, unique among the hub's edges (its JetStream domain)", func(c *Config, v string) error {
 		c.EdgeName = v
 		if v == "" {
@@ -245,14 +189,7 @@ var settings = []setting{
 		c.Replicas = int(n)
 		return err
 	}},
-	{"admin-token", "secret", "", "bearer token enabling the admin API (at least 16 bytes)", func(c *Config, v string) error {
-		c.AdminToken = NewSecret(v)
-		if v != "" && len(v) < MinAdminTokenBytes {
-			// Never the value: only its length.
-			return fmt.Errorf("must be at least %d bytes (got %d); e.g. openssl rand -hex 32", MinAdminTokenBytes, len(v))
-		}
-		return nil
-	}},
+	{"admin-token", "secret", "", "bearer token enabling the admin API (at least 16 bytes)", token(func(c *Config) *Secret { return &c.AdminToken }, "; e.g. openssl rand -hex 32")},
 	{"secrets-key-file", "path", "", "file of AES-256 keys (\"<id> <base64 of 32 bytes>\" per line, the first one encrypts) that seal source secrets stored through the admin API", str(func(c *Config) *string { return &c.SecretsKeyFile })},
 	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<40)
@@ -354,22 +291,55 @@ var settings = []setting{
 
 // str sets a free-form string field.
 // validHeaderName reports whether s is an HTTP token of 1..128 bytes.
-func validHeaderName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
+func validHeaderName(s string) bool { return names.HTTPToken(s, 128) }
 
 func str(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		*field(c) = v
+		return nil
+	}
+}
+
+// optional sets a string field that is empty (unset) or passes check.
+func optional(field func(*Config) *string, check func(string) error) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(c) = v
+		if v == "" {
+			return nil
+		}
+		return check(v)
+	}
+}
+
+// urls sets a list field from comma-separated URLs (empty: none), each
+// checked by checkURL with schemes.
+func urls(field func(*Config) *[]string, schemes ...string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		list := field(c)
+		*list = nil
+		if v == "" {
+			return nil
+		}
+		for r := range strings.SplitSeq(v, ",") {
+			r = strings.TrimSpace(r)
+			if err := checkURL(r, schemes...); err != nil {
+				return err
+			}
+			*list = append(*list, r)
+		}
+		return nil
+	}
+}
+
+// token sets a shared secret field: empty (unset) or at least
+// MinAdminTokenBytes; the error says hint after the lengths, and never the
+// value.
+func token(field func(*Config) *Secret, hint string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		*field(c) = NewSecret(v)
+		if v != "" && len(v) < MinAdminTokenBytes {
+			return fmt.Errorf("must be at least %d bytes (got %d)%s", MinAdminTokenBytes, len(v), hint)
+		}
 		return nil
 	}
 }

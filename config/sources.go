@@ -449,16 +449,7 @@ func CheckBodyLimit(n int64) error {
 // validEnvName reports whether s is a portable environment variable name:
 // [A-Za-z_][A-Za-z0-9_]*.
 func validEnvName(s string) bool {
-	if s == "" || len(s) > 256 || ('0' <= s[0] && s[0] <= '9') {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return names.Charset(s, 256, "_") && !('0' <= s[0] && s[0] <= '9')
 }
 
 // resolveNATSUsers checks nats_users: a role of authz.Roles, tenants (valid

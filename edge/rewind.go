@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -139,16 +140,7 @@ func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, 
 
 // validConsumerName: 1..64 bytes of [A-Za-z0-9_-] (a subject token).
 func validConsumerName(s string) bool {
-	if s == "" || len(s) > maxConsumerName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return len(s) <= maxConsumerName && names.PlainToken(s)
 }
 
 // postRewind is POST /v1/admin/hooks/{tenant}/rewind.

@@ -256,7 +256,13 @@ func (b *Bucket) Put(ctx context.Context, key string, value []byte, ttl time.Dur
 
 // Get reads the live value of key: ErrNotFound when there is none.
 func (b *Bucket) Get(ctx context.Context, key string) (*Record, error) {
-	rec, _, err := b.getLast(ctx, key)
+	return live(ctx, key, b.getLast)
+}
+
+// live reads key's last message with read (getLast or getLastLeader) and
+// keeps a live value: a marker is ErrNotFound, as nothing is.
+func live(ctx context.Context, key string, read func(context.Context, string) (*Record, uint64, error)) (*Record, error) {
+	rec, _, err := read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -337,14 +343,7 @@ func parseTTL(v string) time.Duration {
 // whose direct read contradicts what it knows (a revision it was just given)
 // confirms with GetLeader. ErrNotFound when there is no live value.
 func (b *Bucket) GetLeader(ctx context.Context, key string) (*Record, error) {
-	rec, _, err := b.getLastLeader(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
-	}
-	return rec, nil
+	return live(ctx, key, b.getLastLeader)
 }
 
 // getLastLeader is getLast answered by the stream leader.

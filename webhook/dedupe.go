@@ -216,18 +216,4 @@ func (d Dedupe) Lookup(h http.Header, body []byte) (key string, idempotency, ok 
 
 // isToken reports whether s is a non-empty RFC 9110 token (a valid header
 // field name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return names.HTTPToken(s, 0) }

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/names"
 )
 
 // ErrInvalidScheme is returned by Scheme.Validate and NewSchemeVerifier for a
@@ -582,16 +584,7 @@ const MaxCRCTokenBytes = 256
 // of base64 and base64url characters. A source answering CRCs refuses
 // bodies of that form (a CRC answer for one would be a valid signature).
 func ValidCRCToken(s string) bool {
-	if s == "" || len(s) > MaxCRCTokenBytes {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("+/=-_", c) >= 0) {
-			return false
-		}
-	}
-	return true
+	return names.Charset(s, MaxCRCTokenBytes, "+/=-_")
 }
 
 // Name returns the scheme's name (a preset's name, or its type).
