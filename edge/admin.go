@@ -72,6 +72,28 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// pathTenant is the {tenant} of an admin path; an invalid one is answered
+// 400 invalid_tenant (false).
+func pathTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tenant := r.PathValue("tenant")
+	if !ValidName(tenant) {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		return "", false
+	}
+	return tenant, true
+}
+
+// overrideTenant is pathTenant for a request that changes an override:
+// without an override store it is answered status with error code (false).
+func (h *Handler) overrideTenant(w http.ResponseWriter, r *http.Request, status int, code string) (string, bool) {
+	tenant, ok := pathTenant(w, r)
+	if ok && h.cfg.Overrides == nil {
+		writeJSON(w, status, map[string]any{"error": code})
+		return "", false
+	}
+	return tenant, ok
+}
+
 type limitsReply struct {
 	Tenant string `json:"tenant"`
 	Limits
@@ -79,9 +101,8 @@ type limitsReply struct {
 }
 
 func (h *Handler) getLimits(w http.ResponseWriter, r *http.Request) {
-	tenant := r.PathValue("tenant")
-	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+	tenant, ok := pathTenant(w, r)
+	if !ok {
 		return
 	}
 	l, origin := h.EffectiveLimits(tenant)
@@ -96,13 +117,8 @@ func validRate(name string, r Rate) error {
 }
 
 func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
-	tenant := r.PathValue("tenant")
-	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
-		return
-	}
-	if h.cfg.Overrides == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+	tenant, ok := h.overrideTenant(w, r, http.StatusServiceUnavailable, "store_unavailable")
+	if !ok {
 		return
 	}
 	var in struct {
@@ -121,19 +137,18 @@ func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	// Fields left out keep their current effective value.
 	cur, _ := h.EffectiveLimits(tenant)
-	if in.Hooks != nil {
-		if err := validRate("hooks", *in.Hooks); err != nil {
+	for _, f := range []struct {
+		name    string
+		in, cur *Rate
+	}{{"hooks", in.Hooks, &cur.Hooks}, {"bytes", in.Bytes, &cur.Bytes}} {
+		if f.in == nil {
+			continue
+		}
+		if err := validRate(f.name, *f.in); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
 			return
 		}
-		cur.Hooks = *in.Hooks
-	}
-	if in.Bytes != nil {
-		if err := validRate("bytes", *in.Bytes); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
-			return
-		}
-		cur.Bytes = *in.Bytes
+		*f.cur = *f.in
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
 	defer cancel()
@@ -156,13 +171,8 @@ func (h *Handler) resetTenant(ctx context.Context, tenant string) {
 }
 
 func (h *Handler) deleteLimits(w http.ResponseWriter, r *http.Request) {
-	tenant := r.PathValue("tenant")
-	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
-		return
-	}
-	if h.cfg.Overrides == nil {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+	tenant, ok := h.overrideTenant(w, r, http.StatusNotFound, "not_found")
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
@@ -182,11 +192,11 @@ func (h *Handler) deleteLimits(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
-	tenant, source, key := r.PathValue("tenant"), r.PathValue("source"), r.PathValue("key")
-	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+	tenant, ok := pathTenant(w, r)
+	if !ok {
 		return
 	}
+	source, key := r.PathValue("source"), r.PathValue("key")
 	if !ValidName(source) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
 		return

@@ -145,13 +145,12 @@ func validConsumerName(s string) bool {
 
 // postRewind is POST /v1/admin/hooks/{tenant}/rewind.
 func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
-	tenant := r.PathValue("tenant")
+	tenant, ok := pathTenant(w, r)
+	if !ok {
+		return
+	}
 	bad := func(reason string) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": reason})
-	}
-	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
-		return
 	}
 	rw, ok := h.cfg.Hooks.(HookRewinder)
 	if !ok {
