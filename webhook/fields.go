@@ -109,11 +109,7 @@ func parseTolerance(v string) (time.Duration, error) {
 // IsSchemeType reports whether name is a scheme type (hmac, token, basic):
 // a custom scheme, as opposed to a preset name.
 func IsSchemeType(name string) bool {
-	switch name {
-	case SchemeHMAC, SchemeToken, SchemeBasic:
-		return true
-	}
-	return false
+	return slices.Contains([]string{SchemeHMAC, SchemeToken, SchemeBasic}, name)
 }
 
 // KnownScheme reports whether name is a preset (Presets) or a scheme type.

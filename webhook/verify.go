@@ -54,6 +54,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -184,13 +185,7 @@ func NewVerifier(name, secret string) (Verifier, error) {
 }
 
 // KnownVerifier reports whether name is one of Verifiers.
-func KnownVerifier(name string) bool {
-	switch name {
-	case VerifierGitHub, VerifierStripe, VerifierStandard:
-		return true
-	}
-	return false
-}
+func KnownVerifier(name string) bool { return slices.Contains(Verifiers(), name) }
 
 // macSHA256 returns HMAC-SHA256(key, parts...).
 func macSHA256(key []byte, parts ...[]byte) []byte {
