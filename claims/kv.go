@@ -56,12 +56,7 @@ func WithClock(now func() time.Time) KVOption {
 // only what a caller cannot see in its results: unreadable records and
 // contention retries.
 func WithLogger(l *slog.Logger) KVOption {
-	return func(o *kvOptions) error {
-		if l != nil {
-			o.log = l
-		}
-		return nil
-	}
+	return option.Logger(l, func(o *kvOptions) **slog.Logger { return &o.log })
 }
 
 // applyKVOptions applies opts for a store on b.

@@ -39,20 +39,24 @@ const (
 	RouteChecking = "local: reading the hub's partition count"
 )
 
-// NewRoute returns the route of an edge with partitions partitions; read
-// reads the hub fleet's partition count (quota.FleetPartitions on the
-// hub's leases bucket).
-func NewRoute(linked func() bool, read func(ctx context.Context) (int, error), partitions int, log *slog.Logger, reg prometheus.Registerer) (*Route, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewRoute returns the route of an edge: linked reports whether the leaf
+// connection to the hub is up, read reads the hub fleet's partition count
+// (quota.FleetPartitions on the hub's leases bucket). Options:
+// WithPartitions, WithLogger, WithRegisterer; a bad one is an error
+// wrapping ErrInvalidOption.
+func NewRoute(linked func() bool, read func(ctx context.Context) (int, error), opts ...RouteOption) (*Route, error) {
+	if linked == nil || read == nil {
+		return nil, fmt.Errorf("%w: nil linked or read", ErrInvalidOption)
 	}
-	r := &Route{linked: linked, read: read, want: partitions, log: log,
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sluice", Subsystem: "edge", Name: "hub_quota",
-			Help: "1 while the edge's rate limits and quotas are decided by the hub's owners, 0 while by the edge itself.",
-		})}
-	var err error
-	if r.gauge, err = promreg.Register(reg, r.gauge); err != nil {
+	cfg, err := newRouteConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := promreg.NewSet(cfg.reg, "edge")
+	r := &Route{linked: linked, read: read, want: cfg.partitions, log: cfg.log,
+		gauge: m.Gauge("hub_quota", "1 while the edge's rate limits and quotas are decided by the hub's owners, 0 while by the edge itself."),
+	}
+	if err := m.Err(); err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
 	s := RouteLinkDown

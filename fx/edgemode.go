@@ -107,7 +107,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 			return 0, err
 		}
 		return quota.FleetPartitions(ctx, b)
-	}, cfg.Partitions, qlog, reg)
+	}, forward.WithPartitions(cfg.Partitions), forward.WithLogger(qlog), forward.WithRegisterer(reg))
 	if err != nil {
 		return nil, err
 	}

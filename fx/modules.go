@@ -360,6 +360,10 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		// A claim the hub's owners took is settled in the hub's bucket.
 		admitter = forward.Admitter{Fleet: q.Fleet, Claims: s.EdgeClaims}
 	}
+	admin, err := tenants.NewAdmin(s.Tenants, s.Policy, tenants.WithLogger(log.With("component", "admin")), tenants.WithTimeout(cfg.StoreTimeout))
+	if err != nil {
+		return nil, err
+	}
 	h, err := edge.New(edge.Config{
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
@@ -382,7 +386,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		TrustedProxies: cfg.TrustedProxies,
 		ClientIPHeader: cfg.ClientIPHeader,
 		AdminToken:     cfg.AdminToken.Reveal(),
-		AdminRoutes:    tenants.NewAdmin(s.Tenants, s.Policy, log.With("component", "admin"), cfg.StoreTimeout, nil).Routes(),
+		AdminRoutes:    admin.Routes(),
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")

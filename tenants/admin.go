@@ -41,16 +41,23 @@ type Admin struct {
 	timeout time.Duration
 }
 
-// NewAdmin returns the admin endpoints over reg and pol. timeout bounds
-// one request's store calls; now is the clock (nil: time.Now).
-func NewAdmin(reg *Registry, pol *Policy, log *slog.Logger, timeout time.Duration, now func() time.Time) *Admin {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewAdmin returns the admin endpoints over reg and pol, which must not be
+// nil. Options: WithLogger, WithTimeout, WithClock; a bad one is an error
+// wrapping ErrInvalidOption.
+func NewAdmin(reg *Registry, pol *Policy, opts ...AdminOption) (*Admin, error) {
+	if reg == nil || pol == nil {
+		return nil, fmt.Errorf("%w: nil registry or policy", ErrInvalidOption)
 	}
-	if now == nil {
-		now = time.Now
+	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: DefaultAdminTimeout}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyAdmin(a); err != nil {
+			return nil, err
+		}
 	}
-	return &Admin{reg: reg, pol: pol, log: log, now: now, timeout: timeout}
+	return a, nil
 }
 
 // Routes are the admin routes (edge.Config.AdminRoutes).

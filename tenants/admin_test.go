@@ -74,7 +74,11 @@ func newFixtureOn(t *testing.T, k *testkit.Kit, keys *tenants.Keyring) *fixture 
 	t.Cleanup(f.reg.Stop)
 	f.pol = tenants.NewPolicy(cfg, f.reg)
 	mux := http.NewServeMux()
-	for _, r := range tenants.NewAdmin(f.reg, f.pol, log, 250*time.Millisecond, f.clock.Now).Routes() {
+	admin, err := tenants.NewAdmin(f.reg, f.pol, tenants.WithLogger(log), tenants.WithTimeout(250*time.Millisecond), tenants.WithClock(f.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range admin.Routes() {
 		mux.HandleFunc(r.Pattern, r.Handler)
 	}
 	f.srv = httptest.NewServer(mux)

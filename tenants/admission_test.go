@@ -102,7 +102,11 @@ func TestReloadWithoutTenantsKeepsClosed(t *testing.T) {
 func httpAdmin(t *testing.T, reg *tenants.Registry, pol *tenants.Policy) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	for _, r := range tenants.NewAdmin(reg, pol, nil, 250*time.Millisecond, nil).Routes() {
+	admin, err := tenants.NewAdmin(reg, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range admin.Routes() {
 		mux.HandleFunc(r.Pattern, r.Handler)
 	}
 	srv := httptest.NewServer(mux)

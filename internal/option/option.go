@@ -4,6 +4,7 @@ package option
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -16,6 +17,17 @@ func Clock[T any](now func() time.Time, errInvalid error, field func(T) *func() 
 			return fmt.Errorf("%w: nil clock", errInvalid)
 		}
 		*field(t) = now
+		return nil
+	}
+}
+
+// Logger is the option that sets the logger field(t) to l; a nil l keeps
+// the default (the constructors' default is a discarding logger).
+func Logger[T any](l *slog.Logger, field func(T) **slog.Logger) func(T) error {
+	return func(t T) error {
+		if l != nil {
+			*field(t) = l
+		}
 		return nil
 	}
 }

@@ -2,11 +2,15 @@ package option
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 )
 
-type target struct{ now func() time.Time }
+type target struct {
+	now func() time.Time
+	log *slog.Logger
+}
 
 func clockOf(t *target) *func() time.Time { return &t.now }
 
@@ -29,5 +33,18 @@ func TestClock(t *testing.T) {
 	}
 	if tg.now != nil {
 		t.Fatal("nil clock set")
+	}
+}
+
+// TestLogger: a logger is set; nil keeps the one there.
+func TestLogger(t *testing.T) {
+	logOf := func(t *target) **slog.Logger { return &t.log }
+	def, l := slog.New(slog.DiscardHandler), slog.Default()
+	tg := target{log: def}
+	if err := Logger(nil, logOf)(&tg); err != nil || tg.log != def {
+		t.Fatalf("nil logger: %v, replaced %v", err, tg.log != def)
+	}
+	if err := Logger(l, logOf)(&tg); err != nil || tg.log != l {
+		t.Fatalf("logger: %v, set %v", err, tg.log == l)
 	}
 }

@@ -1,0 +1,67 @@
+package forward
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/option"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// ErrInvalidOption is wrapped by the error NewRoute returns for an option
+// with a bad argument (docs/DESIGN.md "Options").
+var ErrInvalidOption = errors.New("forward: invalid option")
+
+// RouteOption configures NewRoute.
+type RouteOption interface{ applyRoute(*routeConfig) error }
+
+type routeConfig struct {
+	partitions int
+	log        *slog.Logger
+	reg        prometheus.Registerer
+}
+
+type routeOption func(*routeConfig) error
+
+func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
+
+// WithPartitions sets the edge's partition count, compared with the hub
+// fleet's (default quota.DefaultPartitions; at least 1). It must be the
+// count the edge's quota Client routes with.
+func WithPartitions(n int) RouteOption {
+	return routeOption(func(c *routeConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: partitions %d < 1", ErrInvalidOption, n)
+		}
+		c.partitions = n
+		return nil
+	})
+}
+
+// WithLogger sets the logger of the route's changes (nil or absent:
+// discard).
+func WithLogger(l *slog.Logger) RouteOption {
+	return routeOption(option.Logger(l, func(c *routeConfig) **slog.Logger { return &c.log }))
+}
+
+// WithRegisterer registers the route's gauge sluice_edge_hub_quota on reg
+// (nil or absent: kept, not exported).
+func WithRegisterer(reg prometheus.Registerer) RouteOption {
+	return routeOption(func(c *routeConfig) error { c.reg = reg; return nil })
+}
+
+func newRouteConfig(opts []RouteOption) (routeConfig, error) {
+	c := routeConfig{partitions: quota.DefaultPartitions, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyRoute(&c); err != nil {
+			return routeConfig{}, err
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,52 @@
+package forward_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// TestRouteOptions: a bad option or a missing function is an error
+// wrapping ErrInvalidOption; without WithPartitions the edge expects the
+// default count, and WithPartitions overrides it.
+func TestRouteOptions(t *testing.T) {
+	linked := func() bool { return true }
+	count := func(n int) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { return n, nil }
+	}
+	if _, err := forward.NewRoute(linked, count(1), forward.WithPartitions(0)); !errors.Is(err, forward.ErrInvalidOption) {
+		t.Errorf("zero partitions: %v, want ErrInvalidOption", err)
+	}
+	if _, err := forward.NewRoute(nil, count(1)); !errors.Is(err, forward.ErrInvalidOption) {
+		t.Errorf("nil linked: %v", err)
+	}
+
+	r, err := forward.NewRoute(linked, count(quota.DefaultPartitions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Check(context.Background())
+	if r.State() != forward.RouteHub || !r.Reachable() {
+		t.Fatalf("default partitions against a hub of %d: %q", quota.DefaultPartitions, r.State())
+	}
+
+	reg := prometheus.NewRegistry()
+	r, err = forward.NewRoute(linked, count(quota.DefaultPartitions), forward.WithPartitions(8), forward.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Check(context.Background())
+	if r.Reachable() || !strings.Contains(r.State(), "this edge 8") {
+		t.Fatalf("8 partitions against %d: reachable %v, %q", quota.DefaultPartitions, r.Reachable(), r.State())
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "sluice_edge_hub_quota" || mfs[0].GetMetric()[0].GetGauge().GetValue() != 0 {
+		t.Fatalf("registered: %v, %v", mfs, err)
+	}
+}
