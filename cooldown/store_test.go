@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/cooldown"
@@ -71,16 +70,7 @@ func (e *env) store(opts ...cooldown.Option) *cooldown.Store {
 // node would.
 func (e *env) secondBucket(t *testing.T) *kvstore.Bucket {
 	t.Helper()
-	nc, err := e.kit.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := kvstore.OpenBucket(testkit.Context(t), js, cooldown.BucketConfig("t", 1))
+	b, err := kvstore.OpenBucket(testkit.Context(t), testkit.JetStream(t, e.kit.Connect(t)), cooldown.BucketConfig("t", 1))
 	if err != nil {
 		t.Fatal(err)
 	}

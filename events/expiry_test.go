@@ -23,35 +23,14 @@ import (
 // through pub, stopped with the test (before pub is closed).
 func startWatcher(t *testing.T, js jetstream.JetStream, pub *events.Publisher, opts ...events.ExpiryOption) *events.ExpiryWatcher {
 	t.Helper()
-	w, err := events.NewExpiryWatcher(js, kvstore.BucketNames(prefix).Claims, pub, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return w
+	return started[*events.ExpiryWatcher](t)(events.NewExpiryWatcher(js, kvstore.BucketNames(prefix).Claims, pub, opts...))
 }
 
 // node is one fleet member: its own connection, publisher and watcher.
 func (e *env) node(t *testing.T, reg prometheus.Registerer) {
 	t.Helper()
-	nc, err := e.k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := events.NewPublisher(nc, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWatcher(t, js, pub, events.WithRegisterer(reg))
+	nc := e.k.Connect(t)
+	startWatcher(t, testkit.JetStream(t, nc), newPublisher(t, nc), events.WithRegisterer(reg))
 }
 
 func TestExpiredClaimIsReportedOnceFleetWide(t *testing.T) {
@@ -127,11 +106,8 @@ func TestReleasedClaimIsNotReportedExpired(t *testing.T) {
 	ctx := testkit.Context(t)
 
 	id := claims.ID{Tenant: "t.1", Source: "gh", Key: "k"}
-	res, err := st.Claim(ctx, id, "h1", 3*time.Second)
-	if err != nil || res.Outcome != claims.OK {
-		t.Fatalf("claim: %+v %v", res, err)
-	}
-	if err := st.Release(ctx, id, "h1", res.Revision); err != nil {
+	rev := claimOK(t, ctx, st, id, "h1", 3*time.Second)
+	if err := st.Release(ctx, id, "h1", rev); err != nil {
 		t.Fatal(err)
 	}
 	// The purge marker lives 1 s; a sentinel expiring 2 s after the release
@@ -236,10 +212,7 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 		t.Helper()
 		ctx, cancel := shortCtx(t)
 		defer cancel()
-		res, err := store.Claim(ctx, claims.ID{Tenant: tenant, Source: "s", Key: "k"}, "h", time.Second)
-		if err != nil || res.Outcome != claims.OK {
-			t.Fatalf("claim %s: %+v %v", tenant, res, err)
-		}
+		claimOK(t, ctx, store, claims.ID{Tenant: tenant, Source: "s", Key: "k"}, "h", time.Second)
 	}
 	claimOne("before")
 	testkit.Eventually(t, 5*time.Second, func() bool { return s.count(subj.ClaimExpired("before")) == 1 }, "expiry before the restart")

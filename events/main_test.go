@@ -45,17 +45,38 @@ func newEnv(t *testing.T, opts ...testkit.Option) *env {
 // closed with the test.
 func (e *env) publisher(t *testing.T, opts ...events.PublisherOption) *events.Publisher {
 	t.Helper()
-	nc, err := e.k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	return newPublisher(t, e.k.Connect(t), opts...)
+}
+
+// newPublisher returns a Publisher on nc, closed with the test.
+func newPublisher(t *testing.T, nc *nats.Conn, opts ...events.PublisherOption) *events.Publisher {
+	t.Helper()
 	p, err := events.NewPublisher(nc, prefix, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// started returns a function that starts the component a constructor
+// returned (failing the test on the constructor's error or Start's) and
+// stops it with the test: started[*events.Settler](t)(events.NewSettler(…)).
+func started[C interface {
+	Start(context.Context) error
+	Stop()
+}](t *testing.T) func(C, error) C {
+	return func(c C, err error) C {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(testkit.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
+		return c
+	}
 }
 
 // settleEvent publishes ev to subject on core NATS, like any client would.
@@ -81,7 +102,14 @@ func (e *env) publishEvent(t *testing.T, subject string, ev any) {
 
 func (e *env) claim(t *testing.T, id claims.ID, hookID string, ttl time.Duration) uint64 {
 	t.Helper()
-	res, err := e.store.Claim(testkit.Context(t), id, hookID, ttl)
+	return claimOK(t, testkit.Context(t), e.store, id, hookID, ttl)
+}
+
+// claimOK claims id for hookID on st, which must answer OK, and returns
+// the claim's revision.
+func claimOK(t *testing.T, ctx context.Context, st claims.Store, id claims.ID, hookID string, ttl time.Duration) uint64 {
+	t.Helper()
+	res, err := st.Claim(ctx, id, hookID, ttl)
 	if err != nil || res.Outcome != claims.OK {
 		t.Fatalf("claim %+v: %+v %v", id, res, err)
 	}

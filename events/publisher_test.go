@@ -100,10 +100,7 @@ func TestPublisherNeverFailsTheCaller(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	nc, err := e.k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := e.k.Connect(t)
 	p, err := events.NewPublisher(nc, prefix, events.WithRegisterer(reg), events.WithQueueSize(1))
 	if err != nil {
 		t.Fatal(err)
@@ -140,17 +137,14 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	ctx := testkit.Context(t)
 
 	a := claims.ID{Tenant: "a.b", Source: "gh", Key: "k1"}
-	res, err := st.Claim(ctx, a, "h1", 30*time.Second)
-	if err != nil || res.Outcome != claims.OK {
-		t.Fatalf("claim: %+v %v", res, err)
-	}
+	rev := claimOK(t, ctx, st, a, "h1", 30*time.Second)
 	if res2, err := st.Claim(ctx, a, "h2", 30*time.Second); err != nil || res2.Outcome != claims.Pending {
 		t.Fatalf("second claim: %+v %v", res2, err)
 	}
-	if err := st.Settle(ctx, a, "h1", res.Revision+99, time.Hour); err == nil {
+	if err := st.Settle(ctx, a, "h1", rev+99, time.Hour); err == nil {
 		t.Fatal("stale settle succeeded")
 	}
-	if err := st.Settle(ctx, a, "h1", res.Revision, time.Hour); err != nil {
+	if err := st.Settle(ctx, a, "h1", rev, time.Hour); err != nil {
 		t.Fatalf("settle: %v", err)
 	}
 	if res3, err := st.Claim(ctx, a, "h3", 30*time.Second); err != nil || res3.Outcome != claims.Duplicate {
@@ -236,7 +230,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatalf("committed payload of SettleOwn %+v", c)
 	}
 	c := s.on(e.subj.ClaimCommitted("a.b"))[0].ev
-	if c.Tenant != "a.b" || c.Source != "gh" || c.Key != "k1" || c.HookID != "h1" || c.Revision != res.Revision {
+	if c.Tenant != "a.b" || c.Source != "gh" || c.Key != "k1" || c.HookID != "h1" || c.Revision != rev {
 		t.Fatalf("committed payload %+v", c)
 	}
 	r := s.on(e.subj.ClaimReleased("a.b"))[0].ev

@@ -17,15 +17,7 @@ import (
 // startSettler starts a Settler on store, stopped with the test.
 func (e *env) startSettler(t *testing.T, store claims.Store, opts ...events.SettlerOption) *events.Settler {
 	t.Helper()
-	s, err := events.NewSettler(e.k.JS, store, prefix, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	return started[*events.Settler](t)(events.NewSettler(e.k.JS, store, prefix, opts...))
 }
 
 // drained reports whether the settler consumer has nothing pending, nothing
