@@ -74,6 +74,15 @@ func claim(t *testing.T, s claims.Store, cid claims.ID, hook string, ttl time.Du
 	return r
 }
 
+// claimAs claims cid for hook, which must give outcome o held by holder
+// (see wantOutcome), and returns the result.
+func claimAs(t *testing.T, s claims.Store, cid claims.ID, hook string, ttl time.Duration, o claims.Outcome, holder string) claims.Result {
+	t.Helper()
+	r := claim(t, s, cid, hook, ttl)
+	wantOutcome(t, r, o, holder)
+	return r
+}
+
 func wantOutcome(t *testing.T, r claims.Result, o claims.Outcome, hook string) {
 	t.Helper()
 	if r.Outcome != o || r.HookID != hook || r.Revision == 0 {
@@ -112,12 +121,10 @@ func eventuallyClaim(t *testing.T, s claims.Store, cid claims.ID, hook string, t
 func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	k := id("acme", "gh", "delivery-1")
-	r1 := claim(t, s, k, "h1", 30*time.Second)
-	wantOutcome(t, r1, claims.OK, "h1")
+	r1 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	wantState(t, get(t, s, k), claims.StatePending, "h1", r1.Revision)
 
-	r2 := claim(t, s, k, "h2", 30*time.Second)
-	wantOutcome(t, r2, claims.Pending, "h1")
+	r2 := claimAs(t, s, k, "h2", 30*time.Second, claims.Pending, "h1")
 	if r2.Revision != r1.Revision || r2.RetryAfter <= 20*time.Second || r2.RetryAfter > 30*time.Second {
 		t.Fatalf("pending result %+v: want revision %d, retry after in (20s, 30s]", r2, r1.Revision)
 	}
@@ -125,8 +132,7 @@ func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 	if err := s.Settle(ctx, k, "h1", r1.Revision, hour); err != nil {
 		t.Fatalf("settle: %v", err)
 	}
-	r3 := claim(t, s, k, "h3", 30*time.Second)
-	wantOutcome(t, r3, claims.Duplicate, "h1")
+	r3 := claimAs(t, s, k, "h3", 30*time.Second, claims.Duplicate, "h1")
 	if r3.RetryAfter != 0 {
 		t.Fatalf("duplicate carries RetryAfter %v", r3.RetryAfter)
 	}
@@ -141,28 +147,25 @@ func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 func testSameHookIDIdempotent(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	k := id("acme", "gh", "retried")
-	r1 := claim(t, s, k, "h1", 30*time.Second)
-	wantOutcome(t, r1, claims.OK, "h1")
+	r1 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	// The caller timed out and asks again with the same hook id.
-	r2 := claim(t, s, k, "h1", 30*time.Second)
-	wantOutcome(t, r2, claims.OK, "h1")
+	r2 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	if r2.Revision != r1.Revision {
 		t.Fatalf("retried claim at revision %d, want the original %d", r2.Revision, r1.Revision)
 	}
-	wantOutcome(t, claim(t, s, k, "h2", 30*time.Second), claims.Pending, "h1")
+	claimAs(t, s, k, "h2", 30*time.Second, claims.Pending, "h1")
 	if err := s.Settle(ctx, k, "h1", r2.Revision, hour); err != nil {
 		t.Fatal(err)
 	}
 	// Once committed, even the holder is told it is a duplicate.
-	wantOutcome(t, claim(t, s, k, "h1", 30*time.Second), claims.Duplicate, "h1")
+	claimAs(t, s, k, "h1", 30*time.Second, claims.Duplicate, "h1")
 }
 
 func testRetryAfterShrinks(t *testing.T, f storeFixture) {
 	s := f.store
 	k := id("acme", "gh", "shrinks")
-	wantOutcome(t, claim(t, s, k, "h1", 3*time.Second), claims.OK, "h1")
-	r1 := claim(t, s, k, "h2", 3*time.Second)
-	wantOutcome(t, r1, claims.Pending, "h1")
+	claimAs(t, s, k, "h1", 3*time.Second, claims.OK, "h1")
+	r1 := claimAs(t, s, k, "h2", 3*time.Second, claims.Pending, "h1")
 	if r1.RetryAfter <= 2*time.Second || r1.RetryAfter > 3*time.Second {
 		t.Fatalf("first retry after %v, want (2s, 3s]", r1.RetryAfter)
 	}
@@ -183,10 +186,8 @@ func testExpiredPendingClaimableAgain(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	k := id("acme", "gh", "expires")
 	// 300 ms rounds up to 1 s.
-	r1 := claim(t, s, k, "h1", 300*time.Millisecond)
-	wantOutcome(t, r1, claims.OK, "h1")
-	r2 := claim(t, s, k, "h2", 300*time.Millisecond)
-	wantOutcome(t, r2, claims.Pending, "h1")
+	r1 := claimAs(t, s, k, "h1", 300*time.Millisecond, claims.OK, "h1")
+	r2 := claimAs(t, s, k, "h2", 300*time.Millisecond, claims.Pending, "h1")
 	if r2.RetryAfter <= 300*time.Millisecond || r2.RetryAfter > time.Second {
 		t.Fatalf("retry after %v: the TTL must round up to 1s", r2.RetryAfter)
 	}
@@ -211,10 +212,10 @@ func testCommittedOutlivesPendingTTL(t *testing.T, f storeFixture) {
 	// A witness claimed after k's pending claim: once it has expired, k's
 	// pending TTL would have run out too.
 	w := id("acme", "gh", "witness")
-	wantOutcome(t, claim(t, s, w, "w1", time.Second), claims.OK, "w1")
+	claimAs(t, s, w, "w1", time.Second, claims.OK, "w1")
 	f.elapse(time.Second)
 	eventuallyClaim(t, s, w, "w2", time.Second)
-	wantOutcome(t, claim(t, s, k, "h2", time.Second), claims.Duplicate, "h1")
+	claimAs(t, s, k, "h2", time.Second, claims.Duplicate, "h1")
 	wantState(t, get(t, s, k), claims.StateCommitted, "h1", 0)
 }
 
@@ -227,8 +228,7 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 	}
 	wantState(t, get(t, s, k), claims.StateAbsent, "", 0)
 	// Release frees the key at once.
-	r2 := claim(t, s, k, "h1", 30*time.Second)
-	wantOutcome(t, r2, claims.OK, "h1")
+	r2 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	for _, rev := range []uint64{r1.Revision, r2.Revision + 1000} {
 		if err := s.Settle(ctx, k, "h1", rev, hour); !errors.Is(err, claims.ErrLost) {
 			t.Fatalf("settle at stale revision %d: %v, want ErrLost", rev, err)
@@ -364,8 +364,7 @@ func testTenantsAndSourcesIndependent(t *testing.T, f storeFixture) {
 	ids := []claims.ID{id("t1", "s1", "k"), id("t2", "s1", "k"), id("t1", "s2", "k"), id("t2", "s2", "k")}
 	revs := make([]uint64, len(ids))
 	for i, k := range ids {
-		r := claim(t, s, k, fmt.Sprintf("h%d", i), 30*time.Second)
-		wantOutcome(t, r, claims.OK, fmt.Sprintf("h%d", i))
+		r := claimAs(t, s, k, fmt.Sprintf("h%d", i), 30*time.Second, claims.OK, fmt.Sprintf("h%d", i))
 		revs[i] = r.Revision
 	}
 	if err := s.Settle(ctx, ids[0], "h0", revs[0], hour); err != nil {
@@ -384,15 +383,15 @@ func testLongKeyHashed(t *testing.T, f storeFixture) {
 	s := f.store
 	long := strings.Repeat("k", claims.MaxKeyBytes+1)
 	atLimit := strings.Repeat("k", claims.MaxKeyBytes)
-	wantOutcome(t, claim(t, s, id("acme", "gh", long), "h1", 30*time.Second), claims.OK, "h1")
+	claimAs(t, s, id("acme", "gh", long), "h1", 30*time.Second, claims.OK, "h1")
 	// The wire contract makes the hashed form and the long key one claim.
 	hashed := claims.NormalizeKey(long)
 	if !strings.HasPrefix(hashed, "sha256:") || len(hashed) != len("sha256:")+64 {
 		t.Fatalf("NormalizeKey = %q", hashed)
 	}
-	wantOutcome(t, claim(t, s, id("acme", "gh", hashed), "h2", 30*time.Second), claims.Pending, "h1")
-	wantOutcome(t, claim(t, s, id("acme", "gh", atLimit), "h3", 30*time.Second), claims.OK, "h3")
-	wantOutcome(t, claim(t, s, id("acme", "gh", long+"x"), "h4", 30*time.Second), claims.OK, "h4")
+	claimAs(t, s, id("acme", "gh", hashed), "h2", 30*time.Second, claims.Pending, "h1")
+	claimAs(t, s, id("acme", "gh", atLimit), "h3", 30*time.Second, claims.OK, "h3")
+	claimAs(t, s, id("acme", "gh", long+"x"), "h4", 30*time.Second, claims.OK, "h4")
 	wantState(t, get(t, s, id("acme", "gh", long)), claims.StatePending, "h1", 0)
 }
 
@@ -548,7 +547,7 @@ func testDigestKept(t *testing.T, f storeFixture) {
 	if err := claims.SettleOwnDigest(ctx, s, k, "h1", d1, r1.Revision, hour); err != nil {
 		t.Fatalf("SettleOwnDigest: %v", err)
 	}
-	wantOutcome(t, claim(t, s, k, "h2", time.Minute), claims.Duplicate, "h1")
+	claimAs(t, s, k, "h2", time.Minute, claims.Duplicate, "h1")
 	st := wantDigest(t, s, k, "h1", d1)
 	// A second settle of the committed claim is lost, and changes nothing.
 	if err := claims.SettleOwnDigest(ctx, s, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {

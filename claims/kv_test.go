@@ -34,10 +34,7 @@ func listKeys(t *testing.T, b *kvstore.Bucket) []string {
 
 func TestKVStoredForm(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
-	s := newKV(t, b)
+	ctx, b, s := kvClaims(t)
 
 	long := strings.Repeat("d", 201)
 	cid := id("acme", "gh.x", long)
@@ -85,10 +82,7 @@ func TestKVStoredForm(t *testing.T) {
 // version does not know is read for those it knows.
 func TestKVDigestRecord(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
-	s := newKV(t, b)
+	ctx, b, s := kvClaims(t)
 	cid := id("acme", "api", "idem")
 	r := claim(t, s, cid, "h1", time.Minute)
 	if err := s.SettleOwnDigest(ctx, cid, "h1", "sha256:ab", r.Revision, time.Hour); err != nil {
@@ -112,17 +106,14 @@ func TestKVDigestRecord(t *testing.T) {
 			t.Errorf("%s reads as %+v, want %+v", value, st, want)
 		}
 		if want.State == claims.StateCommitted {
-			wantOutcome(t, claim(t, s, key, "h9", time.Minute), claims.Duplicate, want.HookID)
+			claimAs(t, s, key, "h9", time.Minute, claims.Duplicate, want.HookID)
 		}
 	}
 }
 
 func TestKVUnreadableRecord(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
-	s := newKV(t, b)
+	ctx, b, s := kvClaims(t)
 	cid := id("acme", "gh", "k")
 	rev, err := b.Put(ctx, claims.KVKey(cid), []byte("not a claim"), time.Minute)
 	if err != nil {
@@ -269,7 +260,7 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		wantOutcome(t, claim(t, s, kept, "hx", time.Minute), claims.Duplicate, "h0")
+		claimAs(t, s, kept, "hx", time.Minute, claims.Duplicate, "h0")
 
 		// A claim that expires: with markers the server writes a MaxAge
 		// marker after it (the stream's last sequence moves on; the marker
@@ -290,7 +281,7 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 		if wrote := info.State.LastSeq > r.Revision; wrote != on {
 			t.Fatalf("step %d (events %v): last seq %d after the claim at %d", i, on, info.State.LastSeq, r.Revision)
 		}
-		wantOutcome(t, claim(t, s, exp, "h2", time.Minute), claims.OK, "h2")
+		claimAs(t, s, exp, "h2", time.Minute, claims.OK, "h2")
 	}
 }
 

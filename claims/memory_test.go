@@ -93,8 +93,7 @@ func TestMemoryEviction(t *testing.T) {
 	revs := map[string]uint64{}
 	claimOK := func(key string, ttl time.Duration) {
 		t.Helper()
-		r := claim(t, s, id("t", "s", key), "h-"+key, ttl)
-		wantOutcome(t, r, claims.OK, "h-"+key)
+		r := claimAs(t, s, id("t", "s", key), "h-"+key, ttl, claims.OK, "h-"+key)
 		revs[key] = r.Revision
 	}
 	settle := func(key string) {
@@ -112,7 +111,7 @@ func TestMemoryEviction(t *testing.T) {
 		t.Fatalf("full of pending claims: %v, want ErrUnavailable", err)
 	}
 	// A taken key is still answered when full.
-	wantOutcome(t, claim(t, s, id("t", "s", "a"), "x", time.Second), claims.Pending, "h-a")
+	claimAs(t, s, id("t", "s", "a"), "x", time.Second, claims.Pending, "h-a")
 
 	settle("b")
 	settle("a") // b was committed first: it goes first
@@ -145,7 +144,7 @@ func TestMemoryEviction(t *testing.T) {
 
 func TestMemoryDefaults(t *testing.T) {
 	s := newMemory(t, nil)
-	wantOutcome(t, claim(t, s, id("t", "s", "k"), "h", time.Second), claims.OK, "h")
+	claimAs(t, s, id("t", "s", "k"), "h", time.Second, claims.OK, "h")
 	// A bad option value is an error, not a silent default.
 	for name, o := range map[string]claims.MemOption{"max entries": claims.WithMaxEntries(0), "clock": claims.WithMemoryClock(nil)} {
 		if _, err := claims.NewMemory(o); !errors.Is(err, claims.ErrInvalidOption) {

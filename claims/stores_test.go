@@ -51,6 +51,17 @@ func noElapse(time.Duration) {}
 
 // newKV, newKVReplay and newMemory construct a store, failing the test on
 // an error.
+// kvClaims is the setup of the KV store's own tests: a server of its
+// own, a bucket "claims" on it, the store on the bucket and a context
+// ending with the test.
+func kvClaims(t *testing.T) (context.Context, *kvstore.Bucket, *claims.KV) {
+	t.Helper()
+	k := testkit.New(t)
+	ctx := testkit.Context(t)
+	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
+	return ctx, b, newKV(t, b)
+}
+
 func newKV(t testing.TB, b *kvstore.Bucket, opts ...claims.KVOption) *claims.KV {
 	t.Helper()
 	s, err := claims.NewKV(b, opts...)

@@ -31,9 +31,7 @@ func TestRoundTTL(t *testing.T) {
 
 func TestBucketCreateUpdateTTL(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "cas"})
+	ctx, b := newBucket(t, kvstore.BucketConfig{Name: "cas"})
 
 	rev, _, err := b.Create(ctx, "k1", []byte("v1"), 1500*time.Millisecond)
 	if err != nil {
@@ -76,9 +74,7 @@ func TestBucketCreateUpdateTTL(t *testing.T) {
 
 func TestBucketKeyExpiresAndMarkerAllowsCreate(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "ttl"})
+	ctx, b := newBucket(t, kvstore.BucketConfig{Name: "ttl"})
 	if _, _, err := b.Create(ctx, "k", []byte("v"), time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +94,7 @@ func TestBucketKeyExpiresAndMarkerAllowsCreate(t *testing.T) {
 
 func TestBucketMaxMsgsFull(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "cap", MaxMsgs: 1})
+	k, ctx, b := kitBucket(t, kvstore.BucketConfig{Name: "cap", MaxMsgs: 1})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	counts := map[string]int{}
@@ -153,9 +147,7 @@ func TestMapErrorTimeout(t *testing.T) {
 
 func TestGetLeaderMatchesGet(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "leader"})
+	ctx, b := newBucket(t, kvstore.BucketConfig{Name: "leader"})
 	if _, err := b.GetLeader(ctx, "k"); !errors.Is(err, kvstore.ErrNotFound) {
 		t.Fatalf("absent: %v", err)
 	}
@@ -181,9 +173,7 @@ func TestGetLeaderMatchesGet(t *testing.T) {
 
 func TestEnsureBucketUpdatesInPlace(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "upd", MaxMsgs: 2})
+	k, ctx, b := kitBucket(t, kvstore.BucketConfig{Name: "upd", MaxMsgs: 2})
 	if _, _, err := b.Create(ctx, "a", []byte("1"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +194,7 @@ func TestEnsureBucketUpdatesInPlace(t *testing.T) {
 
 func TestBucketCreateStart(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "casasync"})
+	ctx, b := newBucket(t, kvstore.BucketConfig{Name: "casasync"})
 
 	// Many creates in flight at once, collected afterwards.
 	var started []kvstore.AsyncCreate
@@ -260,9 +248,7 @@ func TestBucketCreateStart(t *testing.T) {
 // they all use the first one (and the server's subject cache keeps it).
 func TestBucketWritesReuseAckedReplies(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "reuse"})
+	ctx, b := newBucket(t, kvstore.BucketConfig{Name: "reuse"})
 	for i := range 50 {
 		if _, err := b.Put(ctx, fmt.Sprintf("k%d", i), []byte("v"), 0); err != nil {
 			t.Fatal(err)
@@ -303,9 +289,7 @@ func TestBucketWritesReuseAckedReplies(t *testing.T) {
 // at once, for its caller's full path to retry.
 func TestBucketWriteNoStream(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	ctx := testkit.Context(t)
-	b := k.Bucket(t, kvstore.BucketConfig{Name: "gone"})
+	k, ctx, b := kitBucket(t, kvstore.BucketConfig{Name: "gone"})
 	if _, err := b.Put(ctx, "k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
