@@ -140,10 +140,7 @@ const maxClaimAttempts = 3
 // ErrUnavailable (the bucket did not answer in time, or holds a record this
 // package cannot read).
 func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
-	if err := validateClaim(id, hookID); err != nil {
-		return Result{}, err
-	}
-	ttl, err := normTTL(pendingTTL)
+	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
 		return Result{}, err
 	}
@@ -206,11 +203,7 @@ func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome 
 	futures := make([]kvstore.AsyncCreate, len(reqs))
 	started := make([]bool, len(reqs))
 	for i, r := range reqs {
-		if err := validateClaim(r.ID, r.HookID); err != nil {
-			out[i].Err = err
-			continue
-		}
-		ttl, err := normTTL(r.PendingTTL)
+		ttl, err := claimArgs(r.ID, r.HookID, r.PendingTTL)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -411,6 +404,15 @@ func validateClaim(id ID, hookID string) error {
 	return ValidateHookID(hookID)
 }
 
+// claimArgs validates Claim's arguments (every store's) and returns the
+// TTL to write.
+func claimArgs(id ID, hookID string, ttl time.Duration) (time.Duration, error) {
+	if err := validateClaim(id, hookID); err != nil {
+		return 0, err
+	}
+	return normTTL(ttl)
+}
+
 // settleArgs validates Settle's arguments and returns the key and the
 // TTL to write.
 func settleArgs(id ID, hookID string, rev uint64, ttl time.Duration) (string, time.Duration, error) {
@@ -443,10 +445,7 @@ var _ ClaimStarter = (*KV)(nil)
 // and any failure to start are for Claim, which reads the holder (or
 // retries) and answers as always.
 func (s *KV) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
-	if err := validateClaim(id, hookID); err != nil {
-		return nil, err
-	}
-	ttl, err := normTTL(pendingTTL)
+	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
 		return nil, err
 	}

@@ -150,10 +150,7 @@ func (m *Memory) makeRoom(now time.Time) error {
 // Errors: ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
 // (ctx already done, or the store is full of live pending claims).
 func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
-	if err := validateClaim(id, hookID); err != nil {
-		return Result{}, err
-	}
-	ttl, err := normTTL(pendingTTL)
+	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
 		return Result{}, err
 	}
