@@ -56,24 +56,10 @@ func BenchmarkLimiterParallel(b *testing.B) {
 	keys := benchKeys(100_000)
 	lim := Limit{Increment: 10_000, Capacity: 2_000_000}
 	var l Limiter
-	for _, k := range keys {
-		if _, err := l.Charge(k, lim, t0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := rand.IntN(len(keys))
-		now := t0
-		for pb.Next() {
-			now += 1
-			if _, err := l.Charge(keys[i], lim, now); err != nil {
-				b.Fatal(err)
-			}
-			if i++; i == len(keys) {
-				i = 0
-			}
+	benchParallel(b, len(keys), func() func(i int, now int64) error {
+		return func(i int, now int64) error {
+			_, err := l.Charge(keys[i], lim, now)
+			return err
 		}
 	})
 }
@@ -88,24 +74,38 @@ func BenchmarkLimiterChargeAllParallel(b *testing.B) {
 	lim := Limit{Increment: 10_000, Capacity: 2_000_000}
 	lims := []Limit{lim, lim}
 	var l Limiter
-	for i := range hooks {
-		if _, err := l.ChargeAll([]string{hooks[i], bytes[i]}, lims, t0); err != nil {
+	benchParallel(b, len(hooks), func() func(i int, now int64) error {
+		keys := make([]string, 2) // one per goroutine: no allocation per charge
+		return func(i int, now int64) error {
+			keys[0], keys[1] = hooks[i], bytes[i]
+			_, err := l.ChargeAll(keys, lims, now)
+			return err
+		}
+	})
+}
+
+// benchParallel charges each of n buckets once at t0 (untimed), then from
+// GOMAXPROCS goroutines, each with a charger of its own from newCharger,
+// walks the buckets from a random one, one µs of simulated time a charge.
+func benchParallel(b *testing.B, n int, newCharger func() func(i int, now int64) error) {
+	warm := newCharger()
+	for i := range n {
+		if err := warm(i, t0); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		i := rand.IntN(len(hooks))
+		charge := newCharger()
+		i := rand.IntN(n)
 		now := t0
-		keys := make([]string, 2)
 		for pb.Next() {
 			now += 1
-			keys[0], keys[1] = hooks[i], bytes[i]
-			if _, err := l.ChargeAll(keys, lims, now); err != nil {
+			if err := charge(i, now); err != nil {
 				b.Fatal(err)
 			}
-			if i++; i == len(hooks) {
+			if i++; i == n {
 				i = 0
 			}
 		}

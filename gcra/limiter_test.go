@@ -58,30 +58,15 @@ func TestLimiterConcurrentBurst(t *testing.T) {
 	const goroutines, burst = 200, 50
 	lim := mustLimit(t, 1e-6, burst) // refills once in ~11.6 days
 	var l Limiter
-	var admitted atomic.Int64
-	var start, wg sync.WaitGroup
-	start.Add(1)
-	for range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start.Wait()
-			d, err := l.Charge("hooks/acme", lim, t0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.Allowed {
-				admitted.Add(1)
-			} else if d.RetryAfter < time.Millisecond {
-				t.Errorf("denied with RetryAfter %v", d.RetryAfter)
-			}
-		}()
-	}
-	start.Done()
-	wg.Wait()
-	if got := admitted.Load(); got != burst {
-		t.Fatalf("admitted %d of %d charges, want exactly %d", got, goroutines, burst)
+	admitted := admittedAtOnce(t, goroutines, func() (Decision, error) {
+		d, err := l.Charge("hooks/acme", lim, t0)
+		if err == nil && !d.Allowed && d.RetryAfter < time.Millisecond {
+			t.Errorf("denied with RetryAfter %v", d.RetryAfter)
+		}
+		return d, err
+	})
+	if admitted != burst {
+		t.Fatalf("admitted %d of %d charges, want exactly %d", admitted, goroutines, burst)
 	}
 }
 
@@ -92,15 +77,31 @@ func TestLimiterConcurrentChargeAll(t *testing.T) {
 	hooks, bytes := mustLimit(t, 1e-6, 50), mustLimit(t, 1e-6, 30)
 	var l Limiter
 	keys := []string{"hooks/acme", "bytes/acme"}
+	admitted := admittedAtOnce(t, goroutines, func() (Decision, error) {
+		return l.ChargeAll(keys, []Limit{hooks, bytes}, t0)
+	})
+	if admitted != 30 {
+		t.Fatalf("admitted %d, want 30", admitted)
+	}
+	d, err := l.Charge("hooks/acme", hooks, t0)
+	if err != nil || !d.Allowed || d.Remaining != 50-30-1 {
+		t.Fatalf("hooks after 30 all-or-nothing charges: %+v, %v; want allowed with 19 remaining", d, err)
+	}
+}
+
+// admittedAtOnce runs charge on n goroutines released together and
+// returns how many were allowed; an error fails the test.
+func admittedAtOnce(t *testing.T, n int, charge func() (Decision, error)) int64 {
+	t.Helper()
 	var admitted atomic.Int64
 	var start, wg sync.WaitGroup
 	start.Add(1)
-	for range goroutines {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start.Wait()
-			d, err := l.ChargeAll(keys, []Limit{hooks, bytes}, t0)
+			d, err := charge()
 			if err != nil {
 				t.Error(err)
 				return
@@ -112,13 +113,7 @@ func TestLimiterConcurrentChargeAll(t *testing.T) {
 	}
 	start.Done()
 	wg.Wait()
-	if got := admitted.Load(); got != 30 {
-		t.Fatalf("admitted %d, want 30", got)
-	}
-	d, err := l.Charge("hooks/acme", hooks, t0)
-	if err != nil || !d.Allowed || d.Remaining != 50-30-1 {
-		t.Fatalf("hooks after 30 all-or-nothing charges: %+v, %v; want allowed with 19 remaining", d, err)
-	}
+	return admitted.Load()
 }
 
 func TestLimiterChargeAll(t *testing.T) {
