@@ -223,24 +223,21 @@ func TestMappingsKeepPermissions(t *testing.T) {
 		_ = nc.Flush()
 	}
 	publish("owner", "owner-secret", "allowed")
-	select {
-	case m := <-got:
-		if m != "x.p.3 allowed" {
-			t.Fatalf("delivered %q, want x.p.3 allowed", m)
+	next := func(want, wrong, missing string) {
+		t.Helper()
+		select {
+		case m := <-got:
+			if m != want {
+				t.Fatalf("delivered %q: %s", m, wrong)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal(missing)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the mapped message did not arrive")
 	}
+	next("x.p.3 allowed", "want x.p.3 allowed", "the mapped message did not arrive")
 	publish("other", "other-secret", "denied")
 	publish("owner", "owner-secret", "marker")
-	select {
-	case m := <-got:
-		if m != "x.p.3 marker" {
-			t.Fatalf("delivered %q: a user without x.p.> published through the mapping", m)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the marker did not arrive")
-	}
+	next("x.p.3 marker", "a user without x.p.> published through the mapping", "the marker did not arrive")
 	if _, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Mappings: map[string]string{"a.*": "b.{{wildcard(2)}}"}}); err == nil {
 		t.Fatal("a mapping with a bad wildcard index was accepted")
 	}
