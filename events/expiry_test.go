@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -149,20 +148,10 @@ func TestExpiryWatcherSkipsKeysThatAreNotClaims(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	cfg := natsembed.ServerConfig{StoreDir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", port)}
 	srv, err := natsembed.StartServer(cfg)
 	if err != nil {

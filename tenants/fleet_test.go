@@ -2,7 +2,6 @@ package tenants_test
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -169,20 +168,9 @@ func TestFleetOnboardRotateRemove(t *testing.T) {
 // metric returns the value of an unlabelled metric on a node's /metrics.
 func metric(t *testing.T, base, name string) string {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	v, ok := strings.CutPrefix(testkit.ScrapeLine(t, base, name), name+" ")
+	if !ok {
+		t.Fatalf("no metric %s", name)
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return v
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return ""
+	return v
 }

@@ -364,18 +364,7 @@ func TestTenantsAddFailsWhole(t *testing.T) {
 // metric returns the line of name in the node's /metrics.
 func metric(t *testing.T, base, name string) string {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, name+" ") {
-			return l
-		}
-	}
-	return ""
+	return testkit.ScrapeLine(t, base, name)
 }
 
 // TestRemovingTenantsNeverReopens: a quickstart node closes to unknown
