@@ -74,28 +74,24 @@ func keyTTL(expiresAtMs, nowMs int64) time.Duration {
 // newer is the reading with the later observation (b on a tie), either may
 // be nil.
 func newer(a, b *reading) *reading {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case b.ObservedAtMs >= a.ObservedAtMs:
-		return b
-	}
-	return a
+	return either(a, b, func(a, b *reading) bool { return b.ObservedAtMs >= a.ObservedAtMs })
 }
 
-// later is the later of two optional instants.
+// later is the later of two optional instants (a on a tie).
 func later(a, b *int64) *int64 {
+	return either(a, b, func(a, b *int64) bool { return *b > *a })
+}
+
+// either is whichever of a and b is not nil, or, both being set, b when
+// takeB(a, b) and a otherwise.
+func either[T any](a, b *T, takeB func(a, b *T) bool) *T {
 	switch {
 	case a == nil:
 		return b
-	case b == nil:
+	case b == nil || !takeB(a, b):
 		return a
-	case *b > *a:
-		return b
 	}
-	return a
+	return b
 }
 
 // entry builds the Load view of a reading and a penalty, copying so that the

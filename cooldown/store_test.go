@@ -46,6 +46,14 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, kit: kit, bucket: kit.Bucket(t, cooldown.BucketConfig("t", 1))}
 }
 
+// parallelEnv is the start of most tests here: the test runs in
+// parallel, on an env of its own, from t0, the wall clock now in Unix ms.
+func parallelEnv(t *testing.T) (*env, int64) {
+	t.Helper()
+	t.Parallel()
+	return newEnv(t), time.Now().UnixMilli()
+}
+
 // newStore is cooldown.New failing the test on an error.
 func newStore(t testing.TB, b *kvstore.Bucket, opts ...cooldown.Option) *cooldown.Store {
 	t.Helper()
@@ -192,9 +200,7 @@ func TestReadingClearsReachedPenalty(t *testing.T) {
 }
 
 func TestNewerReadingWinsAndPenalizeReplaces(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	clk := newClock(t0)
 	s := e.store(cooldown.WithClock(clk.Now))
 	record(t, s, cooldown.Reading{Account: "a", Backend: "b", ObservedAtMs: t0 - 100, Snapshots: []cooldown.Snapshot{{Key: "new"}}})
@@ -222,9 +228,7 @@ func TestNewerReadingWinsAndPenalizeReplaces(t *testing.T) {
 }
 
 func TestNarrowerLoadLosesNothing(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	s := e.store()
 	for i, b := range []string{"a", "b", "c"} {
 		record(t, s, cooldown.Reading{Account: "acct", Backend: b, ObservedAtMs: t0 - int64(i)})
@@ -361,9 +365,7 @@ func TestLocalOnlyStore(t *testing.T) {
 }
 
 func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	clk := newClock(t0)
 	s1 := e.store(cooldown.WithClock(clk.Now))
 	s2 := newStore(t, e.secondBucket(t), testBudget, cooldown.WithClock(clk.Now))
@@ -421,9 +423,7 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 }
 
 func TestAccountsAreIsolated(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	s := e.store()
 	record(t, s, cooldown.Reading{Account: "A", Backend: "llm", ObservedAtMs: t0})
 	penalize(t, s, "A", "llm", i64(t0+60_000))
@@ -438,9 +438,7 @@ func TestAccountsAreIsolated(t *testing.T) {
 }
 
 func TestHostileNamesDoNotCollide(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	s := e.store()
 	type pair struct{ account, backend string }
 	pairs := []pair{
@@ -548,9 +546,7 @@ func TestKeyTTLCoversReadingAndPenalty(t *testing.T) {
 // Every penalty lies beyond every reading, so no Record may drop one: a
 // Record that dropped a penalty landing concurrently would leave none.
 func TestConcurrentRecordPenalize(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	clk := newClock(t0)
 	opts := []cooldown.Option{cooldown.WithClock(clk.Now), cooldown.WithBudget(10 * time.Second)}
 	buckets := []*kvstore.Bucket{e.bucket, e.secondBucket(t)}
@@ -662,9 +658,7 @@ func TestOptionsValidate(t *testing.T) {
 // it answers again: the other nodes then see it, unless
 // a shared reading reached it meanwhile.
 func TestFailedPenaltyWrittenLater(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	t0 := time.Now().UnixMilli()
+	e, t0 := parallelEnv(t)
 	clk := newClock(t0)
 	s1 := e.store(cooldown.WithClock(clk.Now))
 	other := e.store(cooldown.WithClock(clk.Now)) // another node
