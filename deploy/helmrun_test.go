@@ -68,7 +68,7 @@ func TestHelmClusterRuns(t *testing.T) {
 	env := podEnv(c)
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)}
 	// nats-route://rel-sluice-<i>.rel-sluice-headless.hooks.svc.cluster.local:6222
 	podRoute := regexp.MustCompile(`nats-route://rel-sluice-(\d)\.[a-z0-9.-]+:6222`)
 	argsOf := func(pod int) []string {

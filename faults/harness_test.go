@@ -774,7 +774,7 @@ type embeddedServers struct {
 }
 
 func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
-	ports := freePorts(t, 2*n)
+	ports := testkit.FreePorts(t, 2*n)
 	e := &embeddedServers{h: h}
 	if n == 1 {
 		// One node: the default single binary, its embedded server given a
@@ -821,7 +821,7 @@ type procServers struct {
 
 func startProcServers(t testing.TB, bin string, n int) *procServers {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports := testkit.FreePorts(t, 2*n)
 	s := &procServers{bin: bin, t: t, procs: make([]*proc, n)}
 	cluster := fmt.Sprintf("faults-%d", ports[0])
 	for i := range n {
@@ -903,10 +903,7 @@ func waitJetStream(t testing.TB, urls []string) {
 		if err != nil {
 			continue // a killed server
 		}
-		js, err := jetstream.New(nc)
-		if err == nil {
-			err = kvstore.WaitReady(ctx, js)
-		}
+		err = testkit.WaitJetStream(ctx, nc)
 		nc.Close()
 		if err != nil {
 			t.Fatalf("JetStream not ready on %s: %v", u, err)
