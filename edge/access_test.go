@@ -11,14 +11,11 @@ import (
 // budget of one hook is still whole after the refusals.
 func TestSourceAccessPolicy(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      put:   {methods: [PUT], content_types: [application/json, "text/*"], dedupe: none, limits: {hooks: {rate: 0.001, burst: 1}}}
-      local: {ip_allow: ["127.0.0.0/8"], dedupe: none}
-      far:   {ip_allow: ["203.0.113.0/24", "2001:db8::/32"], dedupe: none, limits: {hooks: {rate: 0.001, burst: 1}}}
-      plain: {dedupe: none}
+	a := startAcme(t, `
+put:   {methods: [PUT], content_types: [application/json, "text/*"], dedupe: none, limits: {hooks: {rate: 0.001, burst: 1}}}
+local: {ip_allow: ["127.0.0.0/8"], dedupe: none}
+far:   {ip_allow: ["203.0.113.0/24", "2001:db8::/32"], dedupe: none, limits: {hooks: {rate: 0.001, burst: 1}}}
+plain: {dedupe: none}
 `)
 	send := func(method, path, ct string, hdr map[string]string) resp {
 		t.Helper()
@@ -65,11 +62,8 @@ tenants:
 // trusted proxy; addresses left of it cannot widen access.
 func TestTrustedProxyClientIP(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      far: {ip_allow: ["203.0.113.0/24"], dedupe: none}
+	a := startAcme(t, `
+far: {ip_allow: ["203.0.113.0/24"], dedupe: none}
 `, "--trusted-proxies", "127.0.0.1, 10.0.0.0/8", "--client-ip-header", "X-Real-Client")
 	post := func(xff string) int {
 		t.Helper()

@@ -16,13 +16,10 @@ import (
 // a source without event_type keeps the three-token subject.
 func TestEventTypeSubjects(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      gh:  {event_type: github, dedupe: none}
-      pay: {event_type: "json:data.kind", dedupe: none}
-      raw: {dedupe: none}
+	a := startAcme(t, `
+gh:  {event_type: github, dedupe: none}
+pay: {event_type: "json:data.kind", dedupe: none}
+raw: {dedupe: none}
 `)
 	post := func(path, body string, hdr map[string]string) string {
 		t.Helper()

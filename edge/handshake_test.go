@@ -17,17 +17,14 @@ import (
 // neither stores a hook; the CRC answer cannot be used to sign a body.
 func TestHandshakes(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      slack: {verify: slack, secret: "`+schemeSecret+`", handshake: slack, dedupe: none}
-      tw:
-        secret: "`+schemeSecret+`"
-        handshake: crc
-        dedupe: none
-        verify: {type: hmac, algorithm: hmac-sha256, header: X-Twitter-Webhooks-Signature, format: single, prefix: "sha256=", encoding: base64, signed: "{body}"}
-      plain: {dedupe: none}
+	a := startAcme(t, `
+slack: {verify: slack, secret: "`+schemeSecret+`", handshake: slack, dedupe: none}
+tw:
+  secret: "`+schemeSecret+`"
+  handshake: crc
+  dedupe: none
+  verify: {type: hmac, algorithm: hmac-sha256, header: X-Twitter-Webhooks-Signature, format: single, prefix: "sha256=", encoding: base64, signed: "{body}"}
+plain: {dedupe: none}
 `)
 	mac := func(msg string) []byte {
 		m := hmac.New(sha256.New, []byte(schemeSecret))

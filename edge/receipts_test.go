@@ -10,12 +10,9 @@ import (
 // absent one is 404.
 func TestReceipts(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      gh: {dedupe: github, event_type: github}
-      other: {dedupe: github}
+	a := startAcme(t, `
+gh: {dedupe: github, event_type: github}
+other: {dedupe: github}
 `, "--admin-token", adminToken)
 	for _, d := range []string{"d-0", "d-1"} {
 		mustStatus(t, a.post("/v1/hooks/acme/other", []byte(`{}`), map[string]string{"X-GitHub-Delivery": d}), 202)

@@ -20,16 +20,13 @@ const schemeSecret = "0123456789abcdef-s3cret"
 // dedupes on the body like GitHub.
 func TestSchemesThroughTheEdge(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, `
-tenants:
-  acme:
-    sources:
-      slack: {verify: slack, secret: "`+schemeSecret+`", dedupe: none}
-      lab:   {verify: gitlab, secret: "`+schemeSecret+`"}
-      lin:   {verify: linear, secret: "`+schemeSecret+`"}
-      own:
-        secret: "`+schemeSecret+`"
-        verify: {type: hmac, algorithm: hmac-sha256, header: X-Sig, format: single, encoding: hex, signed: "{timestamp}|{body}", timestamp_header: X-Ts, tolerance: 60}
+	a := startAcme(t, `
+slack: {verify: slack, secret: "`+schemeSecret+`", dedupe: none}
+lab:   {verify: gitlab, secret: "`+schemeSecret+`"}
+lin:   {verify: linear, secret: "`+schemeSecret+`"}
+own:
+  secret: "`+schemeSecret+`"
+  verify: {type: hmac, algorithm: hmac-sha256, header: X-Sig, format: single, encoding: hex, signed: "{timestamp}|{body}", timestamp_header: X-Ts, tolerance: 60}
 `)
 	body := []byte(`{"event":"x"}`)
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
