@@ -16,16 +16,12 @@ type Response struct {
 	Body   []byte
 }
 
-// HTTP sends a request (body nil: none; hdr: headers to set, e.g.
+// HTTP sends a request (body may be nil; hdr: headers to set, e.g.
 // "Authorization") with the default client and reads the answer whole. A
 // request that cannot be made or sent fails the test.
 func HTTP(t testing.TB, method, url string, body []byte, hdr map[string]string) Response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

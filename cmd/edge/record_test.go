@@ -37,20 +37,10 @@ func runEdge(t *testing.T, data string, ready bool, extra ...string) *runningEdg
 	if !ready {
 		return e
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(e.url + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge not ready: %v\n%s", err, e.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitHTTP(e.url+"/readyz", 30*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v\n%s", err, e.stderr.String())
 	}
+	return e
 }
 
 // stop ends a ready edge and wants exit status 0.
