@@ -1,7 +1,6 @@
 package sluicefx_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -231,15 +230,9 @@ func postRA(t *testing.T, h *sluicefx.HTTP, path, key string) (int, int64) {
 	code := 0
 	var ra int64
 	testkit.Eventually(t, 15*time.Second, func() bool {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+path, bytes.NewReader([]byte(`{}`)))
-		req.Header.Set("Idempotency-Key", key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		code = res.StatusCode
-		ra, _ = strconv.ParseInt(res.Header.Get("Retry-After"), 10, 64)
+		r := testkit.HTTP(t, http.MethodPost, "http://"+*h.Addr.Load()+path, []byte(`{}`), map[string]string{"Idempotency-Key": key})
+		code = r.Code
+		ra, _ = strconv.ParseInt(r.Header.Get("Retry-After"), 10, 64)
 		// Right after start the store may still be electing leaders.
 		return code != http.StatusServiceUnavailable
 	}, "an answer other than 503")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -302,13 +301,8 @@ func TestEdgeLeafIsolation(t *testing.T) {
 // getBody GETs path from h: the status and the body.
 func getBody(t *testing.T, h *sluicefx.HTTP, path string) (int, string) {
 	t.Helper()
-	res, err := http.Get("http://" + *h.Addr.Load() + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	r := testkit.HTTP(t, http.MethodGet, "http://"+*h.Addr.Load()+path, nil, nil)
+	return r.Code, string(r.Body)
 }
 
 // backlogOf is the edge backlog a /readyz body reports (-1: none).
