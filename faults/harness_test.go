@@ -785,21 +785,28 @@ func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
 		return e
 	}
 	for i := range n {
-		var routes []string
-		for j := range n {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+j]))
-			}
-		}
+		routes := routesOf(i, ports[n:], "nats-route://")
 		e.args = append(e.args, []string{
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--cluster-name", fmt.Sprintf("faults-%d", ports[0]),
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--routes", strings.Join(routes, ","),
+			"--routes", routes,
 		})
 		e.urls = append(e.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
 	return e
+}
+
+// routesOf lists server i's routes: every route port but its own, each
+// as scheme+"127.0.0.1:port", comma-separated.
+func routesOf(i int, routePorts []int, scheme string) string {
+	var routes []string
+	for j, p := range routePorts {
+		if j != i {
+			routes = append(routes, fmt.Sprintf("%s127.0.0.1:%d", scheme, p))
+		}
+	}
+	return strings.Join(routes, ",")
 }
 
 func (e *embeddedServers) n() int                      { return len(e.urls) }
@@ -825,19 +832,14 @@ func startProcServers(t testing.TB, bin string, n int) *procServers {
 	s := &procServers{bin: bin, t: t, procs: make([]*proc, n)}
 	cluster := fmt.Sprintf("faults-%d", ports[0])
 	for i := range n {
-		var routes []string
-		for j := range n {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
-			}
-		}
+		routes := routesOf(i, ports[n:], "")
 		s.args = append(s.args, []string{
 			"-name", fmt.Sprintf("s%d", i),
 			"-store", t.TempDir(),
 			"-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"-cluster-name", cluster,
 			"-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"-routes", strings.Join(routes, ","),
+			"-routes", routes,
 		})
 		s.urls = append(s.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
