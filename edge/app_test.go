@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,12 +79,8 @@ func startAppWith(t testing.TB, dir, yaml string, opts []fx.Option, args ...stri
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	a := &app{t: t, dir: dir}
-	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http)}, opts...)...)
+	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, testkit.Log()), fx.Populate(&a.nats, &a.http)}, opts...)...)
 	a.fx.RequireStart()
 	t.Cleanup(a.fx.RequireStop)
 	a.url = "http://" + *a.http.Addr.Load()

@@ -67,8 +67,8 @@ type Options struct {
 	// default: the harness's temporary directory). The power-cut test puts
 	// it on a lazyfs mount.
 	DataDir string
-	// Log receives the in-process nodes' logs (default: discarded, or
-	// stderr at debug level with SLUICE_TEST_LOG=1 and -v).
+	// Log receives the in-process nodes' logs (default: testkit.Log,
+	// discarded, or stderr at debug level with SLUICE_TEST_LOG=1).
 	Log *slog.Logger
 }
 
@@ -296,10 +296,7 @@ func (n *Node) startInProc(t testing.TB) {
 	}
 	log := n.h.o.Log
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-		if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", n.i)
-		}
+		log = testkit.Log().With("node", n.i)
 	}
 	var nc *sluicefx.NATS
 	var hs *sluicefx.HTTP

@@ -3,8 +3,6 @@ package sluicefx_test
 import (
 	"context"
 	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +26,7 @@ func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtes
 	}
 	var h *sluicefx.HTTP
 	var n *sluicefx.NATS
-	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&h, &n))
+	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), fx.Populate(&h, &n))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	return h, n, app
@@ -71,12 +69,8 @@ func startNodeErr(t testing.TB, args ...string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	nd := &node{}
-	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
+	app := fx.New(sluicefx.Options(cfg, testkit.Log()), fx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
 	if err := app.Err(); err != nil {
 		return nil, err
 	}
