@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // user is one NATS user of a test server: its role, tenants and password.
@@ -50,27 +49,8 @@ func startAuthzServer(t *testing.T, users ...user) *authzServer {
 		entries = append(entries, authz.Entry{User: u.name, Role: u.role, Tenants: u.tenants, Credential: authz.PasswordCredential(u.name), Perms: p})
 		s.users[u.name] = u
 	}
-	dir := t.TempDir()
-	conf := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream { store_dir: %q }\n%s", filepath.Join(dir, "js"), authz.ConfigBlock(entries))
-	path := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("nats-server refuses the printed block: %v\n%s", err, conf)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	s.srv = srv
+	conf := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream { store_dir: %q }\n%s", t.TempDir(), authz.ConfigBlock(entries))
+	s.srv = testkit.ConfServer(t, conf)
 	return s
 }
 

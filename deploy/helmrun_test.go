@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
@@ -36,23 +33,44 @@ func podFiles(t *testing.T, docs []obj, dir string) (cfgFile, keyFile string) {
 	return cfgFile, keyFile
 }
 
+// podArgs is container c's args with each flag named in local set to what
+// local makes of the chart's value, then --partitions 4.
+func podArgs(c any, local map[string]func(chart string) string) []string {
+	var out []string
+	for _, a := range list(c, "args") {
+		s := a.(string)
+		name, v, _ := strings.Cut(s, "=")
+		if f, ok := local[name]; ok {
+			s = name + "=" + f(v)
+		}
+		out = append(out, s)
+	}
+	return append(out, "--partitions", "4")
+}
+
+// podLocal replaces what every pod's mounts and network give it: the
+// ConfigMap's file and the key file by cfgFile and keyFile, the data
+// volume by dataDir, the HTTP port by a random loopback one.
+func podLocal(cfgFile, keyFile, dataDir string) map[string]func(string) string {
+	return map[string]func(string) string{
+		"--config":           is(cfgFile),
+		"--secrets-key-file": is(keyFile),
+		"--data-dir":         is(dataDir),
+		"--http-addr":        is("127.0.0.1:0"),
+	}
+}
+
+// is replaces any value by v.
+func is(v string) func(string) string { return func(string) string { return v } }
+
 // postSigned sends the ci values' tenant a hook signed with its source's
 // secret (the Secret's acme-gh) and wants 202.
 func postSigned(t *testing.T, n *node) {
 	t.Helper()
 	body := []byte(`{"zen":"deploy"}`)
-	req, err := http.NewRequest("POST", "http://"+*n.http.Addr.Load()+"/v1/hooks/acme/gh", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub(secretValue("acme-gh"), body))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("a signed hook: %d, want 202", res.StatusCode)
+	sig := map[string]string{webhook.HeaderGitHubSignature: webhook.SignGitHub(secretValue("acme-gh"), body)}
+	if r := testkit.HTTP(t, "POST", "http://"+*n.http.Addr.Load()+"/v1/hooks/acme/gh", body, sig); r.Code != http.StatusAccepted {
+		t.Fatalf("a signed hook: %d %s, want 202", r.Code, r.Body)
 	}
 }
 
@@ -68,38 +86,23 @@ func TestHelmClusterRuns(t *testing.T) {
 	env := podEnv(c)
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)}
 	// nats-route://rel-sluice-<i>.rel-sluice-headless.hooks.svc.cluster.local:6222
 	podRoute := regexp.MustCompile(`nats-route://rel-sluice-(\d)\.[a-z0-9.-]+:6222`)
 	argsOf := func(pod int) []string {
-		var out []string
-		for _, a := range list(c, "args") {
-			s := a.(string)
-			name, _, _ := strings.Cut(s, "=")
-			switch name {
-			case "--config":
-				s = name + "=" + cfgFile
-			case "--secrets-key-file":
-				s = name + "=" + keyFile
-			case "--data-dir":
-				s = name + "=" + filepath.Join(dir, fmt.Sprint(pod))
-			case "--http-addr":
-				s = name + "=127.0.0.1:0"
-			case "--cluster-listen":
-				s = fmt.Sprintf("%s=127.0.0.1:%d", name, ports[pod])
-			case "--nats-listen":
-				s = name + "=off"
-			case "--routes":
-				s = podRoute.ReplaceAllStringFunc(s, func(r string) string {
-					return fmt.Sprintf("nats-route://127.0.0.1:%d", ports[r[len("nats-route://rel-sluice-")]-'0'])
-				})
-				if strings.Count(s, "127.0.0.1") != 3 {
-					t.Fatalf("routes %q: want the three pods", s)
-				}
+		local := podLocal(cfgFile, keyFile, filepath.Join(dir, fmt.Sprint(pod)))
+		local["--cluster-listen"] = is(fmt.Sprintf("127.0.0.1:%d", ports[pod]))
+		local["--nats-listen"] = is("off")
+		local["--routes"] = func(v string) string {
+			v = podRoute.ReplaceAllStringFunc(v, func(r string) string {
+				return fmt.Sprintf("nats-route://127.0.0.1:%d", ports[r[len("nats-route://rel-sluice-")]-'0'])
+			})
+			if strings.Count(v, "127.0.0.1") != 3 {
+				t.Fatalf("routes %q: want the three pods", v)
 			}
-			out = append(out, s)
+			return v
 		}
-		return append(out, "--partitions", "4")
+		return podArgs(c, local)
 	}
 	nodes := make([]*node, 3)
 	errs := make(chan error, 3)
@@ -122,15 +125,12 @@ func TestHelmClusterRuns(t *testing.T) {
 		t.Fatalf("pod start: %v", failed)
 	}
 	postSigned(t, nodes[0])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := nodes[2].nats.JS.Stream(ctx, "HOOKS")
+	st, err := nodes[2].nats.JS.Stream(testkit.Context(t), "HOOKS")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil || info.State.Msgs != 1 || info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-		t.Fatalf("HOOKS seen from pod 2: %+v, %v; want the hook in an R3 stream", info, err)
+	if info := st.CachedInfo(); info.State.Msgs != 1 || info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("HOOKS seen from pod 2: %+v; want the hook in an R3 stream", info)
 	}
 }
 
@@ -151,25 +151,9 @@ func TestHelmClientRuns(t *testing.T) {
 	})
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
-	var args []string
-	for _, a := range list(c, "args") {
-		s := a.(string)
-		name, _, _ := strings.Cut(s, "=")
-		switch name {
-		case "--config":
-			s = name + "=" + cfgFile
-		case "--secrets-key-file":
-			s = name + "=" + keyFile
-		case "--data-dir":
-			s = name + "=" + dir
-		case "--http-addr":
-			s = name + "=127.0.0.1:0"
-		case "--nats-url":
-			s = name + "=" + k.Server.ClientURL()
-		}
-		args = append(args, s)
-	}
-	n, err := startNode(t, append(args, "--partitions", "4"), func(key string) string { return env[key] })
+	local := podLocal(cfgFile, keyFile, dir)
+	local["--nats-url"] = is(k.Server.ClientURL())
+	n, err := startNode(t, podArgs(c, local), func(key string) string { return env[key] })
 	if err != nil {
 		t.Fatalf("pod start: %v", err)
 	}
@@ -178,7 +162,7 @@ func TestHelmClientRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := st.Info(testkit.Context(t)); err != nil || info.State.Msgs != 1 {
-		t.Fatalf("HOOKS on the NATS server: %+v, %v; want the hook", info, err)
+	if info := st.CachedInfo(); info.State.Msgs != 1 {
+		t.Fatalf("HOOKS on the NATS server: %+v; want the hook", info)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // monitoringFiles are the files that name metrics.
@@ -90,17 +90,6 @@ func registered(t *testing.T, args ...string) map[string]bool {
 	return names
 }
 
-// freePort is a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestMonitoringMetricsExist: every metric the dashboard and the alert
 // rules name is one a node registers — a node with the embedded server,
 // one with claim expiry events, and an edge (edge-mode metrics) — so a
@@ -115,7 +104,7 @@ func TestMonitoringMetricsExist(t *testing.T) {
 	}
 	// An edge whose hub is not there (yet): it starts, registers its
 	// edge-mode metrics and keeps accepting into its outbox.
-	for n := range registered(t, "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(freePort(t)), "--edge-name", "e1") {
+	for n := range registered(t, "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--edge-name", "e1") {
 		have[n] = true
 	}
 	for _, must := range []string{"sluice_edge_requests_total", "sluice_jetstream_storage_ok", "sluice_edge_hub_linked", "sluice_events_expiry_messages_total"} {

@@ -1,12 +1,10 @@
 package edge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +26,7 @@ func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 // app is a running edge: the real fx app on an embedded server in a
 // temporary directory, HTTP on a random loopback port.
 type app struct {
-	t    *testing.T
+	t    testing.TB
 	url  string
 	nats *sluicefx.NATS
 	http *sluicefx.HTTP
@@ -37,19 +35,34 @@ type app struct {
 }
 
 // startApp starts the edge with the YAML configuration and extra flags.
-func startApp(t *testing.T, yaml string, args ...string) *app {
+func startApp(t testing.TB, yaml string, args ...string) *app {
 	t.Helper()
 	dir := t.TempDir()
 	return startAppIn(t, dir, yaml, args...)
 }
 
-func startAppIn(t *testing.T, dir, yaml string, args ...string) *app {
+// startAcme starts the edge with one tenant, acme, whose sources are the
+// YAML mapping sources (a source a line at column 0, its fields indented
+// under it), and extra flags.
+func startAcme(t testing.TB, sources string, args ...string) *app {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("tenants:\n  acme:\n    sources:\n")
+	for _, l := range strings.Split(strings.TrimPrefix(sources, "\n"), "\n") {
+		if l != "" {
+			b.WriteString("      " + l + "\n")
+		}
+	}
+	return startApp(t, b.String(), args...)
+}
+
+func startAppIn(t testing.TB, dir, yaml string, args ...string) *app {
 	t.Helper()
 	return startAppWith(t, dir, yaml, nil, args...)
 }
 
 // startAppWith is startAppIn with more fx options (a decorator of a seam).
-func startAppWith(t *testing.T, dir, yaml string, opts []fx.Option, args ...string) *app {
+func startAppWith(t testing.TB, dir, yaml string, opts []fx.Option, args ...string) *app {
 	t.Helper()
 	cfgPath := filepath.Join(dir, "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
@@ -66,29 +79,14 @@ func startAppWith(t *testing.T, dir, yaml string, opts []fx.Option, args ...stri
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	a := &app{t: t, dir: dir}
-	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http)}, opts...)...)
+	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, testkit.Log()), fx.Populate(&a.nats, &a.http)}, opts...)...)
 	a.fx.RequireStart()
 	t.Cleanup(a.fx.RequireStop)
 	a.url = "http://" + *a.http.Addr.Load()
 	// Wait until this node serves its partitions (single node: all of them).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res, err := http.Get(a.url + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge not ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitHTTP(a.url+"/readyz", 10*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v", err)
 	}
 	return a
 }
@@ -102,27 +100,19 @@ type resp struct {
 
 func (a *app) post(path string, body []byte, hdr map[string]string) resp {
 	a.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, a.url+path, bytes.NewReader(body))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	return a.do(req)
+	return asResp(testkit.HTTP(a.t, http.MethodPost, a.url+path, body, hdr))
 }
 
 func (a *app) do(req *http.Request) resp {
 	a.t.Helper()
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	r := resp{code: res.StatusCode, hdr: res.Header, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return asResp(testkit.Do(a.t, req))
+}
+
+// asResp is r with its body decoded, if it is a JSON object.
+func asResp(r testkit.Response) resp {
+	out := resp{code: r.Code, hdr: r.Header, raw: string(r.Body)}
+	_ = json.Unmarshal(r.Body, &out.body)
+	return out
 }
 
 // stored returns the hooks in the stream, by hook id.
@@ -153,7 +143,7 @@ func (a *app) stored() map[string]*jetstream.RawStreamMsg {
 	return out
 }
 
-func mustStatus(t *testing.T, r resp, code int) {
+func mustStatus(t testing.TB, r resp, code int) {
 	t.Helper()
 	if r.code != code {
 		t.Fatalf("status %d, want %d; body %s; headers %v", r.code, code, r.raw, r.hdr)

@@ -11,11 +11,15 @@ import (
 	"github.com/sluice-dev/sluice/webhook"
 )
 
-const testYAML = `
+// defaultsYAML accepts any tenant (allow_unknown) with budgets a test
+// does not reach unless it sets its own.
+const defaultsYAML = `
 allow_unknown: true
 defaults:
   limits: {hooks: {rate: 1000, burst: 1000}, bytes: {rate: 10485760, burst: 20971520}}
-tenants:
+`
+
+const testYAML = defaultsYAML + `tenants:
   slow:
     limits: {hooks: {rate: 0.001, burst: 2}}
   bytesy:

@@ -5,22 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
-	"github.com/sluice-dev/sluice/config"
-	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -33,31 +26,14 @@ type fuzzApp struct {
 
 func startFuzzApp(f *testing.F) *fuzzApp {
 	f.Helper()
-	dir := f.TempDir()
-	cfgPath := filepath.Join(dir, "edge.yaml")
-	if err := os.WriteFile(cfgPath, []byte(testYAML), 0o600); err != nil {
-		f.Fatal(err)
-	}
-	cfg, err := config.Parse([]string{
-		"--config", cfgPath, "--data-dir", filepath.Join(dir, "data"),
-		"--nats-listen", "off", "--http-addr", "127.0.0.1:0", "--partitions", "4",
-		"--admin-token", "fuzz-admin-token",
-	}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		f.Fatal(err)
-	}
-	var nc *sluicefx.NATS
-	var hs *sluicefx.HTTP
-	app := fxtest.New(f, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&nc, &hs))
-	app.RequireStart()
-	f.Cleanup(app.RequireStop)
+	a := startApp(f, testYAML, "--admin-token", "fuzz-admin-token")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := nc.JS.Stream(ctx, "HOOKS")
+	st, err := a.nats.JS.Stream(ctx, "HOOKS")
 	if err != nil {
 		f.Fatal(err)
 	}
-	return &fuzzApp{h: hs.Handler, hook: st}
+	return &fuzzApp{h: a.http.Handler, hook: st}
 }
 
 func (a *fuzzApp) state(t *testing.T) jetstream.StreamState {

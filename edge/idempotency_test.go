@@ -10,11 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-const idemYAML = `
-allow_unknown: true
-defaults:
-  limits: {hooks: {rate: 1000, burst: 1000}, bytes: {rate: 10485760, burst: 20971520}}
-tenants:
+const idemYAML = defaultsYAML + `tenants:
   acme:
     sources:
       api:   {dedupe: "header:Idempotency-Key"}

@@ -13,17 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// idemSource dedupes on the Idempotency-Key header, as an idempotency key
-// (a reuse with another body is refused, not a duplicate).
-type idemSource struct{}
-
-func (idemSource) Source(string, string) (Source, error) {
-	return Source{Dedupe: func(h http.Header, _ []byte) (string, bool, bool) {
-		k := h.Get("Idempotency-Key")
-		return k, true, k != ""
-	}}, nil
-}
-
 // heldStorer holds the first Store until release is closed, and says
 // when it arrived: a narrow seam standing for a slow hooks stream.
 type heldStorer struct {
@@ -55,7 +44,7 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	store, c := realOwner(t, k)
 	hooks := &heldStorer{arrived: make(chan struct{}, 1), release: make(chan struct{})}
 	h, err := New(Config{
-		Policy: idemSource{}, Admitter: c, Claims: store, Hooks: hooks, PendingTTL: time.Hour,
+		Policy: headerSource{header: "Idempotency-Key", idem: true}, Admitter: c, Claims: store, Hooks: hooks, PendingTTL: time.Hour,
 		Limits: func(string) (Limits, string) {
 			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
 		},

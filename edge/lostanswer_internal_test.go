@@ -21,15 +21,23 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// keyedSource dedupes on the X-Event-Id header.
-type keyedSource struct{}
+// headerSource dedupes every source on the header named; idem makes the
+// key an idempotency key (a reuse with another body is refused, not a
+// duplicate), as Idempotency-Key; otherwise it is a provider's event id.
+type headerSource struct {
+	header string
+	idem   bool
+}
 
-func (keyedSource) Source(string, string) (Source, error) {
+func (p headerSource) Source(string, string) (Source, error) {
 	return Source{Dedupe: func(h http.Header, _ []byte) (string, bool, bool) {
-		k := h.Get("X-Event-Id")
-		return k, false, k != ""
+		k := h.Get(p.header)
+		return k, p.idem, k != ""
 	}}, nil
 }
+
+// keyedSource dedupes on the X-Event-Id header.
+var keyedSource = headerSource{header: "X-Event-Id"}
 
 // losingAdmitter is an owner whose answers are lost on purpose while lose
 // is set: it takes the hit's pending claim in the fleet's claim store, as
@@ -68,7 +76,7 @@ func TestLostAnswerReleasesClaim(t *testing.T) {
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "lost_answer_claims"}))
 	adm := &losingAdmitter{store: store, lose: true}
 	h, err := New(Config{
-		Policy: keyedSource{}, Admitter: adm, Claims: store, Hooks: &nopStorer{}, PendingTTL: time.Hour,
+		Policy: keyedSource, Admitter: adm, Claims: store, Hooks: &nopStorer{}, PendingTTL: time.Hour,
 		Limits: func(string) (Limits, string) {
 			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
 		},
@@ -203,7 +211,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 	owner := &lossyOwner{c: c, nc: k.Conn, prefix: prefix, parts: parts}
 	handler := func(pendingTTL time.Duration) *Handler {
 		h, err := New(Config{
-			Policy: keyedSource{}, Admitter: owner, Claims: store, Hooks: &nopStorer{}, PendingTTL: pendingTTL,
+			Policy: keyedSource, Admitter: owner, Claims: store, Hooks: &nopStorer{}, PendingTTL: pendingTTL,
 			Limits: func(string) (Limits, string) {
 				return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
 			},

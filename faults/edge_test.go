@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // edgeProc is a cmd/edge process of the edge-mode scenario and the URL it
@@ -221,7 +223,7 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 // hub again and accepted while the backlog drains.
 func TestEdgeHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
-	ports := freePorts(t, 2)
+	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	token := "faults-leaf-token-0123456789"
 	hubDir, edgeDir := t.TempDir(), t.TempDir()

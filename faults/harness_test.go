@@ -67,8 +67,8 @@ type Options struct {
 	// default: the harness's temporary directory). The power-cut test puts
 	// it on a lazyfs mount.
 	DataDir string
-	// Log receives the in-process nodes' logs (default: discarded, or
-	// stderr at debug level with SLUICE_TEST_LOG=1 and -v).
+	// Log receives the in-process nodes' logs (default: testkit.Log,
+	// discarded, or stderr at debug level with SLUICE_TEST_LOG=1).
 	Log *slog.Logger
 }
 
@@ -296,10 +296,7 @@ func (n *Node) startInProc(t testing.TB) {
 	}
 	log := n.h.o.Log
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-		if testing.Verbose() && os.Getenv("SLUICE_TEST_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", n.i)
-		}
+		log = testkit.Log().With("node", n.i)
 	}
 	var nc *sluicefx.NATS
 	var hs *sluicefx.HTTP
@@ -774,7 +771,7 @@ type embeddedServers struct {
 }
 
 func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
-	ports := freePorts(t, 2*n)
+	ports := testkit.FreePorts(t, 2*n)
 	e := &embeddedServers{h: h}
 	if n == 1 {
 		// One node: the default single binary, its embedded server given a
@@ -785,21 +782,28 @@ func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
 		return e
 	}
 	for i := range n {
-		var routes []string
-		for j := range n {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+j]))
-			}
-		}
+		routes := routesOf(i, ports[n:], "nats-route://")
 		e.args = append(e.args, []string{
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--cluster-name", fmt.Sprintf("faults-%d", ports[0]),
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"--routes", strings.Join(routes, ","),
+			"--routes", routes,
 		})
 		e.urls = append(e.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
 	return e
+}
+
+// routesOf lists server i's routes: every route port but its own, each
+// as scheme+"127.0.0.1:port", comma-separated.
+func routesOf(i int, routePorts []int, scheme string) string {
+	var routes []string
+	for j, p := range routePorts {
+		if j != i {
+			routes = append(routes, fmt.Sprintf("%s127.0.0.1:%d", scheme, p))
+		}
+	}
+	return strings.Join(routes, ",")
 }
 
 func (e *embeddedServers) n() int                      { return len(e.urls) }
@@ -821,23 +825,18 @@ type procServers struct {
 
 func startProcServers(t testing.TB, bin string, n int) *procServers {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports := testkit.FreePorts(t, 2*n)
 	s := &procServers{bin: bin, t: t, procs: make([]*proc, n)}
 	cluster := fmt.Sprintf("faults-%d", ports[0])
 	for i := range n {
-		var routes []string
-		for j := range n {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("127.0.0.1:%d", ports[n+j]))
-			}
-		}
+		routes := routesOf(i, ports[n:], "")
 		s.args = append(s.args, []string{
 			"-name", fmt.Sprintf("s%d", i),
 			"-store", t.TempDir(),
 			"-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"-cluster-name", cluster,
 			"-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
-			"-routes", strings.Join(routes, ","),
+			"-routes", routes,
 		})
 		s.urls = append(s.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
@@ -903,10 +902,7 @@ func waitJetStream(t testing.TB, urls []string) {
 		if err != nil {
 			continue // a killed server
 		}
-		js, err := jetstream.New(nc)
-		if err == nil {
-			err = kvstore.WaitReady(ctx, js)
-		}
+		err = testkit.WaitJetStream(ctx, nc)
 		nc.Close()
 		if err != nil {
 			t.Fatalf("JetStream not ready on %s: %v", u, err)

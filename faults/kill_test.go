@@ -17,23 +17,17 @@ func TestKillNode(t *testing.T) {
 	l := NewLedger()
 	run := h.startHooks(l, hookLoad{Tenants: []string{"a", "b", "c", "d", "e", "f"}, Workers: 12, Redeliver: true})
 	defer run.stop()
-	step := func(what string) {
-		t.Helper()
-		if err := run.waitAccepted(int64(scale(200)), scaleD(30*time.Second)); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	step("before the kill")
+	killStep(t, run, "before the kill")
 	const victim = 1
 	h.Node(victim).Kill()
 	killed := time.Now()
-	step("after the kill")
+	killStep(t, run, "after the kill")
 	h.WaitServed(t, 30*time.Second, h.AllPartitions()...)
 	t.Logf("node %d killed: every partition served again %v after the kill", victim, time.Since(killed).Round(time.Millisecond))
 	start := time.Now()
 	h.Node(victim).Restart(t)
 	t.Logf("node %d restarted in %v", victim, time.Since(start).Round(time.Millisecond))
-	step("after the restart")
+	killStep(t, run, "after the restart")
 	run.stop()
 	t.Logf("load: %s", run)
 	h.CheckHooks(t, l, false)
@@ -56,22 +50,16 @@ func TestKillServer(t *testing.T) {
 	defer run.stop()
 	rp := h.startReplay(capacity, 4)
 	defer rp.stop()
-	step := func(what string) {
-		t.Helper()
-		if err := run.waitAccepted(int64(scale(200)), scaleD(30*time.Second)); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	step("before the kill")
+	killStep(t, run, "before the kill")
 	const victim = 1
 	h.KillServer(victim)
 	killed := time.Now()
-	step("after the kill")
+	killStep(t, run, "after the kill")
 	t.Logf("server %d killed: 200 more hooks accepted %v after the kill", victim, time.Since(killed).Round(time.Millisecond))
 	start := time.Now()
 	h.RestartServer(t, victim)
 	t.Logf("server %d restarted in %v", victim, time.Since(start).Round(time.Millisecond))
-	step("after the restart")
+	killStep(t, run, "after the restart")
 	h.waitCurrent(t, 60*time.Second)
 	t.Logf("every stream replica current %v after the restart", time.Since(start).Round(time.Millisecond))
 	run.stop()
@@ -84,4 +72,13 @@ func TestKillServer(t *testing.T) {
 	t.Logf("load: %s", run)
 	t.Logf("%s", rp)
 	h.CheckHooks(t, l, false)
+}
+
+// killStep waits, at each step of a kill test (what), until another
+// scale(200) hooks of run were answered 2xx.
+func killStep(t *testing.T, run *loadRun, what string) {
+	t.Helper()
+	if err := run.waitAccepted(int64(scale(200)), scaleD(30*time.Second)); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }

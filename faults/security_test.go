@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -195,16 +194,8 @@ func TestAdminToken(t *testing.T) {
 		}
 	}
 	// Nothing was changed: the limits still come from the default.
-	req, _ := http.NewRequest("GET", a.url+"/v1/admin/tenants/t/limits", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(raw), `"origin":"default"`) {
-		t.Errorf("with the token: %d %s", res.StatusCode, raw)
+	if r := testkit.HTTP(t, "GET", a.url+"/v1/admin/tenants/t/limits", nil, map[string]string{"Authorization": "Bearer " + token}); r.Code != 200 || !strings.Contains(string(r.Body), `"origin":"default"`) {
+		t.Errorf("with the token: %d %s", r.Code, r.Body)
 	}
 }
 
@@ -323,16 +314,7 @@ tenants:
 			args := append([]string{"--nats-listen", "127.0.0.1:0", "--admin-token", adminToken, "--log-level", "debug"}, tc.auth...)
 			a := startApp(t, yaml, env, log, args...)
 			post := func(path string, body []byte, hdr map[string]string) int {
-				req, _ := http.NewRequest("POST", a.url+path, bytes.NewReader(body))
-				for k, v := range hdr {
-					req.Header.Set(k, v)
-				}
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res.Body.Close()
-				return res.StatusCode
+				return testkit.HTTP(t, "POST", a.url+path, body, hdr).Code
 			}
 			body := []byte(`{"id":"evt_1","x":1}`)
 			if c := post("/v1/hooks/acme/gh", body, map[string]string{"X-GitHub-Delivery": "d1", "X-Hub-Signature-256": webhook.SignGitHub(ghSecret, body)}); c != 202 {

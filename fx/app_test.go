@@ -1,8 +1,6 @@
 package sluicefx_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
@@ -27,52 +24,6 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
-
-func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
-
-func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtest.App) {
-	t.Helper()
-	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h *sluicefx.HTTP
-	var n *sluicefx.NATS
-	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&h, &n))
-	app.RequireStart()
-	t.Cleanup(app.RequireStop)
-	return h, n, app
-}
-
-// startErr is start for goroutines other than the test's: it reports errors
-// instead of failing the test.
-func startErr(t testing.TB, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
-	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		return nil, nil, err
-	}
-	var h *sluicefx.HTTP
-	var n *sluicefx.NATS
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&h, &n))
-	if err := app.Err(); err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
-		return nil, nil, err
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = app.Stop(ctx)
-	})
-	return h, n, nil
-}
 
 func post(t *testing.T, h *sluicefx.HTTP, path, key string) int {
 	t.Helper()
@@ -128,37 +79,15 @@ func TestEmbeddedCluster(t *testing.T) {
 		}
 		routes += fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
-	type node struct {
-		h *sluicefx.HTTP
-		n *sluicefx.NATS
-	}
-	nodes := make([]node, 3)
-	done := make(chan error, 3)
-	for i := range nodes {
-		go func() {
-			// Every node blocks in start until JetStream has a meta leader,
-			// which needs a quorum: start them concurrently.
-			h, n, err := startErr(t,
-				"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)),
-				"--nats-listen", "off",
-				"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-				"--routes", routes,
-				"--replicas", "3",
-			)
-			nodes[i] = node{h, n}
-			done <- err
-		}()
-	}
-	for range nodes {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("node start: %v", err)
-			}
-		case <-time.After(90 * time.Second):
-			t.Fatal("cluster did not start")
+	nodes := startTogether(t, 3, 90*time.Second, "cluster node", func(i int) []string {
+		return []string{
+			"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)),
+			"--nats-listen", "off",
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--routes", routes,
+			"--replicas", "3",
 		}
-	}
+	})
 	if code := post(t, nodes[0].h, "/v1/hooks/t/s", "shared"); code != 202 {
 		t.Fatalf("node 0: %d", code)
 	}
@@ -173,15 +102,12 @@ func TestEmbeddedCluster(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("node 2 on the same key: %d, want 200 duplicate", code)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := nodes[1].n.JS.Stream(ctx, "HOOKS")
+	st, err := nodes[1].n.JS.Stream(testkit.Context(t), "HOOKS")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil || info.State.Msgs != 1 || info.Config.Replicas != 3 {
-		t.Fatalf("stream seen from node 1: %+v %v", info, err)
+	if info := st.CachedInfo(); info.State.Msgs != 1 || info.Config.Replicas != 3 {
+		t.Fatalf("stream seen from node 1: %+v", info)
 	}
 	_ = jetstream.ErrKeyExists
 }
@@ -304,15 +230,9 @@ func postRA(t *testing.T, h *sluicefx.HTTP, path, key string) (int, int64) {
 	code := 0
 	var ra int64
 	testkit.Eventually(t, 15*time.Second, func() bool {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+path, bytes.NewReader([]byte(`{}`)))
-		req.Header.Set("Idempotency-Key", key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		code = res.StatusCode
-		ra, _ = strconv.ParseInt(res.Header.Get("Retry-After"), 10, 64)
+		r := testkit.HTTP(t, http.MethodPost, "http://"+*h.Addr.Load()+path, []byte(`{}`), map[string]string{"Idempotency-Key": key})
+		code = r.Code
+		ra, _ = strconv.ParseInt(r.Header.Get("Retry-After"), 10, 64)
 		// Right after start the store may still be electing leaders.
 		return code != http.StatusServiceUnavailable
 	}, "an answer other than 503")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -28,30 +27,11 @@ func TestEdgeModeHubCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i]))
 		leafs = append(leafs, fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)))
 	}
-	hubs := make([]*node, 3)
-	errs := make(chan error, 3)
-	for i := range hubs {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
-		go func() {
-			// Each blocks in start until JetStream has a meta leader (a
-			// quorum): start them together.
-			var err error
-			hubs[i], err = startNodeErr(t, "--data-dir", dir, "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
-				"--routes", strings.Join(routes, ","), "--replicas", "3",
-				"--js-domain", "hub", "--leaf-listen", leafs[i], "--leaf-token", token)
-			errs <- err
-		}()
-	}
-	for range hubs {
-		select {
-		case err := <-errs:
-			if err != nil {
-				t.Fatalf("hub node start: %v", err)
-			}
-		case <-time.After(120 * time.Second):
-			t.Fatal("the hub cluster did not start")
-		}
-	}
+	hubs := startTogether(t, 3, 120*time.Second, "hub node", func(i int) []string {
+		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
+			"--routes", strings.Join(routes, ","), "--replicas", "3",
+			"--js-domain", "hub", "--leaf-listen", leafs[i], "--leaf-token", token}
+	})
 	urls := make([]string, 3)
 	for i, l := range leafs {
 		urls[i] = "nats-leaf://" + l
@@ -126,14 +106,7 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	hubDecides("relinked")
 
 	other := hubs[(gone+1)%3]
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		st, err := ed.n.JS.Stream(testkit.Context(t), edge.OutboxStream("HOOKS"))
-		if err != nil {
-			return false
-		}
-		info, err := st.Info(testkit.Context(t))
-		return err == nil && info.State.Msgs == 0
-	}, "outbox drained")
+	waitOutboxDrained(t, ed, 30*time.Second)
 	// Read from a node that stayed; a read during the stream's leader
 	// election after the stop may come back short: read again.
 	var seen map[string]int

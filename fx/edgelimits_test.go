@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -36,6 +34,12 @@ func quotaOf(t *testing.T, ed *node) string {
 	return r.Edge.Quota
 }
 
+// writeLimits writes a configuration whose default budget is 10 hooks,
+// then one per 100 s (nothing refills during a test), and returns its path.
+func writeLimits(t *testing.T) string {
+	return testkit.WriteTemp(t, "limits.yaml", []byte("defaults:\n  limits: {hooks: {rate: 0.01, burst: 10}}\n"))
+}
+
 // statuses posts n hooks of tenant with keys round-0…, each to the edge
 // pick(i) gives, one after the other, and counts the answers by status.
 func statuses(t *testing.T, tenant, round string, n int, pick func(i int) *node) map[int]int {
@@ -51,15 +55,8 @@ func statuses(t *testing.T, tenant, round string, n int, pick func(i int) *node)
 // postBody posts body to the edge with an Idempotency-Key; the status.
 func postBody(t *testing.T, ed *node, tenant, key, body string) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+*ed.h.Addr.Load()+"/v1/hooks/"+tenant+"/src", strings.NewReader(body))
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
+	return testkit.HTTP(t, http.MethodPost, "http://"+*ed.h.Addr.Load()+"/v1/hooks/"+tenant+"/src", []byte(body),
+		map[string]string{"Idempotency-Key": key, "Content-Type": "application/json"}).Code
 }
 
 // metricSum adds the values of the lines of metrics matching re.
@@ -83,11 +80,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	t.Parallel()
 	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	token := "leaf-secret-0123456789"
-	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
-	// 10 hooks, then one per 100 s: nothing refills during the test.
-	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 0.01, burst: 10}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeLimits(t)
 	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", cfgPath}
 	// A budget no hit outlasts on a loaded machine: a hit the owner
 	// answers late would be decided on the edge (a test of timing, not of
@@ -223,10 +216,7 @@ func TestEdgeModePartitionMismatch(t *testing.T) {
 // the sides of a split together stay near one limit.
 func TestEdgeModeSplitShare(t *testing.T) {
 	t.Parallel()
-	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
-	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 0.01, burst: 10}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeLimits(t)
 	// No hub listens there: the edge is cut off from the start.
 	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,69 +17,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/edge"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
-
-// node is one sluice app of an edge-mode test, stopped by stop (once).
-type node struct {
-	h    *sluicefx.HTTP
-	n    *sluicefx.NATS
-	fw   *sluicefx.Forward
-	q    *sluicefx.Quota
-	stop func()
-}
-
-// startNode starts a sluice app with args; the test's cleanup stops it if
-// the test did not.
-func startNode(t testing.TB, args ...string) *node {
-	t.Helper()
-	nd, err := startNodeErr(t, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nd
-}
-
-// startNodeErr is startNode returning its error (for starts on other
-// goroutines).
-func startNodeErr(t testing.TB, args ...string) (*node, error) {
-	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		return nil, err
-	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	nd := &node{}
-	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
-	if err := app.Err(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	nd.stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			_ = app.Stop(ctx)
-		})
-	}
-	t.Cleanup(nd.stop)
-	return nd, nil
-}
 
 // postHook posts one hook with a dedupe key and returns the status and
 // the hook id.
@@ -228,14 +170,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	// The hub comes back: the backlog drains, none lost, none twice.
 	t0 := time.Now()
 	hub = startNode(t, hubArgs...)
-	testkit.Eventually(t, 20*time.Second, func() bool {
-		info, err := ed.n.JS.Stream(testkit.Context(t), edge.OutboxStream("HOOKS"))
-		if err != nil {
-			return false
-		}
-		st, err := info.Info(testkit.Context(t))
-		return err == nil && st.State.Msgs == 0
-	}, "outbox drained")
+	waitOutboxDrained(t, ed, 20*time.Second)
 	t.Logf("%d hooks acked; hub restart to empty outbox: %s", len(acked), time.Since(t0))
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		code, body := getBody(t, ed.h, "/readyz")
@@ -366,13 +301,8 @@ func TestEdgeLeafIsolation(t *testing.T) {
 // getBody GETs path from h: the status and the body.
 func getBody(t *testing.T, h *sluicefx.HTTP, path string) (int, string) {
 	t.Helper()
-	res, err := http.Get("http://" + *h.Addr.Load() + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	r := testkit.HTTP(t, http.MethodGet, "http://"+*h.Addr.Load()+path, nil, nil)
+	return r.Code, string(r.Body)
 }
 
 // backlogOf is the edge backlog a /readyz body reports (-1: none).

@@ -250,19 +250,9 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 		}
 	}
 	tok := authz.TenantToken("acme")
-	req, err := http.NewRequest(http.MethodPost, "http://"+*h.Addr.Load()+"/v1/admin/hooks/acme/rewind", strings.NewReader(`{"consumer":"`+tok+`","durable":true}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+admin)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("rewind creating acme's consumer: %d %s", res.StatusCode, body)
+	r := testkit.HTTP(t, http.MethodPost, "http://"+*h.Addr.Load()+"/v1/admin/hooks/acme/rewind", []byte(`{"consumer":"`+tok+`","durable":true}`), map[string]string{"Authorization": "Bearer " + admin})
+	if r.Code != http.StatusCreated {
+		t.Fatalf("rewind creating acme's consumer: %d %s", r.Code, r.Body)
 	}
 	v := &violations{}
 	nc := connectAs(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "acme-reader", "acme-reader-password-01", v)

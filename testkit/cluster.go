@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -51,9 +50,9 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 	name := fmt.Sprintf("tk-%p", c)
 	// A JetStream cluster needs its routes configured at start, so the
 	// route ports are picked (random free ports) before any server starts.
-	ports, err := freePorts(n)
-	if err != nil {
-		t.Fatalf("testkit: cluster ports: %v", err)
+	ports := make([]string, n)
+	for i, p := range FreePorts(t, n) {
+		ports[i] = fmt.Sprintf("127.0.0.1:%d", p)
 	}
 	for i := range n {
 		c.cfgs[i] = natsembed.ServerConfig{
@@ -76,13 +75,7 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 		// needs one to start its JetStream cluster, routes to itself (the
 		// server drops that route at once).
 		c.cfgs[i].Routes = slices.Clone(ports[:max(i, 1)])
-		srv, err := natsembed.StartServer(c.cfgs[i])
-		if err != nil {
-			t.Fatalf("testkit: start server %d: %v", i, err)
-		}
-		c.mu.Lock()
-		c.servers[i] = srv
-		c.mu.Unlock()
+		srv := c.start(t, i, "start")
 		// Pin the client port so a restart comes back where clients look.
 		c.cfgs[i].Listen = hostPort(srv.ClientURL())
 	}
@@ -92,26 +85,6 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 	}
 	c.WaitReady(t)
 	return c
-}
-
-// freePorts returns n distinct free loopback "host:port"s.
-func freePorts(n int) ([]string, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 func hostPort(url string) string {
@@ -210,10 +183,7 @@ func (c *ClusterKit) WaitReady(t testing.TB) {
 		if err != nil {
 			t.Fatalf("testkit: connect to server %d: %v", i, err)
 		}
-		js, err := jetstream.New(nc)
-		if err == nil {
-			err = kvstore.WaitReady(ctx, js)
-		}
+		err = WaitJetStream(ctx, nc)
 		nc.Close()
 		if err != nil {
 			t.Fatalf("testkit: JetStream not ready on server %d: %v", i, err)
@@ -243,14 +213,22 @@ func (c *ClusterKit) Restart(t testing.TB, i int) {
 	if running {
 		t.Fatalf("testkit: server %d is running", i)
 	}
+	c.start(t, i, "restart")
+	c.WaitReady(t)
+}
+
+// start starts server i on its configuration; what ("start", "restart")
+// names the step in the error.
+func (c *ClusterKit) start(t testing.TB, i int, what string) *natsembed.Server {
+	t.Helper()
 	srv, err := natsembed.StartServer(c.cfgs[i])
 	if err != nil {
-		t.Fatalf("testkit: restart server %d: %v", i, err)
+		t.Fatalf("testkit: %s server %d: %v", what, i, err)
 	}
 	c.mu.Lock()
 	c.servers[i] = srv
 	c.mu.Unlock()
-	c.WaitReady(t)
+	return srv
 }
 
 func (c *ClusterKit) shutdown() {

@@ -4,12 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 
 // TestClusterRoutesNeverRedialled: every route dial of a starting cluster
 // finds its peer listening. Started together, servers found peers not

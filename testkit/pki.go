@@ -84,15 +84,3 @@ func WriteTemp(t testing.TB, name string, data []byte) string {
 	}
 	return p
 }
-
-// FreePort returns a loopback TCP port that was free a moment ago (for
-// listeners whose address must be known before they start, as routes).
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}

@@ -3,14 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // TestNATSAuthzPrints: `edge nats-authz` prints the authorization block of
@@ -48,24 +46,7 @@ func TestNATSAuthzLoads(t *testing.T) {
 	}
 	const password = "acme-svc-password-0123456789"
 	t.Setenv("ACME_SVC_PASSWORD", password)
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte("listen: \"127.0.0.1:-1\"\n"+out.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("nats-server refuses the printed block: %v\n%s", err, out.String())
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := testkit.ConfServer(t, "listen: \"127.0.0.1:-1\"\n"+out.String())
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("acme-svc", password), nats.CustomInboxPrefix("_INBOX.acme-svc"),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {

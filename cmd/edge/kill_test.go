@@ -64,20 +64,10 @@ func startEdge(t *testing.T, bin, dataDir string, httpPort, natsPort int) *proc 
 			_ = p.cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(p.httpU + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge not ready: %v\n%s", err, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testkit.WaitHTTP(p.httpU+"/readyz", 30*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v\n%s", err, p.stderr.String())
 	}
+	return p
 }
 
 // TestKill9KeepsEveryAcceptedHook sends a stream of hooks to a real edge

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,20 +36,10 @@ func runEdge(t *testing.T, data string, ready bool, extra ...string) *runningEdg
 	if !ready {
 		return e
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(e.url + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge not ready: %v\n%s", err, e.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.WaitHTTP(e.url+"/readyz", 30*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v\n%s", err, e.stderr.String())
 	}
+	return e
 }
 
 // stop ends a ready edge and wants exit status 0.
@@ -80,13 +69,9 @@ func (e *runningEdge) exit(t *testing.T) (int, string) {
 func postHooks(t *testing.T, base string, n int) {
 	t.Helper()
 	for i := range n {
-		res, err := http.Post(base+"/v1/hooks/acme/src", "application/json", strings.NewReader(fmt.Sprintf(`{"i":%d}`, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != 202 {
-			t.Fatalf("hook %d: status %d", i, res.StatusCode)
+		r := testkit.HTTP(t, "POST", base+"/v1/hooks/acme/src", fmt.Appendf(nil, `{"i":%d}`, i), map[string]string{"Content-Type": "application/json"})
+		if r.Code != 202 {
+			t.Fatalf("hook %d: status %d", i, r.Code)
 		}
 	}
 }

@@ -26,19 +26,11 @@ import (
 func post(t *testing.T, base, path, secret string) int {
 	t.Helper()
 	body := []byte(fmt.Sprintf(`{"at":%d}`, time.Now().UnixNano()))
-	req, err := http.NewRequest("POST", base+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hdr := map[string]string{}
 	if secret != "" {
-		req.Header.Set(webhook.HeaderGitHubSignature, webhook.SignGitHub(secret, body))
+		hdr[webhook.HeaderGitHubSignature] = webhook.SignGitHub(secret, body)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
+	return testkit.HTTP(t, "POST", base+path, body, hdr).Code
 }
 
 // adminToken is the admin token of startAdminNode's node.
@@ -151,37 +143,40 @@ func TestSIGHUPReload(t *testing.T) {
 		}
 	})
 	base := "http://" + addr
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		res, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	}, "edge ready")
-	hup := func() {
+	if err := testkit.WaitHTTP(base+"/readyz", 30*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v\n%s", err, log.String())
+	}
+	// reload writes content to path and sends the process a SIGHUP.
+	reload := func(path, content string) {
 		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// logged waits until the log holds every one of lines.
+	logged := func(what string, lines ...string) {
+		t.Helper()
+		testkit.Eventually(t, 5*time.Second, func() bool {
+			for _, l := range lines {
+				if !strings.Contains(log.String(), l) {
+					return false
+				}
+			}
+			return true
+		}, what)
+	}
 	if a, b := post(t, base, "/v1/hooks/acme/gh", ""), post(t, base, "/v1/hooks/acme/new", ""); a != 202 || b != 404 {
 		t.Fatalf("before: gh %d new %d", a, b)
 	}
-	if err := os.WriteFile(file, []byte("tenants:\n  acme:\n    sources:\n      gh: {bogus: 1}\n      new: {}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hup()
-	testkit.Eventually(t, 5*time.Second, func() bool {
-		return strings.Contains(log.String(), "reload failed: keeping the running configuration") && strings.Contains(log.String(), "line 4: unknown field tenants.acme.sources.gh.bogus")
-	}, "the broken file's error logged with its line")
+	reload(file, "tenants:\n  acme:\n    sources:\n      gh: {bogus: 1}\n      new: {}\n")
+	logged("the broken file's error logged with its line", "reload failed: keeping the running configuration", "line 4: unknown field tenants.acme.sources.gh.bogus")
 	if a, b := post(t, base, "/v1/hooks/acme/gh", ""), post(t, base, "/v1/hooks/acme/new", ""); a != 202 || b != 404 {
 		t.Fatalf("after a broken reload: gh %d new %d", a, b)
 	}
-	if err := os.WriteFile(file, []byte("tenants:\n  acme:\n    sources: {gh: {}, new: {}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hup()
+	reload(file, "tenants:\n  acme:\n    sources: {gh: {}, new: {}}\n")
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/acme/new", "") == 202 }, "new source served after the reload")
 	if !strings.Contains(log.String(), "tenants.acme changed: [sources.new added]") {
 		t.Fatalf("reload log:\n%s", log.String())
@@ -190,19 +185,8 @@ func TestSIGHUPReload(t *testing.T) {
 	// The key file: a source whose secret the admin API sealed with k1.
 	admin := func(method, path, body string, want int) {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, b, want)
+		if r := testkit.HTTP(t, method, base+path, []byte(body), map[string]string{"Authorization": "Bearer " + adminToken}); r.Code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, r.Code, r.Body, want)
 		}
 	}
 	const sealedK1, sealedK2 = "vault-secret-sealed-with-k1-0123", "vault-secret-sealed-with-k2-0123"
@@ -211,22 +195,14 @@ func TestSIGHUPReload(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k1", sealedK1) == 202 }, "the k1-sealed source served")
 	key2 := make([]byte, 32)
 	_, _ = rand.Read(key2)
-	if err := os.WriteFile(keys, []byte("k2 "+base64.StdEncoding.EncodeToString(key2)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hup()
+	reload(keys, "k2 "+base64.StdEncoding.EncodeToString(key2))
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k1", sealedK1) == 503 }, "the k1-sealed secret fails closed once the key file holds only k2")
 	admin("PUT", "/v1/admin/tenants/vault/sources/k2", `{"verify":"github","secret":"`+sealedK2+`"}`, 200)
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/vault/k2", sealedK2) == 202 }, "a secret sealed with k2, which only k2 opens, served")
 
 	// A broken key file keeps the running keys.
-	if err := os.WriteFile(keys, []byte("k1 short\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hup()
-	testkit.Eventually(t, 5*time.Second, func() bool {
-		return strings.Contains(log.String(), "reload: keeping the running secrets keys") && strings.Contains(log.String(), "line 1: key k1")
-	}, "the broken key file's reload done (its error logged)")
+	reload(keys, "k1 short\n")
+	logged("the broken key file's reload done (its error logged)", "reload: keeping the running secrets keys", "line 1: key k1")
 	if a, b := post(t, base, "/v1/hooks/vault/k2", sealedK2), post(t, base, "/v1/hooks/vault/k1", sealedK1); a != 202 || b != 503 {
 		t.Fatalf("after a broken key file: the k2 secret %d (want 202), the k1 secret %d (want 503)", a, b)
 	}
@@ -264,19 +240,7 @@ func TestTenantsVerifyFile(t *testing.T) {
 	cli := tenantsRunner(t, env, secret, adminToken)
 	send := func(path string, hdr map[string]string, body []byte) int {
 		t.Helper()
-		req, err := http.NewRequest("POST", n.URL+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+		return testkit.HTTP(t, "POST", n.URL+path, body, hdr).Code
 	}
 	custom := testkit.WriteTemp(t, "scheme.yaml", []byte(`
 name: acme-signer

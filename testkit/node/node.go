@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"go.uber.org/fx"
@@ -52,11 +51,7 @@ var defaults = []string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}
 // Set SLUICE_TEST_LOG=1 to see the node's log on stderr.
 func Start(t testkit.T, k *testkit.Kit, args ...string) *Node {
 	t.Helper()
-	var log *slog.Logger
-	if os.Getenv("SLUICE_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return StartLogged(t, k, log, args...)
+	return StartLogged(t, k, testkit.Log(), args...)
 }
 
 // StartLogged is Start with the node's log going to log (nil: discarded).

@@ -17,23 +17,12 @@ func TestStartPassesFlags(t *testing.T) {
 	if n.Config.AdminToken.Reveal() != "0123456789abcdef0123456789abcdef" {
 		t.Fatalf("admin token not applied")
 	}
-	resp, err := http.Get(n.URL + "/v1/admin/tenants/acme/limits")
-	if err != nil {
-		t.Fatal(err)
+	limits := n.URL + "/v1/admin/tenants/acme/limits"
+	if r := testkit.HTTP(t, http.MethodGet, limits, nil, nil); r.Code != http.StatusUnauthorized {
+		t.Fatalf("admin without token: %d, want 401", r.Code)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("admin without token: %d, want 401", resp.StatusCode)
-	}
-	req, _ := http.NewRequest(http.MethodGet, n.URL+"/v1/admin/tenants/acme/limits", nil)
-	req.Header.Set("Authorization", "Bearer 0123456789abcdef0123456789abcdef")
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("admin with token: %d, want 200", resp.StatusCode)
+	if r := testkit.HTTP(t, http.MethodGet, limits, nil, map[string]string{"Authorization": "Bearer 0123456789abcdef0123456789abcdef"}); r.Code != http.StatusOK {
+		t.Fatalf("admin with token: %d, want 200", r.Code)
 	}
 }
 

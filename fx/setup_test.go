@@ -1,0 +1,129 @@
+package sluicefx_test
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/edge"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
+
+func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtest.App) {
+	t.Helper()
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h *sluicefx.HTTP
+	var n *sluicefx.NATS
+	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), fx.Populate(&h, &n))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return h, n, app
+}
+
+// startErr is startNodeErr's HTTP and NATS parts.
+func startErr(t testing.TB, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, error) {
+	nd, err := startNodeErr(t, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nd.h, nd.n, nil
+}
+
+// node is one sluice app of an edge-mode test, stopped by stop (once).
+type node struct {
+	h    *sluicefx.HTTP
+	n    *sluicefx.NATS
+	fw   *sluicefx.Forward
+	q    *sluicefx.Quota
+	stop func()
+}
+
+// startNode starts a sluice app with args; the test's cleanup stops it if
+// the test did not.
+func startNode(t testing.TB, args ...string) *node {
+	t.Helper()
+	nd, err := startNodeErr(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+// startNodeErr is startNode returning its error (for starts on other
+// goroutines).
+func startNodeErr(t testing.TB, args ...string) (*node, error) {
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	nd := &node{}
+	app := fx.New(sluicefx.Options(cfg, testkit.Log()), fx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
+	if err := app.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	nd.stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = app.Stop(ctx)
+		})
+	}
+	t.Cleanup(nd.stop)
+	return nd, nil
+}
+
+// startTogether starts n nodes at once, node i with args(i): each blocks
+// in its start until JetStream has a meta leader, which needs a quorum of
+// them. It fails the test (what: which nodes) if a start fails or they
+// have not all started within timeout.
+func startTogether(t *testing.T, n int, timeout time.Duration, what string, args func(i int) []string) []*node {
+	t.Helper()
+	nodes := make([]*node, n)
+	errs := make(chan error, n)
+	for i := range nodes {
+		go func() {
+			var err error
+			nodes[i], err = startNodeErr(t, args(i)...)
+			errs <- err
+		}()
+	}
+	for range nodes {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("%s start: %v", what, err)
+			}
+		case <-time.After(timeout):
+			t.Fatalf("%s did not start", what)
+		}
+	}
+	return nodes
+}
+
+// waitOutboxDrained waits until edge node ed's outbox holds no hook.
+func waitOutboxDrained(t *testing.T, ed *node, timeout time.Duration) {
+	t.Helper()
+	testkit.Eventually(t, timeout, func() bool {
+		st, err := ed.n.JS.Stream(testkit.Context(t), edge.OutboxStream("HOOKS"))
+		return err == nil && st.CachedInfo().State.Msgs == 0 // Stream read the info
+	}, "outbox drained")
+}
