@@ -57,31 +57,27 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 		tenant string
 	}
 	b.Run("layout/map[kind,tenant]int64", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = heapPerItem(idleTenants, func() any {
-				m := make(map[kindTenant]int64)
-				for i := range idleTenants {
-					m[kindTenant{0, tenantName(i)}] = int64(i) + 1
-				}
-				return m
-			})
-		}
-		b.ReportMetric(per, "bytes/bucket")
+		layoutBytes(b, func(i int) kindTenant { return kindTenant{0, tenantName(i)} })
 	})
 	b.Run("layout/map[hash64]int64", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = heapPerItem(idleTenants, func() any {
-				m := make(map[uint64]int64)
-				for i := range idleTenants {
-					m[bucketHash(quota.KindHooks, tenantName(i))] = int64(i) + 1
-				}
-				return m
-			})
-		}
-		b.ReportMetric(per, "bytes/bucket")
+		layoutBytes(b, func(i int) uint64 { return bucketHash(quota.KindHooks, tenantName(i)) })
 	})
+}
+
+// layoutBytes reports the heap per bucket of a candidate layout: a map from
+// key(i) to a value for each of idleTenants tenants.
+func layoutBytes[K comparable](b *testing.B, key func(i int) K) {
+	var per float64
+	for b.Loop() {
+		per = heapPerItem(idleTenants, func() any {
+			m := make(map[K]int64)
+			for i := range idleTenants {
+				m[key(i)] = int64(i) + 1
+			}
+			return m
+		})
+	}
+	b.ReportMetric(per, "bytes/bucket")
 }
 
 // idleBucketBytes fills a fresh tenure with idleTenants tenants charged

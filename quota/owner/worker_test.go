@@ -194,16 +194,8 @@ func (s failingStore) Claim(context.Context, claims.ID, string, time.Duration) (
 
 func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	w, err := New(k.Conn, e.leases, e.counts, failingStore{err: claims.ErrUnavailable}, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop(testkit.Context(t)) }()
+	k, e := kitEnv(t)
+	w := e.newWorker(t, k.Conn, failingStore{err: claims.ErrUnavailable})
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn)
 	ctx := testkit.Context(t)
@@ -497,13 +489,8 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 
 func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	nc1, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc1.Close()
+	k, e := kitEnv(t)
+	nc1 := connect(t, k)
 	w1 := e.startWorker(t, nc1, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
 	waitServed(t, 10*time.Second, w1)
 	nc1.Close() // the process dies holding every lease
