@@ -7,6 +7,8 @@
 package settings
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -61,4 +63,38 @@ func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
 		}
 	}
 	return nil
+}
+
+// ErrInvalidOption is wrapped by the error of an option with an invalid
+// argument (quota.ErrInvalidOption).
+var ErrInvalidOption = errors.New("quota: invalid option")
+
+// Invalid is the error of an option with an invalid argument.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// Positive is the body of an option taking a value that must be > 0: it
+// calls set with v, or fails with "<what> must be > 0, got <v>".
+func Positive[C any, T int | time.Duration](what string, v T, set func(*C, T)) func(*C) error {
+	return func(c *C) error {
+		if v <= 0 {
+			return Invalid("%s must be > 0, got %v", what, v)
+		}
+		set(c, v)
+		return nil
+	}
+}
+
+// Required is the body of an option whose argument must be given (a
+// function, an interface): it calls set, or fails with msg when ok is
+// false.
+func Required[C any](ok bool, msg string, set func(*C)) func(*C) error {
+	return func(c *C) error {
+		if !ok {
+			return Invalid("%s", msg)
+		}
+		set(c)
+		return nil
+	}
 }
