@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 func TestMain(m *testing.M) {
@@ -156,30 +157,7 @@ const testPartitions = 8
 func (e *env) realQuota(c *Config) {
 	t := e.t
 	t.Helper()
-	ctx := testkit.Context(t)
-	leases, counts, err := quota.OpenBuckets(ctx, e.kit.JS, kvstore.DefaultPrefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := owner.New(e.kit.Conn, leases, counts, e.claims,
-		quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx) // a test may have stopped it already
-	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == testPartitions },
-		"the quota worker serves every partition")
-	qc, err := quota.NewClient(e.kit.Conn, quota.WithPartitions(testPartitions))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, qc := ownerkit.Serving(t, e.kit, e.claims, testPartitions, owner.WithLeaseTTL(2*time.Second))
 	e.worker = w
 	c.Quota, c.Partitions = qc, testPartitions
 }
@@ -252,6 +230,21 @@ func (e *env) call(t *testing.T, subject, body string) *nats.Msg {
 }
 
 // ok sends a request and decodes the successful reply.
+// callLater sends body to subject from a goroutine of its own (with a
+// 10 s timeout): the reply arrives on the channel, nil after an error
+// (reported as what's).
+func (e *env) callLater(t *testing.T, what, subject, body string) <-chan *nats.Msg {
+	ch := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := e.client.Request(subject, []byte(body), 10*time.Second)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		ch <- m
+	}()
+	return ch
+}
+
 func (e *env) ok(t *testing.T, subject, body string) map[string]any {
 	t.Helper()
 	return okBody(t, e.call(t, subject, body))
@@ -765,14 +758,7 @@ func TestQuotaHitConcurrent(t *testing.T) {
 		}
 		return quota.HitReply{Result: quota.ResultOK}, nil
 	})
-	slow := make(chan *nats.Msg, 1)
-	go func() {
-		m, err := e.client.Request(subHit, []byte(`{"charges":[{"kind":"hooks","tenant":"slow","increment_us":1,"capacity_us":1}]}`), 10*time.Second)
-		if err != nil {
-			t.Errorf("slow request: %v", err)
-		}
-		slow <- m
-	}()
+	slow := e.callLater(t, "slow request", subHit, `{"charges":[{"kind":"hooks","tenant":"slow","increment_us":1,"capacity_us":1}]}`)
 	<-entered
 	for i := range 20 {
 		m, err := e.client.Request(subHit, fmt.Appendf(nil, `{"charges":[{"kind":"hooks","tenant":"t%d","increment_us":1,"capacity_us":1}]}`, i), time.Second)
@@ -1121,14 +1107,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 		hitDone.Store(true)
 		return quota.HitReply{Result: quota.ResultOK, Revision: 1}, nil
 	})
-	reply := make(chan *nats.Msg, 1)
-	go func() {
-		m, err := e.client.Request(subHit, []byte(`{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1}]}`), 10*time.Second)
-		if err != nil {
-			t.Errorf("in-flight request: %v", err)
-		}
-		reply <- m
-	}()
+	reply := e.callLater(t, "in-flight request", subHit, `{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1}]}`)
 	<-entered
 	type result struct {
 		err     error
