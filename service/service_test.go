@@ -66,49 +66,48 @@ func (f *fakeQuota) Hit(ctx context.Context, req quota.HitRequest) (quota.HitRep
 	return rep, nil
 }
 
-func (f *fakeQuota) Reset(_ context.Context, tenant string) error {
+// counter runs op on f's counts under its lock, unless err fails every
+// call.
+func counter[R any](f *fakeQuota, op func(counts map[[2]string]int64) R) (R, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return f.err
+		var zero R
+		return zero, f.err
 	}
-	return nil
+	return op(f.counts), nil
+}
+
+func (f *fakeQuota) Reset(_ context.Context, tenant string) error {
+	_, err := counter(f, func(map[[2]string]int64) struct{} { return struct{}{} })
+	return err
 }
 
 func (f *fakeQuota) Reserve(_ context.Context, req quota.ReserveRequest) (quota.ReserveReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.ReserveReply{}, f.err
-	}
-	k := [2]string{req.Principal, req.Key}
-	if f.counts[k] >= req.Max {
-		return quota.ReserveReply{Granted: false, Count: f.counts[k]}, nil
-	}
-	f.counts[k]++
-	return quota.ReserveReply{Granted: true, Count: f.counts[k]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.ReserveReply {
+		k := [2]string{req.Principal, req.Key}
+		if counts[k] >= req.Max {
+			return quota.ReserveReply{Granted: false, Count: counts[k]}
+		}
+		counts[k]++
+		return quota.ReserveReply{Granted: true, Count: counts[k]}
+	})
 }
 
 func (f *fakeQuota) Release(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.CountReply{}, f.err
-	}
-	k := [2]string{req.Principal, req.Key}
-	if f.counts[k] > 0 {
-		f.counts[k]--
-	}
-	return quota.CountReply{Count: f.counts[k]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
+		k := [2]string{req.Principal, req.Key}
+		if counts[k] > 0 {
+			counts[k]--
+		}
+		return quota.CountReply{Count: counts[k]}
+	})
 }
 
 func (f *fakeQuota) Count(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.CountReply{}, f.err
-	}
-	return quota.CountReply{Count: f.counts[[2]string{req.Principal, req.Key}]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
+		return quota.CountReply{Count: counts[[2]string{req.Principal, req.Key}]}
+	})
 }
 
 func (f *fakeQuota) setHit(fn func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)) {
