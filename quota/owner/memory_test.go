@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/internal/footprint"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
@@ -120,19 +121,11 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 // heapPerItem returns the growth of the live heap caused by what fill
 // builds and returns, divided by items.
 func heapPerItem(items int, fill func() any) float64 {
-	before := liveHeap()
+	before := footprint.LiveHeap()
 	v := fill()
-	after := liveHeap()
+	after := footprint.LiveHeap()
 	runtime.KeepAlive(v)
 	return float64(int64(after)-int64(before)) / float64(items)
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // tenantName returns a freshly allocated 13-byte tenant name ("tenant-000042").
