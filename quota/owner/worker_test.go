@@ -6,8 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,26 +276,8 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 func TestConcurrentReserveOneCounter(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
-	ctx := testkit.Context(t)
-	var granted atomic.Int64
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if rep.Granted {
-				granted.Add(1)
-			} else if rep.Count != 7 {
-				t.Errorf("denied with count %d", rep.Count)
-			}
-		})
-	}
-	wg.Wait()
-	if granted.Load() != 7 {
-		t.Fatalf("granted %d, want 7", granted.Load())
+	if granted := reserveRace(t, []*quota.Client{c}, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
+		t.Fatalf("granted %d, want 7", granted)
 	}
 }
 
@@ -380,28 +360,10 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	}
 }
 
-// fakeClock moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestHitRefillWithInjectedClock(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)}
-	_, _, _, c := single(t, quota.WithClock(clock.now))
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC))
+	_, _, _, c := single(t, quota.WithClock(clock.Now))
 	ctx := testkit.Context(t)
 	// 1 hook/s, burst 2.
 	req := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
@@ -421,7 +383,7 @@ func TestHitRefillWithInjectedClock(t *testing.T) {
 		{0, quota.ResultRateLimited, 1000},
 	}
 	for i, s := range steps {
-		clock.advance(s.advance)
+		clock.Advance(s.advance)
 		rep, err := c.Hit(ctx, req)
 		if err != nil || rep.Result != s.result || rep.RetryAfterMs != s.retryMs {
 			t.Fatalf("step %d: %+v %v; want %s retry %d ms", i, rep, err, s.result, s.retryMs)
