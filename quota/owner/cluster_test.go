@@ -159,25 +159,8 @@ func TestCluster(t *testing.T) {
 	t.Run("ReserveRacersAcrossNodes", func(t *testing.T) {
 		t.Parallel()
 		_, cs := fleet16(t, cl, envOn(t))
-		ctx := testkit.Context(t)
-		var granted atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				rep, err := cs[i%3].Reserve(ctx, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10})
-				switch {
-				case err != nil:
-					t.Error(err)
-				case rep.Granted:
-					granted.Add(1)
-				case rep.Count != 10:
-					t.Errorf("denied with count %d, want 10", rep.Count)
-				}
-			})
-		}
-		wg.Wait()
-		if granted.Load() != 10 {
-			t.Fatalf("granted %d, want 10", granted.Load())
+		if granted := reserveRace(t, cs, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10}, 100); granted != 10 {
+			t.Fatalf("granted %d, want 10", granted)
 		}
 	})
 

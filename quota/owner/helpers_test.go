@@ -304,3 +304,28 @@ func (l *load) stop() {
 	close(l.done)
 	l.wg.Wait()
 }
+
+// reserveRace makes n reserves of r at once, the i-th through
+// cs[i%len(cs)], and returns how many were granted; a denied one must
+// report the count at r.Max.
+func reserveRace(t *testing.T, cs []*quota.Client, r quota.ReserveRequest, n int) int64 {
+	t.Helper()
+	ctx := testkit.Context(t)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rep, err := cs[i%len(cs)].Reserve(ctx, r)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case rep.Granted:
+				granted.Add(1)
+			case rep.Count != r.Max:
+				t.Errorf("denied with count %d, want %d", rep.Count, r.Max)
+			}
+		})
+	}
+	wg.Wait()
+	return granted.Load()
+}
