@@ -8,12 +8,12 @@ package settings
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -71,30 +71,15 @@ var ErrInvalidOption = errors.New("quota: invalid option")
 
 // Invalid is the error of an option with an invalid argument.
 func Invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+	return option.Invalid(ErrInvalidOption, format, args...)
 }
 
-// Positive is the body of an option taking a value that must be > 0: it
-// calls set with v, or fails with "<what> must be > 0, got <v>".
-func Positive[C any, T int | time.Duration](what string, v T, set func(*C, T)) func(*C) error {
-	return func(c *C) error {
-		if v <= 0 {
-			return Invalid("%s must be > 0, got %v", what, v)
-		}
-		set(c, v)
-		return nil
-	}
+// Positive is option.Positive failing with ErrInvalidOption.
+func Positive[C any, T ~int | ~int64](what string, v T, set func(*C, T)) func(*C) error {
+	return option.Positive(ErrInvalidOption, what, v, set)
 }
 
-// Required is the body of an option whose argument must be given (a
-// function, an interface): it calls set, or fails with msg when ok is
-// false.
+// Required is option.Required failing with ErrInvalidOption.
 func Required[C any](ok bool, msg string, set func(*C)) func(*C) error {
-	return func(c *C) error {
-		if !ok {
-			return Invalid("%s", msg)
-		}
-		set(c)
-		return nil
-	}
+	return option.Required(ErrInvalidOption, ok, msg, set)
 }
