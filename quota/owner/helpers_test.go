@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -328,4 +329,17 @@ func reserveRace(t *testing.T, cs []*quota.Client, r quota.ReserveRequest, n int
 	}
 	wg.Wait()
 	return granted.Load()
+}
+
+// wantRefused sends data to subject and wants the owner's 400: micro's
+// error code 400 and a reason (what names the request).
+func wantRefused(t *testing.T, nc *nats.Conn, subject string, data []byte, what string) {
+	t.Helper()
+	msg, err := nc.Request(subject, data, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if msg.Header.Get(micro.ErrorCodeHeader) != "400" || msg.Header.Get(micro.ErrorHeader) == "" {
+		t.Fatalf("%s: reply headers %v, want a 400 with a reason", what, msg.Header)
+	}
 }

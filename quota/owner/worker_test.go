@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -104,19 +103,10 @@ func TestHitInvalid(t *testing.T) {
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	msg, err := k.Conn.Request(quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || msg.Header.Get(micro.ErrorHeader) == "" {
-		t.Fatalf("owner reply headers %v", msg.Header)
-	}
+	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), "invalid hit")
 	// Misrouted (a client with another partition count): 400 too.
 	wrong := (quota.Partition("a", quota.DefaultPartitions) + 1) % quota.DefaultPartitions
-	msg, err = k.Conn.Request(quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
-	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
-		t.Fatalf("misrouted: %v %v", msg, err)
-	}
+	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), "misrouted")
 	// A client configured with another P gets quota.ErrInvalid from the owner.
 	c32 := e.client(t, k.Conn, quota.WithPartitions(32))
 	for i := 0; ; i++ {
