@@ -186,12 +186,3 @@ func TestFleetSharesLimit(t *testing.T) {
 		t.Error("WithMembers(nil) accepted")
 	}
 }
-
-func mustLimiter(t *testing.T) *gcra.Limiter {
-	t.Helper()
-	l, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -31,13 +30,9 @@ const (
 
 func newTestFleet(t *testing.T, c *quota.Client) (*quota.Fleet, *prometheus.Registry, *testkit.LogBuffer) {
 	t.Helper()
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	buf := &testkit.LogBuffer{}
-	f, err := quota.NewFleet(c, local, newMemory(t), quota.WithRegisterer(reg), quota.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+	f, err := quota.NewFleet(c, mustLimiter(t), newMemory(t), quota.WithRegisterer(reg), quota.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +189,8 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reachable atomic.Bool
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), local, e.store, quota.WithRegisterer(reg))
+	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), mustLimiter(t), e.store, quota.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}

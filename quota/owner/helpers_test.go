@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
@@ -123,6 +124,16 @@ func (e *fleetEnv) newWorker(t testing.TB, nc *nats.Conn, store claims.Store, op
 	}
 	startStopped(t, w)
 	return w
+}
+
+// mustLimiter is gcra.NewLimiter failing the test on an error.
+func mustLimiter(t testing.TB) *gcra.Limiter {
+	t.Helper()
+	l, err := gcra.NewLimiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // startWorker starts a worker on nc (its own buckets handles) and stops it

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
@@ -312,10 +311,7 @@ func TestOptionsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := mustLimiter(t)
 	for name, o := range map[string]quota.FleetOption{
 		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
