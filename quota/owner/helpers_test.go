@@ -117,8 +117,14 @@ func newMemory(t testing.TB) *claims.Memory {
 // the given claims store, and stops it in t.Cleanup.
 func (e *fleetEnv) newWorker(t testing.TB, nc *nats.Conn, store claims.Store, opts ...Option) *Worker {
 	t.Helper()
-	opts = append([]Option{quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)
-	w, err := New(nc, e.leases, e.counts, store, opts...)
+	return e.runWorker(t, nc, e.leases, e.counts, store, opts)
+}
+
+// runWorker starts a worker of the env (its prefix, testLeaseTTL, then
+// opts) on nc over the given buckets and store, and stops it in t.Cleanup.
+func (e *fleetEnv) runWorker(t testing.TB, nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts []Option) *Worker {
+	t.Helper()
+	w, err := New(nc, leases, counts, store, append([]Option{quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +147,7 @@ func mustLimiter(t testing.TB) *gcra.Limiter {
 func (e *fleetEnv) startWorker(t testing.TB, nc *nats.Conn, opts ...Option) *Worker {
 	t.Helper()
 	leases, counts, store := e.bucketsOn(t, nc)
-	opts = append([]Option{quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL)}, opts...)
-	w, err := New(nc, leases, counts, store, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startStopped(t, w)
-	return w
+	return e.runWorker(t, nc, leases, counts, store, opts)
 }
 
 // startStopped starts w and stops it in t.Cleanup.
