@@ -19,28 +19,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
 // t0 is a fixed start, not on a whole second, to catch truncation bugs.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)
 
-func newFakeClock() *fakeClock { return &fakeClock{t: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newFakeClock is a clock at t0 that moves only when told to.
+func newFakeClock() *testkit.Clock { return testkit.NewClock(t0) }
 
 var bucketSeq atomic.Int64
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,25 +53,13 @@ type env struct {
 func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *env {
 	t.Helper()
 	kit := testkit.New(t)
-	ctx := testkit.Context(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
 	cs, err := claims.NewKV(kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	leases, counts, err := quota.OpenBuckets(ctx, kit.JS, kvstore.DefaultPrefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := owner.New(kit.Conn, leases, counts, cs,
-		quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w, qc := ownerkit.Serving(t, kit, cs, testPartitions, owner.WithLeaseTTL(2*time.Second))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -78,12 +67,6 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 			t.Errorf("worker stop: %v", err)
 		}
 	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == testPartitions },
-		"the quota worker serves every partition")
-	qc, err := quota.NewClient(kit.Conn, quota.WithPartitions(testPartitions))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0)
 	if err != nil {

@@ -4,91 +4,85 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/quota"
-	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
+	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 // startSluice runs what one sluice node runs for these examples — an
-// embedded nats-server with JetStream, the claims and replay stores, a
-// quota worker owning every partition, and the sluice micro service — and
-// returns a second connection, the one "your service" would have, and a
-// function that stops it all.
+// embedded nats-server with JetStream (testkit), the claims and replay
+// stores, a quota owner of every partition (testkit/ownerkit), and the
+// sluice micro service — and returns a second connection, the one "your
+// service" would have, and a function that stops it all.
 func startSluice() (nc *nats.Conn, stop func()) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
+	t := testkit.NewStandalone()
+	ok := false
+	defer func() {
+		if !ok {
+			t.Close()
 		}
-	}
-	must := func(err error) {
-		if err != nil {
-			stop()
-			panic(err)
-		}
-	}
-	dir, err := os.MkdirTemp("", "sluice-client-example")
-	must(err)
-	stops = append(stops, func() { os.RemoveAll(dir) })
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
-	must(err)
-	stops = append(stops, srv.Shutdown)
-	node, err := srv.Connect()
-	must(err)
-	stops = append(stops, node.Close)
-	js, err := jetstream.New(node)
-	must(err)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	}()
+	k := testkit.New(t)
 	names := kvstore.BucketNames(kvstore.DefaultPrefix)
-	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: names.Claims})
-	must(err)
-	rb, err := kvstore.OpenBucket(ctx, js, claims.ReplayBucketConfig(names.Replay, 1000, 1))
-	must(err)
-	store, err := claims.NewKV(cb)
-	must(err)
-	replay, err := claims.NewKVReplay(rb, 0)
-	must(err)
-
-	const partitions = 8
-	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
-	must(err)
-	w, err := owner.New(node, leases, counts, store, quota.WithPartitions(partitions))
-	must(err)
-	must(w.Start(ctx))
-	stops = append(stops, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx)
-	})
-	for len(w.Partitions()) < partitions {
-		if ctx.Err() != nil {
-			must(errors.New("the quota worker did not take its partitions"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
+	replay, err := claims.NewKVReplay(k.Bucket(t, claims.ReplayBucketConfig(names.Replay, 1000, 1)), 0)
+	if err != nil {
+		panic(err)
 	}
-	qc, err := quota.NewClient(node, quota.WithPartitions(partitions))
-	must(err)
+	_, qc := ownerkit.Serving(t, k, store, 8)
+	svc, err := service.New(k.Conn, service.Config{Quota: qc, Claims: store, Replay: replay})
+	if err != nil {
+		panic(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	if nc, err = k.Server.Connect(); err != nil {
+		panic(err)
+	}
+	t.Cleanup(nc.Close)
+	ok = true
+	return nc, t.Close
+}
 
-	svc, err := service.New(node, service.Config{Quota: qc, Claims: store, Replay: replay})
-	must(err)
-	stops = append(stops, func() { _ = svc.Stop() })
+// startClient is startSluice and a Client on its connection, made as
+// ExampleNew shows.
+func startClient() (c *client.Client, stop func()) {
+	nc, stop := startSluice()
+	c, err := client.New(nc)
+	if err != nil {
+		stop()
+		panic(err)
+	}
+	return c, stop
+}
 
-	nc, err = srv.Connect()
-	must(err)
-	stops = append(stops, nc.Close)
-	return nc, stop
+// A Client is made on your service's own NATS connection; an option with
+// a bad value makes New fail with ErrInvalidOption.
+func ExampleNew() {
+	nc, stop := startSluice()
+	defer stop()
+	c, err := client.New(nc, client.WithTimeout(time.Second))
+	if err != nil {
+		panic(err)
+	}
+	n, err := c.Count(context.Background(), "acme", "exports")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("count:", n)
+
+	_, err = client.New(nc, client.WithTimeout(0))
+	fmt.Println(errors.Is(err, client.ErrInvalidOption))
+	// Output:
+	// count: 0
+	// true
 }
 
 // A webhook consumer charges the tenant's rate limit and takes a dedupe
@@ -96,12 +90,8 @@ func startSluice() (nc *nats.Conn, stop func()) {
 // delivery again is a duplicate naming the first hook. Settling twice is
 // ErrClaimLost.
 func ExampleClient_Hit() {
-	nc, stop := startSluice()
+	c, stop := startClient()
 	defer stop()
-	c, err := client.New(nc)
-	if err != nil {
-		panic(err)
-	}
 	ctx := context.Background() // each call gets the 250 ms default budget
 
 	// 10 hooks a second, bursts of 20.
@@ -144,12 +134,8 @@ func ExampleClient_Hit() {
 // A concurrency quota: at most two exports per tenant at once. A denied
 // reserve is a value, not an error; Release gives the slot back.
 func ExampleClient_Reserve() {
-	nc, stop := startSluice()
+	c, stop := startClient()
 	defer stop()
-	c, err := client.New(nc)
-	if err != nil {
-		panic(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
@@ -190,12 +176,8 @@ func ExampleClient_Reserve() {
 // A signed webhook whose message id and timestamp were seen before is a
 // replay: claim the nonce and refuse the request unless it is new.
 func ExampleClient_ClaimReplay() {
-	nc, stop := startSluice()
+	c, stop := startClient()
 	defer stop()
-	c, err := client.New(nc)
-	if err != nil {
-		panic(err)
-	}
 	ctx := context.Background()
 
 	// Keep the nonce until the signature's tolerance window closes.
@@ -207,7 +189,7 @@ func ExampleClient_ClaimReplay() {
 		}
 		fmt.Println(out) // claims.Claimed, then claims.AlreadyClaimed
 	}
-	_, err = c.ClaimReplay(ctx, "", "evt_2", retainUntil)
+	_, err := c.ClaimReplay(ctx, "", "evt_2", retainUntil)
 	fmt.Println(errors.Is(err, client.ErrInvalid))
 	// Output:
 	// claimed

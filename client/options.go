@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -51,26 +52,14 @@ func WithPrefix(prefix string) Option {
 // DefaultTimeout). It must be > 0. A context with a deadline is always
 // used as is, longer or shorter.
 func WithTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: timeout must be > 0, got %v", ErrInvalidOption, d)
-		}
-		o.timeout = d
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, "timeout", d, func(o *options, d time.Duration) { o.timeout = d })
 }
 
 // WithSettleTimeout sets the deadline of Settle, SettleTTL and
 // ReleaseClaim when their context has none (default DefaultSettleTimeout;
 // never less than the WithTimeout value). It must be > 0.
 func WithSettleTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: settle timeout must be > 0, got %v", ErrInvalidOption, d)
-		}
-		o.settleTimeout = d
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, "settle timeout", d, func(o *options, d time.Duration) { o.settleTimeout = d })
 }
 
 // WithTenant sends every call but Reset to the tenant-scoped subjects of

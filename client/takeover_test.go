@@ -1,20 +1,18 @@
 package client_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 // TestNamedSlotsAcrossTakeover: a reserve with a request id whose answer
@@ -32,34 +30,7 @@ func TestNamedSlotsAcrossTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(kvstore.DefaultPrefix).Claims})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := claims.NewKV(cb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doomed, err := owner.New(nc, leases, counts, cs, quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doomed.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = doomed.Stop(sctx)
-	})
+	doomed := ownerkit.Start(t, nc, nil, quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
 	// A principal whose partition the doomed owner serves.
 	principal := ""
 	testkit.Eventually(t, 30*time.Second, func() bool {

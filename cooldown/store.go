@@ -66,13 +66,7 @@ type Option func(*Store) error
 // WithReadingTTL sets how long a reading is kept (default 15 min; rounded up
 // to whole seconds by the store).
 func WithReadingTTL(d time.Duration) Option {
-	return func(s *Store) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: reading TTL must be > 0, got %v", ErrInvalidOption, d)
-		}
-		s.readingTTL = kvstore.RoundTTL(d)
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) })
 }
 
 // WithBudget bounds one call to the shared store (default 250 ms): a Load
@@ -80,13 +74,7 @@ func WithReadingTTL(d time.Duration) Option {
 // fails with ErrUnavailable. A caller's earlier deadline wins; a later one
 // does not extend the budget.
 func WithBudget(d time.Duration) Option {
-	return func(s *Store) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: budget must be > 0, got %v", ErrInvalidOption, d)
-		}
-		s.budget = d
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d })
 }
 
 // WithClock replaces time.Now (for tests). The clock decides reading expiry,
@@ -109,13 +97,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithMaxLocalEntries bounds the node-local store (default 10000
 // (account, backend) pairs); beyond it the least recently used is evicted.
 func WithMaxLocalEntries(n int) Option {
-	return func(s *Store) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: max local entries must be > 0, got %d", ErrInvalidOption, n)
-		}
-		s.maxLocal = n
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, "max local entries", n, func(s *Store, n int) { s.maxLocal = n })
 }
 
 // Store shares readings and penalties through a KV bucket, with a

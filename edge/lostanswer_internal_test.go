@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
-	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 // headerSource dedupes every source on the header named; idem makes the
@@ -348,28 +348,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Client) {
 	t.Helper()
 	const parts = 4
-	ctx := testkit.Context(t)
-	leases, counts, err := quota.OpenBuckets(ctx, k.JS, kvstore.DefaultPrefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "real_owner_claims"}))
-	w, err := owner.New(k.Conn, leases, counts, store, quota.WithPartitions(parts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(sctx)
-	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == parts }, "the owner serves every partition")
-	c, err := quota.NewClient(k.Conn, quota.WithPartitions(parts))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := ownerkit.Serving(t, k, store, parts)
 	return store, c
 }

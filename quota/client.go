@@ -160,32 +160,28 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
 func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	if err := r.Validate(); err != nil {
-		return ReserveReply{}, err
-	}
-	var rep ReserveReply
-	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r}, &rep)
-	return rep, err
+	return counterCall[ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
 }
 
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := r.Validate(); err != nil {
-		return CountReply{}, err
-	}
-	var rep CountReply
-	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r}, &rep)
-	return rep, err
+	return counterCall[CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
 }
 
 // Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	if err := r.Validate(); err != nil {
-		return CountReply{}, err
+	return counterCall[CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
+}
+
+// counterCall is a counter's call: invalid (the request's validation) or
+// the owner's reply to req, sent for principal's partition.
+func counterCall[R any](ctx context.Context, c *Client, invalid error, principal string, req *OwnerRequest) (R, error) {
+	var rep R
+	if invalid != nil {
+		return rep, invalid
 	}
-	var rep CountReply
-	err := c.call(ctx, r.Principal, &OwnerRequest{Op: OpCount, Counter: &r}, &rep)
+	err := c.call(ctx, principal, req, &rep)
 	return rep, err
 }
 

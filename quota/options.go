@@ -2,8 +2,6 @@ package quota
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,7 +13,7 @@ import (
 
 // ErrInvalidOption is wrapped by the error of NewClient, NewFleet and
 // owner.New when an option has an invalid argument.
-var ErrInvalidOption = errors.New("quota: invalid option")
+var ErrInvalidOption = settings.ErrInvalidOption
 
 // Defaults.
 const (
@@ -82,9 +80,7 @@ type fleetOption func(*fleetConfig) error
 
 func (o fleetOption) applyFleet(c *fleetConfig) error { return o(c) }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
-}
+func invalid(format string, args ...any) error { return settings.Invalid(format, args...) }
 
 // WithPrefix sets the subject prefix (default "sluice"); see
 // kvstore.ValidatePrefix. owner.New, Client.
@@ -114,50 +110,26 @@ func WithPartitions(p int) WorkerClientOption {
 // WithBudget bounds a client call whose context has no deadline (default
 // 250 ms). Client, Fleet (through its Client).
 func WithBudget(d time.Duration) ClientOption {
-	return clientOption(func(c *clientConfig) error {
-		if d <= 0 {
-			return invalid("budget must be > 0, got %v", d)
-		}
-		c.budget = d
-		return nil
-	})
+	return clientOption(settings.Positive("budget", d, func(c *clientConfig, d time.Duration) { c.budget = d }))
 }
 
 // WithPendingTTL sets the pending TTL of a claim whose request has no
 // pending_ttl_ms (default 30 s). owner.New, Fleet.
 func WithPendingTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(func(c *settings.Config) error {
-		if d <= 0 {
-			return invalid("pending TTL must be > 0, got %v", d)
-		}
-		c.PendingTTL = d
-		return nil
-	})
+	return WorkerFleetOption(settings.Positive("pending TTL", d, func(c *settings.Config, d time.Duration) { c.PendingTTL = d }))
 }
 
 // WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
 // (default 1 h). owner.New, Fleet.
 func WithCountTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(func(c *settings.Config) error {
-		if d <= 0 {
-			return invalid("count TTL must be > 0, got %v", d)
-		}
-		c.CountTTL = d
-		return nil
-	})
+	return WorkerFleetOption(settings.Positive("count TTL", d, func(c *settings.Config, d time.Duration) { c.CountTTL = d }))
 }
 
 // WithClock sets the clock of the GCRA decisions and the local counters
 // (default time.Now). Leases always use the real clock: their TTLs run on
 // the server. owner.New, Fleet.
 func WithClock(now func() time.Time) WorkerFleetOption {
-	return WorkerFleetOption(func(c *settings.Config) error {
-		if now == nil {
-			return invalid("nil clock")
-		}
-		c.Now = now
-		return nil
-	})
+	return WorkerFleetOption(settings.Required(now != nil, "nil clock", func(c *settings.Config) { c.Now = now }))
 }
 
 // WithCoalescing turns the client's coalescing of concurrent hits on (the
@@ -192,13 +164,7 @@ type LocalOwner interface {
 // stops serving meanwhile, takes the NATS path. The owner must route like
 // the client (same prefix and partition count). Client.
 func WithLocalOwner(o LocalOwner) ClientOption {
-	return clientOption(func(c *clientConfig) error {
-		if o == nil {
-			return invalid("WithLocalOwner needs an owner")
-		}
-		c.localOwner = o
-		return nil
-	})
+	return clientOption(settings.Required(o != nil, "WithLocalOwner needs an owner", func(c *clientConfig) { c.localOwner = o }))
 }
 
 // WithLogger sets the logger (default: discard). owner.New, Fleet.
@@ -228,13 +194,7 @@ func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
 // semantics"). Without it (or while it reports less than 2) the fallback
 // applies the whole limit on each node. Fleet.
 func WithMembers(members func() int) FleetOption {
-	return fleetOption(func(c *fleetConfig) error {
-		if members == nil {
-			return invalid("nil member count")
-		}
-		c.members = members
-		return nil
-	})
+	return fleetOption(settings.Required(members != nil, "nil member count", func(c *fleetConfig) { c.members = members }))
 }
 
 // WithReachable tells the Client whether its owners can be reached at all
@@ -244,11 +204,5 @@ func WithMembers(members func() int) FleetOption {
 // the whole budget instead of after the owner call's share of it ran out
 // on "no responders", and a service answers 503 at once. Client.
 func WithReachable(reachable func() bool) ClientOption {
-	return clientOption(func(c *clientConfig) error {
-		if reachable == nil {
-			return invalid("nil reachability")
-		}
-		c.reachable = reachable
-		return nil
-	})
+	return clientOption(settings.Required(reachable != nil, "nil reachability", func(c *clientConfig) { c.reachable = reachable }))
 }

@@ -72,11 +72,8 @@ type hitReply struct {
 // quotaHit serves quota.hit:
 // {"charges":[{"kind","tenant","increment_us","capacity_us"}],"claim":null|{…}}.
 func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
-	var req quota.HitRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.Validate(); err != nil {
+	req, err := decode(data, (*quota.HitRequest).Validate)
+	if err != nil {
 		return nil, err
 	}
 	rep, err := s.cfg.Quota.Hit(ctx, req)
@@ -111,68 +108,31 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 
 // quotaReset serves quota.reset: {"tenant"} -> {"ok":true}.
 func (s *Service) quotaReset(ctx context.Context, data []byte) (any, error) {
-	var req quota.ResetRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Quota.Reset(ctx, req.Tenant); err != nil {
-		return nil, err
-	}
-	return okResult, nil
+	return handle(data, (*quota.ResetRequest).Validate, func(req *quota.ResetRequest) (any, error) {
+		return okOr(s.cfg.Quota.Reset(ctx, req.Tenant))
+	})
 }
 
 // quotaReserve serves quota.reserve: {"principal","key","max","ttl_ms"?}
 // -> {"granted","count"}.
 func (s *Service) quotaReserve(ctx context.Context, data []byte) (any, error) {
-	var req quota.ReserveRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	rep, err := s.cfg.Quota.Reserve(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return quota.ReserveReply{Granted: rep.Granted, Count: rep.Count}, nil
+	return handle(data, (*quota.ReserveRequest).Validate, func(req *quota.ReserveRequest) (any, error) {
+		return replyOr(s.cfg.Quota.Reserve(ctx, *req))
+	})
 }
 
 // quotaRelease serves quota.release: {"principal","key"} -> {"count"}.
 func (s *Service) quotaRelease(ctx context.Context, data []byte) (any, error) {
-	req, err := decodeCounter(data)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := s.cfg.Quota.Release(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return quota.CountReply{Count: rep.Count}, nil
+	return handle(data, (*quota.CounterRequest).Validate, func(req *quota.CounterRequest) (any, error) {
+		return replyOr(s.cfg.Quota.Release(ctx, *req))
+	})
 }
 
 // quotaCount serves quota.count: {"principal","key"} -> {"count"}.
 func (s *Service) quotaCount(ctx context.Context, data []byte) (any, error) {
-	req, err := decodeCounter(data)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := s.cfg.Quota.Count(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return quota.CountReply{Count: rep.Count}, nil
-}
-
-func decodeCounter(data []byte) (quota.CounterRequest, error) {
-	var req quota.CounterRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return req, err
-	}
-	return req, req.Validate()
+	return handle(data, (*quota.CounterRequest).Validate, func(req *quota.CounterRequest) (any, error) {
+		return replyOr(s.cfg.Quota.Count(ctx, *req))
+	})
 }
 
 // ---- claims.* ----
@@ -194,24 +154,26 @@ func (r *claimRequest) id() claims.ID {
 	return claims.ID{Tenant: r.Tenant, Source: r.Source, Key: r.Key}
 }
 
-// decodeHeld decodes and validates a settle or release request: a claim
-// id, a hook id and a revision >= 1.
-func decodeHeld(data []byte) (claimRequest, error) {
-	var req claimRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return req, err
+// checkID checks a claims.get request: a claim id.
+func (r *claimRequest) checkID() error { return r.id().Validate() }
+
+// checkHeld checks a settle or release request: a claim id, a hook id and
+// a revision >= 1.
+func (r *claimRequest) checkHeld() error {
+	if err := r.id().Validate(); err != nil {
+		return err
 	}
-	if err := req.id().Validate(); err != nil {
-		return req, err
+	if err := claims.ValidateHookID(r.HookID); err != nil {
+		return err
 	}
-	if err := claims.ValidateHookID(req.HookID); err != nil {
-		return req, err
+	if r.Revision == 0 {
+		return invalid("revision must be >= 1")
 	}
-	if req.Revision == 0 {
-		return req, invalid("revision must be >= 1")
-	}
-	return req, nil
+	return nil
 }
+
+// decodeHeld decodes and checks a settle or release request.
+func decodeHeld(data []byte) (claimRequest, error) { return decode(data, (*claimRequest).checkHeld) }
 
 // claimsSettle serves claims.settle:
 // {"tenant","source","key","hook_id","revision","ttl_ms"?} -> {"ok":true},
@@ -243,14 +205,9 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 // {"tenant","source","key","hook_id","revision"} -> {"ok":true}, or 409
 // claim_lost.
 func (s *Service) claimsRelease(ctx context.Context, data []byte) (any, error) {
-	req, err := decodeHeld(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision); err != nil {
-		return nil, err
-	}
-	return okResult, nil
+	return handle(data, (*claimRequest).checkHeld, func(req *claimRequest) (any, error) {
+		return okOr(s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision))
+	})
 }
 
 // claimState is the reply of claims.get.
@@ -265,18 +222,13 @@ type claimState struct {
 // {"state","hook_id","revision","expires_in_ms"}; state "absent" has
 // hook_id "" and zeros.
 func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
-	var req claimRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.id().Validate(); err != nil {
-		return nil, err
-	}
-	st, err := s.cfg.Claims.Get(ctx, req.id())
-	if err != nil {
-		return nil, err
-	}
-	return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
+	return handle(data, (*claimRequest).checkID, func(req *claimRequest) (any, error) {
+		st, err := s.cfg.Claims.Get(ctx, req.id())
+		if err != nil {
+			return nil, err
+		}
+		return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
+	})
 }
 
 // ---- replay.claim ----
@@ -289,6 +241,13 @@ type replayRequest struct {
 	RetainUntil *int64 `json:"retain_until"`
 }
 
+func (r *replayRequest) check() error {
+	if r.RetainUntil == nil {
+		return invalid("retain_until is required")
+	}
+	return claims.ValidateReplay(r.Namespace, r.Key, *r.RetainUntil)
+}
+
 type replayReply struct {
 	Result string `json:"result"`
 }
@@ -296,14 +255,8 @@ type replayReply struct {
 // replayClaim serves replay.claim: {"namespace","key","retain_until"} ->
 // {"result":"claimed"|"already_claimed"|"full"}.
 func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
-	var req replayRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if req.RetainUntil == nil {
-		return nil, invalid("retain_until is required")
-	}
-	if err := claims.ValidateReplay(req.Namespace, req.Key, *req.RetainUntil); err != nil {
+	req, err := decode(data, (*replayRequest).check)
+	if err != nil {
 		return nil, err
 	}
 	out, err := s.cfg.Replay.Claim(ctx, req.Namespace, req.Key, *req.RetainUntil)
@@ -337,57 +290,44 @@ type recordRequest struct {
 // cooldownRecord serves cooldown.record:
 // {"account","backend","observed_at_ms","snapshots":[…]} -> {"ok":true}.
 func (s *Service) cooldownRecord(ctx context.Context, data []byte) (any, error) {
-	var req recordRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
+	return handle(data, (*recordRequest).check, func(req *recordRequest) (any, error) {
+		return okOr(s.cfg.Cooldown.Record(ctx, req.reading()))
+	})
+}
+
+func (r *recordRequest) reading() cooldown.Reading {
+	return cooldown.Reading{Account: r.Account, Backend: r.Backend, ObservedAtMs: *r.ObservedAtMs, Snapshots: r.Snapshots}
+}
+
+func (r *recordRequest) check() error {
+	if r.ObservedAtMs == nil {
+		return invalid("observed_at_ms is required")
 	}
-	if req.ObservedAtMs == nil {
-		return nil, invalid("observed_at_ms is required")
-	}
-	r := cooldown.Reading{Account: req.Account, Backend: req.Backend, ObservedAtMs: *req.ObservedAtMs, Snapshots: req.Snapshots}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Cooldown.Record(ctx, r); err != nil {
-		return nil, err
-	}
-	return okResult, nil
+	reading := r.reading()
+	return reading.Validate()
 }
 
 // cooldownPenalize serves cooldown.penalize:
 // {"account","backend","until_ms":N|null} -> {"ok":true}; null or absent
 // until_ms clears the penalty.
 func (s *Service) cooldownPenalize(ctx context.Context, data []byte) (any, error) {
-	var req cooldown.PenalizeRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Cooldown.Penalize(ctx, req.Account, req.Backend, req.UntilMs); err != nil {
-		return nil, err
-	}
-	return okResult, nil
+	return handle(data, (*cooldown.PenalizeRequest).Validate, func(req *cooldown.PenalizeRequest) (any, error) {
+		return okOr(s.cfg.Cooldown.Penalize(ctx, req.Account, req.Backend, req.UntilMs))
+	})
 }
 
 // cooldownLoad serves cooldown.load: {"account","backends":[…]} ->
 // {"backends":[{"backend","last_checked_ms","snapshots","penalty_until_ms"}]},
 // one entry per requested backend, in order.
 func (s *Service) cooldownLoad(ctx context.Context, data []byte) (any, error) {
-	var req cooldown.LoadRequest
-	if err := decodeStrict(data, &req); err != nil {
-		return nil, err
-	}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	entries, err := s.cfg.Cooldown.Load(ctx, req.Account, req.Backends)
-	if err != nil {
-		return nil, err
-	}
-	if len(entries) != len(req.Backends) {
-		return nil, fmt.Errorf("service: cooldown load returned %d entries for %d backends", len(entries), len(req.Backends))
-	}
-	return cooldown.LoadReply{Backends: entries}, nil
+	return handle(data, (*cooldown.LoadRequest).Validate, func(req *cooldown.LoadRequest) (any, error) {
+		entries, err := s.cfg.Cooldown.Load(ctx, req.Account, req.Backends)
+		if err != nil {
+			return nil, err
+		}
+		if len(entries) != len(req.Backends) {
+			return nil, fmt.Errorf("service: cooldown load returned %d entries for %d backends", len(entries), len(req.Backends))
+		}
+		return cooldown.LoadReply{Backends: entries}, nil
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 func TestMain(m *testing.M) {
@@ -65,49 +66,48 @@ func (f *fakeQuota) Hit(ctx context.Context, req quota.HitRequest) (quota.HitRep
 	return rep, nil
 }
 
-func (f *fakeQuota) Reset(_ context.Context, tenant string) error {
+// counter runs op on f's counts under its lock, unless err fails every
+// call.
+func counter[R any](f *fakeQuota, op func(counts map[[2]string]int64) R) (R, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return f.err
+		var zero R
+		return zero, f.err
 	}
-	return nil
+	return op(f.counts), nil
+}
+
+func (f *fakeQuota) Reset(_ context.Context, tenant string) error {
+	_, err := counter(f, func(map[[2]string]int64) struct{} { return struct{}{} })
+	return err
 }
 
 func (f *fakeQuota) Reserve(_ context.Context, req quota.ReserveRequest) (quota.ReserveReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.ReserveReply{}, f.err
-	}
-	k := [2]string{req.Principal, req.Key}
-	if f.counts[k] >= req.Max {
-		return quota.ReserveReply{Granted: false, Count: f.counts[k]}, nil
-	}
-	f.counts[k]++
-	return quota.ReserveReply{Granted: true, Count: f.counts[k]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.ReserveReply {
+		k := [2]string{req.Principal, req.Key}
+		if counts[k] >= req.Max {
+			return quota.ReserveReply{Granted: false, Count: counts[k]}
+		}
+		counts[k]++
+		return quota.ReserveReply{Granted: true, Count: counts[k]}
+	})
 }
 
 func (f *fakeQuota) Release(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.CountReply{}, f.err
-	}
-	k := [2]string{req.Principal, req.Key}
-	if f.counts[k] > 0 {
-		f.counts[k]--
-	}
-	return quota.CountReply{Count: f.counts[k]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
+		k := [2]string{req.Principal, req.Key}
+		if counts[k] > 0 {
+			counts[k]--
+		}
+		return quota.CountReply{Count: counts[k]}
+	})
 }
 
 func (f *fakeQuota) Count(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return quota.CountReply{}, f.err
-	}
-	return quota.CountReply{Count: f.counts[[2]string{req.Principal, req.Key}]}, nil
+	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
+		return quota.CountReply{Count: counts[[2]string{req.Principal, req.Key}]}
+	})
 }
 
 func (f *fakeQuota) setHit(fn func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)) {
@@ -156,30 +156,7 @@ const testPartitions = 8
 func (e *env) realQuota(c *Config) {
 	t := e.t
 	t.Helper()
-	ctx := testkit.Context(t)
-	leases, counts, err := quota.OpenBuckets(ctx, e.kit.JS, kvstore.DefaultPrefix, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := owner.New(e.kit.Conn, leases, counts, e.claims,
-		quota.WithPartitions(testPartitions), owner.WithLeaseTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Stop(ctx) // a test may have stopped it already
-	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == testPartitions },
-		"the quota worker serves every partition")
-	qc, err := quota.NewClient(e.kit.Conn, quota.WithPartitions(testPartitions))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, qc := ownerkit.Serving(t, e.kit, e.claims, testPartitions, owner.WithLeaseTTL(2*time.Second))
 	e.worker = w
 	c.Quota, c.Partitions = qc, testPartitions
 }
@@ -252,6 +229,21 @@ func (e *env) call(t *testing.T, subject, body string) *nats.Msg {
 }
 
 // ok sends a request and decodes the successful reply.
+// callLater sends body to subject from a goroutine of its own (with a
+// 10 s timeout): the reply arrives on the channel, nil after an error
+// (reported as what's).
+func (e *env) callLater(t *testing.T, what, subject, body string) <-chan *nats.Msg {
+	ch := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := e.client.Request(subject, []byte(body), 10*time.Second)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		ch <- m
+	}()
+	return ch
+}
+
 func (e *env) ok(t *testing.T, subject, body string) map[string]any {
 	t.Helper()
 	return okBody(t, e.call(t, subject, body))
@@ -765,14 +757,7 @@ func TestQuotaHitConcurrent(t *testing.T) {
 		}
 		return quota.HitReply{Result: quota.ResultOK}, nil
 	})
-	slow := make(chan *nats.Msg, 1)
-	go func() {
-		m, err := e.client.Request(subHit, []byte(`{"charges":[{"kind":"hooks","tenant":"slow","increment_us":1,"capacity_us":1}]}`), 10*time.Second)
-		if err != nil {
-			t.Errorf("slow request: %v", err)
-		}
-		slow <- m
-	}()
+	slow := e.callLater(t, "slow request", subHit, `{"charges":[{"kind":"hooks","tenant":"slow","increment_us":1,"capacity_us":1}]}`)
 	<-entered
 	for i := range 20 {
 		m, err := e.client.Request(subHit, fmt.Appendf(nil, `{"charges":[{"kind":"hooks","tenant":"t%d","increment_us":1,"capacity_us":1}]}`, i), time.Second)
@@ -1121,14 +1106,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 		hitDone.Store(true)
 		return quota.HitReply{Result: quota.ResultOK, Revision: 1}, nil
 	})
-	reply := make(chan *nats.Msg, 1)
-	go func() {
-		m, err := e.client.Request(subHit, []byte(`{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1}]}`), 10*time.Second)
-		if err != nil {
-			t.Errorf("in-flight request: %v", err)
-		}
-		reply <- m
-	}()
+	reply := e.callLater(t, "in-flight request", subHit, `{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1}]}`)
 	<-entered
 	type result struct {
 		err     error

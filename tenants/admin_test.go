@@ -27,26 +27,13 @@ import (
 	"github.com/sluice-dev/sluice/webhook"
 )
 
-// fakeClock is the admin's clock (the narrowest seam: verification takes
-// its time as an argument).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
 // fixture is a registry, policy and admin API on one embedded server.
 type fixture struct {
 	kit   *testkit.Kit
 	reg   *tenants.Registry
 	pol   *tenants.Policy
 	srv   *httptest.Server
-	clock *fakeClock
+	clock *testkit.Clock // the admin's (the narrowest seam: verification takes its time as an argument)
 	log   *testkit.LogBuffer
 }
 
@@ -64,7 +51,7 @@ func newFixtureOn(t *testing.T, k *testkit.Kit, keys *tenants.Keyring) *fixture 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{kit: k, clock: &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}, log: &testkit.LogBuffer{}}
+	f := &fixture{kit: k, clock: testkit.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)), log: &testkit.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := k.Bucket(t, tenants.BucketConfig("sluice", 1))
 	f.reg = tenants.NewRegistry(b, keys, log)
@@ -327,12 +314,13 @@ func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	}
 	// Same expected revision: one winner.
 	etag := fmt.Sprintf(`"%d"`, rec.Revision)
+	var mu sync.Mutex
 	won, lost := 0, 0
 	for i := range n {
 		wg.Go(func() {
 			code, _, _ := do(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme", fmt.Sprintf(`{"limits":{"hooks":{"rate":%d,"burst":1}}}`, i+1), "If-Match", etag)
-			f.clock.mu.Lock()
-			defer f.clock.mu.Unlock()
+			mu.Lock()
+			defer mu.Unlock()
 			switch code {
 			case 200:
 				won++

@@ -487,48 +487,26 @@ func (b *bench) startRedis(ctx context.Context) {
 	if slices.ContainsFunc(b.o.workloads, func(w workload) bool { return w.Durable }) {
 		b.startRedisAOF(ctx)
 	}
-	dir := filepath.Join(b.tmp, "redis")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.rskip = err.Error()
-		return
-	}
-	c, addr, err := startRedis(ctx, dir, false)
+	c, addr, rdb, err := startRedisRow(ctx, filepath.Join(b.tmp, "redis"), false, slices.Max(b.o.inflight)+8)
 	if err != nil {
 		b.rskip = err.Error()
 		b.logf("redis: skipped: %v", err)
 		return
 	}
-	b.redis, b.redisAddr = c, addr
-	b.rdb = newRedisClient(addr, slices.Max(b.o.inflight)+8)
-	if err := warmRedis(ctx, b.rdb); err != nil {
-		b.rskip = err.Error()
-		return
-	}
+	b.redis, b.redisAddr, b.rdb = c, addr, rdb
 	b.logf("redis-server ready on %s", addr)
 }
 
 // startRedisAOF starts the Redis of the durable rows: every write is in
 // the append-only file, fsynced, before its reply.
 func (b *bench) startRedisAOF(ctx context.Context) {
-	dir := filepath.Join(b.tmp, "redis-aof")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.aofSkip = err.Error()
-		return
-	}
-	c, addr, err := startRedis(ctx, dir, true)
+	c, addr, rdb, err := startRedisRow(ctx, filepath.Join(b.tmp, "redis-aof"), true, slices.Max(b.o.inflight)+8)
 	if err != nil {
 		b.aofSkip = err.Error()
 		b.logf("redis appendfsync always: skipped: %v", err)
 		return
 	}
-	b.redisAOF = c
-	b.rdbAOF = newRedisClient(addr, slices.Max(b.o.inflight)+8)
-	if err := warmRedis(ctx, b.rdbAOF); err != nil {
-		b.aofSkip = err.Error()
-		_ = b.rdbAOF.Close()
-		b.rdbAOF = nil
-		return
-	}
+	b.redisAOF, b.rdbAOF = c, rdb
 	b.logf("redis-server (appendonly yes, appendfsync always) ready on %s", addr)
 }
 

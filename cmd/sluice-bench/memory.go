@@ -18,11 +18,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/footprint"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
-	"github.com/sluice-dev/sluice/testkit"
 )
 
 // memoryResult holds the memory figures.
@@ -55,7 +55,7 @@ type claimsMemory struct {
 	// also holds whatever the server caches at that moment.
 	ServerHeapBytesPer float64 `json:"server_heap_bytes_per_claim"`
 	// The same once the server has dropped its caches of those writes
-	// (testkit.FilestoreIdle later): what an old claim costs, the figure
+	// (footprint.FilestoreIdle later): what an old claim costs, the figure
 	// to compare with Redis's bytes per key.
 	ServerIdleHeapBytesPer float64 `json:"server_idle_heap_bytes_per_claim"`
 	KeyExample             string  `json:"key_example"`
@@ -158,7 +158,7 @@ func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64,
 	}
 	inc := int64(time.Hour / time.Microsecond)
 	r := quota.HitRequest{Charges: make([]quota.Charge, len(kinds))}
-	heap0 := testkit.LiveHeap()
+	heap0 := footprint.LiveHeap()
 	for i := range tenants {
 		tenant := "tenant-" + strconv.Itoa(i)
 		for k, kind := range kinds {
@@ -172,7 +172,7 @@ func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64,
 			return 0, fmt.Errorf("hit %d: %s", i, rep.Result)
 		}
 	}
-	heap1 := testkit.LiveHeap()
+	heap1 := footprint.LiveHeap()
 	if len(w.Partitions()) != 1 {
 		return 0, errors.New("the owner lost its lease during the measurement")
 	}
@@ -214,7 +214,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	if err != nil {
 		return nil, err
 	}
-	heap0 := testkit.LiveHeap()
+	heap0 := footprint.LiveHeap()
 	type held struct {
 		id   claims.ID
 		hook string
@@ -289,10 +289,10 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	}
 	keep := all[0].id
 	all = nil // the bench's own bookkeeping is not the server's memory
-	heap1 := testkit.LiveHeap()
-	size, err := testkit.DirBytes(filepath.Join(storeDir, "jetstream"))
+	heap1 := footprint.LiveHeap()
+	size, err := footprint.DirBytes(filepath.Join(storeDir, "jetstream"))
 	if err != nil {
-		size, err = testkit.DirBytes(storeDir)
+		size, err = footprint.DirBytes(storeDir)
 		if err != nil {
 			return nil, err
 		}
@@ -302,9 +302,9 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-time.After(testkit.FilestoreIdle):
+	case <-time.After(footprint.FilestoreIdle):
 	}
-	heap2 := testkit.LiveHeap()
+	heap2 := footprint.LiveHeap()
 	m := &claimsMemory{
 		Claims:                  n,
 		PendingStreamBytesPer:   float64(pending.State.Bytes) / float64(max(pending.State.Msgs, 1)),

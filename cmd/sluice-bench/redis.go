@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"time"
@@ -159,6 +160,26 @@ func startRedis(ctx context.Context, dir string, durable bool) (*child, string, 
 		return nil, "", err
 	}
 	return c, addr, nil
+}
+
+// startRedisRow starts the redis-server of a row in dir (made if need be;
+// durable as for startRedis) and a client of it with poolSize connections,
+// its scripts loaded. The error is why the row is skipped.
+func startRedisRow(ctx context.Context, dir string, durable bool, poolSize int) (*child, string, *redis.Client, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", nil, err
+	}
+	c, addr, err := startRedis(ctx, dir, durable)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	rdb := newRedisClient(addr, poolSize)
+	if err := warmRedis(ctx, rdb); err != nil {
+		_ = rdb.Close()
+		c.stop(5 * time.Second)
+		return nil, "", nil, err
+	}
+	return c, addr, rdb, nil
 }
 
 // newRedisClient returns a go-redis client for addr with a pool of at least

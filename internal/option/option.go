@@ -1,5 +1,8 @@
-// Package option holds the checks that several packages' options share,
-// so that each rule is written once (docs/DESIGN.md "Options").
+// Package option holds the rules that several packages' option
+// constructors share, so that each is written once (docs/DESIGN.md
+// "Options"): a value that must be > 0, an argument that must be given, a
+// nil clock is invalid, a nil logger keeps the default; each failure wraps
+// the package's own ErrInvalidOption.
 package option
 
 import (
@@ -8,13 +11,45 @@ import (
 	"time"
 )
 
+// Invalid is the error of an option with an invalid argument: sentinel
+// (the package's ErrInvalidOption) with the reason.
+func Invalid(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}
+
+// Positive is the body of an option taking a value that must be > 0 (a
+// duration, a count): it calls set with v, or fails with sentinel and
+// "<what> must be > 0, got <v>".
+func Positive[C any, T ~int | ~int64](sentinel error, what string, v T, set func(*C, T)) func(*C) error {
+	return func(c *C) error {
+		if v <= 0 {
+			return Invalid(sentinel, "%s must be > 0, got %v", what, v)
+		}
+		set(c, v)
+		return nil
+	}
+}
+
+// Required is the body of an option whose argument must be given (a
+// function, an interface): it calls set, or fails with sentinel and msg
+// when ok is false.
+func Required[C any](sentinel error, ok bool, msg string, set func(*C)) func(*C) error {
+	return func(c *C) error {
+		if !ok {
+			return Invalid(sentinel, "%s", msg)
+		}
+		set(c)
+		return nil
+	}
+}
+
 // Clock is the option that sets the clock field(t) to now. A nil clock is
 // an invalid option: the returned function fails with an error wrapping
 // errInvalid (the package's ErrInvalidOption), "…: nil clock".
 func Clock[T any](now func() time.Time, errInvalid error, field func(T) *func() time.Time) func(T) error {
 	return func(t T) error {
 		if now == nil {
-			return fmt.Errorf("%w: nil clock", errInvalid)
+			return Invalid(errInvalid, "nil clock")
 		}
 		*field(t) = now
 		return nil

@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -155,10 +153,7 @@ func TestFrameMixedItems(t *testing.T) {
 		}
 	}
 	// A frame that does not parse is one 400, like malformed JSON.
-	msg, err := k.Conn.Request(quota.MemberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, 5*time.Second)
-	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
-		t.Fatalf("malformed frame: %v %v", msg, err)
-	}
+	wantRefused(t, k.Conn, quota.MemberSubject(e.prefix, w.ID()), []byte{frame.Magic, frame.Version, 1, 9}, "malformed frame")
 }
 
 // holdLane makes the lane of partition n gather (as if its window were
@@ -255,11 +250,7 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	cnc, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cnc.Close()
+	cnc := connect(t, k)
 	c, err := quota.NewClient(cnc, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -310,18 +301,10 @@ func (s *slowStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl 
 
 func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(t)
 	store := &slowStore{Store: e.store, release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	w, err := New(k.Conn, e.leases, e.counts, store, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), quota.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop(testkit.Context(t)) }()
+	w := e.newWorker(t, k.Conn, store, quota.WithRegisterer(reg))
 	defer close(store.release)
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn, quota.WithBudget(5*time.Second))
@@ -386,18 +369,9 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 
 func TestBatchStraddlingHandoff(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	nc1, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc1.Close()
-	nc2, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
+	k, e := kitEnv(t)
+	nc1 := connect(t, k)
+	nc2 := connect(t, k)
 	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
 	w1 := e.startWorker(t, nc1, WithMemberID("one"), quota.WithRegisterer(reg1))
 	waitServed(t, 10*time.Second, w1)

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -27,15 +26,10 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkHit -benchtime 3s ./quota/
 func BenchmarkHit(b *testing.B) {
-	k := testkit.New(b)
-	e := newFleetEnv(b, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(b)
 	w := e.startWorker(b, k.Conn)
 	waitServed(b, 10*time.Second, w)
-	cnc, err := k.Server.Connect()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cnc.Close)
+	cnc := connect(b, k)
 	clients := map[string]*quota.Client{
 		"frames": e.client(b, cnc, quota.WithBudget(5*time.Second)),
 		"json":   e.client(b, cnc, quota.WithBudget(5*time.Second), quota.WithCoalescing(false)),
@@ -118,13 +112,8 @@ func BenchmarkHit(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkClaimCreate -benchtime 2s -count 5 ./quota/
 func BenchmarkClaimCreate(b *testing.B) {
-	k := testkit.New(b)
-	e := newFleetEnv(b, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	cnc, err := k.Server.Connect()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cnc.Close)
+	k, e := kitEnv(b)
+	cnc := connect(b, k)
 	js := jsOf(b, cnc)
 	var seq atomic.Int64
 	val := []byte(`{"s":"p","h":"hook"}`)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/testkit"
@@ -79,12 +78,18 @@ func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.
 	return cs
 }
 
+// fleet16 starts three workers of e over 16 partitions on cl and a client
+// per server (with opts).
+func fleet16(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.ClientOption) ([]member, []*quota.Client) {
+	t.Helper()
+	ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
+	return ms, clientsOn(t, cl, e, append([]quota.ClientOption{quota.WithPartitions(16)}, opts...)...)
+}
+
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	cl := testkit.Cluster(t, 3)
-	envOn := func(t *testing.T) *fleetEnv {
-		return newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return cl.Bucket(t, 0, cfg) })
-	}
+	envOn := func(t *testing.T) *fleetEnv { return clusterEnv(t, cl, 0) }
 
 	t.Run("SpreadAndFailover", func(t *testing.T) {
 		t.Parallel()
@@ -128,9 +133,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("HitBurstAcrossNodes", func(t *testing.T) {
 		t.Parallel()
-		e := envOn(t)
-		fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
+		_, cs := fleet16(t, cl, envOn(t))
 		ctx := testkit.Context(t)
 		var ok, limited atomic.Int64
 		var wg sync.WaitGroup
@@ -155,52 +158,24 @@ func TestCluster(t *testing.T) {
 
 	t.Run("ReserveRacersAcrossNodes", func(t *testing.T) {
 		t.Parallel()
-		e := envOn(t)
-		fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
-		ctx := testkit.Context(t)
-		var granted atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				rep, err := cs[i%3].Reserve(ctx, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10})
-				switch {
-				case err != nil:
-					t.Error(err)
-				case rep.Granted:
-					granted.Add(1)
-				case rep.Count != 10:
-					t.Errorf("denied with count %d, want 10", rep.Count)
-				}
-			})
-		}
-		wg.Wait()
-		if granted.Load() != 10 {
-			t.Fatalf("granted %d, want 10", granted.Load())
+		_, cs := fleet16(t, cl, envOn(t))
+		if granted := reserveRace(t, cs, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10}, 100); granted != 10 {
+			t.Fatalf("granted %d, want 10", granted)
 		}
 	})
 
 	t.Run("CountsSurviveOwnerCrash", func(t *testing.T) {
 		t.Parallel()
-		e := envOn(t)
-		ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-		cs := clientsOn(t, cl, e, quota.WithPartitions(16))
+		ms, cs := fleet16(t, cl, envOn(t))
 		ctx := testkit.Context(t)
 		r := quota.ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
-		for i := 1; i <= 4; i++ {
-			if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
-				t.Fatalf("reserve %d: %+v %v", i, rep, err)
-			}
-		}
+		reserveEach(t, cs, r, 4)
 		if rep, err := cs[0].Release(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
 			t.Fatalf("release: %+v %v", rep, err)
 		}
 		owner := ownerOf(quota.Partition("survivor", 16), workers(ms)...)
 		ms[owner].nc.Close()
-		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
-			n := ownerOf(quota.Partition("survivor", 16), workers(ms)...)
-			return n >= 0 && n != owner
-		}, "a new owner")
+		waitNewOwner(t, quota.Partition("survivor", 16), owner, workers(ms))
 		rep, err := cs[1].Count(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"})
 		if err != nil || rep.Count != 3 {
 			t.Fatalf("count after failover: %+v %v", rep, err)
@@ -212,51 +187,27 @@ func TestCluster(t *testing.T) {
 
 	t.Run("OverAdmissionOnOwnerCrash", func(t *testing.T) {
 		t.Parallel()
-		e := envOn(t)
-		ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-		cs := clientsOn(t, cl, e, quota.WithPartitions(16), quota.WithBudget(200*time.Millisecond))
+		ms, cs := fleet16(t, cl, envOn(t), quota.WithBudget(200*time.Millisecond))
 		const burst = 20
 		tenant := "hammered"
 		owner := ownerOf(quota.Partition(tenant, 16), workers(ms)...)
-		var ok, limited, unavailable atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range 6 {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					rep, err := cs[i%3].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(tenant, burst)}})
-					switch {
-					case err != nil:
-						unavailable.Add(1)
-					case rep.Result == quota.ResultOK:
-						ok.Add(1)
-					default:
-						limited.Add(1)
-					}
-				}
-			})
-		}
-		testkit.Eventually(t, 10*time.Second, func() bool { return limited.Load() > 100 }, "burst spent under load")
-		before := ok.Load()
+		var hits tally
+		l := newLoad()
+		l.loop(6, func(i int) {
+			hits.add(cs[i%3].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(tenant, burst)}}))
+		})
+		testkit.Eventually(t, 10*time.Second, func() bool { return hits.denied.Load() > 100 }, "burst spent under load")
+		before := hits.ok.Load()
 		ms[owner].nc.Close()
 		crashed := time.Now()
-		testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
-			n := ownerOf(quota.Partition(tenant, 16), workers(ms)...)
-			return n >= 0 && n != owner
-		}, "a new owner")
+		waitNewOwner(t, quota.Partition(tenant, 16), owner, workers(ms))
 		took := time.Since(crashed)
-		mark := limited.Load()
-		testkit.Eventually(t, 10*time.Second, func() bool { return limited.Load() > mark+100 }, "new owner's burst spent under load")
-		close(stop)
-		wg.Wait()
-		over := ok.Load() - burst
+		mark := hits.denied.Load()
+		testkit.Eventually(t, 10*time.Second, func() bool { return hits.denied.Load() > mark+100 }, "new owner's burst spent under load")
+		l.stop()
+		over := hits.ok.Load() - burst
 		t.Logf("owner crash under load: ok %d before, %d total (burst %d): over-admission %d; %d rate limited, %d unavailable; new owner after %v",
-			before, ok.Load(), burst, over, limited.Load(), unavailable.Load(), took)
+			before, hits.ok.Load(), burst, over, hits.denied.Load(), hits.failed.Load(), took)
 		if before != burst {
 			t.Errorf("before the crash %d ok, want exactly %d", before, burst)
 		}
@@ -268,6 +219,17 @@ func TestCluster(t *testing.T) {
 			t.Errorf("over-admission %d, want at most %d (the conservative start's share)", over, burst/takeoverShare)
 		}
 	})
+}
+
+// reserveEach reserves r n times, the i-th (from 1) through cs[i%len(cs)],
+// and wants each granted with count i.
+func reserveEach(t *testing.T, cs []*quota.Client, r quota.ReserveRequest, n int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		if rep, err := cs[i%len(cs)].Reserve(testkit.Context(t), r); err != nil || !rep.Granted || rep.Count != int64(i) {
+			t.Fatalf("reserve %d: %+v %v", i, rep, err)
+		}
+	}
 }
 
 // checkServed sends a request to each partition in ps (through a tenant
@@ -300,20 +262,11 @@ func TestClusterServerKill(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
 	cl := testkit.Cluster(t, 3)
-	p := newPrefix()
-	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, quota.LeasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, quota.CountsBucket(p, 3))
-	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
-	ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-	cs := clientsOn(t, cl, e, quota.WithPartitions(16))
+	e := clusterEnv(t, cl, 3)
+	ms, cs := fleet16(t, cl, e)
 	ctx := testkit.Context(t)
 	r := quota.ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
-	for i := 1; i <= 3; i++ {
-		if rep, err := cs[i%3].Reserve(ctx, r); err != nil || !rep.Granted || rep.Count != int64(i) {
-			t.Fatalf("reserve %d: %+v %v", i, rep, err)
-		}
-	}
+	reserveEach(t, cs, r, 3)
 	part := quota.Partition("kill", 16)
 	owner := ownerOf(part, workers(ms)...)
 	moved := len(ms[owner].w.Partitions())
@@ -357,11 +310,7 @@ func TestClusterServerKill(t *testing.T) {
 func TestLastNodeStopsPromptly(t *testing.T) {
 	t.Parallel()
 	cl := testkit.Cluster(t, 3)
-	p := newPrefix()
-	e := &fleetEnv{prefix: p, replicas: 3}
-	e.leases = cl.Bucket(t, 0, quota.LeasesBucket(p, 3))
-	e.counts = cl.Bucket(t, 0, quota.CountsBucket(p, 3))
-	e.claims = cl.Bucket(t, 0, kvstore.BucketConfig{Name: kvstore.BucketNames(p).Claims, Replicas: 3})
+	e := clusterEnv(t, cl, 3)
 	w := e.startWorker(t, cl.Connect(t, 2), quota.WithPartitions(8))
 	waitServed(t, 20*time.Second, w)
 	cl.Kill(0)

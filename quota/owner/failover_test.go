@@ -2,13 +2,10 @@ package owner
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -19,11 +16,7 @@ func crashable(t *testing.T, k *testkit.Kit, e *fleetEnv, n int, opts ...Option)
 	t.Helper()
 	ms := make([]member, n)
 	for i := range ms {
-		nc, err := k.Server.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		nc := connect(t, k)
 		ms[i] = member{w: e.startWorker(t, nc, opts...), nc: nc}
 	}
 	waitBalanced(t, 15*time.Second, workers(ms)...)
@@ -34,8 +27,7 @@ func crashable(t *testing.T, k *testkit.Kit, e *fleetEnv, n int, opts ...Option)
 // workers over p partitions.
 func crashableFleet(t *testing.T, n, p int) (*testkit.Kit, *fleetEnv, []member, []*Worker) {
 	t.Helper()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(t)
 	ms := crashable(t, k, e, n, quota.WithPartitions(p))
 	return k, e, ms, workers(ms)
 }
@@ -45,17 +37,6 @@ func crashableFleet(t *testing.T, n, p int) (*testkit.Kit, *fleetEnv, []member, 
 func crash(ms []member, ws []*Worker, i int) {
 	ms[i].nc.Close()
 	ws[i] = nil
-}
-
-// waitNewOwner waits until a worker of ws other than old serves n.
-func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
-	t.Helper()
-	owner := -1
-	testkit.Eventually(t, testLeaseTTL+5*time.Second, func() bool {
-		owner = ownerOf(n, ws...)
-		return owner >= 0 && owner != old
-	}, "a new owner")
-	return owner
 }
 
 // A partition taken over after its owner died starts from a conservative
@@ -137,68 +118,26 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	steadyLim, _ := gcra.LimitFromRate(10, burst)
 	steadyCharge := quota.Charge{Kind: quota.KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
 
-	var ok, local, steadyOK, steadyDenied, steadyLocal atomic.Int64
-	var errs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 4 {
-		f := fleets[i%len(fleets)]
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				rep, err := f.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(hammered, burst)}})
-				switch {
-				case err != nil:
-					errs.Add(1)
-				case rep.Result == quota.ResultOK:
-					ok.Add(1)
-					if rep.Local {
-						local.Add(1)
-					}
-				}
-			}
-		})
-	}
-	wg.Go(func() {
-		// At most one hit per 200 ms (two increments): a call that took
-		// longer (the fallback waits out the budget) is not made up for.
-		timer := time.NewTimer(0)
-		defer timer.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-timer.C:
-			}
-			timer.Reset(200 * time.Millisecond)
-			rep, err := fleets[0].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{steadyCharge}})
-			switch {
-			case err != nil:
-				errs.Add(1)
-			case rep.Result == quota.ResultOK:
-				steadyOK.Add(1)
-				if rep.Local {
-					steadyLocal.Add(1)
-				}
-			default:
-				steadyDenied.Add(1)
-			}
-		}
+	var hammer, steadily tally
+	l := newLoad()
+	l.loop(4, func(i int) {
+		hammer.add(fleets[i%len(fleets)].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(hammered, burst)}}))
 	})
-	testkit.Eventually(t, 10*time.Second, func() bool { return ok.Load() >= burst && steadyOK.Load() >= 5 }, "burst spent, steady under way")
+	// At most one hit per 200 ms (two increments): a call that took
+	// longer (the fallback waits out the budget) is not made up for.
+	l.every(200*time.Millisecond, func() {
+		steadily.add(fleets[0].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{steadyCharge}}))
+	})
+	testkit.Eventually(t, 10*time.Second, func() bool { return hammer.ok.Load() >= burst && steadily.ok.Load() >= 5 }, "burst spent, steady under way")
 	crash(ms, ws, owner)
 	waitNewOwner(t, n, owner, ws)
-	after := steadyOK.Load()
-	testkit.Eventually(t, 10*time.Second, func() bool { return steadyOK.Load() >= after+10 }, "steady served by the new owner")
-	close(stop)
-	wg.Wait()
-	over := ok.Load() - burst
+	after := steadily.ok.Load()
+	testkit.Eventually(t, 10*time.Second, func() bool { return steadily.ok.Load() >= after+10 }, "steady served by the new owner")
+	l.stop()
+	errs := hammer.failed.Load() + steadily.failed.Load()
+	over := hammer.ok.Load() - burst
 	t.Logf("owner died: %d admitted over the burst %d (%d by the fallback); steady: %d ok (%d local), %d denied; %d errors",
-		over, burst, local.Load(), steadyOK.Load(), steadyLocal.Load(), steadyDenied.Load(), errs.Load())
+		over, burst, hammer.local.Load(), steadily.ok.Load(), steadily.local.Load(), steadily.denied.Load(), errs)
 	// Two fallbacks with a third of the burst each (6), one more each
 	// when the dead member leaves the count (its share grows to a half),
 	// and an eighth of the burst at the new owner (2): at most 16,
@@ -207,14 +146,14 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	if bound := int64(2*(burst/3+1) + burst/takeoverShare); over > bound || over > burst {
 		t.Errorf("over-admission %d, above %d (one burst is %d)", over, bound, burst)
 	}
-	if local.Load() == 0 || steadyLocal.Load() == 0 {
-		t.Errorf("the fallback answered nothing (hammered %d, steady %d): the failover was not crossed", local.Load(), steadyLocal.Load())
+	if hammer.local.Load() == 0 || steadily.local.Load() == 0 {
+		t.Errorf("the fallback answered nothing (hammered %d, steady %d): the failover was not crossed", hammer.local.Load(), steadily.local.Load())
 	}
-	if steadyDenied.Load() != 0 {
-		t.Errorf("a tenant at half its rate was denied %d times across the failover", steadyDenied.Load())
+	if steadily.denied.Load() != 0 {
+		t.Errorf("a tenant at half its rate was denied %d times across the failover", steadily.denied.Load())
 	}
-	if errs.Load() != 0 {
-		t.Errorf("%d calls failed", errs.Load())
+	if errs != 0 {
+		t.Errorf("%d calls failed", errs)
 	}
 }
 
@@ -222,8 +161,7 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 // applies 1/M of a limit (rate and burst), M the live members.
 func TestFleetSharesLimit(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(t)
 	for _, c := range []struct{ members, want int }{{0, 20}, {1, 20}, {4, 5}, {40, 1}} {
 		m := c.members
 		f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithBudget(20*time.Millisecond)), mustLimiter(t), e.store, quota.WithMembers(func() int { return m }))
@@ -247,13 +185,4 @@ func TestFleetSharesLimit(t *testing.T) {
 	if _, err := quota.NewFleet(e.client(t, k.Conn), mustLimiter(t), e.store, quota.WithMembers(nil)); err == nil {
 		t.Error("WithMembers(nil) accepted")
 	}
-}
-
-func mustLimiter(t *testing.T) *gcra.Limiter {
-	t.Helper()
-	l, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

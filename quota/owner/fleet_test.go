@@ -13,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -32,13 +30,9 @@ const (
 
 func newTestFleet(t *testing.T, c *quota.Client) (*quota.Fleet, *prometheus.Registry, *testkit.LogBuffer) {
 	t.Helper()
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	buf := &testkit.LogBuffer{}
-	f, err := quota.NewFleet(c, local, newMemory(t), quota.WithRegisterer(reg), quota.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
+	f, err := quota.NewFleet(c, mustLimiter(t), newMemory(t), quota.WithRegisterer(reg), quota.WithLogger(slog.New(slog.NewTextHandler(buf, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +45,7 @@ const fleetSlack = 100 * time.Millisecond
 
 func TestFleetFallbackAndRecovery(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(t)
 	// The budget is large enough that the owner's 60% and the claim's rest
 	// both fit on a loaded two-core CI machine; the slack is small beside
 	// it, so a call that took twice its budget fails.
@@ -138,13 +131,8 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 
 func TestFleetFallbackServerDown(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	wnc, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wnc.Close()
+	k, e := kitEnv(t)
+	wnc := connect(t, k)
 	w := e.startWorker(t, wnc)
 	waitServed(t, 10*time.Second, w)
 	const budget = 500 * time.Millisecond
@@ -186,8 +174,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 // once it says they are back, calls reach the owners.
 func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	k, e := kitEnv(t)
 	w := e.startWorker(t, k.Conn)
 	waitServed(t, 10*time.Second, w)
 	// Every request published on the owners' subjects is counted (the
@@ -202,12 +189,8 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reachable atomic.Bool
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), local, e.store, quota.WithRegisterer(reg))
+	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), mustLimiter(t), e.store, quota.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}

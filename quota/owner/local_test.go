@@ -35,7 +35,7 @@ type pathEnv struct {
 // store fails every Claim with claims.ErrUnavailable.
 func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, failing bool) *pathEnv {
 	t.Helper()
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
+	e := newFleetEnv(t, 0, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
 	store, err := claims.NewKV(e.claims, claims.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +44,7 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 	if failing {
 		ws = failingStore{Store: store, err: claims.ErrUnavailable}
 	}
-	w, err := New(k.Conn, e.leases, e.counts, ws, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL), quota.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startStopped(t, w)
+	w := e.newWorker(t, k.Conn, ws, quota.WithClock(clock))
 	waitServed(t, 10*time.Second, w)
 	p := &pathEnv{env: e, w: w, store: store, leases: e.leases}
 	sub, err := k.Conn.Subscribe(e.prefix+".v1.quota.>", func(*nats.Msg) { p.wire.Add(1) })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/internal/footprint"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
@@ -57,31 +58,27 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 		tenant string
 	}
 	b.Run("layout/map[kind,tenant]int64", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = heapPerItem(idleTenants, func() any {
-				m := make(map[kindTenant]int64)
-				for i := range idleTenants {
-					m[kindTenant{0, tenantName(i)}] = int64(i) + 1
-				}
-				return m
-			})
-		}
-		b.ReportMetric(per, "bytes/bucket")
+		layoutBytes(b, func(i int) kindTenant { return kindTenant{0, tenantName(i)} })
 	})
 	b.Run("layout/map[hash64]int64", func(b *testing.B) {
-		var per float64
-		for b.Loop() {
-			per = heapPerItem(idleTenants, func() any {
-				m := make(map[uint64]int64)
-				for i := range idleTenants {
-					m[bucketHash(quota.KindHooks, tenantName(i))] = int64(i) + 1
-				}
-				return m
-			})
-		}
-		b.ReportMetric(per, "bytes/bucket")
+		layoutBytes(b, func(i int) uint64 { return bucketHash(quota.KindHooks, tenantName(i)) })
 	})
+}
+
+// layoutBytes reports the heap per bucket of a candidate layout: a map from
+// key(i) to a value for each of idleTenants tenants.
+func layoutBytes[K comparable](b *testing.B, key func(i int) K) {
+	var per float64
+	for b.Loop() {
+		per = heapPerItem(idleTenants, func() any {
+			m := make(map[K]int64)
+			for i := range idleTenants {
+				m[key(i)] = int64(i) + 1
+			}
+			return m
+		})
+	}
+	b.ReportMetric(per, "bytes/bucket")
 }
 
 // idleBucketBytes fills a fresh tenure with idleTenants tenants charged
@@ -124,19 +121,11 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 // heapPerItem returns the growth of the live heap caused by what fill
 // builds and returns, divided by items.
 func heapPerItem(items int, fill func() any) float64 {
-	before := liveHeap()
+	before := footprint.LiveHeap()
 	v := fill()
-	after := liveHeap()
+	after := footprint.LiveHeap()
 	runtime.KeepAlive(v)
 	return float64(int64(after)-int64(before)) / float64(items)
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // tenantName returns a freshly allocated 13-byte tenant name ("tenant-000042").

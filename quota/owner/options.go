@@ -1,7 +1,6 @@
 package owner
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
@@ -33,10 +32,6 @@ type ownerOption func(*settings.Config) error
 
 func (o ownerOption) ApplyOwner(c *settings.Config) error { return o(c) }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", quota.ErrInvalidOption, fmt.Sprintf(format, args...))
-}
-
 // defaults is the owner's configuration before its options.
 func defaults() settings.Config {
 	c := settings.Defaults()
@@ -49,13 +44,7 @@ func defaults() settings.Config {
 // (default 5 s; rounded up to whole seconds, at least 1 s). A crashed
 // owner's partitions are served again about one TTL after its last renewal.
 func WithLeaseTTL(d time.Duration) Option {
-	return ownerOption(func(c *settings.Config) error {
-		if d <= 0 {
-			return invalid("lease TTL must be > 0, got %v", d)
-		}
-		c.LeaseTTL = kvstore.RoundTTL(d)
-		return nil
-	})
+	return ownerOption(settings.Positive("lease TTL", d, func(c *settings.Config, d time.Duration) { c.LeaseTTL = kvstore.RoundTTL(d) }))
 }
 
 // WithMemberID names the worker in the fleet (default: a random NUID). Ids
@@ -63,7 +52,7 @@ func WithLeaseTTL(d time.Duration) Option {
 func WithMemberID(id string) Option {
 	return ownerOption(func(c *settings.Config) error {
 		if !quota.ValidMemberID(id) {
-			return invalid("member id must be 1..%d bytes", quota.MaxMemberIDBytes)
+			return settings.Invalid("member id must be 1..%d bytes", quota.MaxMemberIDBytes)
 		}
 		c.MemberID = id
 		return nil
@@ -76,7 +65,7 @@ func WithMemberID(id string) Option {
 func WithMaxInFlight(n int) Option {
 	return ownerOption(func(c *settings.Config) error {
 		if n < 1 {
-			return invalid("max in flight must be >= 1, got %d", n)
+			return settings.Invalid("max in flight must be >= 1, got %d", n)
 		}
 		c.MaxInFlight = n
 		return nil

@@ -93,7 +93,7 @@ type Worker struct {
 // option or a nil dependency.
 func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
-		return nil, invalid("owner.New needs a connection, both buckets and a claims store")
+		return nil, settings.Invalid("owner.New needs a connection, both buckets and a claims store")
 	}
 	cfg := defaults()
 	if err := settings.Apply(&cfg, opts, Option.ApplyOwner); err != nil {

@@ -6,17 +6,13 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
@@ -106,19 +102,10 @@ func TestHitInvalid(t *testing.T) {
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	msg, err := k.Conn.Request(quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "400" || msg.Header.Get(micro.ErrorHeader) == "" {
-		t.Fatalf("owner reply headers %v", msg.Header)
-	}
+	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), "invalid hit")
 	// Misrouted (a client with another partition count): 400 too.
 	wrong := (quota.Partition("a", quota.DefaultPartitions) + 1) % quota.DefaultPartitions
-	msg, err = k.Conn.Request(quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), 5*time.Second)
-	if err != nil || msg.Header.Get(micro.ErrorCodeHeader) != "400" {
-		t.Fatalf("misrouted: %v %v", msg, err)
-	}
+	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), "misrouted")
 	// A client configured with another P gets quota.ErrInvalid from the owner.
 	c32 := e.client(t, k.Conn, quota.WithPartitions(32))
 	for i := 0; ; i++ {
@@ -194,16 +181,8 @@ func (s failingStore) Claim(context.Context, claims.ID, string, time.Duration) (
 
 func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	w, err := New(k.Conn, e.leases, e.counts, failingStore{err: claims.ErrUnavailable}, quota.WithPrefix(e.prefix), WithLeaseTTL(testLeaseTTL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(testkit.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop(testkit.Context(t)) }()
+	k, e := kitEnv(t)
+	w := e.newWorker(t, k.Conn, failingStore{err: claims.ErrUnavailable})
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn)
 	ctx := testkit.Context(t)
@@ -286,26 +265,8 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 func TestConcurrentReserveOneCounter(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
-	ctx := testkit.Context(t)
-	var granted atomic.Int64
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if rep.Granted {
-				granted.Add(1)
-			} else if rep.Count != 7 {
-				t.Errorf("denied with count %d", rep.Count)
-			}
-		})
-	}
-	wg.Wait()
-	if granted.Load() != 7 {
-		t.Fatalf("granted %d, want 7", granted.Load())
+	if granted := reserveRace(t, []*quota.Client{c}, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
+		t.Fatalf("granted %d, want 7", granted)
 	}
 }
 
@@ -350,10 +311,7 @@ func TestOptionsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := mustLimiter(t)
 	for name, o := range map[string]quota.FleetOption{
 		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
@@ -388,28 +346,10 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	}
 }
 
-// fakeClock moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestHitRefillWithInjectedClock(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)}
-	_, _, _, c := single(t, quota.WithClock(clock.now))
+	clock := testkit.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC))
+	_, _, _, c := single(t, quota.WithClock(clock.Now))
 	ctx := testkit.Context(t)
 	// 1 hook/s, burst 2.
 	req := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
@@ -429,7 +369,7 @@ func TestHitRefillWithInjectedClock(t *testing.T) {
 		{0, quota.ResultRateLimited, 1000},
 	}
 	for i, s := range steps {
-		clock.advance(s.advance)
+		clock.Advance(s.advance)
 		rep, err := c.Hit(ctx, req)
 		if err != nil || rep.Result != s.result || rep.RetryAfterMs != s.retryMs {
 			t.Fatalf("step %d: %+v %v; want %s retry %d ms", i, rep, err, s.result, s.retryMs)
@@ -497,13 +437,8 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 
 func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
 	t.Parallel()
-	k := testkit.New(t)
-	e := newFleetEnv(t, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
-	nc1, err := k.Server.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc1.Close()
+	k, e := kitEnv(t)
+	nc1 := connect(t, k)
 	w1 := e.startWorker(t, nc1, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
 	waitServed(t, 10*time.Second, w1)
 	nc1.Close() // the process dies holding every lease

@@ -238,11 +238,17 @@ func (r *reader) byte() byte {
 	return c
 }
 
-func (r *reader) uvarint() uint64 {
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
+
+func (r *reader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads one value with decode (binary.Uvarint or binary.Varint);
+// a short or overlong one marks the frame bad.
+func readVarint[T uint64 | int64](r *reader, decode func([]byte) (T, int)) T {
 	if r.bad {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.bad = true
 		return 0
@@ -259,19 +265,6 @@ func (r *reader) int64() int64 {
 		return 0
 	}
 	return int64(v)
-}
-
-func (r *reader) varint() int64 {
-	if r.bad {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
 }
 
 // bytes returns the next length-prefixed bytes (aliasing the frame).

@@ -459,9 +459,7 @@ func (l *Loop) purgeStrays(now time.Time) {
 	if len(ns) == 0 {
 		return
 	}
-	parallel(len(ns), func(i int) {
-		ctx, cancel := context.WithTimeout(l.life, l.renewEvery)
-		defer cancel()
+	parallel(l.life, l.renewEvery, len(ns), func(ctx context.Context, i int) {
 		_ = l.cfg.Bucket.Purge(ctx, leaseKey(ns[i]), revs[i])
 	})
 	for i, n := range ns {
@@ -470,11 +468,16 @@ func (l *Loop) purgeStrays(now time.Time) {
 	}
 }
 
-// parallel runs fn(i) for i in 0..n-1 concurrently and waits for all.
-func parallel(n int, fn func(i int)) {
+// parallel runs fn(ctx, i) for i in 0..n-1 concurrently, each ctx parent
+// bounded by timeout, and waits for all.
+func parallel(parent context.Context, timeout time.Duration, n int, fn func(ctx context.Context, i int)) {
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { fn(i) })
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(parent, timeout)
+			defer cancel()
+			fn(ctx, i)
+		})
 	}
 	wg.Wait()
 }
@@ -497,9 +500,7 @@ func (l *Loop) acquire(ps []int, orphan []bool) {
 	}
 	res := make([]result, len(ps))
 	val := l.leaseValue()
-	parallel(len(ps), func(i int) {
-		ctx, cancel := context.WithTimeout(l.life, l.renewEvery)
-		defer cancel()
+	parallel(l.life, l.renewEvery, len(ps), func(ctx context.Context, i int) {
 		res[i].sent = time.Now()
 		rev, rec, err := l.cfg.Bucket.Create(ctx, leaseKey(ps[i]), val, l.cfg.TTL)
 		res[i].rev, res[i].err = rev, err
@@ -551,9 +552,7 @@ func (l *Loop) renewAll() {
 	}
 	res := make([]result, len(hs))
 	val := l.leaseValue()
-	parallel(len(hs), func(i int) {
-		ctx, cancel := context.WithTimeout(l.life, l.renewEvery)
-		defer cancel()
+	parallel(l.life, l.renewEvery, len(hs), func(ctx context.Context, i int) {
 		res[i].sent = time.Now()
 		res[i].rev, res[i].err = l.cfg.Bucket.Update(ctx, leaseKey(hs[i].N), val, hs[i].rev, l.cfg.TTL)
 		if errors.Is(res[i].err, kvstore.ErrWrongLastSequence) {
@@ -605,10 +604,8 @@ func (l *Loop) release(hs []*Lease) {
 	connected := l.cfg.Conn.IsConnected()
 	l.owner.Release(ctx, hs, connected)
 	if connected {
-		parallel(len(hs), func(i int) {
+		parallel(ctx, l.renewEvery, len(hs), func(pctx context.Context, i int) {
 			h := hs[i]
-			pctx, pcancel := context.WithTimeout(ctx, l.renewEvery)
-			defer pcancel()
 			if err := l.cfg.Bucket.Purge(pctx, leaseKey(h.N), h.rev); err != nil {
 				l.cfg.Log.Debug("quota: purge lease failed; it will expire", "partition", h.N, "err", err)
 			}

@@ -7,11 +7,13 @@
 package settings
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -61,4 +63,23 @@ func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
 		}
 	}
 	return nil
+}
+
+// ErrInvalidOption is wrapped by the error of an option with an invalid
+// argument (quota.ErrInvalidOption).
+var ErrInvalidOption = errors.New("quota: invalid option")
+
+// Invalid is the error of an option with an invalid argument.
+func Invalid(format string, args ...any) error {
+	return option.Invalid(ErrInvalidOption, format, args...)
+}
+
+// Positive is option.Positive failing with ErrInvalidOption.
+func Positive[C any, T ~int | ~int64](what string, v T, set func(*C, T)) func(*C) error {
+	return option.Positive(ErrInvalidOption, what, v, set)
+}
+
+// Required is option.Required failing with ErrInvalidOption.
+func Required[C any](ok bool, msg string, set func(*C)) func(*C) error {
+	return option.Required(ErrInvalidOption, ok, msg, set)
 }

@@ -1,0 +1,75 @@
+// Package ownerkit starts a real quota partition owner (owner.Worker) for
+// a test, on the default prefix's buckets of a testkit server, stopped when
+// the test ends. It is apart from testkit because quota/owner's own tests
+// use testkit.
+package ownerkit
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// Start starts an owner on nc over the default prefix's leases and counts
+// buckets (one replica, made or opened through nc) and store; a nil store
+// is the default claims bucket's KV store, opened through nc too (an
+// owner all of whose traffic a test cuts by closing nc). t.Cleanup stops
+// it; Stop's error there is not checked (a test may have stopped it, or
+// cut its connection, already): a test that checks it stops the owner
+// itself.
+func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option) *owner.Worker {
+	t.Helper()
+	ctx := testkit.Context(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("ownerkit: %v", err)
+	}
+	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
+	if err != nil {
+		t.Fatalf("ownerkit: buckets: %v", err)
+	}
+	if store == nil {
+		cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(kvstore.DefaultPrefix).Claims})
+		if err != nil {
+			t.Fatalf("ownerkit: claims bucket: %v", err)
+		}
+		if store, err = claims.NewKV(cb); err != nil {
+			t.Fatalf("ownerkit: claims: %v", err)
+		}
+	}
+	w, err := owner.New(nc, leases, counts, store, opts...)
+	if err != nil {
+		t.Fatalf("ownerkit: %v", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("ownerkit: start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+	})
+	return w
+}
+
+// Serving starts the one owner of p partitions on k's connection (Start
+// with quota.WithPartitions(p), then opts), waits until it serves every
+// partition, and returns it with a routing client on k's connection.
+func Serving(t testkit.T, k *testkit.Kit, store claims.Store, p int, opts ...owner.Option) (*owner.Worker, *quota.Client) {
+	t.Helper()
+	w := Start(t, k.Conn, store, append([]owner.Option{quota.WithPartitions(p)}, opts...)...)
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == p }, "the quota owner serves every partition")
+	c, err := quota.NewClient(k.Conn, quota.WithPartitions(p))
+	if err != nil {
+		t.Fatalf("ownerkit: client: %v", err)
+	}
+	return w, c
+}
