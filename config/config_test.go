@@ -362,6 +362,7 @@ func TestFileErrors(t *testing.T) {
 		{"defaults:\n  limits: {bytes: {rate: .inf}}\n", nil, "defaults.limits.bytes: rate must be a finite number > 0"},
 		{"defaults:\n  limits: {bytes: {rate: .nan}}\n", nil, "defaults.limits.bytes: rate must be a finite number > 0"},
 		{"defaults:\n  limits: {hooks: {burst: 0}}\n", nil, "defaults.limits.hooks: burst must be >= 1"},
+		{"defaults:\n  limits: {hooks: {rate: 1e-9, burst: 1000000000000}}\n", nil, "defaults.limits.hooks: rate 1e-09 with burst 1000000000000: gcra: invalid limit"}, // the edge could not compute this limit: every hook would be a 500
 		{"tenants:\n  acme: {limits: {bytes: {rate: -1}}}\n", nil, "config: tenants.acme.limits.bytes: rate must be"},
 		{"defaults:\n  source: {dedupe: gitlab}\n", nil, `config: defaults.source.dedupe: webhook: invalid dedupe spec "gitlab"`},
 		{"defaults:\n  source: {max_body_bytes: 0}\n", nil, "config: defaults.source.max_body_bytes: must be 1.."},

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/gcra"
 
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/webhook"
@@ -176,13 +177,19 @@ func (c *Config) Limits(tenant string) (Limits, Origin) {
 	return c.Defaults.Limits, OriginDefault
 }
 
-// Validate checks a Rate: finite Rate > 0 and Burst >= 1.
+// Validate checks a Rate: finite Rate > 0, Burst >= 1, and the limit the
+// edge computes from it fits (gcra.LimitFromRate's rule, the one the edge
+// and its admin PUT apply): a rate accepted here never turns every hook into
+// a 500 invalid_limits.
 func (r Rate) Validate() error {
 	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
 		return fmt.Errorf("rate must be a finite number > 0, got %v", r.Rate)
 	}
 	if r.Burst < 1 {
 		return fmt.Errorf("burst must be >= 1, got %d", r.Burst)
+	}
+	if _, err := gcra.LimitFromRate(r.Rate, r.Burst); err != nil {
+		return fmt.Errorf("rate %v with burst %d: %w", r.Rate, r.Burst, err)
 	}
 	return nil
 }
