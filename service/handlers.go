@@ -198,7 +198,7 @@ func (r *claimRequest) id() claims.ID {
 // id, a hook id and a revision >= 1.
 func decodeHeld(data []byte) (claimRequest, error) {
 	var req claimRequest
-	if err := decodeStrict(data, &req); err != nil {
+	if err := decodeClaim(data, &req); err != nil {
 		return req, err
 	}
 	if err := req.id().Validate(); err != nil {
