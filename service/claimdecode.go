@@ -3,19 +3,13 @@ package service
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/sluice-dev/sluice/internal/claimwire"
 )
 
 // canonicalClaim is a claims.settle or claims.release body in the encoding
-// the Go client sends (client.claimRequest: the same members, empty ones
-// left out).
-type canonicalClaim struct {
-	Tenant   string `json:"tenant"`
-	Source   string `json:"source"`
-	Key      string `json:"key"`
-	HookID   string `json:"hook_id,omitempty"`
-	Revision uint64 `json:"revision,omitempty"`
-	TTLMs    int64  `json:"ttl_ms,omitempty"`
-}
+// the Go client sends.
+type canonicalClaim = claimwire.Request
 
 // decodeClaim decodes a settle or release body into req. A body that is
 // exactly the canonical encoding of what it decodes to — the Go client's
