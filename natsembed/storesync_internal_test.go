@@ -302,3 +302,36 @@ func TestWatchedRoundWaitsForTheSyncInFlight(t *testing.T) {
 		}
 	}
 }
+
+// A watch that fails (here its inotify descriptor closed under it) is
+// not a failed sync: the round falls back to the walk, which syncs
+// everything, and later rounds walk.
+func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
+	srv, js, l := startSyncServer(t)
+	forMode(t, srv, "watch")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatal(err)
+	}
+	l.take()
+	srv.store.mu.Lock()
+	srv.store.watch.close()
+	srv.store.mu.Unlock()
+	if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatalf("the round after the watch failed: %v", err)
+	}
+	got := l.take()
+	if !hasSuffix(got, filepath.Join("S", "msgs", "1.blk")) || !hasSuffix(got, filepath.Join("S", "meta.inf")) {
+		t.Errorf("the fallback round synced %v: want everything, the block and the meta files too", got)
+	}
+	if srv.SyncFinder() != "stat walk" {
+		t.Errorf("after the watch failed, rounds find changes by %q", srv.SyncFinder())
+	}
+}

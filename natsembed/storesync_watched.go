@@ -88,9 +88,10 @@ func (s *storeSync) watchedRound(only map[string]bool) error {
 		err = s.watch.rewatch()
 	}
 	if err != nil {
+		// The watch can no longer say what changed (not a failed sync):
+		// the walk, starting from nothing known, syncs everything.
 		s.stopWatching()
-		werr := s.walkLocked(only)
-		return errors.Join(err, werr)
+		return s.walkLocked(only)
 	}
 	var mine, theirs []*flight
 	for p, f := range s.flights {
