@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/claimwire"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 )
 
@@ -30,16 +31,7 @@ func (s ClaimState) ExpiresIn() time.Duration {
 
 // claimRequest is the body of claims.settle, claims.release and (tenant,
 // source and key only) claims.get.
-type claimRequest struct {
-	Tenant   string `json:"tenant"`
-	Source   string `json:"source"`
-	Key      string `json:"key"`
-	HookID   string `json:"hook_id,omitempty"`
-	Revision uint64 `json:"revision,omitempty"`
-	// TTLMs is the settle extension: how long the committed claim is kept
-	// (absent: the service's --dedupe-ttl).
-	TTLMs int64 `json:"ttl_ms,omitempty"`
-}
+type claimRequest = claimwire.Request
 
 // Settle sends <prefix>.v1.claims.settle: the claim on (tenant, source,
 // key) that Hit made pending for hookID at revision is committed, and kept

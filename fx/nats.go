@@ -236,7 +236,7 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 		config.DurabilityAcked:      "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync",
 		config.DurabilitySyncAlways: "a 2xx after nats-server fsynced each write",
 	}[out.Durability]
-	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability)
+	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
 	return nil
 }
 

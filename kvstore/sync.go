@@ -45,14 +45,15 @@ var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailabl
 // GroupSync is a group commit barrier: Sync waits for the next round of the
 // round function to complete, and one round serves every caller that
 // called Sync before it began (their acks came before it, so the round's
-// syncs cover their writes). Callers arriving while rounds run gather for
-// the next one, which starts as soon as fewer than DefaultSyncOverlap
-// rounds run: under load, many callers share one round; alone, a caller
-// waits for one round. One owned goroutine starts the rounds (each on a
-// goroutine it waits for); Close stops them.
+// syncs cover their writes). Callers arriving while a round runs gather for
+// the next one, which begins as soon as that round ends: under load, each
+// round serves everyone who arrived during the one before; alone, a caller
+// waits for one round. One owned goroutine runs the rounds one after the
+// other, on itself (no goroutine per round: under load it never sleeps
+// between rounds, and the only hand-off is waking each round's callers);
+// Close stops it.
 type GroupSync struct {
-	round   func() error
-	overlap int // rounds run at once (DefaultSyncOverlap)
+	round func() error
 
 	mu     sync.Mutex
 	next   *syncRound // the round callers join (nil: none asked yet)
@@ -72,22 +73,18 @@ type syncRound struct {
 	err  error
 }
 
-// DefaultSyncOverlap is how many rounds a GroupSync runs at once: callers
-// arriving while a round runs start the next at once instead of waiting
-// for it to end (a caller waits about one round, not one and a half),
-// while under load each round still serves everyone who arrived meanwhile.
-const DefaultSyncOverlap = 2
-
 // NewGroupSync starts a barrier whose rounds call round (which must make
-// every write acknowledged before it was called durable, or fail; it may
-// run concurrently with itself, up to DefaultSyncOverlap times).
+// every write acknowledged before it was called durable, or fail). Rounds
+// never overlap: measured on the 2-core machine, two overlapping rounds
+// made more, smaller rounds (3.1 callers each against 5.7 one at a time)
+// and the edge slower (0.71x of acked against 0.82x), each round's
+// fdatasync waiting for the other's journal commit.
 func NewGroupSync(round func() error) *GroupSync {
 	g := &GroupSync{
-		round:   round,
-		overlap: DefaultSyncOverlap,
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		round: round,
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	go g.loop()
 	return g
@@ -125,31 +122,24 @@ func (g *GroupSync) Sync(ctx context.Context) error {
 
 func (g *GroupSync) loop() {
 	defer close(g.done)
-	var wg sync.WaitGroup
-	defer wg.Wait() // rounds in flight finish before done
-	finished := make(chan struct{}, g.overlap)
-	running := 0
 	for {
+		g.mu.Lock()
+		r := g.next
+		g.next = nil
+		g.mu.Unlock()
+		if r != nil {
+			g.run(r)
+			select {
+			case <-g.stop:
+				return
+			default:
+				continue // whoever arrived meanwhile: the next round at once
+			}
+		}
 		select {
 		case <-g.stop:
 			return
 		case <-g.kick:
-		case <-finished:
-			running--
-		}
-		for running < g.overlap {
-			g.mu.Lock()
-			r := g.next
-			g.next = nil
-			g.mu.Unlock()
-			if r == nil {
-				break
-			}
-			running++
-			wg.Go(func() {
-				g.run(r)
-				finished <- struct{}{}
-			})
 		}
 	}
 }

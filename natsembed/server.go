@@ -310,6 +310,16 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 // reached the file yet). See storesync.go.
 func (s *Server) SyncStore() error { return s.store.round() }
 
+// SyncFinder says how rounds find what changed since the last: "inotify"
+// (the kernel's events, storewatch_linux.go) or "stat walk" (no inotify:
+// each round stats the store's files). Known after the first round.
+func (s *Server) SyncFinder() string {
+	if s.store.watched() {
+		return "inotify"
+	}
+	return "stat walk"
+}
+
 // SyncStreams returns a round like SyncStore's over the named streams
 // only (and the directories above them): the group commit of the writes
 // an answer rests on, leaving the others (events, leases) to the
@@ -483,6 +493,7 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.store.close()
 }
 
 func splitHostPort(addr string) (string, int, error) {

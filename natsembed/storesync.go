@@ -50,6 +50,13 @@ type storeSync struct {
 	fsync func(f *os.File, data bool) error
 	queue []queued        // the syncs of the round being walked
 	only  map[string]bool // the streams this round syncs (nil: all)
+
+	// The watched rounds (storesync_watched.go): walkOnly when there is
+	// no watch (then every round walks).
+	watch    *storeWatch
+	walkOnly bool
+	dirty    map[string]dirtyItem
+	flights  map[string]*flight
 }
 
 // queued is a sync the walk found needed; its stamp (when not zero) is
@@ -87,6 +94,9 @@ func newStoreSync(storeDir string) *storeSync {
 		hi:    map[string]string{},
 		kids:  map[string][]string{},
 		fsync: fsyncFile,
+
+		dirty:   map[string]dirtyItem{},
+		flights: map[string]*flight{},
 	}
 }
 
@@ -110,6 +120,15 @@ func (s *storeSync) round() error { return s.roundOf(nil) }
 // records an older stamp: the next round merely syncs once more).
 func (s *storeSync) roundOf(only map[string]bool) error {
 	s.mu.Lock()
+	if s.watching() {
+		return s.watchedRound(only)
+	}
+	return s.walkLocked(only)
+}
+
+// walkLocked is a round that walks the store to find what changed (s.mu
+// held on entry; released).
+func (s *storeSync) walkLocked(only map[string]bool) error {
 	s.queue, s.only = nil, only
 	werr := s.walk()
 	q := s.queue

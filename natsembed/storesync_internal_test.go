@@ -40,6 +40,26 @@ func (l *syncLog) take() []string {
 	return out
 }
 
+// syncModes are the two ways a round finds what changed: the inotify
+// watch (where the platform has it) and the walk (stat everything).
+var syncModes = []string{"watch", "walk"}
+
+// forMode makes srv's rounds use mode, and checks they do.
+func forMode(t *testing.T, srv *Server, mode string) {
+	t.Helper()
+	srv.store.mu.Lock()
+	srv.store.walkOnly = mode == "walk"
+	srv.store.mu.Unlock()
+	if err := srv.SyncStore(); err != nil {
+		t.Fatal(err)
+	}
+	srv.store.mu.Lock()
+	defer srv.store.mu.Unlock()
+	if (srv.store.watch != nil) != (mode == "watch") {
+		t.Fatalf("mode %s: the rounds' watch is %v", mode, srv.store.watch)
+	}
+}
+
 func startSyncServer(t *testing.T) (*Server, jetstream.JetStream, *syncLog) {
 	t.Helper()
 	srv, err := StartServer(ServerConfig{StoreDir: t.TempDir()})
@@ -69,7 +89,14 @@ func hasSuffix(paths []string, suffix string) bool {
 // directories, its block), then only the block that an ack wrote to, and
 // nothing when nothing was written.
 func TestStoreSyncRound(t *testing.T) {
+	for _, mode := range syncModes {
+		t.Run(mode, func(t *testing.T) { testStoreSyncRound(t, mode) })
+	}
+}
+
+func testStoreSyncRound(t *testing.T, mode string) {
 	srv, js, l := startSyncServer(t)
+	forMode(t, srv, mode)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.SyncStore(); err != nil {
@@ -110,7 +137,14 @@ func TestStoreSyncRound(t *testing.T) {
 
 // A failing fsync fails the round.
 func TestStoreSyncFailure(t *testing.T) {
+	for _, mode := range syncModes {
+		t.Run(mode, func(t *testing.T) { testStoreSyncFailure(t, mode) })
+	}
+}
+
+func testStoreSyncFailure(t *testing.T, mode string) {
 	srv, js, l := startSyncServer(t)
+	forMode(t, srv, mode)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
@@ -175,5 +209,129 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 			t.Fatalf("no %s within %v", what, limit)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A new block (the last one full) is synced with its directory by the
+// next round.
+func TestStoreSyncNewBlock(t *testing.T) {
+	for _, mode := range syncModes {
+		t.Run(mode, func(t *testing.T) {
+			srv, js, l := startSyncServer(t)
+			forMode(t, srv, mode)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// A small MaxBytes makes the smallest blocks (FileStoreMinBlkSize).
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"}, MaxBytes: 100_000}); err != nil {
+				t.Fatal(err)
+			}
+			second := filepath.Join(srv.cfg.StoreDir, "jetstream", "$G", "streams", "B", "msgs", "2.blk")
+			body := make([]byte, 1024)
+			for i := 0; ; i++ {
+				if i == 200 {
+					t.Fatal("no second block after 200 KiB")
+				}
+				if _, err := js.Publish(ctx, "b.x", body); err != nil {
+					t.Fatal(err)
+				}
+				_, statErr := os.Stat(second)
+				if err := srv.SyncStore(); err != nil {
+					t.Fatal(err)
+				}
+				got := l.take()
+				if statErr != nil {
+					continue
+				}
+				for _, want := range []string{filepath.Join("B", "msgs", "2.blk"), filepath.Join("B", "msgs")} {
+					if !hasSuffix(got, want) {
+						t.Errorf("the round after the second block appeared synced %v: no %s", got, want)
+					}
+				}
+				return
+			}
+		})
+	}
+}
+
+// A round that must cover a file another round is syncing right now (the
+// other round took it, so this one's watch saw nothing new) returns only
+// once that sync ended: released by a round that began after its writes,
+// never before they are durable.
+func TestWatchedRoundWaitsForTheSyncInFlight(t *testing.T) {
+	srv, js, l := startSyncServer(t)
+	forMode(t, srv, "watch")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatal(err)
+	}
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv.store.mu.Lock()
+	srv.store.fsync = func(f *os.File, data bool) error {
+		if strings.HasSuffix(f.Name(), ".blk") {
+			once.Do(func() { close(entered); <-gate })
+		}
+		return l.fsync(f, data)
+	}
+	srv.store.mu.Unlock()
+	if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- srv.SyncStore() }()
+	<-entered // the first round took the block and syncs it
+	second := make(chan error, 1)
+	go func() { second <- srv.SyncStore() }()
+	// The second round must wait for the gate; if it returns meanwhile, it
+	// released its callers before the block was durable. (Without the bug
+	// this window cannot fail the test; with it, it fails unless the second
+	// round took longer than the window to start.)
+	select {
+	case err := <-second:
+		t.Fatalf("the second round returned (%v) while the block's sync was still running", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(gate)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A watch that fails (here its inotify descriptor closed under it) is
+// not a failed sync: the round falls back to the walk, which syncs
+// everything, and later rounds walk.
+func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
+	srv, js, l := startSyncServer(t)
+	forMode(t, srv, "watch")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatal(err)
+	}
+	l.take()
+	srv.store.mu.Lock()
+	srv.store.watch.close()
+	srv.store.mu.Unlock()
+	if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatalf("the round after the watch failed: %v", err)
+	}
+	got := l.take()
+	if !hasSuffix(got, filepath.Join("S", "msgs", "1.blk")) || !hasSuffix(got, filepath.Join("S", "meta.inf")) {
+		t.Errorf("the fallback round synced %v: want everything, the block and the meta files too", got)
+	}
+	if srv.SyncFinder() != "stat walk" {
+		t.Errorf("after the watch failed, rounds find changes by %q", srv.SyncFinder())
 	}
 }

@@ -172,8 +172,15 @@ func (r *claimRequest) checkHeld() error {
 	return nil
 }
 
-// decodeHeld decodes and checks a settle or release request.
-func decodeHeld(data []byte) (claimRequest, error) { return decode(data, (*claimRequest).checkHeld) }
+// decodeHeld decodes (decodeClaim: the Go client's bytes on a fast path)
+// and checks a settle or release request.
+func decodeHeld(data []byte) (claimRequest, error) {
+	var req claimRequest
+	if err := decodeClaim(data, &req); err != nil {
+		return req, err
+	}
+	return req, req.checkHeld()
+}
 
 // claimsSettle serves claims.settle:
 // {"tenant","source","key","hook_id","revision","ttl_ms"?} -> {"ok":true},
@@ -205,9 +212,11 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 // {"tenant","source","key","hook_id","revision"} -> {"ok":true}, or 409
 // claim_lost.
 func (s *Service) claimsRelease(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*claimRequest).checkHeld, func(req *claimRequest) (any, error) {
-		return okOr(s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision))
-	})
+	req, err := decodeHeld(data)
+	if err != nil {
+		return nil, err
+	}
+	return okOr(s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision))
 }
 
 // claimState is the reply of claims.get.

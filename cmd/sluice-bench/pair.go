@@ -112,7 +112,11 @@ func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pai
 		c.op = redisOp(rdb, w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
+	s0, ok0 := sampleSync(ctx, b.edge.httpURL)
 	rows := b.measurePair(ctx, run, w.Name, n, cs)
+	if s1, ok1 := sampleSync(ctx, b.edge.httpURL); w.Durable && ok0 && ok1 {
+		b.logf("run %d %s: %s", run, w.Name, syncLine(s0, s1))
+	}
 	redisRow := row{Run: run, Workload: w.Name, Inflight: n, System: rsys, Skipped: rskip}
 	if rdb != nil {
 		redisRow, rows = rows[len(rows)-1], rows[:len(rows)-1]
@@ -138,7 +142,11 @@ func (b *bench) edgePair(ctx context.Context, run int) []pair {
 	a.op = hookOp(client, b.edgeAcked.httpURL, b.o.httpTenants, keyPrefix(), a.errs)
 	f := &contender{system: "floor", server: b.floor, errs: &firstError{}}
 	f.op = hookOp(client, b.floorU, b.o.httpTenants, keyPrefix(), f.errs)
+	s0, ok0 := sampleSync(ctx, b.edge.httpURL)
 	rows := b.measurePair(ctx, run, "edge", n, []*contender{e, a, f})
+	if s1, ok1 := sampleSync(ctx, b.edge.httpURL); ok0 && ok1 {
+		b.logf("run %d edge: %s", run, syncLine(s0, s1))
+	}
 	barrier := newPair(rows[0], rows[1])
 	barrier.Workload = "edge-barrier"
 	return []pair{newPair(rows[0], rows[2]), newPair(rows[1], rows[2]), barrier}
