@@ -49,16 +49,23 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 	c := &ClusterKit{servers: make([]*natsembed.Server, n), cfgs: make([]natsembed.ServerConfig, n)}
 	name := fmt.Sprintf("tk-%p", c)
 	// A JetStream cluster needs its routes configured at start, so the
-	// route ports are picked (random free ports) before any server starts.
-	ports := make([]string, n)
-	for i, p := range FreePorts(t, n) {
-		ports[i] = fmt.Sprintf("127.0.0.1:%d", p)
+	// route ports are picked (random free ports) before any server starts;
+	// so are the client ports, which a restart comes back on (FreePorts
+	// picks below the ephemeral range: no client's source port takes one
+	// while its server is down).
+	ports, clients := make([]string, n), make([]string, n)
+	for i, p := range FreePorts(t, 2*n) {
+		if i < n {
+			ports[i] = fmt.Sprintf("127.0.0.1:%d", p)
+		} else {
+			clients[i-n] = fmt.Sprintf("127.0.0.1:%d", p)
+		}
 	}
 	for i := range n {
 		c.cfgs[i] = natsembed.ServerConfig{
 			Name:          fmt.Sprintf("s%d", i),
 			StoreDir:      t.TempDir(),
-			Listen:        "127.0.0.1:-1",
+			Listen:        clients[i],
 			ClusterName:   name,
 			ClusterListen: ports[i],
 			Logger:        slog.New(slog.NewTextHandler(&c.log, nil)).With("server", i),
@@ -75,9 +82,7 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 		// needs one to start its JetStream cluster, routes to itself (the
 		// server drops that route at once).
 		c.cfgs[i].Routes = slices.Clone(ports[:max(i, 1)])
-		srv := c.start(t, i, "start")
-		// Pin the client port so a restart comes back where clients look.
-		c.cfgs[i].Listen = hostPort(srv.ClientURL())
+		c.start(t, i, "start")
 	}
 	// A restarted server routes to all the others.
 	for i := range n {
@@ -85,15 +90,6 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 	}
 	c.WaitReady(t)
 	return c
-}
-
-func hostPort(url string) string {
-	for _, p := range []string{"nats://", "tls://"} {
-		if len(url) > len(p) && url[:len(p)] == p {
-			return url[len(p):]
-		}
-	}
-	return url
 }
 
 // ServerLog is what the servers have logged so far at warn level and

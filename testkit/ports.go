@@ -1,7 +1,11 @@
 package testkit
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +18,14 @@ func FreePort(t testing.TB) int {
 
 // FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago: each is held until all are found, so no two are the same.
+//
+// The ports are picked below the kernel's ephemeral range (Linux's
+// ip_local_port_range) where it can be read: a port from that range, free
+// when picked, can be taken as the source port of any outgoing connection
+// (another test's client, in this or a parallel test process) in the gap
+// before the server binds it, or while a test has stopped a server that it
+// restarts on the same port. Below the range only an explicit bind can
+// take it. Without the range, the kernel picks (port 0).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ls := make([]net.Listener, 0, n)
@@ -22,9 +34,10 @@ func FreePorts(t testing.TB, n int) []int {
 			_ = l.Close()
 		}
 	}()
+	low := ephemeralLow()
 	out := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenFree(low)
 		if err != nil {
 			t.Fatalf("testkit: free port: %v", err)
 		}
@@ -32,4 +45,41 @@ func FreePorts(t testing.TB, n int) []int {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out
+}
+
+// minPickedPort is the lowest port FreePorts picks from below the
+// ephemeral range (above the ports services usually own).
+const minPickedPort = 10000
+
+// listenFree listens on a random free loopback port in [minPickedPort, low),
+// or on one the kernel picks when low leaves no such range or 100 tries
+// found none free.
+func listenFree(low int) (net.Listener, error) {
+	if low-minPickedPort >= 1000 {
+		for range 100 {
+			p := minPickedPort + rand.IntN(low-minPickedPort)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				return l, nil
+			}
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0
+// where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
