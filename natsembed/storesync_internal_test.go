@@ -60,6 +60,20 @@ func forMode(t *testing.T, srv *Server, mode string) {
 	}
 }
 
+// inEachSyncMode runs test once per sync mode (a subtest each) on a fresh
+// server whose rounds use that mode, with a context bounded to 10 s.
+func inEachSyncMode(t *testing.T, test func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog)) {
+	for _, mode := range syncModes {
+		t.Run(mode, func(t *testing.T) {
+			srv, js, l := startSyncServer(t)
+			forMode(t, srv, mode)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			test(t, ctx, srv, js, l)
+		})
+	}
+}
+
 func startSyncServer(t *testing.T) (*Server, jetstream.JetStream, *syncLog) {
 	t.Helper()
 	srv, err := StartServer(ServerConfig{StoreDir: t.TempDir()})
@@ -88,17 +102,9 @@ func hasSuffix(paths []string, suffix string) bool {
 // A round syncs what a restart needs of a new stream (its meta files, its
 // directories, its block), then only the block that an ack wrote to, and
 // nothing when nothing was written.
-func TestStoreSyncRound(t *testing.T) {
-	for _, mode := range syncModes {
-		t.Run(mode, func(t *testing.T) { testStoreSyncRound(t, mode) })
-	}
-}
+func TestStoreSyncRound(t *testing.T) { inEachSyncMode(t, testStoreSyncRound) }
 
-func testStoreSyncRound(t *testing.T, mode string) {
-	srv, js, l := startSyncServer(t)
-	forMode(t, srv, mode)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+func testStoreSyncRound(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
 	if err := srv.SyncStore(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,17 +142,9 @@ func testStoreSyncRound(t *testing.T, mode string) {
 }
 
 // A failing fsync fails the round.
-func TestStoreSyncFailure(t *testing.T) {
-	for _, mode := range syncModes {
-		t.Run(mode, func(t *testing.T) { testStoreSyncFailure(t, mode) })
-	}
-}
+func TestStoreSyncFailure(t *testing.T) { inEachSyncMode(t, testStoreSyncFailure) }
 
-func testStoreSyncFailure(t *testing.T, mode string) {
-	srv, js, l := startSyncServer(t)
-	forMode(t, srv, mode)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+func testStoreSyncFailure(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,42 +213,36 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // A new block (the last one full) is synced with its directory by the
 // next round.
 func TestStoreSyncNewBlock(t *testing.T) {
-	for _, mode := range syncModes {
-		t.Run(mode, func(t *testing.T) {
-			srv, js, l := startSyncServer(t)
-			forMode(t, srv, mode)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			// A small MaxBytes makes the smallest blocks (FileStoreMinBlkSize).
-			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"}, MaxBytes: 100_000}); err != nil {
+	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+		// A small MaxBytes makes the smallest blocks (FileStoreMinBlkSize).
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"}, MaxBytes: 100_000}); err != nil {
+			t.Fatal(err)
+		}
+		second := filepath.Join(srv.cfg.StoreDir, "jetstream", "$G", "streams", "B", "msgs", "2.blk")
+		body := make([]byte, 1024)
+		for i := 0; ; i++ {
+			if i == 200 {
+				t.Fatal("no second block after 200 KiB")
+			}
+			if _, err := js.Publish(ctx, "b.x", body); err != nil {
 				t.Fatal(err)
 			}
-			second := filepath.Join(srv.cfg.StoreDir, "jetstream", "$G", "streams", "B", "msgs", "2.blk")
-			body := make([]byte, 1024)
-			for i := 0; ; i++ {
-				if i == 200 {
-					t.Fatal("no second block after 200 KiB")
-				}
-				if _, err := js.Publish(ctx, "b.x", body); err != nil {
-					t.Fatal(err)
-				}
-				_, statErr := os.Stat(second)
-				if err := srv.SyncStore(); err != nil {
-					t.Fatal(err)
-				}
-				got := l.take()
-				if statErr != nil {
-					continue
-				}
-				for _, want := range []string{filepath.Join("B", "msgs", "2.blk"), filepath.Join("B", "msgs")} {
-					if !hasSuffix(got, want) {
-						t.Errorf("the round after the second block appeared synced %v: no %s", got, want)
-					}
-				}
-				return
+			_, statErr := os.Stat(second)
+			if err := srv.SyncStore(); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			got := l.take()
+			if statErr != nil {
+				continue
+			}
+			for _, want := range []string{filepath.Join("B", "msgs", "2.blk"), filepath.Join("B", "msgs")} {
+				if !hasSuffix(got, want) {
+					t.Errorf("the round after the second block appeared synced %v: no %s", got, want)
+				}
+			}
+			return
+		}
+	})
 }
 
 // A round that must cover a file another round is syncing right now (the
