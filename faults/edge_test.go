@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/testkit"
@@ -298,15 +297,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	// shows is refreshed in the background and can still say 0 from
 	// before the load's last hooks entered the outbox (seen: 225 hooks
 	// "missing" read at once after such a 0).
-	nc, err := nats.Connect("nats://" + hubNATS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, testkit.Dial(t, "nats://"+hubNATS))
 	var r Report
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		r = l.Check(storedOn(t, js))

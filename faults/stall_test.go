@@ -139,15 +139,7 @@ func TestServerStall(t *testing.T) {
 	// The streams the victim leads (read through server 0's connection:
 	// the test's own may sit on the victim): the freeze lasts until the
 	// others have elected a new leader for each.
-	nc0, err := nats.Connect(h.ServerURL(0), nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc0.Close()
-	js0, err := jetstream.New(nc0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js0 := testkit.JetStream(t, testkit.Dial(t, h.ServerURL(0), nats.Timeout(2*time.Second)))
 	victimName := fmt.Sprintf("s%d", victim)
 	led := streamsLedBy(t, js0, victimName)
 
@@ -268,6 +260,7 @@ func TestServerStall(t *testing.T) {
 		t.Fatalf("after SIGCONT: %v", err)
 	}
 	var code int
+	var err error
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		code, _, err = h.PostHook(context.Background(), victim, HookKey{"stalled", "s", "after"}, []byte(`{}`))
 		return err == nil && (code == 202 || code == 200)

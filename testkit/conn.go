@@ -17,6 +17,18 @@ func (k *Kit) Connect(t T, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
+// Dial connects to the NATS server at url (a real process's, as the fault
+// tests start), failing the test on an error; closed by t.Cleanup.
+func Dial(t T, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("testkit: connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // JetStream is the JetStream context of nc (e.g. a connection from
 // Connect), failing the test on an error.
 func JetStream(t T, nc *nats.Conn) jetstream.JetStream {
