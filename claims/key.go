@@ -18,6 +18,22 @@ const MaxHookIDBytes = 256
 // hundred years; longer TTLs are silently shortened to MaxTTL.
 const MaxTTL = 100 * 365 * 24 * time.Hour
 
+// DefaultCommittedTTL is how long a settled claim is kept when its settle
+// names no TTL (PROTOCOL.md: ttl_ms defaults to 72 h; --dedupe-ttl).
+const DefaultCommittedTTL = 72 * time.Hour
+
+// CommittedTTL is the TTL of a claim settled with ttl_ms ttlMs (>= 0,
+// checked by the caller): def when it is 0, at most MaxTTL.
+func CommittedTTL(ttlMs int64, def time.Duration) time.Duration {
+	switch {
+	case ttlMs >= MaxTTL.Milliseconds():
+		return MaxTTL
+	case ttlMs > 0:
+		return time.Duration(ttlMs) * time.Millisecond
+	}
+	return def
+}
+
 // ValidateHookID checks a hook id: 1..MaxHookIDBytes bytes of valid UTF-8
 // (the id is stored in a JSON value and must read back byte for byte).
 // The error wraps ErrInvalid.

@@ -145,7 +145,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.PendingTTL = 30 * time.Second
 	}
 	if cfg.DedupeTTL <= 0 {
-		cfg.DedupeTTL = 72 * time.Hour
+		cfg.DedupeTTL = claims.DefaultCommittedTTL
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 250 * time.Millisecond

@@ -25,7 +25,7 @@ var ErrStarted = errors.New("events: already started")
 const (
 	// DefaultCommittedTTL is how long a claim settled by event stays
 	// committed (PROTOCOL.md: ttl_ms defaults to 72 h).
-	DefaultCommittedTTL = 72 * time.Hour
+	DefaultCommittedTTL = claims.DefaultCommittedTTL
 	// DefaultStreamMaxAge bounds how long an unapplied settle/release event
 	// is kept. A pending claim lives far shorter (30 s by default), so an
 	// older event could only be lost anyway.

@@ -146,7 +146,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg.PendingTTL = 30 * time.Second
 	}
 	if cfg.DedupeTTL <= 0 {
-		cfg.DedupeTTL = 72 * time.Hour
+		cfg.DedupeTTL = claims.DefaultCommittedTTL
 	}
 	local, err := jetstream.New(cfg.Conn)
 	if err != nil {

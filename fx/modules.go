@@ -219,7 +219,9 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	}
 	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
 	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
-	w, err := owner.New(n.Conn, leases, counts, ev.Claims, prefix, partitions, pending, logger, metrics)
+	// A settle in a frame is answered once durable, as claims.settle's.
+	durable := []owner.Option{owner.WithSync(n.Sync), owner.WithDedupeTTL(cfg.DedupeTTL)}
+	w, err := owner.New(n.Conn, leases, counts, ev.Claims, append(durable, prefix, partitions, pending, logger, metrics)...)
 	if err != nil {
 		return nil, err
 	}

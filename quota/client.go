@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
@@ -29,6 +30,7 @@ type Client struct {
 	budget   time.Duration
 	subjects []string
 	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
+	settle   string              // <prefix>.v1.claims.settle: Settle's JSON fallback
 	local    LocalOwner          // WithLocalOwner: hits it serves are decided in process
 	reach    func() bool         // WithReachable (nil: always sent)
 }
@@ -56,7 +58,8 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 			return nil, invalid("WithLocalOwner: the owner routes with prefix %q and %d partitions, the client with %q and %d", prefix, p, cfg.Prefix, cfg.Partitions)
 		}
 	}
-	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable}
+	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable,
+		settle: endpoints.Subject(cfg.Prefix, endpoints.ClaimsSettle)}
 	for n := range c.subjects {
 		c.subjects[n] = PartitionSubject(cfg.Prefix, n)
 	}
@@ -100,6 +103,27 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
+	a, deadline, err := c.viaFrame(ctx, n, coalesced{&r})
+	switch {
+	case err != nil:
+		return HitReply{}, err
+	case a.Status == coalesce.Legacy:
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		return c.hitJSON(ctx, &r)
+	case a.Status != frame.StatusAnswered: // claim_lost: not an answer to a hit
+		return HitReply{}, fmt.Errorf("%w: %s answered a hit %q", ErrUnavailable, c.subjects[n], a.Reason)
+	}
+	return decodeHitReply(&a, &r), nil
+}
+
+// viaFrame sends it in a frame to partition n's owner and waits for its
+// answer, retrying with a backoff while nobody serves the partition, until
+// ctx's deadline or the budget (the returned deadline). The answer is
+// frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.Legacy
+// (the owner does not speak frames: send it as JSON); any other outcome is
+// an error wrapping ErrInvalid or ErrUnavailable.
+func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
 	// No context per call: the frame's timer answers an item at its
 	// deadline, the budget when ctx has none.
 	deadline, ok := ctx.Deadline()
@@ -108,30 +132,26 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	}
 	waits := retry.Doubling(minBackoff, maxBackoff)
 	for attempt := 1; ; attempt++ {
-		a := c.co.Hit(ctx, n, coalesced{&r}, deadline)
+		a := c.co.Send(ctx, n, it, deadline)
 		reason := a.Reason
 		switch a.Status {
-		case frame.StatusAnswered:
-			return decodeHitReply(&a, &r), nil
+		case frame.StatusAnswered, frame.StatusLost, coalesce.Legacy:
+			return a, deadline, nil
 		case frame.StatusInvalid:
-			return HitReply{}, fmt.Errorf("%w: %s", ErrInvalid, reason)
-		case coalesce.Legacy:
-			ctx, cancel := context.WithDeadline(ctx, deadline)
-			defer cancel()
-			return c.hitJSON(ctx, &r)
+			return a, deadline, fmt.Errorf("%w: %s", ErrInvalid, reason)
 		case coalesce.Retry:
 		case coalesce.Timeout:
 			err := ctx.Err()
 			if err == nil {
 				err = context.DeadlineExceeded // the budget
 			}
-			return HitReply{}, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
+			return a, deadline, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
 		default: // frame.StatusUnavailable, coalesce.Failed
-			return HitReply{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
+			return a, deadline, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
 		}
 		_ = retry.Sleep(ctx, min(waits.NextBackOff(), time.Until(deadline)))
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			return HitReply{}, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
+			return a, deadline, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
 		}
 	}
 }

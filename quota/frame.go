@@ -33,10 +33,20 @@ func appendHitItem(b []byte, n int, timeoutMs int64, r *HitRequest) []byte {
 	return frame.AppendNoClaim(b)
 }
 
-// ValidateItem checks a decoded item with HitRequest.Validate's rules, in
-// place (a frame's item is never rebuilt as a HitRequest to be checked):
-// the owner's check of every item it decides.
+// appendSettleItem appends r (validated) as a settle item of partition n
+// with timeoutMs left of its deadline.
+func appendSettleItem(b []byte, n int, timeoutMs int64, r *SettleRequest) []byte {
+	return frame.AppendSettle(b, n, timeoutMs, r.Tenant, r.Source, r.Key, r.HookID, r.Revision, r.TTLMs)
+}
+
+// ValidateItem checks a decoded item with HitRequest.Validate's rules (a
+// settle item with SettleRequest.Validate's), in place (a frame's item is
+// never rebuilt as a request to be checked): the owner's check of every
+// item it decides.
 func ValidateItem(it *frame.Item) error {
+	if it.Op == frame.OpSettle {
+		return validateSettle(it.Tenant, it.Source, it.Key, it.HookID, it.Revision, it.TTLMs)
+	}
 	if err := validateCharges(itemCharges{it}, it.Tenant, it.Claim); err != nil {
 		return err
 	}

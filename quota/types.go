@@ -45,6 +45,19 @@ type ClaimRequest struct {
 	PendingTTLMs int64  `json:"pending_ttl_ms,omitempty"`
 }
 
+// SettleRequest commits the pending claim a hit took (Client.Settle): the
+// claims.settle of PROTOCOL.md, sent to the tenant's partition owner.
+type SettleRequest struct {
+	Tenant   string
+	Source   string
+	Key      string
+	HookID   string
+	Revision uint64 // the hit's reply's revision
+	// TTLMs is how long the committed claim is kept (0: the owner's
+	// default, the node's --dedupe-ttl).
+	TTLMs int64
+}
+
 // HitRequest is the body of sluice.v1.quota.hit.
 type HitRequest struct {
 	Charges []Charge      `json:"charges"`

@@ -61,6 +61,22 @@ func validateClaim[S ~string | ~[]byte](tenant, source, key, hookID S, ttlMs, pe
 	return nil
 }
 
+// Validate checks a settle: tenant, source, key and hook id as a hit's
+// claim, a revision >= 1 and ttl_ms >= 0 (claims.settle's rules). Errors
+// wrap ErrInvalid.
+func (r *SettleRequest) Validate() error {
+	return validateSettle(r.Tenant, r.Source, r.Key, r.HookID, r.Revision, r.TTLMs)
+}
+
+// validateSettle checks a settle in either of its forms (a SettleRequest,
+// or a settle item aliasing a batch frame).
+func validateSettle[S ~string | ~[]byte](tenant, source, key, hookID S, revision uint64, ttlMs int64) error {
+	if revision == 0 {
+		return fmt.Errorf("%w: settle: revision must be >= 1", ErrInvalid)
+	}
+	return validateClaim(tenant, source, key, hookID, ttlMs, 0)
+}
+
 // chargeList is a hit's charges in either of its forms: decoded from JSON
 // (strings) or aliasing a batch frame (bytes, checked without allocating).
 type chargeList[S ~string | ~[]byte] interface {

@@ -190,15 +190,10 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ttl := s.cfg.DedupeTTL
-	switch {
-	case req.TTLMs < 0:
+	if req.TTLMs < 0 {
 		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
-	case req.TTLMs >= claims.MaxTTL.Milliseconds():
-		ttl = claims.MaxTTL
-	case req.TTLMs > 0:
-		ttl = time.Duration(req.TTLMs) * time.Millisecond
 	}
+	ttl := claims.CommittedTTL(req.TTLMs, s.cfg.DedupeTTL)
 	if err := s.cfg.Claims.Settle(ctx, req.id(), req.HookID, req.Revision, ttl); err != nil {
 		return nil, err
 	}

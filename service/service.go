@@ -95,7 +95,7 @@ const (
 	// the answer than for a hit.
 	DefaultSettleTimeout = time.Second
 	// DefaultDedupeTTL is how long a settled claim is kept (--dedupe-ttl).
-	DefaultDedupeTTL = 72 * time.Hour
+	DefaultDedupeTTL = claims.DefaultCommittedTTL
 	// DefaultMaxInFlight bounds the requests handled at once.
 	DefaultMaxInFlight = 1024
 )

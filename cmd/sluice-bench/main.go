@@ -221,7 +221,6 @@ type bench struct {
 	cl        *client.Client // claims.settle of the claim cycle
 	ncAcked   *nats.Conn     // to edgeAcked: the durable rows' sluice-acked
 	qcAcked   *quota.Client
-	clAcked   *client.Client
 	ncJSON    *nats.Conn
 	qcJSON    *quota.Client // WithCoalescing(false), with --json-client
 	redis     *child
@@ -471,9 +470,6 @@ func (b *bench) startSluice(ctx context.Context, pprof bool) error {
 	}
 	if durableRows {
 		if b.ncAcked, b.qcAcked, err = connectQuota(b.edgeAcked.natsURL, b.o.partitions, true); err != nil {
-			return err
-		}
-		if b.clAcked, err = client.New(b.ncAcked, client.WithSettleTimeout(opTimeout)); err != nil {
 			return err
 		}
 		if err := waitPartitions(ctx, b.qcAcked); err != nil {

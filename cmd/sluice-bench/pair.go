@@ -91,16 +91,23 @@ func (r *loadResult) add(o loadResult) {
 // Redis, interleaved. Each sluice variant is paired with the Redis row.
 func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pair {
 	cs := []*contender{{system: "sluice", server: b.edge.child, errs: &firstError{}}}
-	cs[0].op = sluiceOp(b.qc, b.cl, w, keyPrefix(), cs[0].errs)
+	cs[0].op = sluiceOp(b.qc, frameSettle(b.qc), w, keyPrefix(), cs[0].errs)
 	if b.qcJSON != nil && !w.Settle {
 		c := &contender{system: "sluice-json", server: b.edge.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qcJSON, b.cl, w, keyPrefix(), c.errs)
+		c.op = sluiceOp(b.qcJSON, nil, w, keyPrefix(), c.errs)
+		cs = append(cs, c)
+	}
+	if w.Settle {
+		// The same cycle with the settle through claims.settle (JSON, the
+		// holder read before the write): what the frames save.
+		c := &contender{system: "sluice-json-settle", server: b.edge.child, errs: &firstError{}}
+		c.op = sluiceOp(b.qc, jsonSettle(b.cl), w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	if w.Durable && b.qcAcked != nil {
 		// The same cycle on the edge without the barrier: what it costs.
 		c := &contender{system: "sluice-acked", server: b.edgeAcked.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qcAcked, b.clAcked, w, keyPrefix(), c.errs)
+		c.op = sluiceOp(b.qcAcked, frameSettle(b.qcAcked), w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	rdb, rsrv, rsys, rskip := b.rdb, b.redis, "redis", b.rskip

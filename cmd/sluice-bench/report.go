@@ -289,7 +289,7 @@ type goal struct {
 func checkGoals(rows []summaryRow, mem *memoryResult, maxInflight int) []goal {
 	find := func(w string) *summaryRow {
 		for i := range rows {
-			if rows[i].Workload == w && rows[i].Inflight == maxInflight && rows[i].A != "sluice-json" && rows[i].A != "sluice-acked" {
+			if rows[i].Workload == w && rows[i].Inflight == maxInflight && rows[i].A == "sluice" {
 				return &rows[i]
 			}
 		}

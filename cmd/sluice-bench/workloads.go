@@ -51,7 +51,7 @@ var allWorkloads = []workload{
 	},
 	{
 		Name: "cycle-durable", Tenants: 1000, Claim: true, Settle: true, Durable: true, IncrementUs: 1000, CapacityUs: 1_000_000,
-		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then claims.settle behind the group commit; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
+		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then the settle in a batch frame to the owner, behind the group commit — sluice-json-settle: through claims.settle instead; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
 	},
 	{
 		Name: "hot", Tenants: 1, IncrementUs: 5, CapacityUs: 1_000_000,
@@ -76,9 +76,28 @@ func tenantNames(n int) []string {
 	return out
 }
 
+// settler commits the claim of a cycle's hit.
+type settler func(ctx context.Context, tenant, key, hookID string, rev uint64) error
+
+// frameSettle settles through the quota client: in a batch frame to the
+// partition owner, with the hits.
+func frameSettle(c *quota.Client) settler {
+	return func(ctx context.Context, tenant, key, hookID string, rev uint64) error {
+		return c.Settle(ctx, quota.SettleRequest{Tenant: tenant, Source: "bench", Key: key, HookID: hookID, Revision: rev, TTLMs: pendingTTL.Milliseconds()})
+	}
+}
+
+// jsonSettle settles through the service's claims.settle (one JSON
+// request per settle, as any language's client).
+func jsonSettle(cl *client.Client) settler {
+	return func(ctx context.Context, tenant, key, hookID string, rev uint64) error {
+		return cl.SettleTTL(ctx, tenant, "bench", key, hookID, rev, pendingTTL)
+	}
+}
+
 // sluiceOp hits quota.hit through the Go client (TCP loopback), and with
-// w.Settle settles the claim through cl (claims.settle).
-func sluiceOp(c *quota.Client, cl *client.Client, w workload, keyPrefix string, errs *firstError) opFunc {
+// w.Settle settles the claim with settle.
+func sluiceOp(c *quota.Client, settle settler, w workload, keyPrefix string, errs *firstError) opFunc {
 	names := tenantNames(w.Tenants)
 	return func(ctx context.Context, seq uint64) outcome {
 		tenant := names[seq%uint64(len(names))]
@@ -96,7 +115,7 @@ func sluiceOp(c *quota.Client, cl *client.Client, w workload, keyPrefix string, 
 		defer cancel()
 		rep, err := c.Hit(ctx, r)
 		if err == nil && w.Settle && rep.Result == quota.ResultOK {
-			err = cl.SettleTTL(ctx, tenant, "bench", r.Claim.Key, r.Claim.HookID, rep.Revision, pendingTTL)
+			err = settle(ctx, tenant, r.Claim.Key, r.Claim.HookID, rep.Revision)
 		}
 		if err != nil {
 			errs.set(err)

@@ -139,6 +139,9 @@ func (j *claimJob) complete(res claims.Result, err error) {
 		respondAnswer(j.msg, &a, j.kinds)
 		return
 	}
+	if err == nil && res.Outcome == claims.OK {
+		j.t.w.grants.put(j.id, j.hookID, res.Revision) // for its settle (settle.go)
+	}
 	a.Index = j.item
 	j.batch.answers[j.slot] = a
 	j.batch.done(j.slot)

@@ -9,12 +9,13 @@
 // Map of the files, in the order a request reads them:
 //
 //	worker.go       Worker: wiring (New), Start and Stop
-//	options.go      the owner's own options (lease TTL, member id, in-flight bound)
+//	options.go      the owner's own options (lease TTL, member id, in-flight bound, sync, dedupe TTL)
 //	owner.go        the Worker as the lease loop's owner (acquired, lost, released) and its shutdown
 //	tenure.go       one held partition: its subscription, JSON requests, counters, refunds
 //	serve_frame.go  serving a batch frame as a sequence of steps; its claims' creates pipelined
 //	local.go        the in-process path (quota.LocalOwner): a hit for a partition this Worker serves
 //	decide.go       the decision core of a hit (charges, then the claim write) and its answer
+//	settle.go       settle items: the commit of a claim a frame hit took, made durable (grants)
 //	state.go        a partition's GCRA buckets
 //	wire.go         replies, error replies, the counts bucket's value format
 //	goroutines.go   the request tracker and reused KV-bound goroutines (runners)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // workerMetrics are a Worker's Prometheus metrics. Labels are bounded:
@@ -12,6 +13,7 @@ import (
 type workerMetrics struct {
 	owned      prometheus.Gauge
 	hits       *prometheus.CounterVec // result
+	settles    *prometheus.CounterVec // result
 	counterOps *prometheus.CounterVec // op, result
 	inFlight   prometheus.Gauge
 	leases     *prometheus.CounterVec // event
@@ -43,6 +45,26 @@ func (m *workerMetrics) hit(result string) {
 	c.Inc()
 }
 
+// settle counts one settle item answered with status.
+func (m *workerMetrics) settle(status frame.Status) {
+	m.settles.WithLabelValues(settleResult(status)).Inc()
+}
+
+// settleResult is the label of a settle's answer.
+func settleResult(status frame.Status) string {
+	switch status {
+	case frame.StatusAnswered:
+		return quota.ResultOK
+	case frame.StatusLost:
+		return "claim_lost"
+	case frame.StatusInvalid:
+		return "invalid"
+	case frame.StatusUnavailable:
+		return "unavailable"
+	}
+	return quota.ReasonNotOwner
+}
+
 func (m *workerMetrics) resolve() *workerMetrics {
 	m.hitOK = m.hits.WithLabelValues(quota.ResultOK)
 	m.hitDuplicate = m.hits.WithLabelValues(quota.ResultDuplicate)
@@ -58,6 +80,7 @@ func newWorkerMetrics(reg prometheus.Registerer) (*workerMetrics, error) {
 	m := &workerMetrics{
 		owned:      ms.Gauge("partitions_owned", "Quota partitions whose lease this worker holds and serves."),
 		hits:       ms.CounterVec("hits_total", "Hit requests answered by this worker, by result (ok, duplicate, pending, rate_limited, invalid, unavailable).", "result"),
+		settles:    ms.CounterVec("settles_total", "Settle items of batch frames answered by this worker, by result (ok, claim_lost, invalid, unavailable, not_owner).", "result"),
 		counterOps: ms.CounterVec("counter_ops_total", "Reserve/release/count requests answered by this worker, by op and result.", "op", "result"),
 		inFlight:   ms.Gauge("kv_in_flight", "Requests waiting on a KV call (claim creates, counter write-through)."),
 		leases:     ms.CounterVec("lease_events_total", "Partition lease transitions: acquired, released (graceful) and lost (expired or taken).", "event"),

@@ -3,6 +3,7 @@ package owner
 import (
 	"time"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
@@ -37,7 +38,25 @@ func defaults() settings.Config {
 	c := settings.Defaults()
 	c.LeaseTTL = DefaultLeaseTTL
 	c.MaxInFlight = DefaultMaxInFlight
+	c.DedupeTTL = claims.DefaultCommittedTTL
 	return c
+}
+
+// WithDedupeTTL sets how long a claim settled through a frame is kept
+// when its settle names no TTL (default claims.DefaultCommittedTTL, 72 h:
+// the node's --dedupe-ttl, as claims.settle's).
+func WithDedupeTTL(d time.Duration) Option {
+	return ownerOption(settings.Positive("dedupe TTL", d, func(c *settings.Config, d time.Duration) { c.DedupeTTL = d }))
+}
+
+// WithSync makes every settle the worker commits durable through s before
+// it is answered: the node's group commit (kvstore.GroupSync), as
+// claims.settle's. Default nil: the JetStream ack is the promise.
+func WithSync(s kvstore.Syncer) Option {
+	return ownerOption(func(c *settings.Config) error {
+		c.Sync = s
+		return nil
+	})
 }
 
 // WithLeaseTTL sets the TTL of partition leases and member heartbeats

@@ -20,6 +20,7 @@ type frameScratch struct {
 	limits  []frame.Limit
 	charges chargeScratch
 	claims  []*claimJob
+	settles []*settleJob
 	buf     []byte
 }
 
@@ -45,12 +46,13 @@ type claimBatch struct {
 const claimLinger = time.Millisecond
 
 // serveFrame serves a batch frame (internal/frame) that reached the worker on its
-// member subject or on a partition subject: every item is decided by the
+// member subject or on a partition subject: every hit is decided by the
 // tenure serving the item's partition — one lock acquisition per run of
 // items of one partition — and answered in one reply; items that take a
-// claim are answered together in a second reply once their creates are
-// done. An item whose partition is not served here (any more) is answered
-// not_owner on its own; the client retries it alone.
+// claim, and settles, are answered together in later replies once their
+// writes are done (a settle's made durable: settle.go). An item whose
+// partition is not served here (any more) is answered not_owner on its
+// own; the client retries it alone.
 func (w *Worker) serveFrame(m *nats.Msg) {
 	if m.Reply == "" {
 		return
@@ -73,6 +75,8 @@ func (w *Worker) serveFrame(m *nats.Msg) {
 func (fs *frameScratch) release() {
 	clear(fs.claims) // the jobs outlive the frame
 	fs.claims = fs.claims[:0]
+	clear(fs.settles)
+	fs.settles = fs.settles[:0]
 	fs.answers = fs.answers[:0]
 	scratchPool.Put(fs)
 }
@@ -80,7 +84,8 @@ func (fs *frameScratch) release() {
 // decideItems decides every item of fs: invalid, misrouted and unowned
 // items are answered at once, the others by the decision core (decide)
 // under their tenure's lock, taken once per run of items of one partition.
-// Answers go to fs.answers, claims to take to fs.claims.
+// Answers go to fs.answers, claims to take to fs.claims, settles (which
+// take no lock) to fs.settles.
 func (w *Worker) decideItems(fs *frameScratch) {
 	now := gcra.Micros(w.cfg.Now())
 	answers, limits := fs.answers[:0], fs.limits[:0]
@@ -96,6 +101,10 @@ func (w *Worker) decideItems(fs *frameScratch) {
 		t, a, ok := w.routeItem(it, i)
 		if !ok {
 			answers = append(answers, a)
+			continue
+		}
+		if it.Op == frame.OpSettle {
+			fs.settles = append(fs.settles, t.newSettleJob(it, i))
 			continue
 		}
 		if t != cur {
@@ -120,41 +129,62 @@ func (w *Worker) decideItems(fs *frameScratch) {
 // the item's answer when it is invalid, misrouted, or its partition is not
 // served here.
 func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bool) {
+	refuse := func(status frame.Status, reason string) (*tenure, frame.Answer, bool) {
+		if it.Op == frame.OpSettle {
+			w.met.settle(status)
+		} else if status == frame.StatusInvalid {
+			w.met.hit("invalid")
+		}
+		return nil, frame.Answer{Index: index, Status: status, Reason: reason}, false
+	}
 	if err := quota.ValidateItem(it); err != nil {
-		w.met.hit("invalid")
-		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: err.Error()}, false
+		return refuse(frame.StatusInvalid, err.Error())
 	}
 	if p := quota.Partition(it.Tenant, w.cfg.Partitions); p != it.N {
-		w.met.hit("invalid")
-		return nil, frame.Answer{Index: index, Status: frame.StatusInvalid, Reason: misrouted(p, w.cfg.Partitions, it.N)}, false
+		return refuse(frame.StatusInvalid, misrouted(p, w.cfg.Partitions, it.N))
 	}
 	t := w.served[it.N].Load()
 	if t == nil || !t.serving() {
-		return nil, frame.Answer{Index: index, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner}, false
+		return refuse(frame.StatusNotOwner, quota.ReasonNotOwner)
 	}
 	return t, frame.Answer{}, true
 }
 
-// admitClaims admits the claims of fs (this may wait for KV slots:
-// back-pressure) and returns the batch that collects their answers (nil:
-// none admitted). A claim that is refused (its tenure ended meanwhile) is
-// refunded and answered not_owner now.
+// admitClaims admits the claims and the settles of fs (this may wait for
+// KV slots: back-pressure) and returns the batch that collects their
+// answers (nil: none admitted). A claim that is refused (its tenure ended
+// meanwhile) is refunded and answered not_owner now; so is a settle.
 func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
+	notOwner := func(item int) {
+		fs.answers = append(fs.answers, frame.Answer{Index: item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
+	}
 	admitted := fs.claims[:0]
 	for _, j := range fs.claims {
 		if !j.t.admit() {
 			j.t.refund(j.refs, j.lims)
-			fs.answers = append(fs.answers, frame.Answer{Index: j.item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
+			notOwner(j.item)
 			continue
 		}
 		admitted = append(admitted, j)
 	}
 	clear(fs.claims[len(admitted):])
 	fs.claims = admitted
-	if len(admitted) == 0 {
+	settles := fs.settles[:0]
+	for _, j := range fs.settles {
+		if !j.t.admit() {
+			w.met.settle(frame.StatusNotOwner)
+			notOwner(j.item)
+			continue
+		}
+		settles = append(settles, j)
+	}
+	clear(fs.settles[len(settles):])
+	fs.settles = settles
+	n := len(admitted) + len(settles)
+	if n == 0 {
 		return nil
 	}
-	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, len(admitted)), left: len(admitted)}
+	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, n), left: n}
 }
 
 // replyDecided publishes the immediate reply: every item decided so far;
@@ -172,8 +202,9 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 	_ = w.nc.Publish(reply, buf)
 }
 
-// startClaims writes the admitted claims of fs; each answers into its slot
-// of cb. With a store that starts claims (claims.ClaimStarter: pipelined
+// startClaims writes the admitted claims and settles of fs; each answers
+// into its slot of cb (the claims first, then the settles, each settle on
+// a runner of its own). With a store that starts claims (claims.ClaimStarter: pipelined
 // claim writes) every create of the frame goes out at once as an async
 // publish and one runner collects their acks in order (collectClaims);
 // otherwise, and for a claim that cannot be started, a runner per claim
@@ -197,6 +228,10 @@ func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
 	}
 	if len(started) > 0 {
 		w.runners.run(func() { w.collectClaims(started) })
+	}
+	for k, j := range fs.settles {
+		j.batch, j.slot = cb, len(fs.claims)+k
+		w.runners.run(j.run)
 	}
 }
 

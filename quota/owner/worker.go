@@ -54,6 +54,7 @@ type Worker struct {
 	// starter is store when it starts claims without waiting (pipelined
 	// claim writes of a frame, serve_frame.go startClaims); else nil.
 	starter claims.ClaimStarter
+	grants  *grants // the claims granted to frame hits, for their settles
 	id      string
 	log     *slog.Logger
 	met     *workerMetrics
@@ -122,6 +123,7 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		served:  make([]atomic.Pointer[tenure], cfg.Partitions),
 		route:   quota.MemberSubject(cfg.Prefix, id),
 		runners: newRunners(),
+		grants:  newGrants(),
 	}
 	w.starter, _ = store.(claims.ClaimStarter)
 	w.leases = lease.New(lease.Config{

@@ -62,10 +62,11 @@ const (
 // max payload).
 const MaxItemBytes = 3 << 10
 
-// Item is one hit as the Coalescer sends it.
+// Item is one hit or settle as the Coalescer sends it.
 type Item interface {
-	// AppendItem appends the hit as an item of partition n with timeoutMs
-	// left of its deadline (frame.AppendHitHead and what follows).
+	// AppendItem appends the item for partition n with timeoutMs left of
+	// its deadline (frame.AppendHitHead and what follows, or
+	// frame.AppendSettle).
 	AppendItem(b []byte, n int, timeoutMs int64) []byte
 }
 
@@ -153,6 +154,9 @@ type Coalescer struct {
 	route []atomic.Pointer[lane] // partition -> the lane its hits take
 	// legacy[n]: until when (UnixNano) partition n gets JSON requests.
 	legacy []atomic.Int64
+	// settles[n]: partition n's owner said in a reply that it serves
+	// settle items (frame flag bit 1).
+	settles []atomic.Bool
 
 	// isMember accepts a subject an owner's reply names as its route: only
 	// the prefix's member subjects, never another subject a reply could
@@ -180,6 +184,7 @@ func New(nc *nats.Conn, subjects []string, isMember func(subject []byte) bool) *
 		parts:    make([]*lane, len(subjects)),
 		route:    make([]atomic.Pointer[lane], len(subjects)),
 		legacy:   make([]atomic.Int64, len(subjects)),
+		settles:  make([]atomic.Bool, len(subjects)),
 		batches:  make(map[uint64]*frameBatch),
 		members:  make(map[string]*lane),
 	}
@@ -213,9 +218,15 @@ func (co *Coalescer) IsLegacy(n int) bool {
 	return until != 0 && time.Now().UnixNano() < until
 }
 
-// Hit sends it as one item of a frame and waits for its answer, ctx, or
-// the deadline (which the frame's timer enforces: ctx may have none).
-func (co *Coalescer) Hit(ctx context.Context, n int, it Item, deadline time.Time) Answer {
+// Settles reports whether partition n's owner, as last heard from, serves
+// settle items: only then may a settle go in a frame (an owner that
+// predates them would find the frame malformed).
+func (co *Coalescer) Settles(n int) bool { return co.settles[n].Load() }
+
+// Send sends it as one item of a frame for partition n and waits for its
+// answer, ctx, or the deadline (which the frame's timer enforces: ctx may
+// have none).
+func (co *Coalescer) Send(ctx context.Context, n int, it Item, deadline time.Time) Answer {
 	c := &hitCall{item: it, n: n, deadline: deadline, done: make(chan struct{}, 1)}
 	co.enqueue(co.route[n].Load(), c)
 	select {
@@ -449,6 +460,9 @@ func (co *Coalescer) onReply(m *nats.Msg) {
 			if learned != nil {
 				co.route[c.n].Store(learned)
 			}
+			if co.settles[c.n].Load() != f.Settles {
+				co.settles[c.n].Store(f.Settles)
+			}
 			c.complete(AnswerOf(&a))
 		}
 		answered++
@@ -494,6 +508,7 @@ func (co *Coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
 		until := time.Now().Add(legacyFor).UnixNano()
 		for _, c := range b.calls {
 			co.legacy[c.n].Store(until)
+			co.settles[c.n].Store(false)
 		}
 		co.finish(b, Legacy, reason)
 	default:

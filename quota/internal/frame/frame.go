@@ -26,30 +26,38 @@ import (
 //	0xFA 0x01                    magic, version
 //	uvarint count                items, 1..MaxItems
 //	count × item:
-//	  byte op                    1 = hit (a frame with another op is malformed)
+//	  byte op                    1 = hit, 2 = settle (a frame with another op is malformed)
 //	  uvarint partition          the client's partition of the tenant
 //	  uvarint timeout_ms         what is left of the item's deadline
 //	  bytes tenant               (uvarint length, then the bytes)
-//	  uvarint charges            ≤ MaxCharges
-//	  charges × {bytes kind, varint increment_us, varint capacity_us}
-//	  byte claim                 0 or 1; when 1:
-//	    bytes source, bytes key, bytes hook_id, varint ttl_ms, varint pending_ttl_ms
+//	  op 1 (hit):
+//	    uvarint charges          ≤ MaxCharges
+//	    charges × {bytes kind, varint increment_us, varint capacity_us}
+//	    byte claim               0 or 1; when 1:
+//	      bytes source, bytes key, bytes hook_id, varint ttl_ms, varint pending_ttl_ms
+//	  op 2 (settle: commit the pending claim a hit took, as claims.settle):
+//	    bytes source, bytes key, bytes hook_id, uvarint revision,
+//	    varint ttl_ms            the committed claim's TTL (0: the owner's default)
 //
 // Reply frame:
 //
 //	0xFA 0x01
-//	byte flags                   bit 0: more replies for this frame follow
+//	byte flags                   bit 0: more replies for this frame follow;
+//	                             bit 1: this owner serves settle items
 //	bytes route                  a subject that reaches this owner's worker
 //	                             for any partition it serves ("" = none)
 //	uvarint count
 //	count × Answer:
 //	  uvarint index              of the item in the request frame
 //	  byte status                0 = answered, 1 = invalid (400),
-//	                             2 = unavailable (503), 3 = not_owner
+//	                             2 = unavailable (503), 3 = not_owner,
+//	                             4 = claim_lost (409; settle items only)
 //	  status 0: byte result (1 ok, 2 duplicate, 3 pending, 4 rate_limited),
 //	            bytes hook_id, uvarint retry_after_ms, uvarint revision,
 //	            uvarint limits, limits × {varint remaining, uvarint reset_ms}
-//	            (one per charge of the item, in its order)
+//	            (one per charge of the item, in its order);
+//	            a settled settle item is answered 0 with result 1 (ok),
+//	            hook_id "", retry 0, revision 0 and no limits
 //	  else:     bytes reason
 //
 // Every item is answered exactly once. Items are independent: one that is
@@ -58,12 +66,20 @@ import (
 // the micro error headers), before any item is acted on: a client reads an
 // error header as "this owner does not speak frames" and resends its items
 // as JSON, so a later version may add ops or fields by bumping the version.
+//
+// The settle op came after the hit: an owner that predates it finds a
+// frame with a settle item malformed. So a client sends settle items only
+// to a partition whose owner has set flag bit 1 in a reply (clients that
+// predate it ignore the bit), and otherwise settles through the service's
+// claims.settle.
 const (
 	Magic   = 0xFA
 	Version = 0x01
 
-	// OpHit is the op of a hit item (the only one).
+	// OpHit is the op of a hit item.
 	OpHit = 1
+	// OpSettle is the op of a settle item.
+	OpSettle = 2
 
 	// MaxItems bounds the items of a frame and the answers of a reply.
 	MaxItems = 1024
@@ -91,6 +107,13 @@ const (
 	StatusInvalid     Status = 1 // 400
 	StatusUnavailable Status = 2 // 503
 	StatusNotOwner    Status = 3 // the receiver does not (any more) serve the partition
+	StatusLost        Status = 4 // 409 claim_lost: a settle of a claim the caller no longer holds
+)
+
+// Reply flags.
+const (
+	flagMore    = 1 << 0
+	flagSettles = 1 << 1
 )
 
 // Result is an answered hit's result.
@@ -159,9 +182,26 @@ func AppendClaim(b []byte, source, key, hookID string, ttlMs, pendingTTLMs int64
 	return binary.AppendVarint(b, pendingTTLMs)
 }
 
-// AppendItem appends a decoded hit item again (the inverse of
-// DecodeRequest's item).
+// AppendSettle appends a settle item of partition n with timeoutMs left
+// of its deadline. The writer (the client) has checked the settle.
+func AppendSettle(b []byte, n int, timeoutMs int64, tenant, source, key, hookID string, revision uint64, ttlMs int64) []byte {
+	b = append(b, OpSettle)
+	b = binary.AppendUvarint(b, uint64(n))
+	b = binary.AppendUvarint(b, uint64(max(timeoutMs, 0)))
+	b = appendBytes(b, tenant)
+	b = appendBytes(b, source)
+	b = appendBytes(b, key)
+	b = appendBytes(b, hookID)
+	b = binary.AppendUvarint(b, revision)
+	return binary.AppendVarint(b, ttlMs)
+}
+
+// AppendItem appends a decoded item again (the inverse of DecodeRequest's
+// item).
 func AppendItem(b []byte, it *Item) []byte {
+	if it.Op == OpSettle {
+		return AppendSettle(b, it.N, it.TimeoutMs, string(it.Tenant), string(it.Source), string(it.Key), string(it.HookID), it.Revision, it.TTLMs)
+	}
 	b = AppendHitHead(b, it.N, it.TimeoutMs, string(it.Tenant), len(it.Charges))
 	for _, c := range it.Charges {
 		b = AppendCharge(b, string(c.Kind), c.Inc, c.Cap)
@@ -172,11 +212,12 @@ func AppendItem(b []byte, it *Item) []byte {
 	return AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
 }
 
-// AppendReplyHeader starts a reply frame.
+// AppendReplyHeader starts a reply frame. Every reply says that its owner
+// serves settle items (flag bit 1).
 func AppendReplyHeader(b []byte, more bool, route string, count int) []byte {
-	var flags byte
+	var flags byte = flagSettles
 	if more {
-		flags = 1
+		flags |= flagMore
 	}
 	b = append(b, Magic, Version, flags)
 	b = appendBytes(b, route)
@@ -286,7 +327,9 @@ type Charge struct {
 	Cap  int64
 }
 
-// Item is one decoded hit item; its byte slices alias the frame.
+// Item is one decoded item, a hit or a settle (Op); its byte slices alias
+// the frame. A settle has no charges and no claim: Source, Key, HookID,
+// Revision and TTLMs are the claim it commits.
 type Item struct {
 	Op        byte
 	N         int // the client's partition of Tenant
@@ -299,6 +342,7 @@ type Item struct {
 	HookID    []byte
 	TTLMs     int64
 	PendingMs int64
+	Revision  uint64 // settle only
 }
 
 // DecodeRequest decodes a request frame into items (reusing its
@@ -324,7 +368,7 @@ func DecodeRequest(data []byte, items []Item) ([]Item, error) {
 		charges := it.Charges[:0]
 		*it = Item{}
 		it.Op = r.byte()
-		if it.Op != OpHit {
+		if it.Op != OpHit && it.Op != OpSettle {
 			return items[:0], ErrMalformed
 		}
 		n := r.uvarint()
@@ -334,6 +378,15 @@ func DecodeRequest(data []byte, items []Item) ([]Item, error) {
 		it.N = int(n)
 		it.TimeoutMs = r.int64()
 		it.Tenant = r.bytes()
+		if it.Op == OpSettle {
+			it.Charges = charges
+			it.Source, it.Key, it.HookID = r.bytes(), r.bytes(), r.bytes()
+			it.Revision, it.TTLMs = r.uvarint(), r.varint()
+			if r.bad {
+				return items[:0], ErrMalformed
+			}
+			continue
+		}
 		nc := r.uvarint()
 		if r.bad || nc > MaxCharges {
 			return items[:0], ErrMalformed
@@ -363,10 +416,11 @@ func DecodeRequest(data []byte, items []Item) ([]Item, error) {
 
 // Reply is a decoded reply frame header.
 type Reply struct {
-	More  bool
-	Route []byte
-	Count int
-	r     reader
+	More    bool
+	Settles bool // the owner serves settle items
+	Route   []byte
+	Count   int
+	r       reader
 }
 
 // DecodeReply decodes the header of a reply frame; its answers follow
@@ -376,7 +430,8 @@ func DecodeReply(data []byte) (Reply, error) {
 	if f.r.byte() != Magic || f.r.byte() != Version {
 		return f, ErrMalformed
 	}
-	f.More = f.r.byte()&1 != 0
+	flags := f.r.byte()
+	f.More, f.Settles = flags&flagMore != 0, flags&flagSettles != 0
 	f.Route = f.r.bytes()
 	c := f.r.uvarint()
 	if f.r.bad || c > MaxItems {
@@ -425,7 +480,7 @@ func (f *Reply) Next(a *ReplyAnswer) error {
 		if a.Result == 0 || a.Result > maxResult {
 			return ErrMalformed
 		}
-	case StatusInvalid, StatusUnavailable, StatusNotOwner:
+	case StatusInvalid, StatusUnavailable, StatusNotOwner, StatusLost:
 		a.Reason = r.bytes()
 	default:
 		return ErrMalformed

@@ -15,7 +15,7 @@ func appendItems(items []Item) []byte {
 }
 
 func sampleRequest() []byte {
-	b := AppendRequestHeader(nil, 3)
+	b := AppendRequestHeader(nil, 4)
 	b = AppendHitHead(b, 7, 250, "acme", 2)
 	b = AppendCharge(b, "hooks", 1_000_000, 10_000_000)
 	b = AppendCharge(b, "bytes", 10, 100)
@@ -24,13 +24,14 @@ func sampleRequest() []byte {
 	b = AppendCharge(b, "hooks", 1, 2)
 	b = AppendClaim(b, "gh", "k-1", "h", 5, 30_000)
 	b = AppendHitHead(b, MaxPartitions-1, 1, "γ", 0)
-	return AppendClaim(b, "s", "", "x", 0, 0)
+	b = AppendClaim(b, "s", "", "x", 0, 0)
+	return AppendSettle(b, 3, 900, "beta", "gh", "k-1", "h", 77, 60_000)
 }
 
 func TestRequestRoundTrip(t *testing.T) {
 	b := sampleRequest()
 	items, err := DecodeRequest(b, nil)
-	if err != nil || len(items) != 3 {
+	if err != nil || len(items) != 4 {
 		t.Fatalf("decode: %v, %d items", err, len(items))
 	}
 	it := items[1]
@@ -40,6 +41,11 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 	if c := items[0].Charges[1]; string(c.Kind) != "bytes" || c.Inc != 10 || c.Cap != 100 {
 		t.Fatalf("item 0 charge 1: %+v", c)
+	}
+	if it := items[3]; it.Op != OpSettle || it.N != 3 || it.TimeoutMs != 900 || string(it.Tenant) != "beta" ||
+		string(it.Source) != "gh" || string(it.Key) != "k-1" || string(it.HookID) != "h" ||
+		it.Revision != 77 || it.TTLMs != 60_000 || it.Claim || len(it.Charges) != 0 {
+		t.Fatalf("item 3 (settle): %+v", it)
 	}
 	if again := appendItems(items); !bytes.Equal(again, b) {
 		t.Fatal("re-encoded frame differs")
@@ -53,6 +59,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		AppendNoClaim(AppendHitHead(AppendRequestHeader(nil, 1), MaxPartitions, 0, "t", 0)),
 		AppendHitHead(AppendRequestHeader(nil, 1), 0, 0, "t", MaxCharges+1),
 		append(sampleRequest(), 0),
+		append(AppendRequestHeader(nil, 1), 3),                                         // an op that does not exist
+		AppendSettle(AppendRequestHeader(nil, 1), 0, 0, "t", "s", "k", "h", 1, 0)[:12], // a short settle
 		AppendRequestHeader(nil, 0),
 		AppendRequestHeader(nil, MaxItems+1),
 	}
@@ -69,13 +77,14 @@ func TestReplyRoundTrip(t *testing.T) {
 		{Index: 0, Status: StatusInvalid, Reason: "no"},
 		{Index: 2, Result: ResultRateLimited, RetryMs: 17, Limits: []Limit{{Remaining: 0, ResetMs: 5}, {Remaining: 3}}},
 		{Index: 3, Status: StatusNotOwner, Reason: "not_owner"},
+		{Index: 4, Status: StatusLost, Reason: "claims: lost"},
 	}
 	b := AppendReplyHeader(nil, true, "route", len(as))
 	for i := range as {
 		b = AppendAnswer(b, &as[i])
 	}
 	rf, err := DecodeReply(b)
-	if err != nil || !rf.More || string(rf.Route) != "route" || rf.Count != len(as) {
+	if err != nil || !rf.More || !rf.Settles || string(rf.Route) != "route" || rf.Count != len(as) {
 		t.Fatalf("header: %+v %v", rf, err)
 	}
 	for i, want := range as {
@@ -119,7 +128,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		for i := range items {
 			it := &items[i]
-			if it.Op != OpHit || it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > MaxCharges {
+			if (it.Op != OpHit && it.Op != OpSettle) || it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > MaxCharges {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
 		}
@@ -158,4 +167,23 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		_ = rf.Done()
 	})
+}
+
+// A reply's flags: bit 0 is "more", bit 1 "this owner serves settle items"
+// (always set); a reply of an owner that predates settles has bit 1 clear.
+func TestReplyFlags(t *testing.T) {
+	for _, more := range []bool{false, true} {
+		b := AppendReplyHeader(nil, more, "", 0)
+		if b[2] != flagSettles|map[bool]byte{false: 0, true: flagMore}[more] {
+			t.Errorf("more=%v: flags %#x", more, b[2])
+		}
+		rf, err := DecodeReply(b)
+		if err != nil || rf.More != more || !rf.Settles {
+			t.Errorf("more=%v: %+v %v", more, rf, err)
+		}
+	}
+	old := []byte{Magic, Version, flagMore, 0, 0} // before settles: bit 1 clear
+	if rf, err := DecodeReply(old); err != nil || !rf.More || rf.Settles {
+		t.Errorf("an old owner's reply: %+v %v", rf, err)
+	}
 }

@@ -25,7 +25,7 @@ const (
 )
 
 // Config is the shared settings and the owner's (LeaseTTL, MemberID,
-// MaxInFlight: zero until quota/owner sets its defaults).
+// MaxInFlight, DedupeTTL: zero until quota/owner sets its defaults; Sync).
 type Config struct {
 	Prefix      string
 	Partitions  int
@@ -37,6 +37,8 @@ type Config struct {
 	LeaseTTL    time.Duration
 	MemberID    string
 	MaxInFlight int
+	DedupeTTL   time.Duration  // a settle's committed TTL when it names none
+	Sync        kvstore.Syncer // made durable before a settle is answered (nil: the ack)
 }
 
 // Defaults is the shared settings' defaults.

@@ -1,0 +1,152 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+)
+
+// Settles in frames (frame.OpSettle): the commit of a claim that a hit
+// took, carried to the tenant's partition owner like the hits, so that a
+// client's settles share frames, and answered once the commit is durable
+// (WithSync). The owner remembers the claims it granted to frame hits
+// (grants): a settle that presents exactly one of them — same claim, hook
+// id and revision — is committed in one revision-checked write
+// (claims.SettleOwn), since the record at that revision can only be that
+// pending claim; any other settle is claims.Store.Settle's, which reads the
+// holder first, so a revision learned about another holder (a pending
+// result carries it) is refused as it is on claims.settle.
+
+// grantBytes bounds the memory of the grants record: two generations of at
+// most half of it each; a claim not settled before it ages out is settled
+// with the read, as any other.
+const grantBytes = 8 << 20
+
+// grantOverhead is what one entry costs beyond its strings (map slot,
+// headers, revision).
+const grantOverhead = 96
+
+// grant is the holder and revision of a claim granted to a frame hit.
+type grant struct {
+	hookID string
+	rev    uint64
+}
+
+// grants is a worker's bounded record of the claims it granted to frame
+// hits, for their settles. Safe for concurrent use.
+type grants struct {
+	mu       sync.Mutex
+	cur, old map[claims.ID]grant
+	curBytes int
+}
+
+func newGrants() *grants {
+	return &grants{cur: make(map[claims.ID]grant)}
+}
+
+// put records that id was granted to hookID at rev.
+func (g *grants) put(id claims.ID, hookID string, rev uint64) {
+	n := grantOverhead + len(id.Tenant) + len(id.Source) + len(id.Key) + len(hookID)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.curBytes+n > grantBytes/2 {
+		g.old, g.cur, g.curBytes = g.cur, make(map[claims.ID]grant, len(g.cur)), 0
+	}
+	g.cur[id] = grant{hookID: hookID, rev: rev}
+	g.curBytes += n
+}
+
+// take reports whether id was granted to hookID at rev, and forgets it
+// then (a settle is tried once; a retry reads).
+func (g *grants) take(id claims.ID, hookID string, rev uint64) bool {
+	want := grant{hookID: hookID, rev: rev}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gr, ok := g.cur[id]; ok && gr == want {
+		delete(g.cur, id)
+		return true
+	}
+	if gr, ok := g.old[id]; ok && gr == want {
+		delete(g.old, id)
+		return true
+	}
+	return false
+}
+
+// settleJob is one admitted settle item. Its answer goes to the item's
+// slot of the frame's claimBatch.
+type settleJob struct {
+	t       *tenure
+	item    int // index in the frame
+	id      claims.ID
+	hookID  string
+	rev     uint64
+	ttl     time.Duration
+	timeout time.Duration
+
+	batch *claimBatch
+	slot  int
+}
+
+// newSettleJob is the job of settle item it (validated), the index-th of
+// its frame.
+func (t *tenure) newSettleJob(it *frame.Item, index int) *settleJob {
+	j := &settleJob{
+		t:       t,
+		item:    index,
+		rev:     it.Revision,
+		ttl:     claims.CommittedTTL(it.TTLMs, t.w.cfg.DedupeTTL),
+		timeout: min(quota.DurationMs(it.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout),
+	}
+	j.id, j.hookID = claimStrings(it)
+	return j
+}
+
+// run commits the claim, makes it durable, and answers.
+func (j *settleJob) run() {
+	defer j.t.finish()
+	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+	defer cancel()
+	a := settleAnswer(j.t.w.settle(ctx, j.id, j.hookID, j.rev, j.ttl))
+	j.t.w.met.settle(a.Status)
+	a.Index = j.item
+	j.batch.answers[j.slot] = a
+	j.batch.done(j.slot)
+}
+
+// settle commits the claim on id at rev for hookID, kept ttl, and syncs:
+// in one write when this worker granted exactly that claim (see grants),
+// else with the store's read of the holder first.
+func (w *Worker) settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	var err error
+	if w.grants.take(id, hookID, rev) {
+		err = claims.SettleOwn(ctx, w.store, id, hookID, rev, ttl)
+	} else {
+		err = w.store.Settle(ctx, id, hookID, rev, ttl)
+	}
+	if err != nil {
+		return err
+	}
+	return kvstore.SyncWith(ctx, w.cfg.Sync)
+}
+
+// settleAnswer is a settle's answer to its outcome: ok, claim_lost (409),
+// invalid (400) or unavailable (503: the store or the sync failed; the
+// claim may be committed and not yet durable, and a retry is claim_lost).
+func settleAnswer(err error) frame.Answer {
+	switch {
+	case err == nil:
+		return frame.Answer{Result: frame.ResultOK}
+	case errors.Is(err, claims.ErrLost):
+		return frame.Answer{Status: frame.StatusLost, Reason: err.Error()}
+	case errors.Is(err, claims.ErrInvalid):
+		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}
+	}
+	return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}
+}

@@ -1,0 +1,360 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/internal/frame"
+	"github.com/sluice-dev/sluice/service"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// claimHit is a hit of tenant with a claim on key for hookID.
+func claimHit(tenant, key, hookID string) quota.HitRequest {
+	return quota.HitRequest{Charges: []quota.Charge{hooks(tenant, 1000)}, Claim: &quota.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: hookID}}
+}
+
+// settleOf is the settle of claim hit r's claim at rev.
+func settleOf(r quota.HitRequest, rev uint64) quota.SettleRequest {
+	c := r.Claim
+	return quota.SettleRequest{Tenant: c.Tenant, Source: c.Source, Key: c.Key, HookID: c.HookID, Revision: rev}
+}
+
+// mustHit is c.Hit wanting ok.
+func mustHit(t *testing.T, c *quota.Client, r quota.HitRequest) quota.HitReply {
+	t.Helper()
+	rep, err := c.Hit(testkit.Context(t), r)
+	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 {
+		t.Fatalf("hit %+v: %+v %v", r.Claim, rep, err)
+	}
+	return rep
+}
+
+// claimState reads the claim of claim hit r.
+func claimState(t *testing.T, store claims.Store, r quota.HitRequest) claims.State {
+	t.Helper()
+	c := r.Claim
+	st, err := store.Get(testkit.Context(t), claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A settle after a hit rides a frame to the owner (no service runs here:
+// the JSON fallback would find no responders), commits the claim for the
+// hook id it names, with its TTL, and a later hit of the key is a
+// duplicate naming it.
+func TestSettleInAFrame(t *testing.T) {
+	t.Parallel()
+	_, e, w, c := single(t)
+	ctx := testkit.Context(t)
+	r := claimHit("acme", "k-1", "hook-1")
+	rep := mustHit(t, c, r)
+	items := c.Coalescer().Items()
+	s := settleOf(r, rep.Revision)
+	s.TTLMs = 90_000
+	if err := c.Settle(ctx, s); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	if c.Coalescer().Items() != items+1 {
+		t.Fatalf("the settle did not go in a frame (%d items, then %d)", items, c.Coalescer().Items())
+	}
+	st := claimState(t, e.store, r)
+	if st.State != claims.StateCommitted || st.HookID != "hook-1" || st.ExpiresIn <= 60*time.Second || st.ExpiresIn > 90*time.Second {
+		t.Fatalf("after the settle: %+v", st)
+	}
+	dup, err := c.Hit(ctx, claimHit("acme", "k-1", "hook-2"))
+	if err != nil || dup.Result != quota.ResultDuplicate || dup.HookID != "hook-1" {
+		t.Fatalf("a redelivery: %+v %v", dup, err)
+	}
+	if w.grants.take(claims.ID{Tenant: "acme", Source: "s", Key: "k-1"}, "hook-1", rep.Revision) {
+		t.Fatal("the settle left its grant behind")
+	}
+}
+
+// Every settle the owner cannot commit is refused as claims.settle
+// refuses it, and leaves the claim as it was.
+func TestSettleRefusals(t *testing.T) {
+	t.Parallel()
+	_, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	mustHit(t, c, claimHit("acme", "k-0", "hook-0")) // so that k-a's revision is not 1
+	a := claimHit("acme", "k-a", "hook-a")
+	repA := mustHit(t, c, a)
+
+	// Another caller's hit of the key is pending, naming the holder and
+	// its revision; settling with that revision under its own hook id
+	// must not commit the claim for it.
+	b := claimHit("acme", "k-a", "hook-b")
+	pend, err := c.Hit(ctx, b)
+	if err != nil || pend.Result != quota.ResultPending || pend.Revision != repA.Revision {
+		t.Fatalf("second hit: %+v %v", pend, err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    quota.SettleRequest
+	}{
+		{"another holder's revision", settleOf(b, pend.Revision)},
+		{"a stale revision", settleOf(a, repA.Revision+1000)},
+		{"an earlier revision", settleOf(a, repA.Revision-1)},
+	} {
+		if err := c.Settle(ctx, tc.s); !errors.Is(err, claims.ErrLost) {
+			t.Errorf("%s: %v, want claims.ErrLost", tc.name, err)
+		}
+		if st := claimState(t, e.store, a); st.State != claims.StatePending || st.HookID != "hook-a" || st.Revision != repA.Revision {
+			t.Fatalf("%s changed the claim: %+v", tc.name, st)
+		}
+	}
+	// The holder's settle still lands; a second one (a retry) is lost.
+	if err := c.Settle(ctx, settleOf(a, repA.Revision)); err != nil {
+		t.Fatalf("the holder's settle: %v", err)
+	}
+	if err := c.Settle(ctx, settleOf(a, repA.Revision)); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("a second settle: %v, want claims.ErrLost", err)
+	}
+	if st := claimState(t, e.store, a); st.State != claims.StateCommitted || st.HookID != "hook-a" {
+		t.Fatalf("after the settles: %+v", st)
+	}
+	// The client checks a settle before sending it.
+	bad := settleOf(a, 0)
+	if err := c.Settle(ctx, bad); !errors.Is(err, quota.ErrInvalid) {
+		t.Fatalf("revision 0: %v, want quota.ErrInvalid", err)
+	}
+}
+
+// The owner checks every settle item of a frame itself: a malformed one
+// (revision 0, no hook id) or a misrouted one is answered invalid on its
+// own, the other items of the frame are served.
+func TestSettleItemsCheckedByTheOwner(t *testing.T) {
+	t.Parallel()
+	k, e, _, c := single(t)
+	r := claimHit("acme", "k-1", "hook-1")
+	rep := mustHit(t, c, r)
+	n := quota.Partition("acme", quota.DefaultPartitions)
+	b := frame.AppendRequestHeader(nil, 4)
+	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "hook-1", 0, 0)
+	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "", rep.Revision, 0)
+	b = frame.AppendSettle(b, (n+1)%quota.DefaultPartitions, 1000, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
+	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
+	got := frameAnswers(t, k.Conn, quota.PartitionSubject(e.prefix, n), b)
+	want := []frame.Status{frame.StatusInvalid, frame.StatusInvalid, frame.StatusInvalid, frame.StatusAnswered}
+	for i, st := range want {
+		if a, ok := got[i]; !ok || a.Status != st || (st == frame.StatusAnswered && a.Result != frame.ResultOK) {
+			t.Errorf("item %d: %+v, want status %d", i, a, st)
+		}
+	}
+	if st := claimState(t, e.store, r); st.State != claims.StateCommitted {
+		t.Fatalf("the valid settle of the frame: %+v", st)
+	}
+}
+
+// frameAnswers sends request frame data to subject and collects the
+// answers of its replies by item index.
+func frameAnswers(t *testing.T, nc *nats.Conn, subject string, data []byte) map[int]frame.ReplyAnswer {
+	t.Helper()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, data); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]frame.ReplyAnswer{}
+	for {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("reply: %v (answers so far %v)", err, out)
+		}
+		f, err := frame.DecodeReply(m.Data)
+		if err != nil {
+			t.Fatalf("reply %q: %v", m.Data, err)
+		}
+		for range f.Count {
+			var a frame.ReplyAnswer
+			if err := f.Next(&a); err != nil {
+				t.Fatal(err)
+			}
+			a.Reason = append([]byte(nil), a.Reason...)
+			out[a.Index] = a
+		}
+		if !f.More {
+			return out
+		}
+	}
+}
+
+// A settle of a claim this owner did not grant to a frame hit (here:
+// taken straight in the store) is committed after the store reads its
+// holder, as claims.settle does; one of another hook id is refused.
+func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
+	t.Parallel()
+	_, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	mustHit(t, c, claimHit("acme", "warm-up", "h0")) // the owner's reply says it serves settles
+	id := claims.ID{Tenant: "acme", Source: "s", Key: "elsewhere"}
+	res, err := e.store.Claim(ctx, id, "hook-x", time.Minute)
+	if err != nil || res.Outcome != claims.OK {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	s := quota.SettleRequest{Tenant: "acme", Source: "s", Key: "elsewhere", HookID: "hook-y", Revision: res.Revision}
+	if err := c.Settle(ctx, s); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("another hook id: %v, want claims.ErrLost", err)
+	}
+	s.HookID = "hook-x"
+	if err := c.Settle(ctx, s); err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	if st, _ := e.store.Get(ctx, id); st.State != claims.StateCommitted || st.HookID != "hook-x" {
+		t.Fatalf("after the settle: %+v", st)
+	}
+}
+
+// gateSync is a Syncer a test opens, and makes fail as a failed round.
+type gateSync struct {
+	calls atomic.Int64
+	open  chan struct{}
+	fail  atomic.Bool
+}
+
+func (g *gateSync) Sync(ctx context.Context) error {
+	g.calls.Add(1)
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if g.fail.Load() {
+		return kvstore.ErrSyncFailed
+	}
+	return nil
+}
+
+// A settle is answered only once the sync after its write returned; a
+// failed sync is unavailable (a 503, never an ok).
+func TestSettleWaitsForTheSync(t *testing.T) {
+	t.Parallel()
+	g := &gateSync{open: make(chan struct{})}
+	_, _, _, c := single(t, WithSync(g))
+	ctx := testkit.Context(t)
+	r := claimHit("acme", "k-1", "hook-1")
+	rep := mustHit(t, c, r)
+	if g.calls.Load() != 0 {
+		t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Settle(ctx, settleOf(r, rep.Revision)) }()
+	testkit.Eventually(t, 5*time.Second, func() bool { return g.calls.Load() == 1 }, "the settle waits on the sync")
+	select {
+	case err := <-done:
+		t.Fatalf("the settle was answered before its sync returned: %v", err)
+	default:
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+
+	g.fail.Store(true)
+	r2 := claimHit("acme", "k-2", "hook-2")
+	rep2 := mustHit(t, c, r2)
+	if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
+		t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
+	}
+}
+
+// Until the owner of a partition has said in a reply that it serves
+// settle items, a settle goes to the service's claims.settle; an owner
+// that never says so (one that predates settles) is never sent one.
+func TestSettleFallsBackToClaimsSettle(t *testing.T) {
+	t.Parallel()
+	k, e := kitEnv(t)
+	svc, err := service.New(k.Conn, service.Config{Prefix: e.prefix, Claims: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	ctx := testkit.Context(t)
+
+	// An owner of the version before settles: it answers hits in frames
+	// whose flags have bit 1 clear, and counts the settle items it gets.
+	var settles atomic.Int64
+	sub, err := k.Conn.Subscribe(e.prefix+".v1.quota.p.*", func(m *nats.Msg) {
+		items, err := frame.DecodeRequest(m.Data, nil)
+		if err != nil {
+			_ = m.RespondMsg(errorMsg(400, "invalid_request: malformed frame"))
+			return
+		}
+		reply := []byte{frame.Magic, frame.Version, 0, 0} // flags 0, route ""
+		reply = append(reply, byte(len(items)))
+		for i, it := range items {
+			if it.Op == frame.OpSettle {
+				settles.Add(1)
+			}
+			id := claims.ID{Tenant: string(it.Tenant), Source: string(it.Source), Key: string(it.Key)}
+			res, err := e.store.Claim(ctx, id, string(it.HookID), time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			reply = frame.AppendAnswer(reply, &frame.Answer{Index: i, Result: frame.ResultOK, HookID: string(it.HookID), Revision: res.Revision})
+		}
+		_ = m.Respond(reply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	c := e.client(t, k.Conn)
+
+	r := claimHit("acme", "k-1", "hook-1")
+	rep := mustHit(t, c, r)
+	if err := c.Settle(ctx, settleOf(r, rep.Revision)); err != nil {
+		t.Fatalf("settle through claims.settle: %v", err)
+	}
+	if settles.Load() != 0 {
+		t.Fatalf("an owner that does not serve settles got %d settle items", settles.Load())
+	}
+	if st := claimState(t, e.store, r); st.State != claims.StateCommitted || st.HookID != "hook-1" {
+		t.Fatalf("after the settle: %+v", st)
+	}
+	// claims.settle's refusals come back as the frame path's.
+	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("a second settle: %v, want claims.ErrLost", err)
+	}
+}
+
+// The grants record keeps within its bytes: a generation that would pass
+// half of grantBytes becomes the old one, and the one before is dropped.
+func TestGrantsBounded(t *testing.T) {
+	g := newGrants()
+	key := string(make([]byte, 1000))
+	per := grantOverhead + len("t") + len("s") + len(key) + len("h")
+	n := 3 * grantBytes / per // three generations' worth
+	for i := range n {
+		g.put(claims.ID{Tenant: "t", Source: "s", Key: key + string(rune('a'+i%26)) + string(rune(i))}, "h", uint64(i+1))
+	}
+	if total := (len(g.cur) + len(g.old)) * per; total > grantBytes {
+		t.Fatalf("%d entries, ~%d bytes, over %d", len(g.cur)+len(g.old), total, grantBytes)
+	}
+	last := claims.ID{Tenant: "t", Source: "s", Key: key + string(rune('a'+(n-1)%26)) + string(rune(n-1))}
+	if g.take(last, "h", uint64(n+1)) || g.take(last, "x", uint64(n)) {
+		t.Fatal("a grant was taken with another revision or hook id")
+	}
+	if !g.take(last, "h", uint64(n)) || g.take(last, "h", uint64(n)) {
+		t.Fatal("the last grant is not taken exactly once")
+	}
+	first := claims.ID{Tenant: "t", Source: "s", Key: key + "a" + string(rune(0))}
+	if g.take(first, "h", 1) {
+		t.Fatal("the first grant outlived two generations")
+	}
+}
