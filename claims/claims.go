@@ -177,6 +177,27 @@ type OwnSettler interface {
 	SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
 }
 
+// SettleStarter is an OwnSettler that can start SettleOwn's one write
+// without waiting (pipelined settles: an owner starts the settles of a
+// batch, then collects them).
+type SettleStarter interface {
+	// StartSettleOwn starts SettleOwn's revision-checked write, under
+	// SettleOwn's condition (rev is the revision of the caller's own OK
+	// Claim of hookID). An error (ErrInvalid, ErrUnavailable) means
+	// nothing was started: call SettleOwn.
+	StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error)
+}
+
+// StartedSettle is a settle whose write is in flight.
+type StartedSettle interface {
+	// Wait waits (until ctx ends) for the write: done, with nil or an
+	// error (ErrUnavailable), or not done when the write was refused (the
+	// claim is no longer at rev, or another write to it was in flight):
+	// the caller calls SettleOwn, which sends it again if the key was
+	// busy, and otherwise reads the key to say why it is lost.
+	Wait(ctx context.Context) (done bool, err error)
+}
+
 // SettleOwn settles a claim the caller took itself (see OwnSettler): in
 // one write when s is an OwnSettler, else with s.Settle. A caller that
 // passes on a revision it did not get from its own Claim of hookID (a

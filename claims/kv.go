@@ -436,6 +436,40 @@ func validateSettle(id ID, hookID string, rev uint64) error {
 	return nil
 }
 
+var _ SettleStarter = (*KV)(nil)
+
+// StartSettleOwn starts SettleOwn as one async revision-checked write
+// (kvstore.Bucket.UpdateStart, the same record SettleOwn writes); a refused
+// write is SettleOwn's to decide (see StartedSettle).
+func (s *KV) StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error) {
+	key, ttl, err := settleArgs(id, hookID, rev, ttl)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.b.UpdateStart(key, claimValue{S: valueCommitted, H: hookID}.encode(), rev, ttl)
+	if err != nil {
+		return nil, storeErr("settle", key, err)
+	}
+	return startedSettle{c: c, key: key}, nil
+}
+
+type startedSettle struct {
+	c   kvstore.AsyncCreate
+	key string
+}
+
+func (c startedSettle) Wait(ctx context.Context) (bool, error) {
+	_, err := c.c.Wait(ctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNoStream):
+		return false, nil // for SettleOwn: it sends again, or says why it is lost
+	default:
+		return true, storeErr("settle", c.key, err)
+	}
+}
+
 var _ ClaimStarter = (*KV)(nil)
 
 // StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)

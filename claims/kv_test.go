@@ -285,37 +285,75 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 	}
 }
 
-func TestKVStartClaim(t *testing.T) {
+// The started writes of the owner's pipelines: a started claim writes what
+// Claim writes; a started settle what SettleOwn writes, and a refused one
+// (the claim is not at the revision any more) is not done and changes
+// nothing, and SettleOwn then says why.
+func TestKVStartedWrites(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	s := newKV(t, k.Bucket(t, claims.BucketConfig("startclaim", claims.BucketOptions{})))
+	s := newKV(t, k.Bucket(t, claims.BucketConfig("started", claims.BucketOptions{})))
 
-	cid := id("acme", "gh", "d1")
-	c, err := s.StartClaim(cid, "h1", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, done, err := c.Wait(ctx)
-	if err != nil || !done || res.Outcome != claims.OK || res.HookID != "h1" || res.Revision == 0 {
-		t.Fatalf("started claim: %+v %v %v", res, done, err)
-	}
-	// A taken key: not done, nothing written; Claim answers as always.
-	c, err = s.StartClaim(cid, "h2", 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r2, done, err := c.Wait(ctx); done || err != nil {
-		t.Fatalf("taken key: %+v %v %v, want not done", r2, done, err)
-	}
-	if r3, err := s.Claim(ctx, cid, "h2", 30*time.Second); err != nil || r3.Outcome != claims.Pending || r3.HookID != "h1" || r3.Revision != res.Revision {
-		t.Fatalf("claim of the taken key: %+v %v", r3, err)
-	}
-	// Invalid arguments start nothing.
-	if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, claims.ErrInvalid) {
-		t.Fatalf("empty hook id: %v", err)
-	}
-	if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, claims.ErrInvalid) {
-		t.Fatalf("negative ttl: %v", err)
-	}
+	t.Run("claim", func(t *testing.T) {
+		cid := id("acme", "gh", "d1")
+		c, err := s.StartClaim(cid, "h1", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, done, err := c.Wait(ctx)
+		if err != nil || !done || res.Outcome != claims.OK || res.HookID != "h1" || res.Revision == 0 {
+			t.Fatalf("started claim: %+v %v %v", res, done, err)
+		}
+		// A taken key: not done, nothing written; Claim answers as always.
+		c, err = s.StartClaim(cid, "h2", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2, done, err := c.Wait(ctx); done || err != nil {
+			t.Fatalf("taken key: %+v %v %v, want not done", r2, done, err)
+		}
+		if r3, err := s.Claim(ctx, cid, "h2", 30*time.Second); err != nil || r3.Outcome != claims.Pending || r3.HookID != "h1" || r3.Revision != res.Revision {
+			t.Fatalf("claim of the taken key: %+v %v", r3, err)
+		}
+		// Invalid arguments start nothing.
+		if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, claims.ErrInvalid) {
+			t.Fatalf("empty hook id: %v", err)
+		}
+		if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, claims.ErrInvalid) {
+			t.Fatalf("negative ttl: %v", err)
+		}
+	})
+	t.Run("settle", func(t *testing.T) {
+		cid := id("acme", "gh", "d2")
+		res := claimAs(t, s, cid, "h1", time.Minute, claims.OK, "h1")
+		c, err := s.StartSettleOwn(cid, "h1", res.Revision, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, err := c.Wait(ctx); !done || err != nil {
+			t.Fatalf("started settle: %v %v", done, err)
+		}
+		st, err := s.Get(ctx, cid)
+		if err != nil || st.State != claims.StateCommitted || st.HookID != "h1" || st.ExpiresIn <= 59*time.Minute {
+			t.Fatalf("after the started settle: %+v %v", st, err)
+		}
+		// Again at the same revision: refused, not done, the record unchanged.
+		c, err = s.StartSettleOwn(cid, "h1", res.Revision, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, err := c.Wait(ctx); done || err != nil {
+			t.Fatalf("a second started settle: %v %v, want not done", done, err)
+		}
+		if st2, err := s.Get(ctx, cid); err != nil || st2.Revision != st.Revision {
+			t.Fatalf("a refused settle changed the claim: %+v %v", st2, err)
+		}
+		if err := s.SettleOwn(ctx, cid, "h1", res.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
+			t.Fatalf("SettleOwn after it: %v, want claims.ErrLost", err)
+		}
+		if _, err := s.StartSettleOwn(cid, "h1", 0, time.Hour); !errors.Is(err, claims.ErrInvalid) {
+			t.Fatalf("revision 0: %v", err)
+		}
+	})
 }

@@ -257,7 +257,39 @@ var (
 	_ claims.OwnSettler    = (*observedStore)(nil)
 	_ claims.DigestSettler = (*observedStore)(nil)
 	_ claims.ClaimStarter  = (*observedStore)(nil)
+	_ claims.SettleStarter = (*observedStore)(nil)
 )
+
+// StartSettleOwn starts the inner store's settle (ErrUnavailable when it
+// cannot start settles: the caller calls SettleOwn) and publishes
+// claim.committed when the started settle lands, as SettleOwn does.
+func (s *observedStore) StartSettleOwn(id claims.ID, hookID string, rev uint64, ttl time.Duration) (claims.StartedSettle, error) {
+	st, ok := s.inner.(claims.SettleStarter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the store starts no settles", claims.ErrUnavailable)
+	}
+	c, err := st.StartSettleOwn(id, hookID, rev, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return observedSettle{c: c, s: s, id: id, hookID: hookID, rev: rev}, nil
+}
+
+type observedSettle struct {
+	c      claims.StartedSettle
+	s      *observedStore
+	id     claims.ID
+	hookID string
+	rev    uint64
+}
+
+func (c observedSettle) Wait(ctx context.Context) (bool, error) {
+	done, err := c.c.Wait(ctx)
+	if done && err == nil {
+		c.s.pub.ClaimCommitted(c.id, c.hookID, c.rev)
+	}
+	return done, err
+}
 
 // StartClaim starts the inner store's claim (ErrUnavailable when it cannot
 // start claims: the caller calls Claim) and publishes claim.pending when

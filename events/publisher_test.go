@@ -196,20 +196,36 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	// A started claim (the owner's pipelined writes) publishes pending when
 	// taken, nothing when the key is held.
 	c4 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k4"}
+	var r4 claims.Result
 	for i, want := range []bool{true, false} { // the second finds the first's claim
 		sc, err := st.(claims.ClaimStarter).StartClaim(c4, "h6", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res, done, err := sc.Wait(ctx); done != want || err != nil || done && res.Outcome != claims.OK {
+		res, done, err := sc.Wait(ctx)
+		if done != want || err != nil || done && res.Outcome != claims.OK {
 			t.Fatalf("started claim %d: %+v %v %v, want done %v", i, res, done, err, want)
+		}
+		if done {
+			r4 = res
+		}
+	}
+	// A started settle publishes committed when it lands, nothing when
+	// it is refused.
+	for i, want := range []bool{true, false} { // the second finds the claim settled
+		ss, err := st.(claims.SettleStarter).StartSettleOwn(c4, "h6", r4.Revision, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, err := ss.Wait(ctx); done != want || err != nil {
+			t.Fatalf("started settle %d: %v %v, want done %v", i, done, err, want)
 		}
 	}
 
 	testkit.Eventually(t, 5*time.Second, func() bool {
-		return s.count(e.subj.ClaimPending("a.b")) == 5 && s.count(e.subj.ClaimCommitted("a.b")) == 3 &&
+		return s.count(e.subj.ClaimPending("a.b")) == 5 && s.count(e.subj.ClaimCommitted("a.b")) == 4 &&
 			s.count(e.subj.ClaimReleased("a.b")) == 1
-	}, "pending x5, committed x3, released")
+	}, "pending x5, committed x4, released")
 	// A sentinel published after everything else: once it is seen, nothing
 	// else can still be on its way from p.
 	p.HookStored("sentinel", "s", "", "h")
@@ -217,8 +233,8 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if n := s.count(e.subj.ClaimPending("a.b")); n != 5 {
 		t.Fatalf("pending events = %d, want 5 (Pending/Duplicate outcomes publish nothing)", n)
 	}
-	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 3 {
-		t.Fatalf("committed events = %d, want 3 (a stale settle publishes nothing)", n)
+	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 4 {
+		t.Fatalf("committed events = %d, want 4 (a stale settle publishes nothing)", n)
 	}
 	if c := s.on(e.subj.ClaimCommitted("a.b"))[2].ev; c.Key != "k5" || c.HookID != "h7" || c.Revision != r5.Revision {
 		t.Fatalf("committed payload of SettleOwnDigest %+v", c)

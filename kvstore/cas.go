@@ -416,7 +416,26 @@ func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (Async
 	return AsyncCreate{w: w}, nil
 }
 
-// AsyncCreate is a create in flight (CreateStart).
+// UpdateStart is Update's write started without waiting (expected last
+// subject sequence lastRev >= 1, the TTL), for a caller that starts many
+// and collects their acks with AsyncCreate.Wait (call it, as after
+// CreateStart). A write refused because the key is at another revision —
+// or because another write to it was still in flight, which Update would
+// send again — is ErrWrongLastSequence from Wait: the caller then takes
+// Update's path. An error here means nothing was sent.
+func (b *Bucket) UpdateStart(key string, value []byte, lastRev uint64, ttl time.Duration) (AsyncCreate, error) {
+	if lastRev == 0 {
+		return AsyncCreate{}, errors.New("kvstore: UpdateStart needs a revision >= 1")
+	}
+	w, err := b.acks.start(b.put+key, b.writeHeader(lastRev, ttl), value)
+	if err != nil {
+		return AsyncCreate{}, err
+	}
+	return AsyncCreate{w: w}, nil
+}
+
+// AsyncCreate is a create (CreateStart) or an update (UpdateStart) in
+// flight.
 type AsyncCreate struct{ w *ackWait }
 
 // Wait returns the create's revision once acked, ErrWrongLastSequence when

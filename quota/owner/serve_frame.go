@@ -26,18 +26,22 @@ type frameScratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return new(frameScratch) }}
 
-// claimBatch collects the answers of a frame's claims and sends them
-// together: when the last one is done, or claimLinger after an answer is
-// ready while others still wait on KV (a slow create delays the others of
-// its frame by that much, not by its own deadline).
+// claimBatch collects the answers of a frame's claims and settles and
+// sends them together: when the last claim or the last settle is done (the
+// claims' creates do not wait for the settles' syncs, nor the other way
+// round), or claimLinger after an answer is ready while others of its kind
+// still wait on KV (a slow create delays the others of its frame by that
+// much, not by its own deadline).
 type claimBatch struct {
 	w       *Worker
 	reply   string
 	answers []frame.Answer // by job slot; written by the job before it reports
+	claims  int            // slots below are claims', the others settles'
 
 	mu      sync.Mutex // held while a reply is built and published (replies stay in order)
 	left    int
-	pending []int // slots answered and not yet sent
+	kinds   [2]int // left of each kind: claims, settles
+	pending []int  // slots answered and not yet sent
 	timer   *time.Timer
 }
 
@@ -184,7 +188,7 @@ func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	if n == 0 {
 		return nil
 	}
-	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, n), left: n}
+	return &claimBatch{w: w, reply: reply, answers: make([]frame.Answer, n), claims: len(admitted), left: n, kinds: [2]int{len(admitted), len(settles)}}
 }
 
 // replyDecided publishes the immediate reply: every item decided so far;
@@ -203,8 +207,7 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 }
 
 // startClaims writes the admitted claims and settles of fs; each answers
-// into its slot of cb (the claims first, then the settles, each settle on
-// a runner of its own). With a store that starts claims (claims.ClaimStarter: pipelined
+// into its slot of cb (the claims first, then the settles: startSettles). With a store that starts claims (claims.ClaimStarter: pipelined
 // claim writes) every create of the frame goes out at once as an async
 // publish and one runner collects their acks in order (collectClaims);
 // otherwise, and for a claim that cannot be started, a runner per claim
@@ -229,10 +232,7 @@ func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
 	if len(started) > 0 {
 		w.runners.run(func() { w.collectClaims(started) })
 	}
-	for k, j := range fs.settles {
-		j.batch, j.slot = cb, len(fs.claims)+k
-		w.runners.run(j.run)
-	}
+	w.startSettles(fs, cb, len(fs.claims))
 }
 
 // startedJob is a claim job whose create is in flight.
@@ -273,11 +273,17 @@ func (b *claimBatch) done(slot int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.left--
+	kind := 0
+	if slot >= b.claims {
+		kind = 1
+	}
+	b.kinds[kind]--
 	b.pending = append(b.pending, slot)
 	switch {
-	case b.left == 0:
+	case b.left == 0 || b.kinds[kind] == 0:
 		if b.timer != nil {
 			b.timer.Stop()
+			b.timer = nil // the other kind's answers may linger anew
 		}
 		b.sendLocked()
 	case b.timer == nil:

@@ -89,6 +89,7 @@ type settleJob struct {
 	rev     uint64
 	ttl     time.Duration
 	timeout time.Duration
+	granted bool // this worker granted exactly this claim: one write (grants)
 
 	batch *claimBatch
 	slot  int
@@ -108,32 +109,96 @@ func (t *tenure) newSettleJob(it *frame.Item, index int) *settleJob {
 	return j
 }
 
-// run commits the claim, makes it durable, and answers.
+// run commits the claim, makes it durable, and answers: in one write when
+// this worker granted exactly that claim (see grants), else with the
+// store's read of the holder first.
 func (j *settleJob) run() {
-	defer j.t.finish()
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
-	a := settleAnswer(j.t.w.settle(ctx, j.id, j.hookID, j.rev, j.ttl))
+	w := j.t.w
+	var err error
+	if j.granted {
+		err = claims.SettleOwn(ctx, w.store, j.id, j.hookID, j.rev, j.ttl)
+	} else {
+		err = w.store.Settle(ctx, j.id, j.hookID, j.rev, j.ttl)
+	}
+	if err == nil {
+		err = kvstore.SyncWith(ctx, w.cfg.Sync)
+	}
+	j.answer(err)
+}
+
+// answer answers the settle with its outcome and finishes the job.
+func (j *settleJob) answer(err error) {
+	defer j.t.finish()
+	a := settleAnswer(err)
 	j.t.w.met.settle(a.Status)
 	a.Index = j.item
 	j.batch.answers[j.slot] = a
 	j.batch.done(j.slot)
 }
 
-// settle commits the claim on id at rev for hookID, kept ttl, and syncs:
-// in one write when this worker granted exactly that claim (see grants),
-// else with the store's read of the holder first.
-func (w *Worker) settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
-	var err error
-	if w.grants.take(id, hookID, rev) {
-		err = claims.SettleOwn(ctx, w.store, id, hookID, rev, ttl)
-	} else {
-		err = w.store.Settle(ctx, id, hookID, rev, ttl)
+// startSettles runs the admitted settles of fs, answering into cb from
+// slot first on. The granted ones whose write the store can start
+// (claims.SettleStarter: pipelined settle writes) go out at once as async
+// publishes, and one runner collects their acks and makes them durable
+// with one sync (collectSettles); every other settle runs on a runner of
+// its own (settleJob.run).
+func (w *Worker) startSettles(fs *frameScratch, cb *claimBatch, first int) {
+	var started []startedSettle
+	for k, j := range fs.settles {
+		j.batch, j.slot = cb, first+k
+		j.granted = w.grants.take(j.id, j.hookID, j.rev)
+		if j.granted && w.settler != nil {
+			if c, err := w.settler.StartSettleOwn(j.id, j.hookID, j.rev, j.ttl); err == nil {
+				started = append(started, startedSettle{j: j, c: c})
+				continue
+			}
+		}
+		w.runners.run(j.run)
 	}
-	if err != nil {
-		return err
+	if len(started) > 0 {
+		w.runners.run(func() { w.collectSettles(started) })
 	}
-	return kvstore.SyncWith(ctx, w.cfg.Sync)
+}
+
+// startedSettle is a settle job whose write is in flight.
+type startedSettle struct {
+	j *settleJob
+	c claims.StartedSettle
+}
+
+// collectSettles waits for the writes of started, within the latest of
+// their timeouts (as collectClaims), makes the landed ones durable with one
+// sync, and answers them; a refused write goes to a runner that takes
+// SettleOwn's full path (it sends a write again that met a busy key, or
+// reads the key to say why the claim is lost).
+func (w *Worker) collectSettles(started []startedSettle) {
+	timeout := started[0].j.timeout
+	for _, s := range started[1:] {
+		timeout = max(timeout, s.j.timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	landed := make([]*settleJob, 0, len(started))
+	for _, s := range started {
+		done, err := s.c.Wait(ctx)
+		switch {
+		case !done:
+			w.runners.run(s.j.run)
+		case err != nil:
+			s.j.answer(err)
+		default:
+			landed = append(landed, s.j)
+		}
+	}
+	if len(landed) == 0 {
+		return
+	}
+	err := kvstore.SyncWith(ctx, w.cfg.Sync)
+	for _, j := range landed {
+		j.answer(err)
+	}
 }
 
 // settleAnswer is a settle's answer to its outcome: ok, claim_lost (409),

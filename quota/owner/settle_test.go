@@ -38,6 +38,14 @@ func mustHit(t *testing.T, c *quota.Client, r quota.HitRequest) quota.HitReply {
 	return rep
 }
 
+// hitClaim is mustHit of claimHit(tenant, key, hookID): the hit and its
+// reply.
+func hitClaim(t *testing.T, c *quota.Client, tenant, key, hookID string) (quota.HitRequest, quota.HitReply) {
+	t.Helper()
+	r := claimHit(tenant, key, hookID)
+	return r, mustHit(t, c, r)
+}
+
 // claimState reads the claim of claim hit r.
 func claimState(t *testing.T, store claims.Store, r quota.HitRequest) claims.State {
 	t.Helper()
@@ -57,8 +65,7 @@ func TestSettleInAFrame(t *testing.T) {
 	t.Parallel()
 	_, e, w, c := single(t)
 	ctx := testkit.Context(t)
-	r := claimHit("acme", "k-1", "hook-1")
-	rep := mustHit(t, c, r)
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	items := c.Coalescer().Items()
 	s := settleOf(r, rep.Revision)
 	s.TTLMs = 90_000
@@ -137,8 +144,7 @@ func TestSettleRefusals(t *testing.T) {
 func TestSettleItemsCheckedByTheOwner(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
-	r := claimHit("acme", "k-1", "hook-1")
-	rep := mustHit(t, c, r)
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	n := quota.Partition("acme", quota.DefaultPartitions)
 	b := frame.AppendRequestHeader(nil, 4)
 	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "hook-1", 0, 0)
@@ -247,8 +253,7 @@ func TestSettleWaitsForTheSync(t *testing.T) {
 	g := &gateSync{open: make(chan struct{})}
 	_, _, _, c := single(t, WithSync(g))
 	ctx := testkit.Context(t)
-	r := claimHit("acme", "k-1", "hook-1")
-	rep := mustHit(t, c, r)
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	if g.calls.Load() != 0 {
 		t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
 	}
@@ -266,8 +271,7 @@ func TestSettleWaitsForTheSync(t *testing.T) {
 	}
 
 	g.fail.Store(true)
-	r2 := claimHit("acme", "k-2", "hook-2")
-	rep2 := mustHit(t, c, r2)
+	r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
 	if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
 	}
@@ -316,8 +320,7 @@ func TestSettleFallsBackToClaimsSettle(t *testing.T) {
 	defer func() { _ = sub.Unsubscribe() }()
 	c := e.client(t, k.Conn)
 
-	r := claimHit("acme", "k-1", "hook-1")
-	rep := mustHit(t, c, r)
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	if err := c.Settle(ctx, settleOf(r, rep.Revision)); err != nil {
 		t.Fatalf("settle through claims.settle: %v", err)
 	}
@@ -356,5 +359,25 @@ func TestGrantsBounded(t *testing.T) {
 	first := claims.ID{Tenant: "t", Source: "s", Key: key + "a" + string(rune(0))}
 	if g.take(first, "h", 1) {
 		t.Fatal("the first grant outlived two generations")
+	}
+}
+
+// A settle of a claim the owner granted, released meanwhile: its
+// pipelined write is refused, and the full path says claim_lost (no
+// commit appears).
+func TestGrantedSettleOfAReleasedClaim(t *testing.T) {
+	t.Parallel()
+	_, e, _, c := single(t)
+	ctx := testkit.Context(t)
+	r, rep := hitClaim(t, c, "acme", "k-r", "hook-r")
+	id := claims.ID{Tenant: "acme", Source: "s", Key: "k-r"}
+	if err := e.store.Release(ctx, id, "hook-r", rep.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("settle of a released claim: %v, want claims.ErrLost", err)
+	}
+	if st := claimState(t, e.store, r); st.State != claims.StateAbsent {
+		t.Fatalf("after the settle: %+v", st)
 	}
 }

@@ -55,6 +55,9 @@ type Worker struct {
 	// claim writes of a frame, serve_frame.go startClaims); else nil.
 	starter claims.ClaimStarter
 	grants  *grants // the claims granted to frame hits, for their settles
+	// settler is store when it starts settles without waiting (pipelined
+	// settle writes of a frame, settle.go startSettles); else nil.
+	settler claims.SettleStarter
 	id      string
 	log     *slog.Logger
 	met     *workerMetrics
@@ -126,6 +129,7 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		grants:  newGrants(),
 	}
 	w.starter, _ = store.(claims.ClaimStarter)
+	w.settler, _ = store.(claims.SettleStarter)
 	w.leases = lease.New(lease.Config{
 		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.Partitions, TTL: cfg.LeaseTTL, Log: w.log,
 	}, leaseOwner{w})
