@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,23 +38,6 @@ type imageConfig struct {
 // in the image).
 const systemCAs = "/etc/ssl/certs/ca-certificates.crt"
 
-// run runs a command and fails t with its output if it fails.
-func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			out = append(out, ee.Stderr...)
-		}
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
 // TestContainerImage builds the Containerfile as docs/DEPLOY.md says (the
 // static binary built outside, podman build --format docker) and inspects
 // the image: the edge as entrypoint, a non-root user, /data a volume the
@@ -81,7 +63,7 @@ func TestContainerImage(t *testing.T) {
 	_, _ = rand.Read(b)
 	tag := "localhost/sluice-edge-test:" + hex.EncodeToString(b)
 	run(t, "..", nil, podman, "build", "--quiet", "--format", "docker", "-t", tag, "-f", "Containerfile", ctx)
-	t.Cleanup(func() { _ = exec.Command(podman, "rmi", "--force", tag).Run() })
+	t.Cleanup(func() { _, _, _ = output("", nil, podman, "rmi", "--force", tag) })
 
 	var inspected []imageConfig
 	if err := json.Unmarshal(run(t, "", nil, podman, "image", "inspect", tag), &inspected); err != nil || len(inspected) != 1 {

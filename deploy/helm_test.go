@@ -6,12 +6,10 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,18 +31,14 @@ const chartDir = "helm/sluice"
 // with stderr.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var cmd *exec.Cmd
+	name := "go"
 	if bin := os.Getenv("SLUICE_HELM"); bin != "" {
-		cmd = exec.Command(bin, args...)
+		name = bin
 	} else {
-		cmd = exec.Command("go", append([]string{"run", helmModule}, args...)...)
+		args = append([]string{"run", helmModule}, args...)
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
+	out, _, err := output("", nil, name, args...)
+	return string(out), err
 }
 
 // obj is one decoded manifest (or part of one).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -75,7 +74,7 @@ func startAppWith(t testing.TB, dir, yaml string, opts []fx.Option, args ...stri
 		"--http-addr", "127.0.0.1:0",
 		"--partitions", "4",
 	}
-	cfg, err := config.Parse(append(base, args...), func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse(append(base, args...), nil, nil)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

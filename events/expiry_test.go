@@ -151,8 +151,7 @@ func TestExpiryWatcherSkipsKeysThatAreNotClaims(t *testing.T) {
 func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port := testkit.FreePort(t)
-	cfg := natsembed.ServerConfig{StoreDir: dir, Listen: fmt.Sprintf("127.0.0.1:%d", port)}
+	cfg := natsembed.ServerConfig{StoreDir: dir, Listen: testkit.FreeAddr(t)}
 	srv, err := natsembed.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -290,7 +290,7 @@ func (n *Node) startProc() error {
 // startInProc starts the node as an fx app in this process.
 func (n *Node) startInProc(t testing.TB) {
 	t.Helper()
-	cfg, err := config.Parse(n.args(), func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse(n.args(), nil, nil)
 	if err != nil {
 		t.Fatalf("node %d config: %v", n.i, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -50,7 +49,7 @@ func startApp(t *testing.T, yaml string, env map[string]string, log *slog.Logger
 		t.Fatal(err)
 	}
 	base := []string{"--config", cfgPath, "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0", "--partitions", "4"}
-	cfg, err := config.Parse(append(base, args...), func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.Parse(append(base, args...), func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -74,7 +73,7 @@ func startApp(t *testing.T, yaml string, env map[string]string, log *slog.Logger
 // port.
 func TestListenDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse(nil, nil, io.Discard)
+	cfg, err := config.Parse(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestListenDefaults(t *testing.T) {
 	}
 	// An empty host is refused without auth (config cannot tell it binds
 	// loopback); with a token it binds loopback.
-	if _, err := config.Parse([]string{"--nats-listen", ":0"}, nil, io.Discard); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+	if _, err := config.Parse([]string{"--nats-listen", ":0"}, nil, nil); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("--nats-listen :0 without auth: %v, want refused", err)
 	}
 	for _, args := range [][]string{{"--nats-listen", "127.0.0.1:0"}, {"--nats-listen", ":0", "--nats-token", strings.Repeat("t", 32)}} {
@@ -373,7 +372,7 @@ func startFuzzServiceApp(f *testing.F) *nats.Conn {
 	f.Helper()
 	dir := f.TempDir()
 	cfg, err := config.Parse([]string{"--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off",
-		"--http-addr", "127.0.0.1:0", "--partitions", "4", "--replay-capacity", "1000"}, func(string) string { return "" }, io.Discard)
+		"--http-addr", "127.0.0.1:0", "--partitions", "4", "--replay-capacity", "1000"}, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

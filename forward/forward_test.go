@@ -2,7 +2,6 @@ package forward_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -30,7 +29,7 @@ type link struct {
 func newLink(t *testing.T) *link {
 	t.Helper()
 	l := &link{}
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	var err error
 	if l.hubSrv, err = natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf}); err != nil {
 		t.Fatal(err)

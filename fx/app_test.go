@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -285,7 +284,7 @@ func TestClaimsPersistAsync(t *testing.T) {
 	// The stores alone on the kit's connection: a whole app failing in a
 	// constructor would leave its own connection open (fx runs no stop
 	// hooks then).
-	cfg, err := config.Parse([]string{"--nats-url", k.Server.ClientURL()}, func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse([]string{"--nats-url", k.Server.ClientURL()}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func BenchmarkEdgeHooks(b *testing.B) {
 //	go test -run '^$' -bench 'EdgeHooks|EdgeModeHooks' -benchtime 10000x -count 4 ./fx/
 func BenchmarkEdgeModeHooks(b *testing.B) {
 	dir := b.TempDir()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(b))
+	leaf := testkit.FreeAddr(b)
 	token := "bench-leaf-token-0123456789"
 	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", benchConfig(b, dir))
 	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token,

@@ -4,7 +4,6 @@ package sluicefx_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -28,7 +27,7 @@ import (
 //	go test -run '^$' -bench EdgeDrain -benchtime 100000x ./fx/
 func BenchmarkEdgeDrain(b *testing.B) {
 	dir := b.TempDir()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(b))
+	leaf := testkit.FreeAddr(b)
 	token := "bench-leaf-token-0123456789"
 	hubArgs := []string{"--data-dir", filepath.Join(dir, "hub"), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
 	edgeArgs := []string{"--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}

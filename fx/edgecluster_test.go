@@ -25,7 +25,7 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	for i := range 3 {
 		routePorts[i] = testkit.FreePort(t)
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i]))
-		leafs = append(leafs, fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)))
+		leafs = append(leafs, testkit.FreeAddr(t))
 	}
 	hubs := startTogether(t, 3, 120*time.Second, "hub node", func(i int) []string {
 		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),

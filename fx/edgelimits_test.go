@@ -78,7 +78,7 @@ func metricSum(metrics string, re *regexp.Regexp) float64 {
 // decide again.
 func TestEdgeModeFleetLimits(t *testing.T) {
 	t.Parallel()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	token := "leaf-secret-0123456789"
 	cfgPath := writeLimits(t)
 	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", cfgPath}
@@ -197,7 +197,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 // says why.
 func TestEdgeModePartitionMismatch(t *testing.T) {
 	t.Parallel()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	token := "leaf-secret-0123456789"
 	startNode(t, "--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token)
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token, "--partitions", "8")
@@ -218,7 +218,7 @@ func TestEdgeModeSplitShare(t *testing.T) {
 	t.Parallel()
 	cfgPath := writeLimits(t)
 	// No hub listens there: the edge is cut off from the start.
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
 		"--leaf-token", "leaf-secret-0123456789", "--config", cfgPath, "--split-share", "2")
 	if got := statuses(t, "acme", "alone", 8, func(int) *node { return ed }); got[http.StatusAccepted] != 5 || got[http.StatusTooManyRequests] != 3 {

@@ -127,7 +127,7 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 func TestEdgeModeHubOutage(t *testing.T) {
 	t.Parallel()
 	hubDir, edgeDir := t.TempDir(), t.TempDir()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	token := "leaf-secret-0123456789"
 	hubArgs := []string{"--data-dir", hubDir, "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
 	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
@@ -192,7 +192,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 // service, events, consumer acks or the outbox, and no hooks from the hub.
 func TestEdgeLeafIsolation(t *testing.T) {
 	t.Parallel()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	hubSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf, LeafToken: "leaf-secret-0123456789"})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +336,7 @@ func grepLines(s, sub string) string {
 // sluice_edge_split_keys_total), and both hooks are kept.
 func TestEdgeModeSplitKey(t *testing.T) {
 	t.Parallel()
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	token := "leaf-secret-0123456789"
 	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
 	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
@@ -419,7 +419,7 @@ func TestEdgeLeafTLS(t *testing.T) {
 	pki := testkit.NewPKI(t)
 	hubCert, hubKey := pki.Issue("hub")
 	edgeCert, edgeKey := pki.Issue("edge")
-	leaf := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	leaf := testkit.FreeAddr(t)
 	token := "leaf-secret-0123456789"
 	hub, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf, LeafToken: token,
 		LeafTLSCert: hubCert, LeafTLSKey: hubKey, LeafTLSCA: pki.CAFile})

@@ -3,7 +3,6 @@ package sluicefx_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,7 +27,7 @@ import (
 func startLogged(t *testing.T, args ...string) *testkit.LogBuffer {
 	t.Helper()
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off", "--data-dir", t.TempDir()}, args...),
-		func(string) string { return "" }, io.Discard)
+		nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +363,7 @@ func TestPasswordWarnings(t *testing.T) {
 func TestNATSAsyncErrorsInTheLog(t *testing.T) {
 	t.Parallel()
 	cfg, err := config.Parse([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off", "--data-dir", t.TempDir()},
-		func(string) string { return "" }, io.Discard)
+		nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

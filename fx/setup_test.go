@@ -2,7 +2,6 @@ package sluicefx_test
 
 import (
 	"context"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func TestMain(m *testing.M) { testkit.VerifyTestMain(m) }
 
 func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtest.App) {
 	t.Helper()
-	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4"}, args...), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +64,7 @@ func startNode(t testing.TB, args ...string) *node {
 // goroutines).
 func startNodeErr(t testing.TB, args ...string) (*node, error) {
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
-		func(string) string { return "" }, io.Discard)
+		nil, nil)
 	if err != nil {
 		return nil, err
 	}

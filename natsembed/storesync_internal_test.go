@@ -65,12 +65,32 @@ func forMode(t *testing.T, srv *Server, mode string) {
 func inEachSyncMode(t *testing.T, test func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog)) {
 	for _, mode := range syncModes {
 		t.Run(mode, func(t *testing.T) {
-			srv, js, l := startSyncServer(t)
-			forMode(t, srv, mode)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx, srv, js, l := startInMode(t, mode)
 			test(t, ctx, srv, js, l)
 		})
+	}
+}
+
+// startInMode starts a server whose rounds use mode, with a context bounded
+// to 10 s that ends with the test.
+func startInMode(t *testing.T, mode string) (context.Context, *Server, jetstream.JetStream, *syncLog) {
+	t.Helper()
+	srv, js, l := startSyncServer(t)
+	forMode(t, srv, mode)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx, srv, js, l
+}
+
+// createSynced creates the stream S (subjects s.>) and runs a round, so
+// that what the test writes next is all the next round has to sync.
+func createSynced(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream) {
+	t.Helper()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SyncStore(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -250,16 +270,8 @@ func TestStoreSyncNewBlock(t *testing.T) {
 // once that sync ended: released by a round that began after its writes,
 // never before they are durable.
 func TestWatchedRoundWaitsForTheSyncInFlight(t *testing.T) {
-	srv, js, l := startSyncServer(t)
-	forMode(t, srv, "watch")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SyncStore(); err != nil {
-		t.Fatal(err)
-	}
+	ctx, srv, js, l := startInMode(t, "watch")
+	createSynced(t, ctx, srv, js)
 	entered, gate := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	srv.store.mu.Lock()
@@ -299,16 +311,8 @@ func TestWatchedRoundWaitsForTheSyncInFlight(t *testing.T) {
 // not a failed sync: the round falls back to the walk, which syncs
 // everything, and later rounds walk.
 func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
-	srv, js, l := startSyncServer(t)
-	forMode(t, srv, "watch")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SyncStore(); err != nil {
-		t.Fatal(err)
-	}
+	ctx, srv, js, l := startInMode(t, "watch")
+	createSynced(t, ctx, srv, js)
 	l.take()
 	srv.store.mu.Lock()
 	srv.store.watch.close()

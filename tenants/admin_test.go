@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -85,20 +84,12 @@ func keyring(t *testing.T) *tenants.Keyring {
 // do sends a JSON request and returns the status and the raw reply.
 func do(t *testing.T, base, method, path, body string, hdr ...string) (int, string, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := map[string]string{}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		h[hdr[i]] = hdr[i+1]
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), res.Header
+	r := testkit.HTTP(t, method, base+path, []byte(body), h)
+	return r.Code, string(r.Body), r.Header
 }
 
 func mustDo(t *testing.T, base, method, path, body string, want int, hdr ...string) string {

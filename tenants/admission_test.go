@@ -21,7 +21,7 @@ func parseConfig(t *testing.T, yaml string) *config.Config {
 	if yaml != "" {
 		args = append(args, "--config", testkit.WriteTemp(t, "edge.yaml", []byte(yaml)))
 	}
-	cfg, err := config.Parse(args, func(string) string { return "" }, nil)
+	cfg, err := config.Parse(args, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

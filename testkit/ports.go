@@ -16,6 +16,13 @@ func FreePort(t testing.TB) int {
 	return FreePorts(t, 1)[0]
 }
 
+// FreeAddr is a loopback address, 127.0.0.1:<FreePort>, for a listener
+// given as host:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
 // FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago: each is held until all are found, so no two are the same.
 //

@@ -67,11 +67,7 @@ func New(t T, opts ...Option) *Kit {
 		t.Fatalf("testkit: connect: %v", err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("testkit: jetstream: %v", err)
-	}
-	return &Kit{Server: srv, Conn: nc, JS: js, Dir: cfg.StoreDir}
+	return &Kit{Server: srv, Conn: nc, JS: JetStream(t, nc), Dir: cfg.StoreDir}
 }
 
 // Context is a context that ends with the test (or after 30 s).

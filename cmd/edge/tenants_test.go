@@ -126,7 +126,7 @@ func TestSIGHUPReload(t *testing.T) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	keys := testkit.WriteTemp(t, "keys", []byte("k1 "+base64.StdEncoding.EncodeToString(key)))
-	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	addr := testkit.FreeAddr(t)
 	log := &testkit.LogBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)

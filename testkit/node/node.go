@@ -15,7 +15,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -58,7 +57,7 @@ func Start(t testkit.T, k *testkit.Kit, args ...string) *Node {
 func StartLogged(t testkit.T, k *testkit.Kit, log *slog.Logger, args ...string) *Node {
 	t.Helper()
 	all := append(append([]string{"--data-dir", t.TempDir()}, defaults...), args...)
-	cfg, err := config.Parse(all, func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse(all, nil, nil)
 	if err != nil {
 		t.Fatalf("node: config: %v", err)
 	}

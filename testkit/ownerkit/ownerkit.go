@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
@@ -28,10 +27,7 @@ import (
 func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option) *owner.Worker {
 	t.Helper()
 	ctx := testkit.Context(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("ownerkit: %v", err)
-	}
+	js := testkit.JetStream(t, nc)
 	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
 	if err != nil {
 		t.Fatalf("ownerkit: buckets: %v", err)
@@ -41,9 +37,7 @@ func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option)
 		if err != nil {
 			t.Fatalf("ownerkit: claims bucket: %v", err)
 		}
-		if store, err = claims.NewKV(cb); err != nil {
-			t.Fatalf("ownerkit: claims: %v", err)
-		}
+		store = testkit.ClaimsKV(t, cb)
 	}
 	w, err := owner.New(nc, leases, counts, store, opts...)
 	if err != nil {
