@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -42,6 +41,7 @@ type Publisher struct {
 	done    chan struct{}
 	once    sync.Once
 	outcome *prometheus.CounterVec
+	buf     []byte // send's, reused (run's goroutine only)
 }
 
 type outMsg struct {
@@ -222,8 +222,9 @@ func (p *Publisher) run() {
 }
 
 func (p *Publisher) send(m outMsg) {
-	data, err := json.Marshal(m.ev)
+	data, err := m.ev.appendJSON(p.buf[:0])
 	if err == nil {
+		p.buf = data // the connection copies what it publishes
 		err = p.nc.Publish(m.subject, data)
 	}
 	if err != nil {
