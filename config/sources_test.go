@@ -195,7 +195,7 @@ func TestLimits(t *testing.T) {
 		t.Errorf("partial: %+v %s", l, o)
 	}
 	// Rate validation.
-	for _, r := range []config.Rate{{0, 1}, {-1, 1}, {1, 0}} {
+	for _, r := range []config.Rate{{Rate: 0, Burst: 1}, {Rate: -1, Burst: 1}, {Rate: 1, Burst: 0}} {
 		if r.Validate() == nil {
 			t.Errorf("%+v valid", r)
 		}
