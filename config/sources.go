@@ -4,14 +4,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/nats-io/nkeys"
 
 	"github.com/sluice-dev/sluice/authz"
-	"github.com/sluice-dev/sluice/gcra"
 
+	"github.com/sluice-dev/sluice/internal/limits"
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -34,18 +33,13 @@ const (
 )
 
 // Rate is a GCRA budget: Rate units per second with bursts of up to Burst
-// units. A valid Rate has a finite Rate > 0 and Burst >= 1.
-type Rate struct {
-	Rate  float64 `json:"rate"`
-	Burst int64   `json:"burst"`
-}
+// units; Rate.Validate is the one rule for a valid rate (internal/limits,
+// shared with the edge, whose edge.Rate is the same type).
+type Rate = limits.Rate
 
 // Limits are a tenant's budgets: webhooks per second and body bytes per
-// second.
-type Limits struct {
-	Hooks Rate `json:"hooks"`
-	Bytes Rate `json:"bytes"`
-}
+// second (the same type as edge.Limits).
+type Limits = limits.Limits
 
 // Origin tells where a tenant's limits come from.
 type Origin string
@@ -175,34 +169,6 @@ func (c *Config) Limits(tenant string) (Limits, Origin) {
 		return *t.Limits, OriginTenant
 	}
 	return c.Defaults.Limits, OriginDefault
-}
-
-// Validate checks a Rate: finite Rate > 0, Burst >= 1, and the limit the
-// edge computes from it fits (gcra.LimitFromRate's rule, the one the edge
-// and its admin PUT apply): a rate accepted here never turns every hook into
-// a 500 invalid_limits.
-func (r Rate) Validate() error {
-	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
-		return fmt.Errorf("rate must be a finite number > 0, got %v", r.Rate)
-	}
-	if r.Burst < 1 {
-		return fmt.Errorf("burst must be >= 1, got %d", r.Burst)
-	}
-	if _, err := gcra.LimitFromRate(r.Rate, r.Burst); err != nil {
-		return fmt.Errorf("rate %v with burst %d: %w", r.Rate, r.Burst, err)
-	}
-	return nil
-}
-
-// Validate checks both rates of l.
-func (l Limits) Validate() error {
-	if err := l.Hooks.Validate(); err != nil {
-		return fmt.Errorf("hooks: %w", err)
-	}
-	if err := l.Bytes.Validate(); err != nil {
-		return fmt.Errorf("bytes: %w", err)
-	}
-	return nil
 }
 
 // ValidName reports whether s is a valid tenant or source name: 1..128 bytes

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -194,14 +196,48 @@ func TestLimits(t *testing.T) {
 	if want := (config.Limits{Hooks: config.Rate{Rate: 100, Burst: 3}, Bytes: config.Rate{Rate: 5, Burst: 6}}); l != want || o != config.OriginTenant {
 		t.Errorf("partial: %+v %s", l, o)
 	}
-	// Rate validation.
-	for _, r := range []config.Rate{{0, 1}, {-1, 1}, {1, 0}} {
-		if r.Validate() == nil {
-			t.Errorf("%+v valid", r)
+}
+
+// TestRateValidate: the one rate rule (internal/limits, which config.Rate
+// and edge.Rate alias) refuses what gcra.LimitFromRate refuses, and says why.
+func TestRateValidate(t *testing.T) {
+	for _, c := range []struct {
+		r    config.Rate
+		want string // "" for valid; else a substring of the error
+	}{
+		{config.Rate{Rate: 0.5, Burst: 1}, ""},
+		{config.Rate{Rate: 1e6, Burst: 1 << 40}, ""},
+		{config.Rate{Rate: 0, Burst: 1}, "rate must be a finite number > 0, got 0"},
+		{config.Rate{Rate: -1, Burst: 1}, "rate must be a finite number > 0, got -1"},
+		{config.Rate{Rate: math.NaN(), Burst: 1}, "rate must be a finite number > 0, got NaN"},
+		{config.Rate{Rate: math.Inf(1), Burst: 1}, "rate must be a finite number > 0, got +Inf"},
+		{config.Rate{Rate: 1, Burst: 0}, "burst must be >= 1, got 0"},
+		// Positive and finite, but no limit fits int64 microseconds.
+		{config.Rate{Rate: 1e-300, Burst: 1}, "rate 1e-300 with burst 1: "},
+		{config.Rate{Rate: 0.001, Burst: math.MaxInt64}, "with burst 9223372036854775807: "},
+	} {
+		err := c.r.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v, want valid", c.r, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: %v, want an error with %q", c.r, err, c.want)
+		}
+		// The rule agrees with the limit every hook computes.
+		if _, gerr := gcra.LimitFromRate(c.r.Rate, c.r.Burst); (gerr == nil) != (err == nil) {
+			t.Errorf("%+v: Validate %v but LimitFromRate %v", c.r, err, gerr)
 		}
 	}
-	if (config.Rate{Rate: 0.5, Burst: 1}).Validate() != nil {
-		t.Error("0.5/s invalid")
+	ok := config.Rate{Rate: 1, Burst: 1}
+	if err := (config.Limits{Hooks: ok, Bytes: ok}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	err := config.Limits{Hooks: ok, Bytes: config.Rate{Rate: 1e-300, Burst: 1}}.Validate()
+	if err == nil || !strings.HasPrefix(err.Error(), "bytes: ") || !errors.Is(err, gcra.ErrInvalidLimit) {
+		t.Fatalf("bytes too slow: %v", err)
+	}
+	if err := (config.Limits{Hooks: config.Rate{Burst: 1}, Bytes: ok}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "hooks: ") {
+		t.Fatalf("hooks zero: %v", err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/gcra"
 )
 
 // mountAdmin registers the admin API. Without an admin token every admin
@@ -109,8 +108,10 @@ func (h *Handler) getLimits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, limitsReply{Tenant: tenant, Limits: l, Origin: origin})
 }
 
+// validRate decides by Rate.Validate (the rule the file and tenant records
+// use too) and answers with the admin API's own reason text.
 func validRate(name string, r Rate) error {
-	if _, err := gcra.LimitFromRate(r.Rate, r.Burst); err != nil {
+	if r.Validate() != nil {
 		return errors.New(name + ": rate must be a finite number > 0 and burst an integer >= 1")
 	}
 	return nil

@@ -60,6 +60,19 @@ func TestAdminLimits(t *testing.T) {
 	for _, b := range []string{`{`, `{}`, `{"hooks":{"rate":0,"burst":1}}`, `{"hooks":{"rate":1,"burst":0}}`, `{"x":1}`} {
 		mustStatus(t, a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, b), 400)
 	}
+	// A bad rate is refused by the one rate rule (limits.Rate.Validate),
+	// with the admin API's own reason: also a positive rate too slow for
+	// any limit.
+	for _, c := range []struct{ body, reason string }{
+		{`{"hooks":{"rate":0,"burst":1}}`, "hooks: rate must be a finite number > 0 and burst an integer >= 1"},
+		{`{"bytes":{"rate":1e-300,"burst":1}}`, "bytes: rate must be a finite number > 0 and burst an integer >= 1"},
+	} {
+		r := a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, c.body)
+		mustStatus(t, r, 400)
+		if r.body["error"] != "invalid_request" || r.body["reason"] != c.reason {
+			t.Fatalf("PUT %s: %v", c.body, r.body)
+		}
+	}
 	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", adminToken, ""), 200)
 	mustStatus(t, a.admin("DELETE", "/v1/admin/tenants/slow/limits", adminToken, ""), 404)
 	if r := a.admin("GET", "/v1/admin/tenants/slow/limits", adminToken, ""); r.body["origin"] != "tenant" {

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/limits"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -104,17 +105,13 @@ type Policy interface {
 	Source(tenant, source string) (Source, error)
 }
 
-// Rate is a GCRA rate: Rate units per second with a burst of Burst units.
-type Rate struct {
-	Rate  float64 `json:"rate"`
-	Burst int64   `json:"burst"`
-}
+// Rate is a GCRA rate: Rate units per second with a burst of Burst units
+// (the same type as config.Rate: one rule, Rate.Validate, for a valid one).
+type Rate = limits.Rate
 
-// Limits are a tenant's budgets: hooks per second and body bytes per second.
-type Limits struct {
-	Hooks Rate `json:"hooks"`
-	Bytes Rate `json:"bytes"`
-}
+// Limits are a tenant's budgets: hooks per second and body bytes per second
+// (the same type as config.Limits).
+type Limits = limits.Limits
 
 // Limit origins reported by the admin API.
 const (

@@ -46,7 +46,7 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	h, err := New(Config{
 		Policy: headerSource{header: "Idempotency-Key", idem: true}, Admitter: c, Claims: store, Hooks: hooks, PendingTTL: time.Hour,
 		Limits: func(string) (Limits, string) {
-			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+			return Limits{Hooks: Rate{Rate: 1000, Burst: 1000}, Bytes: Rate{Rate: 1e9, Burst: 1e9}}, OriginDefault
 		},
 		Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
 	})

@@ -78,7 +78,7 @@ func TestLostAnswerReleasesClaim(t *testing.T) {
 	h, err := New(Config{
 		Policy: keyedSource, Admitter: adm, Claims: store, Hooks: &nopStorer{}, PendingTTL: time.Hour,
 		Limits: func(string) (Limits, string) {
-			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+			return Limits{Hooks: Rate{Rate: 1000, Burst: 1000}, Bytes: Rate{Rate: 1e9, Burst: 1e9}}, OriginDefault
 		},
 		Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
 	})
@@ -213,7 +213,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 		h, err := New(Config{
 			Policy: keyedSource, Admitter: owner, Claims: store, Hooks: &nopStorer{}, PendingTTL: pendingTTL,
 			Limits: func(string) (Limits, string) {
-				return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+				return Limits{Hooks: Rate{Rate: 1000, Burst: 1000}, Bytes: Rate{Rate: 1e9, Burst: 1e9}}, OriginDefault
 			},
 			Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
 		})

@@ -57,7 +57,7 @@ func TestShedsBeyondMaxInFlight(t *testing.T) {
 	h, err := New(Config{
 		Policy: anySource{}, Admitter: adm, Claims: mem, Hooks: store, MaxInFlight: max,
 		Limits: func(string) (Limits, string) {
-			return Limits{Hooks: Rate{1000, 1000}, Bytes: Rate{1e9, 1e9}}, OriginDefault
+			return Limits{Hooks: Rate{Rate: 1000, Burst: 1000}, Bytes: Rate{Rate: 1e9, Burst: 1e9}}, OriginDefault
 		},
 		StoreTimeout: 10 * time.Second, Gatherer: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry(),
 	})

@@ -9,24 +9,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/internal/jstest"
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
-// serverConn is a connection to an embedded server of the test's own
-// (testkit imports this package: internal tests cannot use it).
-func serverConn(t *testing.T) *nats.Conn {
+// serverConn is a connection to an embedded server of the test's own, and
+// its JetStream context (testkit imports this package: internal tests
+// cannot use it).
+func serverConn(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	_, nc, js := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	})
+	return nc, js
 }
 
 // noDirect is a stream whose direct gets find no responders, as a replicated
@@ -41,11 +36,7 @@ func (noDirect) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStr
 // responders is answered by the stream leader (a clean-clone CI run once saw
 // "no responders" from Get on an R3 bucket created a moment before).
 func TestGetWithoutDirectResponders(t *testing.T) {
-	nc := serverConn(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := serverConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b, err := OpenBucket(ctx, js, BucketConfig{Name: "direct"})

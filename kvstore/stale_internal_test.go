@@ -17,7 +17,7 @@ import (
 // on the same reply subject, first with that stale ack and only then with
 // its own (11).
 func TestStaleAckOnReusedIDDropped(t *testing.T) {
-	nc := serverConn(t)
+	nc, _ := serverConn(t)
 	writes := make(chan *nats.Msg, 4)
 	if _, err := nc.ChanSubscribe("stream.>", writes); err != nil {
 		t.Fatal(err)

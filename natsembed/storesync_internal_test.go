@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/jstest"
 )
 
 // syncLog records what a round synced (the real fsync still runs).
@@ -94,22 +96,11 @@ func createSynced(t *testing.T, ctx context.Context, srv *Server, js jetstream.J
 	}
 }
 
+// startSyncServer starts a server whose rounds' fsyncs the returned log
+// records.
 func startSyncServer(t *testing.T) (*Server, jetstream.JetStream, *syncLog) {
 	t.Helper()
-	srv, err := StartServer(ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, js := jstest.Start(t, func() (*Server, error) { return StartServer(ServerConfig{StoreDir: t.TempDir()}) })
 	l := &syncLog{}
 	srv.store.fsync = l.fsync
 	return srv, js, l

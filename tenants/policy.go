@@ -123,11 +123,11 @@ func (p *Policy) Limits(tenant string) (edge.Limits, string) {
 	cfg := p.cfg.Load()
 	if _, ok := cfg.Tenants[tenant]; !ok {
 		if rt := p.record(tenant); rt != nil && rt.rec.Limits != nil {
-			return EdgeLimits(tenantLimits(rt, cfg)), string(config.OriginTenant)
+			return tenantLimits(rt, cfg), string(config.OriginTenant)
 		}
 	}
 	l, origin := cfg.Limits(tenant)
-	return EdgeLimits(l), string(origin)
+	return l, string(origin)
 }
 
 func tenantLimits(rt *resolved, cfg *config.Config) config.Limits {
@@ -168,7 +168,7 @@ func EdgeSource(s config.Source) edge.Source {
 		}
 	}
 	if s.Limits != nil {
-		l := EdgeLimits(*s.Limits)
+		l := *s.Limits
 		out.Limits = &l
 	}
 	if s.Verifier != nil {
@@ -182,14 +182,6 @@ func EdgeSource(s config.Source) edge.Source {
 		}
 	}
 	return out
-}
-
-// EdgeLimits adapts limits to edge.Limits.
-func EdgeLimits(l config.Limits) edge.Limits {
-	return edge.Limits{
-		Hooks: edge.Rate{Rate: l.Hooks.Rate, Burst: l.Hooks.Burst},
-		Bytes: edge.Rate{Rate: l.Bytes.Rate, Burst: l.Bytes.Burst},
-	}
 }
 
 // Register adds the policy's gauge to reg: sluice_admission_open is 1

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/jstest"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -57,17 +58,8 @@ func New(t T, opts ...Option) *Kit {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err := natsembed.StartServer(cfg)
-	if err != nil {
-		t.Fatalf("testkit: start server: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatalf("testkit: connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	return &Kit{Server: srv, Conn: nc, JS: JetStream(t, nc), Dir: cfg.StoreDir}
+	srv, nc, js := jstest.Start(t, func() (*natsembed.Server, error) { return natsembed.StartServer(cfg) })
+	return &Kit{Server: srv, Conn: nc, JS: js, Dir: cfg.StoreDir}
 }
 
 // Context is a context that ends with the test (or after 30 s).
