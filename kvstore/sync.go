@@ -25,6 +25,29 @@ type noSync struct{}
 
 func (noSync) Sync(context.Context) error { return nil }
 
+// ThenSyncer is a Syncer that can also call back instead of blocking:
+// Then arranges for fn to be called with what Sync would have returned —
+// on the barrier's own goroutine, once a round that began after the call
+// has completed — so a caller with nothing else to do saves a goroutine's
+// wake-up per round. fn must not block (it delays the next round).
+type ThenSyncer interface {
+	Syncer
+	Then(fn func(error))
+}
+
+// SyncThen calls fn with s's sync outcome: at once with nil for a nil s,
+// through Then when s is a ThenSyncer, else after Sync(ctx) returned.
+func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
+	switch t := s.(type) {
+	case nil:
+		fn(nil)
+	case ThenSyncer:
+		t.Then(fn)
+	default:
+		fn(s.Sync(ctx))
+	}
+}
+
 // SyncWith calls s.Sync, or returns nil for a nil s.
 func SyncWith(ctx context.Context, s Syncer) error {
 	if s == nil {
@@ -58,6 +81,7 @@ type GroupSync struct {
 	mu     sync.Mutex
 	next   *syncRound // the round callers join (nil: none asked yet)
 	failed error      // the first round error: every later Sync fails
+	closed bool       // the loop has ended: nobody runs rounds
 
 	kick chan struct{}
 	stop chan struct{}
@@ -71,6 +95,7 @@ type GroupSync struct {
 type syncRound struct {
 	done chan struct{}
 	err  error
+	then []func(error) // called after done is closed, on the loop's goroutine
 }
 
 // NewGroupSync starts a barrier whose rounds call round (which must make
@@ -94,21 +119,9 @@ func NewGroupSync(round func() error) *GroupSync {
 // when it succeeded, ErrSyncFailed (also for every later call) when any
 // round failed, ctx's error when ctx ends first.
 func (g *GroupSync) Sync(ctx context.Context) error {
-	g.waits.Add(1)
-	g.mu.Lock()
-	if g.failed != nil {
-		g.mu.Unlock()
-		return g.failed
-	}
-	r := g.next
+	r, err := g.join(nil)
 	if r == nil {
-		r = &syncRound{done: make(chan struct{})}
-		g.next = r
-	}
-	g.mu.Unlock()
-	select {
-	case g.kick <- struct{}{}:
-	default: // a kick is pending: the loop will take r
+		return err
 	}
 	select {
 	case <-r.done:
@@ -120,8 +133,47 @@ func (g *GroupSync) Sync(ctx context.Context) error {
 	}
 }
 
+// Then calls fn, on the barrier's goroutine, with what Sync would return
+// once a round that began after this call has completed (ThenSyncer); at
+// once, on the caller's goroutine, when the barrier has failed or closed.
+func (g *GroupSync) Then(fn func(error)) {
+	if _, err := g.join(fn); err != nil {
+		fn(err)
+	}
+}
+
+// join adds a caller (with fn, a callback) to the next round and kicks the
+// loop: the round, or nil and the error that answers at once.
+func (g *GroupSync) join(fn func(error)) (*syncRound, error) {
+	g.waits.Add(1)
+	g.mu.Lock()
+	if g.failed != nil {
+		g.mu.Unlock()
+		return nil, g.failed
+	}
+	if g.closed {
+		g.mu.Unlock()
+		return nil, ErrSyncClosed
+	}
+	r := g.next
+	if r == nil {
+		r = &syncRound{done: make(chan struct{})}
+		g.next = r
+	}
+	if fn != nil {
+		r.then = append(r.then, fn)
+	}
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default: // a kick is pending: the loop will take r
+	}
+	return r, nil
+}
+
 func (g *GroupSync) loop() {
 	defer close(g.done)
+	defer g.closeNext()
 	for {
 		g.mu.Lock()
 		r := g.next
@@ -160,6 +212,25 @@ func (g *GroupSync) run(r *syncRound) {
 		g.mu.Unlock()
 	}
 	close(r.done)
+	for _, fn := range r.then {
+		fn(r.err)
+	}
+}
+
+// closeNext ends the barrier's loop: no caller joins a round any more,
+// and the callbacks of the round nobody will run get ErrSyncClosed (its
+// blocked callers see g.done).
+func (g *GroupSync) closeNext() {
+	g.mu.Lock()
+	g.closed = true
+	r := g.next
+	g.next = nil
+	g.mu.Unlock()
+	if r != nil {
+		for _, fn := range r.then {
+			fn(ErrSyncClosed)
+		}
+	}
 }
 
 // Close stops the barrier: waiting and later callers get ErrSyncClosed.

@@ -140,3 +140,109 @@ func TestGroupSyncClose(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// Then calls back on the barrier's goroutine after a round that began
+// after the call, with what Sync would return: never from the round
+// already running when it was called; ErrSyncClosed for a round Close
+// left unrun; at once once the barrier has failed or closed.
+func TestGroupSyncThen(t *testing.T) {
+	started := make(chan int, 8)
+	gate := make(chan struct{})
+	var rounds atomic.Int64
+	var fail atomic.Bool
+	g := kvstore.NewGroupSync(func() error {
+		started <- int(rounds.Add(1))
+		<-gate
+		if fail.Load() {
+			return errors.New("input/output error")
+		}
+		return nil
+	})
+	got := make(chan error, 8)
+	then := func(err error) { got <- err }
+	wait := func(what string) error {
+		t.Helper()
+		select {
+		case err := <-got:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no callback", what)
+			return nil
+		}
+	}
+
+	g.Then(then) // starts round 1
+	if n := <-started; n != 1 {
+		t.Fatalf("round %d started", n)
+	}
+	g.Then(then) // while round 1 runs: round 2's
+	gate <- struct{}{}
+	if err := wait("round 1"); err != nil {
+		t.Fatal(err)
+	}
+	<-started // round 2 began
+	select {
+	case err := <-got:
+		t.Fatalf("the second callback came from round 1: %v", err)
+	default:
+	}
+	fail.Store(true)
+	gate <- struct{}{}
+	if err := wait("round 2"); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("a failed round: %v, want ErrSyncFailed", err)
+	}
+	g.Then(then) // after the failure: at once
+	if err := wait("after the failure"); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("after a failed round: %v", err)
+	}
+	g.Close()
+	g.Then(then)
+	if err := wait("after Close"); !errors.Is(err, kvstore.ErrSyncFailed) && !errors.Is(err, kvstore.ErrSyncClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// Close never loses a callback: one queued for the round after the one
+// running is called once, with nil when that round still ran or
+// ErrSyncClosed when Close stopped the loop first (under -race, as .ci/run
+// runs it, both orders happen over the iterations: about half each).
+func TestGroupSyncThenAtClose(t *testing.T) {
+	var closedSeen int
+	for range 50 {
+		started := make(chan struct{}, 1)
+		release := make(chan struct{})
+		g := kvstore.NewGroupSync(func() error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil
+		})
+		first, second := make(chan error, 2), make(chan error, 2)
+		g.Then(func(err error) { first <- err })
+		<-started
+		g.Then(func(err error) { second <- err }) // the next round's
+		closed := make(chan struct{})
+		go func() { g.Close(); close(closed) }()
+		close(release) // round 1 ends; round 2, if it starts, does not block
+		<-closed
+		if err := <-first; err != nil {
+			t.Fatalf("the round in progress: %v", err)
+		}
+		select {
+		case err := <-second:
+			if errors.Is(err, kvstore.ErrSyncClosed) {
+				closedSeen++
+			} else if err != nil {
+				t.Fatalf("a callback of the next round: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a callback of the round Close left was never called")
+		}
+		if len(second) != 0 {
+			t.Fatal("a callback was called twice")
+		}
+	}
+	t.Logf("%d of 50 callbacks answered ErrSyncClosed", closedSeen)
+}

@@ -170,7 +170,7 @@ type startedSettle struct {
 
 // collectSettles waits for the writes of started, within the latest of
 // their timeouts (as collectClaims), makes the landed ones durable with one
-// sync, and answers them; a refused write goes to a runner that takes
+// sync, and answers them (kvstore.SyncThen); a refused write goes to a runner that takes
 // SettleOwn's full path (it sends a write again that met a busy key, or
 // reads the key to say why the claim is lost).
 func (w *Worker) collectSettles(started []startedSettle) {
@@ -195,10 +195,13 @@ func (w *Worker) collectSettles(started []startedSettle) {
 	if len(landed) == 0 {
 		return
 	}
-	err := kvstore.SyncWith(ctx, w.cfg.Sync)
-	for _, j := range landed {
-		j.answer(err)
-	}
+	// With the group commit, the round's own goroutine answers them: no
+	// wake-up of this runner between the round and the reply.
+	kvstore.SyncThen(ctx, w.cfg.Sync, func(err error) {
+		for _, j := range landed {
+			j.answer(err)
+		}
+	})
 }
 
 // settleAnswer is a settle's answer to its outcome: ok, claim_lost (409),
