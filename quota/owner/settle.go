@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -196,11 +197,25 @@ func (w *Worker) collectSettles(started []startedSettle) {
 		return
 	}
 	// With the group commit, the round's own goroutine answers them: no
-	// wake-up of this runner between the round and the reply.
+	// wake-up of this runner between the round and the reply. The
+	// deadline still holds: a round that has not ended by then (a stuck
+	// disk) answers them unavailable, so the jobs finish (and the worker
+	// can stop) as with a blocking Sync.
+	var once sync.Once
+	answer := func(err error) {
+		once.Do(func() {
+			for _, j := range landed {
+				j.answer(err)
+			}
+		})
+	}
+	dl, _ := ctx.Deadline()
+	late := time.AfterFunc(time.Until(dl), func() {
+		answer(fmt.Errorf("%w: waiting for the store's sync: %w", kvstore.ErrUnavailable, context.DeadlineExceeded))
+	})
 	kvstore.SyncThen(ctx, w.cfg.Sync, func(err error) {
-		for _, j := range landed {
-			j.answer(err)
-		}
+		late.Stop()
+		answer(err)
 	})
 }
 

@@ -381,3 +381,39 @@ func TestGrantedSettleOfAReleasedClaim(t *testing.T) {
 		t.Fatalf("after the settle: %+v", st)
 	}
 }
+
+// stuckSync is a ThenSyncer whose rounds never end (a stuck disk): Sync
+// waits for its context, Then keeps the callback.
+type stuckSync struct {
+	thens atomic.Int64
+}
+
+func (s *stuckSync) Sync(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *stuckSync) Then(func(error)) { s.thens.Add(1) }
+
+// A frame's settles waiting on a round that never ends are answered
+// unavailable at their deadline, and the worker still stops: the callback
+// does not hold the jobs past it.
+func TestSettleDeadlineWithAStuckSync(t *testing.T) {
+	t.Parallel()
+	st := &stuckSync{}
+	_, _, w, c := single(t, WithSync(st))
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, quota.ErrUnavailable) {
+		t.Fatalf("settle on a stuck sync: %v, want quota.ErrUnavailable", err)
+	}
+	if st.thens.Load() != 1 {
+		t.Fatalf("%d callbacks asked, want 1 (the pipelined settle)", st.thens.Load())
+	}
+	stop, cancelStop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelStop()
+	if err := w.Stop(stop); err != nil {
+		t.Fatalf("stop with a settle's round stuck: %v", err)
+	}
+}
