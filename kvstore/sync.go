@@ -35,17 +35,31 @@ type ThenSyncer interface {
 	Then(fn func(error))
 }
 
-// SyncThen calls fn with s's sync outcome: at once with nil for a nil s,
-// through Then when s is a ThenSyncer, else after Sync(ctx) returned.
+// SyncThen calls fn once with s's sync outcome, what Sync(ctx) would
+// return: at once with nil for a nil s; for a ThenSyncer through Then, or
+// with ctx's error (ErrUnavailable, as Sync's) when ctx ends first — a
+// round that never ends (a stuck disk) does not hold fn past ctx; else
+// after Sync(ctx) returned. The caller keeps ctx alive until fn is called.
 func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
 	switch t := s.(type) {
 	case nil:
 		fn(nil)
 	case ThenSyncer:
-		t.Then(fn)
+		var once sync.Once
+		call := func(err error) { once.Do(func() { fn(err) }) }
+		stop := context.AfterFunc(ctx, func() { call(waitErr(ctx)) })
+		t.Then(func(err error) {
+			stop()
+			call(err)
+		})
 	default:
 		fn(s.Sync(ctx))
 	}
+}
+
+// waitErr is a sync wait's error when ctx ended first.
+func waitErr(ctx context.Context) error {
+	return fmt.Errorf("%w: waiting for the store's sync: %w", ErrUnavailable, ctx.Err())
 }
 
 // SyncWith calls s.Sync, or returns nil for a nil s.
@@ -127,7 +141,7 @@ func (g *GroupSync) Sync(ctx context.Context) error {
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for the store's sync: %w", ErrUnavailable, ctx.Err())
+		return waitErr(ctx)
 	case <-g.done:
 		return ErrSyncClosed
 	}

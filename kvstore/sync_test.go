@@ -209,16 +209,8 @@ func TestGroupSyncThen(t *testing.T) {
 func TestGroupSyncThenAtClose(t *testing.T) {
 	var closedSeen int
 	for range 50 {
-		started := make(chan struct{}, 1)
 		release := make(chan struct{})
-		g := kvstore.NewGroupSync(func() error {
-			select {
-			case started <- struct{}{}:
-			default:
-			}
-			<-release
-			return nil
-		})
+		g, started := gatedSync(release)
 		first, second := make(chan error, 2), make(chan error, 2)
 		g.Then(func(err error) { first <- err })
 		<-started
@@ -245,4 +237,56 @@ func TestGroupSyncThenAtClose(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 50 callbacks answered ErrSyncClosed", closedSeen)
+}
+
+// SyncThen answers a ThenSyncer's caller with ErrUnavailable when its ctx
+// ends before the round (a stuck disk), and only once: the round's own
+// callback, when it finally comes, calls nothing more.
+func TestSyncThenDeadline(t *testing.T) {
+	gate := make(chan struct{})
+	g, started := gatedSync(gate)
+	defer g.Close()
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	defer release() // before Close, even when the test fails early
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	got := make(chan error, 2)
+	kvstore.SyncThen(ctx, g, func(err error) { got <- err })
+	<-started
+	select {
+	case err := <-got:
+		if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("past the deadline: %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no callback at the deadline")
+	}
+	release() // the round ends: its callback must not call fn again
+	if err := g.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("fn called twice: %v", <-got)
+	}
+	// Before its deadline, fn gets the round's outcome.
+	ok := make(chan error, 1)
+	kvstore.SyncThen(context.Background(), g, func(err error) { ok <- err })
+	if err := <-ok; err != nil {
+		t.Fatalf("a round in time: %v", err)
+	}
+}
+
+// gatedSync is a barrier whose rounds say on started that one began (the
+// first, when several do) and last until gate is closed.
+func gatedSync(gate <-chan struct{}) (*kvstore.GroupSync, <-chan struct{}) {
+	started := make(chan struct{}, 1)
+	return kvstore.NewGroupSync(func() error {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-gate
+		return nil
+	}), started
 }

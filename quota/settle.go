@@ -25,7 +25,9 @@ import (
 // that it serves settle items (so after a Hit of that partition); the owner
 // commits a claim it took itself in one revision-checked write. Otherwise
 // — coalescing off, an owner that predates settle items, strings too long
-// for a frame — it is one JSON request to <prefix>.v1.claims.settle.
+// for a frame — it is one JSON request to <prefix>.v1.claims.settle (the
+// client's prefix: an edge's client, whose prefix is quota.HubPrefix's,
+// has no service there, and settles its hooks' claims in process).
 //
 // Errors: claims.ErrLost when the revision is stale, another hook id holds
 // the claim or it is already committed; ErrInvalid; ErrUnavailable.

@@ -3,7 +3,6 @@ package owner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -180,7 +179,6 @@ func (w *Worker) collectSettles(started []startedSettle) {
 		timeout = max(timeout, s.j.timeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	landed := make([]*settleJob, 0, len(started))
 	for _, s := range started {
 		done, err := s.c.Wait(ctx)
@@ -194,28 +192,18 @@ func (w *Worker) collectSettles(started []startedSettle) {
 		}
 	}
 	if len(landed) == 0 {
+		cancel()
 		return
 	}
 	// With the group commit, the round's own goroutine answers them: no
-	// wake-up of this runner between the round and the reply. The
-	// deadline still holds: a round that has not ended by then (a stuck
-	// disk) answers them unavailable, so the jobs finish (and the worker
-	// can stop) as with a blocking Sync.
-	var once sync.Once
-	answer := func(err error) {
-		once.Do(func() {
-			for _, j := range landed {
-				j.answer(err)
-			}
-		})
-	}
-	dl, _ := ctx.Deadline()
-	late := time.AfterFunc(time.Until(dl), func() {
-		answer(fmt.Errorf("%w: waiting for the store's sync: %w", kvstore.ErrUnavailable, context.DeadlineExceeded))
-	})
+	// wake-up of this runner between the round and the reply. A round
+	// that has not ended by the deadline (a stuck disk) answers them
+	// unavailable (SyncThen), so the jobs finish and the worker can stop.
 	kvstore.SyncThen(ctx, w.cfg.Sync, func(err error) {
-		late.Stop()
-		answer(err)
+		cancel()
+		for _, j := range landed {
+			j.answer(err)
+		}
 	})
 }
 
