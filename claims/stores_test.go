@@ -32,8 +32,6 @@ func bucketName(stem string) string { return fmt.Sprintf("%s_%d", stem, bucketSe
 
 func noElapse(time.Duration) {}
 
-// newKV, newKVReplay and newMemory construct a store, failing the test on
-// an error.
 // kvClaims is the setup of the KV store's own tests: a server of its
 // own, a bucket "claims" on it, the store on the bucket and a context
 // ending with the test.
@@ -45,31 +43,21 @@ func kvClaims(t *testing.T) (context.Context, *kvstore.Bucket, *claims.KV) {
 	return ctx, b, newKV(t, b)
 }
 
+// newKV, newKVReplay and newMemory construct a store, failing the test on
+// an error.
 func newKV(t testing.TB, b *kvstore.Bucket, opts ...claims.KVOption) *claims.KV {
 	t.Helper()
-	s, err := claims.NewKV(b, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Must(claims.NewKV(b, opts...))(t)
 }
 
 func newKVReplay(t testing.TB, b *kvstore.Bucket, skew time.Duration, opts ...claims.KVOption) *claims.KVReplay {
 	t.Helper()
-	r, err := claims.NewKVReplay(b, skew, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return testkit.Must(claims.NewKVReplay(b, skew, opts...))(t)
 }
 
 func newMemory(t testing.TB, opts ...claims.MemOption) *claims.Memory {
 	t.Helper()
-	m, err := claims.NewMemory(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testkit.Must(claims.NewMemory(opts...))(t)
 }
 
 func TestKVStore(t *testing.T) {

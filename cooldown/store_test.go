@@ -57,11 +57,7 @@ func parallelEnv(t *testing.T) (*env, int64) {
 // newStore is cooldown.New failing the test on an error.
 func newStore(t testing.TB, b *kvstore.Bucket, opts ...cooldown.Option) *cooldown.Store {
 	t.Helper()
-	s, err := cooldown.New(b, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Must(cooldown.New(b, opts...))(t)
 }
 
 // testBudget replaces the 250 ms default in tests that expect the shared

@@ -165,20 +165,12 @@ func (e *env) realQuota(c *Config) {
 // error.
 func newKVReplay(t testing.TB, b *kvstore.Bucket) *claims.KVReplay {
 	t.Helper()
-	r, err := claims.NewKVReplay(b, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return testkit.Must(claims.NewKVReplay(b, 0))(t)
 }
 
 func newCooldown(t testing.TB, b *kvstore.Bucket) *cooldown.Store {
 	t.Helper()
-	s, err := cooldown.New(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Must(cooldown.New(b))(t)
 }
 
 // start runs the service with the fake Quota; mutate may change the config

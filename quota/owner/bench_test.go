@@ -114,7 +114,7 @@ func BenchmarkHit(b *testing.B) {
 func BenchmarkClaimCreate(b *testing.B) {
 	k, e := kitEnv(b)
 	cnc := connect(b, k)
-	js := jsOf(b, cnc)
+	js := testkit.JetStream(b, cnc)
 	var seq atomic.Int64
 	val := []byte(`{"s":"p","h":"hook"}`)
 	ttl := 30 * time.Second

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"go.uber.org/goleak"
 
@@ -87,7 +86,7 @@ func connect(t testing.TB, k *testkit.Kit) *nats.Conn {
 // JetStream (each worker talks to KV over its own connection).
 func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvstore.Bucket, store claims.Store) {
 	t.Helper()
-	js := jsOf(t, nc)
+	js := testkit.JetStream(t, nc)
 	ctx := testkit.Context(t)
 	var err error
 	if leases, err = kvstore.OpenBucket(ctx, js, quota.LeasesBucket(e.prefix, e.replicas)); err != nil {
@@ -106,11 +105,7 @@ func (e *fleetEnv) bucketsOn(t testing.TB, nc *nats.Conn) (leases, counts *kvsto
 // newMemory is claims.NewMemory failing the test on an error.
 func newMemory(t testing.TB) *claims.Memory {
 	t.Helper()
-	m, err := claims.NewMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testkit.Must(claims.NewMemory())(t)
 }
 
 // newWorker starts a worker on nc over the env's own bucket handles and
@@ -135,11 +130,7 @@ func (e *fleetEnv) runWorker(t testing.TB, nc *nats.Conn, leases, counts *kvstor
 // mustLimiter is gcra.NewLimiter failing the test on an error.
 func mustLimiter(t testing.TB) *gcra.Limiter {
 	t.Helper()
-	l, err := gcra.NewLimiter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return testkit.Must(gcra.NewLimiter())(t)
 }
 
 // startWorker starts a worker on nc (its own buckets handles) and stops it
@@ -218,15 +209,6 @@ func ownerOf(n int, ws ...*Worker) int {
 func hooks(tenant string, burst int64) quota.Charge {
 	inc := int64(time.Hour / time.Microsecond)
 	return quota.Charge{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
-}
-
-func jsOf(t testing.TB, nc *nats.Conn) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // single starts one server, the env's buckets on it, one worker (with
