@@ -445,15 +445,8 @@ type sourceInput struct {
 
 // sourceFields are a source's settings as a write gives them.
 type sourceFields struct {
-	Verify         *Verify    `json:"verify"`
-	Dedupe         string     `json:"dedupe"`
-	MaxBodyBytes   int64      `json:"max_body_bytes"`
-	EventType      string     `json:"event_type"`
-	Handshake      string     `json:"handshake"`
-	Methods        []string   `json:"methods"`
-	ContentTypes   []string   `json:"content_types"`
-	IPAllow        []string   `json:"ip_allow"`
-	Limits         *Limits    `json:"limits"`
+	Verify *Verify `json:"verify"`
+	SourceSettings
 	Secret         *string    `json:"secret"`
 	SecretNotAfter *time.Time `json:"secret_not_after"`
 }
@@ -480,8 +473,7 @@ func (a *Admin) putSource(w http.ResponseWriter, r *http.Request) {
 // sources of putTenant).
 func (a *Admin) setSource(t *Tenant, tenant, source string, in *sourceFields, now time.Time) error {
 	old := t.Sources[source]
-	s := &Source{Verify: in.Verify, Dedupe: in.Dedupe, MaxBodyBytes: in.MaxBodyBytes, EventType: in.EventType, Limits: in.Limits,
-		Handshake: in.Handshake, Methods: in.Methods, ContentTypes: in.ContentTypes, IPAllow: in.IPAllow}
+	s := &Source{Verify: in.Verify, SourceSettings: in.SourceSettings}
 	if len(t.Sources) >= MaxSources && old == nil {
 		return fieldErr("sources", "at most %d sources per tenant", MaxSources)
 	}

@@ -91,12 +91,12 @@ func TestValidateNamesTheField(t *testing.T) {
 		{tenants.Tenant{Name: "a/b"}, "name"},
 		{tenants.Tenant{Name: "a", Limits: &tenants.Limits{Hooks: rate(0, 1)}}, "limits.hooks"},
 		{tenants.Tenant{Name: "a", Limits: &tenants.Limits{}}, "limits"},
-		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {Dedupe: "nope:x"}}}, "sources.gh.dedupe"},
-		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {MaxBodyBytes: -1}}}, "sources.gh.max_body_bytes"},
+		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {SourceSettings: tenants.SourceSettings{Dedupe: "nope:x"}}}}, "sources.gh.dedupe"},
+		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {SourceSettings: tenants.SourceSettings{MaxBodyBytes: -1}}}}, "sources.gh.max_body_bytes"},
 		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {Verify: &tenants.Verify{Scheme: "bitbucket"}}}}, "sources.gh.verify.scheme"},
 		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {Verify: &tenants.Verify{Scheme: "github", Params: map[string]string{"x": "y"}}}}}, "sources.gh.verify.params.x"},
 		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {Verify: &tenants.Verify{Scheme: "github"}}}}, "sources.gh.secret"},
-		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {Limits: &tenants.Limits{Bytes: rate(1, 0)}}}}, "sources.gh.limits.bytes"},
+		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"gh": {SourceSettings: tenants.SourceSettings{Limits: &tenants.Limits{Bytes: rate(1, 0)}}}}}, "sources.gh.limits.bytes"},
 		{tenants.Tenant{Name: "a", Sources: map[string]*tenants.Source{"..": {}}}, "sources..."},
 	} {
 		var fe *tenants.FieldError

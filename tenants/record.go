@@ -76,6 +76,12 @@ type Source struct {
 	// Secrets are the scheme's secrets; a request verifies with any live
 	// one (rotation overlaps).
 	Secrets []Secret `json:"secrets,omitempty"`
+	SourceSettings
+}
+
+// SourceSettings are a source's settings besides its verification: a
+// source's record and a write of one (the admin API) share them.
+type SourceSettings struct {
 	// Dedupe is a dedupe spec ("": the default).
 	Dedupe string `json:"dedupe,omitempty"`
 	// MaxBodyBytes bounds the body (0: the default).
