@@ -3,10 +3,13 @@ package tenants_test
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/tenants"
@@ -103,5 +106,34 @@ func TestValidateNamesTheField(t *testing.T) {
 		if err := c.t.Validate(); !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("%+v: %v, want field %s", c.t, err, c.field)
 		}
+	}
+}
+
+// TestSourceStoredForm pins a source record's JSON, which nodes of every
+// version read from the tenants bucket: its settings are flat beside
+// verify and secrets (SourceSettings is embedded, not a nested object).
+func TestSourceStoredForm(t *testing.T) {
+	s := tenants.Source{
+		Verify:  &tenants.Verify{Scheme: "github"},
+		Secrets: []tenants.Secret{{ID: "s1", Fingerprint: "f", CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		SourceSettings: tenants.SourceSettings{
+			Dedupe: "header:X-Id", MaxBodyBytes: 10, EventType: "github", Handshake: "slack",
+			Methods: []string{"POST"}, ContentTypes: []string{"application/json"}, IPAllow: []string{"10.0.0.0/8"},
+			Limits: &tenants.Limits{Hooks: &config.Rate{Rate: 1, Burst: 2}},
+		},
+	}
+	got, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"verify":{"scheme":"github"},"secrets":[{"id":"s1","fingerprint":"f","created_at":"2026-01-01T00:00:00Z"}],` +
+		`"dedupe":"header:X-Id","max_body_bytes":10,"event_type":"github","handshake":"slack","methods":["POST"],` +
+		`"content_types":["application/json"],"ip_allow":["10.0.0.0/8"],"limits":{"hooks":{"rate":1,"burst":2}}}`
+	if string(got) != want {
+		t.Fatalf("a source's stored form changed:\n got %s\nwant %s", got, want)
+	}
+	var back tenants.Source
+	if err := json.Unmarshal([]byte(want), &back); err != nil || !reflect.DeepEqual(back, s) {
+		t.Fatalf("decoding the stored form: %+v, %v; want %+v", back, err, s)
 	}
 }
