@@ -199,7 +199,7 @@ func TestLimits(t *testing.T) {
 }
 
 // TestRateValidate: the one rate rule (internal/limits, which config.Rate
-// and edge.Rate alias) refuses what gcra.LimitFromRate refuses, and says why.
+// and edge.Rate alias) refuses what gcra.LimitFromRate or LimitFromRateN refuses, and says why.
 func TestRateValidate(t *testing.T) {
 	for _, c := range []struct {
 		r    config.Rate
@@ -215,6 +215,10 @@ func TestRateValidate(t *testing.T) {
 		// Positive and finite, but no limit fits int64 microseconds.
 		{config.Rate{Rate: 1e-300, Burst: 1}, "rate 1e-300 with burst 1: "},
 		{config.Rate{Rate: 0.001, Burst: math.MaxInt64}, "with burst 9223372036854775807: "},
+		// LimitFromRate's rounded interval fits, but the bytes budget's
+		// capacity (burst / rate, rounded once) overflows.
+		{config.Rate{Rate: 1e6 / 1.4, Burst: 7e18}, "with burst 7000000000000000000: "},
+		{config.Rate{Rate: 1e6 / 2.4, Burst: 4e18}, "with burst 4000000000000000000: "},
 	} {
 		err := c.r.Validate()
 		switch {
@@ -223,9 +227,12 @@ func TestRateValidate(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%+v: %v, want an error with %q", c.r, err, c.want)
 		}
-		// The rule agrees with the limit every hook computes.
-		if _, gerr := gcra.LimitFromRate(c.r.Rate, c.r.Burst); (gerr == nil) != (err == nil) {
-			t.Errorf("%+v: Validate %v but LimitFromRate %v", c.r, err, gerr)
+		// The rule agrees with the limits every hook computes, for a hooks
+		// and a bytes budget.
+		_, herr := gcra.LimitFromRate(c.r.Rate, c.r.Burst)
+		_, berr := gcra.LimitFromRateN(c.r.Rate, c.r.Burst, 0)
+		if (herr == nil && berr == nil) != (err == nil) {
+			t.Errorf("%+v: Validate %v but LimitFromRate %v, LimitFromRateN %v", c.r, err, herr, berr)
 		}
 	}
 	ok := config.Rate{Rate: 1, Burst: 1}

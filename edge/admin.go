@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -109,10 +110,10 @@ func (h *Handler) getLimits(w http.ResponseWriter, r *http.Request) {
 }
 
 // validRate decides by Rate.Validate (the rule the file and tenant records
-// use too) and answers with the admin API's own reason text.
+// use too), naming the budget in its reason.
 func validRate(name string, r Rate) error {
-	if r.Validate() != nil {
-		return errors.New(name + ": rate must be a finite number > 0 and burst an integer >= 1")
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

@@ -61,11 +61,11 @@ func TestAdminLimits(t *testing.T) {
 		mustStatus(t, a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, b), 400)
 	}
 	// A bad rate is refused by the one rate rule (limits.Rate.Validate),
-	// with the admin API's own reason: also a positive rate too slow for
-	// any limit.
+	// with its reason: also a positive rate too slow for any limit.
 	for _, c := range []struct{ body, reason string }{
-		{`{"hooks":{"rate":0,"burst":1}}`, "hooks: rate must be a finite number > 0 and burst an integer >= 1"},
-		{`{"bytes":{"rate":1e-300,"burst":1}}`, "bytes: rate must be a finite number > 0 and burst an integer >= 1"},
+		{`{"hooks":{"rate":0,"burst":1}}`, "hooks: rate must be a finite number > 0, got 0"},
+		{`{"hooks":{"rate":1,"burst":0}}`, "hooks: burst must be >= 1, got 0"},
+		{`{"bytes":{"rate":1e-300,"burst":1}}`, "bytes: rate 1e-300 with burst 1: gcra: invalid limit: rate 1e-300/s is too slow for int64 microseconds"},
 	} {
 		r := a.admin("PUT", "/v1/admin/tenants/slow/limits", adminToken, c.body)
 		mustStatus(t, r, 400)

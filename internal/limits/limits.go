@@ -26,10 +26,12 @@ type Limits struct {
 	Bytes Rate `json:"bytes"`
 }
 
-// Validate checks a Rate: finite Rate > 0, Burst >= 1, and the limit the
-// edge computes from it fits (gcra.LimitFromRate accepts it): a rate
-// accepted here never turns every hook into a 500 invalid_limits. The file,
-// tenant records and the edge's admin PUT all decide by it.
+// Validate checks a Rate: finite Rate > 0, Burst >= 1, and both limits the
+// edge may compute from it fit — gcra.LimitFromRate (a hooks budget) and
+// gcra.LimitFromRateN (a bytes budget, whose capacity rounds burst / rate
+// once) — so a rate accepted here never turns every hook into a 500
+// invalid_limits. The file, tenant records and the edge's admin PUT all
+// decide by it.
 func (r Rate) Validate() error {
 	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
 		return fmt.Errorf("rate must be a finite number > 0, got %v", r.Rate)
@@ -38,6 +40,9 @@ func (r Rate) Validate() error {
 		return fmt.Errorf("burst must be >= 1, got %d", r.Burst)
 	}
 	if _, err := gcra.LimitFromRate(r.Rate, r.Burst); err != nil {
+		return fmt.Errorf("rate %v with burst %d: %w", r.Rate, r.Burst, err)
+	}
+	if _, err := gcra.LimitFromRateN(r.Rate, r.Burst, 0); err != nil {
 		return fmt.Errorf("rate %v with burst %d: %w", r.Rate, r.Burst, err)
 	}
 	return nil
