@@ -289,10 +289,10 @@ var settings = []setting{
 	}},
 }
 
-// str sets a free-form string field.
 // validHeaderName reports whether s is an HTTP token of 1..128 bytes.
 func validHeaderName(s string) bool { return names.HTTPToken(s, 128) }
 
+// str sets a free-form string field.
 func str(field func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		*field(c) = v

@@ -160,19 +160,13 @@ type expiryOption func(*config) error
 func (o expiryOption) applyExpiry(c *config) error { return o(c) }
 
 func invalid(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
+	return option.Invalid(ErrInvalidOption, format, a...)
 }
 
-// count is the option setting the count field(c) to n, which must be at
-// least 1 (else an error wrapping ErrInvalidOption, naming what).
+// count is the option setting the count field(c) to n, which must be > 0
+// (else an error wrapping ErrInvalidOption, naming what).
 func count(what string, n int, field func(*config) *int) func(*config) error {
-	return func(c *config) error {
-		if n < 1 {
-			return invalid("%s %d < 1", what, n)
-		}
-		*field(c) = n
-		return nil
-	}
+	return option.Positive(ErrInvalidOption, what, n, func(c *config, n int) { *field(c) = n })
 }
 
 // nameOption is the option setting the stream or consumer name field(c)

@@ -2,7 +2,6 @@ package forward
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,13 +31,7 @@ func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
 // fleet's (default quota.DefaultPartitions; at least 1). It must be the
 // count the edge's quota Client routes with.
 func WithPartitions(n int) RouteOption {
-	return routeOption(func(c *routeConfig) error {
-		if n < 1 {
-			return fmt.Errorf("%w: partitions %d < 1", ErrInvalidOption, n)
-		}
-		c.partitions = n
-		return nil
-	})
+	return routeOption(option.Positive(ErrInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
 }
 
 // WithLogger sets the logger of the route's changes (nil or absent:

@@ -105,13 +105,14 @@ func startTogether(t *testing.T, n int, timeout time.Duration, what string, args
 			errs <- err
 		}()
 	}
+	deadline := time.After(timeout) // one bound for all of them
 	for range nodes {
 		select {
 		case err := <-errs:
 			if err != nil {
 				t.Fatalf("%s start: %v", what, err)
 			}
-		case <-time.After(timeout):
+		case <-deadline:
 			t.Fatalf("%s did not start", what)
 		}
 	}

@@ -220,7 +220,6 @@ func (e *env) call(t *testing.T, subject, body string) *nats.Msg {
 	return m
 }
 
-// ok sends a request and decodes the successful reply.
 // callLater sends body to subject from a goroutine of its own (with a
 // 10 s timeout): the reply arrives on the channel, nil after an error
 // (reported as what's).
@@ -236,6 +235,7 @@ func (e *env) callLater(t *testing.T, what, subject, body string) <-chan *nats.M
 	return ch
 }
 
+// ok sends a request and decodes the successful reply.
 func (e *env) ok(t *testing.T, subject, body string) map[string]any {
 	t.Helper()
 	return okBody(t, e.call(t, subject, body))

@@ -2,7 +2,6 @@ package tenants
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -32,13 +31,7 @@ func WithLogger(l *slog.Logger) AdminOption {
 // WithTimeout bounds one request's store calls (default
 // DefaultAdminTimeout; must be > 0).
 func WithTimeout(d time.Duration) AdminOption {
-	return adminOption(func(a *Admin) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: timeout %s <= 0", ErrInvalidOption, d)
-		}
-		a.timeout = d
-		return nil
-	})
+	return adminOption(option.Positive(ErrInvalidOption, "timeout", d, func(a *Admin, d time.Duration) { a.timeout = d }))
 }
 
 // WithClock sets the clock of secrets' not-after and of records' times

@@ -16,8 +16,16 @@ type Response struct {
 	Body   []byte
 }
 
+// RequestTimeout bounds one request of HTTP, Do, ScrapeLine and each
+// attempt of WaitHTTP: a listener that accepts but never answers fails
+// the test instead of hanging it.
+const RequestTimeout = 30 * time.Second
+
+// client is the kit's HTTP client: the default transport, RequestTimeout.
+var client = &http.Client{Timeout: RequestTimeout}
+
 // HTTP sends a request (body may be nil; hdr: headers to set, e.g.
-// "Authorization") with the default client and reads the answer whole. A
+// "Authorization") and reads the answer whole, within RequestTimeout. A
 // request that cannot be made or sent fails the test.
 func HTTP(t testing.TB, method, url string, body []byte, hdr map[string]string) Response {
 	t.Helper()
@@ -31,11 +39,11 @@ func HTTP(t testing.TB, method, url string, body []byte, hdr map[string]string) 
 	return Do(t, req)
 }
 
-// Do sends req with the default client and reads the answer whole; a
+// Do sends req and reads the answer whole, within RequestTimeout; a
 // request that fails to be sent fails the test.
 func Do(t testing.TB, req *http.Request) Response {
 	t.Helper()
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
@@ -47,12 +55,14 @@ func Do(t testing.TB, req *http.Request) Response {
 	return Response{Code: res.StatusCode, Header: res.Header, Body: raw}
 }
 
-// WaitHTTP polls GET url until it answers 200 OK, for at most timeout; the
-// error says what the last attempt got.
+// WaitHTTP polls GET url until it answers 200 OK, for at most timeout
+// (each attempt bounded by what is left of it); the error says what the
+// last attempt got.
 func WaitHTTP(url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		res, err := http.Get(url)
+		c := http.Client{Timeout: max(time.Until(deadline), 10*time.Millisecond)}
+		res, err := c.Get(url)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {

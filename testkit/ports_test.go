@@ -30,6 +30,10 @@ func TestFreePortsBelowTheEphemeralRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if low-10000 < 1000 {
+		t.Logf("the ephemeral range starts at %d: FreePorts takes the kernel's ports (documented), nothing to check", low)
+		return
+	}
 	for _, p := range ports {
 		if p >= low || p < 10000 {
 			t.Fatalf("port %d outside [10000, %d): %v", p, low, ports)

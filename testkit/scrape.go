@@ -2,16 +2,15 @@ package testkit
 
 import (
 	"io"
-	"net/http"
 	"strings"
 )
 
 // ScrapeLine fetches base + "/metrics" (a node's HTTP listener) and
 // returns the line of the unlabelled sample name, "name value"; "" when
-// there is none.
+// there is none. The request is bounded by RequestTimeout.
 func ScrapeLine(t T, base, name string) string {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
+	res, err := client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatalf("testkit: scrape %s: %v", base, err)
 	}
