@@ -29,10 +29,13 @@ func (noSync) Sync(context.Context) error { return nil }
 // Then arranges for fn to be called with what Sync would have returned —
 // on the barrier's own goroutine, once a round that began after the call
 // has completed — so a caller with nothing else to do saves a goroutine's
-// wake-up per round. fn must not block (it delays the next round).
+// wake-up per round. fn must not block (it delays the next round). The
+// returned forget drops fn for a caller that stopped waiting (SyncThen's
+// ctx ended): fn is then not kept until the round, and may still be called
+// if the round was already answering.
 type ThenSyncer interface {
 	Syncer
-	Then(fn func(error))
+	Then(fn func(error)) (forget func())
 }
 
 // SyncThen calls fn once with s's sync outcome, what Sync(ctx) would
@@ -47,11 +50,23 @@ func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
 	case ThenSyncer:
 		var once sync.Once
 		call := func(err error) { once.Do(func() { fn(err) }) }
-		stop := context.AfterFunc(ctx, func() { call(waitErr(ctx)) })
-		t.Then(func(err error) {
+		// At ctx's end the callback is forgotten, so a round that never
+		// ends keeps nothing of a caller already answered.
+		var forget atomic.Pointer[func()]
+		stop := context.AfterFunc(ctx, func() {
+			if f := forget.Load(); f != nil {
+				(*f)()
+			}
+			call(waitErr(ctx))
+		})
+		f := t.Then(func(err error) {
 			stop()
 			call(err)
 		})
+		forget.Store(&f)
+		if ctx.Err() != nil {
+			f() // ctx may have ended before the watch could see f
+		}
 	default:
 		fn(s.Sync(ctx))
 	}
@@ -104,12 +119,15 @@ type GroupSync struct {
 
 	rounds, failures, waits atomic.Uint64
 	nanos                   atomic.Int64 // total time spent in rounds
+	thenSeq                 uint64       // keys of syncRound.then (g.mu)
 }
 
 type syncRound struct {
 	done chan struct{}
 	err  error
-	then []func(error) // called after done is closed, on the loop's goroutine
+	// then are the callbacks (by key: a forgotten one is deleted), called
+	// after done is closed, on the loop's goroutine; nil once taken (g.mu).
+	then map[uint64]func(error)
 }
 
 // NewGroupSync starts a barrier whose rounds call round (which must make
@@ -133,7 +151,7 @@ func NewGroupSync(round func() error) *GroupSync {
 // when it succeeded, ErrSyncFailed (also for every later call) when any
 // round failed, ctx's error when ctx ends first.
 func (g *GroupSync) Sync(ctx context.Context) error {
-	r, err := g.join(nil)
+	r, _, err := g.join(nil)
 	if r == nil {
 		return err
 	}
@@ -150,39 +168,52 @@ func (g *GroupSync) Sync(ctx context.Context) error {
 // Then calls fn, on the barrier's goroutine, with what Sync would return
 // once a round that began after this call has completed (ThenSyncer); at
 // once, on the caller's goroutine, when the barrier has failed or closed.
-func (g *GroupSync) Then(fn func(error)) {
-	if _, err := g.join(fn); err != nil {
+// forget drops fn if its round has not taken it yet.
+func (g *GroupSync) Then(fn func(error)) (forget func()) {
+	r, key, err := g.join(fn)
+	if r == nil {
 		fn(err)
+		return func() {}
+	}
+	return func() {
+		g.mu.Lock()
+		delete(r.then, key) // a no-op once the round took them
+		g.mu.Unlock()
 	}
 }
 
-// join adds a caller (with fn, a callback) to the next round and kicks the
-// loop: the round, or nil and the error that answers at once.
-func (g *GroupSync) join(fn func(error)) (*syncRound, error) {
+// join adds a caller (with fn, a callback, under key) to the next round
+// and kicks the loop: the round, or nil and the error that answers at once.
+func (g *GroupSync) join(fn func(error)) (r *syncRound, key uint64, err error) {
 	g.waits.Add(1)
 	g.mu.Lock()
 	if g.failed != nil {
 		g.mu.Unlock()
-		return nil, g.failed
+		return nil, 0, g.failed
 	}
 	if g.closed {
 		g.mu.Unlock()
-		return nil, ErrSyncClosed
+		return nil, 0, ErrSyncClosed
 	}
-	r := g.next
+	r = g.next
 	if r == nil {
 		r = &syncRound{done: make(chan struct{})}
 		g.next = r
 	}
 	if fn != nil {
-		r.then = append(r.then, fn)
+		if r.then == nil {
+			r.then = make(map[uint64]func(error))
+		}
+		g.thenSeq++
+		key = g.thenSeq
+		r.then[key] = fn
 	}
 	g.mu.Unlock()
 	select {
 	case g.kick <- struct{}{}:
 	default: // a kick is pending: the loop will take r
 	}
-	return r, nil
+	return r, key, nil
 }
 
 func (g *GroupSync) loop() {
@@ -210,23 +241,33 @@ func (g *GroupSync) loop() {
 	}
 }
 
-// run runs one round for the callers of r.
+// run runs one round for the callers of r. Once a round has failed, no
+// round runs again and every later one answers the failure: a caller who
+// joined while the failing round ran may have written before it began,
+// and the failed sync may have dropped that write's pages.
 func (g *GroupSync) run(r *syncRound) {
-	t0 := time.Now()
-	err := g.round()
-	g.nanos.Add(int64(time.Since(t0)))
-	g.rounds.Add(1)
-	if err != nil {
-		g.failures.Add(1)
-		g.mu.Lock()
-		if g.failed == nil {
+	g.mu.Lock()
+	failed := g.failed
+	g.mu.Unlock()
+	if failed == nil {
+		t0 := time.Now()
+		err := g.round()
+		g.nanos.Add(int64(time.Since(t0)))
+		g.rounds.Add(1)
+		if err != nil {
+			g.failures.Add(1)
+			g.mu.Lock()
 			g.failed = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+			g.mu.Unlock()
 		}
-		r.err = g.failed
-		g.mu.Unlock()
 	}
+	g.mu.Lock()
+	r.err = g.failed
+	then := r.then
+	r.then = nil
+	g.mu.Unlock()
 	close(r.done)
-	for _, fn := range r.then {
+	for _, fn := range then {
 		fn(r.err)
 	}
 }
@@ -237,13 +278,14 @@ func (g *GroupSync) run(r *syncRound) {
 func (g *GroupSync) closeNext() {
 	g.mu.Lock()
 	g.closed = true
-	r := g.next
+	var then map[uint64]func(error)
+	if r := g.next; r != nil {
+		then, r.then = r.then, nil
+	}
 	g.next = nil
 	g.mu.Unlock()
-	if r != nil {
-		for _, fn := range r.then {
-			fn(ErrSyncClosed)
-		}
+	for _, fn := range then {
+		fn(ErrSyncClosed)
 	}
 }
 

@@ -3,12 +3,15 @@ package kvstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // Concurrent callers share rounds, and every caller is served by a round
@@ -172,22 +175,22 @@ func TestGroupSyncThen(t *testing.T) {
 	}
 
 	g.Then(then) // starts round 1
-	if n := <-started; n != 1 {
+	if n := within(t, started, "round 1 to start"); n != 1 {
 		t.Fatalf("round %d started", n)
 	}
 	g.Then(then) // while round 1 runs: round 2's
-	gate <- struct{}{}
+	sendWithin(t, gate, "round 1 to take the gate")
 	if err := wait("round 1"); err != nil {
 		t.Fatal(err)
 	}
-	<-started // round 2 began
+	within(t, started, "round 2 to start")
 	select {
 	case err := <-got:
 		t.Fatalf("the second callback came from round 1: %v", err)
 	default:
 	}
 	fail.Store(true)
-	gate <- struct{}{}
+	sendWithin(t, gate, "round 2 to take the gate")
 	if err := wait("round 2"); !errors.Is(err, kvstore.ErrSyncFailed) {
 		t.Fatalf("a failed round: %v, want ErrSyncFailed", err)
 	}
@@ -213,13 +216,13 @@ func TestGroupSyncThenAtClose(t *testing.T) {
 		g, started := gatedSync(release)
 		first, second := make(chan error, 2), make(chan error, 2)
 		g.Then(func(err error) { first <- err })
-		<-started
+		within(t, started, "round 1 to start")
 		g.Then(func(err error) { second <- err }) // the next round's
 		closed := make(chan struct{})
 		go func() { g.Close(); close(closed) }()
 		close(release) // round 1 ends; round 2, if it starts, does not block
-		<-closed
-		if err := <-first; err != nil {
+		within(t, closed, "Close to return")
+		if err := within(t, first, "round 1's callback"); err != nil {
 			t.Fatalf("the round in progress: %v", err)
 		}
 		select {
@@ -253,7 +256,7 @@ func TestSyncThenDeadline(t *testing.T) {
 	defer cancel()
 	got := make(chan error, 2)
 	kvstore.SyncThen(ctx, g, func(err error) { got <- err })
-	<-started
+	within(t, started, "the round to start")
 	select {
 	case err := <-got:
 		if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
@@ -272,7 +275,7 @@ func TestSyncThenDeadline(t *testing.T) {
 	// Before its deadline, fn gets the round's outcome.
 	ok := make(chan error, 1)
 	kvstore.SyncThen(context.Background(), g, func(err error) { ok <- err })
-	if err := <-ok; err != nil {
+	if err := within(t, ok, "a round in time"); err != nil {
 		t.Fatalf("a round in time: %v", err)
 	}
 }
@@ -289,4 +292,107 @@ func gatedSync(gate <-chan struct{}) (*kvstore.GroupSync, <-chan struct{}) {
 		<-gate
 		return nil
 	}), started
+}
+
+// within receives from ch, failing the test after 10 s (what: what was
+// awaited).
+func within[V any](t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited 10 s for %s", what)
+		var zero V
+		return zero
+	}
+}
+
+// sendWithin sends on ch, failing the test after 10 s.
+func sendWithin(t *testing.T, ch chan<- struct{}, what string) {
+	t.Helper()
+	select {
+	case ch <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited 10 s for %s", what)
+	}
+}
+
+// A caller who joined while a round failed is answered by the next round
+// with the failure, and no round runs again: its write may have come
+// before the failing round began, and the failed sync may have dropped
+// its pages, so no later round can vouch for it.
+func TestGroupSyncFailureReachesTheRoundAfter(t *testing.T) {
+	gate := make(chan struct{})
+	started := make(chan int, 4)
+	var rounds atomic.Int64
+	g := kvstore.NewGroupSync(func() error {
+		n := int(rounds.Add(1))
+		started <- n
+		<-gate
+		if n == 1 {
+			return errors.New("input/output error")
+		}
+		return nil
+	})
+	defer g.Close()
+	first := make(chan error, 1)
+	go func() { first <- g.Sync(context.Background()) }()
+	within(t, started, "round 1 to start")
+	then := make(chan error, 1)
+	g.Then(func(err error) { then <- err }) // round 2's
+	blocked := make(chan error, 1)
+	go func() { blocked <- g.Sync(context.Background()) }()
+	// The blocked caller must have joined before round 1 ends.
+	testkit.Eventually(t, 10*time.Second, func() bool { return g.Stats().Waits == 3 }, "the third caller to join")
+	close(gate)
+	if err := within(t, first, "round 1's caller"); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("round 1: %v, want ErrSyncFailed", err)
+	}
+	if err := within(t, then, "round 2's callback"); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("a callback that joined during the failed round: %v, want ErrSyncFailed", err)
+	}
+	if err := within(t, blocked, "round 2's caller"); !errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("a caller that joined during the failed round: %v, want ErrSyncFailed", err)
+	}
+	if n := rounds.Load(); n != 1 {
+		t.Fatalf("%d rounds ran, want 1: no round runs after a failure", n)
+	}
+}
+
+// A SyncThen caller answered at its deadline while the round is stuck is
+// forgotten by the barrier: what its callback holds can be collected (a
+// stuck disk under load must not grow the heap by every frame).
+func TestSyncThenForgetsAtTheDeadline(t *testing.T) {
+	gate := make(chan struct{})
+	g, started := gatedSync(gate)
+	defer g.Close()
+	defer close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	kvstore.SyncThen(context.Background(), g, func(error) {}) // round 1: stuck
+	within(t, started, "the stuck round to start")
+
+	collected := make(chan struct{})
+	got := make(chan error, 1)
+	func() {
+		held := new([1 << 20]byte)
+		runtime.AddCleanup(held, func(struct{}) { close(collected) }, struct{}{})
+		kvstore.SyncThen(ctx, g, func(err error) { got <- fmt.Errorf("%w (%d)", err, held[0]) })
+	}()
+	if err := within(t, got, "the answer at the deadline"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("at the deadline: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the barrier still holds the callback of a caller answered at its deadline")
+		}
+	}
 }

@@ -393,7 +393,7 @@ func (s *stuckSync) Sync(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *stuckSync) Then(func(error)) { s.thens.Add(1) }
+func (s *stuckSync) Then(func(error)) func() { s.thens.Add(1); return func() {} }
 
 // A frame's settles waiting on a round that never ends are answered
 // unavailable at their deadline, and the worker still stops: the callback
