@@ -16,8 +16,10 @@ func (c coalesced) AppendItem(b []byte, n int, timeoutMs int64) []byte {
 	return appendHitItem(b, n, timeoutMs, c.r)
 }
 
-// settleItem is a SettleRequest as a coalesce.Item.
+// settleItem is a SettleRequest as a coalesce.SettleItem.
 type settleItem struct{ r *SettleRequest }
+
+func (settleItem) IsSettle() {}
 
 func (c settleItem) AppendItem(b []byte, n int, timeoutMs int64) []byte {
 	return appendSettleItem(b, n, timeoutMs, c.r)

@@ -220,13 +220,27 @@ func (co *Coalescer) IsLegacy(n int) bool {
 
 // Settles reports whether partition n's owner, as last heard from, serves
 // settle items: only then may a settle go in a frame (an owner that
-// predates them would find the frame malformed).
+// predates them would find the frame malformed). A partition sent back to
+// its partition subject (not_owner, nobody received) has to be heard from
+// again.
 func (co *Coalescer) Settles(n int) bool { return co.settles[n].Load() }
+
+// SettleItem is an Item that is a settle (frame.OpSettle). Send gives one
+// only to a partition whose owner serves settle items (Settles); otherwise
+// it answers Legacy at once — send it as JSON — also on a retry after the
+// partition moved to an owner not yet heard from.
+type SettleItem interface {
+	Item
+	IsSettle()
+}
 
 // Send sends it as one item of a frame for partition n and waits for its
 // answer, ctx, or the deadline (which the frame's timer enforces: ctx may
 // have none).
 func (co *Coalescer) Send(ctx context.Context, n int, it Item, deadline time.Time) Answer {
+	if _, settle := it.(SettleItem); settle && !co.settles[n].Load() {
+		return Answer{Status: Legacy, Reason: "the owner has not said it serves settle items"}
+	}
 	c := &hitCall{item: it, n: n, deadline: deadline, done: make(chan struct{}, 1)}
 	co.enqueue(co.route[n].Load(), c)
 	select {
@@ -556,6 +570,7 @@ func (co *Coalescer) Members() int {
 // forget sends partition n's hits to its partition subject again.
 func (co *Coalescer) forget(n int) {
 	co.route[n].Store(co.parts[n])
+	co.settles[n].Store(false) // whoever serves it next says again
 }
 
 // Frames and Items count the frames sent and the items in them (for
