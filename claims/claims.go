@@ -192,7 +192,8 @@ type SettleStarter interface {
 type StartedSettle interface {
 	// Wait waits (until ctx ends) for the write: done, with nil or an
 	// error (ErrUnavailable), or not done when the write was refused (the
-	// claim is no longer at rev, or another write to it was in flight):
+	// claim is no longer at rev, or another write to it was in flight) or
+	// no stream took it (a leader election):
 	// the caller calls SettleOwn, which sends it again if the key was
 	// busy, and otherwise reads the key to say why it is lost.
 	Wait(ctx context.Context) (done bool, err error)

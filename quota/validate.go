@@ -74,7 +74,10 @@ func validateSettle[S ~string | ~[]byte](tenant, source, key, hookID S, revision
 	if revision == 0 {
 		return fmt.Errorf("%w: settle: revision must be >= 1", ErrInvalid)
 	}
-	return validateClaim(tenant, source, key, hookID, ttlMs, 0)
+	if ttlMs < 0 {
+		return fmt.Errorf("%w: settle: ttl_ms must be >= 0, got %d", ErrInvalid, ttlMs)
+	}
+	return validateClaim(tenant, source, key, hookID, 0, 0)
 }
 
 // chargeList is a hit's charges in either of its forms: decoded from JSON

@@ -157,7 +157,8 @@ func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bo
 // admitClaims admits the claims and the settles of fs (this may wait for
 // KV slots: back-pressure) and returns the batch that collects their
 // answers (nil: none admitted). A claim that is refused (its tenure ended
-// meanwhile) is refunded and answered not_owner now; so is a settle.
+// meanwhile) is refunded and answered not_owner now; a settle so refused
+// is answered not_owner (it charged nothing).
 func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	notOwner := func(item int) {
 		fs.answers = append(fs.answers, frame.Answer{Index: item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
@@ -192,7 +193,7 @@ func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 }
 
 // replyDecided publishes the immediate reply: every item decided so far;
-// more: claims are still to be answered. When the frame's only item waits
+// more: claims or settles are still to be answered. When the frame's only item waits
 // on a claim there is nothing to say yet.
 func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 	if len(fs.answers) == 0 && (!more || len(fs.items) == 1) {

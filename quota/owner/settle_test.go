@@ -3,6 +3,8 @@ package owner
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,6 +138,11 @@ func TestSettleRefusals(t *testing.T) {
 	if err := c.Settle(ctx, bad); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("revision 0: %v, want quota.ErrInvalid", err)
 	}
+	bad = settleOf(a, repA.Revision)
+	bad.TTLMs = -1
+	if err := c.Settle(ctx, bad); !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), "settle: ttl_ms must be >= 0, got -1") {
+		t.Fatalf("ttl_ms -1: %v, want quota.ErrInvalid naming the settle's ttl_ms", err)
+	}
 }
 
 // The owner checks every settle item of a frame itself: a malformed one
@@ -230,8 +237,11 @@ func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
 type gateSync struct {
 	calls atomic.Int64
 	open  chan struct{}
+	once  sync.Once
 	fail  atomic.Bool
 }
+
+func (g *gateSync) release() { g.once.Do(func() { close(g.open) }) }
 
 func (g *gateSync) Sync(ctx context.Context) error {
 	g.calls.Add(1)
@@ -246,34 +256,55 @@ func (g *gateSync) Sync(ctx context.Context) error {
 	return nil
 }
 
+// round is Sync as a GroupSync's round (no ctx: release ends it).
+func (g *gateSync) round() error { return g.Sync(context.Background()) }
+
 // A settle is answered only once the sync after its write returned; a
-// failed sync is unavailable (a 503, never an ok).
+// failed sync is unavailable (a 503, never an ok). Both ways a worker
+// waits: a plain Syncer (a runner blocks in Sync) and the group commit,
+// whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
 func TestSettleWaitsForTheSync(t *testing.T) {
 	t.Parallel()
-	g := &gateSync{open: make(chan struct{})}
-	_, _, _, c := single(t, WithSync(g))
-	ctx := testkit.Context(t)
-	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-	if g.calls.Load() != 0 {
-		t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Settle(ctx, settleOf(r, rep.Revision)) }()
-	testkit.Eventually(t, 5*time.Second, func() bool { return g.calls.Load() == 1 }, "the settle waits on the sync")
-	select {
-	case err := <-done:
-		t.Fatalf("the settle was answered before its sync returned: %v", err)
-	default:
-	}
-	close(g.open)
-	if err := <-done; err != nil {
-		t.Fatalf("settle: %v", err)
-	}
+	for _, tc := range []struct {
+		name string
+		sync func(t *testing.T, g *gateSync) kvstore.Syncer
+	}{
+		{"a blocking Syncer", func(_ *testing.T, g *gateSync) kvstore.Syncer { return g }},
+		{"the group commit", func(t *testing.T, g *gateSync) kvstore.Syncer {
+			gs := kvstore.NewGroupSync(g.round)
+			t.Cleanup(gs.Close)
+			t.Cleanup(g.release) // before Close, also when the test fails early
+			return gs
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := &gateSync{open: make(chan struct{})}
+			_, _, _, c := single(t, WithSync(tc.sync(t, g)))
+			ctx := testkit.Context(t)
+			r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
+			if g.calls.Load() != 0 {
+				t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Settle(ctx, settleOf(r, rep.Revision)) }()
+			testkit.Eventually(t, 5*time.Second, func() bool { return g.calls.Load() == 1 }, "the settle waits on the sync")
+			select {
+			case err := <-done:
+				t.Fatalf("the settle was answered before its sync returned: %v", err)
+			default:
+			}
+			g.release()
+			if err := <-done; err != nil {
+				t.Fatalf("settle: %v", err)
+			}
 
-	g.fail.Store(true)
-	r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
-	if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
-		t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
+			g.fail.Store(true)
+			r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
+			if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
+				t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
+			}
+		})
 	}
 }
 
@@ -452,12 +483,16 @@ func (s *stuckSync) Then(func(error)) func() { s.thens.Add(1); return func() {} 
 func TestSettleDeadlineWithAStuckSync(t *testing.T) {
 	t.Parallel()
 	st := &stuckSync{}
-	_, _, w, c := single(t, WithSync(st))
-	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, quota.ErrUnavailable) {
-		t.Fatalf("settle on a stuck sync: %v, want quota.ErrUnavailable", err)
+	k, e, w, c := single(t, WithSync(st))
+	_, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
+	// The settle as a frame of its own with a 200 ms deadline, its answer
+	// read from the owner's reply (not the client's own timer).
+	n := quota.Partition("acme", quota.DefaultPartitions)
+	b := frame.AppendRequestHeader(nil, 1)
+	b = frame.AppendSettle(b, n, 200, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
+	a := frameAnswers(t, k.Conn, quota.PartitionSubject(e.prefix, n), b)[0]
+	if a.Status != frame.StatusUnavailable || !strings.Contains(string(a.Reason), "waiting for the store's sync") {
+		t.Fatalf("settle on a stuck sync: %+v (reason %q), want unavailable waiting for the sync", a, a.Reason)
 	}
 	if st.thens.Load() != 1 {
 		t.Fatalf("%d callbacks asked, want 1 (the pipelined settle)", st.thens.Load())
