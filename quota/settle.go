@@ -29,6 +29,9 @@ import (
 // client's prefix: an edge's client, whose prefix is quota.HubPrefix's,
 // has no service there, and settles its hooks' claims in process).
 //
+// A ctx without a deadline is bounded by DefaultSettleBudget (the Client's
+// budget when that is longer), not by the hits' budget.
+//
 // Errors: claims.ErrLost when the revision is stale, another hook id holds
 // the claim or it is already committed; ErrInvalid; ErrUnavailable.
 func (c *Client) Settle(ctx context.Context, r SettleRequest) error {
@@ -38,6 +41,8 @@ func (c *Client) Settle(ctx context.Context, r SettleRequest) error {
 	if c.unreachable() {
 		return errUnreachable
 	}
+	ctx, cancel := kvstore.WithBudget(ctx, max(c.budget, DefaultSettleBudget))
+	defer cancel()
 	n := Partition(r.Tenant, c.p)
 	if c.co == nil || !settleFrameable(&r) || c.co.Start() != nil {
 		return c.settleJSON(ctx, &r)
@@ -61,8 +66,6 @@ func (c *Client) Settle(ctx context.Context, r SettleRequest) error {
 
 // settleJSON sends r to the service's claims.settle (any node's).
 func (c *Client) settleJSON(ctx context.Context, r *SettleRequest) error {
-	ctx, cancel := kvstore.WithBudget(ctx, c.budget)
-	defer cancel()
 	data, err := json.Marshal(claimwire.Request{Tenant: r.Tenant, Source: r.Source, Key: r.Key, HookID: r.HookID, Revision: r.Revision, TTLMs: r.TTLMs})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)

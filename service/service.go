@@ -93,7 +93,7 @@ const (
 	// DefaultSettleTimeout bounds claims.settle and claims.release: the
 	// caller has done the work by then, so it is worth waiting longer for
 	// the answer than for a hit.
-	DefaultSettleTimeout = time.Second
+	DefaultSettleTimeout = quota.DefaultSettleBudget
 	// DefaultDedupeTTL is how long a settled claim is kept (--dedupe-ttl).
 	DefaultDedupeTTL = claims.DefaultCommittedTTL
 	// DefaultMaxInFlight bounds the requests handled at once.

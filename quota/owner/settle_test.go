@@ -503,3 +503,30 @@ func TestSettleDeadlineWithAStuckSync(t *testing.T) {
 		t.Fatalf("stop with a settle's round stuck: %v", err)
 	}
 }
+
+// slowSync is a disk whose every sync takes d (or until ctx ends).
+type slowSync struct{ d time.Duration }
+
+func (s slowSync) Sync(ctx context.Context) error {
+	select {
+	case <-time.After(s.d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A settle without a deadline waits as long as claims.settle does
+// (quota.DefaultSettleBudget), not the hits' 250 ms budget: a sync slower
+// than the hits' budget still answers ok.
+func TestSettleBudget(t *testing.T) {
+	t.Parallel()
+	_, _, _, c := single(t, WithSync(slowSync{d: 2 * quota.DefaultBudget}))
+	if c.Budget() != quota.DefaultBudget {
+		t.Fatalf("the client's budget is %s, want the default %s", c.Budget(), quota.DefaultBudget)
+	}
+	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
+	if err := c.Settle(context.Background(), settleOf(r, rep.Revision)); err != nil {
+		t.Fatalf("a settle on a %s sync: %v", 2*quota.DefaultBudget, err)
+	}
+}
