@@ -22,7 +22,7 @@
 //     (<prefix>.v1.events.>). No store ($JS, $KV) access.
 //   - service: the public endpoints for its tenants only
 //     (<prefix>.v1.t.<tenant>.>); never reset, the owners' subjects
-//     (<prefix>.quota.>), or any $JS/$KV API.
+//     (<prefix>.v1.quota.p.> and .m.>), or any $JS/$KV API.
 //   - consumer: reads (pulls and acks) its tenants' stored hooks from the
 //     hooks stream through one durable consumer per tenant, named by the
 //     tenant's subject token and created by an operator (never by the

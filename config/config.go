@@ -210,7 +210,7 @@ var DurabilityLevels = []string{DurabilitySynced, DurabilityAcked, DurabilitySyn
 // server's files, and only an R1 stream's writes reach the file before
 // the ack): with --nats-url or a cluster it is acked, and sync-always
 // needs the embedded server (with --nats-url it is acked: the operator
-// configures the server's sync, README "Durability levels").
+// configures the server's sync, docs/RELIABILITY.md "Durability levels").
 func (c *Config) DurabilityInForce() string {
 	switch {
 	case c.NATSURL != "":

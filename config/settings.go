@@ -75,7 +75,8 @@ const (
 	MinAdminTokenBytes = 16
 )
 
-// settings is the table of PROTOCOL.md, in usage order.
+// settings is the flag table of README.md (TestFlagsTableComplete), in
+// usage order.
 var settings = []setting{
 	{"config", "path", "", "YAML configuration file", func(c *Config, v string) error {
 		c.File = v

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/tracing"
 )
 
-// Span names of the hook path (docs/PROTOCOL.md "Tracing").
+// Span names of the hook path (docs/PROTOCOL.md "Extensions", tracing).
 const (
 	SpanHook   = "POST /v1/hooks/{tenant}/{source}"
 	SpanVerify = "verify"

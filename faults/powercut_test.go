@@ -46,7 +46,7 @@ var powerCutModes = []powerCutMode{
 // and a power cut at once, and a restart on what the disk kept. After each
 // restart every hook answered 2xx must be in HOOKS and its key must answer
 // a redelivery 200 as a duplicate naming the same hook — in a lossless
-// mode. The mode with the defaults must lose hooks.
+// mode. The mode without the barrier (acked) must lose hooks.
 func TestPowerCut(t *testing.T) {
 	t.Parallel()
 	for _, m := range powerCutModes {

@@ -158,7 +158,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		out.Conn = nc
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
-		log.Warn("durability: acked — sluice cannot sync an external server's disk; for a 2xx to survive a power cut, run that server with jetstream sync_interval: always (README \"Durability levels\")",
+		log.Warn("durability: acked — sluice cannot sync an external server's disk; for a 2xx to survive a power cut, run that server with jetstream sync_interval: always (docs/RELIABILITY.md \"Durability levels\")",
 			"durability", out.Durability, "requested", cfg.Durability)
 	}
 	lc.Append(fx.StopHook(func(ctx context.Context) error {

@@ -20,7 +20,7 @@ import (
 
 // RecordFile is the name, in the data dir, of the record of the streams a
 // node held and the last sequence of each known to be durable
-// (docs/DESIGN.md "Never up silently empty").
+// (docs/RELIABILITY.md "Never up silently empty").
 const RecordFile = "sluice-streams.json"
 
 // RecordInterval is how often the record's round runs: one sync round

@@ -23,7 +23,7 @@ import (
 // behaviour depend on which of two places was edited last. The file's
 // defaults and allow_unknown apply to records too.
 //
-// Admission never widens by removing something (docs: README "Security").
+// Admission never widens by removing something (docs/SECURITY.md).
 // The quickstart's open admission (no tenant in the file, allow_unknown
 // not set) holds only while no tenant has ever been listed: once a record
 // exists or has existed in the fleet's bucket (Registry.Closed, durable)

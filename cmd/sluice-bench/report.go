@@ -276,8 +276,9 @@ func printSummary(w io.Writer, rows []summaryRow, runs int) {
 	tw.Flush()
 }
 
-// goal is one of the targets of issues #6 and #10, checked against the
-// summary medians (a name without an issue is #6's).
+// goal is one of the bench's targets, checked against the summary
+// medians; its name starts with the tag of the issue that set it
+// (docs/BENCHMARKS.md lists them).
 type goal struct {
 	Name   string  `json:"name"`
 	Target string  `json:"target"`
@@ -350,7 +351,7 @@ func printGoals(w io.Writer, gs []goal) {
 	if len(gs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\n== goals (issues #6 and #10) ==")
+	fmt.Fprintln(w, "\n== goals (each tagged with the issue that set it) ==")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, g := range gs {
 		status := "MISSED"
