@@ -300,7 +300,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 		}
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: newStoreSync(cfg.StoreDir)}, nil
+	store := newStoreSync(cfg.StoreDir)
+	store.watchLost = func(err error) {
+		l.Warn("store sync: the inotify watch failed; sync rounds walk the store from now on (slower)", "error", err)
+	}
+	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: store}, nil
 }
 
 // SyncStore is one round of the group commit (kvstore.GroupSync): it makes

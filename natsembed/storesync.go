@@ -57,6 +57,8 @@ type storeSync struct {
 	walkOnly bool
 	dirty    map[string]dirtyItem
 	flights  map[string]*flight
+	// watchLost is told why the watch stopped, once (nil: nobody).
+	watchLost func(error)
 }
 
 // queued is a sync the walk found needed; its stamp (when not zero) is

@@ -90,6 +90,9 @@ func (s *storeSync) watchedRound(only map[string]bool) error {
 	if err != nil {
 		// The watch can no longer say what changed (not a failed sync):
 		// the walk, starting from nothing known, syncs everything.
+		if s.watchLost != nil {
+			s.watchLost(err)
+		}
 		s.stopWatching()
 		return s.walkLocked(only)
 	}
