@@ -12,8 +12,8 @@ import (
 // with a bad argument (docs/DESIGN.md "Options").
 var ErrInvalidOption = errors.New("tenants: invalid option")
 
-// DefaultAdminTimeout bounds one admin request's store calls (the default
-// of --store-timeout).
+// DefaultAdminTimeout bounds one admin request's store calls (the same
+// value as --store-timeout's default; fx passes the flag's value).
 const DefaultAdminTimeout = 250 * time.Millisecond
 
 // AdminOption configures NewAdmin.

@@ -21,17 +21,7 @@ func Plain(b byte) bool {
 }
 
 // PlainToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
-func PlainToken(tok string) bool {
-	if tok == "" {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		if !Plain(tok[i]) {
-			return false
-		}
-	}
-	return true
-}
+func PlainToken(tok string) bool { return Charset(tok, 0, "_-") }
 
 // ValidatePrefix checks a subject prefix: 1..MaxPrefix bytes of
 // '.'-separated tokens of [A-Za-z0-9_-].
