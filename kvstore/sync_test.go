@@ -165,13 +165,7 @@ func TestGroupSyncThen(t *testing.T) {
 	then := func(err error) { got <- err }
 	wait := func(what string) error {
 		t.Helper()
-		select {
-		case err := <-got:
-			return err
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: no callback", what)
-			return nil
-		}
+		return within(t, got, what+"'s callback")
 	}
 
 	g.Then(then) // starts round 1

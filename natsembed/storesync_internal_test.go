@@ -22,20 +22,7 @@ type syncLog struct {
 	mu    sync.Mutex
 	paths []string
 	fail  error
-	log   strings.Builder // the server's log (Write, under mu)
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.log.Write(p)
-}
-
-// logged is the server's log so far.
-func (l *syncLog) logged() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.log.String()
+	log   jstest.LogBuffer // the server's log
 }
 
 func (l *syncLog) fsync(f *os.File, data bool) error {
@@ -115,7 +102,7 @@ func createSynced(t *testing.T, ctx context.Context, srv *Server, js jetstream.J
 func startSyncServer(t *testing.T) (*Server, jetstream.JetStream, *syncLog) {
 	t.Helper()
 	l := &syncLog{}
-	log := slog.New(slog.NewTextHandler(l, nil))
+	log := slog.New(slog.NewTextHandler(&l.log, nil))
 	srv, _, js := jstest.Start(t, func() (*Server, error) { return StartServer(ServerConfig{StoreDir: t.TempDir(), Logger: log}) })
 	srv.store.fsync = l.fsync
 	return srv, js, l
@@ -336,7 +323,7 @@ func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
 	if srv.SyncFinder() != "stat walk" {
 		t.Errorf("after the watch failed, rounds find changes by %q", srv.SyncFinder())
 	}
-	if !strings.Contains(l.logged(), "the inotify watch failed") {
-		t.Errorf("the change to the walk was not logged: %q", l.logged())
+	if !strings.Contains(l.log.String(), "the inotify watch failed") {
+		t.Errorf("the change to the walk was not logged: %q", l.log.String())
 	}
 }

@@ -1,7 +1,7 @@
-// Package jstest starts a test's JetStream server and connects to it, the
-// same way for testkit and for the tests testkit cannot serve: natsembed's
-// and kvstore's own internal tests (testkit imports both packages, so they
-// cannot import it). It imports no sluice package, only nats.go: the server
+// Package jstest starts a test's JetStream server and connects to it, and
+// holds a log sink (LogBuffer), the same way for testkit and for the tests
+// testkit cannot serve: natsembed's and kvstore's own internal tests
+// (testkit imports both packages, so they cannot import it). It imports no sluice package, only nats.go: the server
 // is whatever the caller starts (a natsembed.Server).
 package jstest
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,13 +234,17 @@ func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
 
 // gateSync is a Syncer a test opens, and makes fail as a failed round.
 type gateSync struct {
-	calls atomic.Int64
-	open  chan struct{}
-	once  sync.Once
-	fail  atomic.Bool
+	calls  atomic.Int64
+	open   chan struct{}
+	opened atomic.Bool
+	fail   atomic.Bool
 }
 
-func (g *gateSync) release() { g.once.Do(func() { close(g.open) }) }
+func (g *gateSync) release() {
+	if g.opened.CompareAndSwap(false, true) {
+		close(g.open)
+	}
+}
 
 func (g *gateSync) Sync(ctx context.Context) error {
 	g.calls.Add(1)
