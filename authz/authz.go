@@ -78,7 +78,7 @@ func ScopedPrefix(prefix, tenant string) string {
 
 // RedeliverPrefix is the subject namespace of tenant's redeliveries:
 // <prefix>.redeliver.<token>. A rewind pushes a tenant's stored hooks only
-// to this subject or below it (edge.ValidDeliverSubject), never to a
+// to this subject or below it (httpapi.ValidDeliverSubject), never to a
 // subject another tenant or sluice itself reads; the consumer role may
 // subscribe to it.
 func RedeliverPrefix(prefix, tenant string) string {

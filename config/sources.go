@@ -34,11 +34,11 @@ const (
 
 // Rate is a GCRA budget: Rate units per second with bursts of up to Burst
 // units; Rate.Validate is the one rule for a valid rate (internal/limits,
-// shared with the edge, whose edge.Rate is the same type).
+// shared with the edge, whose httpapi.Rate is the same type).
 type Rate = limits.Rate
 
 // Limits are a tenant's budgets: webhooks per second and body bytes per
-// second (the same type as edge.Limits).
+// second (the same type as httpapi.Limits).
 type Limits = limits.Limits
 
 // Origin tells where a tenant's limits come from.

@@ -199,7 +199,7 @@ func TestLimits(t *testing.T) {
 }
 
 // TestRateValidate: the one rate rule (internal/limits, which config.Rate
-// and edge.Rate alias) refuses what gcra.LimitFromRate or LimitFromRateN refuses, and says why.
+// and httpapi.Rate alias) refuses what gcra.LimitFromRate or LimitFromRateN refuses, and says why.
 func TestRateValidate(t *testing.T) {
 	for _, c := range []struct {
 		r    config.Rate

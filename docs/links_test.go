@@ -196,3 +196,32 @@ func TestLinks(t *testing.T) {
 	}
 	t.Logf("%d relative links in %d files checked", checked, len(files))
 }
+
+// TestBuildOutputsAreFiles: every `go build -o NAME` in README.md and
+// docs/*.md, run at the root of a clone, writes the file NAME — not into a
+// directory of the repository called NAME (`go build -o edge` once wrote
+// the binary into the edge/ package and `./edge` then failed).
+func TestBuildOutputsAreFiles(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "README.md"))
+	out := regexp.MustCompile(`go build\b[^\n` + "`" + `]*?\s-o\s+(\S+)`)
+	n := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.FindAllStringSubmatch(string(src), -1) {
+			n++
+			if fi, err := os.Stat(filepath.Join("..", m[1])); err == nil && fi.IsDir() {
+				t.Errorf("%s: `go build -o %s` writes into the directory %s/, not a binary %s", f, m[1], m[1], m[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no `go build -o` line found: the pattern no longer matches the docs")
+	}
+}

@@ -1,11 +1,11 @@
 // Package forward moves an edge's hooks from its outbox (a local
-// work-queue stream, edge.EnsureOutbox) to the hub's hooks stream across
+// work-queue stream, httpapi.EnsureOutbox) to the hub's hooks stream across
 // the leaf-node connection (docs/EDGE-MODE.md,
 // docs/DESIGN.md "Edge mode").
 //
 // One owned goroutine reads the outbox with a durable pull consumer, in
 // stream order, at most Batch hooks at a time; it publishes each to the
-// hub's subject (edge.HubSubject) with Nats-Msg-Id = its hook id and acks it
+// hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks it
 // in the outbox only after the hub's PubAck. A batch that fails is sent
 // again (the same hooks, in the same order) after a backoff, so the
 // forwarder never moves past a hook the hub has not acknowledged and
@@ -34,7 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/internal/retry"
 )
@@ -48,7 +48,7 @@ type Config struct {
 	// local; the hub is reached through the leaf connection).
 	Conn *nats.Conn
 	// Prefix is the subject prefix, HooksStream the hub's hooks stream
-	// (the outbox is edge.OutboxStream of it), HubDomain the hub's
+	// (the outbox is httpapi.OutboxStream of it), HubDomain the hub's
 	// JetStream domain.
 	Prefix, HooksStream, HubDomain string
 	// Name is this edge's name (the message id of an outbox message
@@ -183,7 +183,7 @@ const markKey = "sluice_sent_upto"
 // delivered (kept in the consumer's metadata across runs) counts as
 // possibly sent, like a redelivery (see alreadyOnHub).
 func (f *Forwarder) Start(ctx context.Context) error {
-	st, err := f.local.Stream(ctx, edge.OutboxStream(f.cfg.HooksStream))
+	st, err := f.local.Stream(ctx, httpapi.OutboxStream(f.cfg.HooksStream))
 	if err != nil {
 		return fmt.Errorf("forward: outbox: %w", err)
 	}
@@ -464,7 +464,7 @@ func (f *Forwarder) waitAcks(futs []jetstream.PubAckFuture) (int, error) {
 			}
 		case e := <-fut.Err():
 			f.forwarded.WithLabelValues("failed").Inc()
-			return i, fmt.Errorf("hub did not store %s: %w", fut.Msg().Header.Get(edge.HeaderHookID), e)
+			return i, fmt.Errorf("hub did not store %s: %w", fut.Msg().Header.Get(httpapi.HeaderHookID), e)
 		case <-timeout.C:
 			f.forwarded.WithLabelValues("failed").Inc()
 			return i, errors.New("hub acks timed out")
@@ -477,7 +477,7 @@ func (f *Forwarder) waitAcks(futs []jetstream.PubAckFuture) (int, error) {
 
 // hubMsg is the hub's copy of an outbox message and its message id.
 func (f *Forwarder) hubMsg(m jetstream.Msg) (*nats.Msg, string, error) {
-	subj, ok := edge.HubSubject(f.cfg.Prefix, m.Subject())
+	subj, ok := httpapi.HubSubject(f.cfg.Prefix, m.Subject())
 	if !ok {
 		return nil, "", fmt.Errorf("outbox message on %q: not an outbox subject", m.Subject())
 	}
@@ -488,7 +488,7 @@ func (f *Forwarder) hubMsg(m jetstream.Msg) (*nats.Msg, string, error) {
 	out.Header.Del(jetstream.ExpectedStreamHeader)
 	out.Header.Del(jetstream.MsgIDHeader)
 	out.Data = m.Data()
-	id := m.Headers().Get(edge.HeaderHookID)
+	id := m.Headers().Get(httpapi.HeaderHookID)
 	if id == "" {
 		md, err := m.Metadata()
 		if err != nil {
@@ -545,7 +545,7 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 		n, found, last := 0, false, false
 		for m := range b.Messages() {
 			n++
-			found = found || m.Headers().Get(edge.HeaderHookID) == id
+			found = found || m.Headers().Get(httpapi.HeaderHookID) == id
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				last = true
 			}
@@ -572,19 +572,19 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	if f.cfg.HubClaims == nil {
 		return nil
 	}
-	key := h.Get(edge.HeaderDedupeKey)
+	key := h.Get(httpapi.HeaderDedupeKey)
 	if key == "" {
 		return nil
 	}
-	if h.Get(edge.HeaderDedupeKey+"-Encoding") == "percent" {
+	if h.Get(httpapi.HeaderDedupeKey+"-Encoding") == "percent" {
 		k, err := url.PathUnescape(key)
 		if err != nil {
 			return nil // not written by an edge: nothing to register
 		}
 		key = k
 	}
-	id := claims.ID{Tenant: h.Get(edge.HeaderTenant), Source: h.Get(edge.HeaderSource), Key: key}
-	hookID := h.Get(edge.HeaderHookID)
+	id := claims.ID{Tenant: h.Get(httpapi.HeaderTenant), Source: h.Get(httpapi.HeaderSource), Key: key}
+	hookID := h.Get(httpapi.HeaderHookID)
 	store, err := f.cfg.HubClaims(ctx)
 	if err != nil {
 		return fmt.Errorf("hub claims: %w", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -35,7 +35,7 @@ func newLink(t *testing.T) *link {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.hubSrv.Shutdown)
-	deny, imports := edge.LeafDeny("sluice")
+	deny, imports := httpapi.LeafDeny("sluice")
 	if l.edgeSrv, err = natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
 		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafDeny: deny, LeafDenyImports: imports}); err != nil {
 		t.Fatal(err)
@@ -63,15 +63,15 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	l := newLink(t)
 	ctx := testkit.Context(t)
 	window := 300 * time.Millisecond
-	if _, err := edge.EnsureStream(ctx, l.hubJS, edge.StreamConfig{Prefix: "sluice", Duplicates: window}); err != nil {
+	if _, err := httpapi.EnsureStream(ctx, l.hubJS, httpapi.StreamConfig{Prefix: "sluice", Duplicates: window}); err != nil {
 		t.Fatal(err)
 	}
-	outbox, err := edge.EnsureOutbox(ctx, l.edgeJS, edge.OutboxConfig{Prefix: "sluice"})
+	outbox, err := httpapi.EnsureOutbox(ctx, l.edgeJS, httpapi.OutboxConfig{Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := edge.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")
-	hooks := []edge.Hook{
+	store := httpapi.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")
+	hooks := []httpapi.Hook{
 		{ID: "sent-before", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("1")},
 		{ID: "never-sent", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("2")},
 	}
@@ -97,8 +97,8 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("delivered %d", n)
 	}
-	m := nats.NewMsg(edge.HooksSubject("sluice", "t", "s"))
-	m.Header.Set(edge.HeaderHookID, "sent-before")
+	m := nats.NewMsg(httpapi.HooksSubject("sluice", "t", "s"))
+	m.Header.Set(httpapi.HeaderHookID, "sent-before")
 	if _, err := l.hubJS.PublishMsg(ctx, m, jetstream.WithMsgID("sent-before")); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 		t.Fatalf("hub holds %d hooks, want 2 (each once)", info.State.Msgs)
 	}
 	for id, want := range map[string]bool{"sent-before": true, "never-sent": true, "nope": false} {
-		on, err := f.OnHub(ctx, edge.HooksSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
+		on, err := f.OnHub(ctx, httpapi.HooksSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
 		if err != nil || on != want {
 			t.Errorf("OnHub(%s) = %v, %v; want %v", id, on, err, want)
 		}

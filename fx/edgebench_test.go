@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -42,14 +42,14 @@ func BenchmarkEdgeDrain(b *testing.B) {
 	body := make([]byte, 1024)
 	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	for i := range b.N {
-		m := nats.NewMsg(edge.OutboxSubject("sluice", edge.HooksSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
+		m := nats.NewMsg(httpapi.OutboxSubject("sluice", httpapi.HooksSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
 		m.Data = body
 		id := prefix + strconv.Itoa(i)
-		m.Header.Set(edge.HeaderHookID, id)
-		m.Header.Set(edge.HeaderTenant, "t"+strconv.Itoa(i%100))
-		m.Header.Set(edge.HeaderSource, "src")
-		m.Header.Set(edge.HeaderDedupeKey, id) // its claim is written into the hub's bucket too
-		m.Header.Set(edge.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+		m.Header.Set(httpapi.HeaderHookID, id)
+		m.Header.Set(httpapi.HeaderTenant, "t"+strconv.Itoa(i%100))
+		m.Header.Set(httpapi.HeaderSource, "src")
+		m.Header.Set(httpapi.HeaderDedupeKey, id) // its claim is written into the hub's bucket too
+		m.Header.Set(httpapi.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
 		if _, err := js.PublishMsgAsync(m, jetstream.WithMsgID(id)); err != nil {
 			b.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func BenchmarkEdgeDrain(b *testing.B) {
 	case <-time.After(5 * time.Minute):
 		b.Fatal("backlog not written")
 	}
-	outbox, err := js.Stream(ctx, edge.OutboxStream("HOOKS"))
+	outbox, err := js.Stream(ctx, httpapi.OutboxStream("HOOKS"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/quota"
@@ -37,7 +37,7 @@ func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	// among the hub's edges).
 	sc.Name, sc.JetStreamDomain = cfg.EdgeName, cfg.EdgeName
 	sc.LeafRemotes = cfg.HubURLs
-	sc.LeafDeny, sc.LeafDenyImports = edge.LeafDeny(cfg.Prefix)
+	sc.LeafDeny, sc.LeafDenyImports = httpapi.LeafDeny(cfg.Prefix)
 }
 
 // Forward is an edge's forwarder (nil Forwarder when the node is not an
@@ -54,7 +54,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := edge.EnsureOutbox(ctx, n.JS, edge.OutboxConfig{
+	if _, err := httpapi.EnsureOutbox(ctx, n.JS, httpapi.OutboxConfig{
 		HooksStream: cfg.HooksStream, Prefix: cfg.Prefix, MaxBytes: cfg.HooksMaxBytes,
 	}); err != nil {
 		return nil, storageError(n, err)

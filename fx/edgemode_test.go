@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/edge"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -109,7 +109,7 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 		}
 		n := 0
 		for m := range b.Messages() {
-			seen[m.Headers().Get(edge.HeaderHookID)]++
+			seen[m.Headers().Get(httpapi.HeaderHookID)]++
 			n++
 		}
 		if n == 0 {
@@ -187,7 +187,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	}
 }
 
-// What crosses an edge's leaf connection (edge.LeafDeny): only the hub's
+// What crosses an edge's leaf connection (httpapi.LeafDeny): only the hub's
 // hooks subjects from the edge, and inbox replies; not the owners,
 // service, events, consumer acks or the outbox, and no hooks from the hub.
 func TestEdgeLeafIsolation(t *testing.T) {
@@ -198,7 +198,7 @@ func TestEdgeLeafIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(hubSrv.Shutdown)
-	deny, imports := edge.LeafDeny("sluice")
+	deny, imports := httpapi.LeafDeny("sluice")
 	edgeSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
 		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafToken: "leaf-secret-0123456789", LeafDeny: deny, LeafDenyImports: imports})
 	if err != nil {

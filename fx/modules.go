@@ -21,10 +21,10 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/edge"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
@@ -93,7 +93,7 @@ type Stores struct {
 	Replay       claims.ReplayStore
 	LocalReplay  claims.ReplayStore
 	Cooldown     *cooldown.Store
-	Overrides    *edge.Overrides
+	Overrides    *httpapi.Overrides
 	// Tenants follows the tenant records; Policy combines them with the
 	// file's tenants (SetConfig on SIGHUP).
 	Tenants *tenants.Registry
@@ -176,7 +176,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		Replay:       replay,
 		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
 		Cooldown:     cd,
-		Overrides:    edge.NewOverrides(lb, log),
+		Overrides:    httpapi.NewOverrides(lb, log),
 		Tenants:      reg,
 		Policy:       tenants.NewPolicy(cfg, reg),
 	}
@@ -324,7 +324,7 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 // HTTP is the edge's HTTP server.
 type HTTP struct {
 	Server  *http.Server
-	Handler *edge.Handler
+	Handler *httpapi.Handler
 	// Addr is the bound address once started.
 	Addr atomic.Pointer[string]
 }
@@ -342,10 +342,10 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	// An edge stores hooks in its outbox (ProvideForward), never in a local
 	// stream on the hub's subjects: that would capture the forwarder's
 	// publishes to the hub.
-	hooks := edge.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
+	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hooks = edge.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream)
-		if _, err := edge.EnsureStream(ctx, n.JS, edge.StreamConfig{
+		hooks = httpapi.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream)
+		if _, err := httpapi.EnsureStream(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
 			MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
 		}); err != nil {
@@ -357,7 +357,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	if fw.Forwarder != nil {
 		readyInfo = func() any { return fw.Forwarder.Status() }
 	}
-	var admitter edge.Admitter = q.Fleet
+	var admitter httpapi.Admitter = q.Fleet
 	if s.EdgeClaims != nil {
 		// A claim the hub's owners took is settled in the hub's bucket.
 		admitter = forward.Admitter{Fleet: q.Fleet, Claims: s.EdgeClaims}
@@ -366,7 +366,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	if err != nil {
 		return nil, err
 	}
-	h, err := edge.New(edge.Config{
+	h, err := httpapi.New(httpapi.Config{
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
 		Overrides:      s.Overrides,
@@ -423,17 +423,17 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			// refuse a configured limit that does not fit rather than
 			// answer 503 forever; the built-in default is lowered to fit
 			// (413 beyond). Checked on start, so the NATS parts stop again.
-			if body, field, explicit := cfg.LargestBody(); body+edge.HookOverheadBytes > n.Conn.MaxPayload() {
+			if body, field, explicit := cfg.LargestBody(); body+httpapi.HookOverheadBytes > n.Conn.MaxPayload() {
 				if explicit {
 					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
-						field, body, edge.HookOverheadBytes, n.Conn.MaxPayload())
+						field, body, httpapi.HookOverheadBytes, n.Conn.MaxPayload())
 				}
 				mp := n.Conn.MaxPayload()
-				fit := mp - edge.HookOverheadBytes
+				fit := mp - httpapi.HookOverheadBytes
 				log.Warn(fmt.Sprintf("the NATS server's max_payload of %d bytes is below the default max_body_bytes of %d plus %d bytes of headers: bodies over %d bytes get 413. "+
 					"To accept the default, raise max_payload on the NATS server to at least %d (nats-server.conf: max_payload: 2MB); "+
 					"to keep the lower bound, say so in --config (defaults: {source: {max_body_bytes: %d}}), which also ends this warning",
-					mp, body, edge.HookOverheadBytes, fit, body+edge.HookOverheadBytes, fit),
+					mp, body, httpapi.HookOverheadBytes, fit, body+httpapi.HookOverheadBytes, fit),
 					"max_payload", mp, "max_body_bytes", fit)
 			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)

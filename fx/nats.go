@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -218,7 +218,7 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	// The barrier's rounds sync the streams an answer rests on; the
 	// record's rounds (once a second) sync every stream.
 	names := kvstore.BucketNames(cfg.Prefix)
-	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, edge.OutboxStream(cfg.HooksStream),
+	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, httpapi.OutboxStream(cfg.HooksStream),
 		kvstore.StreamName(names.Claims), kvstore.StreamName(names.Replay),
 		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants)))
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))

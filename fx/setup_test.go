@@ -10,8 +10,8 @@ import (
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -123,7 +123,7 @@ func startTogether(t *testing.T, n int, timeout time.Duration, what string, args
 func waitOutboxDrained(t *testing.T, ed *node, timeout time.Duration) {
 	t.Helper()
 	testkit.Eventually(t, timeout, func() bool {
-		st, err := ed.n.JS.Stream(testkit.Context(t), edge.OutboxStream("HOOKS"))
+		st, err := ed.n.JS.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
 		return err == nil && st.CachedInfo().State.Msgs == 0 // Stream read the info
 	}, "outbox drained")
 }

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -60,10 +60,10 @@ func NewAdmin(reg *Registry, pol *Policy, opts ...AdminOption) (*Admin, error) {
 	return a, nil
 }
 
-// Routes are the admin routes (edge.Config.AdminRoutes).
-func (a *Admin) Routes() []edge.AdminRoute {
+// Routes are the admin routes (httpapi.Config.AdminRoutes).
+func (a *Admin) Routes() []httpapi.AdminRoute {
 	const t, s = "/v1/admin/tenants/{tenant}", "/v1/admin/tenants/{tenant}/sources/{source}"
-	return []edge.AdminRoute{
+	return []httpapi.AdminRoute{
 		{Pattern: "GET /v1/admin/tenants", Op: "list_tenants", Handler: a.list},
 		{Pattern: "GET " + t, Op: "get_tenant", Handler: a.getTenant},
 		{Pattern: "PUT " + t, Op: "put_tenant", Handler: a.putTenant},

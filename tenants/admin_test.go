@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/tenants"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/webhook"
@@ -269,7 +269,7 @@ func TestValidationAndConflicts(t *testing.T) {
 	mustDo(t, f.srv.URL, "PUT", "/v1/admin/tenants/acme/sources/gh", `{"verify":"github","secret":"`+oldSecret+`"}`, 200)
 	testkit.Eventually(t, time.Second, func() bool {
 		_, err := g.pol.Source("acme", "gh")
-		return errors.Is(err, edge.ErrSourceUnavailable)
+		return errors.Is(err, httpapi.ErrSourceUnavailable)
 	}, "a source whose secret does not open is unavailable")
 	if !strings.Contains(g.log.String(), "source cannot verify on this node") {
 		t.Fatalf("log:\n%s", g.log.String())
@@ -392,7 +392,7 @@ func TestKeyRotationReseal(t *testing.T) {
 	// The node that only has the old key now fails closed.
 	testkit.Eventually(t, time.Second, func() bool {
 		_, err := f.pol.Source("acme", "gh")
-		return errors.Is(err, edge.ErrSourceUnavailable)
+		return errors.Is(err, httpapi.ErrSourceUnavailable)
 	}, "old-key node fails closed")
 	mustDo(t, newFixtureOn(t, f.kit, nil).srv.URL, "POST", "/v1/admin/secrets/reseal", "", 400)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/tenants"
 	"github.com/sluice-dev/sluice/testkit"
@@ -30,7 +30,7 @@ func parseConfig(t *testing.T, yaml string) *config.Config {
 
 func admits(p *tenants.Policy, tenant, source string) bool {
 	_, err := p.Source(tenant, source)
-	return !errors.Is(err, edge.ErrUnknownSource)
+	return !errors.Is(err, httpapi.ErrUnknownSource)
 }
 
 // TestRemovedRecordsKeepAdmissionClosed: once a tenant record has existed,

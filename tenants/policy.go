@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 )
 
 // Policy is the edge's view of every tenant: the YAML file's (swapped
@@ -83,13 +83,13 @@ func (p *Policy) record(tenant string) *resolved {
 	return p.reg.lookup(tenant)
 }
 
-// Source implements edge.Policy.
-func (p *Policy) Source(tenant, source string) (edge.Source, error) {
+// Source implements httpapi.Policy.
+func (p *Policy) Source(tenant, source string) (httpapi.Source, error) {
 	cfg := p.cfg.Load()
 	if _, ok := cfg.Tenants[tenant]; ok {
 		s, err := cfg.Source(tenant, source)
 		if err != nil {
-			return edge.Source{}, fmt.Errorf("%w: %w", edge.ErrUnknownSource, err)
+			return httpapi.Source{}, fmt.Errorf("%w: %w", httpapi.ErrUnknownSource, err)
 		}
 		return EdgeSource(s), nil
 	}
@@ -100,7 +100,7 @@ func (p *Policy) Source(tenant, source string) (edge.Source, error) {
 	if rt != nil {
 		if rs, ok := rt.sources[source]; ok {
 			if rs.unavailable != nil {
-				return edge.Source{}, fmt.Errorf("%w: %s/%s: %w", edge.ErrSourceUnavailable, tenant, source, rs.unavailable)
+				return httpapi.Source{}, fmt.Errorf("%w: %s/%s: %w", httpapi.ErrSourceUnavailable, tenant, source, rs.unavailable)
 			}
 			return EdgeSource(rs.config(cfg, tenantLimits(rt, cfg))), nil
 		}
@@ -112,14 +112,14 @@ func (p *Policy) Source(tenant, source string) (edge.Source, error) {
 		}
 	}
 	if !allow {
-		return edge.Source{}, fmt.Errorf("%w: %s/%s", edge.ErrUnknownSource, tenant, source)
+		return httpapi.Source{}, fmt.Errorf("%w: %s/%s", httpapi.ErrUnknownSource, tenant, source)
 	}
 	return EdgeSource(config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes}), nil
 }
 
-// Limits implements edge.LimitsFunc: the file's tenant's, a record's, or
+// Limits implements httpapi.LimitsFunc: the file's tenant's, a record's, or
 // the defaults.
-func (p *Policy) Limits(tenant string) (edge.Limits, string) {
+func (p *Policy) Limits(tenant string) (httpapi.Limits, string) {
 	cfg := p.cfg.Load()
 	if _, ok := cfg.Tenants[tenant]; !ok {
 		if rt := p.record(tenant); rt != nil && rt.rec.Limits != nil {
@@ -150,9 +150,9 @@ func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) confi
 	return s
 }
 
-// EdgeSource adapts a source's configuration to edge.Source.
-func EdgeSource(s config.Source) edge.Source {
-	out := edge.Source{Dedupe: s.Dedupe.Lookup, MaxBodyBytes: s.MaxBodyBytes,
+// EdgeSource adapts a source's configuration to httpapi.Source.
+func EdgeSource(s config.Source) httpapi.Source {
+	out := httpapi.Source{Dedupe: s.Dedupe.Lookup, MaxBodyBytes: s.MaxBodyBytes,
 		Methods: s.Access.Methods, ContentTypes: s.Access.ContentTypes, IPAllow: s.Access.IPAllow}
 	if s.EventType.IsSet() {
 		out.EventType = s.EventType.Type
@@ -173,12 +173,12 @@ func EdgeSource(s config.Source) edge.Source {
 	}
 	if s.Verifier != nil {
 		v := s.Verifier
-		out.Verify = func(h http.Header, body []byte, now time.Time) (edge.Verified, error) {
+		out.Verify = func(h http.Header, body []byte, now time.Time) (httpapi.Verified, error) {
 			r, err := v.Verify(h, body, now)
 			if err != nil {
-				return edge.Verified{}, err
+				return httpapi.Verified{}, err
 			}
-			return edge.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance, BodySigned: r.BodySigned}, nil
+			return httpapi.Verified{MessageID: r.MessageID, Timestamp: r.Timestamp, Tolerance: r.Tolerance, BodySigned: r.BodySigned}, nil
 		}
 	}
 	return out

@@ -1,6 +1,6 @@
 // Package limits holds a tenant's budgets and the one rule for a valid
-// rate. config and edge both name these types (config.Rate and edge.Rate,
-// config.Limits and edge.Limits are aliases of them) without edge importing
+// rate. config and edge both name these types (config.Rate and httpapi.Rate,
+// config.Limits and httpapi.Limits are aliases of them) without edge importing
 // config: a limit read from the file, a record or an admin PUT is the same
 // value, checked the same way.
 package limits

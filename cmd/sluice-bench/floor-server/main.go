@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -71,10 +71,10 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 	if err := kvstore.WaitReady(sctx, js); err != nil {
 		return err
 	}
-	if _, err := edge.EnsureStream(sctx, js, edge.StreamConfig{Prefix: kvstore.DefaultPrefix}); err != nil {
+	if _, err := httpapi.EnsureStream(sctx, js, httpapi.StreamConfig{Prefix: kvstore.DefaultPrefix}); err != nil {
 		return err
 	}
-	store := edge.NewHookStore(js, kvstore.DefaultPrefix, "HOOKS")
+	store := httpapi.NewHookStore(js, kvstore.DefaultPrefix, "HOOKS")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +85,7 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 		}
 		id := nuid.Next()
 		pctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		_, err = store.Store(pctx, edge.Hook{
+		_, err = store.Store(pctx, httpapi.Hook{
 			ID: id, Tenant: r.PathValue("tenant"), Source: r.PathValue("source"),
 			DedupeKey: r.Header.Get("Idempotency-Key"), ReceivedAt: time.Now(),
 			ContentType: r.Header.Get("Content-Type"), Body: body,

@@ -5,7 +5,7 @@
 //
 // The package has no global state and does not import fx: construct a
 // Handler with New and mount it on any http.Server.
-package edge
+package httpapi
 
 import (
 	"context"

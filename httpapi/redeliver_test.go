@@ -1,4 +1,4 @@
-package edge_test
+package httpapi_test
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -39,13 +39,13 @@ func TestValidDeliverSubject(t *testing.T) {
 		"other.redeliver.acme.x":                            false,
 		"sluice.redeliver.acme." + strings.Repeat("x", 240): false, // over 255 bytes
 	} {
-		if got := edge.ValidDeliverSubject("sluice", "acme", subj); got != want {
+		if got := httpapi.ValidDeliverSubject("sluice", "acme", subj); got != want {
 			t.Errorf("ValidDeliverSubject(%q) = %v, want %v", subj, got, want)
 		}
 	}
 	// A tenant's token is encoded: "a.b" cannot reach tenant "a"'s "b".
-	if !edge.ValidDeliverSubject("sluice", "a.b", "sluice.redeliver.a=2Eb.x") || edge.ValidDeliverSubject("sluice", "a", "sluice.redeliver.a=2Eb.x") ||
-		edge.ValidDeliverSubject("sluice", "a.b", "sluice.redeliver.a.b") {
+	if !httpapi.ValidDeliverSubject("sluice", "a.b", "sluice.redeliver.a=2Eb.x") || httpapi.ValidDeliverSubject("sluice", "a", "sluice.redeliver.a=2Eb.x") ||
+		httpapi.ValidDeliverSubject("sluice", "a.b", "sluice.redeliver.a.b") {
 		t.Error("tenant tokens")
 	}
 }

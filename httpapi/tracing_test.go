@@ -1,11 +1,11 @@
-package edge_test
+package httpapi_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/client"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/tracingtest"
 	"github.com/sluice-dev/sluice/tracing/otlp"
@@ -57,22 +57,22 @@ tenants:
 			byName[sp.Name] = sp
 		}
 	}
-	hook := byName[edge.SpanHook]
+	hook := byName[httpapi.SpanHook]
 	if hook.ParentID != senderSpan || hook.Kind != tracepb.Span_SPAN_KIND_SERVER || hook.Service != "sluice-edge" ||
 		hook.Attributes["sluice.tenant"] != "acme" || hook.Attributes["sluice.source"] != "gh" || hook.Attributes["sluice.hook_id"] != id {
 		t.Fatalf("hook span %+v", hook)
 	}
-	for _, name := range []string{edge.SpanVerify, edge.SpanHit, edge.SpanStore, edge.SpanSettle} {
+	for _, name := range []string{httpapi.SpanVerify, httpapi.SpanHit, httpapi.SpanStore, httpapi.SpanSettle} {
 		sp, ok := byName[name]
 		if !ok || sp.ParentID != hook.SpanID || sp.StatusError || sp.StartUnixNano < hook.StartUnixNano || sp.EndNano > hook.EndNano {
 			t.Fatalf("%s span %+v (hook span %s)", name, sp, hook.SpanID)
 		}
 	}
-	if byName[edge.SpanStore].Kind != tracepb.Span_SPAN_KIND_PRODUCER {
-		t.Fatalf("store span kind %v", byName[edge.SpanStore].Kind)
+	if byName[httpapi.SpanStore].Kind != tracepb.Span_SPAN_KIND_PRODUCER {
+		t.Fatalf("store span kind %v", byName[httpapi.SpanStore].Kind)
 	}
 	// verify, hit, store, settle follow each other.
-	order := []string{edge.SpanVerify, edge.SpanHit, edge.SpanStore, edge.SpanSettle}
+	order := []string{httpapi.SpanVerify, httpapi.SpanHit, httpapi.SpanStore, httpapi.SpanSettle}
 	for i := 1; i < len(order); i++ {
 		if byName[order[i]].StartUnixNano < byName[order[i-1]].EndNano {
 			t.Fatalf("%s starts before %s ends", order[i], order[i-1])
@@ -82,7 +82,7 @@ tenants:
 	// The stored hook's traceparent is the store span: a consumer's span
 	// continues the trace from there.
 	m := a.stored()[id]
-	want := "00-" + sender + "-" + byName[edge.SpanStore].SpanID + "-01"
+	want := "00-" + sender + "-" + byName[httpapi.SpanStore].SpanID + "-01"
 	if got := m.Header.Get("traceparent"); got != want {
 		t.Fatalf("stored traceparent %q, want %q", got, want)
 	}

@@ -1,4 +1,4 @@
-package edge_test
+package httpapi_test
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package edge_test
+package httpapi_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -43,7 +43,7 @@ func TestIdempotencyKeyReused(t *testing.T) {
 		first := a.post(path, []byte(`{"amount":10}`), h)
 		mustStatus(t, first, 202)
 		tenant, source, _ := strings.Cut(strings.TrimPrefix(path, "/v1/hooks/"), "/")
-		want := `{"s":"c","h":"` + str(first.body["id"]) + `","d":"` + edge.BodyDigest([]byte(`{"amount":10}`)) + `"}`
+		want := `{"s":"c","h":"` + str(first.body["id"]) + `","d":"` + httpapi.BodyDigest([]byte(`{"amount":10}`)) + `"}`
 		if rec := a.claimRecord(tenant, source, "order-17"); rec != want {
 			t.Fatalf("%s: claim record %s, want %s", path, rec, want)
 		}

@@ -1,4 +1,4 @@
-package edge_test
+package httpapi_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 )
 
 func (a *app) admin(method, path, token, body string) resp {
@@ -134,7 +134,7 @@ func TestStoreUnavailableReleasesClaim(t *testing.T) {
 	if r.body["error"] != "store_unavailable" || r.hdr.Get("Retry-After") == "" {
 		t.Fatalf("503: %v %v", r.body, r.hdr)
 	}
-	if _, err := edge.EnsureStream(ctx, a.nats.JS, edge.StreamConfig{}); err != nil {
+	if _, err := httpapi.EnsureStream(ctx, a.nats.JS, httpapi.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	r = a.post("/v1/hooks/t/s", []byte(`{}`), h)

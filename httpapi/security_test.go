@@ -1,4 +1,4 @@
-package edge_test
+package httpapi_test
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/edge"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -135,7 +135,7 @@ func TestLongNamesFitReplayNamespace(t *testing.T) {
 	h := swHeaders(t, "m1", time.Now().Unix(), body, false)
 	mustStatus(t, a.post("/v1/hooks/"+tn+"/"+sn, body, h), 202)
 	mustStatus(t, a.post("/v1/hooks/"+tn+"/"+sn, body, h), 401) // the replay
-	if ns := edge.ReplayNamespace(tn, sn); len(ns) > 256 || ns == edge.ReplayNamespace(tn, sn[1:]) {
+	if ns := httpapi.ReplayNamespace(tn, sn); len(ns) > 256 || ns == httpapi.ReplayNamespace(tn, sn[1:]) {
 		t.Fatalf("namespace %q", ns)
 	}
 }
@@ -150,7 +150,7 @@ func TestVerificationFailuresBounded(t *testing.T) {
 	forged := map[string]string{"X-Hub-Signature-256": "sha256=" + strings.Repeat("0", 64), "X-GitHub-Delivery": "d"}
 	// The budget refills at its rate while the test runs: count the 401s
 	// until the first 429 and compare with burst + rate × elapsed.
-	lim := edge.DefaultVerifyFailures
+	lim := httpapi.DefaultVerifyFailures
 	start, n := time.Now(), int64(0)
 	var r resp
 	for {
@@ -191,7 +191,7 @@ func TestSvixHeaders(t *testing.T) {
 	}
 	var key string
 	for _, m := range a.stored() {
-		key = m.Header.Get(edge.HeaderDedupeKey)
+		key = m.Header.Get(httpapi.HeaderDedupeKey)
 	}
 	if key != "msg_9" {
 		t.Fatalf("stored dedupe key %q", key)
@@ -249,7 +249,7 @@ func TestGitHubReplayWithFreshDelivery(t *testing.T) {
 	if len(st) != 2 {
 		t.Fatalf("stored %d hooks, want 2", len(st))
 	}
-	if k := st[str(first.body["id"])].Header.Get(edge.HeaderDedupeKey); k != edge.ContentKey(body) {
+	if k := st[str(first.body["id"])].Header.Get(httpapi.HeaderDedupeKey); k != httpapi.ContentKey(body) {
 		t.Fatalf("stored dedupe key %q", k)
 	}
 }
