@@ -206,21 +206,36 @@ const (
 var DurabilityLevels = []string{DurabilitySynced, DurabilityAcked, DurabilitySyncAlways}
 
 // DurabilityInForce is the level a 2xx gets: Durability, except that
-// synced needs the embedded single node (sluice syncs only its own
-// server's files, and only an R1 stream's writes reach the file before
-// the ack): with --nats-url or a cluster it is acked, and sync-always
-// needs the embedded server (with --nats-url it is acked: the operator
-// configures the server's sync, docs/RELIABILITY.md "Durability levels").
+// with --nats-url it is acked (sluice cannot sync an external server's
+// disk: the operator configures its sync, docs/RELIABILITY.md "Durability
+// levels"). On an embedded cluster synced is in force as well, carried
+// out by the servers (ServerSyncAlways): each Raft append is fsynced
+// before it counts toward the quorum that acks a write.
 func (c *Config) DurabilityInForce() string {
 	switch {
 	case c.NATSURL != "":
-		return DurabilityAcked
-	case c.Durability == DurabilitySynced && c.ClusterListen != "":
 		return DurabilityAcked
 	case c.Durability == "":
 		return DurabilitySynced
 	}
 	return c.Durability
+}
+
+// ServerSyncAlways says whether the embedded nats-server fsyncs every
+// write (its jetstream sync_interval: always): at sync-always, and at
+// synced on a cluster, where a quorum's fsynced Raft appends are what a
+// 2xx waits for (a single node's synced is sluice's own group commit).
+func (c *Config) ServerSyncAlways() bool {
+	if c.NATSURL != "" {
+		return false
+	}
+	switch c.DurabilityInForce() {
+	case DurabilitySyncAlways:
+		return true
+	case DurabilitySynced:
+		return c.ClusterListen != ""
+	}
+	return false
 }
 
 // Values of --claims-persist.

@@ -237,25 +237,29 @@ func TestEveryFlagHasTwins(t *testing.T) {
 // The durability level: --durability, the deprecated --sync-always as its
 // alias, and the level a node's mode gets.
 func TestDurability(t *testing.T) {
+	cluster := []string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}
 	cases := []struct {
 		args          []string
 		want, inForce string
+		serverSync    bool // the embedded nats-server fsyncs every write
 	}{
-		{nil, config.DurabilitySynced, config.DurabilitySynced},
-		{[]string{"--durability", "acked"}, config.DurabilityAcked, config.DurabilityAcked},
-		{[]string{"--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
-		{[]string{"--sync-always=true"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
-		{[]string{"--sync-always=false"}, config.DurabilitySynced, config.DurabilitySynced},
-		// sluice syncs only its own single server's files.
-		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked},
-		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, config.DurabilitySynced, config.DurabilityAcked},
-		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways},
+		{nil, config.DurabilitySynced, config.DurabilitySynced, false},
+		{[]string{"--durability", "acked"}, config.DurabilityAcked, config.DurabilityAcked, false},
+		{[]string{"--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
+		{[]string{"--sync-always=true"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
+		{[]string{"--sync-always=false"}, config.DurabilitySynced, config.DurabilitySynced, false},
+		// sluice cannot sync an external server's disk.
+		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked, false},
+		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked, false},
+		// A cluster is synced by default: the servers fsync each Raft append.
+		{cluster, config.DurabilitySynced, config.DurabilitySynced, true},
+		{append(cluster, "--durability", "sync-always"), config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
+		{append(cluster, "--durability", "acked"), config.DurabilityAcked, config.DurabilityAcked, false},
 	}
 	for _, c := range cases {
 		cfg := mustLoad(t, c.args, nil)
-		if cfg.Durability != c.want || cfg.DurabilityInForce() != c.inForce {
-			t.Errorf("%v: durability %q in force %q, want %q and %q", c.args, cfg.Durability, cfg.DurabilityInForce(), c.want, c.inForce)
+		if cfg.Durability != c.want || cfg.DurabilityInForce() != c.inForce || cfg.ServerSyncAlways() != c.serverSync {
+			t.Errorf("%v: durability %q in force %q server sync %v, want %q, %q and %v", c.args, cfg.Durability, cfg.DurabilityInForce(), cfg.ServerSyncAlways(), c.want, c.inForce, c.serverSync)
 		}
 	}
 	if _, err := config.Parse([]string{"--durability", "fsync"}, nil, nil); err == nil ||

@@ -96,7 +96,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 			ClusterTLSKey:  cfg.ClusterTLS.Key,
 			ClusterTLSCA:   cfg.ClusterTLS.CA,
 			Logger:         log.With("component", "nats-server"),
-			SyncAlways:     out.Durability == config.DurabilitySyncAlways,
+			SyncAlways:     cfg.ServerSyncAlways(),
 		}
 		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
@@ -187,6 +187,11 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
+	if out.Server != nil && cfg.ClusterListen != "" {
+		if err := startClusterDurability(lc, cfg, out, log); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -197,14 +202,8 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
 	srv := out.Server
 	if cfg.ClusterListen != "" {
-		// A replicated stream's write reaches the file behind its Raft
-		// log, and an R1 stream may live on another server: the local
-		// files cannot vouch for an ack.
-		what := "a 2xx means a quorum of the cluster acked its writes (in their page caches; --durability sync-always fsyncs each Raft append)"
-		if out.Durability == config.DurabilitySyncAlways {
-			what = "a 2xx means a quorum of the cluster fsynced its writes (nats-server's sync always)"
-		}
-		log.Info("durability: "+what, "durability", out.Durability, "requested", cfg.Durability)
+		// The record is checked once the cluster answers
+		// (startClusterDurability): its streams may be led elsewhere.
 		return nil
 	}
 	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
@@ -237,6 +236,60 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 		config.DurabilitySyncAlways: "a 2xx after nats-server fsynced each write",
 	}[out.Durability]
 	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
+	return nil
+}
+
+// ClusterStartWait bounds how long a cluster node waits at start for the
+// streams of its record to be back at their recorded sequences (the
+// cluster forming, leaders elected, replicas caught up) before it calls
+// what is still short a loss and refuses to start.
+var ClusterStartWait = time.Minute
+
+// startClusterDurability is startDurability for a node of an embedded
+// cluster: the data dir's record is checked against the cluster's view of
+// its streams (natsembed.CheckClusterStart: a cluster whose nodes all lost
+// what they had made durable does not come up silently empty), then the
+// recorder keeps it, reading the streams this server holds and syncing its
+// store before each record. A 2xx waits for a quorum's fsynced Raft
+// appends (cfg.ServerSyncAlways) at synced and sync-always; at acked
+// there is neither record nor check.
+func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, log *slog.Logger) error {
+	if !cfg.ServerSyncAlways() {
+		// acked: a replicated stream's writes sit in the servers' buffers
+		// and page caches; nothing local can vouch for them, so no record.
+		log.Warn("durability: acked — a 2xx means a quorum of the cluster acked its writes in memory: a power cut of the whole cluster can lose them, and the cluster then starts on what is left (docs/RELIABILITY.md \"Durability levels\")",
+			"durability", out.Durability, "requested", cfg.Durability)
+		return nil
+	}
+	srv := out.Server
+	dlog := log.With("component", "durability")
+	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
+	defer cancel()
+	seqs := func(ctx context.Context, names []string) (map[string]uint64, error) {
+		now := make(map[string]uint64, len(names))
+		for _, name := range names {
+			ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := out.JS.Stream(ictx, name)
+			if err == nil {
+				var info *jetstream.StreamInfo
+				if info, err = st.Info(ictx); err == nil {
+					now[name] = info.State.LastSeq
+				}
+			}
+			icancel()
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, err
+			}
+		}
+		return now, nil
+	}
+	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, seqs); err != nil {
+		return err
+	}
+	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, dlog)
+	lc.Append(fx.StopHook(rec.Stop))
+	log.Info("durability: a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)",
+		"durability", out.Durability, "requested", cfg.Durability)
 	return nil
 }
 

@@ -169,6 +169,70 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 	return WriteRecord(path, Record{Streams: now, Updated: time.Now().UTC()})
 }
 
+// ClusterSettled is how long the cluster's answers for a node's recorded
+// streams must stay the same, every stream answering but some below
+// their record, before CheckClusterStart calls it a loss rather than a
+// cluster still catching up (leaders are elected with every committed
+// write; a stream being caught up moves).
+var ClusterSettled = 5 * time.Second
+
+// CheckClusterStart is CheckStart for a node of a cluster, where the
+// streams a node recorded may be led, and brought back after a restart,
+// by other servers: seqs reads the cluster's view of the named streams
+// (their leaders' last sequences; a stream absent from the map is not
+// there). It waits until every recorded stream reaches its recorded
+// sequence — the cluster forming, leaders elected, replicas caught up. A
+// loss is what is still short when ctx ends, or once the answers have not
+// moved for ClusterSettled: a DataLossError, or with accept a logged loss
+// and a record rewritten from what is there. A node without a record (a
+// new one) passes at once.
+func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
+	path := filepath.Join(dataDir, RecordFile)
+	rec, ok, err := ReadRecord(path)
+	if err != nil || !ok {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(rec.Streams))
+	var (
+		lost  []string
+		now   map[string]uint64
+		since time.Time // when now was first answered as it is
+		last  error
+		said  = time.Now()
+	)
+	for {
+		got, err := seqs(ctx, names)
+		last = err
+		if err == nil {
+			if lost = CheckRecord(rec, got); len(lost) == 0 {
+				return nil
+			}
+			if now == nil || !maps.Equal(got, now) {
+				now, since = got, time.Now()
+			}
+		}
+		if time.Since(said) >= 5*time.Second {
+			said = time.Now()
+			log.Warn("waiting for the cluster to bring back the streams this node recorded", "short", strings.Join(lost, "; "), "error", last)
+		}
+		settled := now != nil && time.Since(since) >= ClusterSettled
+		if settled || ctx.Err() != nil {
+			if now == nil {
+				return fmt.Errorf("natsembed: the cluster did not answer for the recorded streams before the start deadline: %w", errors.Join(ctx.Err(), last))
+			}
+			if !accept {
+				return &DataLossError{DataDir: dataDir, Lost: lost}
+			}
+			log.Error("starting on a cluster that lost durable data (--accept-data-loss)", "lost", strings.Join(lost, "; "))
+			return WriteRecord(path, Record{Streams: now, Updated: time.Now().UTC()})
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Recorder keeps the record of a data dir up to date: every
 // RecordInterval it reads the sequences, waits for a sync round (so that
 // they, and any stream configuration replaced since, are durable) and,

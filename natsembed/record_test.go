@@ -1,0 +1,93 @@
+package natsembed_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/natsembed"
+)
+
+// CheckClusterStart waits for a cluster catching up, and calls a loss what
+// stays short once the answers stop moving.
+func TestCheckClusterStart(t *testing.T) {
+	defer func(d time.Duration) { natsembed.ClusterSettled = d }(natsembed.ClusterSettled)
+	natsembed.ClusterSettled = 300 * time.Millisecond
+	log := slog.New(slog.DiscardHandler)
+	record := func(t *testing.T) string {
+		dir := t.TempDir()
+		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10, "KV_c": 4}}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("no record", func(t *testing.T) {
+		err := natsembed.CheckClusterStart(ctx, t.TempDir(), false, log, func(context.Context, []string) (map[string]uint64, error) {
+			t.Fatal("a node without a record asked the cluster")
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("catching up", func(t *testing.T) {
+		// No answer, then the streams coming back step by step, each step
+		// shorter than ClusterSettled... then there.
+		var calls atomic.Int64
+		start := time.Now()
+		err := natsembed.CheckClusterStart(ctx, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+			n := calls.Add(1)
+			switch {
+			case n < 3:
+				return nil, errors.New("no meta leader")
+			case time.Since(start) < 2*natsembed.ClusterSettled:
+				return map[string]uint64{"HOOKS": uint64(n), "KV_c": 4}, nil
+			}
+			return map[string]uint64{"HOOKS": 12, "KV_c": 4}, nil
+		})
+		if err != nil {
+			t.Fatalf("a cluster that caught up: %v", err)
+		}
+	})
+	t.Run("lost", func(t *testing.T) {
+		err := natsembed.CheckClusterStart(ctx, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+			return map[string]uint64{"KV_c": 4}, nil
+		})
+		var dl *natsembed.DataLossError
+		if !errors.As(err, &dl) || !strings.Contains(err.Error(), "stream HOOKS is missing") || !strings.Contains(err.Error(), "--accept-data-loss=true") {
+			t.Fatalf("a cluster without HOOKS: %v, want a DataLossError naming HOOKS and the flag", err)
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		dir := record(t)
+		err := natsembed.CheckClusterStart(ctx, dir, true, log, func(context.Context, []string) (map[string]uint64, error) {
+			return map[string]uint64{"HOOKS": 3, "KV_c": 4}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _, err := natsembed.ReadRecord(filepath.Join(dir, natsembed.RecordFile))
+		if err != nil || rec.Streams["HOOKS"] != 3 {
+			t.Fatalf("the record after an accepted loss: %+v %v, want HOOKS at 3", rec, err)
+		}
+	})
+	t.Run("no answer", func(t *testing.T) {
+		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		err := natsembed.CheckClusterStart(short, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+			return nil, errors.New("no meta leader")
+		})
+		var dl *natsembed.DataLossError
+		if err == nil || errors.As(err, &dl) || !strings.Contains(err.Error(), "did not answer") {
+			t.Fatalf("a cluster that never answered: %v, want an error saying so (not a loss)", err)
+		}
+	})
+}
