@@ -103,3 +103,19 @@ func TestConsumerAddRunsInAScript(t *testing.T) {
 		t.Fatalf("found %d `nats consumer add` commands, want CLIENTS.md's and OPERATIONS.md's: the scan sees nothing", n)
 	}
 }
+
+// TestNoPagingStreamView: the docs read stored hooks with commands that
+// print and exit — `nats stream view` pages, waiting on the terminal for
+// "next page", so a script (or a paste with more lines after it) hangs or
+// fails there; `nats stream get HOOKS <seq>` (or --last-for SUBJECT) and
+// `nats stream info HOOKS` do not.
+func TestNoPagingStreamView(t *testing.T) {
+	for file, cmds := range natsCommands(t, `\bstream view\b`) {
+		for _, cmd := range cmds {
+			t.Errorf("%s: %q pages on a terminal; use nats stream get HOOKS <seq> (or --last-for SUBJECT)", file, cmd)
+		}
+	}
+	if len(natsCommands(t, `\bstream get\b`)) == 0 {
+		t.Fatal("no `nats stream get` in the docs: the scan sees nothing")
+	}
+}
