@@ -155,7 +155,13 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 	case open && !wasOpen:
 		log.Warn("reload: the file says allow_unknown: true: tenants nobody listed are accepted now, with the defaults")
 	case !open && cfg.OpenQuickstart:
-		log.Info("reload: no tenants in --config, but tenants were listed before: unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
+		// Why the quickstart stays closed: tenant records (the admin API),
+		// or a file that listed tenants before (Policy.Closed).
+		why := "tenants were listed in --config before"
+		if st.Tenants != nil && st.Tenants.Closed() {
+			why = "tenant records exist or existed (admin API)"
+		}
+		log.Info("reload: no tenants in --config, but " + why + ": unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
 	}
 	if len(applied) == 0 {
 		log.Info("configuration reloaded: no change to tenants, sources or defaults")
