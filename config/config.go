@@ -33,8 +33,8 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // EnvPrefix prefixes every flag's environment twin.
@@ -459,15 +459,49 @@ over the environment, which wins over the file, which wins over the default.
 
 Flags:
 `)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// Names in one column, what each does after them, wrapped to
+	// UsageColumns with its environment twin last.
+	indent := 0
 	for _, s := range settings {
-		def := ""
-		if s.def != "" {
-			def = fmt.Sprintf(" (default %q)", s.def)
-		}
-		fmt.Fprintf(tw, "  --%s %s\t%s%s\t$%s\n", s.name, s.kind, s.usage, def, EnvName(s.name))
+		indent = max(indent, len("  --"+s.name+" "+s.kind+"  "))
 	}
-	_ = tw.Flush()
+	for _, s := range settings {
+		words := strings.Fields(s.usage)
+		if s.def != "" {
+			words = append(words, fmt.Sprintf("(default %q)", s.def)) // kept on one line
+		}
+		words = append(words, "$"+EnvName(s.name))
+		head := fmt.Sprintf("  --%s %s", s.name, s.kind)
+		for i, l := range wrapWords(words, UsageColumns-indent) {
+			if i > 0 {
+				head = ""
+			}
+			fmt.Fprintf(w, "%-*s%s\n", indent, head, l)
+		}
+	}
+}
+
+// UsageColumns is the widest line PrintUsage writes (a terminal wraps
+// longer ones mid-word).
+const UsageColumns = 100
+
+// wrapWords joins words into lines of at most width runes (a word longer
+// than width gets a line of its own).
+func wrapWords(words []string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range words {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
 }
 
 // value is one setting's raw value and where it came from.

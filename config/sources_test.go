@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -515,4 +516,50 @@ func macHex(h func() hash.Hash, key, msg string) string {
 	m := hmac.New(h, []byte(key))
 	m.Write([]byte(msg))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// TestEdgeYAMLHeaderCommands: the commands testdata/edge.yaml's header
+// gives to load it work as written — with the environment they set and
+// nothing else (the header once said `edge --config testdata/edge.yaml`
+// alone, which exits 2 without ACME_SW_SECRET).
+func TestEdgeYAMLHeaderCommands(t *testing.T) {
+	data, err := os.ReadFile("../testdata/edge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break // the header is the leading comment
+		}
+		line = strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		line = strings.TrimSpace(strings.TrimPrefix(line, "Load with:"))
+		line, _, _ = strings.Cut(line, "(")
+		f := strings.Fields(line)
+		vars := map[string]string{}
+		for len(f) > 0 && strings.Contains(f[0], "=") && !strings.HasPrefix(f[0], "-") {
+			k, v, _ := strings.Cut(f[0], "=")
+			vars[k] = strings.ReplaceAll(v, "testdata/", "../testdata/")
+			f = f[1:]
+		}
+		if len(f) == 0 || f[0] != "edge" {
+			continue
+		}
+		n++
+		args := f[1:]
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "testdata/", "../testdata/")
+		}
+		cfg, err := config.Parse(args, env(vars), nil)
+		if err != nil {
+			t.Errorf("header command %q: %v", line, err)
+			continue
+		}
+		if len(cfg.Tenants) == 0 {
+			t.Errorf("header command %q loaded no tenants: not the file", line)
+		}
+	}
+	if n == 0 {
+		t.Fatal("testdata/edge.yaml's header gives no command to load it")
+	}
 }

@@ -129,8 +129,11 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 // unless its Methods say otherwise (config.HookMethods).
 var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet}
 
-// checkAccess applies the source's request policy before any work: the
-// client address (403), the method (405) and the content type (415).
+// checkAccess applies the source's request policy before any work, in
+// this order (docs/PROTOCOL.md): the client address (403), the method
+// (405) and the content type (415). The address goes first so that one
+// outside ip_allow learns nothing of the source's methods (no Allow
+// header) or media types.
 func (h *Handler) checkAccess(q *hookRequest) bool {
 	if len(q.src.IPAllow) > 0 {
 		ip, ok := h.clientIP(q.r)

@@ -72,6 +72,47 @@ plain: {dedupe: none}
 	}
 }
 
+// TestAccessCheckOrder: when several of a source's checks fail, ip_allow
+// wins (403, with no Allow header: an address outside the list learns
+// nothing of the source's methods or content types), then methods (405),
+// then content_types (415). A method no source accepts is 405 on the
+// route itself, the same for every source.
+func TestAccessCheckOrder(t *testing.T) {
+	t.Parallel()
+	a := startAcme(t, `
+erp: {methods: [PUT], content_types: [application/json], ip_allow: ["203.0.113.0/24"], dedupe: none}
+`, "--trusted-proxies", "127.0.0.1")
+	send := func(method, ct, client string) resp {
+		t.Helper()
+		req, err := http.NewRequest(method, a.url+"/v1/hooks/acme/erp", bytes.NewReader([]byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("X-Forwarded-For", client)
+		return a.do(req)
+	}
+	const outside, inside = "198.51.100.1", "203.0.113.7"
+	for _, c := range []struct {
+		method, ct, client string
+		code               int
+		allow              string
+	}{
+		{"POST", "application/xml", outside, 403, ""}, // all three fail: the address wins
+		{"POST", "application/json", outside, 403, ""},
+		{"PUT", "application/xml", outside, 403, ""},
+		{"POST", "application/xml", inside, 405, "PUT"}, // then the method
+		{"PUT", "application/xml", inside, 415, ""},     // then the content type
+		{"PUT", "application/json", inside, 202, ""},
+		{"DELETE", "application/json", outside, 405, "POST"}, // no source takes DELETE
+	} {
+		r := send(c.method, c.ct, c.client)
+		if r.code != c.code || r.hdr.Get("Allow") != c.allow {
+			t.Errorf("%s %s from %s: %d Allow %q, want %d Allow %q (%s)", c.method, c.ct, c.client, r.code, r.hdr.Get("Allow"), c.code, c.allow, r.raw)
+		}
+	}
+}
+
 // TestTrustedProxyClientIP: behind a trusted proxy (here the loopback
 // peer), the client is the rightmost address of the header that is not a
 // trusted proxy; addresses left of it cannot widen access.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/webhook"
 )
 
 // docBlock returns the first ```sh block after heading in a docs file.
@@ -103,6 +104,62 @@ func TestFlagsTableComplete(t *testing.T) {
 	for _, name := range config.Flags() {
 		if !regexp.MustCompile("`--" + regexp.QuoteMeta(name) + "[`,/ =]").MatchString(rows.String()) {
 			t.Errorf("--%s is not in README.md's flags table", name)
+		}
+	}
+}
+
+// TestTenantsDocBlock runs docs/TENANTS.md's "Onboarding a tenant" as a
+// user pastes it, in order and with `set -eu` — against a node of the test
+// (its URL and admin token for the block's, its files under a temporary
+// directory for /etc/sluice) — so that every variable a command reads is
+// exported before it and every example secret is one the node accepts: a
+// custom HMAC scheme's at least webhook.DefaultMinSecretBytes, which the
+// page must say.
+func TestTenantsDocBlock(t *testing.T) {
+	const file, heading = "docs/TENANTS.md", "## Onboarding a tenant"
+	block := docBlock(t, file, heading)
+	page, err := os.ReadFile(filepath.Join("..", "..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rule := fmt.Sprintf("at least %d bytes", webhook.DefaultMinSecretBytes); !strings.Contains(string(page), rule) {
+		t.Errorf("%s does not say a custom scheme's secret needs %s", file, rule)
+	}
+	n := startAdminNode(t)
+	dir := t.TempDir()
+	if err := os.Rename(buildEdge(t), filepath.Join(dir, "edge")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "payload.json"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(block, "/etc/sluice", filepath.Join(dir, "etc-sluice"))
+	for _, u := range []string{"https://edge-1.internal:8080", "https://edge-3.internal:8080"} {
+		if !strings.Contains(script, u) {
+			t.Fatalf("the block no longer names %s:\n%s", u, block)
+		}
+		script = strings.ReplaceAll(script, u, n.URL)
+	}
+	const tok = "SLUICE_ADMIN_TOKEN=…"
+	if !strings.Contains(script, tok) {
+		t.Fatalf("the block no longer sets %s:\n%s", tok, block)
+	}
+	script = strings.ReplaceAll(script, tok, "SLUICE_ADMIN_TOKEN="+adminToken)
+	script = "set -eu\nPATH=" + dir + ":$PATH\n" + script
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the block failed: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
+	}
+	for _, want := range []string{`"gh"`, `"pay"`, `"orders"`, "HTTP/1.1 401"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the block's output lacks %s\nstdout:\n%s\nstderr:\n%s", want, out.String(), stderr.String())
 		}
 	}
 }

@@ -22,9 +22,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"go.uber.org/dig"
@@ -84,6 +86,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer stopPprof()
 	log := sluicefx.NewLoggerTo(cfg, stderr)
+	// A start that fails leaves no data dir of its own behind: the
+	// directories it creates are removed again (failedStart).
+	created := ""
+	if cfg.NATSURL == "" {
+		created = firstMissing(cfg.DataDir)
+	}
 	var stores *sluicefx.Stores
 	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
@@ -95,6 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			// The last line says what is missing and how to proceed.
 			fmt.Fprintln(stderr, "edge:", loss)
 		}
+		failedStart(cfg.DataDir, created, log)
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
@@ -104,6 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		stopCtx, c2 := context.WithTimeout(context.Background(), app.StopTimeout())
 		defer c2()
 		_ = app.Stop(stopCtx)
+		failedStart(cfg.DataDir, created, log)
 		return 1
 	}
 	code := 0
@@ -155,7 +165,13 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 	case open && !wasOpen:
 		log.Warn("reload: the file says allow_unknown: true: tenants nobody listed are accepted now, with the defaults")
 	case !open && cfg.OpenQuickstart:
-		log.Info("reload: no tenants in --config, but tenants were listed before: unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
+		// Why the quickstart stays closed: tenant records (the admin API),
+		// or a file that listed tenants before (Policy.Closed).
+		why := "tenants were listed in --config before"
+		if st.Tenants != nil && st.Tenants.Closed() {
+			why = "tenant records exist or existed (admin API)"
+		}
+		log.Info("reload: no tenants in --config, but " + why + ": unknown tenants still get 404 unknown_source (allow_unknown: true opens them)")
 	}
 	if len(applied) == 0 {
 		log.Info("configuration reloaded: no change to tenants, sources or defaults")
@@ -172,5 +188,60 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 			return
 		}
 		st.Tenants.SetKeys(keys)
+	}
+}
+
+// firstMissing returns the outermost directory of dir's path that does
+// not exist yet (dir itself, or an ancestor MkdirAll would create), or ""
+// when dir exists (or cannot be checked).
+func firstMissing(dir string) string {
+	p, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	top := ""
+	for {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return top
+		}
+		top = p
+		parent := filepath.Dir(p)
+		if parent == p {
+			return top
+		}
+		p = parent
+	}
+}
+
+// failedStart removes what a failed start created of the data dir: dir,
+// if created (firstMissing before the start) is dir or one of its
+// ancestors, and the then empty directories up to created. It removes dir
+// only while holding its lock, so never a directory another process has
+// started on in the meantime.
+func failedStart(dir, created string, log *slog.Logger) {
+	if created == "" {
+		return
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		unlock, err := natsembed.LockDir(abs)
+		if err != nil {
+			log.Warn("start-up failed: keeping the data dir it created", "data_dir", dir, "error", err)
+			return
+		}
+		err = os.RemoveAll(abs)
+		unlock()
+		if err != nil {
+			log.Warn("start-up failed: could not remove the data dir it created", "data_dir", dir, "error", err)
+			return
+		}
+	}
+	for p := filepath.Dir(abs); len(p) >= len(created) && p != filepath.Dir(p); p = filepath.Dir(p) {
+		if os.Remove(p) != nil { // not empty, or not ours
+			return
+		}
 	}
 }

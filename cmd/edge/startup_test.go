@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,52 @@ func TestStartupFailsFast(t *testing.T) {
 			}
 			if took > failFastBound {
 				t.Errorf("took %s, want under %s\n%s", took, failFastBound, stderr.String())
+			}
+		})
+	}
+}
+
+// TestFailedStartLeavesNoDataDir: a start that fails — the HTTP port or
+// the NATS port in use — removes the --data-dir it created (and the
+// parents it created for it), but keeps a data dir that was there before,
+// with what it holds.
+func TestFailedStartLeavesNoDataDir(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyAddr := busy.Addr().String()
+	start := func(dataDir string, args ...string) (int, string) {
+		t.Helper()
+		var log bytes.Buffer
+		args = append([]string{"--data-dir", dataDir, "--partitions", "4"}, args...)
+		code := Run(context.Background(), args, func(string) string { return "" }, &log)
+		return code, log.String()
+	}
+	for name, args := range map[string][]string{
+		"http port in use": {"--http-addr", busyAddr, "--nats-listen", "off"},
+		"nats port in use": {"--http-addr", "127.0.0.1:0", "--nats-listen", busyAddr},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			dataDir := filepath.Join(root, "new", "data")
+			if code, log := start(dataDir, args...); code != 1 {
+				t.Fatalf("exit %d, want 1\n%s", code, log)
+			}
+			if _, err := os.Stat(filepath.Join(root, "new")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the failed start left %s behind (%v)", filepath.Join(root, "new"), err)
+			}
+			old := t.TempDir()
+			keep := filepath.Join(old, "keep")
+			if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code, log := start(old, args...); code != 1 {
+				t.Fatalf("existing dir: exit %d, want 1\n%s", code, log)
+			}
+			if _, err := os.Stat(keep); err != nil {
+				t.Errorf("the failed start removed what an existing data dir held: %v", err)
 			}
 		})
 	}

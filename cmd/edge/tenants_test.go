@@ -386,3 +386,42 @@ func TestRemovingTenantsNeverReopens(t *testing.T) {
 		t.Fatalf("a node started after the last tenant was removed: %d, want 404", code)
 	}
 }
+
+// TestReloadAfterAdminTenants: a node started without tenants in its file,
+// given a tenant through the admin API, says on SIGHUP why unknown tenants
+// stay refused — the records — not that the file listed tenants before
+// (it never did).
+func TestReloadAfterAdminTenants(t *testing.T) {
+	file := testkit.WriteTemp(t, "edge.yaml", []byte("# no tenants\n"))
+	addr := testkit.FreeAddr(t)
+	log := &testkit.LogBuffer{}
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"--config", file, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4", "--admin-token", adminToken},
+			func(string) string { return "" }, log, hup)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-exited; code != 0 {
+			t.Errorf("exit %d\n%s", code, log.String())
+		}
+	})
+	base := "http://" + addr
+	if err := testkit.WaitHTTP(base+"/readyz", 30*time.Second); err != nil {
+		t.Fatalf("edge not ready: %v\n%s", err, log.String())
+	}
+	if r := testkit.HTTP(t, "PUT", base+"/v1/admin/tenants/acme", []byte(`{}`), map[string]string{"Authorization": "Bearer " + adminToken}); r.Code != 201 {
+		t.Fatalf("PUT tenant: %d %s", r.Code, r.Body)
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/nobody/x", "") == 404 }, "the quickstart closed by the record")
+	hup <- syscall.SIGHUP
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(log.String(), "configuration reloaded")
+	}, "the reload logged")
+	got := log.String()
+	if !strings.Contains(got, "tenant records exist or existed (admin API)") || strings.Contains(got, "listed in --config before") || strings.Contains(got, "tenants were listed before") {
+		t.Fatalf("the reload does not say the records keep unknown tenants out:\n%s", got)
+	}
+}

@@ -1,0 +1,121 @@
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/text"
+)
+
+// docCommands returns the shell lines of a Markdown file a reader may
+// paste: every line of its code blocks and every code span, a span that
+// wraps over lines joined with spaces, a block's "\"-continued lines
+// joined into one.
+func docCommands(src []byte) []string {
+	var out []string
+	root := md.Parser().Parse(text.NewReader(src))
+	_ = ast.Walk(root, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n := n.(type) {
+		case *ast.FencedCodeBlock, *ast.CodeBlock:
+			var b strings.Builder
+			lines := n.Lines()
+			for i := 0; i < lines.Len(); i++ {
+				seg := lines.At(i)
+				b.Write(seg.Value(src))
+			}
+			block := strings.ReplaceAll(b.String(), "\\\n", " ")
+			out = append(out, strings.Split(block, "\n")...)
+			return ast.WalkSkipChildren, nil
+		case *ast.CodeSpan:
+			var b strings.Builder
+			for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+				if t, ok := c.(*ast.Text); ok {
+					b.Write(t.Segment.Value(src))
+				}
+			}
+			out = append(out, strings.ReplaceAll(b.String(), "\n", " "))
+			return ast.WalkSkipChildren, nil
+		}
+		return ast.WalkContinue, nil
+	})
+	return out
+}
+
+// natsCommands returns each `nats …` command of README.md and docs/*.md
+// that matches sub (a regexp on the command from "nats" to the line's end),
+// with the file it is in.
+func natsCommands(t *testing.T, sub string) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append([]string{filepath.Join("..", "README.md")}, files...)
+	re := regexp.MustCompile(`\bnats\s[^\n]*?` + sub + `[^\n]*`)
+	found := map[string][]string{}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range docCommands(src) {
+			for _, cmd := range re.FindAllString(l, -1) {
+				if c, _, _ := strings.Cut(cmd, " #"); c != "" {
+					cmd = c
+				}
+				found[file] = append(found[file], strings.TrimSpace(cmd))
+			}
+		}
+	}
+	return found
+}
+
+// TestConsumerAddRunsInAScript: every `nats consumer add` the docs show
+// runs as pasted into a script — without --pull (or a deliver subject),
+// --ack and --defaults the nats CLI asks its questions on the terminal and
+// fails without one — and a pull consumer is not named as if it were a
+// push one (CLIENTS.md's was called "pushes").
+func TestConsumerAddRunsInAScript(t *testing.T) {
+	n := 0
+	for file, cmds := range natsCommands(t, `\bconsumer add\b`) {
+		for _, cmd := range cmds {
+			n++
+			for _, want := range []string{"--pull", "--ack explicit", "--defaults"} {
+				if !strings.Contains(cmd, want) {
+					t.Errorf("%s: %q lacks %s (it prompts without it)", file, cmd, want)
+				}
+			}
+			if f := strings.Fields(cmd[strings.Index(cmd, "consumer add"):]); len(f) < 4 || strings.HasPrefix(f[3], "-") {
+				t.Errorf("%s: %q names no stream and consumer", file, cmd)
+			} else if strings.Contains(strings.ToLower(f[3]), "push") {
+				t.Errorf("%s: %q: the pull consumer %q is named like a push one", file, cmd, f[3])
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("found %d `nats consumer add` commands, want CLIENTS.md's and OPERATIONS.md's: the scan sees nothing", n)
+	}
+}
+
+// TestNoPagingStreamView: the docs read stored hooks with commands that
+// print and exit — `nats stream view` pages, waiting on the terminal for
+// "next page", so a script (or a paste with more lines after it) hangs or
+// fails there; `nats stream get HOOKS <seq>` (or --last-for SUBJECT) and
+// `nats stream info HOOKS` do not.
+func TestNoPagingStreamView(t *testing.T) {
+	for file, cmds := range natsCommands(t, `\bstream view\b`) {
+		for _, cmd := range cmds {
+			t.Errorf("%s: %q pages on a terminal; use nats stream get HOOKS <seq> (or --last-for SUBJECT)", file, cmd)
+		}
+	}
+	if len(natsCommands(t, `\bstream get\b`)) == 0 {
+		t.Fatal("no `nats stream get` in the docs: the scan sees nothing")
+	}
+}
