@@ -4,12 +4,31 @@
 // docs/DESIGN.md "Edge mode").
 //
 // One owned goroutine reads the outbox with a durable pull consumer, in
-// stream order, at most Batch hooks at a time; it publishes each to the
-// hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks it
-// in the outbox only after the hub's PubAck. A batch that fails is sent
-// again (the same hooks, in the same order) after a backoff, so the
-// forwarder never moves past a hook the hub has not acknowledged and
-// hooks reach the hub in their outbox order while the link is up.
+// stream order, at most Batch hooks at a time; it publishes them to the
+// hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks
+// each in the outbox only after the hub acknowledged it. A batch that
+// fails is sent again (the hooks not acknowledged, in the same order)
+// after a backoff, so the forwarder never moves past a hook the hub has
+// not acknowledged.
+//
+// Order: the hub must never store hook i+1 of an edge while hook i is
+// missing, or the resend of i lands after i+1. Pipelined publishes cannot
+// promise that: when the hub refuses i (a limit, a full stream, a
+// message lost while the link or the stream's interest comes up) it may
+// still store i+1, i+2, … that were already on their way. So the
+// forwarder publishes a batch as one JetStream atomic batch
+// (Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit; the hub's
+// stream has allow_atomic, httpapi.EnsureStream): the hub stores all of it,
+// in order, or none of it. A batch the hub refuses (a hook it will not
+// take, or one it already has: a batch holding a duplicate message id is
+// refused whole) is sent one hook at a time, each publish waiting for the
+// ack of the one before, as far as the hub takes them; so is every batch
+// to a hub whose stream does not allow atomic batches (an older hub).
+// Ordering by what the hub expects instead (Nats-Expected-Last-Msg-Id,
+// Nats-Expected-Last-Subject-Sequence) does not fit: the hub's stream and
+// a tenant's subject are shared by every edge and by the hooks the hub
+// stores itself, so the last message id or sequence the hub sees is not
+// this edge's.
 //
 // None twice: a hook sent again is dropped by the hub's duplicate window
 // when it is still inside it. A hook redelivered later than that (the edge
@@ -31,6 +50,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -57,10 +77,11 @@ type Config struct {
 	// Linked reports whether the leaf connection to the hub is up; while it
 	// is not, nothing is fetched.
 	Linked func() bool
-	// Batch bounds the hooks in flight to the hub (default 256).
+	// Batch bounds the hooks in flight to the hub, one atomic batch
+	// (default 256; at most 1000 to a batch).
 	Batch int
-	// PublishTimeout bounds the wait for the hub's acks of one batch
-	// (default 5 s).
+	// PublishTimeout bounds the wait for the hub's ack of one batch or one
+	// hook (default 5 s).
 	PublishTimeout time.Duration
 	// HubClaims, when set, is the hub's claims store: the claim of every
 	// forwarded hook with a dedupe key is written there (create-if-absent,
@@ -110,6 +131,8 @@ type Forwarder struct {
 	status    atomic.Pointer[Status]
 	lastErr   atomic.Pointer[string] // the last forwarding error, nil after a success
 	hubWindow atomic.Int64           // the hub stream's duplicate window (ns); 0: unknown
+	hubAtomic atomic.Bool            // the hub stream allows atomic batches
+	hubKnown  atomic.Bool            // hubWindow and hubAtomic were read since the link came up
 	mark      uint64                 // outbox sequences up to it may have been sent by an earlier run
 
 	forwarded *prometheus.CounterVec // result
@@ -152,8 +175,7 @@ func New(cfg Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub, err := jetstream.NewWithDomain(cfg.Conn, cfg.HubDomain,
-		jetstream.WithPublishAsyncMaxPending(cfg.Batch), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+	hub, err := jetstream.NewWithDomain(cfg.Conn, cfg.HubDomain)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +294,7 @@ func (f *Forwarder) run() {
 			} else {
 				f.log.Warn("edge: hub link down; hooks stay in the outbox")
 				f.hubWindow.Store(0)
+				f.hubKnown.Store(false)
 			}
 			wasLinked = linked
 		}
@@ -301,21 +324,37 @@ func (f *Forwarder) run() {
 	}
 }
 
-// learnWindow reads the hub stream's duplicate window (0 when it cannot:
-// every late redelivery is then looked up), and opens the hub's claims
-// store (HubClaims) so that claims go there from the start of the link.
+// learnWindow opens the hub's claims store (HubClaims) so that claims go
+// there from the start of the link, and reads the hub's stream (learnHub).
 func (f *Forwarder) learnWindow(ctx context.Context) {
+	if f.cfg.HubClaims != nil {
+		ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+		_, _ = f.cfg.HubClaims(ictx)
+		cancel()
+	}
+	f.learnHub(ctx)
+}
+
+// learnHub reads the hub stream's duplicate window and whether it allows
+// atomic batches. When it cannot, the window is 0 (every late redelivery
+// is looked up) and hooks go one at a time until a later read succeeds.
+func (f *Forwarder) learnHub(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
-	if f.cfg.HubClaims != nil {
-		_, _ = f.cfg.HubClaims(ictx)
-	}
 	st, err := f.hub.Stream(ictx, f.cfg.HooksStream)
 	if err != nil {
 		f.hubWindow.Store(0)
+		f.hubAtomic.Store(false)
 		return
 	}
-	f.hubWindow.Store(int64(st.CachedInfo().Config.Duplicates))
+	cfg := st.CachedInfo().Config
+	f.hubWindow.Store(int64(cfg.Duplicates))
+	f.hubAtomic.Store(cfg.AllowAtomicPublish)
+	if !cfg.AllowAtomicPublish {
+		f.log.Warn("edge: the hub's hooks stream does not allow atomic batches (allow_atomic); forwarding one hook at a time",
+			"stream", f.cfg.HooksStream)
+	}
+	f.hubKnown.Store(true)
 }
 
 // refreshStatus updates the gauges and the status from the outbox's state.
@@ -391,37 +430,154 @@ func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 // leading ones the hub acknowledged; it returns how many and the first
 // error.
 func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error) {
-	futs := make([]jetstream.PubAckFuture, len(msgs))
+	if !f.hubKnown.Load() {
+		f.learnHub(ctx) // the stream info failed at link-up: read it again
+	}
+	var items []hubItem
+	n, err := len(msgs), error(nil)
 	for i, m := range msgs {
-		out, id, err := f.hubMsg(m)
-		if err != nil {
-			return f.ackUpTo(ctx, msgs, futs, i, err)
+		out, id, herr := f.hubMsg(m)
+		skip := false
+		if herr == nil {
+			skip, herr = f.alreadyOnHub(ctx, m, out.Subject, id)
 		}
-		skip, err := f.alreadyOnHub(ctx, m, out.Subject, id)
-		if err != nil {
-			return f.ackUpTo(ctx, msgs, futs, i, err)
+		if herr != nil {
+			n, err = i, herr
+			break
 		}
 		if skip {
-			continue // futs[i] nil: acked without a publish
+			f.forwarded.WithLabelValues("found").Inc()
+			continue // acked without a publish
 		}
-		fut, err := f.hub.PublishMsgAsync(out, jetstream.WithMsgID(id), jetstream.WithExpectStream(f.cfg.HooksStream))
-		if err != nil {
-			return f.ackUpTo(ctx, msgs, futs, i, err)
-		}
-		futs[i] = fut
+		items = append(items, hubItem{at: i, msg: out, id: id})
 	}
-	return f.ackUpTo(ctx, msgs, futs, len(msgs), nil)
+	ok, perr := f.publish(ctx, items, n)
+	if perr != nil {
+		err = perr
+	}
+	return f.settle(ctx, msgs, ok, err)
 }
 
-// ackUpTo waits for the hub's acks of futs[:n] in order, registers the
-// acknowledged hooks' claims on the hub (register, in parallel) and acks
-// the messages in the outbox up to the first failure; it returns how many
-// were acked and the first error (err when all n succeeded).
-func (f *Forwarder) ackUpTo(ctx context.Context, msgs []jetstream.Msg, futs []jetstream.PubAckFuture, n int, err error) (int, error) {
-	ok, werr := f.waitAcks(futs[:n])
-	if werr != nil {
-		err = werr
+// hubItem is one hook to publish: msgs[at]'s hub copy and message id.
+type hubItem struct {
+	at  int
+	msg *nats.Msg
+	id  string
+}
+
+// atomicMax bounds the hooks of one atomic batch (nats-server's default
+// max_batch_size).
+const atomicMax = 1000
+
+// publish stores items on the hub in their order and never lets the hub
+// store one while an earlier one is missing: atomic batches when the hub's
+// stream allows them (all or none of a batch stored), else, and after a
+// batch the hub refused, one hook at a time, each publish waiting for the
+// ack of the one before. It returns how many leading messages (of n, by
+// index: items[k].at) are done and the first failure.
+func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, error) {
+	for done := 0; done < len(items); {
+		chunk := items[done:min(len(items), done+atomicMax)]
+		if f.hubAtomic.Load() && len(chunk) > 1 {
+			err := f.publishAtomic(ctx, chunk)
+			if err == nil {
+				f.forwarded.WithLabelValues("stored").Add(float64(len(chunk)))
+				done += len(chunk)
+				continue
+			}
+			if !refused(err) { // nothing learned: the same batch again later
+				f.forwarded.WithLabelValues("failed").Inc()
+				return chunk[0].at, err
+			}
+			// Refused (a hook the hub will not take, or some it has
+			// already: a batch holding a duplicate is refused whole): one
+			// at a time, as far as the hub takes them.
+			f.log.Debug("edge: the hub refused a batch; sending it one hook at a time", "error", err, "hooks", len(chunk))
+		}
+		k, err := f.publishEach(ctx, chunk)
+		done += k
+		if err != nil {
+			return items[done].at, err
+		}
 	}
+	return n, nil
+}
+
+// refused reports whether err is the hub's answer refusing an atomic
+// batch (not a timeout, a missing responder or the forwarder stopping).
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr)
+}
+
+// publishAtomic publishes chunk as one atomic batch (Nats-Batch-Id,
+// Nats-Batch-Sequence, Nats-Batch-Commit on the last) and waits for the
+// commit's ack: the hub stores all of it, in order, or none of it. Only
+// the commit asks for an answer: a hook the hub refused, or lost on the
+// way, leaves a gap that fails the commit.
+func (f *Forwarder) publishAtomic(ctx context.Context, chunk []hubItem) error {
+	batch := nuid.Next()
+	for j, it := range chunk {
+		m := nats.NewMsg(it.msg.Subject)
+		m.Data = it.msg.Data
+		for k, v := range it.msg.Header {
+			m.Header[k] = v
+		}
+		m.Header.Set(jetstream.MsgIDHeader, it.id)
+		m.Header.Set(jetstream.ExpectedStreamHeader, f.cfg.HooksStream)
+		m.Header.Set(batchIDHeader, batch)
+		m.Header.Set(batchSeqHeader, strconv.Itoa(j+1))
+		if j < len(chunk)-1 {
+			if err := f.cfg.Conn.PublishMsg(m); err != nil {
+				return err
+			}
+			continue
+		}
+		m.Header.Set(batchCommitHeader, "1")
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+		_, err := f.hub.PublishMsg(pctx, m, jetstream.WithRetryAttempts(0))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("hub did not store the batch of %d from %s: %w", len(chunk), chunk[0].msg.Header.Get(httpapi.HeaderHookID), err)
+		}
+	}
+	return nil
+}
+
+// Headers of JetStream's atomic batch publish (nats-server 2.12+).
+const (
+	batchIDHeader     = "Nats-Batch-Id"
+	batchSeqHeader    = "Nats-Batch-Sequence"
+	batchCommitHeader = "Nats-Batch-Commit"
+)
+
+// publishEach publishes chunk one hook at a time, each after the hub's ack
+// of the one before; it returns how many the hub acknowledged and the
+// first failure.
+func (f *Forwarder) publishEach(ctx context.Context, chunk []hubItem) (int, error) {
+	for k, it := range chunk {
+		pctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
+		ack, err := f.hub.PublishMsg(pctx, it.msg, jetstream.WithMsgID(it.id), jetstream.WithExpectStream(f.cfg.HooksStream),
+			jetstream.WithRetryAttempts(0))
+		cancel()
+		if err != nil {
+			f.forwarded.WithLabelValues("failed").Inc()
+			return k, fmt.Errorf("hub did not store %s: %w", it.msg.Header.Get(httpapi.HeaderHookID), err)
+		}
+		if ack.Duplicate {
+			f.forwarded.WithLabelValues("duplicate").Inc()
+		} else {
+			f.forwarded.WithLabelValues("stored").Inc()
+		}
+	}
+	return len(chunk), nil
+}
+
+// settle registers the claims of msgs[:ok] (acknowledged by the hub) on
+// the hub (register, in parallel) and acks them in the outbox in order up
+// to the first failure; it returns how many were acked and the first
+// error (err when all ok succeeded).
+func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, err error) (int, error) {
 	regs := make([]error, ok)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -442,37 +598,6 @@ func (f *Forwarder) ackUpTo(ctx context.Context, msgs []jetstream.Msg, futs []je
 		}
 	}
 	return ok, err
-}
-
-// waitAcks waits for futs in order (a nil one: found on the hub, no
-// publish); it returns how many leading ones the hub acknowledged and the
-// first failure.
-func (f *Forwarder) waitAcks(futs []jetstream.PubAckFuture) (int, error) {
-	timeout := time.NewTimer(f.cfg.PublishTimeout)
-	defer timeout.Stop()
-	for i, fut := range futs {
-		if fut == nil {
-			f.forwarded.WithLabelValues("found").Inc()
-			continue
-		}
-		select {
-		case ack := <-fut.Ok():
-			if ack.Duplicate {
-				f.forwarded.WithLabelValues("duplicate").Inc()
-			} else {
-				f.forwarded.WithLabelValues("stored").Inc()
-			}
-		case e := <-fut.Err():
-			f.forwarded.WithLabelValues("failed").Inc()
-			return i, fmt.Errorf("hub did not store %s: %w", fut.Msg().Header.Get(httpapi.HeaderHookID), e)
-		case <-timeout.C:
-			f.forwarded.WithLabelValues("failed").Inc()
-			return i, errors.New("hub acks timed out")
-		case <-f.stop:
-			return i, errors.New("stopping")
-		}
-	}
-	return len(futs), nil
 }
 
 // hubMsg is the hub's copy of an outbox message and its message id.

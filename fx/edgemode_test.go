@@ -86,6 +86,16 @@ func hubHooks(t testing.TB, js jetstream.JetStream) map[string]int {
 
 // readHubHooks is hubHooks returning its error.
 func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, error) {
+	seen := map[string]int{}
+	order, err := readHubOrder(ctx, js)
+	for _, id := range order {
+		seen[id]++
+	}
+	return seen, err
+}
+
+// readHubOrder is the hook ids in the hub's HOOKS in stream order.
+func readHubOrder(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	st, err := js.Stream(ctx, "HOOKS")
 	if err != nil {
 		return nil, err
@@ -94,9 +104,9 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]int{}
+	var order []string
 	if info.State.Msgs == 0 {
-		return seen, nil
+		return order, nil
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
 	if err != nil {
@@ -109,7 +119,7 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 		}
 		n := 0
 		for m := range b.Messages() {
-			seen[m.Headers().Get(httpapi.HeaderHookID)]++
+			order = append(order, m.Headers().Get(httpapi.HeaderHookID))
 			n++
 		}
 		if n == 0 {
@@ -117,7 +127,34 @@ func readHubHooks(ctx context.Context, js jetstream.JetStream) (map[string]int, 
 		}
 		got += uint64(n)
 	}
-	return seen, nil
+	return order, nil
+}
+
+// outboxOrder is the hook ids in an edge's outbox in its order (read by
+// sequence: the outbox is a work queue, its consumer the forwarder's).
+func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	ctx := testkit.Context(t)
+	st, err := js.Stream(ctx, httpapi.OutboxStream("HOOKS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.Header.Get(httpapi.HeaderHookID))
+	}
+	return ids
 }
 
 // Edge mode: an edge keeps answering 202 from its local outbox
@@ -166,6 +203,12 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^sluice_edge_outbox_messages [1-9][0-9]{2}$`).MatchString(metrics) {
 		t.Errorf("metrics: no outbox backlog in the hundreds:\n%s", grepLines(metrics, "sluice_edge_outbox"))
 	}
+	// The order the edge stored the outage's hooks in (nothing is
+	// forwarded while unlinked).
+	stored := outboxOrder(t, ed.n.JS)
+	if len(stored) < 400 {
+		t.Fatalf("outbox holds %d hooks, want the 400 of the outage", len(stored))
+	}
 
 	// The hub comes back: the backlog drains, none lost, none twice.
 	t0 := time.Now()
@@ -184,6 +227,19 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	}
 	if len(seen) != len(acked) {
 		t.Errorf("hub holds %d hooks, %d were acked", len(seen), len(acked))
+	}
+	// And in the hub's HOOKS they are in the edge's order.
+	order, err := readHubOrder(testkit.Context(t), hub.n.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOutbox := map[string]bool{}
+	for _, id := range stored {
+		inOutbox[id] = true
+	}
+	order = slices.DeleteFunc(order, func(id string) bool { return !inOutbox[id] })
+	if !slices.Equal(order, stored) {
+		t.Errorf("the hub's HOOKS holds the outage's %d hooks in another order than the edge stored them (%d)", len(order), len(stored))
 	}
 }
 

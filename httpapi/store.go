@@ -95,6 +95,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  cfg.Duplicates,
 		Retention:   jetstream.LimitsPolicy,
+		// An edge's forwarder sends its hooks in atomic batches, so that
+		// the hub never stores one of them after a later one
+		// (forward.Forwarder).
+		AllowAtomicPublish: true,
 	}
 	return createStream(ctx, js, sc)
 }
