@@ -24,7 +24,16 @@ import (
 func TestPowerCutCluster(t *testing.T) {
 	t.Parallel()
 	t.Run("synced", func(t *testing.T) { powerCutCluster(t, nil, 2) })
-	t.Run("acked", func(t *testing.T) { powerCutCluster(t, []string{"--durability", "acked"}, 1) })
+	t.Run("acked", func(t *testing.T) {
+		// The harness's bite at the cluster's level: without the servers'
+		// fsync the same cut loses hooks (129 of 307 in one run). Not in
+		// CI: after such a cut the replicas can take minutes to agree
+		// again; every synced cut above must drop unsynced bytes instead.
+		if os.Getenv("SLUICE_TEST_ACKED_CLUSTER_CUT") == "" {
+			t.Skip("set SLUICE_TEST_ACKED_CLUSTER_CUT=1 to run a whole-cluster cut at --durability acked")
+		}
+		powerCutCluster(t, []string{"--durability", "acked"}, 1)
+	})
 }
 
 func powerCutCluster(t *testing.T, args []string, cuts int) {
@@ -48,6 +57,9 @@ func powerCutCluster(t *testing.T, args []string, cuts int) {
 		loss, err := fs.Cut()
 		if err != nil {
 			t.Fatalf("cut %d: %v", c, err)
+		}
+		if loss.Bytes == 0 {
+			t.Fatalf("cut %d dropped nothing: the harness does not bite", c)
 		}
 		errs := h.restartAll()
 		if err := errors.Join(errs...); err != nil {
