@@ -57,32 +57,12 @@ func BenchmarkKV(b *testing.B) {
 				})
 			})
 		}
-		b.Run(fmt.Sprintf("ClaimMany/batch=%d", n), func(b *testing.B) {
-			// n claims per ClaimMany call, one call at a time: a frame's
-			// claims written by one goroutine.
-			s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_claims")}))
-			run := strconv.FormatInt(runSeq.Add(1), 10)
-			reqs := make([]claims.ClaimRequest, 0, n)
-			b.ResetTimer()
-			cpu0 := testkit.CPUTime(b)
-			for i := 0; i < b.N; i += n {
-				reqs = reqs[:0]
-				for j := i; j < min(i+n, b.N); j++ {
-					reqs = append(reqs, claims.ClaimRequest{ID: id("acme", "gh", run+"-"+strconv.Itoa(j)), HookID: "hook", PendingTTL: 30 * time.Second})
-				}
-				for j, o := range s.ClaimMany(ctx, reqs) {
-					if o.Err != nil || o.Result.Outcome != claims.OK {
-						b.Fatalf("claim %d: %+v %v", i+j, o.Result, o.Err)
-					}
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-			testkit.ReportCPU(b, cpu0)
-		})
 		for _, settle := range []struct {
 			name string
 			fn   func(*claims.KV, context.Context, claims.ID, string, uint64, time.Duration) error
-		}{{"Settle", (*claims.KV).Settle}, {"SettleOwn", (*claims.KV).SettleOwn}} {
+		}{{"Settle", (*claims.KV).Settle}, {"SettleOwn", func(s *claims.KV, ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+			return s.SettleOwn(ctx, id, hookID, "", rev, ttl)
+		}}} {
 			b.Run(fmt.Sprintf("%s/inflight=%d", settle.name, n), func(b *testing.B) {
 				s := newKV(b, benchBucket(b, k, kvstore.BucketConfig{Name: bucketName("bench_settle")}))
 				run := strconv.FormatInt(runSeq.Add(1), 10)

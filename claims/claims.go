@@ -108,7 +108,7 @@ type State struct {
 	HookID    string        // the holder's hook id
 	Revision  uint64        // what Settle/Release must present
 	ExpiresIn time.Duration // time left until the claim expires, >= 0
-	// Digest is what SettleOwnDigest kept of the committed claim's request
+	// Digest is what SettleOwn kept of the committed claim's request
 	// ("" for a claim settled without one).
 	Digest string
 }
@@ -124,6 +124,12 @@ const (
 // concurrent use. Every method returns ErrInvalid for malformed arguments
 // (see ID.Validate, ValidateHookID; a negative TTL; revision 0) and
 // ErrUnavailable when the store cannot answer (a done ctx included).
+//
+// Every method is required: a wrapper (the events publisher's, edge
+// mode's) implements each, so none can lose a capability by forgetting a
+// method. A store that cannot pipeline answers StartClaim and
+// StartSettleOwn with NotStartedClaim and NotStartedSettle, and the caller
+// takes the one-call path.
 type Store interface {
 	// Claim takes the key for hookID as a pending claim that expires after
 	// pendingTTL (rounded up to whole seconds, at least 1 s) unless settled.
@@ -131,10 +137,37 @@ type Store interface {
 	// already pending for hookID itself is OK with its revision, so a
 	// retried call is idempotent (hook ids are unique per piece of work).
 	Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error)
+	// StartClaim starts Claim's create-if-absent for id without waiting
+	// (pipelined claim writes: an owner starts the claims of a frame, then
+	// collects them). An error (ErrInvalid, ErrUnavailable) means nothing
+	// was started: call Claim.
+	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
 	// Settle commits the pending claim at rev for hookID; the committed claim
 	// expires after ttl. ErrLost when rev is stale, hookID differs or the
-	// claim is no longer pending.
+	// claim is no longer pending. It reads the holder before it writes: its
+	// caller may be a network client presenting a revision it was told
+	// about another holder (a Pending result carries the holder's
+	// revision), which a blind write would commit under the wrong hook id.
 	Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
+	// SettleOwn is Settle for a caller that knows rev is the revision of an
+	// OK Result of its own Claim for hookID (its own hit or claim, never a
+	// revision read back or reported for another holder). It skips
+	// Settle's read: the revision-checked write alone decides, since a
+	// key's current revision can only be rev while the claim written at
+	// rev, pending for hookID, is still there. digest (ValidateDigest; ""
+	// for none) is kept in the committed record and read back by Get
+	// (State.Digest): what an Idempotency-Key's claim keeps of its first
+	// request, so that a later claimer can tell a retry (the same digest)
+	// from another request reusing the key. Errors as Settle's; the store
+	// reads the key only when the write is refused, to say why (lost, or
+	// already settled by an earlier call).
+	SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error
+	// StartSettleOwn starts SettleOwn's revision-checked write (no digest)
+	// without waiting (pipelined settles: an owner starts the settles of a
+	// frame, then collects them), under SettleOwn's condition. An error
+	// (ErrInvalid, ErrUnavailable) means nothing was started: call
+	// SettleOwn.
+	StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error)
 	// Release drops the pending (or committed) claim at rev for hookID so the
 	// key can be claimed again at once. ErrLost when rev is stale or hookID
 	// differs.
@@ -143,72 +176,45 @@ type Store interface {
 	Get(ctx context.Context, id ID) (State, error)
 }
 
-// ClaimStarter is a Store that can start a claim as one write without
-// waiting for it (pipelined claim writes: an owner starts the claims of a
-// batch, then collects them).
-type ClaimStarter interface {
-	// StartClaim starts Claim's create-if-absent for id. An error (ErrInvalid,
-	// ErrUnavailable) means nothing was started: call Claim.
-	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
-}
-
 // StartedClaim is a claim whose create is in flight.
 type StartedClaim interface {
 	// Wait waits (until ctx ends) for the create: done with the result (OK
 	// with its revision) or an error (ErrUnavailable) — or not done, with
 	// nothing taken, when the create was refused (the key is held, or holds
-	// a marker) or no stream took it (a leader election): the caller calls
-	// Claim, which reads the holder (or retries) and answers Duplicate,
-	// Pending or OK as always.
+	// a marker), no stream took it (a leader election) or nothing was sent
+	// (NotStartedClaim): the caller calls Claim, which reads the holder (or
+	// retries) and answers Duplicate, Pending or OK as always.
 	Wait(ctx context.Context) (res Result, done bool, err error)
-}
-
-// OwnSettler is a Store that can settle, in one write, a claim its caller
-// took itself. Call it through SettleOwn.
-type OwnSettler interface {
-	// SettleOwn is Settle for a caller that knows rev is the revision of an
-	// OK Result of a Claim for hookID (its own hit or claim, never a
-	// revision read back or reported for another holder). It skips
-	// Settle's read: the revision-checked write alone decides, since a
-	// key's current revision can only be rev while the claim written at
-	// rev, pending for hookID, is still there. Errors as Settle's; the
-	// store reads the key only when the write is refused, to say why
-	// (lost, or already settled by an earlier call).
-	SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
-}
-
-// SettleStarter is an OwnSettler that can start SettleOwn's one write
-// without waiting (pipelined settles: an owner starts the settles of a
-// batch, then collects them).
-type SettleStarter interface {
-	// StartSettleOwn starts SettleOwn's revision-checked write, under
-	// SettleOwn's condition (rev is the revision of the caller's own OK
-	// Claim of hookID). An error (ErrInvalid, ErrUnavailable) means
-	// nothing was started: call SettleOwn.
-	StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error)
 }
 
 // StartedSettle is a settle whose write is in flight.
 type StartedSettle interface {
 	// Wait waits (until ctx ends) for the write: done, with nil or an
 	// error (ErrUnavailable), or not done when the write was refused (the
-	// claim is no longer at rev, or another write to it was in flight) or
-	// no stream took it (a leader election):
+	// claim is no longer at rev, or another write to it was in flight), no
+	// stream took it (a leader election) or nothing was sent
+	// (NotStartedSettle):
 	// the caller calls SettleOwn, which sends it again if the key was
 	// busy, and otherwise reads the key to say why it is lost.
 	Wait(ctx context.Context) (done bool, err error)
 }
 
-// SettleOwn settles a claim the caller took itself (see OwnSettler): in
-// one write when s is an OwnSettler, else with s.Settle. A caller that
-// passes on a revision it did not get from its own Claim of hookID (a
-// network client's, say) calls Settle, which checks the holder first.
-func SettleOwn(ctx context.Context, s Store, id ID, hookID string, rev uint64, ttl time.Duration) error {
-	if o, ok := s.(OwnSettler); ok {
-		return o.SettleOwn(ctx, id, hookID, rev, ttl)
-	}
-	return s.Settle(ctx, id, hookID, rev, ttl)
-}
+// NotStartedClaim and NotStartedSettle are what a store that does not
+// pipeline its writes (Memory: each call is done at once) starts: their
+// Wait is never done, so the caller makes the one call, Claim or
+// SettleOwn.
+var (
+	NotStartedClaim  StartedClaim  = notStartedClaim{}
+	NotStartedSettle StartedSettle = notStartedSettle{}
+)
+
+type notStartedClaim struct{}
+
+func (notStartedClaim) Wait(context.Context) (Result, bool, error) { return Result{}, false, nil }
+
+type notStartedSettle struct{}
+
+func (notStartedSettle) Wait(context.Context) (bool, error) { return false, nil }
 
 // ReplayOutcome of a replay claim.
 type ReplayOutcome int

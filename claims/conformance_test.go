@@ -529,14 +529,11 @@ func wantDigest(t *testing.T, s claims.Store, k claims.ID, hook, digest string) 
 	return st
 }
 
-// testDigestKept: a claim settled with SettleOwnDigest keeps the digest
+// testDigestKept: a claim settled with SettleOwn and a digest keeps the digest
 // until it is released; one settled without a digest (or by Settle) reads
 // back without one; a malformed digest is ErrInvalid and writes nothing.
 func testDigestKept(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
-	if _, ok := s.(claims.DigestSettler); !ok {
-		t.Fatalf("%T keeps no digests", s)
-	}
 	d1 := "sha256:" + strings.Repeat("ab", 32)
 	k := id("acme", "api", "idem-1")
 	r1 := claim(t, s, k, "h1", time.Minute)
@@ -544,14 +541,14 @@ func testDigestKept(t *testing.T, f storeFixture) {
 	if st := get(t, s, k); st.Digest != "" {
 		t.Fatalf("pending claim has digest %q", st.Digest)
 	}
-	if err := claims.SettleOwnDigest(ctx, s, k, "h1", d1, r1.Revision, hour); err != nil {
-		t.Fatalf("SettleOwnDigest: %v", err)
+	if err := s.SettleOwn(ctx, k, "h1", d1, r1.Revision, hour); err != nil {
+		t.Fatalf("SettleOwn: %v", err)
 	}
 	claimAs(t, s, k, "h2", time.Minute, claims.Duplicate, "h1")
 	st := wantDigest(t, s, k, "h1", d1)
 	// A second settle of the committed claim is lost, and changes nothing.
-	if err := claims.SettleOwnDigest(ctx, s, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("second SettleOwnDigest: %v, want ErrLost", err)
+	if err := s.SettleOwn(ctx, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
+		t.Fatalf("second SettleOwn: %v, want ErrLost", err)
 	}
 	wantDigest(t, s, k, "h1", d1)
 
@@ -561,8 +558,8 @@ func testDigestKept(t *testing.T, f storeFixture) {
 		t.Fatalf("release: %v", err)
 	}
 	r3 := eventuallyClaim(t, s, k, "h3", time.Minute)
-	if err := claims.SettleOwnDigest(ctx, s, k, "h3", "", r3.Revision, hour); err != nil {
-		t.Fatalf("SettleOwnDigest without a digest: %v", err)
+	if err := s.SettleOwn(ctx, k, "h3", "", r3.Revision, hour); err != nil {
+		t.Fatalf("SettleOwn without a digest: %v", err)
 	}
 	wantDigest(t, s, k, "h3", "")
 	k2 := id("acme", "api", "idem-2")
@@ -578,13 +575,13 @@ func testDigestKept(t *testing.T, f storeFixture) {
 		"129 B": strings.Repeat("d", claims.MaxDigestBytes+1), "space": "sha256:a b",
 		"newline": "sha256:a\n", "non-ASCII": "sha256:\u00e9", "control": "\x00",
 	} {
-		if err := claims.SettleOwnDigest(ctx, s, k3, "h5", bad, r5.Revision, hour); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.SettleOwn(ctx, k3, "h5", bad, r5.Revision, hour); !errors.Is(err, claims.ErrInvalid) {
 			t.Errorf("digest %s: %v, want ErrInvalid", name, err)
 		}
 	}
 	wantState(t, get(t, s, k3), claims.StatePending, "h5", r5.Revision)
 	longest := strings.Repeat("d", claims.MaxDigestBytes)
-	if err := claims.SettleOwnDigest(ctx, s, k3, "h5", longest, r5.Revision, hour); err != nil {
+	if err := s.SettleOwn(ctx, k3, "h5", longest, r5.Revision, hour); err != nil {
 		t.Fatalf("a %d-byte digest: %v", claims.MaxDigestBytes, err)
 	}
 	wantDigest(t, s, k3, "h5", longest)

@@ -93,9 +93,8 @@ func ReplayKVKey(namespace, key string) string {
 // Stored value of a dedupe claim, readable with `nats kv get`:
 // {"s":"p","h":"<hook id>"} while pending, {"s":"c","h":"<hook id>"} once
 // committed, {"s":"c","h":"<hook id>","d":"<digest>"} once committed by
-// SettleOwnDigest. A record without "d" (written before digests were kept,
-// or settled without one) reads as a claim without a digest; a reader that
-// does not know "d" ignores it.
+// SettleOwn with a digest. A record without "d" (settled without one)
+// reads as a claim without a digest.
 type claimValue struct {
 	S string `json:"s"`
 	H string `json:"h"`

@@ -177,65 +177,6 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
 }
 
-// ClaimRequest is one claim of a ClaimMany call: Claim's arguments.
-type ClaimRequest struct {
-	ID         ID
-	HookID     string
-	PendingTTL time.Duration
-}
-
-// ClaimOutcome is what Claim returns, for one request of ClaimMany.
-type ClaimOutcome struct {
-	Result Result
-	Err    error
-}
-
-// ClaimMany takes several claims at once: each valid request's
-// create-if-absent write is published without waiting
-// (kvstore.Bucket.CreateStart), then the acks are collected together. A
-// create the server refuses (the key is taken, or holds a marker) or no
-// stream took goes through Claim, which reads the holder (or retries), so out[i] is what
-// Claim(ctx, reqs[i]...) answers. It is meant for a caller holding a batch
-// of claims (a frame of hits) that would otherwise need a goroutine per
-// claim to keep them in flight.
-func (s *KV) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimOutcome {
-	out := make([]ClaimOutcome, len(reqs))
-	futures := make([]kvstore.AsyncCreate, len(reqs))
-	started := make([]bool, len(reqs))
-	for i, r := range reqs {
-		ttl, err := claimArgs(r.ID, r.HookID, r.PendingTTL)
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			out[i].Err = storeErr("claim", KVKey(r.ID), err)
-			continue
-		}
-		f, err := s.b.CreateStart(KVKey(r.ID), encodeValue(valuePending, r.HookID), ttl)
-		if err != nil {
-			out[i].Err = storeErr("claim", KVKey(r.ID), err)
-			continue
-		}
-		futures[i], started[i] = f, true
-	}
-	for i, f := range futures {
-		if !started[i] {
-			continue
-		}
-		rev, err := f.Wait(ctx)
-		switch {
-		case err == nil:
-			out[i].Result = Result{Outcome: OK, Revision: rev, HookID: reqs[i].HookID}
-		case errors.Is(err, kvstore.ErrWrongLastSequence), errors.Is(err, kvstore.ErrNoStream):
-			out[i].Result, out[i].Err = s.Claim(ctx, reqs[i].ID, reqs[i].HookID, reqs[i].PendingTTL)
-		default:
-			out[i].Err = storeErr("claim", KVKey(reqs[i].ID), err)
-		}
-	}
-	return out
-}
-
 // Settle commits the pending claim at rev held by hookID; the committed
 // claim expires after ttl (rounded up to whole seconds, at least 1 s, at
 // most MaxTTL). The write is revision-checked and carries the TTL.
@@ -261,27 +202,13 @@ func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl t
 	return nil
 }
 
-var _ OwnSettler = (*KV)(nil)
-
 // SettleOwn is Settle in one write, for a caller whose rev comes from its
-// own OK Claim of hookID (see OwnSettler): the edge settles the claim its
-// hit took. The revision-checked write is made at once; only when the
-// server refuses it is the key read, to tell a lost claim from an earlier
-// settle of the same claim that landed (a retry). Both are ErrLost.
-//
-// Settle itself keeps its read before the write: its caller may be a
-// network client presenting a revision it was told about another holder
-// (a Pending result carries the holder's revision), which a blind write
-// would commit under the wrong hook id.
-func (s *KV) SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
-	return s.SettleOwnDigest(ctx, id, hookID, "", rev, ttl)
-}
-
-var _ DigestSettler = (*KV)(nil)
-
-// SettleOwnDigest is SettleOwn that keeps digest in the committed record
-// (see DigestSettler): the same one write, a few bytes longer.
-func (s *KV) SettleOwnDigest(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+// own OK Claim of hookID (see Store.SettleOwn): the edge settles the claim
+// its hit took. The revision-checked write is made at once, keeping digest
+// in the committed record; only when the server refuses it is the key
+// read, to tell a lost claim from an earlier settle of the same claim that
+// landed (a retry). Both are ErrLost.
+func (s *KV) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	key, ttl, err := settleArgs(id, hookID, rev, ttl)
 	if err != nil {
 		return err
@@ -436,8 +363,6 @@ func validateSettle(id ID, hookID string, rev uint64) error {
 	return nil
 }
 
-var _ SettleStarter = (*KV)(nil)
-
 // StartSettleOwn starts SettleOwn as one async revision-checked write
 // (kvstore.Bucket.UpdateStart, the same record SettleOwn writes); a refused
 // write is SettleOwn's to decide (see StartedSettle).
@@ -469,8 +394,6 @@ func (c startedSettle) Wait(ctx context.Context) (bool, error) {
 		return true, storeErr("settle", c.key, err)
 	}
 }
-
-var _ ClaimStarter = (*KV)(nil)
 
 // StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)
 // for a caller that starts many at once and collects them (pipelined claim

@@ -85,7 +85,7 @@ func TestKVDigestRecord(t *testing.T) {
 	ctx, b, s := kvClaims(t)
 	cid := id("acme", "api", "idem")
 	r := claim(t, s, cid, "h1", time.Minute)
-	if err := s.SettleOwnDigest(ctx, cid, "h1", "sha256:ab", r.Revision, time.Hour); err != nil {
+	if err := s.SettleOwn(ctx, cid, "h1", "sha256:ab", r.Revision, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := b.Get(ctx, claims.KVKey(cid))
@@ -349,7 +349,7 @@ func TestKVStartedWrites(t *testing.T) {
 		if st2, err := s.Get(ctx, cid); err != nil || st2.Revision != st.Revision {
 			t.Fatalf("a refused settle changed the claim: %+v %v", st2, err)
 		}
-		if err := s.SettleOwn(ctx, cid, "h1", res.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
+		if err := s.SettleOwn(ctx, cid, "h1", "", res.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
 			t.Fatalf("SettleOwn after it: %v, want claims.ErrLost", err)
 		}
 		if _, err := s.StartSettleOwn(cid, "h1", 0, time.Hour); !errors.Is(err, claims.ErrInvalid) {

@@ -50,7 +50,7 @@ type memEntry struct {
 	key       memKey
 	committed bool
 	hookID    string
-	digest    string // SettleOwnDigest's
+	digest    string // what SettleOwn kept
 	rev       uint64
 	expires   time.Time
 	heapIdx   int
@@ -219,14 +219,13 @@ func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time
 // committed); ErrInvalid (id, hook id, rev 0, negative ttl);
 // ErrUnavailable (ctx already done).
 func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
-	return m.SettleOwnDigest(ctx, id, hookID, "", rev, ttl)
+	return m.SettleOwn(ctx, id, hookID, "", rev, ttl)
 }
 
-var _ DigestSettler = (*Memory)(nil)
-
-// SettleOwnDigest is Settle that keeps digest with the committed claim
-// (see DigestSettler).
-func (m *Memory) SettleOwnDigest(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+// SettleOwn is Settle that keeps digest with the committed claim (see
+// Store.SettleOwn): in memory the holder check costs nothing, so the store
+// checks every caller.
+func (m *Memory) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
 		return err
 	}
@@ -252,12 +251,15 @@ func (m *Memory) SettleOwnDigest(ctx context.Context, id ID, hookID, digest stri
 	})
 }
 
-var _ OwnSettler = (*Memory)(nil)
+// StartClaim starts nothing: a claim in memory is done at once, by Claim.
+func (m *Memory) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
+	return NotStartedClaim, nil
+}
 
-// SettleOwn is Settle: in memory the holder check costs nothing, so the
-// store checks every caller.
-func (m *Memory) SettleOwn(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
-	return m.Settle(ctx, id, hookID, rev, ttl)
+// StartSettleOwn starts nothing: a settle in memory is done at once, by
+// SettleOwn.
+func (m *Memory) StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error) {
+	return NotStartedSettle, nil
 }
 
 // Release drops the claim at rev held by hookID, pending or committed.

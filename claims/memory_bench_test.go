@@ -48,7 +48,7 @@ func BenchmarkClaimFootprint(b *testing.B) {
 		id, hook := claim(i)
 		r, err := s.Claim(ctx, id, hook, 5*time.Minute)
 		if err == nil {
-			err = s.SettleOwn(ctx, id, hook, r.Revision, 72*time.Hour)
+			err = s.SettleOwn(ctx, id, hook, "", r.Revision, 72*time.Hour)
 		}
 		return err
 	})

@@ -140,9 +140,9 @@ func TestKVReplicated(t *testing.T) {
 			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 		})
 	})
-	t.Run("ClaimManyBatch", func(t *testing.T) {
+	t.Run("StartClaimBatch", func(t *testing.T) {
 		t.Parallel()
-		testClaimManyBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{Replicas: 3}))))
+		testStartClaimBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{Replicas: 3}))))
 	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
@@ -150,7 +150,9 @@ func TestKVReplicated(t *testing.T) {
 	})
 	t.Run("SettleOwnRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
-		testSettleRightAfterClaim(t, cl, (*claims.KV).SettleOwn)
+		testSettleRightAfterClaim(t, cl, func(s *claims.KV, ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+			return s.SettleOwn(ctx, id, hookID, "", rev, ttl)
+		})
 	})
 	t.Run("Replay", func(t *testing.T) {
 		t.Parallel()
@@ -205,7 +207,7 @@ func testSettleRightAfterClaim(t *testing.T, cl *testkit.ClusterKit,
 }
 
 // ownSettling is a Store whose Settle takes the one-write path
-// (claims.SettleOwn) whenever its caller is honest the way the edge is:
+// (claims.Store.SettleOwn) whenever its caller is honest the way the edge is:
 // the revision is that of an OK Claim it made for the same hook id. Other
 // settles (another hook id, a revision read back with Get) go through the
 // inner Settle. Running the conformance suite on it holds SettleOwn to
@@ -244,14 +246,14 @@ func (s *ownSettling) Settle(ctx context.Context, id claims.ID, hookID string, r
 		return s.Store.Settle(ctx, id, hookID, rev, ttl)
 	}
 	s.own.Add(1)
-	return claims.SettleOwn(ctx, s.Store, id, hookID, rev, ttl)
+	return s.Store.SettleOwn(ctx, id, hookID, "", rev, ttl)
 }
 
-// SettleOwnDigest is a settle of the caller's own claim (the edge's):
-// the one-write path.
-func (s *ownSettling) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+// SettleOwn is a settle of the caller's own claim (the edge's): the
+// one-write path.
+func (s *ownSettling) SettleOwn(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	s.own.Add(1)
-	return claims.SettleOwnDigest(ctx, s.Store, id, hookID, digest, rev, ttl)
+	return s.Store.SettleOwn(ctx, id, hookID, digest, rev, ttl)
 }
 
 // wantAtLeast fails t at its end unless counter reached min (so a suite
@@ -303,10 +305,10 @@ func TestKVSettleOwnRefused(t *testing.T) {
 	s := newKV(t, k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_refused")}))
 	a := id("acme", "gh", "again")
 	r := claim(t, s, a, "h1", time.Minute)
-	if err := s.SettleOwn(ctx, a, "h1", r.Revision, hour); err != nil {
+	if err := s.SettleOwn(ctx, a, "h1", "", r.Revision, hour); err != nil {
 		t.Fatal(err)
 	}
-	err := s.SettleOwn(ctx, a, "h1", r.Revision, hour)
+	err := s.SettleOwn(ctx, a, "h1", "", r.Revision, hour)
 	if !errors.Is(err, claims.ErrLost) || !strings.Contains(err.Error(), "already settled") {
 		t.Fatalf("second SettleOwn: %v, want ErrLost (already settled)", err)
 	}
@@ -319,35 +321,77 @@ func TestKVSettleOwnRefused(t *testing.T) {
 	if err := s.Settle(ctx, b, "h2", r2.Revision, hour); err != nil {
 		t.Fatal(err)
 	}
-	err = s.SettleOwn(ctx, b, "h1", r1.Revision, hour)
+	err = s.SettleOwn(ctx, b, "h1", "", r1.Revision, hour)
 	if !errors.Is(err, claims.ErrLost) || strings.Contains(err.Error(), "already settled") {
 		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
 	}
 	wantState(t, get(t, s, b), claims.StateCommitted, "h2", 0)
 }
 
-// claimingMany is a KV store whose Claim goes through ClaimMany (a batch
-// of one): the conformance suite holds the batch path to Claim's answers.
-type claimingMany struct {
+// claimMany takes reqs as an owner takes a frame's claims: every create
+// started (StartClaim) before any is waited for, and a claim not done by
+// its started create (refused, or never started) taken with Claim.
+func claimMany(ctx context.Context, s claims.Store, reqs []claimReq) []claimOut {
+	out := make([]claimOut, len(reqs))
+	started := make([]claims.StartedClaim, len(reqs))
+	for i, r := range reqs {
+		c, err := s.StartClaim(r.id, r.hookID, r.ttl)
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		started[i] = c
+	}
+	for i, c := range started {
+		if c == nil {
+			if !errors.Is(out[i].err, claims.ErrInvalid) {
+				out[i].res, out[i].err = s.Claim(ctx, reqs[i].id, reqs[i].hookID, reqs[i].ttl)
+			}
+			continue
+		}
+		res, done, err := c.Wait(ctx)
+		if !done {
+			res, err = s.Claim(ctx, reqs[i].id, reqs[i].hookID, reqs[i].ttl)
+		}
+		out[i] = claimOut{res, err}
+	}
+	return out
+}
+
+type claimReq struct {
+	id     claims.ID
+	hookID string
+	ttl    time.Duration
+}
+
+type claimOut struct {
+	res claims.Result
+	err error
+}
+
+// claimingStarted is a KV store whose Claim goes through a started claim
+// (a batch of one): the conformance suite holds the pipelined path to
+// Claim's answers.
+type claimingStarted struct {
 	*claims.KV
 	calls *atomic.Int64
 }
 
-func (s claimingMany) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+func (s claimingStarted) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
 	s.calls.Add(1)
-	out := s.ClaimMany(ctx, []claims.ClaimRequest{{ID: id, HookID: hookID, PendingTTL: ttl}})
-	return out[0].Result, out[0].Err
+	out := claimMany(ctx, s.KV, []claimReq{{id, hookID, ttl}})
+	return out[0].res, out[0].err
 }
 
-func TestKVStoreClaimMany(t *testing.T) {
-	runWrappedKVSuite(t, "claims took ClaimMany", func(s *claims.KV, n *atomic.Int64) claims.Store { return claimingMany{KV: s, calls: n} })
+func TestKVStoreStartClaim(t *testing.T) {
+	runWrappedKVSuite(t, "claims took StartClaim", func(s *claims.KV, n *atomic.Int64) claims.Store { return claimingStarted{KV: s, calls: n} })
 }
 
-// testClaimManyBatch sends one batch of every kind of claim at once —
+// testStartClaimBatch starts one batch of every kind of claim at once —
 // new keys, a committed key, another hook's pending key, the caller's own
 // pending key, two hooks racing for one new key, invalid requests — and
 // checks each answer is Claim's.
-func testClaimManyBatch(t *testing.T, s *claims.KV) {
+func testStartClaimBatch(t *testing.T, s claims.Store) {
 	ctx := testkit.Context(t)
 	committed, pending, mine := id("acme", "gh", "committed"), id("acme", "gh", "pending"), id("acme", "gh", "mine")
 	rc := claim(t, s, committed, "h0", time.Minute)
@@ -357,60 +401,55 @@ func testClaimManyBatch(t *testing.T, s *claims.KV) {
 	claim(t, s, pending, "h0", time.Minute)
 	rm := claim(t, s, mine, "h1", time.Minute)
 	race := id("acme", "gh", "race")
-	reqs := []claims.ClaimRequest{
-		{ID: id("acme", "gh", "new-1"), HookID: "h1", PendingTTL: time.Minute},
-		{ID: id("globex", "gh", "new-2"), HookID: "h2", PendingTTL: time.Minute},
-		{ID: committed, HookID: "h3", PendingTTL: time.Minute},
-		{ID: pending, HookID: "h4", PendingTTL: time.Minute},
-		{ID: mine, HookID: "h1", PendingTTL: time.Minute},
-		{ID: race, HookID: "hA", PendingTTL: time.Minute},
-		{ID: race, HookID: "hB", PendingTTL: time.Minute},
-		{ID: claims.ID{Source: "gh", Key: "k"}, HookID: "h5", PendingTTL: time.Minute},
-		{ID: id("acme", "gh", "bad-ttl"), HookID: "h6", PendingTTL: -time.Second},
+	reqs := []claimReq{
+		{id("acme", "gh", "new-1"), "h1", time.Minute},
+		{id("globex", "gh", "new-2"), "h2", time.Minute},
+		{committed, "h3", time.Minute},
+		{pending, "h4", time.Minute},
+		{mine, "h1", time.Minute},
+		{race, "hA", time.Minute},
+		{race, "hB", time.Minute},
+		{claims.ID{Source: "gh", Key: "k"}, "h5", time.Minute},
+		{id("acme", "gh", "bad-ttl"), "h6", -time.Second},
 	}
-	out := s.ClaimMany(ctx, reqs)
-	if len(out) != len(reqs) {
-		t.Fatalf("%d outcomes for %d requests", len(out), len(reqs))
-	}
+	out := claimMany(ctx, s, reqs)
 	for i, o := range out[:7] {
-		if o.Err != nil {
-			t.Fatalf("request %d: %v", i, o.Err)
+		if o.err != nil {
+			t.Fatalf("request %d: %v", i, o.err)
 		}
 	}
-	wantOutcome(t, out[0].Result, claims.OK, "h1")
-	wantOutcome(t, out[1].Result, claims.OK, "h2")
-	wantOutcome(t, out[2].Result, claims.Duplicate, "h0")
-	wantOutcome(t, out[3].Result, claims.Pending, "h0")
-	wantOutcome(t, out[4].Result, claims.OK, "h1")
-	if out[4].Result.Revision != rm.Revision {
-		t.Fatalf("own pending claim: revision %d, want %d", out[4].Result.Revision, rm.Revision)
+	wantOutcome(t, out[0].res, claims.OK, "h1")
+	wantOutcome(t, out[1].res, claims.OK, "h2")
+	wantOutcome(t, out[2].res, claims.Duplicate, "h0")
+	wantOutcome(t, out[3].res, claims.Pending, "h0")
+	wantOutcome(t, out[4].res, claims.OK, "h1")
+	if out[4].res.Revision != rm.Revision {
+		t.Fatalf("own pending claim: revision %d, want %d", out[4].res.Revision, rm.Revision)
 	}
-	a, b := out[5].Result, out[6].Result
+	a, b := out[5].res, out[6].res
 	if a.Outcome == claims.Pending {
 		a, b = b, a
 	}
 	if a.Outcome != claims.OK || b.Outcome != claims.Pending || b.HookID != a.HookID {
-		t.Fatalf("racing pair: %+v and %+v, want one OK and the other pending on it", out[5].Result, out[6].Result)
+		t.Fatalf("racing pair: %+v and %+v, want one OK and the other pending on it", out[5].res, out[6].res)
 	}
 	for i, o := range out[7:] {
-		if !errors.Is(o.Err, claims.ErrInvalid) {
-			t.Fatalf("invalid request %d: %v, want ErrInvalid", 7+i, o.Err)
+		if !errors.Is(o.err, claims.ErrInvalid) {
+			t.Fatalf("invalid request %d: %v, want ErrInvalid", 7+i, o.err)
 		}
 	}
 	for i, r := range reqs[:2] {
-		wantState(t, get(t, s, r.ID), claims.StatePending, r.HookID, out[i].Result.Revision)
-	}
-	canceled, cancel := context.WithCancel(ctx)
-	cancel()
-	for _, o := range s.ClaimMany(canceled, reqs[:1]) {
-		if !errors.Is(o.Err, claims.ErrUnavailable) {
-			t.Fatalf("done ctx: %v, want ErrUnavailable", o.Err)
-		}
+		wantState(t, get(t, s, r.id), claims.StatePending, r.hookID, out[i].res.Revision)
 	}
 }
 
-func TestKVClaimManyBatch(t *testing.T) {
+func TestKVStartClaimBatch(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
-	testClaimManyBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{}))))
+	testStartClaimBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{}))))
+}
+
+func TestMemoryStartClaimBatch(t *testing.T) {
+	t.Parallel()
+	testStartClaimBatch(t, newMemory(t))
 }

@@ -49,7 +49,7 @@ func BenchmarkClaimLife(b *testing.B) {
 				cid := claims.ID{Tenant: "acme", Source: "gh", Key: strconv.Itoa(i)}
 				r, err := s.Claim(ctx, cid, "hook", 30*time.Second)
 				if err == nil {
-					err = s.SettleOwn(ctx, cid, "hook", r.Revision, time.Second)
+					err = s.SettleOwn(ctx, cid, "hook", "", r.Revision, time.Second)
 				}
 				return err
 			})

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -236,8 +235,9 @@ func (p *Publisher) send(m outMsg) {
 }
 
 // ObserveStore wraps inner so that every successful state change is
-// published by pub: Claim with outcome OK -> claim.pending, Settle (or
-// SettleOwn, see claims.OwnSettler) without error -> claim.committed, Release without error -> claim.released.
+// published by pub: Claim (or a started claim) with outcome OK ->
+// claim.pending, Settle or SettleOwn (or a started settle) without error ->
+// claim.committed, Release without error -> claim.released.
 // Duplicate and Pending outcomes and failed calls publish nothing. Results
 // and errors of inner are returned unchanged; publishing never delays or
 // fails a call. With a nil pub it returns inner itself.
@@ -253,23 +253,12 @@ type observedStore struct {
 	pub   *Publisher
 }
 
-var (
-	_ claims.Store         = (*observedStore)(nil)
-	_ claims.OwnSettler    = (*observedStore)(nil)
-	_ claims.DigestSettler = (*observedStore)(nil)
-	_ claims.ClaimStarter  = (*observedStore)(nil)
-	_ claims.SettleStarter = (*observedStore)(nil)
-)
+var _ claims.Store = (*observedStore)(nil)
 
-// StartSettleOwn starts the inner store's settle (ErrUnavailable when it
-// cannot start settles: the caller calls SettleOwn) and publishes
+// StartSettleOwn starts the inner store's settle and publishes
 // claim.committed when the started settle lands, as SettleOwn does.
 func (s *observedStore) StartSettleOwn(id claims.ID, hookID string, rev uint64, ttl time.Duration) (claims.StartedSettle, error) {
-	st, ok := s.inner.(claims.SettleStarter)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store starts no settles", claims.ErrUnavailable)
-	}
-	c, err := st.StartSettleOwn(id, hookID, rev, ttl)
+	c, err := s.inner.StartSettleOwn(id, hookID, rev, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -292,15 +281,10 @@ func (c observedSettle) Wait(ctx context.Context) (bool, error) {
 	return done, err
 }
 
-// StartClaim starts the inner store's claim (ErrUnavailable when it cannot
-// start claims: the caller calls Claim) and publishes claim.pending when
-// the started claim is taken, as Claim does.
+// StartClaim starts the inner store's claim and publishes claim.pending
+// when the started claim is taken, as Claim does.
 func (s *observedStore) StartClaim(id claims.ID, hookID string, pendingTTL time.Duration) (claims.StartedClaim, error) {
-	st, ok := s.inner.(claims.ClaimStarter)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store starts no claims", claims.ErrUnavailable)
-	}
-	c, err := st.StartClaim(id, hookID, pendingTTL)
+	c, err := s.inner.StartClaim(id, hookID, pendingTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -338,21 +322,10 @@ func (s *observedStore) Settle(ctx context.Context, id claims.ID, hookID string,
 	return err
 }
 
-// SettleOwn settles through claims.SettleOwn (one write when the inner
-// store can) and publishes claim.committed like Settle.
-func (s *observedStore) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
-	err := claims.SettleOwn(ctx, s.inner, id, hookID, rev, ttl)
-	if err == nil {
-		s.pub.ClaimCommitted(id, hookID, rev)
-	}
-	return err
-}
-
-// SettleOwnDigest settles through claims.SettleOwnDigest (the digest is
-// kept when the inner store can) and publishes claim.committed like
-// Settle.
-func (s *observedStore) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
-	err := claims.SettleOwnDigest(ctx, s.inner, id, hookID, digest, rev, ttl)
+// SettleOwn settles through the inner store's SettleOwn and publishes
+// claim.committed like Settle.
+func (s *observedStore) SettleOwn(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	err := s.inner.SettleOwn(ctx, id, hookID, digest, rev, ttl)
 	if err == nil {
 		s.pub.ClaimCommitted(id, hookID, rev)
 	}

@@ -172,21 +172,21 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if err != nil || rc.Outcome != claims.OK {
 		t.Fatalf("claim c: %+v %v", rc, err)
 	}
-	if err := claims.SettleOwn(ctx, st, c3, "h5", rc.Revision, time.Hour); err != nil {
+	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); err != nil {
 		t.Fatalf("settle own: %v", err)
 	}
-	if err := claims.SettleOwn(ctx, st, c3, "h5", rc.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
+	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("second settle own: %v, want ErrLost", err)
 	}
 
-	// SettleOwnDigest (an Idempotency-Key's settle) publishes like Settle
+	// SettleOwn with a digest (an Idempotency-Key's settle) publishes like Settle
 	// and keeps the digest in the inner store.
 	c5 := claims.ID{Tenant: "a.b", Source: "api", Key: "k5"}
 	r5, err := st.Claim(ctx, c5, "h7", 30*time.Second)
 	if err != nil || r5.Outcome != claims.OK {
 		t.Fatalf("claim c5: %+v %v", r5, err)
 	}
-	if err := claims.SettleOwnDigest(ctx, st, c5, "h7", "sha256:ab", r5.Revision, time.Hour); err != nil {
+	if err := st.SettleOwn(ctx, c5, "h7", "sha256:ab", r5.Revision, time.Hour); err != nil {
 		t.Fatalf("settle own digest: %v", err)
 	}
 	if got, err := st.Get(ctx, c5); err != nil || got.State != claims.StateCommitted || got.Digest != "sha256:ab" {
@@ -198,7 +198,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	c4 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k4"}
 	var r4 claims.Result
 	for i, want := range []bool{true, false} { // the second finds the first's claim
-		sc, err := st.(claims.ClaimStarter).StartClaim(c4, "h6", 30*time.Second)
+		sc, err := st.StartClaim(c4, "h6", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	// A started settle publishes committed when it lands, nothing when
 	// it is refused.
 	for i, want := range []bool{true, false} { // the second finds the claim settled
-		ss, err := st.(claims.SettleStarter).StartSettleOwn(c4, "h6", r4.Revision, time.Hour)
+		ss, err := st.StartSettleOwn(c4, "h6", r4.Revision, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatalf("committed events = %d, want 4 (a stale settle publishes nothing)", n)
 	}
 	if c := s.on(e.subj.ClaimCommitted("a.b"))[2].ev; c.Key != "k5" || c.HookID != "h7" || c.Revision != r5.Revision {
-		t.Fatalf("committed payload of SettleOwnDigest %+v", c)
+		t.Fatalf("committed payload of SettleOwn with a digest %+v", c)
 	}
 	if n := s.count(e.subj.ClaimReleased("a.b")); n != 1 {
 		t.Fatalf("released events = %d, want 1", n)

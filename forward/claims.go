@@ -117,17 +117,21 @@ func (c *Claims) Settle(ctx context.Context, id claims.ID, hookID string, rev ui
 	return c.where(ctx, hookID, true).Settle(ctx, id, hookID, rev, ttl)
 }
 
-// SettleOwn is claims.SettleOwn where the claim was taken.
-func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
-	return claims.SettleOwn(ctx, c.where(ctx, hookID, true), id, hookID, rev, ttl)
+// SettleOwn settles in one write where the claim was taken (an
+// Idempotency-Key's digest is kept on the hub too).
+func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	return c.where(ctx, hookID, true).SettleOwn(ctx, id, hookID, digest, rev, ttl)
 }
 
-var _ claims.DigestSettler = (*Claims)(nil)
+// StartClaim starts nothing: where a claim goes is Claim's to decide (the
+// hub while it answers, else the edge).
+func (c *Claims) StartClaim(claims.ID, string, time.Duration) (claims.StartedClaim, error) {
+	return claims.NotStartedClaim, nil
+}
 
-// SettleOwnDigest is claims.SettleOwnDigest where the claim was taken (an
-// Idempotency-Key's digest is kept on the hub too).
-func (c *Claims) SettleOwnDigest(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
-	return claims.SettleOwnDigest(ctx, c.where(ctx, hookID, true), id, hookID, digest, rev, ttl)
+// StartSettleOwn starts nothing: SettleOwn finds where the claim was taken.
+func (c *Claims) StartSettleOwn(claims.ID, string, uint64, time.Duration) (claims.StartedSettle, error) {
+	return claims.NotStartedSettle, nil
 }
 
 // Release releases the claim where it was taken.

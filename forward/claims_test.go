@@ -49,7 +49,7 @@ func TestEdgeClaimsRoute(t *testing.T) {
 		t.Fatalf("claim a: %+v %v", res, err)
 	}
 	linked.Store(false)
-	if err := claims.SettleOwn(ctx, c, id("a"), "h-a", res.Revision, time.Hour); err != nil {
+	if err := c.SettleOwn(ctx, id("a"), "h-a", "", res.Revision, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if state(hub, "a") != claims.StateCommitted || state(local, "a") != claims.StateAbsent {

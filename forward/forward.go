@@ -724,7 +724,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	}
 	switch {
 	case res.Outcome == claims.OK:
-		if err := claims.SettleOwn(ctx, store, id, hookID, res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, claims.ErrLost) {
+		if err := store.SettleOwn(ctx, id, hookID, "", res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, claims.ErrLost) {
 			return fmt.Errorf("hub settle: %w", err)
 		}
 	case res.HookID != hookID:

@@ -351,7 +351,7 @@ func ContentKey(body []byte) string {
 }
 
 // BodyDigest is "sha256:<lowercase hex of SHA-256(body)>": what the claim
-// of an Idempotency-Key keeps of its first request (claims.SettleOwnDigest)
+// of an Idempotency-Key keeps of its first request (claims.Store.SettleOwn)
 // to tell a retry from a reuse with another body.
 func BodyDigest(body []byte) string {
 	sum := sha256.Sum256(body)
@@ -721,7 +721,7 @@ func (h *Handler) settleClaim(q *hookRequest, id claims.ID) {
 	sctx, span := h.child(q, SpanSettle, trace.SpanKindInternal)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.StoreTimeout*4)
 	defer cancel()
-	err := claims.SettleOwnDigest(ctx, h.cfg.Claims, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL)
+	err := h.cfg.Claims.SettleOwn(ctx, id, q.hookID, q.requestDigest(), q.rep.Revision, h.cfg.DedupeTTL)
 	endSpan(span, err == nil)
 	if err != nil {
 		// The hook is durable: still 202 (at-least-once). The key may be

@@ -208,7 +208,7 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 }
 
 // startClaims writes the admitted claims and settles of fs; each answers
-// into its slot of cb (the claims first, then the settles: startSettles). With a store that starts claims (claims.ClaimStarter: pipelined
+// into its slot of cb (the claims first, then the settles: startSettles). With the store's started claims (claims.Store.StartClaim: pipelined
 // claim writes) every create of the frame goes out at once as an async
 // publish and one runner collects their acks in order (collectClaims);
 // otherwise, and for a claim that cannot be started, a runner per claim
@@ -218,15 +218,13 @@ func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
 	now := time.Now()
 	for k, j := range fs.claims {
 		j.batch, j.slot = cb, k
-		if w.starter != nil {
-			deadline := now.Add(j.timeout)
-			if c, err := w.starter.StartClaim(j.id, j.hookID, j.pending); err == nil {
-				if started == nil {
-					started = make([]startedJob, 0, len(fs.claims)-k)
-				}
-				started = append(started, startedJob{j: j, c: c, deadline: deadline})
-				continue
+		deadline := now.Add(j.timeout)
+		if c, err := w.store.StartClaim(j.id, j.hookID, j.pending); err == nil {
+			if started == nil {
+				started = make([]startedJob, 0, len(fs.claims)-k)
 			}
+			started = append(started, startedJob{j: j, c: c, deadline: deadline})
+			continue
 		}
 		w.runners.run(j.run)
 	}

@@ -18,7 +18,7 @@ import (
 // (WithSync). The owner remembers the claims it granted to frame hits
 // (grants): a settle that presents exactly one of them — same claim, hook
 // id and revision — is committed in one revision-checked write
-// (claims.SettleOwn), since the record at that revision can only be that
+// (claims.Store.SettleOwn), since the record at that revision can only be that
 // pending claim; any other settle is claims.Store.Settle's, which reads the
 // holder first, so a revision learned about another holder (a pending
 // result carries it) is refused as it is on claims.settle.
@@ -118,7 +118,7 @@ func (j *settleJob) run() {
 	w := j.t.w
 	var err error
 	if j.granted {
-		err = claims.SettleOwn(ctx, w.store, j.id, j.hookID, j.rev, j.ttl)
+		err = w.store.SettleOwn(ctx, j.id, j.hookID, "", j.rev, j.ttl)
 	} else {
 		err = w.store.Settle(ctx, j.id, j.hookID, j.rev, j.ttl)
 	}
@@ -140,7 +140,7 @@ func (j *settleJob) answer(err error) {
 
 // startSettles runs the admitted settles of fs, answering into cb from
 // slot first on. The granted ones whose write the store can start
-// (claims.SettleStarter: pipelined settle writes) go out at once as async
+// (claims.Store.StartSettleOwn: pipelined settle writes) go out at once as async
 // publishes, and one runner collects their acks and makes them durable
 // with one sync (collectSettles); every other settle runs on a runner of
 // its own (settleJob.run).
@@ -149,8 +149,8 @@ func (w *Worker) startSettles(fs *frameScratch, cb *claimBatch, first int) {
 	for k, j := range fs.settles {
 		j.batch, j.slot = cb, first+k
 		j.granted = w.grants.take(j.id, j.hookID, j.rev)
-		if j.granted && w.settler != nil {
-			if c, err := w.settler.StartSettleOwn(j.id, j.hookID, j.rev, j.ttl); err == nil {
+		if j.granted {
+			if c, err := w.store.StartSettleOwn(j.id, j.hookID, j.rev, j.ttl); err == nil {
 				started = append(started, startedSettle{j: j, c: c})
 				continue
 			}

@@ -50,19 +50,15 @@ type Worker struct {
 	cfg    settings.Config
 	nc     *nats.Conn
 	counts *kvstore.Bucket
+	// store's StartClaim and StartSettleOwn pipeline a frame's claim and
+	// settle writes (serve_frame.go startClaims, settle.go startSettles).
 	store  claims.Store
-	// starter is store when it starts claims without waiting (pipelined
-	// claim writes of a frame, serve_frame.go startClaims); else nil.
-	starter claims.ClaimStarter
-	grants  *grants // the claims granted to frame hits, for their settles
-	// settler is store when it starts settles without waiting (pipelined
-	// settle writes of a frame, settle.go startSettles); else nil.
-	settler claims.SettleStarter
-	id      string
-	log     *slog.Logger
-	met     *workerMetrics
-	sem     chan struct{}
-	leases  *lease.Loop // the lease loop; it reports to leaseOwner
+	grants *grants // the claims granted to frame hits, for their settles
+	id     string
+	log    *slog.Logger
+	met    *workerMetrics
+	sem    chan struct{}
+	leases *lease.Loop // the lease loop; it reports to leaseOwner
 
 	// served[n] is the tenure serving partition n (nil: none), for batch
 	// frames that reach the worker on any of its subjects.
@@ -128,8 +124,6 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		runners: newRunners(),
 		grants:  newGrants(),
 	}
-	w.starter, _ = store.(claims.ClaimStarter)
-	w.settler, _ = store.(claims.SettleStarter)
 	w.leases = lease.New(lease.Config{
 		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.Partitions, TTL: cfg.LeaseTTL, Log: w.log,
 	}, leaseOwner{w})

@@ -179,6 +179,11 @@ func (s failingStore) Claim(context.Context, claims.ID, string, time.Duration) (
 	return claims.Result{}, s.err
 }
 
+// StartClaim fails too: nothing started, the owner calls Claim.
+func (s failingStore) StartClaim(claims.ID, string, time.Duration) (claims.StartedClaim, error) {
+	return nil, s.err
+}
+
 func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	t.Parallel()
 	k, e := kitEnv(t)
