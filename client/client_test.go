@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
@@ -241,7 +242,7 @@ func TestHitSettle(t *testing.T) {
 	// A second settle with the pending revision: the claim is lost — the
 	// package's sentinel and claims.ErrLost both.
 	err = e.c.Settle(ctx, "acme", "gh", "d-1", "h1", rep.Revision)
-	wantServiceError(t, err, client.ErrClaimLost, 409, service.ReasonClaimLost)
+	wantServiceError(t, err, client.ErrClaimLost, 409, protocol.ClaimLost.Code)
 	if !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("stale settle is not claims.ErrLost: %v", err)
 	}
@@ -479,7 +480,7 @@ func TestInvalid(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
-			wantServiceError(t, err, client.ErrInvalid, 400, service.ReasonInvalid+": ")
+			wantServiceError(t, err, client.ErrInvalid, 400, protocol.InvalidRequest.Code+": ")
 			wantServiceError(t, err, client.ErrInvalid, 400, tc.reason)
 			if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrClaimLost) {
 				t.Fatalf("400 wraps another sentinel too: %v", err)
@@ -543,7 +544,7 @@ func TestUnavailable(t *testing.T) {
 		// After Stop nobody answers; a request that raced the
 		// unsubscribe is told the service is stopping.
 		var se *client.ServiceError
-		if !errors.Is(err, nats.ErrNoResponders) && !(errors.As(err, &se) && se.Reason == service.ReasonStopping) {
+		if !errors.Is(err, nats.ErrNoResponders) && !(errors.As(err, &se) && se.Reason == protocol.ServiceStopping.Code) {
 			t.Errorf("%s after Stop: %v", name, err)
 		}
 	}
@@ -638,7 +639,7 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	store.Server.Shutdown()
 	_, err = e.c.ClaimReplay(ctx, "n", "down", 4102444800)
-	wantServiceError(t, err, client.ErrUnavailable, 503, service.ReasonUnavailable)
+	wantServiceError(t, err, client.ErrUnavailable, 503, protocol.StoreUnavailable.Code)
 }
 
 // TestErrorMapping: what a responder answers — error headers of every code,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Errors. Every error a Client method returns wraps exactly one of them
@@ -45,9 +46,10 @@ var (
 )
 
 // ServiceError is an error answered with micro's error headers
-// (Nats-Service-Error-Code, Nats-Service-Error). Get it with errors.As; it
-// unwraps to the sentinel of its code: 400 ErrInvalid, 409 ErrClaimLost,
-// 503 ErrUnavailable, anything else ErrInternal.
+// (Nats-Service-Error-Code, Nats-Service-Error; the codes and statuses are
+// protocol.Errors). Get it with errors.As; it unwraps to the sentinel of
+// its code: 400 ErrInvalid, 409 ErrClaimLost, 503 ErrUnavailable, anything
+// else ErrInternal.
 type ServiceError struct {
 	// Subject is the request subject ("sluice.v1.quota.reserve").
 	Subject string
@@ -68,11 +70,11 @@ func (e *ServiceError) Error() string {
 // Unwrap is the sentinel of the error code.
 func (e *ServiceError) Unwrap() error {
 	switch e.Code {
-	case 400:
+	case protocol.InvalidRequest.NATS:
 		return ErrInvalid
-	case 409:
+	case protocol.ClaimLost.NATS:
 		return ErrClaimLost
-	case 503:
+	case protocol.StoreUnavailable.NATS, protocol.ServiceStopping.NATS:
 		return ErrUnavailable
 	}
 	return ErrInternal

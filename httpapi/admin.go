@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // mountAdmin registers the admin API. Without an admin token every admin
@@ -18,7 +19,7 @@ import (
 // right bearer token answers 401.
 func (h *Handler) mountAdmin() {
 	notFound := h.admin("other", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 	})
 	h.mux.HandleFunc("/v1/admin/", notFound)
 	h.mux.HandleFunc("/v1/admin", notFound) // no redirect to the subtree
@@ -47,13 +48,13 @@ func tokenEqual(got, want string) bool {
 func (h *Handler) admin(op string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.cfg.AdminToken == "" {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+			protocol.NotFound.Write(w, nil)
 			return
 		}
 		if !tokenEqual(bearer(r), h.cfg.AdminToken) {
 			h.m.adminOps.WithLabelValues(op, "401").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-admin"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "unauthorized"})
+			protocol.Unauthorized.Write(w, nil)
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
@@ -77,18 +78,18 @@ func (s *statusRecorder) WriteHeader(code int) {
 func pathTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
 	tenant := r.PathValue("tenant")
 	if !ValidName(tenant) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		protocol.InvalidTenant.Write(w, nil)
 		return "", false
 	}
 	return tenant, true
 }
 
 // overrideTenant is pathTenant for a request that changes an override:
-// without an override store it is answered status with error code (false).
-func (h *Handler) overrideTenant(w http.ResponseWriter, r *http.Request, status int, code string) (string, bool) {
+// without an override store it is answered e (false).
+func (h *Handler) overrideTenant(w http.ResponseWriter, r *http.Request, e protocol.Error) (string, bool) {
 	tenant, ok := pathTenant(w, r)
 	if ok && h.cfg.Overrides == nil {
-		writeJSON(w, status, map[string]any{"error": code})
+		e.Write(w, nil)
 		return "", false
 	}
 	return tenant, ok
@@ -119,7 +120,7 @@ func validRate(name string, r Rate) error {
 }
 
 func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := h.overrideTenant(w, r, http.StatusServiceUnavailable, "store_unavailable")
+	tenant, ok := h.overrideTenant(w, r, protocol.StoreUnavailable)
 	if !ok {
 		return
 	}
@@ -134,7 +135,7 @@ func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			reason = err.Error()
 		}
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": reason})
+		protocol.InvalidRequest.Write(w, map[string]any{"reason": reason})
 		return
 	}
 	// Fields left out keep their current effective value.
@@ -147,7 +148,7 @@ func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err := validRate(f.name, *f.in); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
+			protocol.InvalidRequest.Write(w, map[string]any{"reason": err.Error()})
 			return
 		}
 		*f.cur = *f.in
@@ -156,7 +157,7 @@ func (h *Handler) putLimits(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := h.cfg.Overrides.Set(ctx, tenant, cur); err != nil {
 		h.log.Warn("admin: storing override failed", "tenant", tenant, "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 		return
 	}
 	h.resetTenant(ctx, tenant)
@@ -173,7 +174,7 @@ func (h *Handler) resetTenant(ctx context.Context, tenant string) {
 }
 
 func (h *Handler) deleteLimits(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := h.overrideTenant(w, r, http.StatusNotFound, "not_found")
+	tenant, ok := h.overrideTenant(w, r, protocol.NotFound)
 	if !ok {
 		return
 	}
@@ -181,11 +182,11 @@ func (h *Handler) deleteLimits(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	had, err := h.cfg.Overrides.Delete(ctx, tenant)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 		return
 	}
 	if !had {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 		return
 	}
 	h.resetTenant(ctx, tenant)
@@ -200,11 +201,11 @@ func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	source, key := r.PathValue("source"), r.PathValue("key")
 	if !ValidName(source) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
+		protocol.InvalidSource.Write(w, nil)
 		return
 	}
 	if key == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+		protocol.InvalidRequest.Write(w, nil)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*h.cfg.StoreTimeout)
@@ -212,10 +213,10 @@ func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
 	st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: tenant, Source: source, Key: claims.NormalizeKey(key)})
 	if err != nil {
 		if errors.Is(err, claims.ErrInvalid) {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request"})
+			protocol.InvalidRequest.Write(w, nil)
 			return
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 		return
 	}
 	out := map[string]any{"state": st.State}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -196,10 +197,10 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.mux.HandleFunc("/v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "POST")
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "method_not_allowed"})
+		protocol.MethodNotAllowed.Write(w, nil)
 	})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 	})
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
@@ -222,7 +223,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// another tenant's endpoint: refuse it instead.
 	if p := r.URL.EscapedPath(); p != "/" && (p != path.Clean(p) || strings.Contains(p, "%2F") || strings.Contains(p, "%2f")) {
 		h.m.requests.WithLabelValues("invalid", "400").Inc()
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		protocol.InvalidRequest.Write(w, nil)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -293,10 +294,13 @@ type errorBody struct {
 	Limit        int64  `json:"limit,omitempty"`
 }
 
-func (h *Handler) fail(w http.ResponseWriter, outcome string, code int, body errorBody) {
-	h.m.requests.WithLabelValues(outcome, strconv.Itoa(code)).Inc()
-	h.log.Debug("hook refused", "outcome", outcome, "status", code, "request_id", w.Header().Get("X-Request-Id"))
-	writeJSON(w, code, body)
+// fail answers a hook refused with e (its HTTP status; body's error is
+// e's code) and counts it.
+func (h *Handler) fail(w http.ResponseWriter, outcome string, e protocol.Error, body errorBody) {
+	body.Error = e.Code
+	h.m.requests.WithLabelValues(outcome, strconv.Itoa(e.HTTP)).Inc()
+	h.log.Debug("hook refused", "outcome", outcome, "status", e.HTTP, "request_id", w.Header().Get("X-Request-Id"))
+	writeJSON(w, e.HTTP, body)
 }
 
 // retryAfterSeconds is the delta-seconds of Retry-After: rounded up, >= 1.

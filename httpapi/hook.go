@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -81,7 +82,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-h.slots }()
 	default:
 		w.Header().Set("Retry-After", "1")
-		h.fail(w, "overloaded", http.StatusServiceUnavailable, errorBody{Error: "overloaded"})
+		h.fail(w, "overloaded", protocol.Overloaded, errorBody{})
 		return
 	}
 	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
@@ -102,23 +103,23 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) resolveSource(q *hookRequest) bool {
 	switch {
 	case !ValidName(q.tenant):
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_tenant"})
+		h.fail(q.w, "invalid", protocol.InvalidTenant, errorBody{})
 		return false
 	case !ValidName(q.source):
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_source"})
+		h.fail(q.w, "invalid", protocol.InvalidSource, errorBody{})
 		return false
 	case len(q.r.Header.Get("Content-Type")) > MaxContentTypeBytes:
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 		return false
 	}
 	src, err := h.cfg.Policy.Source(q.tenant, q.source)
 	if errors.Is(err, ErrSourceUnavailable) {
 		q.w.Header().Set("Retry-After", "5")
-		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		h.fail(q.w, "unavailable", protocol.SourceUnavailable, errorBody{})
 		return false
 	}
 	if err != nil {
-		h.fail(q.w, "unknown_source", http.StatusNotFound, errorBody{Error: "unknown_source"})
+		h.fail(q.w, "unknown_source", protocol.UnknownSource, errorBody{})
 		return false
 	}
 	q.src = src
@@ -138,7 +139,7 @@ func (h *Handler) checkAccess(q *hookRequest) bool {
 	if len(q.src.IPAllow) > 0 {
 		ip, ok := h.clientIP(q.r)
 		if !ok || !slices.ContainsFunc(q.src.IPAllow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
-			h.fail(q.w, "forbidden", http.StatusForbidden, errorBody{Error: "forbidden"})
+			h.fail(q.w, "forbidden", protocol.Forbidden, errorBody{})
 			return false
 		}
 	}
@@ -151,11 +152,11 @@ func (h *Handler) checkAccess(q *hookRequest) bool {
 	}
 	if !slices.Contains(methods, q.r.Method) {
 		q.w.Header().Set("Allow", strings.Join(methods, ", "))
-		h.fail(q.w, "method_not_allowed", http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed"})
+		h.fail(q.w, "method_not_allowed", protocol.MethodNotAllowed, errorBody{})
 		return false
 	}
 	if len(q.src.ContentTypes) > 0 && !acceptsContentType(q.src.ContentTypes, q.r.Header.Get("Content-Type")) {
-		h.fail(q.w, "unsupported_media_type", http.StatusUnsupportedMediaType, errorBody{Error: "unsupported_media_type"})
+		h.fail(q.w, "unsupported_media_type", protocol.UnsupportedMediaType, errorBody{})
 		return false
 	}
 	return true
@@ -169,13 +170,13 @@ func (h *Handler) answerCRC(q *hookRequest) bool {
 	}
 	tok := q.r.URL.Query().Get("crc_token")
 	if !webhook.ValidCRCToken(tok) {
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 		return false
 	}
 	resp, ok := q.src.CRC(tok)
 	if !ok {
 		q.w.Header().Set("Retry-After", "5")
-		h.fail(q.w, "unavailable", http.StatusServiceUnavailable, errorBody{Error: "source_unavailable"})
+		h.fail(q.w, "unavailable", protocol.SourceUnavailable, errorBody{})
 		return false
 	}
 	h.m.requests.WithLabelValues("handshake", "200").Inc()
@@ -191,7 +192,7 @@ const maxChallengeBytes = 1024
 // url_verification source answers the challenge instead of storing it.
 func (h *Handler) answerChallenge(q *hookRequest) bool {
 	if q.src.CRC != nil && webhook.ValidCRCToken(string(q.body)) {
-		h.fail(q.w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+		h.fail(q.w, "verification_failed", protocol.VerificationFailed, errorBody{})
 		return false
 	}
 	if !q.src.URLVerification {
@@ -205,7 +206,7 @@ func (h *Handler) answerChallenge(q *hookRequest) bool {
 		return true // an event: stored as usual
 	}
 	if c.Challenge == "" || len(c.Challenge) > maxChallengeBytes {
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 		return false
 	}
 	h.m.requests.WithLabelValues("handshake", "200").Inc()
@@ -281,7 +282,7 @@ func (h *Handler) bodyLimit(src Source) int64 {
 func (h *Handler) readBody(q *hookRequest) bool {
 	limit := h.bodyLimit(q.src)
 	tooLarge := func() bool {
-		h.fail(q.w, "too_large", http.StatusRequestEntityTooLarge, errorBody{Error: "payload_too_large", Limit: limit})
+		h.fail(q.w, "too_large", protocol.PayloadTooLarge, errorBody{Limit: limit})
 		return false
 	}
 	if q.r.ContentLength > limit {
@@ -293,7 +294,7 @@ func (h *Handler) readBody(q *hookRequest) bool {
 		if errors.As(err, &mbe) {
 			return tooLarge()
 		}
-		h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+		h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 		return false
 	}
 	q.body = body
@@ -320,13 +321,13 @@ func (h *Handler) verifySignature(q *hookRequest) bool {
 	fkey, now := q.tenant+"/"+q.source, q.start.UnixMicro()
 	if d, err := h.failures.Charge(fkey, h.failLimit, now); err == nil && !d.Allowed {
 		q.w.Header().Set("Retry-After", retryAfterSeconds(d.RetryAfter))
-		h.fail(q.w, "verify_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, d.RetryAfter.Milliseconds())})
+		h.fail(q.w, "verify_limited", protocol.RateLimited, errorBody{RetryAfterMs: max(1, d.RetryAfter.Milliseconds())})
 		return false
 	}
 	v, err := q.src.Verify(q.r.Header, q.body, q.start)
 	if err != nil {
 		h.log.Debug("verification failed", "tenant", q.tenant, "source", q.source, "reason", err.Error())
-		h.fail(q.w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+		h.fail(q.w, "verification_failed", protocol.VerificationFailed, errorBody{})
 		return false
 	}
 	h.failures.Refund(fkey, h.failLimit, now)
@@ -413,7 +414,7 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	if err != nil {
 		h.m.replay.WithLabelValues("error").Inc()
 		if errors.Is(err, claims.ErrInvalid) {
-			h.fail(q.w, "verification_failed", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+			h.fail(q.w, "verification_failed", protocol.VerificationFailed, errorBody{})
 			return false
 		}
 		h.log.Warn("replay claim failed", "tenant", q.tenant, "error", err)
@@ -425,7 +426,7 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 		q.nonce = &heldNonce{store: store, ns: ns, key: key}
 		return true
 	case claims.AlreadyClaimed:
-		h.fail(q.w, "replay", http.StatusUnauthorized, errorBody{Error: "verification_failed"})
+		h.fail(q.w, "replay", protocol.VerificationFailed, errorBody{})
 		return false
 	default: // Full: we cannot remember the nonce, so we cannot accept it safely.
 		h.log.Warn("replay store full")
@@ -454,7 +455,7 @@ func (h *Handler) releaseNonce(q *hookRequest) {
 // unavailable answers 503 store_unavailable.
 func (h *Handler) unavailable(q *hookRequest) bool {
 	q.w.Header().Set("Retry-After", "1")
-	h.fail(q.w, "store_unavailable", http.StatusServiceUnavailable, errorBody{Error: "store_unavailable"})
+	h.fail(q.w, "store_unavailable", protocol.StoreUnavailable, errorBody{})
 	return false
 }
 
@@ -480,7 +481,7 @@ func (h *Handler) admit(q *hookRequest) bool {
 	if err != nil {
 		if errors.Is(err, quota.ErrInvalid) {
 			h.log.Warn("hit rejected as invalid", "tenant", q.tenant, "error", err)
-			h.fail(q.w, "invalid", http.StatusBadRequest, errorBody{Error: "invalid_request"})
+			h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 			return false
 		}
 		h.log.Warn("hit failed", "tenant", q.tenant, "error", err)
@@ -507,7 +508,7 @@ func (h *Handler) hitRequest(q *hookRequest) (quota.HitRequest, bool) {
 	q.hooksKind = hooksKind
 	invalidLimits := func(kind string, err error) (quota.HitRequest, bool) {
 		h.log.Error("invalid "+kind+" limit", "tenant", q.tenant, "error", err)
-		h.fail(q.w, "config", http.StatusInternalServerError, errorBody{Error: "invalid_limits"})
+		h.fail(q.w, "config", protocol.InvalidLimits, errorBody{})
 		return quota.HitRequest{}, false
 	}
 	hooksLim, err := gcra.LimitFromRate(q.lims.Hooks.Rate, q.lims.Hooks.Burst)
@@ -522,7 +523,7 @@ func (h *Handler) hitRequest(q *hookRequest) (quota.HitRequest, bool) {
 		bytesLim, err := gcra.LimitFromRateN(q.lims.Bytes.Rate, q.lims.Bytes.Burst, int64(len(q.body)))
 		if errors.Is(err, gcra.ErrImpossible) {
 			// Larger than the whole bytes burst: it could never pass.
-			h.fail(q.w, "too_large", http.StatusRequestEntityTooLarge, errorBody{Error: "payload_too_large", Limit: q.lims.Bytes.Burst})
+			h.fail(q.w, "too_large", protocol.PayloadTooLarge, errorBody{Limit: q.lims.Bytes.Burst})
 			return quota.HitRequest{}, false
 		}
 		if err != nil {
@@ -554,7 +555,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		if h.cfg.Lifecycle != nil {
 			h.cfg.Lifecycle.LimitDenied(q.tenant, q.source, events.DeniedKind(&q.req, &rep), ra)
 		}
-		h.fail(w, "rate_limited", http.StatusTooManyRequests, errorBody{Error: "rate_limited", RetryAfterMs: max(1, rep.RetryAfterMs)})
+		h.fail(w, "rate_limited", protocol.RateLimited, errorBody{RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
 	case quota.ResultDuplicate:
 		if q.idempotency {
@@ -562,7 +563,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 				return h.unavailable(q)
 			} else if reused {
 				h.m.claimOutcome.WithLabelValues("key_reused").Inc()
-				h.fail(w, "key_reused", http.StatusUnprocessableEntity, errorBody{Error: "idempotency_key_reused"})
+				h.fail(w, "key_reused", protocol.IdempotencyKeyReused, errorBody{})
 				return false
 			}
 		}
@@ -579,7 +580,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		h.m.claimOutcome.WithLabelValues("pending").Inc()
 		ra := time.Duration(rep.RetryAfterMs) * time.Millisecond
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
-		h.fail(w, "in_flight", http.StatusConflict, errorBody{Error: "in_flight", RetryAfterMs: max(1, rep.RetryAfterMs)})
+		h.fail(w, "in_flight", protocol.InFlight, errorBody{RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
 	case quota.ResultOK:
 		h.setRemaining(w, rep, q.hooksKind)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Receipt is where a stored hook is: its stream sequence, subject and
@@ -101,25 +102,25 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 	qkey := r.URL.Query().Get("key") // a key with '/', which a path cannot carry (%2F is refused)
 	switch {
 	case qkey != "" && key != "":
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": "give the key once"})
+		protocol.InvalidRequest.Write(w, map[string]any{"reason": "give the key once"})
 		return
 	case qkey != "":
 		key = qkey
 	}
 	switch {
 	case !ValidName(tenant):
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_tenant"})
+		protocol.InvalidTenant.Write(w, nil)
 		return
 	case !ValidName(source):
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
+		protocol.InvalidSource.Write(w, nil)
 		return
 	case (key == "") == (hookID == "") || len(hookID) > 128:
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": "give a dedupe key in the path or ?hook_id="})
+		protocol.InvalidRequest.Write(w, map[string]any{"reason": "give a dedupe key in the path or ?hook_id="})
 		return
 	}
 	finder, ok := h.cfg.Hooks.(HookFinder)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -131,13 +132,13 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: tenant, Source: source, Key: claims.NormalizeKey(key)})
 		switch {
 		case errors.Is(err, claims.ErrInvalid):
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": err.Error()})
+			protocol.InvalidRequest.Write(w, map[string]any{"reason": err.Error()})
 			return
 		case err != nil:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+			protocol.StoreUnavailable.Write(w, nil)
 			return
 		case st.State == claims.StateAbsent:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+			protocol.NotFound.Write(w, nil)
 			return
 		}
 		hookID = st.HookID
@@ -155,10 +156,10 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		out["stored"] = false // pending, or aged out of the stream
 		writeJSON(w, http.StatusOK, out)
 	case errors.Is(err, ErrReceiptNotFound):
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 	case err != nil:
 		h.log.Warn("admin: receipt lookup failed", "tenant", tenant, "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 	default:
 		out["stored"], out["hook_id"], out["stream_seq"], out["subject"], out["received_at"] = true, rec.HookID, rec.Seq, rec.Subject, rec.ReceivedAt
 		writeJSON(w, http.StatusOK, out)

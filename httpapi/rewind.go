@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Bounds of a rewind.
@@ -150,11 +151,11 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bad := func(reason string) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "reason": reason})
+		protocol.InvalidRequest.Write(w, map[string]any{"reason": reason})
 	}
 	rw, ok := h.cfg.Hooks.(HookRewinder)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+		protocol.NotFound.Write(w, nil)
 		return
 	}
 	var in struct {
@@ -201,7 +202,7 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range in.Sources {
 		if !ValidName(s) {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_source"})
+			protocol.InvalidSource.Write(w, nil)
 			return
 		}
 	}
@@ -230,24 +231,24 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if !errors.Is(err, ErrReceiptNotFound) {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+				protocol.StoreUnavailable.Write(w, nil)
 				return
 			}
 		}
 		if spec.StartSeq == 0 {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found", "reason": "start_hook_id is not in the stream"})
+			protocol.NotFound.Write(w, map[string]any{"reason": "start_hook_id is not in the stream"})
 			return
 		}
 	}
 	res, err := rw.Rewind(ctx, spec)
 	switch {
 	case errors.Is(err, ErrConsumerExists):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "consumer_exists"})
+		protocol.ConsumerExists.Write(w, nil)
 	case errors.Is(err, ErrDeliverSubject):
 		bad(err.Error())
 	case err != nil:
 		h.log.Warn("admin: rewind failed", "tenant", tenant, "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 	default:
 		if len(in.Types) > 0 {
 			for _, src := range in.Sources {

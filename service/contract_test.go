@@ -3,6 +3,7 @@ package service
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-dev/sluice/protocol"
 	"os"
 	"regexp"
 	"slices"
@@ -257,6 +258,6 @@ func TestChargeKinds(t *testing.T) {
 		t.Errorf("tokens after jobs: %v", got)
 	}
 	for _, kind := range []string{"", strings.Repeat("k", 65)} {
-		e.fails(t, subHit, hit(kind), "400", ReasonInvalid)
+		e.fails(t, subHit, hit(kind), "400", protocol.InvalidRequest.Code)
 	}
 }

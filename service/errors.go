@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -12,12 +13,13 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
 var (
 	// errStopping: the request arrived after Stop.
-	errStopping = errors.New(ReasonStopping)
+	errStopping = errors.New(protocol.ServiceStopping.Code)
 	// errBusy: no free in-flight slot before the request's deadline.
 	errBusy = errors.New("service: busy")
 )
@@ -46,23 +48,26 @@ var unavailableSentinels = []error{
 // classify maps a handler's error to the micro error code, the reason
 // header and the metrics outcome.
 func classify(err error) (code, reason, outcome string) {
+	reply := func(e protocol.Error, reason, outcome string) (string, string, string) {
+		return strconv.Itoa(e.NATS), reason, outcome
+	}
 	switch {
 	case errors.Is(err, errStopping):
-		return "503", ReasonStopping, outcomeUnavailable
+		return reply(protocol.ServiceStopping, protocol.ServiceStopping.Code, outcomeUnavailable)
 	case errors.Is(err, claims.ErrLost):
-		return "409", ReasonClaimLost, outcomeLost
+		return reply(protocol.ClaimLost, protocol.ClaimLost.Code, outcomeLost)
 	}
 	for _, s := range invalidSentinels {
 		if errors.Is(err, s) {
-			return "400", ReasonInvalid + ": " + detail(err.Error(), s), outcomeInvalid
+			return reply(protocol.InvalidRequest, protocol.InvalidRequest.Code+": "+detail(err.Error(), s), outcomeInvalid)
 		}
 	}
 	for _, s := range unavailableSentinels {
 		if errors.Is(err, s) {
-			return "503", ReasonUnavailable, outcomeUnavailable
+			return reply(protocol.StoreUnavailable, protocol.StoreUnavailable.Code, outcomeUnavailable)
 		}
 	}
-	return "500", ReasonInternal, outcomeError
+	return reply(protocol.InternalError, protocol.InternalError.Code, outcomeError)
 }
 
 // maxReasonBytes bounds the detail of a 400 reason (a header value).

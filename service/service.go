@@ -104,23 +104,9 @@ const (
 // subscriptions.
 const flushTimeout = 2 * time.Second
 
-// Error reasons (the Nats-Service-Error header). A 400 reason is
-// ReasonInvalid followed by ": " and what is wrong.
-const (
-	// ReasonInvalid (400): the request is malformed JSON, not an object, has
-	// a member of the wrong type, or fails validation.
-	ReasonInvalid = "invalid_request"
-	// ReasonClaimLost (409): settle or release of a claim whose revision is
-	// stale or that another hook id holds.
-	ReasonClaimLost = "claim_lost"
-	// ReasonUnavailable (503): the store did not answer within the
-	// request's deadline (or no in-flight slot freed up in time).
-	ReasonUnavailable = "store_unavailable"
-	// ReasonStopping (503): the request arrived while the service stopped.
-	ReasonStopping = "service_stopping"
-	// ReasonInternal (500): anything unexpected; logged at error level.
-	ReasonInternal = "internal_error"
-)
+// Error replies carry an error of the contract (protocol.Errors) as the
+// Nats-Service-Error header, and its NATS status as Nats-Service-Error-Code;
+// a 400's reason is protocol.InvalidRequest's code, ": " and what is wrong.
 
 // ErrInvalidConfig is returned by New for an unusable Config.
 var ErrInvalidConfig = errors.New("service: invalid config")

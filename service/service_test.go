@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
@@ -366,7 +367,7 @@ func TestDiscovery(t *testing.T) {
 	// STATS answers and its per-endpoint data counts the service's errors.
 	// (micro counts a request after its handler returns, which may be just
 	// after the reply went out: poll.)
-	e.fails(t, subReplay, `{}`, "400", ReasonInvalid)
+	e.fails(t, subReplay, `{}`, "400", protocol.InvalidRequest.Code)
 	testkit.Eventually(t, 2*time.Second, func() bool {
 		var stats micro.Stats
 		if err := json.Unmarshal(e.call(t, "$SRV.STATS.sluice", "").Data, &stats); err != nil {
@@ -573,7 +574,7 @@ func TestQuotaOwnerDown(t *testing.T) {
 		{subCount, `{"principal":"p","key":"k"}`},
 	} {
 		t0 := time.Now()
-		e.fails(t, c.subject, c.body, "503", ReasonUnavailable)
+		e.fails(t, c.subject, c.body, "503", protocol.StoreUnavailable.Code)
 		if d := time.Since(t0); d < 150*time.Millisecond || d > 2*time.Second {
 			t.Errorf("%s answered after %v, want about the 200 ms store timeout", c.subject, d)
 		}
@@ -673,7 +674,7 @@ func TestQuotaHitInvalid(t *testing.T) {
 	e.quota.mu.Unlock()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.fails(t, subHit, tc.body, "400", ReasonInvalid+": "+tc.reason)
+			e.fails(t, subHit, tc.body, "400", protocol.InvalidRequest.Code+": "+tc.reason)
 		})
 	}
 	e.quota.mu.Lock()
@@ -691,11 +692,11 @@ func TestQuotaHitUnavailable(t *testing.T) {
 	t.Run("owner unavailable", func(t *testing.T) {
 		e.quota.setErr(fmt.Errorf("%w: partition 3: no responders", quota.ErrUnavailable))
 		defer e.quota.setErr(nil)
-		e.fails(t, subHit, hit, "503", ReasonUnavailable)
-		e.fails(t, subReset, `{"tenant":"acme"}`, "503", ReasonUnavailable)
-		e.fails(t, subReserve, `{"principal":"p","key":"k","max":1}`, "503", ReasonUnavailable)
-		e.fails(t, subQRelease, `{"principal":"p","key":"k"}`, "503", ReasonUnavailable)
-		e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", ReasonUnavailable)
+		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
+		e.fails(t, subReset, `{"tenant":"acme"}`, "503", protocol.StoreUnavailable.Code)
+		e.fails(t, subReserve, `{"principal":"p","key":"k","max":1}`, "503", protocol.StoreUnavailable.Code)
+		e.fails(t, subQRelease, `{"principal":"p","key":"k"}`, "503", protocol.StoreUnavailable.Code)
+		e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", protocol.StoreUnavailable.Code)
 	})
 	t.Run("deadline", func(t *testing.T) {
 		e.quota.setHit(func(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
@@ -704,7 +705,7 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		})
 		defer e.quota.setHit(nil)
 		t0 := time.Now()
-		e.fails(t, subHit, hit, "503", ReasonUnavailable)
+		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
 		if d := time.Since(t0); d < 100*time.Millisecond || d > 2*time.Second {
 			t.Fatalf("answered after %v, want about the 100 ms store timeout", d)
 		}
@@ -714,22 +715,22 @@ func TestQuotaHitUnavailable(t *testing.T) {
 			return quota.HitReply{Result: quota.ResultOK, HookID: "h", Revision: 1, Local: true}, nil
 		})
 		defer e.quota.setHit(nil)
-		e.fails(t, subHit, hit, "503", ReasonUnavailable)
+		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
 	})
 	t.Run("unexpected error", func(t *testing.T) {
 		e.quota.setErr(errors.New("boom"))
 		defer e.quota.setErr(nil)
-		e.fails(t, subHit, hit, "500", ReasonInternal)
+		e.fails(t, subHit, hit, "500", protocol.InternalError.Code)
 	})
 	t.Run("panic", func(t *testing.T) {
 		e.quota.setHit(func(context.Context, quota.HitRequest) (quota.HitReply, error) { panic("bug") })
 		defer e.quota.setHit(nil)
-		e.fails(t, subHit, hit, "500", ReasonInternal)
+		e.fails(t, subHit, hit, "500", protocol.InternalError.Code)
 	})
 	t.Run("invalid from the quota package", func(t *testing.T) {
 		e.quota.setErr(fmt.Errorf("%w: owner says no", quota.ErrInvalid))
 		defer e.quota.setErr(nil)
-		e.fails(t, subHit, hit, "400", ReasonInvalid+": owner says no")
+		e.fails(t, subHit, hit, "400", protocol.InvalidRequest.Code+": owner says no")
 	})
 }
 
@@ -800,7 +801,7 @@ func TestQuotaCounters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.fails(t, tc.subject, tc.body, "400", ReasonInvalid+": "+tc.reason)
+			e.fails(t, tc.subject, tc.body, "400", protocol.InvalidRequest.Code+": "+tc.reason)
 		})
 	}
 }
@@ -830,11 +831,11 @@ func TestClaims(t *testing.T) {
 		t.Fatalf("pending expires_in_ms %v", ms)
 	}
 
-	e.fails(t, subSettle, body("h1", rev+1), "409", ReasonClaimLost)
-	e.fails(t, subSettle, body("h2", rev), "409", ReasonClaimLost)
-	e.fails(t, subCRelease, body("h2", rev), "409", ReasonClaimLost)
+	e.fails(t, subSettle, body("h1", rev+1), "409", protocol.ClaimLost.Code)
+	e.fails(t, subSettle, body("h2", rev), "409", protocol.ClaimLost.Code)
+	e.fails(t, subCRelease, body("h2", rev), "409", protocol.ClaimLost.Code)
 	wantJSON(t, e.ok(t, subSettle, body("h1", rev)), `{"ok":true}`)
-	e.fails(t, subSettle, body("h1", rev), "409", ReasonClaimLost) // settled already
+	e.fails(t, subSettle, body("h1", rev), "409", protocol.ClaimLost.Code) // settled already
 
 	got = e.ok(t, subGet, get)
 	if got["state"] != "committed" || got["hook_id"] != "h1" {
@@ -847,7 +848,7 @@ func TestClaims(t *testing.T) {
 	crev := uint64(got["revision"].(float64))
 	wantJSON(t, e.ok(t, subCRelease, body("h1", crev)), `{"ok":true}`)
 	wantJSON(t, e.ok(t, subGet, get), `{"state":"absent","hook_id":"","revision":0,"expires_in_ms":0}`)
-	e.fails(t, subCRelease, body("h1", crev), "409", ReasonClaimLost) // nothing left to release
+	e.fails(t, subCRelease, body("h1", crev), "409", protocol.ClaimLost.Code) // nothing left to release
 
 	t.Run("settle ttl_ms extension", func(t *testing.T) {
 		id := claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-2"}
@@ -896,7 +897,7 @@ func TestClaimsInvalid(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.fails(t, tc.subject, tc.body, "400", ReasonInvalid+": "+tc.reason)
+			e.fails(t, tc.subject, tc.body, "400", protocol.InvalidRequest.Code+": "+tc.reason)
 		})
 	}
 }
@@ -921,12 +922,12 @@ func TestClaimsTimeouts(t *testing.T) {
 		c.SettleTimeout = 300 * time.Millisecond
 	})
 	t0 := time.Now()
-	e.fails(t, subGet, `{"tenant":"a","source":"s","key":"k"}`, "503", ReasonUnavailable)
+	e.fails(t, subGet, `{"tenant":"a","source":"s","key":"k"}`, "503", protocol.StoreUnavailable.Code)
 	if d := time.Since(t0); d > 250*time.Millisecond {
 		t.Fatalf("get answered after %v, want about the 50 ms store timeout", d)
 	}
 	t0 = time.Now()
-	e.fails(t, subSettle, `{"tenant":"a","source":"s","key":"k","hook_id":"h","revision":1}`, "503", ReasonUnavailable)
+	e.fails(t, subSettle, `{"tenant":"a","source":"s","key":"k","hook_id":"h","revision":1}`, "503", protocol.StoreUnavailable.Code)
 	if d := time.Since(t0); d < 300*time.Millisecond {
 		t.Fatalf("settle answered after %v, want the 300 ms settle timeout", d)
 	}
@@ -968,7 +969,7 @@ func TestReplay(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.fails(t, subReplay, tc.body, "400", ReasonInvalid+": "+tc.reason)
+			e.fails(t, subReplay, tc.body, "400", protocol.InvalidRequest.Code+": "+tc.reason)
 		})
 	}
 	// The bounds themselves are valid (the store is full by now: "full" is
@@ -1041,7 +1042,7 @@ func TestCooldown(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.fails(t, tc.subject, tc.body, "400", ReasonInvalid+": "+tc.reason)
+			e.fails(t, tc.subject, tc.body, "400", protocol.InvalidRequest.Code+": "+tc.reason)
 		})
 	}
 }
@@ -1076,7 +1077,7 @@ func TestStoppedServer(t *testing.T) {
 		{subPenalize, `{"account":"a","backend":"b","until_ms":4102444800000}`},
 	} {
 		t0 := time.Now()
-		e.fails(t, c.subject, c.body, "503", ReasonUnavailable)
+		e.fails(t, c.subject, c.body, "503", protocol.StoreUnavailable.Code)
 		if d := time.Since(t0); d > 2*time.Second {
 			t.Errorf("%s answered after %v", c.subject, d)
 		}
@@ -1114,7 +1115,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	// returned (or returns) with it unfinished.
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		m, err := e.client.Request(subHit, []byte(`{}`), time.Second)
-		return errors.Is(err, nats.ErrNoResponders) || (err == nil && strings.HasPrefix(m.Header.Get(micro.ErrorHeader), ReasonStopping))
+		return errors.Is(err, nats.ErrNoResponders) || (err == nil && strings.HasPrefix(m.Header.Get(micro.ErrorHeader), protocol.ServiceStopping.Code))
 	}, "the stopping service refuses new requests")
 	close(gate)
 	r := <-stopped
@@ -1130,7 +1131,7 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	// After Stop nobody answers (or a late delivery is told the service stops).
 	m, err := e.client.Request(subHit, []byte(`{}`), time.Second)
 	if err == nil {
-		failsWith(t, m, "503", ReasonStopping)
+		failsWith(t, m, "503", protocol.ServiceStopping.Code)
 	} else if !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("after Stop: %v", err)
 	}
@@ -1157,7 +1158,7 @@ func TestBusy(t *testing.T) {
 	}()
 	<-entered
 	// The one slot is taken: a request waits for it until its deadline.
-	e.fails(t, subReplay, `{"namespace":"n","key":"k","retain_until":1}`, "503", ReasonUnavailable)
+	e.fails(t, subReplay, `{"namespace":"n","key":"k","retain_until":1}`, "503", protocol.StoreUnavailable.Code)
 	close(gate)
 	<-done
 	wantJSON(t, e.ok(t, subReplay, `{"namespace":"n","key":"k","retain_until":1}`), `{"result":"claimed"}`)
@@ -1170,9 +1171,9 @@ func TestMetrics(t *testing.T) {
 	e := start(t, func(_ *env, c *Config) { c.Registerer = reg })
 	e.ok(t, subReplay, `{"namespace":"n","key":"k","retain_until":4102444800}`)
 	e.ok(t, subReplay, `{"namespace":"n","key":"k","retain_until":4102444800}`)
-	e.fails(t, subReplay, `{}`, "400", ReasonInvalid)
+	e.fails(t, subReplay, `{}`, "400", protocol.InvalidRequest.Code)
 	e.quota.setErr(quota.ErrUnavailable)
-	e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", ReasonUnavailable)
+	e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", protocol.StoreUnavailable.Code)
 
 	// A second service on the same registry shares the collectors.
 	svc2, err := New(e.kit.Conn, Config{Prefix: "other", Replay: e.replay, Registerer: reg})

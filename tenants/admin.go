@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -76,20 +77,17 @@ func (a *Admin) Routes() []httpapi.AdminRoute {
 	}
 }
 
-// apiError is an answer other than 2xx.
+// apiError is an answer other than 2xx: an error of the contract and its
+// reason ("" for none).
 type apiError struct {
-	code int
-	body map[string]any
+	e      protocol.Error
+	reason string
 }
 
-func (e *apiError) Error() string { return fmt.Sprint(e.body["error"]) }
+func (e *apiError) Error() string { return e.e.Code }
 
-func errAPI(code int, name, reason string) *apiError {
-	b := map[string]any{"error": name}
-	if reason != "" {
-		b["reason"] = reason
-	}
-	return &apiError{code: code, body: b}
+func errAPI(e protocol.Error, reason string) *apiError {
+	return &apiError{e: e, reason: reason}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -106,15 +104,19 @@ func (a *Admin) fail(w http.ResponseWriter, err error) {
 	var ce *conflictError
 	switch {
 	case errors.As(err, &ce):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "revision_conflict", "revision": ce.current})
+		protocol.RevisionConflict.Write(w, map[string]any{"revision": ce.current})
 	case errors.As(err, &ae):
-		writeJSON(w, ae.code, ae.body)
+		var extra map[string]any
+		if ae.reason != "" {
+			extra = map[string]any{"reason": ae.reason}
+		}
+		ae.e.Write(w, extra)
 	case errors.As(err, &fe):
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": fe.Field, "reason": fe.Reason})
+		protocol.InvalidRequest.Write(w, map[string]any{"field": fe.Field, "reason": fe.Reason})
 	default:
 		a.log.Warn("admin: tenants store failed", "error", err)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "store_unavailable"})
+		protocol.StoreUnavailable.Write(w, nil)
 	}
 }
 
@@ -122,12 +124,12 @@ func (a *Admin) fail(w http.ResponseWriter, err error) {
 func pathNames(r *http.Request, withSource bool) (tenant, source string, err error) {
 	tenant = r.PathValue("tenant")
 	if !config.ValidName(tenant) {
-		return "", "", errAPI(http.StatusBadRequest, "invalid_tenant", "")
+		return "", "", errAPI(protocol.InvalidTenant, "")
 	}
 	if withSource {
 		source = r.PathValue("source")
 		if !config.ValidName(source) {
-			return "", "", errAPI(http.StatusBadRequest, "invalid_source", "")
+			return "", "", errAPI(protocol.InvalidSource, "")
 		}
 	}
 	return tenant, source, nil
@@ -139,10 +141,10 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return errAPI(http.StatusBadRequest, "invalid_request", "body must be a JSON object")
+			return errAPI(protocol.InvalidRequest, "body must be a JSON object")
 		}
 		// encoding/json errors name fields and offsets, never values.
-		return errAPI(http.StatusBadRequest, "invalid_request", err.Error())
+		return errAPI(protocol.InvalidRequest, err.Error())
 	}
 	return nil
 }
@@ -183,10 +185,10 @@ func expected(r *http.Request, body uint64) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(im, "W/"), `"`), 10, 64)
 	if err != nil || n == 0 {
-		return 0, errAPI(http.StatusBadRequest, "invalid_request", `If-Match must be a revision, e.g. "42"`)
+		return 0, errAPI(protocol.InvalidRequest, `If-Match must be a revision, e.g. "42"`)
 	}
 	if body != 0 && body != n {
-		return 0, errAPI(http.StatusBadRequest, "invalid_request", "If-Match and revision differ")
+		return 0, errAPI(protocol.InvalidRequest, "If-Match and revision differ")
 	}
 	return n, nil
 }
@@ -229,7 +231,7 @@ func (e *conflictError) Error() string {
 // whether it was created.
 func (a *Admin) update(ctx context.Context, tenant string, expect uint64, create int, op string, change func(t *Tenant, now time.Time) error) (*Tenant, bool, error) {
 	if a.pol.FileTenant(tenant) {
-		return nil, false, errAPI(http.StatusConflict, "managed_by_file", "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first")
+		return nil, false, errAPI(protocol.ManagedByFile, "tenant "+tenant+" is listed in the --config file, which wins: edit the file (and SIGHUP) or remove it there first")
 	}
 	for range maxAttempts {
 		t, err := a.reg.get(ctx, tenant)
@@ -237,15 +239,15 @@ func (a *Admin) update(ctx context.Context, tenant string, expect uint64, create
 		switch {
 		case errors.Is(err, ErrNotFound) && create != mustExist && expect == 0:
 			if a.reg.count() >= MaxTenants {
-				return nil, false, errAPI(http.StatusConflict, "too_many_tenants", fmt.Sprintf("at most %d tenants", MaxTenants))
+				return nil, false, errAPI(protocol.TooManyTenants, fmt.Sprintf("at most %d tenants", MaxTenants))
 			}
 			t, created = &Tenant{Name: tenant, Sources: map[string]*Source{}}, true
 		case errors.Is(err, ErrNotFound):
-			return nil, false, errAPI(http.StatusNotFound, "tenant_not_found", "")
+			return nil, false, errAPI(protocol.TenantNotFound, "")
 		case err != nil:
 			return nil, false, err
 		case create == mustCreate:
-			return nil, false, errAPI(http.StatusConflict, "tenant_exists", "")
+			return nil, false, errAPI(protocol.TenantExists, "")
 		}
 		if expect > 0 && t.Revision != expect {
 			return nil, false, &conflictError{current: t.Revision}
@@ -277,7 +279,7 @@ func (a *Admin) update(ctx context.Context, tenant string, expect uint64, create
 		a.log.Info("admin: tenant record written", "op", op, "tenant", tenant, "revision", rev)
 		return next, created, nil
 	}
-	return nil, false, errAPI(http.StatusConflict, "revision_conflict", "too many concurrent updates; retry")
+	return nil, false, errAPI(protocol.RevisionConflict, "too many concurrent updates; retry")
 }
 
 // reply writes a record without its sealed secrets, with its revision as
@@ -301,7 +303,7 @@ func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	t, err := a.reg.get(ctx, tenant)
 	if errors.Is(err, ErrNotFound) {
-		err = errAPI(http.StatusNotFound, "tenant_not_found", "")
+		err = errAPI(protocol.TenantNotFound, "")
 	}
 	if err != nil {
 		a.fail(w, err)
@@ -327,14 +329,14 @@ func (a *Admin) list(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxPageSize {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": "limit", "reason": fmt.Sprintf("must be 1..%d", MaxPageSize)})
+			protocol.InvalidRequest.Write(w, map[string]any{"field": "limit", "reason": fmt.Sprintf("must be 1..%d", MaxPageSize)})
 			return
 		}
 		limit = n
 	}
 	after := q.Get("after")
 	if after != "" && !config.ValidName(after) {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_request", "field": "after", "reason": "not a tenant name"})
+		protocol.InvalidRequest.Write(w, map[string]any{"field": "after", "reason": "not a tenant name"})
 		return
 	}
 	cfg := a.pol.Config()
@@ -420,14 +422,14 @@ func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.pol.FileTenant(tenant) {
-		a.fail(w, errAPI(http.StatusConflict, "managed_by_file", "remove it from the --config file"))
+		a.fail(w, errAPI(protocol.ManagedByFile, "remove it from the --config file"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 8*a.timeout)
 	defer cancel()
 	switch err := a.reg.remove(ctx, tenant, expect); {
 	case errors.Is(err, ErrNotFound):
-		a.fail(w, errAPI(http.StatusNotFound, "tenant_not_found", ""))
+		a.fail(w, errAPI(protocol.TenantNotFound, ""))
 	case errors.Is(err, ErrConflict):
 		a.fail(w, &conflictError{})
 	case err != nil:
@@ -537,7 +539,7 @@ func (a *Admin) deleteSource(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mutate(w, r, tenant, expect, mustExist, "delete_source", func(t *Tenant, _ time.Time) error {
 		if _, ok := t.Sources[source]; !ok {
-			return errAPI(http.StatusNotFound, "source_not_found", "")
+			return errAPI(protocol.SourceNotFound, "")
 		}
 		delete(t.Sources, source)
 		return nil
@@ -574,7 +576,7 @@ func (a *Admin) addSecret(w http.ResponseWriter, r *http.Request) {
 	a.mutate(w, r, tenant, expect, mustExist, "add_secret", func(t *Tenant, now time.Time) error {
 		s := t.Sources[source]
 		if s == nil {
-			return errAPI(http.StatusNotFound, "source_not_found", "")
+			return errAPI(protocol.SourceNotFound, "")
 		}
 		if s.Verify == nil {
 			return fieldErr("sources."+source+".verify", "the source does not verify: set verify with PUT first")
@@ -609,7 +611,7 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	a.mutate(w, r, tenant, expect, mustExist, "delete_secret", func(t *Tenant, _ time.Time) error {
 		s := t.Sources[source]
 		if s == nil {
-			return errAPI(http.StatusNotFound, "source_not_found", "")
+			return errAPI(protocol.SourceNotFound, "")
 		}
 		kept := s.Secrets[:0]
 		for _, sec := range s.Secrets {
@@ -619,7 +621,7 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case len(kept) == len(s.Secrets):
-			return errAPI(http.StatusNotFound, "secret_not_found", "")
+			return errAPI(protocol.SecretNotFound, "")
 		case len(kept) == 0:
 			return fieldErr("sources."+source+".secrets", "the last secret of a verifying source: add another first, or delete the source")
 		}
@@ -636,7 +638,7 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 func (a *Admin) reseal(w http.ResponseWriter, r *http.Request) {
 	keys := a.reg.Keys()
 	if keys == nil {
-		a.fail(w, errAPI(http.StatusBadRequest, "invalid_request", "this node has no --secrets-key-file"))
+		a.fail(w, errAPI(protocol.InvalidRequest, "this node has no --secrets-key-file"))
 		return
 	}
 	resealed, failed := 0, []map[string]string{}
