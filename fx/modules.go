@@ -219,7 +219,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	}
 	prefix, partitions := quota.WithPrefix(cfg.Prefix), quota.WithPartitions(cfg.Partitions)
 	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
-	// A settle in a frame is answered once durable, as claims.settle's.
+	// A settle in a frame and a granted reserve are answered once durable,
+	// as claims.settle's (the counts bucket is in the barrier's rounds).
 	durable := []owner.Option{owner.WithSync(n.Sync), owner.WithDedupeTTL(cfg.DedupeTTL)}
 	w, err := owner.New(n.Conn, leases, counts, ev.Claims, append(durable, prefix, partitions, pending, logger, metrics)...)
 	if err != nil {

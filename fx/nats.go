@@ -219,7 +219,8 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	names := kvstore.BucketNames(cfg.Prefix)
 	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, httpapi.OutboxStream(cfg.HooksStream),
 		kvstore.StreamName(names.Claims), kvstore.StreamName(names.Replay),
-		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants)))
+		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
+		kvstore.StreamName(names.Counts)))
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
 	// Stop hooks run in reverse: the recorder's last update, then the
 	// barrier, before the server stops.

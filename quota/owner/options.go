@@ -49,9 +49,11 @@ func WithDedupeTTL(d time.Duration) Option {
 	return ownerOption(settings.Positive("dedupe TTL", d, func(c *settings.Config, d time.Duration) { c.DedupeTTL = d }))
 }
 
-// WithSync makes every settle the worker commits durable through s before
-// it is answered: the node's group commit (kvstore.GroupSync), as
-// claims.settle's. Default nil: the JetStream ack is the promise.
+// WithSync makes every settle the worker commits, and every reserve it
+// grants, durable through s before it is answered: the node's group commit
+// (kvstore.GroupSync), as claims.settle's. A denied reserve and a release
+// are not synced (a lost one overcounts: it refuses, never grants beyond
+// max). Default nil: the JetStream ack is the promise.
 func WithSync(s kvstore.Syncer) Option {
 	return ownerOption(func(c *settings.Config) error {
 		c.Sync = s

@@ -40,7 +40,9 @@ const queueGroup = "owner"
 // Each partition has a single writer: its GCRA state (one TAT per (kind,
 // tenant)) lives in the owner's memory and is lost on failover (a tenant may
 // then get one extra burst); reserve/release counters are written through to
-// the counts bucket, CAS-protected, before the reply, so failover loses none.
+// the counts bucket, CAS-protected, before the reply, so failover loses none
+// (and a granted reserve waits for the write's sync, WithSync, so a power
+// cut loses none either).
 //
 // Lifecycle: New, Start (one background loop owned by the worker),
 // Stop (releases the leases so peers take over at once, unsubscribes, waits
