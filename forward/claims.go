@@ -41,7 +41,9 @@ func NewClaims(local claims.Store, hub func(ctx context.Context) (claims.Store, 
 	return &Claims{local: local, hub: hub, linked: linked, onHub: map[string]struct{}{}}
 }
 
-// hubStore is the hub's store when the link is up and it can be opened.
+// hubStore is the hub's store when the link is up and it can be opened
+// within ctx (the hub's share of the caller's budget: opening it waits
+// for an attempt under way, and must not eat the edge's share).
 func (c *Claims) hubStore(ctx context.Context) claims.Store {
 	if !c.linked() {
 		return nil
@@ -54,10 +56,12 @@ func (c *Claims) hubStore(ctx context.Context) claims.Store {
 }
 
 // Claim takes the claim on the hub while it answers within half of ctx's
-// budget, else on the edge.
+// budget — opening the hub's store included — else on the edge, which
+// keeps the other half whatever the hub does.
 func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
-	if hub := c.hubStore(ctx); hub != nil {
-		hctx, cancel := halfBudget(ctx)
+	hctx, cancel := halfBudget(ctx)
+	defer cancel()
+	if hub := c.hubStore(hctx); hub != nil {
 		res, err := hub.Claim(hctx, id, hookID, pendingTTL)
 		cancel()
 		if err == nil {
@@ -139,10 +143,12 @@ func (c *Claims) Release(ctx context.Context, id claims.ID, hookID string, rev u
 	return c.where(ctx, hookID, true).Release(ctx, id, hookID, rev)
 }
 
-// Get reads the claim from the hub while it answers, else from the edge.
+// Get reads the claim from the hub while it answers within half of ctx's
+// budget, else from the edge.
 func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
-	if hub := c.hubStore(ctx); hub != nil {
-		hctx, cancel := halfBudget(ctx)
+	hctx, cancel := halfBudget(ctx)
+	defer cancel()
+	if hub := c.hubStore(hctx); hub != nil {
 		st, err := hub.Get(hctx, id)
 		cancel()
 		if err == nil || !errors.Is(err, claims.ErrUnavailable) {

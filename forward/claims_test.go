@@ -117,3 +117,56 @@ func TestLazyOpens(t *testing.T) {
 		t.Fatalf("kept store: %v, %d opens", err, opens.Load())
 	}
 }
+
+// budgetStore records the budget a Claim was given.
+type budgetStore struct {
+	claims.Store
+	left atomic.Int64 // time until ctx's deadline at the call, ns
+}
+
+func (s *budgetStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		s.left.Store(int64(time.Until(dl)))
+	}
+	return s.Store.Claim(ctx, id, hookID, ttl)
+}
+
+// A hub whose store is slow to open (a Lazy waiting for an attempt under
+// way) or slow to answer takes at most half of the caller's budget: the
+// edge's own claim keeps the other half (it once got what the hub left,
+// and a hook under load was answered 503 where a local claim would have
+// been taken).
+func TestEdgeClaimKeepsItsShare(t *testing.T) {
+	mem, _ := claims.NewMemory()
+	local := &budgetStore{Store: mem}
+	hubMem, _ := claims.NewMemory()
+	for name, hub := range map[string]func(context.Context) (claims.Store, error){
+		"opening": func(ctx context.Context) (claims.Store, error) {
+			<-ctx.Done() // the hub's store does not open in time
+			return nil, ctx.Err()
+		},
+		"claiming": func(context.Context) (claims.Store, error) { return slowStore{hubMem}, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := forward.NewClaims(local, hub, func() bool { return true })
+			const budget = 400 * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), budget)
+			defer cancel()
+			res, err := c.Claim(ctx, claims.ID{Tenant: "t", Source: "s", Key: name}, "h-"+name, time.Minute)
+			if err != nil || res.Outcome != claims.OK {
+				t.Fatalf("claim: %+v %v", res, err)
+			}
+			if left := time.Duration(local.left.Load()); left < budget/2-50*time.Millisecond {
+				t.Fatalf("the edge's claim got %v of a %v budget, want about half", left, budget)
+			}
+		})
+	}
+}
+
+// slowStore is a hub store whose Claim answers only when ctx ends.
+type slowStore struct{ claims.Store }
+
+func (slowStore) Claim(ctx context.Context, _ claims.ID, _ string, _ time.Duration) (claims.Result, error) {
+	<-ctx.Done()
+	return claims.Result{}, claims.ErrUnavailable
+}

@@ -83,10 +83,22 @@ func TestEdgeModeHubCluster(t *testing.T) {
 			}
 			return true
 		}, what+": every partition served once by the hub's live owners")
-		before := local()
-		acked = append(acked, postMany(t, ed.h, what, 100)...)
-		if n := local() - before; n != 0 {
-			t.Fatalf("%s: %v of 100 hits decided on the edge", what, n)
+		// The hub decides: a round of 100 hits none of which the edge
+		// decided itself. A hit whose owner call ran out of its budget
+		// (a loaded machine, a stream leader just elected) is decided on
+		// the edge as documented, so rounds are sent until one is clean.
+		deadline := time.Now().Add(30 * time.Second)
+		for round := 0; ; round++ {
+			before := local()
+			acked = append(acked, postMany(t, ed.h, fmt.Sprintf("%s-%d", what, round), 100)...)
+			n := local() - before
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %v of 100 hits decided on the edge after %d rounds", what, n, round+1)
+			}
+			t.Logf("%s: round %d: %v of 100 hits decided on the edge", what, round, n)
 		}
 	}
 	hubDecides("linked")
