@@ -290,8 +290,8 @@ func runDocPage(t *testing.T, file string, blocks []docCmdBlock, page docPage, b
 			}
 		}
 	}
-	add(`set -eu
-trap 'echo "@@failed: line $LINENO, exit $?" >&2' ERR
+	add(`set -Eeu
+trap 'doc_rc=$?; echo "@@failed: lines $LINENO ${BASH_LINENO[*]}, exit $doc_rc" >&2' ERR
 doc_wait_ready() {
   for _ in $(seq 150); do
     curl -sf -o /dev/null localhost:`+ports["8080"]+`/readyz && return 0
@@ -337,11 +337,16 @@ doc_wait_ready`, "", 0)
 	stdout, err := runDocScript(t, dir, script.String(), env)
 	if err != nil {
 		failed := ""
-		if m := regexp.MustCompile(`@@failed: line (\d+)`).FindStringSubmatch(stdout); m != nil {
-			var n int
-			fmt.Sscan(m[1], &n)
-			if n >= 1 && n <= len(lines) && lines[n-1] != "" {
-				failed = " at " + lines[n-1]
+		// The trap's lines: where it failed, then (in a function of the
+		// prelude) where that was called; the first in a block is the doc's.
+		if m := regexp.MustCompile(`@@failed: lines ([\d ]+),`).FindStringSubmatch(stdout); m != nil {
+			for _, f := range strings.Fields(m[1]) {
+				var n int
+				fmt.Sscan(f, &n)
+				if n >= 1 && n <= len(lines) && lines[n-1] != "" {
+					failed = " at " + lines[n-1]
+					break
+				}
 			}
 		}
 		t.Fatalf("a command of %s failed%s: %v\noutput:\n%s", file, failed, err, docTail(stdout))
