@@ -133,7 +133,9 @@ var docPages = map[string]docPage{
 		expect: map[string][]string{"## Quickstart": {"HTTP/1.1 202", `{"status":"accepted","id":"`}},
 		again:  map[string][]string{"## Quickstart": {`"status":"duplicate"`, `"duplicate":true`}},
 	},
-	"docs/CLIENTS.md": {node: true},
+	"docs/CLIENTS.md": {node: true, expect: map[string][]string{"# The NATS protocol, from any language": {
+		`"result":"ok"`, `"granted":true`, `{"result":"claimed"}`, `"backend":"anthropic"`, "sluice_claims",
+	}}},
 	"docs/DEPLOY.md": {
 		expect: map[string][]string{"## The binary": {"edge ", "tenants", "healthcheck"}},
 	},
