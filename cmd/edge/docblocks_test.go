@@ -317,7 +317,10 @@ doc_wait_ready() {
 }`, "", 0)
 	}
 	if page.node {
-		add(`edge --data-dir "$PWD/.node" >"$PWD/.node.log" 2>&1 &
+		// The node is the test's, not a block's: its store budget is 2 s, not
+		// 250 ms, as on a loaded 2-core machine under -race the first
+		// replay claim took longer (503 store_unavailable, 1 run in 15).
+		add(`edge --data-dir "$PWD/.node" --store-timeout 2s >"$PWD/.node.log" 2>&1 &
 doc_wait_ready`, "", 0)
 	}
 	for _, b := range blocks {
