@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -167,7 +168,8 @@ var (
 // promises in a comment ("#   -> 202 {…}", "…" any text) is not in its
 // output in order. A block that cannot run here carries
 // <!-- doc-test: skip — reason --> right above it; one a dedicated test
-// runs, <!-- doc-test: run by TestX -->, and TestX must exist. A block with
+// runs, <!-- doc-test: run by TestX -->, and TestX must exist and name the
+// block's heading. A block with
 // neither and no page to run it on is reported with its file:line.
 func TestDocBlocks(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -186,8 +188,13 @@ func TestDocBlocks(t *testing.T) {
 		case b.skip != "":
 			t.Logf("%s: skipped: %s", b.where(), b.skip)
 		case b.runBy != "":
-			if !tests[b.runBy] {
+			src, ok := tests[b.runBy]
+			heading, _, _ := strings.Cut(b.heading, " (")
+			switch {
+			case !ok:
 				t.Errorf("%s: marked run by %s, but no test has that name", b.where(), b.runBy)
+			case !strings.Contains(src, strconv.Quote(heading)):
+				t.Errorf("%s: marked run by %s, which does not name its heading %q", b.where(), b.runBy, heading)
 			}
 		default:
 			if pages[b.file] == nil {
@@ -227,10 +234,11 @@ func docNatsCLI() string {
 	return ""
 }
 
-// docTestNames returns the names of the repository's Test functions.
-func docTestNames(t *testing.T, root string) map[string]bool {
-	names := map[string]bool{}
-	re := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+// docTestNames returns the repository's Test functions, each with its
+// source (from its line to the closing brace at the start of a line).
+func docTestNames(t *testing.T, root string) map[string]string {
+	names := map[string]string{}
+	re := regexp.MustCompile(`(?ms)^func (Test\w+)\(.*?^}$`)
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -244,7 +252,7 @@ func docTestNames(t *testing.T, root string) map[string]bool {
 				return err
 			}
 			for _, m := range re.FindAllStringSubmatch(string(data), -1) {
-				names[m[1]] = true
+				names[m[1]] = m[0]
 			}
 		}
 		return nil
