@@ -162,15 +162,16 @@ var (
 // carries no marker, as a reader pastes it: the blocks of one page in order
 // in one bash (set -eu) in one temporary directory, with the ports, /tmp
 // paths and the binary's build substituted as docPorts says, `edge` and
-// (when installed) `nats` on the PATH, NATS_URL and the edge's
-// SLUICE_HTTP_ADDR/SLUICE_NATS_LISTEN defaults pointing at the page's ports.
-// A block fails the test when a command of it fails, or when an answer it
-// promises in a comment ("#   -> 202 {…}", "…" any text) is not in its
-// output in order. A block that cannot run here carries
+// (when installed) `nats` on the PATH (a live `nats sub` stopped after
+// 2 s), NATS_URL and the edge's SLUICE_HTTP_ADDR/SLUICE_NATS_LISTEN
+// defaults pointing at the page's ports, and for the pages docPages says a
+// node of the test started first. A failing command fails the test with its
+// file:line, and so does an answer a block promises in a comment
+// ("#   -> 202 {…}", "…" any text) missing from its output (in order), or
+// one docPages expects. A block that cannot run here carries
 // <!-- doc-test: skip — reason --> right above it; one a dedicated test
 // runs, <!-- doc-test: run by TestX -->, and TestX must exist and name the
-// block's heading. A block with
-// neither and no page to run it on is reported with its file:line.
+// block's heading. A malformed or stray marker fails the test.
 func TestDocBlocks(t *testing.T) {
 	root := filepath.Join("..", "..")
 	blocks, errs, err := docCommandBlocks(root)
