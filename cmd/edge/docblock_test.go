@@ -108,8 +108,9 @@ func TestFlagsTableComplete(t *testing.T) {
 	}
 }
 
-// TestTenantsDocBlock runs docs/TENANTS.md's "Onboarding a tenant" as a
-// user pastes it, in order and with `set -eu` — against a node of the test
+// TestTenantsDocBlock runs docs/TENANTS.md's "Onboarding a tenant" and
+// then its "Rotating a secret" as a user pastes them, in order and with
+// `set -eu` — against a node of the test
 // (its URL and admin token for the block's, its files under a temporary
 // directory for /etc/sluice) — so that every variable a command reads is
 // exported before it and every example secret is one the node accepts: a
@@ -117,7 +118,8 @@ func TestFlagsTableComplete(t *testing.T) {
 // page must say.
 func TestTenantsDocBlock(t *testing.T) {
 	const file, heading = "docs/TENANTS.md", "## Onboarding a tenant"
-	block := docBlock(t, file, heading)
+	// Then "Rotating a secret", on the tenant the onboarding made.
+	block := docBlock(t, file, heading) + docBlock(t, file, "## Rotating a secret")
 	page, err := os.ReadFile(filepath.Join("..", "..", file))
 	if err != nil {
 		t.Fatal(err)
