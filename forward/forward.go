@@ -141,6 +141,7 @@ type Forwarder struct {
 	hubAtomic  atomic.Bool            // the hub stream allows atomic batches
 	hubKnown   atomic.Bool            // hubWindow and hubAtomic were read since the link came up
 	legacySync atomic.Bool            // the hub's lack of a sync barrier was logged since the link came up
+	linkUp     atomic.Int64           // when the link last came up (unix ns; 0 while it is down): watchLink
 	mark       uint64                 // outbox sequences up to it may have been sent by an earlier run
 
 	forwarded *prometheus.CounterVec // result
@@ -249,6 +250,10 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	}
 	f.outbox, f.cons, f.mark = st, cons, mark
 	f.refreshStatus(ctx)
+	if f.cfg.Linked() {
+		f.linkUp.Store(time.Now().UnixNano()) // before any ack of this run
+	}
+	f.wg.Go(f.watchLink)
 	f.wg.Go(f.run)
 	return nil
 }
@@ -410,18 +415,19 @@ func (f *Forwarder) refreshStatus(ctx context.Context) {
 func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff)
 	clean := true
-	var held []jetstream.Msg // acknowledged by the hub, not yet confirmed durable
+	var held []jetstream.Msg // acknowledged by the hub at heldAt, not yet confirmed durable
+	var heldAt time.Time
 	for len(msgs) > 0 {
 		var n int
 		var err error
 		if held != nil {
-			n, err = f.ackDurable(ctx, held, time.Now())
+			n, err = f.ackDurable(ctx, held, heldAt)
 		} else {
 			n, err = f.send(ctx, msgs)
 		}
 		held = nil
 		if us, ok := errors.AsType[*unsynced](err); ok {
-			held = msgs[:us.n]
+			held, heldAt = msgs[:us.n], us.acked
 		}
 		msgs = msgs[n:]
 		if err == nil {
@@ -640,7 +646,10 @@ func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked 
 		return 0, nil
 	}
 	if err := f.durable(ctx, acked); err != nil {
-		return 0, &unsynced{n: len(msgs), err: err}
+		if errors.Is(err, errLinkChanged) {
+			return 0, err // maybe another hub's answer: send them again
+		}
+		return 0, &unsynced{n: len(msgs), acked: acked, err: err}
 	}
 	for i, m := range msgs {
 		if err := m.Ack(); err != nil {

@@ -130,8 +130,9 @@ func syncAnswer(m *nats.Msg, err error) error {
 // durable: they stay in the outbox, and only the barrier is asked again
 // (durable), not the publish.
 type unsynced struct {
-	n   int
-	err error
+	n     int
+	acked time.Time // by when the hub acknowledged them
+	err   error
 }
 
 func (e *unsynced) Error() string { return "hub sync: " + e.err.Error() }
@@ -144,6 +145,9 @@ func (e *unsynced) Unwrap() error { return e.err }
 // hub's record round (natsembed.RecordInterval, 1 s) has synced every
 // stream; logged once per link-up.
 func (f *Forwarder) durable(ctx context.Context, acked time.Time) error {
+	if !f.linkedSince(acked) {
+		return errLinkChanged
+	}
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	m, err := f.cfg.Conn.RequestWithContext(rctx, SyncSubject(f.cfg.Prefix), nil)
 	cancel()
@@ -152,13 +156,59 @@ func (f *Forwarder) durable(ctx context.Context, acked time.Time) error {
 			f.log.Warn("edge: nothing answers the hub's sync barrier (a hub older than it, or one still starting): each batch's outbox copy is kept for the hub's record round before it is dropped; upgrade an older hub",
 				"subject", SyncSubject(f.cfg.Prefix), "wait", f.cfg.HubSyncFallback)
 		}
+		if err := retry.Sleep(ctx, time.Until(acked.Add(f.cfg.HubSyncFallback))); err != nil {
+			return err
+		}
+		if !f.linkedSince(acked) {
+			f.syncs.WithLabelValues("failed").Inc()
+			return errLinkChanged
+		}
 		f.syncs.WithLabelValues("waited").Inc()
-		return retry.Sleep(ctx, time.Until(acked.Add(f.cfg.HubSyncFallback)))
+		return nil
 	}
 	if err := syncAnswer(m, err); err != nil {
 		f.syncs.WithLabelValues("failed").Inc()
 		return err
 	}
+	if !f.linkedSince(acked) {
+		f.syncs.WithLabelValues("failed").Inc()
+		return errLinkChanged
+	}
 	f.syncs.WithLabelValues("synced").Inc()
 	return nil
+}
+
+// errLinkChanged: the link to the hub went down after the hub's ack of a
+// batch, so the hub that answers now may be another run of it (restarted:
+// it may have lost the batch, and its barrier vouches only for what it
+// acknowledged itself). The batch is sent again.
+var errLinkChanged = errors.New("the hub link went down after the hub's ack: sending the batch again")
+
+// linkedSince reports whether the link to the hub has been up without a
+// break since before t (watchLink; a hub restart takes the link down for
+// far longer than its polling period).
+func (f *Forwarder) linkedSince(t time.Time) bool {
+	up := f.linkUp.Load()
+	return up != 0 && up <= t.UnixNano() && f.cfg.Linked()
+}
+
+// linkPoll is how often watchLink reads the link state.
+const linkPoll = 20 * time.Millisecond
+
+// watchLink keeps linkUp: when the link last came up, 0 while it is down.
+func (f *Forwarder) watchLink() {
+	t := time.NewTicker(linkPoll)
+	defer t.Stop()
+	for {
+		if f.cfg.Linked() {
+			f.linkUp.CompareAndSwap(0, time.Now().UnixNano())
+		} else {
+			f.linkUp.Store(0)
+		}
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+	}
 }
