@@ -96,6 +96,11 @@ type edgeAnswer struct {
 }
 
 func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
+	return startEdgeLoadKeys(l, cur, workers, "e")
+}
+
+// startEdgeLoadKeys is startEdgeLoad with keys "<prefix>-<worker>-<i>".
+func startEdgeLoadKeys(l *Ledger, cur func() string, workers int, prefix string) *edgeLoad {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &edgeLoad{cancel: cancel}
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -129,7 +134,7 @@ func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
 	for w := range workers {
 		r.wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				k := HookKey{"t" + strconv.Itoa(w%4), "s", fmt.Sprintf("e-%d-%d", w, i)}
+				k := HookKey{"t" + strconv.Itoa(w%4), "s", fmt.Sprintf("%s-%d-%d", prefix, w, i)}
 				code, id := post(k, false)
 				if ctx.Err() != nil && code == 0 {
 					return

@@ -6,7 +6,8 @@
 // One owned goroutine reads the outbox with a durable pull consumer, in
 // stream order, at most Batch hooks at a time; it publishes them to the
 // hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks
-// each in the outbox only after the hub acknowledged it. A batch that
+// each in the outbox only after the hub acknowledged it and has it on disk
+// (the hub's sync barrier, SyncSubject: hubsync.go). A batch that
 // fails is sent again (the hooks not acknowledged, in the same order)
 // after a backoff, so the forwarder never moves past a hook the hub has
 // not acknowledged.
@@ -95,6 +96,12 @@ type Config struct {
 	// partition count is read there once per link-up) and its state shown
 	// in Status.
 	Route *Route
+	// HubSyncFallback is how long after a batch's ack the outbox copy is
+	// kept when the hub does not serve its sync barrier (SyncSubject: an
+	// older hub) before it is dropped (default 2 s: twice an older
+	// single-node hub's record round, natsembed.RecordInterval, which
+	// syncs every stream).
+	HubSyncFallback time.Duration
 	// MinBackoff and MaxBackoff bound the wait after a failed batch or
 	// while the link is down (defaults 50 ms and 2 s; doubled per failure).
 	MinBackoff, MaxBackoff time.Duration
@@ -128,14 +135,17 @@ type Forwarder struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	status    atomic.Pointer[Status]
-	lastErr   atomic.Pointer[string] // the last forwarding error, nil after a success
-	hubWindow atomic.Int64           // the hub stream's duplicate window (ns); 0: unknown
-	hubAtomic atomic.Bool            // the hub stream allows atomic batches
-	hubKnown  atomic.Bool            // hubWindow and hubAtomic were read since the link came up
-	mark      uint64                 // outbox sequences up to it may have been sent by an earlier run
+	status     atomic.Pointer[Status]
+	lastErr    atomic.Pointer[string] // the last forwarding error, nil after a success
+	hubWindow  atomic.Int64           // the hub stream's duplicate window (ns); 0: unknown
+	hubAtomic  atomic.Bool            // the hub stream allows atomic batches
+	hubKnown   atomic.Bool            // hubWindow and hubAtomic were read since the link came up
+	legacySync atomic.Bool            // the hub's lack of a sync barrier was logged since the link came up
+	linkUp     atomic.Int64           // when the link last came up (unix ns; 0 while it is down): watchLink
+	mark       uint64                 // outbox sequences up to it may have been sent by an earlier run
 
 	forwarded *prometheus.CounterVec // result
+	syncs     *prometheus.CounterVec // result
 	splits    prometheus.Counter
 	backlog   prometheus.Gauge
 	oldest    prometheus.Gauge
@@ -155,6 +165,9 @@ func New(cfg Config) (*Forwarder, error) {
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
+	}
+	if cfg.HubSyncFallback <= 0 {
+		cfg.HubSyncFallback = 2 * time.Second
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 50 * time.Millisecond
@@ -183,6 +196,7 @@ func New(cfg Config) (*Forwarder, error) {
 	f := &Forwarder{
 		cfg: cfg, local: local, hub: hub, log: cfg.Logger, stop: make(chan struct{}),
 		forwarded: ms.CounterVec("forwarded_total", "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).", "result"),
+		syncs:     ms.CounterVec("hub_syncs_total", "Sync barriers asked of the hub before an outbox ack, by result: synced (the hub answered: on its disk), waited (no barrier on an older hub: its record round waited for), failed (the copy kept, asked again).", "result"),
 		backlog:   ms.Gauge("outbox_messages", "Hooks stored at this edge and not yet acknowledged by the hub."),
 		oldest:    ms.Gauge("outbox_oldest_age_seconds", "Age of the oldest hook in the outbox (0 when it is empty)."),
 		splits:    ms.Counter("split_keys_total", "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding)."),
@@ -236,6 +250,10 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	}
 	f.outbox, f.cons, f.mark = st, cons, mark
 	f.refreshStatus(ctx)
+	if f.cfg.Linked() {
+		f.linkUp.Store(time.Now().UnixNano()) // before any ack of this run
+	}
+	f.wg.Go(f.watchLink)
 	f.wg.Go(f.run)
 	return nil
 }
@@ -295,6 +313,7 @@ func (f *Forwarder) run() {
 				f.log.Warn("edge: hub link down; hooks stay in the outbox")
 				f.hubWindow.Store(0)
 				f.hubKnown.Store(false)
+				f.legacySync.Store(false)
 			}
 			wasLinked = linked
 		}
@@ -396,8 +415,20 @@ func (f *Forwarder) refreshStatus(ctx context.Context) {
 func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 	waits := retry.Doubling(f.cfg.MinBackoff, f.cfg.MaxBackoff)
 	clean := true
+	var held []jetstream.Msg // acknowledged by the hub at heldAt, not yet confirmed durable
+	var heldAt time.Time
 	for len(msgs) > 0 {
-		n, err := f.send(ctx, msgs)
+		var n int
+		var err error
+		if held != nil {
+			n, err = f.ackDurable(ctx, held, heldAt)
+		} else {
+			n, err = f.send(ctx, msgs)
+		}
+		held = nil
+		if us, ok := errors.AsType[*unsynced](err); ok {
+			held, heldAt = msgs[:us.n], us.acked
+		}
 		msgs = msgs[n:]
 		if err == nil {
 			continue
@@ -574,10 +605,12 @@ func (f *Forwarder) publishEach(ctx context.Context, chunk []hubItem) (int, erro
 }
 
 // settle registers the claims of msgs[:ok] (acknowledged by the hub) on
-// the hub (register, in parallel) and acks them in the outbox in order up
-// to the first failure; it returns how many were acked and the first
-// error (err when all ok succeeded).
+// the hub (register, in parallel) and, once the hub has them on disk
+// (durable), acks them in the outbox in order up to the first failure; it
+// returns how many were acked and the first error (err when all ok
+// succeeded; *unsynced when the hub did not confirm them durable).
 func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, err error) (int, error) {
+	acked := time.Now() // after the hub's acks of msgs[:ok]
 	regs := make([]error, ok)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -591,13 +624,39 @@ func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, er
 	wg.Wait()
 	for i := range ok {
 		if regs[i] != nil {
-			return i, regs[i]
-		}
-		if aerr := msgs[i].Ack(); aerr != nil {
-			return i, fmt.Errorf("outbox ack: %w", aerr)
+			ok, err = i, regs[i]
+			break
 		}
 	}
+	n, aerr := f.ackDurable(ctx, msgs[:ok], acked)
+	if aerr != nil {
+		return n, aerr
+	}
 	return ok, err
+}
+
+// ackDurable acks msgs (acknowledged by the hub by the time acked, their
+// claims registered) in the outbox once the hub has them on disk
+// (durable), in order up to the first failure: an edge drops its copy of
+// a hook only when a power cut of the hub can no longer lose it. It
+// returns how many were acked and the first error (*unsynced when the hub
+// did not confirm them durable: none acked).
+func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked time.Time) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if err := f.durable(ctx, acked); err != nil {
+		if errors.Is(err, errLinkChanged) {
+			return 0, err // maybe another hub's answer: send them again
+		}
+		return 0, &unsynced{n: len(msgs), acked: acked, err: err}
+	}
+	for i, m := range msgs {
+		if err := m.Ack(); err != nil {
+			return i, fmt.Errorf("outbox ack: %w", err)
+		}
+	}
+	return len(msgs), nil
 }
 
 // hubMsg is the hub's copy of an outbox message and its message id.

@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,10 @@ type link struct {
 	hubSrv, edgeSrv *natsembed.Server
 	hub, edge       *nats.Conn
 	hubJS, edgeJS   jetstream.JetStream
+	// sync is the hub's barrier (forward.ServeSync on hub): each request
+	// is answered by syncThen; nil answers at once.
+	sync     *forward.SyncServer
+	syncThen atomic.Pointer[func(func(error)) func()]
 }
 
 func newLink(t *testing.T) *link {
@@ -51,6 +56,15 @@ func newLink(t *testing.T) *link {
 	t.Cleanup(l.edge.Close)
 	l.hubJS, _ = jetstream.New(l.hub)
 	l.edgeJS, _ = jetstream.New(l.edge)
+	if l.sync, err = forward.ServeSync(l.hub, "sluice", "synced", func(fn func(error)) func() {
+		if then := l.syncThen.Load(); then != nil {
+			return (*then)(fn)
+		}
+		fn(nil)
+		return func() {}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	testkit.Eventually(t, 10*time.Second, l.edgeSrv.LeafConnected, "leaf connected")
 	return l
 }

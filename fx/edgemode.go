@@ -47,9 +47,13 @@ type Forward struct {
 }
 
 // ProvideForward creates an edge's outbox and its forwarder (started with
-// the app, stopped before the NATS connection drains).
+// the app, stopped before the NATS connection drains); on a hub
+// (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
 func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if len(cfg.HubURLs) == 0 {
+		if cfg.LeafListen != "" {
+			serveHubSync(lc, cfg, n, log)
+		}
 		return &Forward{}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,4 +133,31 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 		return nil, err
 	}
 	return &Quota{Client: client, Fleet: fleet, Local: local, Route: route}, nil
+}
+
+// serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
+// outbox copy of a forwarded batch only once this answered, so a power cut
+// of the hub cannot lose a hook the edge no longer holds. A single node
+// answers after a round of its group commit (shared with its own hooks'
+// rounds: a flood of requests only joins them); a node whose acks already
+// mean durable (nats-server syncs every write: a cluster at synced, or
+// sync-always), or that has nothing to sync with (an acked cluster, whose
+// own 2xx promise no more), answers at once.
+func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
+	var then func(func(error)) func()
+	if n.Group != nil && !cfg.ServerSyncAlways() {
+		then = n.Group.Then
+	}
+	var srv *forward.SyncServer
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			var err error
+			srv, err = forward.ServeSync(n.Conn, cfg.Prefix, n.Durability, then)
+			if err == nil {
+				log.Debug("hub: serving the edges' sync barrier", "subject", forward.SyncSubject(cfg.Prefix), "group_commit", then != nil)
+			}
+			return err
+		},
+		OnStop: func(context.Context) error { return srv.Stop() },
+	})
 }

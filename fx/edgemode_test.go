@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/forward"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/natsembed"
@@ -527,5 +528,46 @@ func TestEdgeLeafTLS(t *testing.T) {
 	if noCert.LeafConnected() || badToken.LeafConnected() || hub.NATS().NumLeafNodes() != 1 {
 		t.Fatalf("without a certificate: %v, wrong token: %v, hub's leaf connections: %d",
 			noCert.LeafConnected(), badToken.LeafConnected(), hub.NATS().NumLeafNodes())
+	}
+}
+
+// A hub serves its edges' sync barrier (forward.SyncSubject) across the
+// leaf connection: at synced with a round of its group commit, at
+// sync-always at once (its acks already mean on disk). An edge does not
+// serve it itself: with its hub gone, nothing answers it there.
+func TestEdgeHubSync(t *testing.T) {
+	t.Parallel()
+	for _, level := range []string{"synced", "sync-always"} {
+		t.Run(level, func(t *testing.T) {
+			leaf := testkit.FreeAddr(t)
+			token := "leaf-secret-0123456789"
+			hub := startNode(t, "--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--durability", level)
+			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token)
+			testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
+			ask := func() (*nats.Msg, error) { return ed.n.Conn.Request(forward.SyncSubject("sluice"), nil, 5*time.Second) }
+			waits := hub.n.Group.Stats().Waits
+			var m *nats.Msg
+			testkit.Eventually(t, 10*time.Second, func() bool {
+				var err error
+				m, err = ask()
+				return err == nil
+			}, "the hub's barrier reachable from the edge")
+			var rep forward.SyncReply
+			if err := json.Unmarshal(m.Data, &rep); err != nil || !rep.OK || rep.Durability != level {
+				t.Fatalf("the hub answered %q (%v), want ok at %s", m.Data, err, level)
+			}
+			joined := hub.n.Group.Stats().Waits - waits
+			if level == "synced" && joined == 0 {
+				t.Error("the hub answered the barrier without a round of its group commit")
+			}
+			if level == "sync-always" && joined != 0 {
+				t.Errorf("a sync-always hub ran %d group commit waits for the barrier: its acks are already durable", joined)
+			}
+			hub.stop()
+			testkit.Eventually(t, 10*time.Second, func() bool { return !ed.n.Server.LeafConnected() }, "link down")
+			if _, err := ask(); !errors.Is(err, nats.ErrNoResponders) {
+				t.Errorf("the barrier on an edge cut off from its hub: %v, want no responders (an edge never serves it)", err)
+			}
+		})
 	}
 }

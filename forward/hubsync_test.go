@@ -1,0 +1,238 @@
+package forward_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// counters reads the values of the counter vector name from reg by its
+// one label.
+func counters(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func body(int) []byte { return []byte("x") }
+
+// hubMsgs is the number of hooks in the hub's HOOKS.
+func (r *orderRig) hubMsgs(t *testing.T) uint64 {
+	t.Helper()
+	info, err := r.hubStream.Info(testkit.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// The edge drops its outbox copy of a batch only once the hub's sync
+// barrier answered: while the barrier holds, the hub has stored the batch
+// and the outbox still has all of it; one barrier request per batch.
+func TestOutboxKeptUntilHubSynced(t *testing.T) {
+	r := newOrderRig(t, true)
+	var asked atomic.Int64
+	var mu sync.Mutex
+	open := false
+	var held []func(error)
+	then := func(fn func(error)) func() {
+		asked.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		if open {
+			fn(nil)
+		} else {
+			held = append(held, fn)
+		}
+		return func() {}
+	}
+	r.syncThen.Store(&then)
+	ids := r.storeHooks(t, "k", 50, body)
+	r.start(t, forward.Config{Batch: 20})
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.hubMsgs(t) == 20 }, "the hub stored the first batch")
+	time.Sleep(300 * time.Millisecond)
+	if n := r.outboxMsgs(t); n != 50 {
+		t.Fatalf("the outbox holds %d hooks while the hub has not synced the first batch, want all 50", n)
+	}
+	if got := r.hubMsgs(t); got != 20 {
+		t.Fatalf("the hub holds %d hooks: the forwarder moved past a batch the hub had not synced", got)
+	}
+	mu.Lock()
+	open = true
+	for _, fn := range held {
+		fn(nil)
+	}
+	mu.Unlock()
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	if got := r.hubOrder(t); !slices.Equal(got, ids) {
+		t.Errorf("hub order %v, want %v", got, ids)
+	}
+	if n := asked.Load(); n != 3 {
+		t.Errorf("%d sync requests for 3 batches, want one each", n)
+	}
+}
+
+// A barrier that fails keeps the outbox copy; only the barrier is asked
+// again (the batch is not sent again), and once it answers the outbox
+// drains.
+func TestHubSyncFailureKeepsCopy(t *testing.T) {
+	r := newOrderRig(t, true)
+	var failing atomic.Bool
+	failing.Store(true)
+	then := func(fn func(error)) func() {
+		if failing.Load() {
+			fn(errors.New("disk on fire"))
+		} else {
+			fn(nil)
+		}
+		return func() {}
+	}
+	r.syncThen.Store(&then)
+	ids := r.storeHooks(t, "f", 30, body)
+	reg := prometheus.NewRegistry()
+	r.start(t, forward.Config{Batch: 30, Registerer: reg, MaxBackoff: 100 * time.Millisecond})
+	testkit.Eventually(t, 10*time.Second, func() bool { return counters(t, reg, "sluice_edge_hub_syncs_total")["failed"] >= 3 }, "the barrier failed thrice")
+	if n := r.outboxMsgs(t); n != 30 {
+		t.Fatalf("the outbox holds %d hooks after failed barriers, want 30", n)
+	}
+	failing.Store(false)
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	if got := r.hubOrder(t); !slices.Equal(got, ids) {
+		t.Errorf("hub order %v, want %v", got, ids)
+	}
+	fw := counters(t, reg, "sluice_edge_forwarded_total")
+	if fw["stored"] != 30 || fw["duplicate"] != 0 {
+		t.Errorf("forwarded_total %v: want the batch sent once (stored 30, no duplicates)", fw)
+	}
+	if s := counters(t, reg, "sluice_edge_hub_syncs_total"); s["synced"] != 1 {
+		t.Errorf("hub_syncs_total %v, want synced 1", s)
+	}
+}
+
+// A hub without the barrier (older: no responders) is not trusted at its
+// ack: the edge keeps each batch for HubSyncFallback after the hub's ack.
+func TestOlderHubWithoutSync(t *testing.T) {
+	r := newOrderRig(t, true)
+	if err := r.sync.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r.storeHooks(t, "o", 10, body)
+	reg := prometheus.NewRegistry()
+	wait := time.Second
+	r.start(t, forward.Config{Registerer: reg, HubSyncFallback: wait})
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.hubMsgs(t) == 10 }, "the hub stored the batch")
+	stored := time.Now()
+	if n := r.outboxMsgs(t); n != 10 {
+		t.Fatalf("the outbox holds %d hooks right after an older hub's ack, want 10", n)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	if d := time.Since(stored); d < wait/2 {
+		t.Errorf("the outbox drained %v after the older hub's ack, want about %v", d, wait)
+	}
+	if s := counters(t, reg, "sluice_edge_hub_syncs_total"); s["waited"] != 1 || s["synced"] != 0 {
+		t.Errorf("hub_syncs_total %v, want waited 1", s)
+	}
+}
+
+// ServeSync: answers at once without a barrier, with the micro error
+// headers when the round fails, and answers a flood beyond SyncMaxWaiting
+// requests waiting for one round with 503 at once.
+func TestServeSync(t *testing.T) {
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+
+	at := func(prefix string) (*nats.Msg, error) {
+		return nc.Request(forward.SyncSubject(prefix), nil, 5*time.Second)
+	}
+	if _, err := forward.ServeSync(nc, "now", "sync-always", nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := at("now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep forward.SyncReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil || !rep.OK || rep.Durability != "sync-always" {
+		t.Errorf("reply %s (%v), want ok at sync-always", m.Data, err)
+	}
+
+	if _, err := forward.ServeSync(nc, "bad", "synced", func(fn func(error)) func() { fn(errors.New("fsync: EIO")); return func() {} }); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = at("bad"); err != nil {
+		t.Fatal(err)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "503" {
+		t.Errorf("a failed round answered %q %q, want 503", code, m.Header.Get("Nats-Service-Error"))
+	}
+
+	// A round that never ends: the requests beyond the bound are refused.
+	var mu sync.Mutex
+	var waiting []func(error)
+	if _, err := forward.ServeSync(nc, "slow", "synced", func(fn func(error)) func() {
+		mu.Lock()
+		waiting = append(waiting, fn)
+		mu.Unlock()
+		return func() {}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range forward.SyncMaxWaiting + 5 {
+		if err := nc.PublishRequest(forward.SyncSubject("slow"), inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		m, err := replies.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("no refusal of the requests beyond %d waiting: %v", forward.SyncMaxWaiting, err)
+		}
+		if m.Header.Get("Nats-Service-Error-Code") != "503" {
+			t.Fatalf("a request beyond the bound answered %q", m.Data)
+		}
+	}
+	mu.Lock()
+	n := len(waiting)
+	for _, fn := range waiting {
+		fn(nil)
+	}
+	mu.Unlock()
+	if n != forward.SyncMaxWaiting {
+		t.Errorf("%d requests waiting for the round, want %d", n, forward.SyncMaxWaiting)
+	}
+}
