@@ -378,3 +378,41 @@ func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
 		t.Errorf("the change to the walk was not logged: %q", l.log.String())
 	}
 }
+
+// A round returns only once every sync it started has ended: with each
+// fsync taking a while (a slow disk; the power-cut harness's returns at
+// once, so there a round that stopped waiting would go unseen), a round
+// that released its callers while some ran would be seen with syncs in
+// flight when it returns.
+func TestStoreSyncRoundWaitsForItsSyncs(t *testing.T) {
+	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+		var inFlight, ran atomic.Int64
+		srv.store.mu.Lock()
+		srv.store.fsync = func(f *os.File, data bool) error {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			ran.Add(1)
+			time.Sleep(5 * time.Millisecond) // the fsync's latency
+			return l.fsync(f, data)
+		}
+		srv.store.mu.Unlock()
+		// A new stream and a message: a round of several files.
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.SyncStore(); err != nil {
+				t.Fatal(err)
+			}
+			if n := inFlight.Load(); n != 0 {
+				t.Fatalf("round %d returned with %d of its syncs still running", i+1, n)
+			}
+		}
+		if ran.Load() < 2 {
+			t.Fatalf("%d syncs ran: the test needs a round of several", ran.Load())
+		}
+	})
+}
