@@ -2,6 +2,8 @@ package sluicefx
 
 import (
 	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,10 +36,23 @@ func TestLimitListener(t *testing.T) {
 		defer c.Close()
 	}
 	got := []net.Conn{<-accepted, <-accepted}
+	// Not a window standing for "not accepted": the accepting goroutine
+	// is seen waiting for a slot (its stack), with the third connection
+	// dialed, so it can only accept once a slot frees.
+	deadline := time.After(5 * time.Second)
+	for !waitingForASlot() {
+		select {
+		case <-accepted:
+			t.Fatal("third connection accepted over the limit of 2")
+		case <-deadline:
+			t.Fatal("after 5 s Accept neither took the third connection nor waited for a slot")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	select {
 	case <-accepted:
 		t.Fatal("third connection accepted over the limit of 2")
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	got[0].Close()
 	select {
@@ -49,4 +64,19 @@ func TestLimitListener(t *testing.T) {
 	got[1].Close()
 	l.Close()
 	<-done
+}
+
+// waitingForASlot reports whether a goroutine is blocked in
+// limitListener.Accept's select (its top frame): waiting for a slot.
+func waitingForASlot() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, rest, _ := strings.Cut(g, "\n")
+		top, _, _ := strings.Cut(rest, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(top, "(*limitListener).Accept(") {
+			return true
+		}
+	}
+	return false
 }

@@ -39,6 +39,19 @@ func (a *heldAdmitter) Hit(ctx context.Context, _ quota.HitRequest) (quota.HitRe
 	}
 }
 
+// readFlag is a request body that records whether anything read it.
+type readFlag struct {
+	r    *strings.Reader
+	read atomic.Bool
+}
+
+func newReadFlag(body string) *readFlag { return &readFlag{r: strings.NewReader(body)} }
+
+func (b *readFlag) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.r.Read(p)
+}
+
 type nopStorer struct{ n atomic.Int64 }
 
 func (s *nopStorer) Store(context.Context, Hook) (uint64, error) { return uint64(s.n.Add(1)), nil }
@@ -64,20 +77,24 @@ func TestShedsBeyondMaxInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	post := func() *httptest.ResponseRecorder {
+	// Each body records whether it was read: the shed one must never be.
+	post := func(body *readFlag) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/hooks/acme/src", strings.NewReader(`{}`)))
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/hooks/acme/src", body))
 		return w
 	}
 	var wg sync.WaitGroup
 	codes := make([]int, max)
+	bodies := make([]*readFlag, max)
 	for i := range max {
-		wg.Go(func() { codes[i] = post().Code })
+		bodies[i] = newReadFlag(`{}`)
+		wg.Go(func() { codes[i] = post(bodies[i]).Code })
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return adm.calls.Load() == max }, "hooks in flight")
 	start := time.Now()
 	shed := make(chan *httptest.ResponseRecorder, 1)
-	go func() { shed <- post() }()
+	shedBody := newReadFlag(`{}`)
+	go func() { shed <- post(shedBody) }()
 	var w *httptest.ResponseRecorder
 	select {
 	case w = <-shed:
@@ -94,14 +111,20 @@ func TestShedsBeyondMaxInFlight(t *testing.T) {
 	if adm.calls.Load() != max {
 		t.Fatalf("the shed hook was charged: %d hits", adm.calls.Load())
 	}
+	if shedBody.read.Load() {
+		t.Fatal("the shed hook's body was read: the shed must come before any work")
+	}
 	close(adm.release)
 	wg.Wait()
 	for i, c := range codes {
 		if c != http.StatusAccepted {
 			t.Fatalf("hook %d in flight answered %d", i, c)
 		}
+		if !bodies[i].read.Load() {
+			t.Fatalf("hook %d was accepted without its body read: the probe cannot tell", i)
+		}
 	}
-	if w := post(); w.Code != http.StatusAccepted {
+	if w := post(newReadFlag(`{}`)); w.Code != http.StatusAccepted {
 		t.Fatalf("after the slots freed: %d %s", w.Code, w.Body)
 	}
 	if store.n.Load() != max+1 {

@@ -390,3 +390,53 @@ func TestSyncThenForgetsAtTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A caller is released only once a round that began after its call has
+// finished: never at the round's start, while its fsync still runs. The
+// round takes a little while (a slow fdatasync; the power-cut harness's
+// fsync returns at once, so there no caller could be released early), and
+// each caller checks, when Sync returns, that such a round has ended.
+func TestGroupSyncReleasesOnlyAfterTheRound(t *testing.T) {
+	var started, finished atomic.Int64 // rounds
+	g := kvstore.NewGroupSync(func() error {
+		started.Add(1)
+		time.Sleep(2 * time.Millisecond) // the fsync's latency
+		finished.Add(1)
+		return nil
+	})
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Go(func() {
+			for range 5 {
+				// No round that began before this call can release it:
+				// the one that does is at least round began+1.
+				began := started.Load()
+				if err := g.Sync(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if n := finished.Load(); n <= began {
+					errs <- fmt.Errorf("released with %d rounds finished, none of them begun after the call (%d had begun): before its round's sync ended", n, began)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}) // the Then path too
+	var got atomic.Int64
+	began := started.Load()
+	g.Then(func(error) { got.Store(finished.Load()); close(ch) })
+	within(t, ch, "the callback")
+	if got.Load() <= began {
+		t.Fatalf("Then called back with %d rounds finished (%d had begun): before its round's sync ended", got.Load(), began)
+	}
+}

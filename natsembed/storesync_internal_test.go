@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,43 +263,92 @@ func TestStoreSyncNewBlock(t *testing.T) {
 // A round that must cover a file another round is syncing right now (the
 // other round took it, so this one's watch saw nothing new) returns only
 // once that sync ended: released by a round that began after its writes,
-// never before they are durable.
+// never before they are durable. No window stands for "it did not
+// return": the block's sync is held until the second round is seen
+// blocked in its wait for the flight (its goroutine's stack), and the
+// second round must find, when it returns, that the sync had ended. Every
+// wait is bounded: a broken round fails in seconds, never hangs.
 func TestWatchedRoundWaitsForTheSyncInFlight(t *testing.T) {
 	ctx, srv, js, l := startInMode(t, "watch")
 	createSynced(t, ctx, srv, js)
 	entered, gate := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var held, synced atomic.Bool // the block's first sync: held at the gate, then ended
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	defer open() // never leave a round stuck at the gate
 	srv.store.mu.Lock()
 	srv.store.fsync = func(f *os.File, data bool) error {
-		if strings.HasSuffix(f.Name(), ".blk") {
-			once.Do(func() { close(entered); <-gate })
+		if !strings.HasSuffix(f.Name(), ".blk") || !held.CompareAndSwap(false, true) {
+			return l.fsync(f, data)
 		}
-		return l.fsync(f, data)
+		close(entered)
+		<-gate
+		err := l.fsync(f, data)
+		synced.Store(true)
+		return err
 	}
 	srv.store.mu.Unlock()
 	if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan error, 1)
-	go func() { first <- srv.SyncStore() }()
-	<-entered // the first round took the block and syncs it
-	second := make(chan error, 1)
-	go func() { second <- srv.SyncStore() }()
-	// The second round must wait for the gate; if it returns meanwhile, it
-	// released its callers before the block was durable. (Without the bug
-	// this window cannot fail the test; with it, it fails unless the second
-	// round took longer than the window to start.)
-	select {
-	case err := <-second:
-		t.Fatalf("the second round returned (%v) while the block's sync was still running", err)
-	case <-time.After(300 * time.Millisecond):
+	type outcome struct {
+		err    error
+		synced bool // the block's sync had ended when the round returned
 	}
-	close(gate)
-	for _, ch := range []chan error{first, second} {
-		if err := <-ch; err != nil {
-			t.Fatal(err)
+	first, second := make(chan outcome, 1), make(chan outcome, 1)
+	go func() { err := srv.SyncStore(); first <- outcome{err, synced.Load()} }()
+	select {
+	case <-entered: // the first round took the block and syncs it
+	case o := <-first:
+		t.Fatalf("the first round returned (%v) without syncing the block", o.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waited 10 s for the first round to sync the block")
+	}
+	go func() { err := srv.SyncStore(); second <- outcome{err, synced.Load()} }()
+	deadline := time.After(10 * time.Second)
+	for !blockedInWatchedRound() {
+		select {
+		case o := <-second:
+			open()
+			t.Fatalf("the second round returned (%v) while the block's sync was still running: it released its callers before the block was durable", o.err)
+		case <-deadline:
+			t.Fatal("after 10 s the second round neither returned nor waited for the block's sync in flight")
+		case <-time.After(time.Millisecond):
 		}
 	}
+	open()
+	for _, r := range []struct {
+		name string
+		ch   chan outcome
+	}{{"first", first}, {"second", second}} {
+		select {
+		case o := <-r.ch:
+			if o.err != nil {
+				t.Fatalf("the %s round: %v", r.name, o.err)
+			}
+			if !o.synced {
+				t.Fatalf("the %s round returned before the block's sync ended", r.name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s round did not return within 10 s of the block's sync", r.name)
+		}
+	}
+}
+
+// blockedInWatchedRound reports whether a goroutine is blocked on a
+// channel receive in watchedRound itself (its top frame): only the wait
+// for another round's sync in flight receives there.
+func blockedInWatchedRound() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, rest, _ := strings.Cut(g, "\n")
+		top, _, _ := strings.Cut(rest, "\n")
+		if strings.Contains(header, "[chan receive") && strings.Contains(top, "natsembed.(*storeSync).watchedRound(") {
+			return true
+		}
+	}
+	return false
 }
 
 // A watch that fails (here its inotify descriptor closed under it) is
@@ -326,4 +377,42 @@ func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
 	if !strings.Contains(l.log.String(), "the inotify watch failed") {
 		t.Errorf("the change to the walk was not logged: %q", l.log.String())
 	}
+}
+
+// A round returns only once every sync it started has ended: with each
+// fsync taking a while (a slow disk; the power-cut harness's returns at
+// once, so there a round that stopped waiting would go unseen), a round
+// that released its callers while some ran would be seen with syncs in
+// flight when it returns.
+func TestStoreSyncRoundWaitsForItsSyncs(t *testing.T) {
+	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+		var inFlight, ran atomic.Int64
+		srv.store.mu.Lock()
+		srv.store.fsync = func(f *os.File, data bool) error {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			ran.Add(1)
+			time.Sleep(5 * time.Millisecond) // the fsync's latency
+			return l.fsync(f, data)
+		}
+		srv.store.mu.Unlock()
+		// A new stream and a message: a round of several files.
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.SyncStore(); err != nil {
+				t.Fatal(err)
+			}
+			if n := inFlight.Load(); n != 0 {
+				t.Fatalf("round %d returned with %d of its syncs still running", i+1, n)
+			}
+		}
+		if ran.Load() < 2 {
+			t.Fatalf("%d syncs ran: the test needs a round of several", ran.Load())
+		}
+	})
 }

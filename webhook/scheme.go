@@ -630,11 +630,17 @@ func singleValue(h http.Header, name string) (string, error) {
 	return vs[0], nil
 }
 
+// equalMAC is the one comparison of a presented secret, signature or
+// digest with the expected one: constant time (hmac.Equal). Every verifier
+// compares through it; TestMACsCompareInConstantTime checks that nothing
+// else in the package compares such bytes (no ==, bytes.Equal, ...).
+func equalMAC(presented, want []byte) bool { return hmac.Equal(presented, want) }
+
 // equalDigest compares SHA-256(presented) with want in constant time (the
 // digest also hides the expected length).
 func equalDigest(presented []byte, want [32]byte) bool {
 	d := sha256.Sum256(presented)
-	return hmac.Equal(d[:], want[:])
+	return equalMAC(d[:], want[:])
 }
 
 func (v *SchemeVerifier) idHeader(h http.Header) string {
@@ -850,7 +856,7 @@ func (v *SchemeVerifier) verifyHMAC(h http.Header, body []byte, now time.Time) (
 	matched := false
 	for _, sig := range p.sigs {
 		// No early exit: the time taken does not depend on which one matched.
-		if hmac.Equal(sig, want) {
+		if equalMAC(sig, want) {
 			matched = true
 		}
 	}

@@ -15,7 +15,8 @@
 //   - File data written with write(2)/pwrite(2) (and the growth of the
 //     file it causes) is volatile. It becomes durable by
 //     fsync(2) or fdatasync(2) on any descriptor of the same inode (then
-//     all of the inode's data and its size as of that call are durable), or
+//     all of the inode's data and its size as of that call are durable,
+//     once the call has taken Options.SyncLatency: none by default), or
 //     by a write through a descriptor opened with O_SYNC or O_DSYNC (then
 //     that write's bytes are durable, and the size it extends the file to).
 //     A directory's fsync does nothing (its entries are durable already).
@@ -69,6 +70,11 @@ const pageSize = 4096
 // FS is a mounted lazyfs. Its methods may be called from any goroutine.
 type FS struct {
 	mountpoint, backing string
+	opts                Options
+
+	// cuts counts the unmounts begun: an fsync whose latency spans one
+	// makes nothing durable.
+	cuts atomic.Int64
 
 	mu     sync.Mutex // guards server (Mount, Cut, Close)
 	server *fuse.Server
@@ -103,10 +109,33 @@ type Loss struct {
 // root). Any other failure is an error of its own.
 var ErrUnavailable = errors.New("lazyfs: cannot mount a FUSE file system here")
 
+// Options tune a mount (the zero value: an fsync returns at once).
+type Options struct {
+	// SyncLatency is how long each fsync/fdatasync of a file takes before
+	// it makes the inode's data durable and returns (at most
+	// MaxSyncLatency): a slow disk's flush, the window in which a caller
+	// released before its sync returned can be caught by a cut. A cut
+	// begun during the wait makes nothing of it durable (the call fails
+	// EIO, as to a process killed by then it never returns).
+	SyncLatency time.Duration
+}
+
+// MaxSyncLatency bounds Options.SyncLatency: a Cut waits for the fsyncs
+// in flight.
+const MaxSyncLatency = time.Second
+
 // Mount mounts a lazyfs at mountpoint (an existing empty directory) over
 // the directory backing, which holds the durable state.
 func Mount(mountpoint, backing string) (*FS, error) {
-	f := &FS{mountpoint: mountpoint, backing: backing, inodes: map[uint64]*inode{}}
+	return MountWith(mountpoint, backing, Options{})
+}
+
+// MountWith is Mount with options.
+func MountWith(mountpoint, backing string, opts Options) (*FS, error) {
+	if opts.SyncLatency < 0 || opts.SyncLatency > MaxSyncLatency {
+		return nil, fmt.Errorf("lazyfs: sync latency %v out of [0, %v]", opts.SyncLatency, MaxSyncLatency)
+	}
+	f := &FS{mountpoint: mountpoint, backing: backing, opts: opts, inodes: map[uint64]*inode{}}
 	if err := f.mount(); err != nil {
 		return nil, err
 	}
@@ -173,6 +202,7 @@ func (f *FS) mount() error {
 // unmount unmounts and waits until the daemon's loops are gone, then
 // closes the gate.
 func (f *FS) unmount() error {
+	f.cuts.Add(1)
 	f.mu.Lock()
 	server := f.server
 	f.server = nil
@@ -571,12 +601,23 @@ func (h *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	return uint32(max(n, 0)), fs.ToErrno(err)
 }
 
-// Fsync makes all of the inode's data durable (fsync and fdatasync alike).
+// Fsync makes all of the inode's data durable (fsync and fdatasync alike),
+// after Options.SyncLatency.
 func (h *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	cuts := h.lfs.cuts.Load()
+	if d := h.lfs.opts.SyncLatency; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // interrupted (the caller was killed): nothing durable
+			t.Stop()
+			return syscall.EINTR
+		}
+	}
 	h.lfs.gate.RLock()
 	defer h.lfs.gate.RUnlock()
-	if h.lfs.closed {
-		return syscall.EIO
+	if h.lfs.closed || h.lfs.cuts.Load() != cuts {
+		return syscall.EIO // a cut began meanwhile
 	}
 	h.lfs.fsyncs.Add(1)
 	in := h.lfs.inodeOf(h.ino)
@@ -660,7 +701,13 @@ func (h *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, sy
 // saying why, elsewhere.
 func MountForTest(t testing.TB, mountpoint, backing string) *FS {
 	t.Helper()
-	f, err := Mount(mountpoint, backing)
+	return MountForTestWith(t, mountpoint, backing, Options{})
+}
+
+// MountForTestWith is MountForTest with options.
+func MountForTestWith(t testing.TB, mountpoint, backing string, opts Options) *FS {
+	t.Helper()
+	f, err := MountWith(mountpoint, backing, opts)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
 			t.Skipf("power-loss harness unavailable (needs root and /dev/fuse; fails instead with CI=true): %v", err)

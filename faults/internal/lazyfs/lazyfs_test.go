@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -292,4 +293,33 @@ func TestRandomAgainstModel(t *testing.T) {
 		}
 		vol = append(vol[:0], dur...)
 	}
+}
+
+// With Options.SyncLatency an fsync takes that long before it returns
+// (and its data is durable once it has); a latency beyond MaxSyncLatency
+// is refused.
+func TestSyncLatency(t *testing.T) {
+	dir := t.TempDir()
+	mnt, back := filepath.Join(dir, "mnt"), filepath.Join(dir, "disk")
+	for _, d := range []string{mnt, back} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := MountWith(mnt, back, Options{SyncLatency: 2 * MaxSyncLatency}); err == nil {
+		t.Fatal("a sync latency beyond MaxSyncLatency was accepted")
+	}
+	const latency = 100 * time.Millisecond
+	f := MountForTestWith(t, mnt, back, Options{SyncLatency: latency})
+	p := filepath.Join(mnt, "slow")
+	start := time.Now()
+	write(t, p, 0, []byte("synced slowly"), 0, true)
+	if took := time.Since(start); took < latency {
+		t.Fatalf("a write and fsync took %v, under the sync latency %v", took, latency)
+	}
+	if st := f.Stats(); st.Fsyncs != 1 {
+		t.Fatalf("%d fsyncs, want 1", st.Fsyncs)
+	}
+	cut(t, f)
+	want(t, p, []byte("synced slowly"))
 }
