@@ -23,7 +23,13 @@ import (
 // loses hooks: the harness bites.
 func TestPowerCutCluster(t *testing.T) {
 	t.Parallel()
-	t.Run("synced", func(t *testing.T) { powerCutCluster(t, nil, 2) })
+	t.Run("synced", func(t *testing.T) {
+		cuts := 1
+		if *longRun {
+			cuts = 4
+		}
+		powerCutCluster(t, nil, cuts)
+	})
 	t.Run("acked", func(t *testing.T) {
 		// The harness's bite at the cluster's level: without the servers'
 		// fsync the same cut loses hooks (129 of 307 in one run). Not in

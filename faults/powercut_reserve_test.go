@@ -19,12 +19,14 @@ type reserveCutMode struct {
 	// cut must make one do so: that is how the test knows the harness
 	// bites (the counts' writes of the last moment are lost).
 	exact bool
-	cuts  int
+	// cuts in a run, longCuts under -faults.long (acked went beyond max
+	// in every one of 3 cuts when measured: one shows the harness bites).
+	cuts, longCuts int
 }
 
 var reserveCutModes = []reserveCutMode{
-	{name: "synced", exact: true, cuts: 4},
-	{name: "acked", args: []string{"--durability", "acked", "--accept-data-loss=true"}, cuts: 3},
+	{name: "synced", exact: true, cuts: 2, longCuts: 6},
+	{name: "acked", args: []string{"--durability", "acked", "--accept-data-loss=true"}, cuts: 1, longCuts: 3},
 }
 
 // Reserve load of TestPowerCutReserve: counter 0 of slotMax slots raced
@@ -63,6 +65,9 @@ func TestPowerCutReserve(t *testing.T) {
 }
 
 func (m reserveCutMode) run(t *testing.T) {
+	if *longRun {
+		m.cuts = m.longCuts
+	}
 	fs, mnt, _ := powerCutMount(t)
 	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append([]string{"--sync-interval", powerCutSyncInterval.String()}, m.args...)})
 	node := h.Node(0)
