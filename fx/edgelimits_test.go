@@ -151,7 +151,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	// toward the hub's owners (a request there would wait out no
 	// responders first).
 	var towardHub atomic.Int64
-	sub, err := e1.n.Conn.Subscribe("sluice.hub.>", func(*nats.Msg) { towardHub.Add(1) })
+	sub, err := e1.n.Conn.Subscribe("sluice.hub.v1.quota.>", func(*nats.Msg) { towardHub.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
