@@ -145,12 +145,13 @@ var docPages = map[string]docPage{
 	},
 }
 
-// The ports the docs use, each replaced by a free one (the same within a
+// The ports the docs use (a three-node cluster on one machine: 8080–8082,
+// 4222–4224, 6222–6224), each replaced by a free one (the same within a
 // page); /tmp/ becomes the page's directory. Nothing else of a block
 // changes, except that its `go build -o X ./cmd/edge` copies the binary
 // the test built once, and a comment line "# wait for …" (an instruction
 // to the reader) waits until the node on the page's 8080 is ready.
-var docPorts = []string{"8080", "8081", "8082", "4222", "6222", "7422", "8222"}
+var docPorts = []string{"8080", "8081", "8082", "4222", "4223", "4224", "6222", "6223", "6224", "7422", "8222"}
 
 var (
 	docBuildRe  = regexp.MustCompile(`\bgo build -o (\S+) \./cmd/edge\b`)

@@ -90,3 +90,84 @@ func Example_consumeHooks() {
 	// globex 202
 	// sluice.hooks.acme.github {"tenant":"acme"} true
 }
+
+// A production worker of one tenant's hooks (docs/CONSUMING.md): the
+// operator created its durable consumer (here the example does, with the
+// settings CONSUMING.md gives nats consumer add); the worker only consumes.
+// Each hook is acked once its work is durable, a transient failure is
+// retried later with NakWithDelay, and a hook that can never succeed is
+// terminated (Term) instead of being redelivered until MaxDeliver.
+func Example_consumeInProduction() {
+	t := testkit.NewStandalone() // in a test: the test's *testing.T
+	defer t.Close()
+	n := node.Start(t, testkit.New(t))
+	for _, body := range []string{`{"n":1}`, `{"poison":true}`} {
+		resp, err := http.Post(n.URL+"/v1/hooks/acme/gh", "application/json", strings.NewReader(body))
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		resp.Body.Close()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The operator's part: nats consumer add HOOKS acme-gh --pull --ack explicit
+	//   --filter 'sluice.hooks.acme.gh.>' … --max-deliver 5 --wait 30s --defaults
+	_, err := n.Kit.JS.CreateOrUpdateConsumer(ctx, n.Config.HooksStream, jetstream.ConsumerConfig{
+		Durable:        "acme-gh",
+		FilterSubjects: []string{"sluice.hooks.acme.gh", "sluice.hooks.acme.gh.>"},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        30 * time.Second,
+		MaxDeliver:     5,
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+
+	// The worker's part: it looks the consumer up, never creates it.
+	cons, err := n.Kit.JS.Consumer(ctx, n.Config.HooksStream, "acme-gh")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	done := make(chan struct{}, 2)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		md, err := msg.Metadata()
+		if err != nil {
+			_ = msg.Nak()
+			return
+		}
+		switch {
+		case strings.Contains(string(msg.Data()), "poison"):
+			fmt.Println("term", string(msg.Data()))
+			_ = msg.Term() // never again: it cannot succeed
+			done <- struct{}{}
+		case md.NumDelivered == 1:
+			fmt.Println("nak", string(msg.Data()), "delivery", md.NumDelivered)
+			_ = msg.NakWithDelay(200 * time.Millisecond) // a transient failure: again later
+		default:
+			fmt.Println("ack", string(msg.Data()), "delivery", md.NumDelivered)
+			_ = msg.DoubleAck(ctx) // Ack, and wait for the server to have it
+			done <- struct{}{}
+		}
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer cc.Stop()
+	for range 2 {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			fmt.Println("error:", ctx.Err())
+			return
+		}
+	}
+	// Output:
+	// nak {"n":1} delivery 1
+	// term {"poison":true}
+	// ack {"n":1} delivery 2
+}
