@@ -318,7 +318,7 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	fs.Usage = func() {}
 	for _, s := range settings {
 		if s.kind == "bool" {
-			fs.Var(&boolFlag{}, s.name, s.usage) // --sync-always, --sync-always=false
+			fs.Var(&boolFlag{}, s.name, s.usage) // --accept-data-loss, --accept-data-loss=false
 		} else {
 			fs.String(s.name, "", s.usage)
 		}

@@ -167,7 +167,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"cluster-tls-ca": "", "cluster-tls-cert": "", "cluster-tls-key": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
-		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "sync-always": "true", "secrets-key-file": "keys",
+		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
 		// The hub and edge flags are for the embedded server (TestLeafConfig).
@@ -234,8 +234,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	}
 }
 
-// The durability level: --durability, the deprecated --sync-always as its
-// alias, and the level a node's mode gets.
+// The durability level: --durability and the level a node's mode gets.
 func TestDurability(t *testing.T) {
 	cluster := []string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}
 	cases := []struct {
@@ -246,8 +245,6 @@ func TestDurability(t *testing.T) {
 		{nil, config.DurabilitySynced, config.DurabilitySynced, false},
 		{[]string{"--durability", "acked"}, config.DurabilityAcked, config.DurabilityAcked, false},
 		{[]string{"--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
-		{[]string{"--sync-always=true"}, config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
-		{[]string{"--sync-always=false"}, config.DurabilitySynced, config.DurabilitySynced, false},
 		// sluice cannot sync an external server's disk.
 		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked, false},
 		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked, false},
@@ -568,33 +565,33 @@ func TestLeafConfig(t *testing.T) {
 }
 
 // TestBoolFlagsBare: a bool setting is a switch on the command line, as
-// the docs write it (--sync-always), and takes =true/=false; a separate
-// value is refused naming the form to write; the environment twin and the
-// file take a value as before.
+// the docs write it (--claim-expiry-events), and takes =true/=false; a
+// separate value is refused naming the form to write; the environment twin
+// and the file take a value as before.
 func TestBoolFlagsBare(t *testing.T) {
 	for _, c := range []struct {
 		args       []string
 		env        map[string]string
-		sync, expi bool
+		loss, expi bool
 	}{
-		{[]string{"--sync-always"}, nil, true, false},
+		{[]string{"--accept-data-loss"}, nil, true, false},
 		{[]string{"--claim-expiry-events", "--partitions", "4"}, nil, false, true},
-		{[]string{"--accept-data-loss", "--claim-expiry-events=false"}, nil, false, false},
-		{[]string{"-sync-always", "--claim-expiry-events=true"}, nil, true, true},
-		{[]string{"--sync-always=false"}, map[string]string{"SLUICE_SYNC_ALWAYS": "true"}, false, false},
-		{nil, map[string]string{"SLUICE_SYNC_ALWAYS": "true", "SLUICE_CLAIM_EXPIRY_EVENTS": "1"}, true, true},
+		{[]string{"--accept-data-loss=false", "--claim-expiry-events=false"}, nil, false, false},
+		{[]string{"-accept-data-loss", "--claim-expiry-events=true"}, nil, true, true},
+		{[]string{"--accept-data-loss=false"}, map[string]string{"SLUICE_ACCEPT_DATA_LOSS": "true"}, false, false},
+		{nil, map[string]string{"SLUICE_ACCEPT_DATA_LOSS": "true", "SLUICE_CLAIM_EXPIRY_EVENTS": "1"}, true, true},
 	} {
 		cfg := mustLoad(t, c.args, env(c.env))
-		if sync := cfg.Durability == config.DurabilitySyncAlways; sync != c.sync || cfg.ClaimExpiryEvents != c.expi {
-			t.Errorf("%q %v: sync-always %t claim-expiry-events %t, want %t %t", c.args, c.env, sync, cfg.ClaimExpiryEvents, c.sync, c.expi)
+		if cfg.AcceptDataLoss != c.loss || cfg.ClaimExpiryEvents != c.expi {
+			t.Errorf("%q %v: accept-data-loss %t claim-expiry-events %t, want %t %t", c.args, c.env, cfg.AcceptDataLoss, cfg.ClaimExpiryEvents, c.loss, c.expi)
 		}
 	}
 	if cfg := mustLoad(t, []string{"--accept-data-loss"}, nil); !cfg.AcceptDataLoss {
 		t.Error("--accept-data-loss bare did not set it")
 	}
 	for args, want := range map[string]string{
-		"--sync-always true":  "write --sync-always or --sync-always=true",
-		"--sync-always=maybe": "--sync-always: strconv.ParseBool",
+		"--accept-data-loss true":  "write --accept-data-loss or --accept-data-loss=true",
+		"--accept-data-loss=maybe": "--accept-data-loss: strconv.ParseBool",
 	} {
 		if _, err := config.Parse(strings.Fields(args), nil, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", args, err, want)

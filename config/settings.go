@@ -221,13 +221,6 @@ var settings = []setting{
 		c.Durability = v
 		return nil
 	}},
-	{"sync-always", "bool", "false", "deprecated: --durability sync-always (true sets it; false leaves --durability alone)", func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if b {
-			c.Durability = DurabilitySyncAlways
-		}
-		return err
-	}},
 	{"accept-data-loss", "bool", "false", "start although the data dir lacks streams or messages it had made durable (its record is rewritten from what is left)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		c.AcceptDataLoss = b

@@ -16,14 +16,15 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// --sync-always reaches the embedded server: its JetStream fsyncs every
-// write before acking it; without the flag it does not.
+// --durability sync-always reaches the embedded server: its JetStream
+// fsyncs every write before acking it; at the default (synced, the single
+// node's group commit) it does not.
 func TestSyncAlwaysReachesServer(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want bool
-	}{{[]string{"--sync-always=true"}, true}, {nil, false}} {
+	}{{[]string{"--durability", "sync-always"}, true}, {nil, false}} {
 		_, n, _ := start(t, append([]string{"--data-dir", t.TempDir(), "--nats-listen", "off"}, c.args...)...)
 		if got := n.Server.NATS().JetStreamConfig().SyncAlways; got != c.want {
 			t.Errorf("%v: the embedded server's sync_always is %v, want %v", c.args, got, c.want)
