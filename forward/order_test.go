@@ -136,11 +136,6 @@ func (r *orderRig) start(t *testing.T, cfg forward.Config) *forward.Forwarder {
 	return f
 }
 
-// only is ids without those not starting with prefix.
-func only(ids []string, prefix string) []string {
-	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !strings.HasPrefix(id, prefix) })
-}
-
 func small(int) []byte { return []byte(`{}`) }
 
 func bothHubs(t *testing.T, test func(t *testing.T, atomic bool)) {

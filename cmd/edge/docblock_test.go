@@ -165,3 +165,35 @@ func TestTenantsDocBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestClientFromAnotherModule runs docs/CLIENTS.md's "Depending on the Go
+// client from another module" as a user pastes it at the root of a clone
+// (only /tmp/ is replaced): a module of its own, the replace directive, a
+// program importing client/ built.
+func TestClientFromAnotherModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own (-short)")
+	}
+	block := docBlock(t, "docs/CLIENTS.md", "## Depending on the Go client from another module")
+	dir := t.TempDir()
+	script := "set -eu\n" + strings.ReplaceAll(block, "/tmp/", dir+"/")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the block failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "built") {
+		t.Fatalf("the block built nothing:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "myservice", "myservice")); err != nil {
+		t.Fatalf("no binary: %v\n%s", err, out)
+	}
+}
