@@ -119,3 +119,35 @@ func TestNoPagingStreamView(t *testing.T) {
 		t.Fatal("no `nats stream get` in the docs: the scan sees nothing")
 	}
 }
+
+// TestNoBackgroundedLists: `a && b &` puts the whole list in the
+// background as a subshell, so `kill %1` stops that shell, not b, which
+// may go on writing (a BACKUP.md run failed to remove the data dir of the
+// node its kill had not stopped). A program started in the background is
+// started on a line of its own.
+func TestNoBackgroundedLists(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "README.md"))
+	list := regexp.MustCompile(`(&&|\|\|)[^&|#]*[^&]&\s*(#.*)?$`)
+	seen := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range docCommands(src) {
+			if strings.HasSuffix(strings.TrimSpace(strings.SplitN(l, "#", 2)[0]), "&") {
+				seen++
+			}
+			if list.MatchString(l) {
+				t.Errorf("%s: %q backgrounds a list: start the program on a line of its own", f, l)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no command started in the background in the docs: the scan sees nothing")
+	}
+}
