@@ -91,23 +91,23 @@ func (r *loadResult) add(o loadResult) {
 // Redis, interleaved. Each sluice variant is paired with the Redis row.
 func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pair {
 	cs := []*contender{{system: "sluice", server: b.edge.child, errs: &firstError{}}}
-	cs[0].op = sluiceOp(b.qc, frameSettle(b.qc), w, keyPrefix(), cs[0].errs)
+	cs[0].op = sluiceOp(b.qc.Hit, frameSettle(b.qc), w, keyPrefix(), cs[0].errs)
 	if b.qcJSON != nil && !w.Settle {
 		c := &contender{system: "sluice-json", server: b.edge.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qcJSON, nil, w, keyPrefix(), c.errs)
+		c.op = sluiceOp(b.qcJSON.Hit, nil, w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	if w.Settle {
-		// The same cycle with the settle through claims.settle (JSON, the
-		// holder read before the write): what the frames save.
-		c := &contender{system: "sluice-json-settle", server: b.edge.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qc, jsonSettle(b.cl), w, keyPrefix(), c.errs)
+		// The same cycle as a NATS client of the service runs it: quota.hit,
+		// then claims.settle, one JSON request each (the Go client).
+		c := &contender{system: "sluice-client", server: b.edge.child, errs: &firstError{}}
+		c.op = sluiceOp(b.cl.Hit, clientSettle(b.cl), w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	if w.Durable && b.qcAcked != nil {
 		// The same cycle on the edge without the barrier: what it costs.
 		c := &contender{system: "sluice-acked", server: b.edgeAcked.child, errs: &firstError{}}
-		c.op = sluiceOp(b.qcAcked, frameSettle(b.qcAcked), w, keyPrefix(), c.errs)
+		c.op = sluiceOp(b.qcAcked.Hit, frameSettle(b.qcAcked), w, keyPrefix(), c.errs)
 		cs = append(cs, c)
 	}
 	rdb, rsrv, rsys, rskip := b.rdb, b.redis, "redis", b.rskip

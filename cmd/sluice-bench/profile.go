@@ -50,7 +50,7 @@ func (b *bench) profile(ctx context.Context) ([]profileEntry, error) {
 	for _, w := range b.o.workloads {
 		rows = append(rows, profRow{w.Name, n, w.Claim, func(hooks window) row {
 			errs := &firstError{}
-			return b.measure(ctx, 0, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc, frameSettle(b.qc), w, keyPrefix(), errs), errs, hooks)
+			return b.measure(ctx, 0, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc.Hit, frameSettle(b.qc), w, keyPrefix(), errs), errs, hooks)
 		}})
 	}
 	if b.o.edge {

@@ -51,7 +51,7 @@ var allWorkloads = []workload{
 	},
 	{
 		Name: "cycle-durable", Tenants: 1000, Claim: true, Settle: true, Durable: true, IncrementUs: 1000, CapacityUs: 1_000_000,
-		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then the settle in a batch frame to the owner, behind the group commit — sluice-json-settle: through claims.settle instead; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
+		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then the settle in a batch frame to the owner, behind the group commit — sluice-client: quota.hit and claims.settle through the service, as a NATS client runs them; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
 	},
 	{
 		Name: "hot", Tenants: 1, IncrementUs: 5, CapacityUs: 1_000_000,
@@ -87,17 +87,21 @@ func frameSettle(c *quota.Client) settler {
 	}
 }
 
-// jsonSettle settles through the service's claims.settle (one JSON
+// clientSettle settles through the service's claims.settle (one JSON
 // request per settle, as any language's client).
-func jsonSettle(cl *client.Client) settler {
+func clientSettle(cl *client.Client) settler {
 	return func(ctx context.Context, tenant, key, hookID string, rev uint64) error {
 		return cl.SettleTTL(ctx, tenant, "bench", key, hookID, rev, pendingTTL)
 	}
 }
 
-// sluiceOp hits quota.hit through the Go client (TCP loopback), and with
-// w.Settle settles the claim with settle.
-func sluiceOp(c *quota.Client, settle settler, w workload, keyPrefix string, errs *firstError) opFunc {
+// hitter takes a hit: quota.Client.Hit (a frame to the owner) or
+// client.Client.Hit (the service's quota.hit, one JSON request).
+type hitter func(ctx context.Context, r quota.HitRequest) (quota.HitReply, error)
+
+// sluiceOp hits with hit (TCP loopback), and with w.Settle settles the
+// claim with settle.
+func sluiceOp(hit hitter, settle settler, w workload, keyPrefix string, errs *firstError) opFunc {
 	names := tenantNames(w.Tenants)
 	return func(ctx context.Context, seq uint64) outcome {
 		tenant := names[seq%uint64(len(names))]
@@ -113,7 +117,7 @@ func sluiceOp(c *quota.Client, settle settler, w workload, keyPrefix string, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
-		rep, err := c.Hit(ctx, r)
+		rep, err := hit(ctx, r)
 		if err == nil && w.Settle && rep.Result == quota.ResultOK {
 			err = settle(ctx, tenant, r.Claim.Key, r.Claim.HookID, rep.Revision)
 		}
