@@ -45,7 +45,8 @@ type env struct {
 	kit    *testkit.Kit
 	svc    *service.Service
 	claims *claims.KV
-	nc     *nats.Conn // the client's connection
+	quota  *quota.Client // the service's, the owner's settle
+	nc     *nats.Conn    // the client's connection
 	c      *client.Client
 }
 
@@ -101,7 +102,7 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{kit: kit, svc: svc, claims: cs, nc: nc, c: c}
+	return &env{kit: kit, svc: svc, claims: cs, quota: qc, nc: nc, c: c}
 }
 
 // hooks is a "hooks" charge of tenant with the given burst, at a rate so
@@ -791,7 +792,7 @@ func sinkEvents(t *testing.T, nc *nats.Conn) *eventSink {
 func TestSettleReleaseAsync(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	settler, err := events.NewSettler(e.kit.JS, e.claims, kvstore.DefaultPrefix)
+	settler, err := events.NewSettler(e.kit.JS, e.claims, e.quota, kvstore.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,14 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 )
 
 // A node wires a Publisher, a claims store that reports its state changes,
-// a Settler applying settle/release events and an ExpiryWatcher. Any
-// client can then settle a claim by publishing to <prefix>.v1.events.settle.
+// the partition owner and its client (the one settle path), a Settler
+// applying settle/release events and an ExpiryWatcher. Any client can then
+// settle a claim by publishing to <prefix>.v1.events.settle.
 func Example() {
 	dir, _ := os.MkdirTemp("", "sluice-events-example")
 	defer os.RemoveAll(dir)
@@ -44,8 +47,21 @@ func Example() {
 		panic(err)
 	}
 	store := events.ObserveStore(kv, pub)
+	leases, counts, err := quota.OpenBuckets(ctx, js, prefix, 1)
+	if err != nil {
+		panic(err)
+	}
+	w, err := owner.New(nc, leases, counts, store)
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer func() { _ = w.Stop(context.Background()) }()
+	qc, _ := quota.NewClient(nc, quota.WithLocalOwner(w))
 
-	settler, _ := events.NewSettler(js, store, prefix, events.WithCommittedTTL(72*time.Hour))
+	settler, _ := events.NewSettler(js, store, qc, prefix)
 	if err := settler.Start(ctx); err != nil {
 		panic(err)
 	}

@@ -23,9 +23,6 @@ var ErrStarted = errors.New("events: already started")
 
 // Defaults.
 const (
-	// DefaultCommittedTTL is how long a claim settled by event stays
-	// committed (PROTOCOL.md: ttl_ms defaults to 72 h).
-	DefaultCommittedTTL = claims.DefaultCommittedTTL
 	// DefaultStreamMaxAge bounds how long an unapplied settle/release event
 	// is kept. A pending claim lives far shorter (30 s by default), so an
 	// older event could only be lost anyway.
@@ -51,43 +48,41 @@ const (
 
 // config holds every option; each constructor reads the fields it uses.
 type config struct {
-	logger       *slog.Logger
-	reg          prometheus.Registerer
-	now          func() time.Time
-	replicas     int
-	committedTTL time.Duration
-	maxAge       time.Duration
-	maxMsgs      int64
-	maxBytes     int64
-	durable      string
-	callTimeout  time.Duration
-	concurrency  int
-	retryMin     time.Duration
-	retryMax     time.Duration
-	queueSize    int
-	decodeKey    func(key string) (claims.ID, error)
-	streamName   string
-	maxDeliver   int
-	ackWait      time.Duration
+	logger      *slog.Logger
+	reg         prometheus.Registerer
+	now         func() time.Time
+	replicas    int
+	maxAge      time.Duration
+	maxMsgs     int64
+	maxBytes    int64
+	durable     string
+	callTimeout time.Duration
+	concurrency int
+	retryMin    time.Duration
+	retryMax    time.Duration
+	queueSize   int
+	decodeKey   func(key string) (claims.ID, error)
+	streamName  string
+	maxDeliver  int
+	ackWait     time.Duration
 }
 
 func defaults() config {
 	return config{
-		logger:       slog.New(slog.DiscardHandler),
-		now:          time.Now,
-		replicas:     1,
-		committedTTL: DefaultCommittedTTL,
-		maxAge:       DefaultStreamMaxAge,
-		maxMsgs:      DefaultStreamMaxMsgs,
-		maxBytes:     DefaultStreamMaxBytes,
-		callTimeout:  DefaultCallTimeout,
-		concurrency:  DefaultConcurrency,
-		retryMin:     time.Second,
-		retryMax:     30 * time.Second,
-		queueSize:    DefaultQueueSize,
-		decodeKey:    claims.ParseKVKey,
-		maxDeliver:   10,
-		ackWait:      30 * time.Second,
+		logger:      slog.New(slog.DiscardHandler),
+		now:         time.Now,
+		replicas:    1,
+		maxAge:      DefaultStreamMaxAge,
+		maxMsgs:     DefaultStreamMaxMsgs,
+		maxBytes:    DefaultStreamMaxBytes,
+		callTimeout: DefaultCallTimeout,
+		concurrency: DefaultConcurrency,
+		retryMin:    time.Second,
+		retryMax:    30 * time.Second,
+		queueSize:   DefaultQueueSize,
+		decodeKey:   claims.ParseKVKey,
+		maxDeliver:  10,
+		ackWait:     30 * time.Second,
 	}
 }
 
@@ -253,19 +248,6 @@ func WithStreamLimits(maxAge time.Duration, maxMsgs, maxBytes int64) SettlerOpti
 			return invalid("stream limits must be > 0 (max age %s, max msgs %d, max bytes %d)", maxAge, maxMsgs, maxBytes)
 		}
 		c.maxAge, c.maxMsgs, c.maxBytes = maxAge, maxMsgs, maxBytes
-		return nil
-	})
-}
-
-// WithCommittedTTL sets how long a claim settled by event stays committed
-// (Settler; default DefaultCommittedTTL). Rounded up to whole seconds by the
-// store.
-func WithCommittedTTL(d time.Duration) SettlerOption {
-	return settlerOption(func(c *config) error {
-		if d <= 0 {
-			return invalid("committed ttl %s <= 0", d)
-		}
-		c.committedTTL = d
 		return nil
 	})
 }

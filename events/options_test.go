@@ -29,7 +29,6 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"stream name":  events.WithStreamName("a.b"),
 		"stream empty": events.WithStreamName(""),
 		"limits":       events.WithStreamLimits(0, 1, 1),
-		"ttl":          events.WithCommittedTTL(0),
 		"durable":      events.WithDurable("x>"),
 		"timeout":      events.WithCallTimeout(time.Minute),
 		"concurrency":  events.WithConcurrency(0),
@@ -37,7 +36,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"max deliver":  events.WithMaxDeliver(0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := events.NewSettler(e.k.JS, e.store, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
+			if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
 				t.Fatalf("NewSettler: %v, want ErrInvalidOption", err)
 			}
 		})
@@ -53,7 +52,7 @@ func TestOptionsRejectBadValues(t *testing.T) {
 			}
 		})
 	}
-	if _, err := events.NewSettler(e.k.JS, e.store, "bad prefix"); !errors.Is(err, events.ErrInvalidOption) {
+	if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, "bad prefix"); !errors.Is(err, events.ErrInvalidOption) {
 		t.Fatalf("bad prefix: %v", err)
 	}
 	if _, err := events.NewPublisher(nil, prefix); !errors.Is(err, events.ErrInvalidOption) {

@@ -14,15 +14,16 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/quota"
 )
 
 // Settle outcomes (label "outcome" of sluice_events_applied_total).
 const (
 	outcomeOK          = "ok"          // applied; acked
 	outcomeLost        = "lost"        // claims.ErrLost; acked, not retried
-	outcomeInvalid     = "invalid"     // claims.ErrInvalid; termed
+	outcomeInvalid     = "invalid"     // claims.ErrInvalid, quota.ErrInvalid; termed
 	outcomeMalformed   = "malformed"   // not JSON / unknown subject; termed
-	outcomeUnavailable = "unavailable" // claims.ErrUnavailable; redelivered later
+	outcomeUnavailable = "unavailable" // claims.ErrUnavailable, quota.ErrUnavailable; redelivered later
 	outcomeError       = "error"       // any other error; redelivered later
 )
 
@@ -33,9 +34,10 @@ const (
 )
 
 // Settler applies settle and release events: a SettleEvent published to
-// Subjects.Settle commits the claim exactly like the request form
-// (claims.Store.Settle with the committed TTL), one published to
-// Subjects.Release releases it (claims.Store.Release).
+// Subjects.Settle commits the claim exactly like the request form — the
+// same call, the partition owner's settle (Committer: quota.Client.Settle),
+// durable before the ack — and one published to Subjects.Release releases
+// it (claims.Store.Release).
 //
 // Stream: both subjects are captured by the stream StreamName(prefix)
 // (WithStreamName): file storage, WorkQueue retention (an event leaves the
@@ -53,9 +55,11 @@ const (
 //   - success: ack;
 //   - claims.ErrLost (stale revision, other hook id): ack, counted "lost";
 //     the request form answers claim_lost, and retrying cannot change that;
-//   - claims.ErrInvalid, malformed JSON, failed SettleEvent.Validate: term
-//     (never redelivered), counted "invalid" / "malformed";
-//   - claims.ErrUnavailable or any other error: nak with a delay that doubles
+//   - claims.ErrInvalid or quota.ErrInvalid, malformed JSON, failed
+//     SettleEvent.Validate: term (never redelivered), counted "invalid" /
+//     "malformed";
+//   - claims.ErrUnavailable, quota.ErrUnavailable or any other error: nak
+//     with a delay that doubles
 //     per delivery (WithRetryDelay), counted "unavailable" / "error".
 //     This is the back-off; the consumer has no server-side BackOff list,
 //     which would override these delays (the server offsets a nak delay
@@ -72,11 +76,12 @@ const (
 // Start and Stop have one owner; Stop waits for the consume loop and the
 // handlers in flight.
 type Settler struct {
-	js    jetstream.JetStream
-	store claims.Store
-	subj  Subjects
-	cfg   config
-	log   *slog.Logger
+	js     jetstream.JetStream
+	store  claims.Store
+	commit Committer
+	subj   Subjects
+	cfg    config
+	log    *slog.Logger
 
 	applied *prometheus.CounterVec
 
@@ -89,14 +94,22 @@ type Settler struct {
 	wg      sync.WaitGroup // handlers in flight
 }
 
-// NewSettler returns a Settler applying prefix's settle/release events to
-// store. Options read: WithLogger, WithRegisterer, WithReplicas,
-// WithStreamName, WithStreamLimits, WithCommittedTTL, WithDurable,
-// WithCallTimeout, WithConcurrency, WithRetryDelay, WithMaxDeliver. Nothing
-// touches NATS before Start.
-func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts ...SettlerOption) (*Settler, error) {
-	if js == nil || store == nil {
-		return nil, invalid("nil jetstream or store")
+// Committer commits the pending claim a hit took, durably, at the
+// tenant's partition owner: *quota.Client (Settle), the path of every
+// claims.settle. Errors: claims.ErrLost, quota.ErrInvalid,
+// quota.ErrUnavailable.
+type Committer interface {
+	Settle(ctx context.Context, r quota.SettleRequest) error
+}
+
+// NewSettler returns a Settler applying prefix's settle events through
+// commit and its release events to store. Options read: WithLogger,
+// WithRegisterer, WithReplicas, WithStreamName, WithStreamLimits,
+// WithDurable, WithCallTimeout, WithConcurrency, WithRetryDelay,
+// WithMaxDeliver. Nothing touches NATS before Start.
+func NewSettler(js jetstream.JetStream, store claims.Store, commit Committer, prefix string, opts ...SettlerOption) (*Settler, error) {
+	if js == nil || store == nil || commit == nil {
+		return nil, invalid("nil jetstream, store or committer")
 	}
 	subj, cfg, err := newPrefixed(prefix, opts, SettlerOption.applySettler)
 	if err != nil {
@@ -122,6 +135,7 @@ func NewSettler(js jetstream.JetStream, store claims.Store, prefix string, opts 
 	s := &Settler{
 		js:       js,
 		store:    store,
+		commit:   commit,
 		subj:     subj,
 		cfg:      cfg,
 		log:      log,
@@ -251,7 +265,7 @@ func (s *Settler) handle(msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.callTimeout)
 	var err error
 	if op == opSettle {
-		err = s.store.Settle(ctx, ev.ID(), ev.HookID, ev.Revision, s.cfg.committedTTL)
+		err = s.commit.Settle(ctx, quota.SettleRequest{Tenant: ev.Tenant, Source: ev.Source, Key: ev.Key, HookID: ev.HookID, Revision: ev.Revision})
 	} else {
 		err = s.store.Release(ctx, ev.ID(), ev.HookID, ev.Revision)
 	}
@@ -262,9 +276,9 @@ func (s *Settler) handle(msg jetstream.Msg) {
 	case errors.Is(err, claims.ErrLost):
 		s.log.Debug("claim lost", "op", op, "tenant", ev.Tenant, "source", ev.Source, "hook_id", ev.HookID, "revision", ev.Revision)
 		s.ack(msg, op, outcomeLost)
-	case errors.Is(err, claims.ErrInvalid):
+	case errors.Is(err, claims.ErrInvalid), errors.Is(err, quota.ErrInvalid):
 		s.term(msg, op, outcomeInvalid, err)
-	case errors.Is(err, claims.ErrUnavailable):
+	case errors.Is(err, claims.ErrUnavailable), errors.Is(err, quota.ErrUnavailable):
 		s.nak(msg, op, outcomeUnavailable, err)
 	default:
 		s.nak(msg, op, outcomeError, err)

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,13 +12,27 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
+	"github.com/sluice-dev/sluice/testkit/ownerkit"
 )
 
 // startSettler starts a Settler on store, stopped with the test.
 func (e *env) startSettler(t *testing.T, store claims.Store, opts ...events.SettlerOption) *events.Settler {
 	t.Helper()
-	return started[*events.Settler](t)(events.NewSettler(e.k.JS, store, prefix, opts...))
+	return started[*events.Settler](t)(events.NewSettler(e.k.JS, store, storeCommitter{store}, prefix, opts...))
+}
+
+// storeCommitter is the narrow seam of these tests: it commits in store
+// (claims.Store.Settle, the owner's settle of a claim it did not grant)
+// instead of at a partition owner, so a test chooses the store's failures.
+// TestSettleBySubjectCommits runs the real one.
+type storeCommitter struct{ store claims.Store }
+
+func (c storeCommitter) Settle(ctx context.Context, r quota.SettleRequest) error {
+	id := claims.ID{Tenant: r.Tenant, Source: r.Source, Key: r.Key}
+	return c.store.Settle(ctx, id, r.HookID, r.Revision, time.Hour)
 }
 
 // drained reports whether the settler consumer has nothing pending, nothing
@@ -61,14 +76,23 @@ func settleEvent(id claims.ID, hookID string, rev uint64) events.SettleEvent {
 	return events.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: hookID, Revision: rev}
 }
 
+// TestSettleBySubjectCommits: a settle event takes the one settle path,
+// the partition owner's (a real worker and quota client), which commits
+// the claim with the owner's dedupe TTL; another hook id's event for the
+// same claim is lost.
 func TestSettleBySubjectCommits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	e.startSettler(t, e.store, events.WithRegisterer(reg), events.WithCommittedTTL(time.Hour))
+	_, qc := ownerkit.Serving(t, e.k, e.store, 4, owner.WithDedupeTTL(time.Hour))
+	started[*events.Settler](t)(events.NewSettler(e.k.JS, e.store, qc, prefix, events.WithRegisterer(reg)))
 
 	id := claims.ID{Tenant: "a.b", Source: "*", Key: "k 1"}
 	rev := e.claim(t, id, "h1", 30*time.Second)
+	e.publishEvent(t, e.subj.Settle(), settleEvent(id, "h2", rev))
+	testkit.Eventually(t, 5*time.Second, func() bool {
+		return metric(t, reg, "sluice_events_applied_total", "op", "settle", "outcome", "lost") == 1
+	}, "another hook id's settle lost")
 	e.publishEvent(t, e.subj.Settle(), settleEvent(id, "h1", rev))
 
 	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == claims.StateCommitted }, "claim committed")
@@ -105,7 +129,7 @@ func TestEventsPublishedWhileNoSettlerRunsAreApplied(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	// A first settler creates the stream and consumer, then the node stops.
-	first, err := events.NewSettler(e.k.JS, e.store, prefix)
+	first, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

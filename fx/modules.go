@@ -50,6 +50,7 @@ var Module = fx.Options(
 	// reverse order, the HTTP server stops first.
 	fx.Invoke(func(*Service, *HTTP) {}),
 	fx.Invoke(WatchStorage),
+	fx.Invoke(StartSettler),
 )
 
 // Options returns the fx options of a complete edge for cfg, with fx's own
@@ -243,11 +244,10 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	return &Quota{Worker: w, Client: client, Fleet: fleet, Local: local}, nil
 }
 
-// Events are the lifecycle publisher, the settle-by-subject consumer, the
+// Events are the lifecycle publisher, the
 // expiry watcher, and the claim stores decorated to publish lifecycle events.
 type Events struct {
 	Publisher *events.Publisher
-	Settler   *events.Settler
 	Expiry    *events.ExpiryWatcher // nil without --claim-expiry-events
 	Claims    claims.Store          // Stores.Claims, publishing pending/committed/released
 }
@@ -260,19 +260,6 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	opts := []events.SettlerOption{events.WithLogger(elog), events.WithReplicas(cfg.Replicas), events.WithCommittedTTL(cfg.DedupeTTL), events.WithRegisterer(reg)}
-	if n.Server != nil {
-		// The stream's byte limit is reserved from the store: fit it.
-		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
-	}
-	settler, err := events.NewSettler(n.JS, observed, cfg.Prefix, opts...)
-	if err != nil {
-		return nil, storageError(n, err)
-	}
-	lc.Append(fx.Hook{
-		OnStart: func(ctx context.Context) error { return storageError(n, settler.Start(ctx)) },
-		OnStop:  func(context.Context) error { settler.Stop(); return nil },
-	})
 	var exp *events.ExpiryWatcher
 	if cfg.ClaimExpiryEvents { // else the claims bucket writes no markers to watch
 		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog), events.WithRegisterer(reg)); err != nil {
@@ -281,7 +268,28 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
 	}
 	lc.Append(fx.StopHook(pub.Close))
-	return &Events{Publisher: pub, Settler: settler, Expiry: exp, Claims: observed}, nil
+	return &Events{Publisher: pub, Expiry: exp, Claims: observed}, nil
+}
+
+// StartSettler builds and starts the settle-by-subject consumer: its
+// settles take the one settle path, the quota client's (the partition
+// owner's), its releases the claims store. It starts after the quota
+// worker and stops before it.
+func StartSettler(lc fx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
+	opts := []events.SettlerOption{events.WithLogger(log), events.WithReplicas(cfg.Replicas), events.WithRegisterer(reg)}
+	if n.Server != nil {
+		// The stream's byte limit is reserved from the store: fit it.
+		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
+	}
+	settler, err := events.NewSettler(n.JS, ev.Claims, q.Client, cfg.Prefix, opts...)
+	if err != nil {
+		return storageError(n, err)
+	}
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error { return storageError(n, settler.Start(ctx)) },
+		OnStop:  func(context.Context) error { settler.Stop(); return nil },
+	})
+	return nil
 }
 
 // Service holds the `sluice` micro service once the app has started.
@@ -304,7 +312,6 @@ func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 				Events:       ev.Publisher,
 				Sync:         n.Sync,
 				StoreTimeout: cfg.StoreTimeout,
-				DedupeTTL:    cfg.DedupeTTL,
 				Tracer:       tr.P.Tracer(),
 				Logger:       log.With("component", "service"),
 				Registerer:   reg,

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
@@ -29,8 +28,8 @@ type Client struct {
 	p        int
 	budget   time.Duration
 	subjects []string
-	co       *coalesce.Coalescer // nil: one JSON request per hit (WithCoalescing(false))
-	settle   string              // <prefix>.v1.claims.settle: Settle's JSON fallback
+	co       *coalesce.Coalescer // the frames of hits and settles
+	jsonHits bool                // WithCoalescing(false): one JSON request per hit
 	local    LocalOwner          // WithLocalOwner: hits it serves are decided in process
 	reach    func() bool         // WithReachable (nil: always sent)
 }
@@ -59,18 +58,16 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 		}
 	}
 	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable,
-		settle: endpoints.Subject(cfg.Prefix, endpoints.ClaimsSettle)}
+		jsonHits: cfg.noCoalesce}
 	for n := range c.subjects {
 		c.subjects[n] = PartitionSubject(cfg.Prefix, n)
 	}
-	if !cfg.noCoalesce {
-		prefix := cfg.Prefix
-		c.co = coalesce.New(nc, c.subjects, func(s []byte) bool { return isMemberSubject(prefix, s) })
-	}
+	prefix := cfg.Prefix
+	c.co = coalesce.New(nc, c.subjects, func(s []byte) bool { return isMemberSubject(prefix, s) })
 	return c, nil
 }
 
-// Coalescer is the client's coalescer (nil: WithCoalescing(false)), for
+// Coalescer is the client's coalescer, for
 // the tests and diagnostics of the quota tree (its type is internal).
 func (c *Client) Coalescer() *coalesce.Coalescer { return c.co }
 
@@ -100,14 +97,14 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	if c.unreachable() {
 		return HitReply{}, errUnreachable
 	}
-	if c.co == nil || c.co.IsLegacy(n) || !frameable(&r) || c.co.Start() != nil {
+	if c.jsonHits || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
 	}
 	a, deadline, err := c.viaFrame(ctx, n, coalesced{&r})
 	switch {
 	case err != nil:
 		return HitReply{}, err
-	case a.Status == coalesce.Legacy:
+	case a.Status == coalesce.TooBig:
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		return c.hitJSON(ctx, &r)
@@ -120,7 +117,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 // viaFrame sends it in a frame to partition n's owner and waits for its
 // answer, retrying with a backoff while nobody serves the partition, until
 // ctx's deadline or the budget (the returned deadline). The answer is
-// frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.Legacy
+// frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.TooBig
 // (the owner does not speak frames: send it as JSON); any other outcome is
 // an error wrapping ErrInvalid or ErrUnavailable.
 func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
@@ -135,7 +132,7 @@ func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 		a := c.co.Send(ctx, n, it, deadline)
 		reason := a.Reason
 		switch a.Status {
-		case frame.StatusAnswered, frame.StatusLost, coalesce.Legacy:
+		case frame.StatusAnswered, frame.StatusLost, coalesce.TooBig:
 			return a, deadline, nil
 		case frame.StatusInvalid:
 			return a, deadline, fmt.Errorf("%w: %s", ErrInvalid, reason)

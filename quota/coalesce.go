@@ -19,15 +19,8 @@ func (c coalesced) AppendItem(b []byte, n int, timeoutMs int64) []byte {
 // settleItem is a SettleRequest as a coalesce.SettleItem.
 type settleItem struct{ r *SettleRequest }
 
-func (settleItem) IsSettle() {}
-
 func (c settleItem) AppendItem(b []byte, n int, timeoutMs int64) []byte {
 	return appendSettleItem(b, n, timeoutMs, c.r)
-}
-
-// settleFrameable reports whether r is small enough for a frame.
-func settleFrameable(r *SettleRequest) bool {
-	return len(r.Tenant)+len(r.Source)+len(r.Key)+len(r.HookID) <= coalesce.MaxItemBytes
 }
 
 // frameable reports whether r is small enough for a frame.

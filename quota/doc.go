@@ -12,8 +12,8 @@
 //	validate.go     every check of a request and its bounds (MaxCharges, MaxKindBytes, MaxNameBytes)
 //	options.go      the options of NewClient and NewFleet, and those owner.New shares with them
 //	partition.go    Partition (tenant -> partition), the owner subjects, counter keys
-//	client.go       Client: validation, routing, retries, JSON fallback; LocalOwner (the in-process path)
-//	settle.go       Client.Settle: a settle in a frame to the owner, else claims.settle
+//	client.go       Client: validation, routing, retries; LocalOwner (the in-process path)
+//	settle.go       Client.Settle: the one settle path, in process or in a frame to the owner
 //	coalesce.go     the Client's side of coalescing: which hits go in a frame, their answers
 //	frame.go        the quota side of the batch frame: item validation, items from HitRequests, result names
 //	wire.go         the owner protocol's JSON form (OwnerRequest), wire number conversions

@@ -139,8 +139,8 @@ func WithClock(now func() time.Time) WorkerFleetOption {
 
 // WithCoalescing turns the client's coalescing of concurrent hits on (the
 // default) or off. On, hits bound for one owner travel in one batch frame
-// (see the owner protocol in wire.go); off, every hit is one JSON request,
-// as clients before batch frames sent them. Client.
+// (see the owner protocol in wire.go); off, every hit is one JSON request.
+// Settles travel in frames either way (they have no other path). Client.
 func WithCoalescing(on bool) ClientOption {
 	return clientOption(func(c *clientConfig) error {
 		c.noCoalesce = !on
@@ -158,6 +158,11 @@ type LocalOwner interface {
 	// hit with done true, or done false with nothing spent, and the hit
 	// takes the NATS path.
 	HitLocal(ctx context.Context, r *HitRequest, n int, budget time.Duration) (rep HitReply, done bool, err error)
+	// SettleLocal commits r (valid, of partition n) when the owner serves
+	// n right now, as HitLocal: done true with the settle's error (nil,
+	// or wrapping claims.ErrLost, ErrInvalid or ErrUnavailable), or done
+	// false and the settle takes the NATS path.
+	SettleLocal(ctx context.Context, r *SettleRequest, n int, budget time.Duration) (done bool, err error)
 	// Routing is the owner's subject prefix and partition count.
 	Routing() (prefix string, partitions int)
 }

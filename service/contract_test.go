@@ -3,13 +3,14 @@ package service
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/sluice-dev/sluice/protocol"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/protocol"
 
 	"github.com/nats-io/nats.go/micro"
 )

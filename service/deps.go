@@ -34,6 +34,10 @@ type Quota interface {
 	Release(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
 	// Count reads the counter.
 	Count(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
+	// Settle commits the pending claim a hit took, durably, at the
+	// tenant's partition owner (claims.settle). Errors: claims.ErrLost,
+	// quota.ErrInvalid, quota.ErrUnavailable.
+	Settle(ctx context.Context, req quota.SettleRequest) error
 }
 
 // Cooldown is what the cooldown.* endpoints need; *cooldown.Store

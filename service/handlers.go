@@ -33,8 +33,10 @@ func (s *Service) endpoints() []*endpoint {
 		add(endpoints.QuotaRelease, st, s.quotaRelease)
 		add(endpoints.QuotaCount, st, s.quotaCount)
 	}
-	if s.cfg.Claims != nil {
+	if s.cfg.Quota != nil {
 		add(endpoints.ClaimsSettle, settle, s.claimsSettle)
+	}
+	if s.cfg.Claims != nil {
 		add(endpoints.ClaimsRelease, settle, s.claimsRelease)
 		add(endpoints.ClaimsGet, st, s.claimsGet)
 	}
@@ -146,7 +148,7 @@ type claimRequest struct {
 	HookID   string `json:"hook_id"`
 	Revision uint64 `json:"revision"`
 	// TTLMs (settle only, an extension of PROTOCOL.md): how long the
-	// committed claim is kept; 0 or absent: Config.DedupeTTL.
+	// committed claim is kept; 0 or absent: the owner's --dedupe-ttl.
 	TTLMs int64 `json:"ttl_ms"`
 }
 
@@ -193,11 +195,10 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	if req.TTLMs < 0 {
 		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
 	}
-	ttl := claims.CommittedTTL(req.TTLMs, s.cfg.DedupeTTL)
-	if err := s.cfg.Claims.Settle(ctx, req.id(), req.HookID, req.Revision, ttl); err != nil {
-		return nil, err
-	}
-	if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
+	// The one settle path: the tenant's partition owner commits it and
+	// answers once it is durable (quota.Client.Settle).
+	r := quota.SettleRequest{Tenant: req.Tenant, Source: req.Source, Key: req.Key, HookID: req.HookID, Revision: req.Revision, TTLMs: req.TTLMs}
+	if err := s.cfg.Quota.Settle(ctx, r); err != nil {
 		return nil, err
 	}
 	return okResult, nil

@@ -38,7 +38,7 @@
 //     principal and key 1..256 bytes.
 //   - claims.settle, claims.release: tenant and source 1..256 bytes, key
 //     non-empty, hook_id 1..256 bytes of UTF-8, revision >= 1. settle also
-//     takes ttl_ms (an extension; >= 0, 0 or absent: Config.DedupeTTL).
+//     takes ttl_ms (an extension; >= 0, 0 or absent: the owner's --dedupe-ttl).
 //     claims.get: tenant, source, key; an absent claim is
 //     {"state":"absent","hook_id":"","revision":0,"expires_in_ms":0}.
 //   - replay.claim: namespace and key 1..256 bytes, retain_until required,
@@ -94,8 +94,6 @@ const (
 	// caller has done the work by then, so it is worth waiting longer for
 	// the answer than for a hit.
 	DefaultSettleTimeout = quota.DefaultSettleBudget
-	// DefaultDedupeTTL is how long a settled claim is kept (--dedupe-ttl).
-	DefaultDedupeTTL = claims.DefaultCommittedTTL
 	// DefaultMaxInFlight bounds the requests handled at once.
 	DefaultMaxInFlight = 1024
 )
@@ -130,9 +128,11 @@ type Config struct {
 	// fleet share the requests.
 	QueueGroup string
 
-	// Quota serves quota.*.
+	// Quota serves quota.* and claims.settle (the partition owner's
+	// settle: quota.Client.Settle).
 	Quota Quota
-	// Claims serves claims.* (the fleet store, claims.NewKV).
+	// Claims serves claims.release and claims.get (the fleet store,
+	// claims.NewKV).
 	Claims claims.Store
 	// Replay serves replay.claim (claims.NewKVReplay).
 	Replay claims.ReplayStore
@@ -154,9 +154,6 @@ type Config struct {
 	// SettleTimeout bounds claims.settle and claims.release (default 1 s,
 	// never less than StoreTimeout).
 	SettleTimeout time.Duration
-	// DedupeTTL is the TTL of a settled claim when the settle request
-	// carries no ttl_ms (default 72 h).
-	DedupeTTL time.Duration
 	// MaxInFlight bounds the requests handled at once (default 1024). A
 	// request that finds no free slot before its deadline is answered 503.
 	MaxInFlight int
@@ -201,7 +198,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Version == "" {
 		c.Version = Version
 	}
-	if c.StoreTimeout < 0 || c.SettleTimeout < 0 || c.DedupeTTL < 0 || c.MaxInFlight < 0 {
+	if c.StoreTimeout < 0 || c.SettleTimeout < 0 || c.MaxInFlight < 0 {
 		return c, fmt.Errorf("%w: negative timeout, ttl or max in flight", ErrInvalidConfig)
 	}
 	if c.StoreTimeout == 0 {
@@ -211,9 +208,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.SettleTimeout = DefaultSettleTimeout
 	}
 	c.SettleTimeout = max(c.SettleTimeout, c.StoreTimeout)
-	if c.DedupeTTL == 0 {
-		c.DedupeTTL = DefaultDedupeTTL
-	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}

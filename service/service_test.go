@@ -38,13 +38,15 @@ func TestMain(m *testing.M) {
 // to do on demand (a fixed reply, a node-local answer, a hang, a panic, an
 // arbitrary error): hits answer what hitFn says (default "ok" with revision
 // 7), counters are plain in-memory counts, and err, when set, fails every
-// call. It records the hits it received.
+// call. It records the hits it received. Its settles are store's
+// (claims.Store.Settle, as the owner's for a claim it did not grant).
 type fakeQuota struct {
 	mu     sync.Mutex
 	hitFn  func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
 	hits   []quota.HitRequest
 	counts map[[2]string]int64
 	err    error
+	store  claims.Store
 }
 
 func newFakeQuota() *fakeQuota { return &fakeQuota{counts: map[[2]string]int64{}} }
@@ -109,6 +111,17 @@ func (f *fakeQuota) Count(_ context.Context, req quota.CounterRequest) (quota.Co
 	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
 		return quota.CountReply{Count: counts[[2]string{req.Principal, req.Key}]}
 	})
+}
+
+func (f *fakeQuota) Settle(ctx context.Context, req quota.SettleRequest) error {
+	f.mu.Lock()
+	store, err := f.store, f.err
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	id := claims.ID{Tenant: req.Tenant, Source: req.Source, Key: req.Key}
+	return store.Settle(ctx, id, req.HookID, req.Revision, claims.CommittedTTL(req.TTLMs, claims.DefaultCommittedTTL))
 }
 
 func (f *fakeQuota) setHit(fn func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)) {
@@ -192,6 +205,7 @@ func start(t *testing.T, mutate func(*env, *Config)) *env {
 	if mutate != nil {
 		mutate(e, &cfg)
 	}
+	e.quota.store = cfg.Claims
 	client, err := kit.Server.Connect()
 	if err != nil {
 		t.Fatal(err)
@@ -808,8 +822,12 @@ func TestQuotaCounters(t *testing.T) {
 
 // ---- claims.* ----
 
+// TestClaims drives claims.* with the real quota worker: claims.settle is
+// the partition owner's settle, which reads the holder of a claim it did
+// not grant (this one is taken in the store directly), so another hook
+// id's settle at the holder's revision is refused.
 func TestClaims(t *testing.T) {
-	e := start(t, nil)
+	e := start(t, func(e *env, c *Config) { e.realQuota(c) })
 	ctx := testkit.Context(t)
 	id := claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-1"}
 	res, err := e.claims.Claim(ctx, id, "h1", 30*time.Second)
@@ -1248,4 +1266,72 @@ func TestTenantScopedSubjects(t *testing.T) {
 	if _, err := e.client.Request("sluice.v1.t.acme.quota.reset", []byte(`{"tenant":"acme"}`), time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("scoped reset: want no responders, got %v", err)
 	}
+}
+
+// countingClaims counts the settles a claims.Store is asked for: one
+// write (SettleOwn, StartSettleOwn) or the holder's read first (Settle).
+type countingClaims struct {
+	claims.Store
+	own, read atomic.Int64
+}
+
+func (c *countingClaims) Settle(ctx context.Context, id claims.ID, hookID string, rev uint64, ttl time.Duration) error {
+	c.read.Add(1)
+	return c.Store.Settle(ctx, id, hookID, rev, ttl)
+}
+
+func (c *countingClaims) SettleOwn(ctx context.Context, id claims.ID, hookID, digest string, rev uint64, ttl time.Duration) error {
+	c.own.Add(1)
+	return c.Store.SettleOwn(ctx, id, hookID, digest, rev, ttl)
+}
+
+func (c *countingClaims) StartSettleOwn(id claims.ID, hookID string, rev uint64, ttl time.Duration) (claims.StartedSettle, error) {
+	c.own.Add(1)
+	return c.Store.StartSettleOwn(id, hookID, rev, ttl)
+}
+
+// TestClaimsSettleIsTheOwners: claims.settle reaches the partition owner
+// that took the claim. A settle of the claim a quota.hit granted is one
+// write; one presenting the holder's revision with another hook id is
+// checked against the holder (a read) and refused, and so is a second
+// settle of the same claim.
+func TestClaimsSettleIsTheOwners(t *testing.T) {
+	var counted *countingClaims
+	e := start(t, func(e *env, c *Config) {
+		counted = &countingClaims{Store: e.claims}
+		w, qc := ownerkit.Serving(t, e.kit, counted, testPartitions, owner.WithLeaseTTL(2*time.Second))
+		e.worker = w
+		c.Quota, c.Partitions = qc, testPartitions
+	})
+	hit := func(key, hook string) uint64 {
+		got := e.ok(t, subHit, `{"charges":[`+hooksCharge("acme", 100)+`],"claim":{"tenant":"acme","source":"gh","key":"`+key+`","hook_id":"`+hook+`"}}`)
+		if got["result"] != "ok" {
+			t.Fatalf("hit %s: %v", key, got)
+		}
+		return uint64(num(t, got, "revision"))
+	}
+	settle := func(key, hook string, rev uint64) string {
+		return fmt.Sprintf(`{"tenant":"acme","source":"gh","key":%q,"hook_id":%q,"revision":%d}`, key, hook, rev)
+	}
+
+	rev := hit("k-1", "h1")
+	e.fails(t, subSettle, settle("k-1", "h2", rev), "409", protocol.ClaimLost.Code)
+	if own, read := counted.own.Load(), counted.read.Load(); own != 0 || read != 1 {
+		t.Fatalf("another hook id's settle: %d one-write settles, %d read first; want 0 and 1", own, read)
+	}
+	wantJSON(t, e.ok(t, subSettle, settle("k-1", "h1", rev)), `{"ok":true}`)
+	if own, read := counted.own.Load(), counted.read.Load(); own != 1 || read != 1 {
+		// Another hook id's settle does not use the holder's grant up.
+		t.Fatalf("the holder's settle: %d one-write settles, %d read first; want 1 and 1", own, read)
+	}
+
+	rev = hit("k-2", "h1")
+	wantJSON(t, e.ok(t, subSettle, settle("k-2", "h1", rev)), `{"ok":true}`)
+	if own, read := counted.own.Load(), counted.read.Load(); own != 2 || read != 1 {
+		t.Fatalf("a granted claim's settle: %d one-write settles, %d read first; want 2 and 1", own, read)
+	}
+	if st := e.ok(t, subGet, `{"tenant":"acme","source":"gh","key":"k-2"}`); st["state"] != "committed" || st["hook_id"] != "h1" {
+		t.Fatalf("after the settle: %v", st)
+	}
+	e.fails(t, subSettle, settle("k-2", "h1", rev), "409", protocol.ClaimLost.Code) // settled already
 }

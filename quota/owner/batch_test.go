@@ -2,7 +2,6 @@ package owner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -445,50 +444,6 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
 	}
 	t.Logf("%d hits across two handoffs, %d frames (%.1f hits/frame)", oks.Load(), c.Coalescer().Frames(), float64(c.Coalescer().Items())/float64(c.Coalescer().Frames()))
-}
-
-// TestLegacyOwnerGetsJSON: an owner that predates frames answers a frame
-// 400 (it is not JSON); the client resends as JSON and keeps using JSON
-// for the partition.
-func TestLegacyOwnerGetsJSON(t *testing.T) {
-	t.Parallel()
-	k := testkit.New(t)
-	prefix := newPrefix()
-	var frames, jsons atomic.Int64
-	sub, err := k.Conn.Subscribe(prefix+".v1.quota.p.*", func(m *nats.Msg) {
-		var req quota.OwnerRequest
-		if err := json.Unmarshal(m.Data, &req); err != nil { // what the old owner did
-			frames.Add(1)
-			_ = m.RespondMsg(errorMsg(400, "invalid_request: "+err.Error()))
-			return
-		}
-		jsons.Add(1)
-		data, _ := json.Marshal(quota.HitReply{Result: quota.ResultOK, Limits: []quota.LimitState{{Kind: quota.KindHooks, Remaining: 7}}})
-		_ = m.Respond(data)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	c, err := quota.NewClient(k.Conn, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		rep, err := c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("old", 1)}})
-		if err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 7 {
-			t.Fatalf("hit %d: %+v %v", i, rep, err)
-		}
-	}
-	if frames.Load() != 1 || jsons.Load() != 3 {
-		t.Fatalf("old owner got %d frames and %d JSON requests; want 1 and 3", frames.Load(), jsons.Load())
-	}
-	// And an old client (JSON, one request per hit) is served by a new owner.
-	k2, e, _, _ := single(t)
-	old := e.client(t, k2.Conn, quota.WithCoalescing(false))
-	if rep, err := old.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 1 {
-		t.Fatalf("JSON client, new owner: %+v %v", rep, err)
-	}
 }
 
 func TestBigHitsGoAsJSON(t *testing.T) {

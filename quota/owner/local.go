@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -80,7 +81,62 @@ func (w *Worker) hitLocal(ctx context.Context, r *quota.HitRequest, n int, budge
 		return frame.Answer{}, false
 	}
 	defer t.finish()
-	return j.answer(j.write()), true
+	res, err := j.write()
+	if err == nil && res.Outcome == claims.OK {
+		w.grants.put(j.id, j.hookID, res.Revision) // for its settle (settle.go)
+	}
+	return j.answer(res, err), true
+}
+
+// SettleLocal commits r (valid, of partition n) in process when w serves
+// n (quota.LocalOwner): the settle item's path without the frame — the
+// same routing and fencing as HitLocal, then settleJob.commit (one write
+// for a claim this worker granted, else the holder's read first) and the
+// sync. done false means w did not take it and the caller takes the NATS
+// path. The owner's timeout is ctx's deadline, else budget.
+//
+// Errors: claims.ErrLost, quota.ErrInvalid, quota.ErrUnavailable.
+func (w *Worker) SettleLocal(ctx context.Context, r *quota.SettleRequest, n int, budget time.Duration) (done bool, err error) {
+	if t := w.served[n].Load(); t == nil || !t.serving() {
+		return false, nil
+	}
+	timeout := budget
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return false, nil
+	}
+	it := frame.Item{Op: frame.OpSettle, N: n, TimeoutMs: max(1, timeout.Milliseconds()), Tenant: []byte(r.Tenant),
+		Source: []byte(r.Source), Key: []byte(r.Key), HookID: []byte(r.HookID), TTLMs: r.TTLMs, Revision: r.Revision}
+	t, a, ok := w.routeItem(&it, 0)
+	if !ok {
+		if a.Status == frame.StatusNotOwner {
+			return false, nil
+		}
+		return true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+	}
+	if !t.admit() {
+		w.met.settle(frame.StatusNotOwner)
+		return false, nil
+	}
+	defer t.finish()
+	j := t.newSettleJob(&it, 0)
+	j.granted = w.grants.take(j.id, j.hookID, j.rev)
+	ctx, cancel := context.WithTimeout(ctx, j.timeout) // the owner's bound, as run's
+	defer cancel()
+	err = j.commit(ctx)
+	a = settleAnswer(err)
+	w.met.settle(a.Status)
+	switch a.Status {
+	case frame.StatusAnswered:
+		return true, nil
+	case frame.StatusLost:
+		return true, err
+	case frame.StatusInvalid:
+		return true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+	}
+	return true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 }
 
 // hitItem is r, routed to partition n with timeoutMs left of the caller's

@@ -110,9 +110,15 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 		for i, p := range []*pathEnv{local, remote} {
 			reps[i], errs[i] = p.c.Hit(ctx, s.req)
 			if s.settle && errs[i] == nil {
+				// The client's settle: in process (SettleLocal) or in a
+				// frame; a second one of the same claim is lost either way.
 				cl := s.req.Claim
-				if err := p.store.Settle(ctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, reps[i].Revision, time.Hour); err != nil {
-					t.Fatalf("%s: settle: %v", s.name, err)
+				r := quota.SettleRequest{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key, HookID: cl.HookID, Revision: reps[i].Revision, TTLMs: time.Hour.Milliseconds()}
+				if err := p.c.Settle(ctx, r); err != nil {
+					t.Fatalf("%s: path %d: settle: %v", s.name, i, err)
+				}
+				if err := p.c.Settle(ctx, r); !errors.Is(err, claims.ErrLost) {
+					t.Fatalf("%s: path %d: settle again: %v, want claims.ErrLost", s.name, i, err)
 				}
 			}
 		}

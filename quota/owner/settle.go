@@ -50,8 +50,11 @@ func newGrants() *grants {
 	return &grants{cur: make(map[claims.ID]grant)}
 }
 
-// put records that id was granted to hookID at rev.
+// put records that id was granted to hookID at rev. Keys are kept as the
+// store keeps them (claims.NormalizeKey), so a settle finds the grant
+// whichever form of a long key it presents.
 func (g *grants) put(id claims.ID, hookID string, rev uint64) {
+	id.Key = claims.NormalizeKey(id.Key)
 	n := grantOverhead + len(id.Tenant) + len(id.Source) + len(id.Key) + len(hookID)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -65,6 +68,7 @@ func (g *grants) put(id claims.ID, hookID string, rev uint64) {
 // take reports whether id was granted to hookID at rev, and forgets it
 // then (a settle is tried once; a retry reads).
 func (g *grants) take(id claims.ID, hookID string, rev uint64) bool {
+	id.Key = claims.NormalizeKey(id.Key)
 	want := grant{hookID: hookID, rev: rev}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -115,6 +119,13 @@ func (t *tenure) newSettleJob(it *frame.Item, index int) *settleJob {
 func (j *settleJob) run() {
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
+	j.answer(j.commit(ctx))
+}
+
+// commit is run's write and sync, for run and SettleLocal: one
+// revision-checked write when this worker granted exactly that claim,
+// else the store's read of the holder first; then the sync.
+func (j *settleJob) commit(ctx context.Context) error {
 	w := j.t.w
 	var err error
 	if j.granted {
@@ -125,7 +136,7 @@ func (j *settleJob) run() {
 	if err == nil {
 		err = kvstore.SyncWith(ctx, w.cfg.Sync)
 	}
-	j.answer(err)
+	return err
 }
 
 // answer answers the settle with its outcome and finishes the job.

@@ -14,7 +14,6 @@ import (
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
-	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -311,121 +310,11 @@ func TestSettleWaitsForTheSync(t *testing.T) {
 	}
 }
 
-// Until the owner of a partition has said in a reply that it serves
-// settle items, a settle goes to the service's claims.settle; an owner
-// that never says so (one that predates settles) is never sent one.
-func TestSettleFallsBackToClaimsSettle(t *testing.T) {
-	t.Parallel()
-	// An owner of the version before settles: it answers hits in frames
-	// whose flags have bit 1 clear.
-	ctx, e, c, settles := fakeOwnerEnv(t, func([]frame.Item) (byte, bool) { return 0, false })
-
-	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-	if err := c.Settle(ctx, settleOf(r, rep.Revision)); err != nil {
-		t.Fatalf("settle through claims.settle: %v", err)
-	}
-	if settles.Load() != 0 {
-		t.Fatalf("an owner that does not serve settles got %d settle items", settles.Load())
-	}
-	if st := claimState(t, e.store, r); st.State != claims.StateCommitted || st.HookID != "hook-1" {
-		t.Fatalf("after the settle: %+v", st)
-	}
-	// claims.settle's refusals come back as the frame path's.
-	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("a second settle: %v, want claims.ErrLost", err)
-	}
-}
-
-// A partition that moves (its owner answers not_owner) is unlearned: the
-// settle's retry does not go in a frame to whoever serves it next until
-// that owner says it serves settle items, so an owner of the version before
-// settles never gets one, also in a rolling upgrade.
-func TestSettleNotResentToAnOwnerNotHeardFrom(t *testing.T) {
-	t.Parallel()
-	var moved atomic.Bool
-	ctx, e, c, settles := fakeOwnerEnv(t, func(items []frame.Item) (byte, bool) {
-		if moved.Load() {
-			return 0, false // the next owner: an older version
-		}
-		for _, it := range items {
-			if it.Op == frame.OpSettle {
-				moved.Store(true) // the partition moves under the settle
-				return 0, true
-			}
-		}
-		return 1 << 1, false // serves settle items
-	})
-
-	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-	if err := c.Settle(ctx, settleOf(r, rep.Revision)); err != nil {
-		t.Fatalf("the settle across the move: %v", err)
-	}
-	if !moved.Load() {
-		t.Fatal("the first settle did not go in a frame to the owner that serves them")
-	}
-	if n := settles.Load(); n != 1 {
-		t.Fatalf("owners got %d settle items, want 1 (none after the move)", n)
-	}
-	if st := claimState(t, e.store, r); st.State != claims.StateCommitted || st.HookID != "hook-1" {
-		t.Fatalf("after the settle: %+v", st)
-	}
-}
-
-// fakeOwnerEnv is an env with the micro service (claims.settle) on its
-// store and a fake owner answering the frames of every partition subject:
-// serve gives a frame's reply flags, or notOwner to answer the whole frame
-// 503 not_owner; hits take their claim in e.store. It returns a client and
-// the count of settle items the owner received (notOwner frames included).
-func fakeOwnerEnv(t *testing.T, serve func([]frame.Item) (flags byte, notOwner bool)) (context.Context, *fleetEnv, *quota.Client, *atomic.Int64) {
-	t.Helper()
-	k, e := kitEnv(t)
-	svc, err := service.New(k.Conn, service.Config{Prefix: e.prefix, Claims: e.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Stop() })
-	ctx := testkit.Context(t)
-	var settles atomic.Int64
-	sub, err := k.Conn.Subscribe(e.prefix+".v1.quota.p.*", func(m *nats.Msg) {
-		items, err := frame.DecodeRequest(m.Data, nil)
-		if err != nil {
-			_ = m.RespondMsg(errorMsg(400, "invalid_request: malformed frame"))
-			return
-		}
-		for _, it := range items {
-			if it.Op == frame.OpSettle {
-				settles.Add(1)
-			}
-		}
-		flags, notOwner := serve(items)
-		if notOwner {
-			_ = m.RespondMsg(errorMsg(503, frame.ReasonNotOwner))
-			return
-		}
-		reply := []byte{frame.Magic, frame.Version, flags, 0} // route ""
-		reply = append(reply, byte(len(items)))
-		for i, it := range items {
-			id := claims.ID{Tenant: string(it.Tenant), Source: string(it.Source), Key: string(it.Key)}
-			res, err := e.store.Claim(ctx, id, string(it.HookID), time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
-			reply = frame.AppendAnswer(reply, &frame.Answer{Index: i, Result: frame.ResultOK, HookID: string(it.HookID), Revision: res.Revision})
-		}
-		_ = m.Respond(reply)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return ctx, e, e.client(t, k.Conn), &settles
-}
-
 // The grants record keeps within its bytes: a generation that would pass
 // half of grantBytes becomes the old one, and the one before is dropped.
 func TestGrantsBounded(t *testing.T) {
 	g := newGrants()
-	key := string(make([]byte, 1000))
+	key := string(make([]byte, claims.MaxKeyBytes-5)) // with its suffix (≤ 5 bytes) stored as is (claims.NormalizeKey)
 	per := grantOverhead + len("t") + len("s") + len(key) + len("h")
 	n := 3 * grantBytes / per // three generations' worth
 	for i := range n {

@@ -41,9 +41,6 @@ const (
 	laneWindow = 2
 	// maxBatch bounds the items of one frame.
 	maxBatch = 256
-	// legacyFor is how long a partition whose owner answered a frame with
-	// an error header (a version without frames) gets JSON requests.
-	legacyFor = 10 * time.Second
 	// slotHold bounds how long a frame without any reply keeps its lane
 	// slot: the window paces the owner, it must not wait for a lost frame.
 	slotHold = 20 * time.Millisecond
@@ -52,7 +49,7 @@ const (
 // Outcomes of a call beyond the frame's statuses (frame.Status*).
 const (
 	Retry   frame.Status = 10 // no responders (or not_owner): retry after a backoff
-	Legacy  frame.Status = 11 // the owner does not speak frames: send as JSON
+	TooBig  frame.Status = 11 // the frame is over the server's max payload: a hit goes as JSON
 	Timeout frame.Status = 12 // the frame got no reply within its deadline
 	Failed  frame.Status = 13 // publish failed or the reply was malformed (reason)
 )
@@ -70,7 +67,7 @@ type Item interface {
 	AppendItem(b []byte, n int, timeoutMs int64) []byte
 }
 
-// Answer is a call's outcome: its status (frame.Status* or Retry, Legacy,
+// Answer is a call's outcome: its status (frame.Status* or Retry, TooBig,
 // Timeout, Failed), and for frame.StatusAnswered the item's answer, copied
 // out of the reply.
 type Answer struct {
@@ -152,11 +149,6 @@ type Coalescer struct {
 	nc    *nats.Conn
 	parts []*lane                // partition -> its partition lane
 	route []atomic.Pointer[lane] // partition -> the lane its hits take
-	// legacy[n]: until when (UnixNano) partition n gets JSON requests.
-	legacy []atomic.Int64
-	// settles[n]: partition n's owner said in a reply that it serves
-	// settle items (frame flag bit 1).
-	settles []atomic.Bool
 
 	// isMember accepts a subject an owner's reply names as its route: only
 	// the prefix's member subjects, never another subject a reply could
@@ -183,8 +175,6 @@ func New(nc *nats.Conn, subjects []string, isMember func(subject []byte) bool) *
 		isMember: isMember,
 		parts:    make([]*lane, len(subjects)),
 		route:    make([]atomic.Pointer[lane], len(subjects)),
-		legacy:   make([]atomic.Int64, len(subjects)),
-		settles:  make([]atomic.Bool, len(subjects)),
 		batches:  make(map[uint64]*frameBatch),
 		members:  make(map[string]*lane),
 	}
@@ -212,35 +202,10 @@ func (co *Coalescer) Start() error {
 	return nil
 }
 
-// IsLegacy reports whether partition n's owner is known not to speak frames.
-func (co *Coalescer) IsLegacy(n int) bool {
-	until := co.legacy[n].Load()
-	return until != 0 && time.Now().UnixNano() < until
-}
-
-// Settles reports whether partition n's owner, as last heard from, serves
-// settle items: only then may a settle go in a frame (an owner that
-// predates them would find the frame malformed). A partition sent back to
-// its partition subject (not_owner, nobody received) has to be heard from
-// again.
-func (co *Coalescer) Settles(n int) bool { return co.settles[n].Load() }
-
-// SettleItem is an Item that is a settle (frame.OpSettle). Send gives one
-// only to a partition whose owner serves settle items (Settles); otherwise
-// it answers Legacy at once — send it as JSON — also on a retry after the
-// partition moved to an owner not yet heard from.
-type SettleItem interface {
-	Item
-	IsSettle()
-}
-
 // Send sends it as one item of a frame for partition n and waits for its
 // answer, ctx, or the deadline (which the frame's timer enforces: ctx may
 // have none).
 func (co *Coalescer) Send(ctx context.Context, n int, it Item, deadline time.Time) Answer {
-	if _, settle := it.(SettleItem); settle && !co.settles[n].Load() {
-		return Answer{Status: Legacy, Reason: "the owner has not said it serves settle items"}
-	}
 	c := &hitCall{item: it, n: n, deadline: deadline, done: make(chan struct{}, 1)}
 	co.enqueue(co.route[n].Load(), c)
 	select {
@@ -341,7 +306,7 @@ func (co *Coalescer) send(l *lane, calls []*hitCall) {
 	if mp := co.nc.MaxPayload(); mp > 0 && int64(len(buf)) > mp {
 		// A server with a small max payload: these go as JSON.
 		framePool.Put(bp)
-		co.finish(b, Legacy, "frame over the server's max payload")
+		co.finish(b, TooBig, "frame over the server's max payload")
 		return
 	}
 	err := co.nc.PublishMsg(&nats.Msg{Subject: l.subject, Reply: reply, Data: buf})
@@ -474,9 +439,6 @@ func (co *Coalescer) onReply(m *nats.Msg) {
 			if learned != nil {
 				co.route[c.n].Store(learned)
 			}
-			if co.settles[c.n].Load() != f.Settles {
-				co.settles[c.n].Store(f.Settles)
-			}
 			c.complete(AnswerOf(&a))
 		}
 		answered++
@@ -518,13 +480,6 @@ func (co *Coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
 	switch {
 	case code == "503" && reason == frame.ReasonNotOwner:
 		co.finish(b, Retry, frame.ReasonNotOwner)
-	case code == "400":
-		until := time.Now().Add(legacyFor).UnixNano()
-		for _, c := range b.calls {
-			co.legacy[c.n].Store(until)
-			co.settles[c.n].Store(false)
-		}
-		co.finish(b, Legacy, reason)
 	default:
 		co.finish(b, frame.StatusUnavailable, "owner of "+b.lane.subject+" answered "+code+" "+reason)
 	}
@@ -570,7 +525,6 @@ func (co *Coalescer) Members() int {
 // forget sends partition n's hits to its partition subject again.
 func (co *Coalescer) forget(n int) {
 	co.route[n].Store(co.parts[n])
-	co.settles[n].Store(false) // whoever serves it next says again
 }
 
 // Frames and Items count the frames sent and the items in them (for

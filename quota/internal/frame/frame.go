@@ -42,8 +42,7 @@ import (
 // Reply frame:
 //
 //	0xFA 0x01
-//	byte flags                   bit 0: more replies for this frame follow;
-//	                             bit 1: this owner serves settle items
+//	byte flags                   bit 0: more replies for this frame follow
 //	bytes route                  a subject that reaches this owner's worker
 //	                             for any partition it serves ("" = none)
 //	uvarint count
@@ -112,8 +111,7 @@ const (
 
 // Reply flags.
 const (
-	flagMore    = 1 << 0
-	flagSettles = 1 << 1
+	flagMore = 1 << 0
 )
 
 // Result is an answered hit's result.
@@ -212,10 +210,9 @@ func AppendItem(b []byte, it *Item) []byte {
 	return AppendClaim(b, string(it.Source), string(it.Key), string(it.HookID), it.TTLMs, it.PendingMs)
 }
 
-// AppendReplyHeader starts a reply frame. Every reply says that its owner
-// serves settle items (flag bit 1).
+// AppendReplyHeader starts a reply frame.
 func AppendReplyHeader(b []byte, more bool, route string, count int) []byte {
-	var flags byte = flagSettles
+	var flags byte
 	if more {
 		flags |= flagMore
 	}
@@ -416,11 +413,10 @@ func DecodeRequest(data []byte, items []Item) ([]Item, error) {
 
 // Reply is a decoded reply frame header.
 type Reply struct {
-	More    bool
-	Settles bool // the owner serves settle items
-	Route   []byte
-	Count   int
-	r       reader
+	More  bool
+	Route []byte
+	Count int
+	r     reader
 }
 
 // DecodeReply decodes the header of a reply frame; its answers follow
@@ -431,7 +427,7 @@ func DecodeReply(data []byte) (Reply, error) {
 		return f, ErrMalformed
 	}
 	flags := f.r.byte()
-	f.More, f.Settles = flags&flagMore != 0, flags&flagSettles != 0
+	f.More = flags&flagMore != 0
 	f.Route = f.r.bytes()
 	c := f.r.uvarint()
 	if f.r.bad || c > MaxItems {

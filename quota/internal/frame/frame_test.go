@@ -84,7 +84,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		b = AppendAnswer(b, &as[i])
 	}
 	rf, err := DecodeReply(b)
-	if err != nil || !rf.More || !rf.Settles || string(rf.Route) != "route" || rf.Count != len(as) {
+	if err != nil || !rf.More || string(rf.Route) != "route" || rf.Count != len(as) {
 		t.Fatalf("header: %+v %v", rf, err)
 	}
 	for i, want := range as {
@@ -169,21 +169,16 @@ func FuzzDecodeReply(f *testing.F) {
 	})
 }
 
-// A reply's flags: bit 0 is "more", bit 1 "this owner serves settle items"
-// (always set); a reply of an owner that predates settles has bit 1 clear.
+// A reply's flags: bit 0 is "more"; no other bit is set.
 func TestReplyFlags(t *testing.T) {
 	for _, more := range []bool{false, true} {
 		b := AppendReplyHeader(nil, more, "", 0)
-		if b[2] != flagSettles|map[bool]byte{false: 0, true: flagMore}[more] {
+		if b[2] != map[bool]byte{false: 0, true: flagMore}[more] {
 			t.Errorf("more=%v: flags %#x", more, b[2])
 		}
 		rf, err := DecodeReply(b)
-		if err != nil || rf.More != more || !rf.Settles {
+		if err != nil || rf.More != more {
 			t.Errorf("more=%v: %+v %v", more, rf, err)
 		}
-	}
-	old := []byte{Magic, Version, flagMore, 0, 0} // before settles: bit 1 clear
-	if rf, err := DecodeReply(old); err != nil || !rf.More || rf.Settles {
-		t.Errorf("an old owner's reply: %+v %v", rf, err)
 	}
 }
