@@ -57,7 +57,7 @@ func natsCommands(t *testing.T, sub string) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{filepath.Join("..", "README.md")}, files...)
+	files = append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md")}, files...)
 	re := regexp.MustCompile(`\bnats\s[^\n]*?` + sub + `[^\n]*`)
 	found := map[string][]string{}
 	for _, file := range files {
@@ -130,7 +130,7 @@ func TestNoBackgroundedLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, filepath.Join("..", "README.md"))
+	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
 	list := regexp.MustCompile(`(&&|\|\|)[^&|#]*[^&]&\s*(#.*)?$`)
 	seen := 0
 	for _, f := range files {

@@ -136,7 +136,7 @@ func TestLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{filepath.Join("..", "README.md")}, files...)
+	files = append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md")}, files...)
 	if len(files) < 3 {
 		t.Fatalf("found only %v", files)
 	}
@@ -206,7 +206,7 @@ func TestBuildOutputsAreFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, filepath.Join("..", "README.md"))
+	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
 	out := regexp.MustCompile(`go build\b[^\n` + "`" + `]*?\s-o\s+(\S+)`)
 	n := 0
 	for _, f := range files {

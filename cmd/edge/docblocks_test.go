@@ -39,7 +39,7 @@ var (
 	docRunByRe  = regexp.MustCompile(`^run by (Test\w+)$`)
 )
 
-// docCommandBlocks returns every command block of README.md and
+// docCommandBlocks returns every command block of README.md, CONTRIBUTING.md and
 // docs/*.md under root with its marker, and the errors of malformed or
 // stray markers (a marker belongs right above a command block: the last
 // non-blank line before its fence).
@@ -49,7 +49,7 @@ func docCommandBlocks(root string) ([]docCmdBlock, []string, error) {
 		return nil, nil, err
 	}
 	sort.Strings(files)
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	files = append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md")}, files...)
 	var blocks []docCmdBlock
 	var errs []string
 	for _, path := range files {
