@@ -81,9 +81,18 @@ func startNodeErr(t testing.TB, args ...string) (*node, error) {
 	var once sync.Once
 	nd.stop = func() {
 		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = app.Stop(ctx)
+			if err := app.Stop(ctx); err != nil {
+				// fx skips the hooks left once its context is done: shut
+				// the embedded server down here, so that a slow stop
+				// does not leave its goroutines to the leak check.
+				t.Logf("node stop: %v; closing its connection and server", err)
+				nd.n.Conn.Close()
+				if nd.n.Server != nil {
+					nd.n.Server.Shutdown()
+				}
+			}
 		})
 	}
 	t.Cleanup(nd.stop)
