@@ -74,7 +74,7 @@ type hitReply struct {
 // quotaHit serves quota.hit:
 // {"charges":[{"kind","tenant","increment_us","capacity_us"}],"claim":null|{…}}.
 func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
-	req, err := decode(data, (*quota.HitRequest).Validate)
+	req, err := decodeHit(data)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,12 @@ func (b *bench) profile(ctx context.Context) ([]profileEntry, error) {
 			errs := &firstError{}
 			return b.measure(ctx, 0, w.Name, n, "sluice", b.edge.child, sluiceOp(b.qc.Hit, frameSettle(b.qc), w, keyPrefix(), errs), errs, hooks)
 		}})
+		if w.Settle { // the cycle as a NATS client runs it (row sluice-client)
+			rows = append(rows, profRow{w.Name + "-client", n, w.Claim, func(hooks window) row {
+				errs := &firstError{}
+				return b.measure(ctx, 0, w.Name, n, "sluice-client", b.edge.child, sluiceOp(b.cl.Hit, clientSettle(b.cl), w, keyPrefix(), errs), errs, hooks)
+			}})
+		}
 	}
 	if b.o.edge {
 		hn := b.o.httpInflight

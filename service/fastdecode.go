@@ -1,0 +1,55 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/sluice-dev/sluice/internal/claimwire"
+	"github.com/sluice-dev/sluice/quota"
+)
+
+// The fast path of the durable cycle's two requests, quota.hit and
+// claims.settle (also claims.release). A body that is exactly the
+// canonical encoding of what it decodes to — the Go client's bytes — is
+// decoded with one json.Unmarshal: re-encoded, it gives the same bytes, so
+// its member names are exact, none is unknown or repeated, every number is
+// an integer in range and every string valid UTF-8, and decodeStrict would
+// decode it the same. Any other body goes through decodeStrict (its rules
+// and its error texts). Measured on the durable claim cycle
+// (cmd/sluice-bench --profile, row sluice-client): decodeStrict was 8.8%
+// of the node's CPU for settles and 16.8% for hits.
+
+// canonical reports whether data (at most MaxRequestBytes) decodes into v
+// and re-encodes to exactly data. v is left dirty when it does not.
+func canonical(data []byte, v any) bool {
+	if len(data) > MaxRequestBytes || json.Unmarshal(data, v) != nil {
+		return false
+	}
+	again, err := json.Marshal(v)
+	return err == nil && bytes.Equal(again, data)
+}
+
+// canonicalClaim is a claims.settle or claims.release body in the encoding
+// the Go client sends.
+type canonicalClaim = claimwire.Request
+
+// decodeClaim decodes a settle or release body into req (see above).
+func decodeClaim(data []byte, req *claimRequest) error {
+	var c canonicalClaim
+	if canonical(data, &c) {
+		*req = claimRequest(c)
+		return nil
+	}
+	*req = claimRequest{}
+	return decodeStrict(data, req)
+}
+
+// decodeHit decodes and checks a quota.hit body (see above; a canonical
+// body with more charges than decodeStrict takes is decodeStrict's).
+func decodeHit(data []byte) (quota.HitRequest, error) {
+	var req quota.HitRequest
+	if canonical(data, &req) && len(req.Charges) <= maxArrayItems {
+		return req, req.Validate()
+	}
+	return decode(data, (*quota.HitRequest).Validate)
+}
