@@ -84,6 +84,15 @@ type options struct {
 	claims       int
 	profileDir   string
 	timeout      time.Duration
+
+	// The scale rows (--workloads scale).
+	scale           bool
+	scaleRows       []scaleSpec
+	scaleWorkers    int
+	scaleTenants    int
+	scaleBody       int
+	scaleDurability string
+	scaleProfile    string
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -93,7 +102,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root; not in the default)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -106,6 +115,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.httpTenants, "http-tenants", 1000, "tenants of the edge row (round robin)")
 	fs.IntVar(&o.claims, "memory-claims", 100_000, "claims stored for the bytes-per-claim figure")
 	fs.StringVar(&o.profileDir, "profile", "", "after the runs, profile the sluice rows at the largest --inflight (and the edge row) into this directory")
+	scaleRows := fs.String("scale-rows", defaultScaleRows, "scale rows: nodes/replicas/quota cores per node (0: no quota), comma-separated")
+	fs.IntVar(&o.scaleWorkers, "scale-workers", 24, "scale rows: closed-loop HTTP workers per node")
+	fs.IntVar(&o.scaleTenants, "scale-tenants", 997, "scale rows: tenants, round robin")
+	fs.IntVar(&o.scaleBody, "scale-body", 600, "scale rows: bytes of each hook's JSON body")
+	fs.StringVar(&o.scaleDurability, "scale-durability", "", "scale rows: the nodes' --durability (empty: the edge's default)")
+	fs.StringVar(&o.scaleProfile, "scale-profile", "", "scale rows: take a CPU profile of every node during each row's window into this directory (the rows' figures then include pprof's cost)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n\nFlags:\n")
@@ -130,11 +145,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.edge = true
 		case "memory":
 			o.memory = true
+		case "scale":
+			o.scale = true
 		case "":
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -148,6 +165,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--http-inflight, --http-tenants and --memory-claims must be >= 1")
 	case o.partitions < 1 || o.partitions > quota.MaxPartitions:
 		return nil, fmt.Errorf("--partitions must be 1..%d", quota.MaxPartitions)
+	}
+	var err error
+	if o.scaleRows, err = parseScaleRows(*scaleRows); err != nil {
+		return nil, err
+	}
+	if o.scaleWorkers < 1 || o.scaleTenants < 1 || o.scaleBody < 1 {
+		return nil, errors.New("--scale-workers, --scale-tenants and --scale-body must be >= 1")
 	}
 	if o.timeout <= 0 {
 		o.timeout = o.plannedTime() + 10*time.Minute
@@ -177,6 +201,10 @@ func (o *options) plannedTime() time.Duration {
 	if o.profileDir != "" {
 		total += time.Duration(len(o.workloads)+1) * row
 	}
+	if o.scale {
+		// Each row starts and stops a fleet (up to a minute on 2 cores).
+		total += time.Duration(len(o.scaleRows)*o.repeat) * (row + time.Minute)
+	}
 	return total
 }
 
@@ -190,6 +218,7 @@ type report struct {
 	Goals    []goal         `json:"goals,omitempty"`
 	Memory   *memoryResult  `json:"memory,omitempty"`
 	Profiles []profileEntry `json:"profiles,omitempty"`
+	Scale    []scaleRow     `json:"scale,omitempty"`
 }
 
 type settings struct {
@@ -204,6 +233,15 @@ type settings struct {
 	HTTPTenants  int               `json:"http_tenants"`
 	HTTPBody     int               `json:"http_body_bytes"`
 	Workloads    map[string]string `json:"workloads"`
+	Scale        *scaleSettings    `json:"scale,omitempty"`
+}
+
+type scaleSettings struct {
+	Rows       []string `json:"rows"`
+	Workers    int      `json:"workers_per_node"`
+	Tenants    int      `json:"tenants"`
+	BodyBytes  int      `json:"body_bytes"`
+	Durability string   `json:"durability,omitempty"`
 }
 
 // bench holds the processes and clients of one invocation.
@@ -214,6 +252,7 @@ type bench struct {
 	tmp       string
 	root      string // the library module (./cmd/edge)
 	benchDir  string // this module (./floor-server)
+	edgeBin   string // the cmd/edge binary, once built
 	edge      *edgeProc
 	edgeAcked *edgeProc // --durability acked: the edge without the barrier
 	nc        *nats.Conn
@@ -341,12 +380,20 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge (durable default) and edge-acked (--durability acked) vs floor-server", len(hookBody), o.httpTenants)
 		rep.Settings.Workloads["edge-barrier"] = "the same hooks: edge (durable default: group commit before the 202) vs edge-acked (no barrier)"
 	}
+	if o.scale {
+		ss := &scaleSettings{Workers: o.scaleWorkers, Tenants: o.scaleTenants, BodyBytes: len(scaleBody(o.scaleBody)), Durability: o.scaleDurability}
+		for _, r := range o.scaleRows {
+			ss.Rows = append(ss.Rows, r.String())
+		}
+		rep.Settings.Scale = ss
+		rep.Settings.Workloads["scale"] = "N cmd/edge nodes in one cluster, each under a CPU quota (cgroup); closed-loop HTTP POST /v1/hooks/{tenant}/bench, a fresh Idempotency-Key per hook, round robin over the nodes; every 202 checked against the HOOKS stream"
+	}
 	var err error
 	if b.tmp, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.edge {
+	if (needQuota && o.edgeBin == "") || o.edge || (o.scale && o.edgeBin == "") {
 		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
@@ -408,6 +455,13 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if len(rep.Summary) > 0 {
 		printSummary(b.out, rep.Summary, len(rep.Runs))
 	}
+	if o.scale {
+		rep.Scale, err = b.scale(ctx)
+		printScale(b.out, rep.Scale, o)
+		if err != nil {
+			return rep, err
+		}
+	}
 	if o.memory {
 		rep.Memory = b.memory(ctx)
 		printMemory(b.out, rep.Memory)
@@ -424,21 +478,33 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	return rep, ctx.Err()
 }
 
-func (b *bench) startSluice(ctx context.Context, pprof bool) error {
-	bin := b.o.edgeBin
-	if bin == "" {
+// edgeBinary is --edge-bin, or ./cmd/edge built once into the bench's
+// temporary directory.
+func (b *bench) edgeBinary(ctx context.Context) (string, error) {
+	if b.o.edgeBin != "" {
+		return b.o.edgeBin, nil
+	}
+	if b.edgeBin == "" {
 		b.logf("building ./cmd/edge")
-		var err error
-		if bin, err = buildCommand(ctx, b.root, "cmd/edge", filepath.Join(b.tmp, "bin")); err != nil {
-			return err
+		bin, err := buildCommand(ctx, b.root, "cmd/edge", filepath.Join(b.tmp, "bin"))
+		if err != nil {
+			return "", err
 		}
+		b.edgeBin = bin
+	}
+	return b.edgeBin, nil
+}
+
+func (b *bench) startSluice(ctx context.Context, pprof bool) error {
+	bin, err := b.edgeBinary(ctx)
+	if err != nil {
+		return err
 	}
 	b.logf("starting edge")
 	dir := filepath.Join(b.tmp, "edge")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var err error
 	if b.edge, err = startEdge(ctx, bin, dir, b.o.partitions, pprof); err != nil {
 		return err
 	}
