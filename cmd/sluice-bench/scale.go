@@ -587,12 +587,12 @@ func (b *bench) loadFleet(ctx context.Context, f *fleet, name string, spec scale
 
 	// Every request has returned (runLoad waited for its workers): what
 	// was answered 202 must be in the stream.
+	r.StatusCounts = counts.nonZero()
+	r.Answered202 = counts[http.StatusAccepted].Load()
 	after, err := hooksStreamMsgs(ctx, f.nc)
 	if err != nil {
 		return err
 	}
-	r.StatusCounts = counts.nonZero()
-	r.Answered202 = counts[http.StatusAccepted].Load()
 	r.StreamMsgs = after - before
 	if r.StreamMsgs < r.Answered202 {
 		r.Lost = r.Answered202 - r.StreamMsgs
