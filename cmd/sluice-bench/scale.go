@@ -31,15 +31,21 @@ import (
 )
 
 // scaleSpec is one row of the scale matrix: nodes, replicas of every
-// bucket and stream, and each node's CPU quota in cores (0: no quota).
+// bucket and stream, each node's CPU quota in cores (0: no quota), and the
+// nodes' --durability ("": --scale-durability, else the edge's default).
 type scaleSpec struct {
-	Nodes    int
-	Replicas int
-	Quota    float64
+	Nodes      int
+	Replicas   int
+	Quota      float64
+	Durability string
 }
 
 func (s scaleSpec) String() string {
-	return fmt.Sprintf("%d/%d/%s", s.Nodes, s.Replicas, trimFloat(s.Quota))
+	out := fmt.Sprintf("%d/%d/%s", s.Nodes, s.Replicas, trimFloat(s.Quota))
+	if s.Durability != "" {
+		out += "/" + s.Durability
+	}
+	return out
 }
 
 // defaultScaleRows are issue 32's rows: 1, 3 and 6 nodes at R1 and R3,
@@ -47,8 +53,8 @@ func (s scaleSpec) String() string {
 // has: 0.25 core instead) and at 0.25 core.
 const defaultScaleRows = "1/1/0.4,3/1/0.4,3/3/0.4,1/1/0.25,3/1/0.25,3/3/0.25,6/1/0.25,6/3/0.25"
 
-// parseScaleRows parses "N/R/quota,…" (quota in cores per node; 0 runs
-// the row without a quota).
+// parseScaleRows parses "N/R/quota[/durability],…" (quota in cores per
+// node; 0 runs the row without a quota).
 func parseScaleRows(s string) ([]scaleSpec, error) {
 	var out []scaleSpec
 	for _, item := range strings.Split(s, ",") {
@@ -57,6 +63,13 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 			continue
 		}
 		f := strings.Split(item, "/")
+		durability := ""
+		if len(f) == 4 {
+			durability, f = f[3], f[:3]
+			if durability == "" {
+				return nil, fmt.Errorf("--scale-rows: %q: empty durability", item)
+			}
+		}
 		if len(f) != 3 {
 			return nil, fmt.Errorf("--scale-rows: %q is not nodes/replicas/quota (e.g. 3/3/0.4)", item)
 		}
@@ -73,7 +86,7 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 		case q < 0 || q > 64:
 			return nil, fmt.Errorf("--scale-rows: %q: quota must be 0 (none) or cores > 0", item)
 		}
-		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q})
+		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q, Durability: durability})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("--scale-rows: no rows")
@@ -162,7 +175,7 @@ type scaleNode struct {
 // that knows the edge's cluster flags (they are to move toward a
 // nats-server config file: change them here). A single node runs
 // standalone, as a one-node deployment does.
-func scaleNodeArgs(n *scaleNode, fleet []*scaleNode, spec scaleSpec, cfg, durability string) []string {
+func scaleNodeArgs(n *scaleNode, fleet []*scaleNode, spec scaleSpec, cfg string) []string {
 	args := []string{
 		"--config", cfg,
 		"--data-dir", filepath.Join(n.dir, "data"),
@@ -181,8 +194,8 @@ func scaleNodeArgs(n *scaleNode, fleet []*scaleNode, spec scaleSpec, cfg, durabi
 			"--cluster-listen", n.clusterAddr,
 			"--routes", strings.Join(routes, ","))
 	}
-	if durability != "" {
-		args = append(args, "--durability", durability)
+	if spec.Durability != "" {
+		args = append(args, "--durability", spec.Durability)
 	}
 	return args
 }
@@ -240,6 +253,9 @@ func (b *bench) scale(ctx context.Context) ([]scaleRow, error) {
 	var rows []scaleRow
 	for run := 1; run <= o.repeat; run++ {
 		for i, spec := range o.scaleRows {
+			if spec.Durability == "" {
+				spec.Durability = o.scaleDurability
+			}
 			r := b.scaleRow(ctx, run, i, spec, bin, cgs)
 			rows = append(rows, r)
 			if ctx.Err() != nil {
@@ -345,7 +361,7 @@ func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scal
 		if n.pprofAddr != "" {
 			env = append(env, "SLUICE_PPROF_ADDR="+n.pprofAddr)
 		}
-		c, err := startChild(fmt.Sprintf("node%d", n.idx), bin, scaleNodeArgs(n, f.nodes, spec, cfg, b.o.scaleDurability), env)
+		c, err := startChild(fmt.Sprintf("node%d", n.idx), bin, scaleNodeArgs(n, f.nodes, spec, cfg), env)
 		if err != nil {
 			return err
 		}
@@ -481,16 +497,20 @@ func scaleHookOp(client *http.Client, bases []string, tenants int, body []byte, 
 			}
 			return outError
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
 		counts.add(res.StatusCode)
 		switch res.StatusCode {
-		case http.StatusAccepted:
+		case http.StatusAccepted, http.StatusOK:
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return outDuplicate
+			}
 			return outOK
-		case http.StatusOK:
-			return outDuplicate
 		}
-		errs.set(fmt.Errorf("POST %s: %s", req.URL.Path, res.Status))
+		msg, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		errs.set(fmt.Errorf("POST %s: %s: %s", req.URL.Path, res.Status, bytes.TrimSpace(msg)))
 		return outError
 	}
 }
@@ -656,13 +676,15 @@ func fleetCPU(nodes []time.Duration, hooks uint64, quota float64, elapsed time.D
 }
 
 // scaleRatios fills each counting row's ratios against the one-node row
-// of the same run and quota, and the three-node row of the same run,
-// replicas and quota.
+// of the same run and quota (of the same durability in force where the run
+// has one, else of the one-node default), and the three-node row of the
+// same run, replicas, quota and durability.
 func scaleRatios(rows []scaleRow) {
-	find := func(run, nodes, replicas int, quota float64) *scaleRow {
+	find := func(run, nodes, replicas int, quota float64, durability string) *scaleRow {
 		for i := range rows {
 			b := &rows[i]
-			if b.Run == run && b.Nodes == nodes && (replicas == 0 || b.Replicas == replicas) && b.QuotaCores == quota && b.counts() {
+			if b.Run == run && b.Nodes == nodes && (replicas == 0 || b.Replicas == replicas) && b.QuotaCores == quota &&
+				(durability == "" || b.Durability == durability) && b.counts() {
 				return b
 			}
 		}
@@ -673,11 +695,15 @@ func scaleRatios(rows []scaleRow) {
 		if !r.counts() {
 			continue
 		}
-		if one := find(r.Run, 1, 0, r.QuotaCores); one != nil {
+		one := find(r.Run, 1, 0, r.QuotaCores, r.Durability)
+		if one == nil {
+			one = find(r.Run, 1, 0, r.QuotaCores, "")
+		}
+		if one != nil {
 			r.VsOneNode = r.HooksPerSec / one.HooksPerSec
 		}
 		if r.Nodes > 3 {
-			if three := find(r.Run, 3, r.Replicas, r.QuotaCores); three != nil {
+			if three := find(r.Run, 3, r.Replicas, r.QuotaCores, r.Durability); three != nil {
 				r.VsThreeNodes = r.HooksPerSec / three.HooksPerSec
 			}
 		}

@@ -30,11 +30,11 @@ func TestFleetCPU(t *testing.T) {
 }
 
 func TestParseScaleRows(t *testing.T) {
-	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0")
+	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0/acked")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []scaleSpec{{1, 1, 0.4}, {3, 3, 0.25}, {6, 3, 0}}
+	want := []scaleSpec{{1, 1, 0.4, ""}, {3, 3, 0.25, ""}, {6, 3, 0, "acked"}}
 	if len(got) != len(want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -43,7 +43,7 @@ func TestParseScaleRows(t *testing.T) {
 			t.Fatalf("%v, want %v", got, want)
 		}
 	}
-	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c"} {
+	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c", "3/3/0.4/", "3/3/0.4/acked/x"} {
 		if _, err := parseScaleRows(bad); err == nil {
 			t.Errorf("parseScaleRows(%q): want an error", bad)
 		}
@@ -61,9 +61,15 @@ func TestScaleRatios(t *testing.T) {
 		{Run: 1, Nodes: 3, Replicas: 1, QuotaCores: 0.4, Hooks: 1, HooksPerSec: 9000, HostSaturated: true},
 		{Run: 1, Nodes: 3, Replicas: 1, QuotaCores: 0.25, Hooks: 1, HooksPerSec: 900}, // no 1-node row at 0.25
 		{Run: 2, Nodes: 3, Replicas: 3, QuotaCores: 0.4, Hooks: 1, HooksPerSec: 1500}, // no 1-node row in run 2
+		// acked rows: against the 1-node acked row where there is one…
+		{Run: 1, Nodes: 1, Replicas: 1, QuotaCores: 0.4, Durability: "acked", Hooks: 1, HooksPerSec: 2000},
+		{Run: 1, Nodes: 3, Replicas: 3, QuotaCores: 0.4, Durability: "acked", Hooks: 1, HooksPerSec: 3000},
+		// … else against the default one; and a 6-node row without its 3-node row.
+		{Run: 1, Nodes: 3, Replicas: 1, QuotaCores: 0.4, Durability: "x", Hooks: 1, HooksPerSec: 500},
+		{Run: 1, Nodes: 6, Replicas: 3, QuotaCores: 0.4, Durability: "x", Hooks: 1, HooksPerSec: 500},
 	}
 	scaleRatios(rows)
-	for i, want := range [][2]float64{{1, 0}, {1.5, 0}, {3, 2}, {0, 0}, {0, 0}, {0, 0}} {
+	for i, want := range [][2]float64{{1, 0}, {1.5, 0}, {3, 2}, {0, 0}, {0, 0}, {0, 0}, {1, 0}, {1.5, 0}, {0.5, 0}, {0.5, 0}} {
 		if rows[i].VsOneNode != want[0] || rows[i].VsThreeNodes != want[1] {
 			t.Errorf("row %d: vs one %v, vs three %v; want %v", i, rows[i].VsOneNode, rows[i].VsThreeNodes, want)
 		}
