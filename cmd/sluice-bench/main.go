@@ -93,6 +93,9 @@ type options struct {
 	scaleBody       int
 	scaleDurability string
 	scaleProfile    string
+	scaleMemory     bool // --workloads scale-memory
+	scaleMemNodes   []int
+	scaleClaims     int
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -102,7 +105,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root; not in the default)")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets): not in the default")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -121,6 +124,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.scaleBody, "scale-body", 600, "scale rows: bytes of each hook's JSON body")
 	fs.StringVar(&o.scaleDurability, "scale-durability", "", "scale rows: the nodes' --durability (empty: the edge's default)")
 	fs.StringVar(&o.scaleProfile, "scale-profile", "", "scale rows: take a CPU profile of every node during each row's window into this directory (the rows' figures then include pprof's cost)")
+	memNodes := fs.String("scale-memory-nodes", "3,6", "scale-memory: fleet sizes (R3; R1 for 1 node), comma-separated")
+	fs.IntVar(&o.scaleClaims, "scale-claims", 1_000_000, "scale-memory: claims stored in each fleet")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n\nFlags:\n")
@@ -147,11 +152,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.memory = true
 		case "scale":
 			o.scale = true
+		case "scale-memory":
+			o.scaleMemory = true
 		case "":
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -170,7 +177,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if o.scaleRows, err = parseScaleRows(*scaleRows); err != nil {
 		return nil, err
 	}
-	if o.scaleWorkers < 1 || o.scaleTenants < 1 || o.scaleBody < 1 {
+	for _, f := range strings.Split(*memNodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 16 {
+			return nil, fmt.Errorf("--scale-memory-nodes: %q is not a count 1..16", f)
+		}
+		o.scaleMemNodes = append(o.scaleMemNodes, n)
+	}
+	if o.scaleWorkers < 1 || o.scaleTenants < 1 || o.scaleBody < 1 || o.scaleClaims < 1 {
 		return nil, errors.New("--scale-workers, --scale-tenants and --scale-body must be >= 1")
 	}
 	if o.timeout <= 0 {
@@ -205,6 +219,10 @@ func (o *options) plannedTime() time.Duration {
 		// Each row starts and stops a fleet (up to a minute on 2 cores).
 		total += time.Duration(len(o.scaleRows)*o.repeat) * (row + time.Minute)
 	}
+	if o.scaleMemory {
+		// Writing at 1,000 claims/s at worst, then the caches' expiry.
+		total += time.Duration(len(o.scaleMemNodes)) * (time.Duration(o.scaleClaims)*time.Millisecond + 5*time.Minute)
+	}
 	return total
 }
 
@@ -219,6 +237,7 @@ type report struct {
 	Memory   *memoryResult  `json:"memory,omitempty"`
 	Profiles []profileEntry `json:"profiles,omitempty"`
 	Scale    []scaleRow     `json:"scale,omitempty"`
+	ScaleMem []scaleMemRow  `json:"scale_memory,omitempty"`
 }
 
 type settings struct {
@@ -393,7 +412,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.edge || (o.scale && o.edgeBin == "") {
+	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory) && o.edgeBin == "") {
 		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
@@ -458,6 +477,13 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.scale {
 		rep.Scale, err = b.scale(ctx)
 		printScale(b.out, rep.Scale, o)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if o.scaleMemory {
+		rep.ScaleMem, err = b.scaleMemory(ctx)
+		printScaleMemory(b.out, rep.ScaleMem)
 		if err != nil {
 			return rep, err
 		}

@@ -292,7 +292,8 @@ func (b *bench) scaleRow(ctx context.Context, run, idx int, spec scaleSpec, bin 
 			r.Error = err.Error()
 		}
 	}()
-	if err := b.startFleet(ctx, f, name, spec, bin, cgs, &r); err != nil {
+	var err error
+	if r.Durability, r.ReadySec, err = b.startFleet(ctx, f, name, spec, bin, cgs, b.o.scaleProfile != ""); err != nil {
 		r.Error = err.Error()
 		b.logf("scale %s: %v", name, err)
 		return r
@@ -319,26 +320,28 @@ func quotaText(q float64) string {
 	return trimFloat(q) + " core"
 }
 
-// startFleet starts spec.Nodes nodes, each in its cgroup, and waits until
-// every one is ready.
-func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scaleSpec, bin string, cgs *cpuCgroups, r *scaleRow) error {
+// startFleet starts spec.Nodes nodes, each in its cgroup (cgs nil or a
+// quota of 0: none) and with a pprof listener if pprof, and waits until
+// every one is ready. It returns the durability level in force and the
+// time to ready.
+func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scaleSpec, bin string, cgs *cpuCgroups, pprof bool) (durability string, readySec float64, err error) {
 	base := filepath.Join(b.tmp, "scale", name)
 	for i := range spec.Nodes {
 		n := &scaleNode{idx: i, dir: filepath.Join(base, fmt.Sprintf("node%d", i))}
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
-			return err
+			return "", 0, err
 		}
 		for _, a := range []*string{&n.httpAddr, &n.natsAddr, &n.clusterAddr} {
 			p, err := freePort()
 			if err != nil {
-				return err
+				return "", 0, err
 			}
 			*a = "127.0.0.1:" + strconv.Itoa(p)
 		}
-		if b.o.scaleProfile != "" {
+		if pprof {
 			p, err := freePort()
 			if err != nil {
-				return err
+				return "", 0, err
 			}
 			n.pprofAddr = "127.0.0.1:" + strconv.Itoa(p)
 		}
@@ -348,12 +351,12 @@ func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scal
 	for _, n := range f.nodes {
 		cfg := filepath.Join(n.dir, "edge.yaml")
 		if err := os.WriteFile(cfg, []byte(edgeConfigYAML), 0o600); err != nil {
-			return err
+			return "", 0, err
 		}
 		if cgs != nil && spec.Quota > 0 {
 			g, err := cgs.create(fmt.Sprintf("%s%d-%s-node%d", cgroupPrefix, os.Getpid(), name, n.idx), spec.Quota)
 			if err != nil {
-				return err
+				return "", 0, err
 			}
 			n.cg = g
 		}
@@ -363,14 +366,14 @@ func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scal
 		}
 		c, err := startChild(fmt.Sprintf("node%d", n.idx), bin, scaleNodeArgs(n, f.nodes, spec, cfg), env)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
 		n.proc = c
 		// From its first instructions on the node is under its quota
 		// (the few before this write are not worth a wrapper).
 		if n.cg != nil {
 			if err := n.cg.add(c.pid()); err != nil {
-				return err
+				return "", 0, err
 			}
 		}
 	}
@@ -379,22 +382,22 @@ func (b *bench) startFleet(ctx context.Context, f *fleet, name string, spec scal
 	for _, n := range f.nodes {
 		d, err := waitReady(rctx, n.proc, "http://"+n.httpAddr+"/readyz")
 		if err != nil {
-			return err
+			return "", 0, err
 		}
-		if r.Durability == "" {
-			r.Durability = d
-		} else if d != r.Durability {
-			r.Durability += "/" + d
+		if durability == "" {
+			durability = d
+		} else if d != durability {
+			durability += "/" + d
 		}
 	}
-	r.ReadySec = time.Since(t0).Seconds()
+	readySec = time.Since(t0).Seconds()
 	nc, err := nats.Connect("nats://"+f.nodes[0].natsAddr, nats.Name("sluice-bench-scale"), nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to node0's NATS: %w", err)
+		return "", 0, fmt.Errorf("connect to node0's NATS: %w", err)
 	}
 	f.nc = nc
-	b.logf("scale %s: ready in %.1f s (durability %s)", name, r.ReadySec, r.Durability)
-	return nil
+	b.logf("scale %s: ready in %.1f s (durability %s)", name, readySec, durability)
+	return durability, readySec, nil
 }
 
 // waitReady polls a node's /readyz until 200 and returns the durability

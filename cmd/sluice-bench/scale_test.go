@@ -148,3 +148,14 @@ func TestScaleOneNode(t *testing.T) {
 		t.Errorf("report: %v", err)
 	}
 }
+
+func TestParseHeapAlloc(t *testing.T) {
+	const prof = "heap profile: 1: 2 [3: 4] @ heap/1048576\n1: 2 [3: 4] @ 0x1\n\n# runtime.MemStats\n# Alloc = 111\n# TotalAlloc = 999\n# HeapAlloc = 123456\n# HeapSys = 7\n"
+	got, err := parseHeapAlloc(strings.NewReader(prof))
+	if err != nil || got != 123456 {
+		t.Fatalf("parseHeapAlloc = %d, %v; want 123456", got, err)
+	}
+	if _, err := parseHeapAlloc(strings.NewReader("# Alloc = 1\n")); err == nil {
+		t.Fatal("no HeapAlloc: want an error")
+	}
+}
