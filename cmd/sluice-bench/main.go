@@ -10,7 +10,14 @@
 //     a bare net/http handler doing one JetStream publish per request
 //     (./floor-server, a command of this module);
 //   - memory: bytes per idle GCRA bucket in a partition owner, per stored
-//     claim in JetStream, and the same in Redis.
+//     claim in JetStream, and the same in Redis;
+//   - scale (--workloads scale, not in the default; root): N cmd/edge
+//     nodes, their embedded nats-servers in one cluster, each node under a
+//     cgroup CPU quota, driven over HTTP from this process (outside the
+//     quotas): hooks/s, the fleet's CPU per hook, each node's share, the
+//     host's idle CPU, every 202 checked against the HOOKS stream
+//     (scale.go); scale-memory: server heap per stored claim per node of
+//     N-node R3 fleets (scalemem.go).
 //
 // Rows run interleaved (sluice, then Redis, per row) so that each ratio is
 // taken side by side; --repeat repeats the whole matrix to show the spread.
@@ -23,6 +30,8 @@
 //	go run . --repeat 3 --json ../../testdata/bench/baseline.json
 //	go run . --workloads decisions --inflight 64 --duration 5s
 //	go run . --profile /tmp/prof   # plus a profiled pass of the sluice rows
+//	go run . --workloads scale --scale-rows 1/1/0.4,3/3/0.4 --duration 10s
+//	go run . --workloads scale-memory --scale-memory-nodes 3,6
 //
 // Redis rows need redis-server in PATH (apt-get update && apt-get install -y
 // redis-server); without it they are reported as skipped.
