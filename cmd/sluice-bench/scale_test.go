@@ -159,3 +159,29 @@ func TestParseHeapAlloc(t *testing.T) {
 		t.Fatal("no HeapAlloc: want an error")
 	}
 }
+
+func TestCgroupMounts(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, "mounts")
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hybrid := "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n" +
+		"cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n"
+	v1, v2, err := cgroupMounts(write(hybrid))
+	if err != nil || v1 != "/sys/fs/cgroup/cpu" || v2 != "/sys/fs/cgroup/unified" {
+		t.Fatalf("hybrid: %q %q %v", v1, v2, err)
+	}
+	v1, v2, err = cgroupMounts(write("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n"))
+	if err != nil || v1 != "" || v2 != "/sys/fs/cgroup" {
+		t.Fatalf("v2 only: %q %q %v", v1, v2, err)
+	}
+	// cpu,cpuacct co-mounted is v1's cpu too.
+	v1, _, _ = cgroupMounts(write("cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n"))
+	if v1 != "/sys/fs/cgroup/cpu,cpuacct" {
+		t.Fatalf("cpu,cpuacct: %q", v1)
+	}
+}
