@@ -10,7 +10,14 @@
 //     a bare net/http handler doing one JetStream publish per request
 //     (./floor-server, a command of this module);
 //   - memory: bytes per idle GCRA bucket in a partition owner, per stored
-//     claim in JetStream, and the same in Redis.
+//     claim in JetStream, and the same in Redis;
+//   - scale (--workloads scale, not in the default; root): N cmd/edge
+//     nodes, their embedded nats-servers in one cluster, each node under a
+//     cgroup CPU quota, driven over HTTP from this process (outside the
+//     quotas): hooks/s, the fleet's CPU per hook, each node's share, the
+//     host's idle CPU, every 202 checked against the HOOKS stream
+//     (scale.go); scale-memory: server heap per stored claim per node of
+//     N-node R3 fleets (scalemem.go).
 //
 // Rows run interleaved (sluice, then Redis, per row) so that each ratio is
 // taken side by side; --repeat repeats the whole matrix to show the spread.
@@ -23,6 +30,8 @@
 //	go run . --repeat 3 --json ../../testdata/bench/baseline.json
 //	go run . --workloads decisions --inflight 64 --duration 5s
 //	go run . --profile /tmp/prof   # plus a profiled pass of the sluice rows
+//	go run . --workloads scale --scale-rows 1/1/0.4,3/3/0.4 --duration 10s
+//	go run . --workloads scale-memory --scale-memory-nodes 3,6
 //
 // Redis rows need redis-server in PATH (apt-get update && apt-get install -y
 // redis-server); without it they are reported as skipped.
@@ -84,6 +93,18 @@ type options struct {
 	claims       int
 	profileDir   string
 	timeout      time.Duration
+
+	// The scale rows (--workloads scale).
+	scale           bool
+	scaleRows       []scaleSpec
+	scaleWorkers    int
+	scaleTenants    int
+	scaleBody       int
+	scaleDurability string
+	scaleProfile    string
+	scaleMemory     bool // --workloads scale-memory
+	scaleMemNodes   []int
+	scaleClaims     int
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -93,7 +114,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets): not in the default")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -106,6 +127,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.httpTenants, "http-tenants", 1000, "tenants of the edge row (round robin)")
 	fs.IntVar(&o.claims, "memory-claims", 100_000, "claims stored for the bytes-per-claim figure")
 	fs.StringVar(&o.profileDir, "profile", "", "after the runs, profile the sluice rows at the largest --inflight (and the edge row) into this directory")
+	scaleRows := fs.String("scale-rows", defaultScaleRows, "scale rows: nodes/replicas/quota cores per node (0: no quota), comma-separated")
+	fs.IntVar(&o.scaleWorkers, "scale-workers", 24, "scale rows: closed-loop HTTP workers per node")
+	fs.IntVar(&o.scaleTenants, "scale-tenants", 997, "scale rows: tenants, round robin")
+	fs.IntVar(&o.scaleBody, "scale-body", 600, "scale rows: bytes of each hook's JSON body")
+	fs.StringVar(&o.scaleDurability, "scale-durability", "", "scale rows: the nodes' --durability (empty: the edge's default)")
+	fs.StringVar(&o.scaleProfile, "scale-profile", "", "scale rows: take a CPU profile of every node during each row's window into this directory (the rows' figures then include pprof's cost)")
+	memNodes := fs.String("scale-memory-nodes", "3,6", "scale-memory: fleet sizes (R3; R1 for 1 node), comma-separated")
+	fs.IntVar(&o.scaleClaims, "scale-claims", 1_000_000, "scale-memory: claims stored in each fleet")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sluice-bench [flags]\n\nFlags:\n")
@@ -130,11 +159,15 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.edge = true
 		case "memory":
 			o.memory = true
+		case "scale":
+			o.scale = true
+		case "scale-memory":
+			o.scaleMemory = true
 		case "":
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -148,6 +181,20 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--http-inflight, --http-tenants and --memory-claims must be >= 1")
 	case o.partitions < 1 || o.partitions > quota.MaxPartitions:
 		return nil, fmt.Errorf("--partitions must be 1..%d", quota.MaxPartitions)
+	}
+	var err error
+	if o.scaleRows, err = parseScaleRows(*scaleRows); err != nil {
+		return nil, err
+	}
+	for _, f := range strings.Split(*memNodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 16 {
+			return nil, fmt.Errorf("--scale-memory-nodes: %q is not a count 1..16", f)
+		}
+		o.scaleMemNodes = append(o.scaleMemNodes, n)
+	}
+	if o.scaleWorkers < 1 || o.scaleTenants < 1 || o.scaleBody < 1 || o.scaleClaims < 1 {
+		return nil, errors.New("--scale-workers, --scale-tenants and --scale-body must be >= 1")
 	}
 	if o.timeout <= 0 {
 		o.timeout = o.plannedTime() + 10*time.Minute
@@ -177,6 +224,14 @@ func (o *options) plannedTime() time.Duration {
 	if o.profileDir != "" {
 		total += time.Duration(len(o.workloads)+1) * row
 	}
+	if o.scale {
+		// Each row starts and stops a fleet (up to a minute on 2 cores).
+		total += time.Duration(len(o.scaleRows)*o.repeat) * (row + time.Minute)
+	}
+	if o.scaleMemory {
+		// Writing at 1,000 claims/s at worst, then the caches' expiry.
+		total += time.Duration(len(o.scaleMemNodes)) * (time.Duration(o.scaleClaims)*time.Millisecond + 5*time.Minute)
+	}
 	return total
 }
 
@@ -190,6 +245,8 @@ type report struct {
 	Goals    []goal         `json:"goals,omitempty"`
 	Memory   *memoryResult  `json:"memory,omitempty"`
 	Profiles []profileEntry `json:"profiles,omitempty"`
+	Scale    []scaleRow     `json:"scale,omitempty"`
+	ScaleMem []scaleMemRow  `json:"scale_memory,omitempty"`
 }
 
 type settings struct {
@@ -204,6 +261,15 @@ type settings struct {
 	HTTPTenants  int               `json:"http_tenants"`
 	HTTPBody     int               `json:"http_body_bytes"`
 	Workloads    map[string]string `json:"workloads"`
+	Scale        *scaleSettings    `json:"scale,omitempty"`
+}
+
+type scaleSettings struct {
+	Rows       []string `json:"rows"`
+	Workers    int      `json:"workers_per_node"`
+	Tenants    int      `json:"tenants"`
+	BodyBytes  int      `json:"body_bytes"`
+	Durability string   `json:"durability,omitempty"`
 }
 
 // bench holds the processes and clients of one invocation.
@@ -214,6 +280,7 @@ type bench struct {
 	tmp       string
 	root      string // the library module (./cmd/edge)
 	benchDir  string // this module (./floor-server)
+	edgeBin   string // the cmd/edge binary, once built
 	edge      *edgeProc
 	edgeAcked *edgeProc // --durability acked: the edge without the barrier
 	nc        *nats.Conn
@@ -341,12 +408,20 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge (durable default) and edge-acked (--durability acked) vs floor-server", len(hookBody), o.httpTenants)
 		rep.Settings.Workloads["edge-barrier"] = "the same hooks: edge (durable default: group commit before the 202) vs edge-acked (no barrier)"
 	}
+	if o.scale {
+		ss := &scaleSettings{Workers: o.scaleWorkers, Tenants: o.scaleTenants, BodyBytes: len(scaleBody(o.scaleBody)), Durability: o.scaleDurability}
+		for _, r := range o.scaleRows {
+			ss.Rows = append(ss.Rows, r.String())
+		}
+		rep.Settings.Scale = ss
+		rep.Settings.Workloads["scale"] = "N cmd/edge nodes in one cluster, each under a CPU quota (cgroup); closed-loop HTTP POST /v1/hooks/{tenant}/bench, a fresh Idempotency-Key per hook, round robin over the nodes; every 202 checked against the HOOKS stream"
+	}
 	var err error
 	if b.tmp, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.edge {
+	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory) && o.edgeBin == "") {
 		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
@@ -408,6 +483,20 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if len(rep.Summary) > 0 {
 		printSummary(b.out, rep.Summary, len(rep.Runs))
 	}
+	if o.scale {
+		rep.Scale, err = b.scale(ctx)
+		printScale(b.out, rep.Scale, o)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if o.scaleMemory {
+		rep.ScaleMem, err = b.scaleMemory(ctx)
+		printScaleMemory(b.out, rep.ScaleMem)
+		if err != nil {
+			return rep, err
+		}
+	}
 	if o.memory {
 		rep.Memory = b.memory(ctx)
 		printMemory(b.out, rep.Memory)
@@ -424,21 +513,33 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	return rep, ctx.Err()
 }
 
-func (b *bench) startSluice(ctx context.Context, pprof bool) error {
-	bin := b.o.edgeBin
-	if bin == "" {
+// edgeBinary is --edge-bin, or ./cmd/edge built once into the bench's
+// temporary directory.
+func (b *bench) edgeBinary(ctx context.Context) (string, error) {
+	if b.o.edgeBin != "" {
+		return b.o.edgeBin, nil
+	}
+	if b.edgeBin == "" {
 		b.logf("building ./cmd/edge")
-		var err error
-		if bin, err = buildCommand(ctx, b.root, "cmd/edge", filepath.Join(b.tmp, "bin")); err != nil {
-			return err
+		bin, err := buildCommand(ctx, b.root, "cmd/edge", filepath.Join(b.tmp, "bin"))
+		if err != nil {
+			return "", err
 		}
+		b.edgeBin = bin
+	}
+	return b.edgeBin, nil
+}
+
+func (b *bench) startSluice(ctx context.Context, pprof bool) error {
+	bin, err := b.edgeBinary(ctx)
+	if err != nil {
+		return err
 	}
 	b.logf("starting edge")
 	dir := filepath.Join(b.tmp, "edge")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var err error
 	if b.edge, err = startEdge(ctx, bin, dir, b.o.partitions, pprof); err != nil {
 		return err
 	}

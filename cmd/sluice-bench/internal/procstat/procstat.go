@@ -97,3 +97,67 @@ func LoadAvg() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// HostCPU is the machine's CPU time from the first line of /proc/stat, in
+// clock ticks summed over all CPUs.
+type HostCPU struct {
+	// Idle is idle + iowait (a CPU waiting for I/O could run something);
+	// Total is every field that counts time (user, nice, system, idle,
+	// iowait, irq, softirq, steal; guest and guest_nice are already
+	// inside user and nice, so they are not added again).
+	Idle, Total uint64
+}
+
+// ReadHostCPU reads /proc/stat.
+func ReadHostCPU() (HostCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return HostCPU{}, err
+	}
+	return parseHostCPU(b)
+}
+
+// parseHostCPU parses the aggregate "cpu " line of /proc/stat's contents.
+func parseHostCPU(b []byte) (HostCPU, error) {
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "cpu" {
+			continue
+		}
+		// cpu user nice system idle iowait irq softirq steal [guest guest_nice]
+		if len(f) < 5 {
+			return HostCPU{}, fmt.Errorf("/proc/stat: %d fields on the cpu line, want >= 5", len(f))
+		}
+		var v [8]uint64
+		for i := 0; i < len(v) && i+1 < len(f); i++ {
+			n, err := strconv.ParseUint(f[i+1], 10, 64)
+			if err != nil {
+				return HostCPU{}, fmt.Errorf("/proc/stat: cpu field %d: %w", i+1, err)
+			}
+			v[i] = n
+		}
+		var h HostCPU
+		for _, n := range v {
+			h.Total += n
+		}
+		h.Idle = v[3] + v[4]
+		return h, nil
+	}
+	return HostCPU{}, fmt.Errorf("/proc/stat: no aggregate cpu line")
+}
+
+// IdleShare is the share of the machine's CPU time that was idle between
+// h0 and h (0..1; -1 when no time passed).
+func (h HostCPU) IdleShare(h0 HostCPU) float64 {
+	if h.Total <= h0.Total {
+		return -1
+	}
+	return float64(h.Idle-h0.Idle) / float64(h.Total-h0.Total)
+}
+
+// Busy is the CPU time the machine spent busy (all CPUs together) between
+// h0 and h.
+func (h HostCPU) Busy(h0 HostCPU) time.Duration {
+	busy := (h.Total - h.Idle) - (h0.Total - h0.Idle)
+	return ticksToDuration(busy, clockTicks())
+}

@@ -71,3 +71,35 @@ func TestAuxvClockTicks(t *testing.T) {
 		t.Errorf("250 ticks at 100 Hz = %v", got)
 	}
 }
+
+func TestParseHostCPU(t *testing.T) {
+	const stat = "cpu  977120 14485 283138 697057 193012 0 14895 33382 5 7\n" +
+		"cpu0 488248 7323 139262 379148 70683 0 5567 16226 0 0\n" +
+		"intr 1 2 3\n"
+	h, err := parseHostCPU([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// guest (5) and guest_nice (7) are inside user and nice: not added.
+	const total = 977120 + 14485 + 283138 + 697057 + 193012 + 0 + 14895 + 33382
+	if h.Total != total || h.Idle != 697057+193012 {
+		t.Fatalf("parseHostCPU = %+v, want total %d idle %d", h, total, 697057+193012)
+	}
+	// An old kernel's four fields only.
+	h0, err := parseHostCPU([]byte("cpu 10 0 10 80\n"))
+	if err != nil || h0.Total != 100 || h0.Idle != 80 {
+		t.Fatalf("four fields: %+v, %v", h0, err)
+	}
+	later := HostCPU{Idle: h0.Idle + 15, Total: h0.Total + 100}
+	if got := later.IdleShare(h0); got != 0.15 {
+		t.Errorf("IdleShare = %v, want 0.15", got)
+	}
+	if got := h0.IdleShare(h0); got != -1 {
+		t.Errorf("IdleShare over no time = %v, want -1", got)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4\n", "cpu 1 2\n", "cpu 1 x 3 4\n"} {
+		if _, err := parseHostCPU([]byte(bad)); err == nil {
+			t.Errorf("parseHostCPU(%q): want an error", bad)
+		}
+	}
+}
