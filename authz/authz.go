@@ -41,8 +41,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sluice-dev/sluice/internal/endpoints"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Roles.
@@ -66,14 +65,10 @@ type Permissions struct {
 	Subscribe []string
 }
 
-// TenantToken is a tenant as one subject token (the kvstore codec: never
-// '.', '*' or '>').
-func TenantToken(tenant string) string { return kvstore.EncodeToken(tenant) }
-
 // ScopedPrefix is the subject prefix of tenant's scoped public endpoints:
 // <prefix>.v1.t.<token>.
 func ScopedPrefix(prefix, tenant string) string {
-	return endpoints.ScopedPrefix(prefix, TenantToken(tenant))
+	return protocol.ScopedPrefix(prefix, protocol.TenantToken(tenant))
 }
 
 // RedeliverPrefix is the subject namespace of tenant's redeliveries:
@@ -82,7 +77,7 @@ func ScopedPrefix(prefix, tenant string) string {
 // subject another tenant or sluice itself reads; the consumer role may
 // subscribe to it.
 func RedeliverPrefix(prefix, tenant string) string {
-	return prefix + ".redeliver." + TenantToken(tenant)
+	return prefix + ".redeliver." + protocol.TenantToken(tenant)
 }
 
 // InboxPrefix is the reply inbox prefix of user.
@@ -125,8 +120,8 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 	case RoleConsumer:
 		p.Subscribe = []string{inbox}
 		for _, t := range tenants {
-			tok := TenantToken(t)
-			// The tenant's lifecycle events (events.Subjects).
+			tok := protocol.TenantToken(t)
+			// The tenant's lifecycle events (protocol.Subjects).
 			p.Subscribe = append(p.Subscribe,
 				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok,
 				RedeliverPrefix(prefix, t), RedeliverPrefix(prefix, t)+".>")

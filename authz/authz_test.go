@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 func TestFor(t *testing.T) {
@@ -14,12 +15,12 @@ func TestFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := authz.Permissions{Publish: []string{"sluice.v1.t." + authz.TenantToken("a.b") + ".>", "sluice.v1.t.acme.>"}, Subscribe: []string{"_INBOX.acme-svc.>"}}
+	want := authz.Permissions{Publish: []string{"sluice.v1.t." + protocol.TenantToken("a.b") + ".>", "sluice.v1.t.acme.>"}, Subscribe: []string{"_INBOX.acme-svc.>"}}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("service: %+v, want %+v", p, want)
 	}
-	if strings.Contains(authz.TenantToken("a.b"), ".") {
-		t.Fatalf("token %q", authz.TenantToken("a.b"))
+	if strings.Contains(protocol.TenantToken("a.b"), ".") {
+		t.Fatalf("token %q", protocol.TenantToken("a.b"))
 	}
 	for _, c := range []struct {
 		role, user string

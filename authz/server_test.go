@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -182,7 +183,7 @@ func TestConsumerRefusedOnAnotherTenantsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tenant := range []string{"acme", "globex"} {
-		tok := authz.TenantToken(tenant)
+		tok := protocol.TenantToken(tenant)
 		if _, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: tok, FilterSubject: "sluice.hooks." + tok + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -84,7 +85,7 @@ func BenchmarkKV(b *testing.B) {
 			until := time.Now().Add(time.Hour).Unix()
 			inFlight(b, n, func(i int) error {
 				o, err := r.Claim(ctx, "acme/stripe", run+"-"+strconv.Itoa(i), until)
-				if err == nil && o != claims.Claimed {
+				if err == nil && o != protocol.Claimed {
 					err = fmt.Errorf("replay claim %d: %v", i, o)
 				}
 				return err

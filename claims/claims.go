@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/names"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Errors returned by Store and ReplayStore methods.
@@ -24,11 +25,13 @@ var (
 	// the one the caller holds: its revision is stale (it expired, was
 	// released, settled, or was taken by another claimer) or the hook id
 	// differs. Settle also returns it for a claim that is already committed.
-	ErrLost = errors.New("claims: claim lost")
+	// It is protocol.ErrClaimLost.
+	ErrLost = protocol.ErrClaimLost
 	// ErrInvalid is returned for malformed arguments (empty tenant, source or
 	// hook id, out-of-range times, oversized namespace …). It is the caller's
-	// fault: answer 400, never retry.
-	ErrInvalid = errors.New("claims: invalid argument")
+	// fault: answer 400, never retry. It is protocol.ErrInvalid, which the
+	// checks of protocol (ValidateClaimID, ValidateHookID …) wrap.
+	ErrInvalid = protocol.ErrInvalid
 	// ErrUnavailable is returned when the backing store did not answer in
 	// time, or could not give an answer at all (connection closed, an
 	// unexpected server error, a record it did not write, an in-memory
@@ -40,9 +43,6 @@ var (
 // MaxKeyBytes is the longest dedupe key stored as is; longer keys are stored
 // as "sha256:<lowercase hex>" of the key.
 const MaxKeyBytes = names.MaxKey
-
-// MaxPartBytes bounds tenant and source (after which the request is invalid).
-const MaxPartBytes = 256
 
 // NormalizeKey returns the stored form of a dedupe key: the key itself, or
 // "sha256:<hex>" when it is longer than MaxKeyBytes.
@@ -56,19 +56,8 @@ type ID struct {
 	Key    string
 }
 
-// Validate checks the parts of an ID: tenant and source 1..MaxPartBytes
-// bytes, key non-empty. Any bytes are allowed: the key codec makes them safe.
-func (id ID) Validate() error {
-	switch {
-	case id.Tenant == "" || len(id.Tenant) > MaxPartBytes:
-		return fmt.Errorf("%w: tenant must be 1..%d bytes", ErrInvalid, MaxPartBytes)
-	case id.Source == "" || len(id.Source) > MaxPartBytes:
-		return fmt.Errorf("%w: source must be 1..%d bytes", ErrInvalid, MaxPartBytes)
-	case id.Key == "":
-		return fmt.Errorf("%w: key must not be empty", ErrInvalid)
-	}
-	return nil
-}
+// Validate checks the parts of an ID (protocol.ValidateClaimID).
+func (id ID) Validate() error { return protocol.ValidateClaimID(id.Tenant, id.Source, id.Key) }
 
 // Outcome of a Claim.
 type Outcome int
@@ -112,13 +101,6 @@ type State struct {
 	// ("" for a claim settled without one).
 	Digest string
 }
-
-// State names.
-const (
-	StatePending   = "pending"
-	StateCommitted = "committed"
-	StateAbsent    = "absent"
-)
 
 // Store is a two-phase dedupe claim store. Implementations are safe for
 // concurrent use. Every method returns ErrInvalid for malformed arguments
@@ -216,24 +198,6 @@ type notStartedSettle struct{}
 
 func (notStartedSettle) Wait(context.Context) (bool, error) { return false, nil }
 
-// ReplayOutcome of a replay claim.
-type ReplayOutcome int
-
-const (
-	// Claimed: the (namespace, key) pair was new and is now held.
-	Claimed ReplayOutcome = iota + 1
-	// AlreadyClaimed: the pair was seen before (a replay).
-	AlreadyClaimed
-	// Full: the pair is new but the store is at capacity.
-	Full
-)
-
-// String is the outcome's wire name: "claimed", "already_claimed" or
-// "full".
-func (o ReplayOutcome) String() string {
-	return enumName(o, "ReplayOutcome", "claimed", "already_claimed", "full")
-}
-
 // enumName is the wire name of v, an outcome numbered from 1 in the order
 // of names, or "<typ>(<v>)" for a value out of range.
 func enumName[T ~int](v T, typ string, names ...string) string {
@@ -243,26 +207,6 @@ func enumName[T ~int](v T, typ string, names ...string) string {
 	return fmt.Sprintf("%s(%d)", typ, int(v))
 }
 
-// Replay bounds (PROTOCOL.md).
-const (
-	MaxReplayPartBytes = 256
-	MaxRetainUntil     = 253402300799 // 9999-12-31T23:59:59Z
-)
-
-// ValidateReplay checks a replay claim's arguments: namespace and key
-// 1..256 bytes, retainUntil in 0..MaxRetainUntil (Unix seconds).
-func ValidateReplay(namespace, key string, retainUntil int64) error {
-	switch {
-	case namespace == "" || len(namespace) > MaxReplayPartBytes:
-		return fmt.Errorf("%w: namespace must be 1..%d bytes", ErrInvalid, MaxReplayPartBytes)
-	case key == "" || len(key) > MaxReplayPartBytes:
-		return fmt.Errorf("%w: key must be 1..%d bytes", ErrInvalid, MaxReplayPartBytes)
-	case retainUntil < 0 || retainUntil > MaxRetainUntil:
-		return fmt.Errorf("%w: retain_until must be in 0..%d", ErrInvalid, int64(MaxRetainUntil))
-	}
-	return nil
-}
-
 // ReplayStore holds replay-nonce claims with a capacity. Implementations are
 // safe for concurrent use.
 type ReplayStore interface {
@@ -270,7 +214,7 @@ type ReplayStore interface {
 	// the store's skew. A duplicate never refreshes retention; a new pair
 	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
 	// Errors: ErrInvalid (see ValidateReplay), ErrUnavailable.
-	Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error)
+	Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error)
 	// Release forgets a pair this caller has just Claimed and not used (the
 	// request it protected was refused for another reason, so an identical
 	// resend must not read as a replay). Releasing an absent pair is not an

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -122,7 +123,7 @@ func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	k := id("acme", "gh", "delivery-1")
 	r1 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
-	wantState(t, get(t, s, k), claims.StatePending, "h1", r1.Revision)
+	wantState(t, get(t, s, k), protocol.StatePending, "h1", r1.Revision)
 
 	r2 := claimAs(t, s, k, "h2", 30*time.Second, claims.Pending, "h1")
 	if r2.Revision != r1.Revision || r2.RetryAfter <= 20*time.Second || r2.RetryAfter > 30*time.Second {
@@ -137,11 +138,11 @@ func testPendingThenDuplicate(t *testing.T, f storeFixture) {
 		t.Fatalf("duplicate carries RetryAfter %v", r3.RetryAfter)
 	}
 	st := get(t, s, k)
-	wantState(t, st, claims.StateCommitted, "h1", r3.Revision)
+	wantState(t, st, protocol.StateCommitted, "h1", r3.Revision)
 	if st.Revision == r1.Revision || st.ExpiresIn <= 59*time.Minute || st.ExpiresIn > hour {
 		t.Fatalf("committed state %+v: want a new revision and ~1h to live", st)
 	}
-	wantState(t, get(t, s, id("acme", "gh", "other")), claims.StateAbsent, "", 0)
+	wantState(t, get(t, s, id("acme", "gh", "other")), protocol.StateAbsent, "", 0)
 }
 
 func testSameHookIDIdempotent(t *testing.T, f storeFixture) {
@@ -196,7 +197,7 @@ func testExpiredPendingClaimableAgain(t *testing.T, f storeFixture) {
 	if r3.Revision == r1.Revision {
 		t.Fatalf("new claim reuses revision %d", r1.Revision)
 	}
-	wantState(t, get(t, s, k), claims.StatePending, "h2", r3.Revision)
+	wantState(t, get(t, s, k), protocol.StatePending, "h2", r3.Revision)
 	if err := s.Settle(ctx, k, "h1", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("settle of the expired claim: %v, want ErrLost", err)
 	}
@@ -216,7 +217,7 @@ func testCommittedOutlivesPendingTTL(t *testing.T, f storeFixture) {
 	f.elapse(time.Second)
 	eventuallyClaim(t, s, w, "w2", time.Second)
 	claimAs(t, s, k, "h2", time.Second, claims.Duplicate, "h1")
-	wantState(t, get(t, s, k), claims.StateCommitted, "h1", 0)
+	wantState(t, get(t, s, k), protocol.StateCommitted, "h1", 0)
 }
 
 func testStaleRevisionLost(t *testing.T, f storeFixture) {
@@ -226,7 +227,7 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h1", r1.Revision); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	wantState(t, get(t, s, k), claims.StateAbsent, "", 0)
+	wantState(t, get(t, s, k), protocol.StateAbsent, "", 0)
 	// Release frees the key at once.
 	r2 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	for _, rev := range []uint64{r1.Revision, r2.Revision + 1000} {
@@ -248,7 +249,7 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 		t.Fatalf("release at the pending revision after settle: %v, want ErrLost", err)
 	}
 	st := get(t, s, k)
-	wantState(t, st, claims.StateCommitted, "h1", 0)
+	wantState(t, st, protocol.StateCommitted, "h1", 0)
 	// Settle needs a pending claim, even at the current revision.
 	if err := s.Settle(ctx, k, "h1", st.Revision, hour); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("settle of a committed claim: %v, want ErrLost", err)
@@ -257,7 +258,7 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h1", st.Revision); err != nil {
 		t.Fatalf("release committed: %v", err)
 	}
-	wantState(t, get(t, s, k), claims.StateAbsent, "", 0)
+	wantState(t, get(t, s, k), protocol.StateAbsent, "", 0)
 }
 
 func testOtherHookIDLost(t *testing.T, f storeFixture) {
@@ -270,7 +271,7 @@ func testOtherHookIDLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h2", r.Revision); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("release by another hook: %v, want ErrLost", err)
 	}
-	wantState(t, get(t, s, k), claims.StatePending, "h1", r.Revision)
+	wantState(t, get(t, s, k), protocol.StatePending, "h1", r.Revision)
 	if err := s.Settle(ctx, k, "h1", r.Revision, hour); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func testOtherHookIDLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h2", st.Revision); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("release of a committed claim by another hook: %v, want ErrLost", err)
 	}
-	wantState(t, get(t, s, k), claims.StateCommitted, "h1", st.Revision)
+	wantState(t, get(t, s, k), protocol.StateCommitted, "h1", st.Revision)
 }
 
 func testSettleAfterReleaseLost(t *testing.T, f storeFixture) {
@@ -294,7 +295,7 @@ func testSettleAfterReleaseLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h1", r.Revision); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("second release: %v, want ErrLost", err)
 	}
-	wantState(t, get(t, s, k), claims.StateAbsent, "", 0)
+	wantState(t, get(t, s, k), protocol.StateAbsent, "", 0)
 }
 
 // parallel runs fn(0..n-1) at once (released together) and collects the
@@ -373,10 +374,10 @@ func testTenantsAndSourcesIndependent(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, ids[1], "h1", revs[1]); err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, get(t, s, ids[0]), claims.StateCommitted, "h0", 0)
-	wantState(t, get(t, s, ids[1]), claims.StateAbsent, "", 0)
-	wantState(t, get(t, s, ids[2]), claims.StatePending, "h2", revs[2])
-	wantState(t, get(t, s, ids[3]), claims.StatePending, "h3", revs[3])
+	wantState(t, get(t, s, ids[0]), protocol.StateCommitted, "h0", 0)
+	wantState(t, get(t, s, ids[1]), protocol.StateAbsent, "", 0)
+	wantState(t, get(t, s, ids[2]), protocol.StatePending, "h2", revs[2])
+	wantState(t, get(t, s, ids[3]), protocol.StatePending, "h3", revs[3])
 }
 
 func testLongKeyHashed(t *testing.T, f storeFixture) {
@@ -392,7 +393,7 @@ func testLongKeyHashed(t *testing.T, f storeFixture) {
 	claimAs(t, s, id("acme", "gh", hashed), "h2", 30*time.Second, claims.Pending, "h1")
 	claimAs(t, s, id("acme", "gh", atLimit), "h3", 30*time.Second, claims.OK, "h3")
 	claimAs(t, s, id("acme", "gh", long+"x"), "h4", 30*time.Second, claims.OK, "h4")
-	wantState(t, get(t, s, id("acme", "gh", long)), claims.StatePending, "h1", 0)
+	wantState(t, get(t, s, id("acme", "gh", long)), protocol.StatePending, "h1", 0)
 }
 
 // hostileIDs are pairwise distinct IDs built to collide or escape under a
@@ -409,8 +410,8 @@ func hostileIDs() []claims.ID {
 		id(" ", "\t", "\n"), id("a b", "s", "k"), id("$KV", "s", "k"), id("t", "s", "../../x"),
 		id("t", "s", "$JS.API.>"), id("t", "s", "sha256:"+strings.Repeat("0", 64)),
 		id("t", "s", tenK), id("t", "s", tenK+"x"),
-		id(strings.Repeat("\xff", claims.MaxPartBytes), strings.Repeat(".", claims.MaxPartBytes), strings.Repeat(">", claims.MaxKeyBytes)),
-		id(strings.Repeat(".", claims.MaxPartBytes), strings.Repeat("\xff", claims.MaxPartBytes), strings.Repeat("*", claims.MaxKeyBytes)),
+		id(strings.Repeat("\xff", protocol.MaxNameBytes), strings.Repeat(".", protocol.MaxNameBytes), strings.Repeat(">", claims.MaxKeyBytes)),
+		id(strings.Repeat(".", protocol.MaxNameBytes), strings.Repeat("\xff", protocol.MaxNameBytes), strings.Repeat("*", claims.MaxKeyBytes)),
 	}
 }
 
@@ -431,9 +432,9 @@ func testHostileParts(t *testing.T, f storeFixture) {
 		}
 	}
 	for i, k := range ids {
-		want := claims.StatePending
+		want := protocol.StatePending
 		if i%2 == 0 {
-			want = claims.StateCommitted
+			want = protocol.StateCommitted
 		}
 		wantState(t, get(t, s, k), want, fmt.Sprintf("h%02d", i), 0)
 	}
@@ -446,8 +447,8 @@ func testInvalidArguments(t *testing.T, f storeFixture) {
 		"empty tenant":  id("", "gh", "k"),
 		"empty source":  id("acme", "", "k"),
 		"empty key":     id("acme", "gh", ""),
-		"tenant 257 B":  id(strings.Repeat("t", claims.MaxPartBytes+1), "gh", "k"),
-		"source 257 B":  id("acme", strings.Repeat("s", claims.MaxPartBytes+1), "k"),
+		"tenant 257 B":  id(strings.Repeat("t", protocol.MaxNameBytes+1), "gh", "k"),
+		"source 257 B":  id("acme", strings.Repeat("s", protocol.MaxNameBytes+1), "k"),
 		"tenant 10 KB":  id(strings.Repeat(".", 10<<10), "gh", "k"),
 		"all empty":     {},
 		"source 10 KB ": id("acme", strings.Repeat(">", 10<<10), "k"),
@@ -466,7 +467,7 @@ func testInvalidArguments(t *testing.T, f storeFixture) {
 			t.Errorf("%s: Get: %v", name, err)
 		}
 	}
-	for name, hook := range map[string]string{"empty": "", "257 B": strings.Repeat("h", claims.MaxHookIDBytes+1), "not UTF-8": "h\xff"} {
+	for name, hook := range map[string]string{"empty": "", "257 B": strings.Repeat("h", protocol.MaxHookIDBytes+1), "not UTF-8": "h\xff"} {
 		if _, err := s.Claim(ctx, ok, hook, time.Second); !errors.Is(err, claims.ErrInvalid) {
 			t.Errorf("hook %s: Claim: %v", name, err)
 		}
@@ -490,7 +491,7 @@ func testInvalidArguments(t *testing.T, f storeFixture) {
 		t.Errorf("release revision 0: %v", err)
 	}
 	// Nothing was written.
-	wantState(t, get(t, s, ok), claims.StateAbsent, "", 0)
+	wantState(t, get(t, s, ok), protocol.StateAbsent, "", 0)
 }
 
 func testCanceledContext(t *testing.T, f storeFixture) {
@@ -511,7 +512,7 @@ func testCanceledContext(t *testing.T, f storeFixture) {
 	if _, err := s.Get(ctx, k); !errors.Is(err, claims.ErrUnavailable) {
 		t.Errorf("Get: %v", err)
 	}
-	wantState(t, get(t, s, k), claims.StatePending, "h1", r.Revision)
+	wantState(t, get(t, s, k), protocol.StatePending, "h1", r.Revision)
 }
 
 // wantDigest polls Get (a replica may lag the settle on R3) until the
@@ -521,7 +522,7 @@ func wantDigest(t *testing.T, s claims.Store, k claims.ID, hook, digest string) 
 	var st claims.State
 	testkit.Eventually(t, waitTTL, func() bool {
 		st = get(t, s, k)
-		return st.State == claims.StateCommitted
+		return st.State == protocol.StateCommitted
 	}, fmt.Sprintf("claim %q committed", k))
 	if st.HookID != hook || st.Digest != digest {
 		t.Fatalf("committed state %+v, want hook %q with digest %q", st, hook, digest)
@@ -537,7 +538,7 @@ func testDigestKept(t *testing.T, f storeFixture) {
 	d1 := "sha256:" + strings.Repeat("ab", 32)
 	k := id("acme", "api", "idem-1")
 	r1 := claim(t, s, k, "h1", time.Minute)
-	wantState(t, get(t, s, k), claims.StatePending, "h1", r1.Revision)
+	wantState(t, get(t, s, k), protocol.StatePending, "h1", r1.Revision)
 	if st := get(t, s, k); st.Digest != "" {
 		t.Fatalf("pending claim has digest %q", st.Digest)
 	}
@@ -579,7 +580,7 @@ func testDigestKept(t *testing.T, f storeFixture) {
 			t.Errorf("digest %s: %v, want ErrInvalid", name, err)
 		}
 	}
-	wantState(t, get(t, s, k3), claims.StatePending, "h5", r5.Revision)
+	wantState(t, get(t, s, k3), protocol.StatePending, "h5", r5.Revision)
 	longest := strings.Repeat("d", claims.MaxDigestBytes)
 	if err := s.SettleOwn(ctx, k3, "h5", longest, r5.Revision, hour); err != nil {
 		t.Fatalf("a %d-byte digest: %v", claims.MaxDigestBytes, err)

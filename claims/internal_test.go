@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 func TestNormTTL(t *testing.T) {
@@ -42,9 +44,9 @@ func TestReplayTTL(t *testing.T) {
 		{1001, 0, time.Second},     // 0.75 s away
 		{1002, 0, 2 * time.Second}, // 1.75 s, rounded up
 		{1010, 5 * time.Second, 15 * time.Second},
-		{990, 20 * time.Second, 10 * time.Second}, // skew keeps a past one
-		{MaxRetainUntil, 0, MaxTTL},               // far future: capped
-		{MaxRetainUntil, math.MaxInt64, MaxTTL},   // no overflow
+		{990, 20 * time.Second, 10 * time.Second},        // skew keeps a past one
+		{protocol.MaxRetainUntil, 0, MaxTTL},             // far future: capped
+		{protocol.MaxRetainUntil, math.MaxInt64, MaxTTL}, // no overflow
 	}
 	for i, c := range cases {
 		if got := replayTTL(c.until, c.skew, now); got != c.want {
@@ -80,7 +82,7 @@ func TestOutcomeNames(t *testing.T) {
 		want string
 	}{
 		{OK, "ok"}, {Duplicate, "duplicate"}, {Pending, "pending"}, {Outcome(0), "Outcome(0)"}, {Outcome(4), "Outcome(4)"},
-		{Claimed, "claimed"}, {AlreadyClaimed, "already_claimed"}, {Full, "full"}, {ReplayOutcome(-1), "ReplayOutcome(-1)"},
+		{protocol.Claimed, "claimed"}, {protocol.AlreadyClaimed, "already_claimed"}, {protocol.Full, "full"}, {protocol.ReplayOutcome(-1), "ReplayOutcome(-1)"},
 	} {
 		if s := c.got.String(); s != c.want {
 			t.Errorf("%s, want %s", s, c.want)

@@ -4,13 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
-
-// MaxHookIDBytes bounds a hook id.
-const MaxHookIDBytes = 256
 
 // MaxTTL caps every TTL a store applies (pending, committed and replay
 // retention). It is whole seconds. nats-server computes a message's expiry
@@ -34,19 +31,6 @@ func CommittedTTL(ttlMs int64, def time.Duration) time.Duration {
 	return def
 }
 
-// ValidateHookID checks a hook id: 1..MaxHookIDBytes bytes of valid UTF-8
-// (the id is stored in a JSON value and must read back byte for byte).
-// The error wraps ErrInvalid.
-func ValidateHookID(hookID string) error {
-	switch {
-	case hookID == "" || len(hookID) > MaxHookIDBytes:
-		return fmt.Errorf("%w: hook id must be 1..%d bytes", ErrInvalid, MaxHookIDBytes)
-	case !utf8.ValidString(hookID):
-		return fmt.Errorf("%w: hook id must be valid UTF-8", ErrInvalid)
-	}
-	return nil
-}
-
 // normTTL is the TTL a store applies for d: rounded up to whole seconds,
 // at least 1 s, at most MaxTTL. A negative d is ErrInvalid.
 func normTTL(d time.Duration) (time.Duration, error) {
@@ -60,21 +44,21 @@ func normTTL(d time.Duration) (time.Duration, error) {
 }
 
 // KVKey is the KV key of a dedupe claim:
-// kvstore.Join(tenant, source, NormalizeKey(key)). Every part is encoded by
+// protocol.Join(tenant, source, NormalizeKey(key)). Every part is encoded by
 // the kvstore token codec, so no input can add a token, become a wildcard
 // or reach another tenant's keys. Two IDs share a key iff their tenants and
 // sources are equal and their keys normalize to the same string (a key over
 // MaxKeyBytes and the literal "sha256:<hex>" of it are the same claim, by
 // the wire contract).
 func KVKey(id ID) string {
-	return kvstore.Join(id.Tenant, id.Source, NormalizeKey(id.Key))
+	return protocol.Join(id.Tenant, id.Source, NormalizeKey(id.Key))
 }
 
 // ParseKVKey reverses KVKey (the key comes back normalized). It lets a
 // watcher of the claims bucket (expiry markers) name the claim. The error
 // wraps ErrInvalid for a key KVKey cannot have produced.
 func ParseKVKey(key string) (ID, error) {
-	parts, err := kvstore.Split(key)
+	parts, err := protocol.Split(key)
 	if err != nil || len(parts) != 3 {
 		return ID{}, fmt.Errorf("%w: not a claim key: %q", ErrInvalid, key)
 	}
@@ -85,9 +69,9 @@ func ParseKVKey(key string) (ID, error) {
 	return id, nil
 }
 
-// ReplayKVKey is the KV key of a replay claim: kvstore.Join(namespace, key).
+// ReplayKVKey is the KV key of a replay claim: protocol.Join(namespace, key).
 func ReplayKVKey(namespace, key string) string {
-	return kvstore.Join(namespace, key)
+	return protocol.Join(namespace, key)
 }
 
 // Stored value of a dedupe claim, readable with `nats kv get`:
@@ -133,9 +117,9 @@ func decodeValue(b []byte) (claimValue, bool) {
 
 func (v claimValue) stateName() string {
 	if v.S == valueCommitted {
-		return StateCommitted
+		return protocol.StateCommitted
 	}
-	return StatePending
+	return protocol.StatePending
 }
 
 // retryAfter is how long until expires, at least 1 ms.

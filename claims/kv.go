@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // KV is the fleet-wide Store: dedupe claims in a JetStream KV bucket opened
@@ -300,7 +301,7 @@ func (s *KV) Get(ctx context.Context, id ID) (State, error) {
 	key := KVKey(id)
 	rec, err := s.b.Get(ctx, key)
 	if errors.Is(err, kvstore.ErrNotFound) {
-		return State{State: StateAbsent}, nil
+		return State{State: protocol.StateAbsent}, nil
 	}
 	if err != nil {
 		return State{}, storeErr("get", key, err)
@@ -328,7 +329,7 @@ func validateClaim(id ID, hookID string) error {
 	if err := id.Validate(); err != nil {
 		return err
 	}
-	return ValidateHookID(hookID)
+	return protocol.ValidateHookID(hookID)
 }
 
 // claimArgs validates Claim's arguments (every store's) and returns the

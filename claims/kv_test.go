@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -93,9 +94,9 @@ func TestKVDigestRecord(t *testing.T) {
 		t.Fatalf("committed record %+v (%q), %v", rec, rec.Value, err)
 	}
 	for value, want := range map[string]claims.State{
-		`{"s":"c","h":"old"}`:                     {State: claims.StateCommitted, HookID: "old"},
-		`{"s":"c","h":"new","d":"x:1","later":7}`: {State: claims.StateCommitted, HookID: "new", Digest: "x:1"},
-		`{"s":"p","h":"held"}`:                    {State: claims.StatePending, HookID: "held"},
+		`{"s":"c","h":"old"}`:                     {State: protocol.StateCommitted, HookID: "old"},
+		`{"s":"c","h":"new","d":"x:1","later":7}`: {State: protocol.StateCommitted, HookID: "new", Digest: "x:1"},
+		`{"s":"p","h":"held"}`:                    {State: protocol.StatePending, HookID: "held"},
 	} {
 		key := id("acme", "api", value)
 		if _, err := b.Put(ctx, claims.KVKey(key), []byte(value), time.Hour); err != nil {
@@ -105,7 +106,7 @@ func TestKVDigestRecord(t *testing.T) {
 		if st.State != want.State || st.HookID != want.HookID || st.Digest != want.Digest {
 			t.Errorf("%s reads as %+v, want %+v", value, st, want)
 		}
-		if want.State == claims.StateCommitted {
+		if want.State == protocol.StateCommitted {
 			claimAs(t, s, key, "h9", time.Minute, claims.Duplicate, want.HookID)
 		}
 	}
@@ -191,7 +192,7 @@ func TestKVReplayStoredForm(t *testing.T) {
 	// A skew of 1 h on a retain_until of now: the TTL is ~1 h.
 	r := newKVReplay(t, b, time.Hour)
 	until := time.Now().Unix()
-	if o, err := r.Claim(ctx, "acme/stripe", "evt.1", until); err != nil || o != claims.Claimed {
+	if o, err := r.Claim(ctx, "acme/stripe", "evt.1", until); err != nil || o != protocol.Claimed {
 		t.Fatalf("claim: %v, %v", o, err)
 	}
 	key := claims.ReplayKVKey("acme/stripe", "evt.1")
@@ -335,7 +336,7 @@ func TestKVStartedWrites(t *testing.T) {
 			t.Fatalf("started settle: %v %v", done, err)
 		}
 		st, err := s.Get(ctx, cid)
-		if err != nil || st.State != claims.StateCommitted || st.HookID != "h1" || st.ExpiresIn <= 59*time.Minute {
+		if err != nil || st.State != protocol.StateCommitted || st.HookID != "h1" || st.ExpiresIn <= 59*time.Minute {
 			t.Fatalf("after the started settle: %+v %v", st, err)
 		}
 		// Again at the same revision: refused, not done, the record unchanged.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/option"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // DefaultMaxEntries is the default bound of a Memory store.
@@ -292,11 +293,11 @@ func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
 	defer m.mu.Unlock()
 	e := m.live(memKeyOf(id), now)
 	if e == nil {
-		return State{State: StateAbsent}, nil
+		return State{State: protocol.StateAbsent}, nil
 	}
-	st := StatePending
+	st := protocol.StatePending
 	if e.committed {
-		st = StateCommitted
+		st = protocol.StateCommitted
 	}
 	return State{State: st, HookID: e.hookID, Revision: e.rev, ExpiresIn: expiresIn(e.expires, now), Digest: e.digest}, nil
 }

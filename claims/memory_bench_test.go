@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -31,7 +32,7 @@ import (
 func BenchmarkClaimFootprint(b *testing.B) {
 	k := testkit.New(b)
 	ctx := context.Background()
-	name := kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	name := kvstore.BucketNames(protocol.DefaultPrefix).Claims
 	s := newKV(b, k.Bucket(b, claims.BucketConfig(name, claims.BucketOptions{Replicas: 1})))
 	// Claims are made up on the fly, so the benchmark holds nothing per
 	// claim itself and the heap's growth is the server's.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -116,7 +117,7 @@ func TestMemoryEviction(t *testing.T) {
 	settle("b")
 	settle("a") // b was committed first: it goes first
 	claimOK("d", 30*time.Second)
-	if state("b") != claims.StateAbsent || state("a") != claims.StateCommitted || state("c") != claims.StatePending {
+	if state("b") != protocol.StateAbsent || state("a") != protocol.StateCommitted || state("c") != protocol.StatePending {
 		t.Fatalf("after evicting: a=%s b=%s c=%s", state("a"), state("b"), state("c"))
 	}
 
@@ -124,12 +125,12 @@ func TestMemoryEviction(t *testing.T) {
 	c.Advance(30 * time.Second)
 	claimOK("e", time.Minute)
 	claimOK("f", time.Minute)
-	if state("a") != claims.StateCommitted || s.Len() != 3 {
+	if state("a") != protocol.StateCommitted || s.Len() != 3 {
 		t.Fatalf("a=%s, %d entries", state("a"), s.Len())
 	}
 	// Now only a is committed: it is evicted for g.
 	claimOK("g", time.Minute)
-	if state("a") != claims.StateAbsent {
+	if state("a") != protocol.StateAbsent {
 		t.Fatalf("a=%s, want evicted", state("a"))
 	}
 	if _, err := s.Claim(ctx, id("t", "s", "h"), "h-h", time.Second); !errors.Is(err, claims.ErrUnavailable) {
@@ -160,23 +161,23 @@ func TestMemoryDefaults(t *testing.T) {
 		t.Errorf("nil bucket: %v", err)
 	}
 	r := claims.NewMemoryReplay(0, -time.Second, nil)
-	wantReplay(t, r, "ns", "k", time.Now().Add(time.Hour).Unix(), claims.Claimed)
+	wantReplay(t, r, "ns", "k", time.Now().Add(time.Hour).Unix(), protocol.Claimed)
 }
 
 func TestMemoryReplaySweep(t *testing.T) {
 	c := newFakeClock()
 	r := claims.NewMemoryReplay(10, 10*time.Second, c.Now)
-	base := t0.Unix()                                     // t0 is base + 0.25 s
-	wantReplay(t, r, "ns", "a", base+5, claims.Claimed)   // kept until base+15
-	wantReplay(t, r, "ns", "b", base+100, claims.Claimed) // base+110
-	wantReplay(t, r, "ns", "c", 0, claims.Claimed)        // past: t0 + 1 s = base+1.25
+	base := t0.Unix()                                       // t0 is base + 0.25 s
+	wantReplay(t, r, "ns", "a", base+5, protocol.Claimed)   // kept until base+15
+	wantReplay(t, r, "ns", "b", base+100, protocol.Claimed) // base+110
+	wantReplay(t, r, "ns", "c", 0, protocol.Claimed)        // past: t0 + 1 s = base+1.25
 	steps := []struct {
 		now     int64
 		removed int
 		left    int
 	}{
 		{base, 0, 3}, {base + 1, 0, 3}, {base + 2, 1, 2}, {base + 14, 0, 2}, {base + 15, 1, 1},
-		{base + 15, 0, 1}, {claims.MaxRetainUntil, 1, 0},
+		{base + 15, 0, 1}, {protocol.MaxRetainUntil, 1, 0},
 	}
 	for i, st := range steps {
 		n, err := r.Sweep(st.now)
@@ -184,7 +185,7 @@ func TestMemoryReplaySweep(t *testing.T) {
 			t.Fatalf("step %d: Sweep(%d) = %d, %v; %d left; want %d removed, %d left", i, st.now, n, err, r.Len(), st.removed, st.left)
 		}
 	}
-	for _, bad := range []int64{-1, claims.MaxRetainUntil + 1} {
+	for _, bad := range []int64{-1, protocol.MaxRetainUntil + 1} {
 		if _, err := r.Sweep(bad); !errors.Is(err, claims.ErrInvalid) {
 			t.Errorf("Sweep(%d): %v, want ErrInvalid", bad, err)
 		}
@@ -197,11 +198,11 @@ func TestMemoryReplayExpiry(t *testing.T) {
 	c := newFakeClock()
 	r := claims.NewMemoryReplay(1, 10*time.Second, c.Now)
 	base := t0.Unix()
-	wantReplay(t, r, "ns", "a", base, claims.Claimed) // kept until base+10
-	c.Advance(9*time.Second + 740*time.Millisecond)   // base+9.99
-	wantReplay(t, r, "ns", "a", base+1000, claims.AlreadyClaimed)
-	wantReplay(t, r, "ns", "b", base+1000, claims.Full)
+	wantReplay(t, r, "ns", "a", base, protocol.Claimed) // kept until base+10
+	c.Advance(9*time.Second + 740*time.Millisecond)     // base+9.99
+	wantReplay(t, r, "ns", "a", base+1000, protocol.AlreadyClaimed)
+	wantReplay(t, r, "ns", "b", base+1000, protocol.Full)
 	c.Advance(10 * time.Millisecond) // base+10
-	wantReplay(t, r, "ns", "b", base+1000, claims.Claimed)
-	wantReplay(t, r, "ns", "a", base+1000, claims.Full)
+	wantReplay(t, r, "ns", "b", base+1000, protocol.Claimed)
+	wantReplay(t, r, "ns", "a", base+1000, protocol.Full)
 }

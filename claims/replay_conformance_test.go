@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -48,7 +49,7 @@ func runReplaySuite(t *testing.T, newStore func(t *testing.T, capacity int) repl
 	}
 }
 
-func replay(t *testing.T, s claims.ReplayStore, ns, key string, until int64) claims.ReplayOutcome {
+func replay(t *testing.T, s claims.ReplayStore, ns, key string, until int64) protocol.ReplayOutcome {
 	t.Helper()
 	o, err := s.Claim(testkit.Context(t), ns, key, until)
 	if err != nil {
@@ -57,15 +58,15 @@ func replay(t *testing.T, s claims.ReplayStore, ns, key string, until int64) cla
 	return o
 }
 
-func wantReplay(t *testing.T, s claims.ReplayStore, ns, key string, until int64, want claims.ReplayOutcome) {
+func wantReplay(t *testing.T, s claims.ReplayStore, ns, key string, until int64, want protocol.ReplayOutcome) {
 	t.Helper()
 	if got := replay(t, s, ns, key, until); got != want {
 		t.Fatalf("replay Claim(%q, %q, %d) = %v, want %v", ns, key, until, got, want)
 	}
 }
 
-func countOutcomes(os []claims.ReplayOutcome) map[claims.ReplayOutcome]int {
-	m := map[claims.ReplayOutcome]int{}
+func countOutcomes(os []protocol.ReplayOutcome) map[protocol.ReplayOutcome]int {
+	m := map[protocol.ReplayOutcome]int{}
 	for _, o := range os {
 		m[o]++
 	}
@@ -74,10 +75,10 @@ func countOutcomes(os []claims.ReplayOutcome) map[claims.ReplayOutcome]int {
 
 func testReplayConcurrentSameKey(t *testing.T, f replayFixture) {
 	ctx, until := testkit.Context(t), f.now().Add(time.Hour).Unix()
-	got := countOutcomes(parallel(t, 64, func(int) (claims.ReplayOutcome, error) {
+	got := countOutcomes(parallel(t, 64, func(int) (protocol.ReplayOutcome, error) {
 		return f.store.Claim(ctx, "acme/gh", "msg-1", until)
 	}))
-	if got[claims.Claimed] != 1 || got[claims.AlreadyClaimed] != 63 {
+	if got[protocol.Claimed] != 1 || got[protocol.AlreadyClaimed] != 63 {
 		t.Fatalf("outcomes %v, want 1 claimed and 63 already claimed", got)
 	}
 }
@@ -86,23 +87,23 @@ func testReplayCapacityOne(t *testing.T, f replayFixture) {
 	s := f.store
 	soon := f.now().Unix() // retained for the 1 s minimum
 	later := f.now().Add(time.Hour).Unix()
-	wantReplay(t, s, "ns", "one", soon, claims.Claimed)
-	wantReplay(t, s, "ns", "one", later, claims.AlreadyClaimed) // even though full
-	wantReplay(t, s, "ns", "two", later, claims.Full)
+	wantReplay(t, s, "ns", "one", soon, protocol.Claimed)
+	wantReplay(t, s, "ns", "one", later, protocol.AlreadyClaimed) // even though full
+	wantReplay(t, s, "ns", "two", later, protocol.Full)
 	f.elapse(2 * time.Second)
 	testkit.Eventually(t, waitTTL, func() bool {
 		switch o := replay(t, s, "ns", "two", later); o {
-		case claims.Claimed:
+		case protocol.Claimed:
 			return true
-		case claims.Full:
+		case protocol.Full:
 			return false
 		default:
 			t.Fatalf("two: %v while one expires", o)
 		}
 		return false
 	}, "one expires and frees its slot")
-	wantReplay(t, s, "ns", "two", later, claims.AlreadyClaimed)
-	wantReplay(t, s, "ns", "one", later, claims.Full)
+	wantReplay(t, s, "ns", "two", later, protocol.AlreadyClaimed)
+	wantReplay(t, s, "ns", "one", later, protocol.Full)
 }
 
 // testReplayRelease: a released pair can be claimed again, and its slot
@@ -110,7 +111,7 @@ func testReplayCapacityOne(t *testing.T, f replayFixture) {
 func testReplayRelease(t *testing.T, f replayFixture) {
 	s, ctx := f.store, testkit.Context(t)
 	later := f.now().Add(time.Hour).Unix()
-	wantReplay(t, s, "ns", "one", later, claims.Claimed)
+	wantReplay(t, s, "ns", "one", later, protocol.Claimed)
 	if err := s.Release(ctx, "ns", "one"); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -118,9 +119,9 @@ func testReplayRelease(t *testing.T, f replayFixture) {
 		t.Fatalf("Release of an absent pair: %v", err)
 	}
 	testkit.Eventually(t, waitTTL, func() bool {
-		return replay(t, s, "ns", "one", later) == claims.Claimed
+		return replay(t, s, "ns", "one", later) == protocol.Claimed
 	}, "released pair claimed again")
-	wantReplay(t, s, "ns", "one", later, claims.AlreadyClaimed)
+	wantReplay(t, s, "ns", "one", later, protocol.AlreadyClaimed)
 	if err := s.Release(ctx, "", "x"); !errors.Is(err, claims.ErrInvalid) {
 		t.Fatalf("Release with an empty namespace: %v", err)
 	}
@@ -128,27 +129,27 @@ func testReplayRelease(t *testing.T, f replayFixture) {
 
 func testReplayConcurrentDistinct(t *testing.T, f replayFixture) {
 	ctx, until := testkit.Context(t), f.now().Add(time.Hour).Unix()
-	got := countOutcomes(parallel(t, 64, func(i int) (claims.ReplayOutcome, error) {
+	got := countOutcomes(parallel(t, 64, func(i int) (protocol.ReplayOutcome, error) {
 		return f.store.Claim(ctx, "ns", fmt.Sprintf("k%02d", i), until)
 	}))
-	if got[claims.Claimed] != 1 || got[claims.Full] != 63 {
+	if got[protocol.Claimed] != 1 || got[protocol.Full] != 63 {
 		t.Fatalf("outcomes %v, want 1 claimed and 63 full", got)
 	}
 }
 
 func testReplayDuplicatesUseNoCapacity(t *testing.T, f replayFixture) {
 	ctx, s, until := testkit.Context(t), f.store, f.now().Add(time.Hour).Unix()
-	got := countOutcomes(parallel(t, 8, func(int) (claims.ReplayOutcome, error) {
+	got := countOutcomes(parallel(t, 8, func(int) (protocol.ReplayOutcome, error) {
 		return s.Claim(ctx, "ns", "a", until)
 	}))
-	if got[claims.Claimed] != 1 || got[claims.AlreadyClaimed] != 7 {
+	if got[protocol.Claimed] != 1 || got[protocol.AlreadyClaimed] != 7 {
 		t.Fatalf("outcomes %v, want 1 claimed and 7 already claimed", got)
 	}
-	wantReplay(t, s, "ns", "a", until, claims.AlreadyClaimed)
-	wantReplay(t, s, "ns", "b", until, claims.Claimed)
-	wantReplay(t, s, "ns", "c", until, claims.Full)
-	wantReplay(t, s, "ns", "a", until, claims.AlreadyClaimed)
-	wantReplay(t, s, "ns", "b", until, claims.AlreadyClaimed)
+	wantReplay(t, s, "ns", "a", until, protocol.AlreadyClaimed)
+	wantReplay(t, s, "ns", "b", until, protocol.Claimed)
+	wantReplay(t, s, "ns", "c", until, protocol.Full)
+	wantReplay(t, s, "ns", "a", until, protocol.AlreadyClaimed)
+	wantReplay(t, s, "ns", "b", until, protocol.AlreadyClaimed)
 }
 
 func testReplayNamespacesIndependent(t *testing.T, f replayFixture) {
@@ -159,41 +160,41 @@ func testReplayNamespacesIndependent(t *testing.T, f replayFixture) {
 		{"日本", "キー"}, {strings.Repeat(".", 256), strings.Repeat("\xff", 256)},
 	}
 	for _, p := range pairs {
-		wantReplay(t, s, p[0], p[1], until, claims.Claimed)
+		wantReplay(t, s, p[0], p[1], until, protocol.Claimed)
 	}
 	for _, p := range pairs {
-		wantReplay(t, s, p[0], p[1], until, claims.AlreadyClaimed)
+		wantReplay(t, s, p[0], p[1], until, protocol.AlreadyClaimed)
 	}
 }
 
 func testReplayPastRetainUntil(t *testing.T, f replayFixture) {
 	s := f.store
-	wantReplay(t, s, "ns", "old", 0, claims.Claimed)
-	wantReplay(t, s, "ns", "old", 0, claims.AlreadyClaimed)
+	wantReplay(t, s, "ns", "old", 0, protocol.Claimed)
+	wantReplay(t, s, "ns", "old", 0, protocol.AlreadyClaimed)
 	f.elapse(2 * time.Second)
 	testkit.Eventually(t, waitTTL, func() bool {
-		return replay(t, s, "ns", "old", 0) == claims.Claimed
+		return replay(t, s, "ns", "old", 0) == protocol.Claimed
 	}, "a past claim expires after the 1 s minimum")
 }
 
 func testReplayDuplicateDoesNotRefresh(t *testing.T, f replayFixture) {
 	s := f.store
-	wantReplay(t, s, "ns", "k", f.now().Unix(), claims.Claimed)
-	wantReplay(t, s, "ns", "k", f.now().Add(time.Hour).Unix(), claims.AlreadyClaimed)
+	wantReplay(t, s, "ns", "k", f.now().Unix(), protocol.Claimed)
+	wantReplay(t, s, "ns", "k", f.now().Add(time.Hour).Unix(), protocol.AlreadyClaimed)
 	f.elapse(2 * time.Second)
 	testkit.Eventually(t, waitTTL, func() bool {
-		return replay(t, s, "ns", "k", f.now().Add(time.Hour).Unix()) == claims.Claimed
+		return replay(t, s, "ns", "k", f.now().Add(time.Hour).Unix()) == protocol.Claimed
 	}, "the first retention, not the duplicate's, decides")
 }
 
 func testReplayFarFuture(t *testing.T, f replayFixture) {
-	wantReplay(t, f.store, "ns", "far", claims.MaxRetainUntil, claims.Claimed)
-	wantReplay(t, f.store, "ns", "far", claims.MaxRetainUntil, claims.AlreadyClaimed)
+	wantReplay(t, f.store, "ns", "far", protocol.MaxRetainUntil, protocol.Claimed)
+	wantReplay(t, f.store, "ns", "far", protocol.MaxRetainUntil, protocol.AlreadyClaimed)
 }
 
 func testReplayInvalid(t *testing.T, f replayFixture) {
 	ctx, s, until := testkit.Context(t), f.store, f.now().Add(time.Hour).Unix()
-	long := strings.Repeat("n", claims.MaxReplayPartBytes+1)
+	long := strings.Repeat("n", protocol.MaxNameBytes+1)
 	cases := []struct {
 		name, ns, key string
 		until         int64
@@ -203,15 +204,15 @@ func testReplayInvalid(t *testing.T, f replayFixture) {
 		{"namespace 257 B", long, "k", until},
 		{"key 257 B", "ns", long, until},
 		{"retain_until -1", "ns", "k", -1},
-		{"retain_until past 9999", "ns", "k", claims.MaxRetainUntil + 1},
+		{"retain_until past 9999", "ns", "k", protocol.MaxRetainUntil + 1},
 	}
 	for _, c := range cases {
 		if o, err := s.Claim(ctx, c.ns, c.key, c.until); !errors.Is(err, claims.ErrInvalid) {
 			t.Errorf("%s: %v, %v; want ErrInvalid", c.name, o, err)
 		}
 	}
-	wantReplay(t, s, "ns", "k", until, claims.Claimed)
-	wantReplay(t, s, long[1:], long[1:], until, claims.Claimed)
+	wantReplay(t, s, "ns", "k", until, protocol.Claimed)
+	wantReplay(t, s, long[1:], long[1:], until, protocol.Claimed)
 }
 
 func testReplayCanceled(t *testing.T, f replayFixture) {
@@ -220,5 +221,5 @@ func testReplayCanceled(t *testing.T, f replayFixture) {
 	if _, err := f.store.Claim(ctx, "ns", "k", f.now().Unix()); !errors.Is(err, claims.ErrUnavailable) {
 		t.Fatalf("canceled: %v, want ErrUnavailable", err)
 	}
-	wantReplay(t, f.store, "ns", "k", f.now().Add(time.Hour).Unix(), claims.Claimed)
+	wantReplay(t, f.store, "ns", "k", f.now().Add(time.Hour).Unix(), protocol.Claimed)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // DefaultReplayCapacity is the replay capacity used when none (or a
@@ -96,8 +97,8 @@ func replayTTL(retainUntil int64, skew time.Duration, now time.Time) time.Durati
 //
 // Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (the bucket did
 // not answer in time or failed).
-func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error) {
-	if err := ValidateReplay(namespace, key, retainUntil); err != nil {
+func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
+	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {
 		return 0, err
 	}
 	k := ReplayKVKey(namespace, key)
@@ -106,18 +107,18 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 	_, _, err := r.b.Create(ctx, k, val, ttl)
 	switch {
 	case err == nil:
-		return Claimed, nil
+		return protocol.Claimed, nil
 	case errors.Is(err, kvstore.ErrExists):
-		return AlreadyClaimed, nil
+		return protocol.AlreadyClaimed, nil
 	case errors.Is(err, kvstore.ErrFull):
 		// A duplicate must never read as full, whatever order the server
 		// checks in: look (at the leader, not a lagging replica).
 		if _, gerr := r.b.GetLeader(ctx, k); gerr == nil {
-			return AlreadyClaimed, nil
+			return protocol.AlreadyClaimed, nil
 		} else if !errors.Is(gerr, kvstore.ErrNotFound) {
 			return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, gerr)
 		}
-		return Full, nil
+		return protocol.Full, nil
 	}
 	return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, err)
 }
@@ -126,7 +127,7 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 // no free slot (a purge marker would be refused at capacity) and frees the
 // pair's slot at once.
 func (r *KVReplay) Release(ctx context.Context, namespace, key string) error {
-	if err := ValidateReplay(namespace, key, 0); err != nil {
+	if err := protocol.ValidateReplay(namespace, key, 0); err != nil {
 		return err
 	}
 	k := ReplayKVKey(namespace, key)

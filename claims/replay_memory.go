@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // MemoryReplay is the node-local ReplayStore with an exact capacity.
@@ -69,8 +71,8 @@ func (r *MemoryReplay) Len() int {
 //
 // Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (ctx already
 // done).
-func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (ReplayOutcome, error) {
-	if err := ValidateReplay(namespace, key, retainUntil); err != nil {
+func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
+	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {
 		return 0, err
 	}
 	if err := ctxErr(ctx); err != nil {
@@ -86,25 +88,25 @@ func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainU
 	defer r.mu.Unlock()
 	if e := r.entries[k]; e != nil {
 		if e.expires.After(now) {
-			return AlreadyClaimed, nil
+			return protocol.AlreadyClaimed, nil
 		}
 		r.remove(e)
 	}
 	if len(r.entries) >= r.capacity {
 		r.sweep(now)
 		if len(r.entries) >= r.capacity {
-			return Full, nil
+			return protocol.Full, nil
 		}
 	}
 	e := &replayEntry{key: k, expires: expires}
 	r.entries[k] = e
 	heap.Push(&r.byExpiry, e)
-	return Claimed, nil
+	return protocol.Claimed, nil
 }
 
 // Release forgets (namespace, key).
 func (r *MemoryReplay) Release(ctx context.Context, namespace, key string) error {
-	if err := ValidateReplay(namespace, key, 0); err != nil {
+	if err := protocol.ValidateReplay(namespace, key, 0); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -121,8 +123,8 @@ func (r *MemoryReplay) Release(ctx context.Context, namespace, key string) error
 //
 // Errors: ErrInvalid when now is outside 0..MaxRetainUntil.
 func (r *MemoryReplay) Sweep(now int64) (removed int, err error) {
-	if now < 0 || now > MaxRetainUntil {
-		return 0, fmt.Errorf("%w: now must be in 0..%d", ErrInvalid, int64(MaxRetainUntil))
+	if now < 0 || now > protocol.MaxRetainUntil {
+		return 0, fmt.Errorf("%w: now must be in 0..%d", ErrInvalid, int64(protocol.MaxRetainUntil))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -325,7 +326,7 @@ func TestKVSettleOwnRefused(t *testing.T) {
 	if !errors.Is(err, claims.ErrLost) || strings.Contains(err.Error(), "already settled") {
 		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
 	}
-	wantState(t, get(t, s, b), claims.StateCommitted, "h2", 0)
+	wantState(t, get(t, s, b), protocol.StateCommitted, "h2", 0)
 }
 
 // claimMany takes reqs as an owner takes a frame's claims: every create
@@ -439,7 +440,7 @@ func testStartClaimBatch(t *testing.T, s claims.Store) {
 		}
 	}
 	for i, r := range reqs[:2] {
-		wantState(t, get(t, s, r.id), claims.StatePending, r.hookID, out[i].res.Revision)
+		wantState(t, get(t, s, r.id), protocol.StatePending, r.hookID, out[i].res.Revision)
 	}
 }
 

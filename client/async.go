@@ -4,8 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // maxEventBytes is the largest settle/release event the events stream
@@ -13,7 +12,7 @@ import (
 // dropped by the server without a word, so it is refused here.
 const maxEventBytes = 64 << 10
 
-// SettleAsync publishes an events.SettleEvent to <prefix>.v1.events.settle
+// SettleAsync publishes an protocol.SettleEvent to <prefix>.v1.events.settle
 // (core NATS, no reply): the fleet's settler applies it exactly as Settle
 // would, with its own committed TTL, some time later.
 //
@@ -26,28 +25,28 @@ const maxEventBytes = 64 << 10
 // Flush on the connection to know the server has it, and Settle when the
 // outcome matters.
 //
-// Errors: ErrInvalid (the event fails events.SettleEvent.Validate or
-// claims.ValidateHookID, or is larger than the stream takes; such an event
+// Errors: ErrInvalid (the event fails protocol.SettleEvent.Validate or
+// protocol.ValidateHookID, or is larger than the stream takes; such an event
 // is not published), ErrUnavailable (the connection is closed or
 // draining, or its buffer is full while reconnecting).
 func (c *Client) SettleAsync(tenant, source, key, hookID string, revision uint64) error {
-	return c.publish(c.events.Settle(), events.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
+	return c.publish(c.events.Settle(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
 }
 
-// ReleaseAsync publishes an events.SettleEvent to
+// ReleaseAsync publishes an protocol.SettleEvent to
 // <prefix>.v1.events.release (core NATS, no reply): the fleet's settler
 // releases the claim exactly as ReleaseClaim would, some time later. What a
 // nil error means, and the errors, are as for SettleAsync.
 func (c *Client) ReleaseAsync(tenant, source, key, hookID string, revision uint64) error {
-	return c.publish(c.events.Release(), events.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
+	return c.publish(c.events.Release(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
 }
 
 // publish validates ev, as the settler will, and publishes it to subject.
-func (c *Client) publish(subject string, ev events.SettleEvent) error {
+func (c *Client) publish(subject string, ev protocol.SettleEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, subject, err)
 	}
-	if err := claims.ValidateHookID(ev.HookID); err != nil {
+	if err := protocol.ValidateHookID(ev.HookID); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, subject, err)
 	}
 	data, err := json.Marshal(ev)

@@ -5,33 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/claimwire"
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/protocol"
 )
-
-// ClaimState is the reply of <prefix>.v1.claims.get: a dedupe claim as the
-// fleet's claims store holds it.
-type ClaimState struct {
-	// State is claims.StatePending, claims.StateCommitted or
-	// claims.StateAbsent (then HookID is "" and the numbers are 0).
-	State string `json:"state"`
-	// HookID is the holder's hook id.
-	HookID string `json:"hook_id"`
-	// Revision is what Settle and ReleaseClaim must present.
-	Revision uint64 `json:"revision"`
-	// ExpiresInMs is the time left until the claim expires, in whole
-	// milliseconds rounded up (a live claim is never 0).
-	ExpiresInMs int64 `json:"expires_in_ms"`
-}
-
-// ExpiresIn is ExpiresInMs as a duration.
-func (s ClaimState) ExpiresIn() time.Duration {
-	return time.Duration(s.ExpiresInMs) * time.Millisecond
-}
-
-// claimRequest is the body of claims.settle, claims.release and (tenant,
-// source and key only) claims.get.
-type claimRequest = claimwire.Request
 
 // Settle sends <prefix>.v1.claims.settle: the claim on (tenant, source,
 // key) that Hit made pending for hookID at revision is committed, and kept
@@ -56,7 +32,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 	if ttl < 0 {
 		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
 	}
-	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: timeconv.CeilMs(ttl)}
+	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: timeconv.CeilMs(ttl)}
 	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
 }
 
@@ -70,22 +46,22 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 // another hook id holds the claim; ErrInvalid, ErrUnavailable,
 // ErrInternal, ErrBadReply.
 func (c *Client) ReleaseClaim(ctx context.Context, tenant, source, key, hookID string, revision uint64) error {
-	req := claimRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision}
+	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision}
 	return c.callOK(ctx, c.subj.releaseClaim, c.settleTimeout, req)
 }
 
 // GetClaim sends <prefix>.v1.claims.get: the state of the claim on
-// (tenant, source, key); a key nobody holds is State claims.StateAbsent, not
+// (tenant, source, key); a key nobody holds is State protocol.StateAbsent, not
 // an error.
 // Errors: ErrInvalid (tenant or source not 1..256 bytes, empty key),
 // ErrUnavailable, ErrInternal, ErrBadReply.
-func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (ClaimState, error) {
-	var st ClaimState
-	if err := c.call(ctx, c.subj.get, c.timeout, claimRequest{Tenant: tenant, Source: source, Key: key}, &st); err != nil {
-		return ClaimState{}, err
+func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (protocol.ClaimState, error) {
+	var st protocol.ClaimState
+	if err := c.call(ctx, c.subj.get, c.timeout, protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key}, &st); err != nil {
+		return protocol.ClaimState{}, err
 	}
 	if st.State == "" {
-		return ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
+		return protocol.ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
 	}
 	return st, nil
 }

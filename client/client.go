@@ -9,12 +9,12 @@
 // quota.Client instead.)
 //
 //	c, err := client.New(nc)
-//	rep, err := c.Hit(ctx, quota.HitRequest{Charges: …, Claim: …})
-//	switch rep.Result { case quota.ResultOK: …; case quota.ResultRateLimited: … }
+//	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: …, Claim: …})
+//	switch rep.Result { case protocol.ResultOK: …; case protocol.ResultRateLimited: … }
 //	err = c.Settle(ctx, tenant, source, key, hookID, rep.Revision)
 //
 // The wire types are the ones the service decodes and encodes: quota.*
-// for quota.*, cooldown.* for cooldown.*, events.SettleEvent for the
+// for quota.*, cooldown.* for cooldown.*, protocol.SettleEvent for the
 // events; only the claims.get reply (ClaimState) is defined here.
 //
 // # Results and errors
@@ -58,10 +58,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluice-dev/sluice/authz"
-	"github.com/sluice-dev/sluice/events"
-	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/tracing"
 )
 
@@ -73,7 +71,7 @@ type Client struct {
 	timeout       time.Duration
 	settleTimeout time.Duration
 	subj          subjects
-	events        events.Subjects
+	events        protocol.Subjects
 	tracer        trace.Tracer // nil: no client spans (WithTracer)
 }
 
@@ -88,23 +86,23 @@ type subjects struct {
 // newSubjects returns the subjects of prefix; with a tenant, the scoped
 // ones (reset has none).
 func newSubjects(prefix, tenant string) subjects {
-	at := func(e string) string { return endpoints.Subject(prefix, e) }
+	at := func(e string) string { return protocol.Subject(prefix, e) }
 	if tenant != "" {
-		at = func(e string) string { return endpoints.ScopedSubject(prefix, authz.TenantToken(tenant), e) }
+		at = func(e string) string { return protocol.ScopedSubject(prefix, protocol.TenantToken(tenant), e) }
 	}
 	return subjects{
-		hit:          at(endpoints.QuotaHit),
-		reset:        endpoints.Subject(prefix, endpoints.QuotaReset),
-		reserve:      at(endpoints.QuotaReserve),
-		release:      at(endpoints.QuotaRelease),
-		count:        at(endpoints.QuotaCount),
-		settle:       at(endpoints.ClaimsSettle),
-		releaseClaim: at(endpoints.ClaimsRelease),
-		get:          at(endpoints.ClaimsGet),
-		replay:       at(endpoints.ReplayClaim),
-		record:       at(endpoints.CooldownRecord),
-		penalize:     at(endpoints.CooldownPenalize),
-		load:         at(endpoints.CooldownLoad),
+		hit:          at(protocol.QuotaHit),
+		reset:        protocol.Subject(prefix, protocol.QuotaReset),
+		reserve:      at(protocol.QuotaReserve),
+		release:      at(protocol.QuotaRelease),
+		count:        at(protocol.QuotaCount),
+		settle:       at(protocol.ClaimsSettle),
+		releaseClaim: at(protocol.ClaimsRelease),
+		get:          at(protocol.ClaimsGet),
+		replay:       at(protocol.ReplayClaim),
+		record:       at(protocol.CooldownRecord),
+		penalize:     at(protocol.CooldownPenalize),
+		load:         at(protocol.CooldownLoad),
 	}
 }
 
@@ -120,7 +118,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
 	}
 	o := options{
-		prefix:        kvstore.DefaultPrefix,
+		prefix:        protocol.DefaultPrefix,
 		timeout:       DefaultTimeout,
 		settleTimeout: DefaultSettleTimeout,
 	}
@@ -132,7 +130,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	ev, err := events.NewSubjects(o.prefix)
+	ev, err := protocol.NewSubjects(o.prefix)
 	if err != nil { // cannot happen: WithPrefix validated it
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}

@@ -55,7 +55,7 @@ type env struct {
 func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *env {
 	t.Helper()
 	kit := testkit.New(t)
-	names := kvstore.BucketNames(kvstore.DefaultPrefix)
+	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	cs, err := claims.NewKV(kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	cd, err := cooldown.New(kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
+	cd, err := cooldown.New(kit.Bucket(t, cooldown.BucketConfig(protocol.DefaultPrefix, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,16 +107,16 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 
 // hooks is a "hooks" charge of tenant with the given burst, at a rate so
 // slow (1/h) that nothing refills during a test.
-func hooks(tenant string, burst int64) quota.Charge {
+func hooks(tenant string, burst int64) protocol.Charge {
 	inc := int64(time.Hour / time.Microsecond)
-	return quota.Charge{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
+	return protocol.Charge{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
 }
 
 // claimHit is a one-charge hit that claims (acme, gh, key) for hookID.
-func claimHit(key, hookID string) quota.HitRequest {
-	return quota.HitRequest{
-		Charges: []quota.Charge{hooks("acme", 100)},
-		Claim: &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hookID,
+func claimHit(key, hookID string) protocol.HitRequest {
+	return protocol.HitRequest{
+		Charges: []protocol.Charge{hooks("acme", 100)},
+		Claim: &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hookID,
 			TTLMs: time.Minute.Milliseconds(), PendingTTLMs: 30 * time.Second.Milliseconds()},
 	}
 }
@@ -124,7 +124,7 @@ func claimHit(key, hookID string) quota.HitRequest {
 func ctxT(t *testing.T) context.Context { return testkit.Context(t) }
 
 // mustHit sends a hit that must succeed with result want.
-func mustHit(t *testing.T, c *client.Client, req quota.HitRequest, want string) quota.HitReply {
+func mustHit(t *testing.T, c *client.Client, req protocol.HitRequest, want string) protocol.HitReply {
 	t.Helper()
 	rep, err := c.Hit(ctxT(t), req)
 	if err != nil {
@@ -200,25 +200,25 @@ func TestHitSettle(t *testing.T) {
 	ctx := ctxT(t)
 
 	st, err := e.c.GetClaim(ctx, "acme", "gh", "d-1")
-	if err != nil || st.State != claims.StateAbsent || st.HookID != "" || st.Revision != 0 || st.ExpiresIn() != 0 {
+	if err != nil || st.State != protocol.StateAbsent || st.HookID != "" || st.Revision != 0 || st.ExpiresIn() != 0 {
 		t.Fatalf("before: %+v %v", st, err)
 	}
 
-	rep := mustHit(t, e.c, claimHit("d-1", "h1"), quota.ResultOK)
+	rep := mustHit(t, e.c, claimHit("d-1", "h1"), protocol.ResultOK)
 	if rep.HookID != "h1" || rep.Revision == 0 || rep.RetryAfterMs != 0 || rep.Local {
 		t.Fatalf("ok: %+v", rep)
 	}
-	if len(rep.Limits) != 1 || rep.Limits[0].Kind != quota.KindHooks || rep.Limits[0].Remaining != 99 {
+	if len(rep.Limits) != 1 || rep.Limits[0].Kind != protocol.KindHooks || rep.Limits[0].Remaining != 99 {
 		t.Fatalf("limits: %+v", rep.Limits)
 	}
 	st, err = e.c.GetClaim(ctx, "acme", "gh", "d-1")
-	if err != nil || st.State != claims.StatePending || st.HookID != "h1" || st.Revision != rep.Revision ||
+	if err != nil || st.State != protocol.StatePending || st.HookID != "h1" || st.Revision != rep.Revision ||
 		st.ExpiresIn() <= 0 || st.ExpiresIn() > 30*time.Second {
 		t.Fatalf("pending: %+v %v", st, err)
 	}
 
 	// Another hook on the same key while h1 works: pending, with the wait.
-	p := mustHit(t, e.c, claimHit("d-1", "h2"), quota.ResultPending)
+	p := mustHit(t, e.c, claimHit("d-1", "h2"), protocol.ResultPending)
 	if p.HookID != "h1" || p.RetryAfterMs < 1 {
 		t.Fatalf("pending: %+v", p)
 	}
@@ -231,11 +231,11 @@ func TestHitSettle(t *testing.T) {
 	}
 	st, err = e.c.GetClaim(ctx, "acme", "gh", "d-1")
 	// Kept for the service's --dedupe-ttl (72 h by default).
-	if err != nil || st.State != claims.StateCommitted || st.HookID != "h1" || st.ExpiresIn() < 71*time.Hour {
+	if err != nil || st.State != protocol.StateCommitted || st.HookID != "h1" || st.ExpiresIn() < 71*time.Hour {
 		t.Fatalf("committed: %+v %v", st, err)
 	}
 
-	d := mustHit(t, e.c, claimHit("d-1", "h3"), quota.ResultDuplicate)
+	d := mustHit(t, e.c, claimHit("d-1", "h3"), protocol.ResultDuplicate)
 	if d.HookID != "h1" {
 		t.Fatalf("duplicate names %q, want the original h1", d.HookID)
 	}
@@ -257,13 +257,13 @@ func TestHitSettle(t *testing.T) {
 func TestSettleTTL(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	rep := mustHit(t, e.c, claimHit("ttl", "h1"), quota.ResultOK)
+	rep := mustHit(t, e.c, claimHit("ttl", "h1"), protocol.ResultOK)
 	if err := e.c.SettleTTL(ctx, "acme", "gh", "ttl", "h1", rep.Revision, 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	st, err := e.c.GetClaim(ctx, "acme", "gh", "ttl")
 	// 1.5 s rounds up to 2 s in the store.
-	if err != nil || st.State != claims.StateCommitted || st.ExpiresIn() > 2*time.Second {
+	if err != nil || st.State != protocol.StateCommitted || st.ExpiresIn() > 2*time.Second {
 		t.Fatalf("committed with ttl: %+v %v", st, err)
 	}
 	if err := e.c.SettleTTL(ctx, "acme", "gh", "ttl", "h1", rep.Revision, -time.Second); !errors.Is(err, client.ErrInvalid) {
@@ -274,11 +274,11 @@ func TestSettleTTL(t *testing.T) {
 func TestReleaseClaim(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	rep := mustHit(t, e.c, claimHit("r-1", "h1"), quota.ResultOK)
+	rep := mustHit(t, e.c, claimHit("r-1", "h1"), protocol.ResultOK)
 	if err := e.c.ReleaseClaim(ctx, "acme", "gh", "r-1", "h1", rep.Revision); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if st, err := e.c.GetClaim(ctx, "acme", "gh", "r-1"); err != nil || st.State != claims.StateAbsent {
+	if st, err := e.c.GetClaim(ctx, "acme", "gh", "r-1"); err != nil || st.State != protocol.StateAbsent {
 		t.Fatalf("after release: %+v %v", st, err)
 	}
 	err := e.c.ReleaseClaim(ctx, "acme", "gh", "r-1", "h1", rep.Revision)
@@ -287,37 +287,37 @@ func TestReleaseClaim(t *testing.T) {
 		t.Fatalf("not claims.ErrLost: %v", err)
 	}
 	// The key can be claimed again at once.
-	mustHit(t, e.c, claimHit("r-1", "h2"), quota.ResultOK)
+	mustHit(t, e.c, claimHit("r-1", "h2"), protocol.ResultOK)
 }
 
 // TestHitRateLimitedAndReset: a denied hit is a value with its wait; Reset
 // fills the buckets again.
 func TestHitRateLimitedAndReset(t *testing.T) {
 	e := start(t, nil)
-	req := quota.HitRequest{Charges: []quota.Charge{hooks("beta", 2)}}
-	mustHit(t, e.c, req, quota.ResultOK)
-	last := mustHit(t, e.c, req, quota.ResultOK)
+	req := protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 2)}}
+	mustHit(t, e.c, req, protocol.ResultOK)
+	last := mustHit(t, e.c, req, protocol.ResultOK)
 	if len(last.Limits) != 1 || last.Limits[0].Remaining != 0 {
 		t.Fatalf("limits after the burst: %+v", last.Limits)
 	}
-	denied := mustHit(t, e.c, req, quota.ResultRateLimited)
+	denied := mustHit(t, e.c, req, protocol.ResultRateLimited)
 	if denied.RetryAfterMs < 1 || denied.Revision != 0 {
 		t.Fatalf("rate limited: %+v", denied)
 	}
 	// Another tenant is not affected.
-	mustHit(t, e.c, quota.HitRequest{Charges: []quota.Charge{hooks("gamma", 2)}}, quota.ResultOK)
+	mustHit(t, e.c, protocol.HitRequest{Charges: []protocol.Charge{hooks("gamma", 2)}}, protocol.ResultOK)
 
 	if err := e.c.Reset(ctxT(t), "beta"); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
-	mustHit(t, e.c, req, quota.ResultOK)
+	mustHit(t, e.c, req, protocol.ResultOK)
 }
 
 func TestReserveReleaseCount(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	req := quota.ReserveRequest{Principal: "acme", Key: "exports", Max: 2, TTLMs: time.Minute.Milliseconds()}
-	for i, want := range []quota.ReserveReply{{Granted: true, Count: 1}, {Granted: true, Count: 2}, {Granted: false, Count: 2}} {
+	req := protocol.ReserveRequest{Principal: "acme", Key: "exports", Max: 2, TTLMs: time.Minute.Milliseconds()}
+	for i, want := range []protocol.ReserveReply{{Granted: true, Count: 1}, {Granted: true, Count: 2}, {Granted: false, Count: 2}} {
 		got, err := e.c.Reserve(ctx, req)
 		if err != nil || got != want {
 			t.Fatalf("reserve %d: %+v %v, want %+v", i, got, err, want)
@@ -345,7 +345,7 @@ func TestReserveConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			rep, err := e.c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: slots})
+			rep, err := e.c.Reserve(ctx, protocol.ReserveRequest{Principal: "p", Key: "k", Max: slots})
 			if err != nil {
 				t.Errorf("reserve: %v", err)
 				return
@@ -372,14 +372,14 @@ func TestClaimReplay(t *testing.T) {
 	const until = 4102444800 // 2100-01-01
 	for i, c := range []struct {
 		ns, key string
-		want    claims.ReplayOutcome
+		want    protocol.ReplayOutcome
 	}{
-		{"acme/sw", "m1", claims.Claimed},
-		{"acme/sw", "m1", claims.AlreadyClaimed},
-		{"other", "m1", claims.Claimed}, // namespaces are separate
-		{"acme/sw", "m2", claims.Claimed},
-		{"acme/sw", "m3", claims.Full},           // capacity 3 reached
-		{"acme/sw", "m2", claims.AlreadyClaimed}, // a duplicate still is one
+		{"acme/sw", "m1", protocol.Claimed},
+		{"acme/sw", "m1", protocol.AlreadyClaimed},
+		{"other", "m1", protocol.Claimed}, // namespaces are separate
+		{"acme/sw", "m2", protocol.Claimed},
+		{"acme/sw", "m3", protocol.Full},           // capacity 3 reached
+		{"acme/sw", "m2", protocol.AlreadyClaimed}, // a duplicate still is one
 	} {
 		got, err := e.c.ClaimReplay(ctx, c.ns, c.key, until)
 		if err != nil || got != c.want {
@@ -395,9 +395,9 @@ func TestCooldown(t *testing.T) {
 	ctx := ctxT(t)
 	now := time.Now().UnixMilli()
 	until := now + time.Hour.Milliseconds()
-	snap := cooldown.Snapshot{Key: "tpm", Label: "Tokens per minute", Percent: 70.5, ResetsAtMs: now + 60000, ObservedAtMs: now}
+	snap := protocol.Snapshot{Key: "tpm", Label: "Tokens per minute", Percent: 70.5, ResetsAtMs: now + 60000, ObservedAtMs: now}
 
-	if err := e.c.Record(ctx, cooldown.Reading{Account: "acct", Backend: "b1", ObservedAtMs: now, Snapshots: []cooldown.Snapshot{snap}}); err != nil {
+	if err := e.c.Record(ctx, protocol.Reading{Account: "acct", Backend: "b1", ObservedAtMs: now, Snapshots: []protocol.Snapshot{snap}}); err != nil {
 		t.Fatalf("record: %v", err)
 	}
 	if err := e.c.Penalize(ctx, "acct", "b2", &until); err != nil {
@@ -433,7 +433,7 @@ func TestCooldown(t *testing.T) {
 	if err := e.c.Penalize(ctx, "acct", "b3", &now); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Record(ctx, cooldown.Reading{Account: "acct", Backend: "b3", ObservedAtMs: now + 1}); err != nil {
+	if err := e.c.Record(ctx, protocol.Reading{Account: "acct", Backend: "b3", ObservedAtMs: now + 1}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = e.c.Load(ctx, "acct", []string{"b3"})
@@ -453,18 +453,18 @@ func TestInvalid(t *testing.T) {
 		call   func() error
 		reason string
 	}{
-		{"hit without charges or claim", func() error { _, err := e.c.Hit(ctx, quota.HitRequest{}); return err }, "no charges and no claim"},
+		{"hit without charges or claim", func() error { _, err := e.c.Hit(ctx, protocol.HitRequest{}); return err }, "no charges and no claim"},
 		{"hit that can never pass", func() error {
-			_, err := e.c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{{Kind: "hooks", Tenant: "a", IncrementUs: 2, CapacityUs: 1}}})
+			_, err := e.c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{{Kind: "hooks", Tenant: "a", IncrementUs: 2, CapacityUs: 1}}})
 			return err
 		}, "can never pass"},
 		{"hit with two tenants", func() error {
-			_, err := e.c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("a", 1), {Kind: "bytes", Tenant: "b", IncrementUs: 1, CapacityUs: 1}}})
+			_, err := e.c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("a", 1), {Kind: "bytes", Tenant: "b", IncrementUs: 1, CapacityUs: 1}}})
 			return err
 		}, "one tenant"},
 		{"reset without tenant", func() error { return e.c.Reset(ctx, "") }, "tenant must be 1..256 bytes"},
 		{"reserve max 0", func() error {
-			_, err := e.c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k"})
+			_, err := e.c.Reserve(ctx, protocol.ReserveRequest{Principal: "p", Key: "k"})
 			return err
 		}, "max must be >= 1, got 0"},
 		{"release without principal", func() error { _, err := e.c.Release(ctx, "", "k"); return err }, "principal must be 1..256 bytes"},
@@ -474,7 +474,7 @@ func TestInvalid(t *testing.T) {
 		{"get without tenant", func() error { _, err := e.c.GetClaim(ctx, "", "s", "k"); return err }, "tenant must be"},
 		{"replay without namespace", func() error { _, err := e.c.ClaimReplay(ctx, "", "k", 1); return err }, "namespace must be 1..256 bytes"},
 		{"replay retain_until negative", func() error { _, err := e.c.ClaimReplay(ctx, "n", "k", -1); return err }, "retain_until must be in 0..253402300799"},
-		{"record without account", func() error { return e.c.Record(ctx, cooldown.Reading{Backend: "b"}) }, "account must be 1..256 bytes"},
+		{"record without account", func() error { return e.c.Record(ctx, protocol.Reading{Backend: "b"}) }, "account must be 1..256 bytes"},
 		{"penalize until_ms negative", func() error { u := int64(-1); return e.c.Penalize(ctx, "a", "b", &u) }, "until_ms must be in 0.."},
 		{"load without backends", func() error { _, err := e.c.Load(ctx, "a", nil); return err }, "backends: must have 1..100 entries"},
 	}
@@ -493,7 +493,7 @@ func TestInvalid(t *testing.T) {
 	}
 
 	// What cannot even be encoded is ErrInvalid without a round trip.
-	err := e.c.Record(ctx, cooldown.Reading{Account: "a", Backend: "b", Snapshots: []cooldown.Snapshot{{Percent: math.NaN()}}})
+	err := e.c.Record(ctx, protocol.Reading{Account: "a", Backend: "b", Snapshots: []protocol.Snapshot{{Percent: math.NaN()}}})
 	var se *client.ServiceError
 	if !errors.Is(err, client.ErrInvalid) || errors.As(err, &se) {
 		t.Fatalf("NaN percent: %v", err)
@@ -518,7 +518,7 @@ func TestUnavailable(t *testing.T) {
 		"hit":   func() error { _, err := e.c.Hit(ctx, claimHit("k", "h")); return err },
 		"reset": func() error { return e.c.Reset(ctx, "t") },
 		"reserve": func() error {
-			_, err := e.c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 1})
+			_, err := e.c.Reserve(ctx, protocol.ReserveRequest{Principal: "p", Key: "k", Max: 1})
 			return err
 		},
 		"release":       func() error { _, err := e.c.Release(ctx, "p", "k"); return err },
@@ -527,7 +527,7 @@ func TestUnavailable(t *testing.T) {
 		"release claim": func() error { return e.c.ReleaseClaim(ctx, "a", "s", "k", "h", 1) },
 		"get":           func() error { _, err := e.c.GetClaim(ctx, "a", "s", "k"); return err },
 		"replay":        func() error { _, err := e.c.ClaimReplay(ctx, "n", "k", 1); return err },
-		"record":        func() error { return e.c.Record(ctx, cooldown.Reading{Account: "a", Backend: "b"}) },
+		"record":        func() error { return e.c.Record(ctx, protocol.Reading{Account: "a", Backend: "b"}) },
 		"penalize":      func() error { return e.c.Penalize(ctx, "a", "b", nil) },
 		"load":          func() error { _, err := e.c.Load(ctx, "a", []string{"b"}); return err },
 	}
@@ -635,7 +635,7 @@ func TestStoreUnavailable(t *testing.T) {
 		c.StoreTimeout = 200 * time.Millisecond
 	}, client.WithTimeout(5*time.Second)) // longer than the service's: see its answer
 	ctx := ctxT(t)
-	if got, err := e.c.ClaimReplay(ctx, "n", "up", 4102444800); err != nil || got != claims.Claimed {
+	if got, err := e.c.ClaimReplay(ctx, "n", "up", 4102444800); err != nil || got != protocol.Claimed {
 		t.Fatalf("up: %v %v", got, err)
 	}
 	store.Server.Shutdown()
@@ -696,7 +696,7 @@ func TestErrorMapping(t *testing.T) {
 		{"code not a number", fail("x", "?"), reset, client.ErrInternal, 0},
 		{"not JSON", body("not json"), reset, client.ErrBadReply, -1},
 		{"ok false", body(`{"ok":false}`), reset, client.ErrBadReply, -1},
-		{"hit without result", body(`{}`), func() error { _, err := c.Hit(ctx, quota.HitRequest{}); return err }, client.ErrBadReply, -1},
+		{"hit without result", body(`{}`), func() error { _, err := c.Hit(ctx, protocol.HitRequest{}); return err }, client.ErrBadReply, -1},
 		{"get without state", body(`{}`), func() error { _, err := c.GetClaim(ctx, "a", "s", "k"); return err }, client.ErrBadReply, -1},
 		{"unknown replay result", body(`{"result":"maybe"}`), func() error { _, err := c.ClaimReplay(ctx, "n", "k", 1); return err }, client.ErrBadReply, -1},
 		{"load entry count", body(`{"backends":[]}`), func() error { _, err := c.Load(ctx, "a", []string{"b"}); return err }, client.ErrBadReply, -1},
@@ -734,7 +734,7 @@ func TestErrorMapping(t *testing.T) {
 	mu.Lock()
 	answer = body(`{"result":"queued","hook_id":"h"}`)
 	mu.Unlock()
-	if rep, err := c.Hit(ctx, quota.HitRequest{}); err != nil || rep.Result != "queued" || rep.HookID != "h" {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{}); err != nil || rep.Result != "queued" || rep.HookID != "h" {
 		t.Fatalf("unknown hit result: %+v %v", rep, err)
 	}
 }
@@ -743,7 +743,7 @@ func TestErrorMapping(t *testing.T) {
 
 func TestCustomPrefix(t *testing.T) {
 	e := start(t, func(c *service.Config) { c.Prefix = "acme.sl" }, client.WithPrefix("acme.sl"))
-	if got, err := e.c.ClaimReplay(ctxT(t), "n", "k", 4102444800); err != nil || got != claims.Claimed {
+	if got, err := e.c.ClaimReplay(ctxT(t), "n", "k", 4102444800); err != nil || got != protocol.Claimed {
 		t.Fatalf("replay on acme.sl: %v %v", got, err)
 	}
 	def, err := client.New(e.nc)
@@ -792,7 +792,7 @@ func sinkEvents(t *testing.T, nc *nats.Conn) *eventSink {
 func TestSettleReleaseAsync(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
-	settler, err := events.NewSettler(e.kit.JS, e.claims, e.quota, kvstore.DefaultPrefix)
+	settler, err := events.NewSettler(e.kit.JS, e.claims, e.quota, protocol.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -815,8 +815,8 @@ func TestSettleReleaseAsync(t *testing.T) {
 		}
 	}
 
-	s := mustHit(t, e.c, claimHit("async-s", "h1"), quota.ResultOK)
-	r := mustHit(t, e.c, claimHit("async-r", "h2"), quota.ResultOK)
+	s := mustHit(t, e.c, claimHit("async-s", "h1"), protocol.ResultOK)
+	r := mustHit(t, e.c, claimHit("async-r", "h2"), protocol.ResultOK)
 	if err := e.c.SettleAsync("acme", "gh", "async-s", "h1", s.Revision); err != nil {
 		t.Fatal(err)
 	}
@@ -830,13 +830,13 @@ func TestSettleReleaseAsync(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, func() bool { return len(sink.all()) == 2 }, "both events seen on their subjects")
 	for i, want := range []struct {
 		subject string
-		ev      events.SettleEvent
+		ev      protocol.SettleEvent
 	}{
-		{"sluice.v1.events.settle", events.SettleEvent{Tenant: "acme", Source: "gh", Key: "async-s", HookID: "h1", Revision: s.Revision}},
-		{"sluice.v1.events.release", events.SettleEvent{Tenant: "acme", Source: "gh", Key: "async-r", HookID: "h2", Revision: r.Revision}},
+		{"sluice.v1.events.settle", protocol.SettleEvent{Tenant: "acme", Source: "gh", Key: "async-s", HookID: "h1", Revision: s.Revision}},
+		{"sluice.v1.events.release", protocol.SettleEvent{Tenant: "acme", Source: "gh", Key: "async-r", HookID: "h2", Revision: r.Revision}},
 	} {
 		m := sink.all()[i]
-		var got events.SettleEvent
+		var got protocol.SettleEvent
 		if err := json.Unmarshal(m.Data, &got); err != nil || m.Subject != want.subject || got != want.ev || m.Reply != "" {
 			t.Fatalf("event %d: %s %s (%v), want %s %+v", i, m.Subject, m.Data, err, want.subject, want.ev)
 		}
@@ -844,14 +844,14 @@ func TestSettleReleaseAsync(t *testing.T) {
 
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		st, err := e.c.GetClaim(ctx, "acme", "gh", "async-s")
-		return err == nil && st.State == claims.StateCommitted && st.HookID == "h1"
+		return err == nil && st.State == protocol.StateCommitted && st.HookID == "h1"
 	}, "the settle event is applied")
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		st, err := e.c.GetClaim(ctx, "acme", "gh", "async-r")
-		return err == nil && st.State == claims.StateAbsent
+		return err == nil && st.State == protocol.StateAbsent
 	}, "the release event is applied")
-	mustHit(t, e.c, claimHit("async-s", "h9"), quota.ResultDuplicate)
-	mustHit(t, e.c, claimHit("async-r", "h9"), quota.ResultOK)
+	mustHit(t, e.c, claimHit("async-s", "h9"), protocol.ResultDuplicate)
+	mustHit(t, e.c, claimHit("async-r", "h9"), protocol.ResultOK)
 }
 
 // TestWithTenant: a client for acme calls the scoped subjects (what a
@@ -869,7 +869,7 @@ func TestWithTenant(t *testing.T) {
 	if err := e.kit.Conn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	rep := mustHit(t, e.c, claimHit("d-1", "h1"), quota.ResultOK)
+	rep := mustHit(t, e.c, claimHit("d-1", "h1"), protocol.ResultOK)
 	if err := e.c.Settle(ctx, "acme", "gh", "d-1", "h1", rep.Revision); err != nil {
 		t.Fatal(err)
 	}

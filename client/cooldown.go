@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Record sends <prefix>.v1.cooldown.record: the reading r of one backend of
@@ -16,7 +16,7 @@ import (
 // 0..cooldown.MaxTimeMs, more than 64 snapshots, a non-finite percent …),
 // ErrUnavailable (the shared store did not take the write in time),
 // ErrInternal, ErrBadReply.
-func (c *Client) Record(ctx context.Context, r cooldown.Reading) error {
+func (c *Client) Record(ctx context.Context, r protocol.Reading) error {
 	return c.callOK(ctx, c.subj.record, c.timeout, r)
 }
 
@@ -27,7 +27,7 @@ func (c *Client) Record(ctx context.Context, r cooldown.Reading) error {
 // 0..cooldown.MaxTimeMs), ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
 	return c.callOK(ctx, c.subj.penalize, c.timeout,
-		cooldown.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs})
+		protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs})
 }
 
 // Load sends <prefix>.v1.cooldown.load: the fleet's view of each of the
@@ -40,9 +40,9 @@ func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs 
 // Errors: ErrInvalid (account not 1..256 bytes, backends outside 1..100
 // names of 1..256 bytes), ErrUnavailable, ErrInternal, ErrBadReply (also
 // when the reply does not have one entry per backend).
-func (c *Client) Load(ctx context.Context, account string, backends []string) ([]cooldown.Entry, error) {
-	var rep cooldown.LoadReply
-	if err := c.call(ctx, c.subj.load, c.timeout, cooldown.LoadRequest{Account: account, Backends: backends}, &rep); err != nil {
+func (c *Client) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
+	var rep protocol.LoadReply
+	if err := c.call(ctx, c.subj.load, c.timeout, protocol.LoadRequest{Account: account, Backends: backends}, &rep); err != nil {
 		return nil, err
 	}
 	if len(rep.Backends) != len(backends) {

@@ -18,7 +18,7 @@ var (
 	// answered 400 (the *ServiceError's Reason says what is wrong:
 	// "invalid_request: max must be >= 1, got 0"), or the client could not
 	// send it at all (not encodable as JSON, over the server's max payload,
-	// a settle event that fails events.SettleEvent.Validate). The caller's
+	// a settle event that fails protocol.SettleEvent.Validate). The caller's
 	// fault: never retry it unchanged.
 	ErrInvalid = errors.New("client: invalid request")
 	// ErrClaimLost: Settle, SettleTTL or ReleaseClaim of a claim the caller

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/service"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/ownerkit"
@@ -31,7 +31,7 @@ func startSluice() (nc *nats.Conn, stop func()) {
 		}
 	}()
 	k := testkit.New(t)
-	names := kvstore.BucketNames(kvstore.DefaultPrefix)
+	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
 	replay, err := claims.NewKVReplay(k.Bucket(t, claims.ReplayBucketConfig(names.Replay, 1000, 1)), 0)
 	if err != nil {
@@ -95,11 +95,11 @@ func ExampleClient_Hit() {
 	ctx := context.Background() // each call gets the 250 ms default budget
 
 	// 10 hooks a second, bursts of 20.
-	hooks := quota.Charge{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 100_000, CapacityUs: 2_000_000}
-	hit := func(hookID string) quota.HitReply {
-		rep, err := c.Hit(ctx, quota.HitRequest{
-			Charges: []quota.Charge{hooks},
-			Claim:   &quota.ClaimRequest{Tenant: "acme", Source: "github", Key: "delivery-1", HookID: hookID},
+	hooks := protocol.Charge{Kind: protocol.KindHooks, Tenant: "acme", IncrementUs: 100_000, CapacityUs: 2_000_000}
+	hit := func(hookID string) protocol.HitReply {
+		rep, err := c.Hit(ctx, protocol.HitRequest{
+			Charges: []protocol.Charge{hooks},
+			Claim:   &protocol.ClaimRequest{Tenant: "acme", Source: "github", Key: "delivery-1", HookID: hookID},
 		})
 		if err != nil {
 			panic(err) // ErrUnavailable: fall back, or answer 503
@@ -139,7 +139,7 @@ func ExampleClient_Reserve() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
-	req := quota.ReserveRequest{Principal: "acme", Key: "exports", Max: 2}
+	req := protocol.ReserveRequest{Principal: "acme", Key: "exports", Max: 2}
 	for range 3 {
 		rep, err := c.Reserve(ctx, req)
 		if err != nil {
@@ -159,7 +159,7 @@ func ExampleClient_Reserve() {
 	fmt.Println("count:", n)
 
 	// max must be at least 1: the service answers 400, with its reason.
-	_, err = c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "exports"})
+	_, err = c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "exports"})
 	var se *client.ServiceError
 	if errors.Is(err, client.ErrInvalid) && errors.As(err, &se) {
 		fmt.Println(se.Code, se.Reason)
@@ -187,7 +187,7 @@ func ExampleClient_ClaimReplay() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(out) // claims.Claimed, then claims.AlreadyClaimed
+		fmt.Println(out) // protocol.Claimed, then protocol.AlreadyClaimed
 	}
 	_, err := c.ClaimReplay(ctx, "", "evt_2", retainUntil)
 	fmt.Println(errors.Is(err, client.ErrInvalid))

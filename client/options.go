@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/internal/option"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Defaults of a Client.
@@ -36,11 +36,11 @@ type options struct {
 type Option func(*options) error
 
 // WithPrefix sets the subject prefix of the service (default "sluice", the
-// service's --prefix). It must pass kvstore.ValidatePrefix: 1..64 bytes of
+// service's --prefix). It must pass protocol.ValidatePrefix: 1..64 bytes of
 // '.'-separated tokens of [A-Za-z0-9_-].
 func WithPrefix(prefix string) Option {
 	return func(o *options) error {
-		if err := kvstore.ValidatePrefix(prefix); err != nil {
+		if err := protocol.ValidatePrefix(prefix); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		o.prefix = prefix

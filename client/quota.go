@@ -4,18 +4,18 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Hit sends <prefix>.v1.quota.hit: every charge of req is taken, all or
 // nothing, from its GCRA bucket (kind, tenant), and when req.Claim is set a
 // pending dedupe claim is taken for req.Claim.HookID, in one round trip.
 //
-// rep.Result is quota.ResultOK (every charge taken; the claim, if any, is
+// rep.Result is protocol.ResultOK (every charge taken; the claim, if any, is
 // pending for the caller and rep.Revision is what Settle or ReleaseClaim
-// must present), quota.ResultRateLimited (nothing written; retry after
-// rep.RetryAfterMs), quota.ResultDuplicate (the key is committed;
-// rep.HookID is the original hook id) or quota.ResultPending (another
+// must present), protocol.ResultRateLimited (nothing written; retry after
+// rep.RetryAfterMs), protocol.ResultDuplicate (the key is committed;
+// rep.HookID is the original hook id) or protocol.ResultPending (another
 // holder's claim is in flight); duplicate and pending spend no charge.
 // rep.Limits, when the service reports it, is each charged bucket after the
 // decision. A result this client does not know (a later version's) is
@@ -25,13 +25,13 @@ import (
 // increment_us > capacity_us …), ErrUnavailable (also for a hit with a
 // claim that the service could answer only from node-local state, whose
 // revision Settle could not reach), ErrInternal, ErrBadReply.
-func (c *Client) Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error) {
-	var rep quota.HitReply
+func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
+	var rep protocol.HitReply
 	if err := c.call(ctx, c.subj.hit, c.timeout, req, &rep); err != nil {
-		return quota.HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	if rep.Result == "" {
-		return quota.HitReply{}, fmt.Errorf("%w: %s: reply without a result", ErrBadReply, c.subj.hit)
+		return protocol.HitReply{}, fmt.Errorf("%w: %s: reply without a result", ErrBadReply, c.subj.hit)
 	}
 	rep.Local = false
 	return rep, nil
@@ -42,7 +42,7 @@ func (c *Client) Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply,
 // Errors: ErrInvalid (tenant not 1..256 bytes), ErrUnavailable,
 // ErrInternal, ErrBadReply.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
-	return c.callOK(ctx, c.subj.reset, c.timeout, quota.ResetRequest{Tenant: tenant})
+	return c.callOK(ctx, c.subj.reset, c.timeout, protocol.ResetRequest{Tenant: tenant})
 }
 
 // Reserve sends <prefix>.v1.quota.reserve: one slot of the (principal,
@@ -52,10 +52,10 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // service's default, 1 h) after its last change, so leaked slots come back.
 // Errors: ErrInvalid (max < 1, principal or key not 1..256 bytes …),
 // ErrUnavailable, ErrInternal, ErrBadReply.
-func (c *Client) Reserve(ctx context.Context, req quota.ReserveRequest) (quota.ReserveReply, error) {
-	var rep quota.ReserveReply
+func (c *Client) Reserve(ctx context.Context, req protocol.ReserveRequest) (protocol.ReserveReply, error) {
+	var rep protocol.ReserveReply
 	if err := c.call(ctx, c.subj.reserve, c.timeout, req, &rep); err != nil {
-		return quota.ReserveReply{}, err
+		return protocol.ReserveReply{}, err
 	}
 	return rep, nil
 }
@@ -65,8 +65,8 @@ func (c *Client) Reserve(ctx context.Context, req quota.ReserveRequest) (quota.R
 // a no-op (count 0).
 // Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Release(ctx context.Context, principal, key string) (count int64, err error) {
-	var rep quota.CountReply
-	if err := c.call(ctx, c.subj.release, c.timeout, quota.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+	var rep protocol.CountReply
+	if err := c.call(ctx, c.subj.release, c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Count, nil
@@ -76,8 +76,8 @@ func (c *Client) Release(ctx context.Context, principal, key string) (count int6
 // current count (0 when it has none).
 // Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Count(ctx context.Context, principal, key string) (int64, error) {
-	var rep quota.CountReply
-	if err := c.call(ctx, c.subj.count, c.timeout, quota.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+	var rep protocol.CountReply
+	if err := c.call(ctx, c.subj.count, c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Count, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // replayRequest is the body of replay.claim. RetainUntil is always sent:
@@ -22,20 +22,20 @@ type replayReply struct {
 
 // ClaimReplay sends <prefix>.v1.replay.claim: the replay nonce (namespace,
 // key) is recorded until retainUntil (Unix seconds) plus the service's
-// --replay-skew. The outcome is a value: claims.Claimed (new, now held),
-// claims.AlreadyClaimed (seen before: a replay; retention is not
-// refreshed) or claims.Full (new, but the store is at its capacity).
+// --replay-skew. The outcome is a value: protocol.Claimed (new, now held),
+// protocol.AlreadyClaimed (seen before: a replay; retention is not
+// refreshed) or protocol.Full (new, but the store is at its capacity).
 //
 // Errors: ErrInvalid (namespace or key not 1..256 bytes, retainUntil
 // outside 0..253402300799), ErrUnavailable, ErrInternal, ErrBadReply (also
 // for a result this client does not know).
-func (c *Client) ClaimReplay(ctx context.Context, namespace, key string, retainUntil int64) (claims.ReplayOutcome, error) {
+func (c *Client) ClaimReplay(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	var rep replayReply
 	req := replayRequest{Namespace: namespace, Key: key, RetainUntil: retainUntil}
 	if err := c.call(ctx, c.subj.replay, c.timeout, req, &rep); err != nil {
 		return 0, err
 	}
-	for _, o := range []claims.ReplayOutcome{claims.Claimed, claims.AlreadyClaimed, claims.Full} {
+	for _, o := range []protocol.ReplayOutcome{protocol.Claimed, protocol.AlreadyClaimed, protocol.Full} {
 		if rep.Result == o.String() {
 			return o, nil
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
@@ -43,13 +43,13 @@ func TestNamedSlotsAcrossTakeover(t *testing.T) {
 		}
 		return principal != ""
 	}, "the second owner serves a partition")
-	reserve := func(id string) quota.ReserveReply {
+	reserve := func(id string) protocol.ReserveReply {
 		t.Helper()
-		var rep quota.ReserveReply
+		var rep protocol.ReserveReply
 		retryUntil := time.Now().Add(30 * time.Second)
 		for {
 			var err error
-			rep, err = e.c.Reserve(ctx, quota.ReserveRequest{Principal: principal, Key: "jobs", Max: 3, RequestID: id})
+			rep, err = e.c.Reserve(ctx, protocol.ReserveRequest{Principal: principal, Key: "jobs", Max: 3, RequestID: id})
 			if err == nil {
 				return rep
 			}
@@ -71,8 +71,8 @@ func TestNamedSlotsAcrossTakeover(t *testing.T) {
 		t.Fatalf("job-1: %+v", rep)
 	}
 	// job-2's answer is lost: it goes to a subject nobody reads.
-	lost, _ := json.Marshal(map[string]any{"op": "reserve", "reserve": quota.ReserveRequest{Principal: principal, Key: "jobs", Max: 3, RequestID: "job-2"}})
-	if err := nc.PublishMsg(&nats.Msg{Subject: fmt.Sprintf("%s.v1.quota.p.%d", kvstore.DefaultPrefix, quota.Partition(principal, testPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
+	lost, _ := json.Marshal(map[string]any{"op": "reserve", "reserve": protocol.ReserveRequest{Principal: principal, Key: "jobs", Max: 3, RequestID: "job-2"}})
+	if err := nc.PublishMsg(&nats.Msg{Subject: fmt.Sprintf("%s.v1.quota.p.%d", protocol.DefaultPrefix, quota.Partition(principal, testPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool { return count() == 2 }, "the lost reserve applied")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/names"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // setting is one flag with its default, usage and setter. The setter parses
@@ -70,7 +71,7 @@ const (
 	MaxPartitions = 4096 // quota.MaxPartitions
 	MaxSplitShare = 1000 // --split-share
 	MaxReplicas   = 5    // JetStream's limit
-	MaxPrefix     = names.MaxPrefix
+	MaxPrefix     = protocol.MaxPrefixBytes
 	// MinAdminTokenBytes is the shortest --admin-token accepted.
 	MinAdminTokenBytes = 16
 )
@@ -426,9 +427,14 @@ func redactURL(v string) string {
 	return rest
 }
 
-// checkPrefix validates a subject prefix (names.ValidatePrefix, the rule
-// kvstore.ValidatePrefix applies too).
-func checkPrefix(p string) error { return names.ValidatePrefix(p) }
+// checkPrefix validates a subject prefix (protocol.ValidatePrefix; the
+// flag's name says what the error is about).
+func checkPrefix(p string) error {
+	if err := protocol.ValidatePrefix(p); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "prefix: "))
+	}
+	return nil
+}
 
 // isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
 func isPrefixToken(tok string) bool { return names.PlainToken(tok) }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -17,7 +17,7 @@ func Example() {
 	t := testkit.NewStandalone() // in a test: testkit.New(t) with the test's *testing.T
 	defer t.Close()
 	k := testkit.New(t)
-	bucket := k.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))
+	bucket := k.Bucket(t, cooldown.BucketConfig(protocol.DefaultPrefix, 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -42,9 +42,9 @@ func Example() {
 	if err := instanceA.Penalize(ctx, "acme", "openai", &until); err != nil {
 		panic(err)
 	}
-	err = instanceA.Record(ctx, cooldown.Reading{
+	err = instanceA.Record(ctx, protocol.Reading{
 		Account: "acme", Backend: "anthropic", ObservedAtMs: now - 1000,
-		Snapshots: []cooldown.Snapshot{{Key: "tpm", Label: "tokens/min", Percent: 37.5, ResetsAtMs: now + 30_000, ObservedAtMs: now - 1000}},
+		Snapshots: []protocol.Snapshot{{Key: "tpm", Label: "tokens/min", Percent: 37.5, ResetsAtMs: now + 30_000, ObservedAtMs: now - 1000}},
 	})
 	if err != nil {
 		panic(err)
@@ -55,7 +55,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	out, _ := json.MarshalIndent(cooldown.LoadReply{Backends: entries}, "", "  ")
+	out, _ := json.MarshalIndent(protocol.LoadReply{Backends: entries}, "", "  ")
 	fmt.Println(string(out))
 	// Output:
 	// {

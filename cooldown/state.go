@@ -4,15 +4,16 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // reading is a Reading as stored: its figures plus the instant its TTL runs
 // out (by the writer's clock), which Load checks because the key holding it
 // may live longer (a penalty can outlast the reading).
 type reading struct {
-	ObservedAtMs int64      `json:"observed_at_ms"`
-	Snapshots    []Snapshot `json:"snapshots,omitempty"`
-	ExpiresAtMs  int64      `json:"expires_at_ms"`
+	ObservedAtMs int64               `json:"observed_at_ms"`
+	Snapshots    []protocol.Snapshot `json:"snapshots,omitempty"`
+	ExpiresAtMs  int64               `json:"expires_at_ms"`
 }
 
 // state is the value of one (account, backend) key: the newest reading and
@@ -96,8 +97,8 @@ func either[T any](a, b *T, takeB func(a, b *T) bool) *T {
 
 // entry builds the Load view of a reading and a penalty, copying so that the
 // caller cannot reach stored state.
-func entry(backend string, r *reading, penalty *int64) Entry {
-	e := Entry{Backend: backend, Snapshots: []Snapshot{}}
+func entry(backend string, r *reading, penalty *int64) protocol.Entry {
+	e := protocol.Entry{Backend: backend, Snapshots: []protocol.Snapshot{}}
 	if r != nil {
 		e.LastCheckedMs = ptr(r.ObservedAtMs)
 		e.Snapshots = append(e.Snapshots, r.Snapshots...)

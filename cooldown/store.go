@@ -15,7 +15,7 @@
 //     are not reported.
 //
 // Keys are scoped by account, never by instance: (account, backend) is the
-// KV key kvstore.Join(account, backend), so no account can reach another's
+// KV key protocol.Join(account, backend), so no account can reach another's
 // keys whatever bytes it holds.
 package cooldown
 
@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Defaults of a Store.
@@ -199,9 +200,9 @@ func BucketConfig(prefix string, replicas int) kvstore.BucketConfig {
 	}
 }
 
-// Key is the KV key of (account, backend): kvstore.Join(account, backend).
+// Key is the KV key of (account, backend): protocol.Join(account, backend).
 // Distinct pairs always give distinct keys.
-func Key(account, backend string) string { return kvstore.Join(account, backend) }
+func Key(account, backend string) string { return protocol.Join(account, backend) }
 
 // Record stores reading r for (r.Account, r.Backend), kept for the reading
 // TTL, and atomically drops a penalty whose instant r.ObservedAtMs has
@@ -213,14 +214,14 @@ func Key(account, backend string) string { return kvstore.Join(account, backend)
 // take the write within the budget, the error wraps ErrUnavailable; any
 // other store failure is returned wrapped. Either way the reading is kept
 // node-locally.
-func (s *Store) Record(ctx context.Context, r Reading) error {
+func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	nowMs := s.now().UnixMilli()
 	rd := &reading{
 		ObservedAtMs: r.ObservedAtMs,
-		Snapshots:    append([]Snapshot(nil), r.Snapshots...),
+		Snapshots:    append([]protocol.Snapshot(nil), r.Snapshots...),
 		ExpiresAtMs:  nowMs + s.readingTTL.Milliseconds(),
 	}
 	return s.write(ctx, "record", r.Account, r.Backend, nowMs,
@@ -239,7 +240,7 @@ func (s *Store) Record(ctx context.Context, r Reading) error {
 // other store failure is returned wrapped. Either way the penalty (or its
 // clearing) is kept node-locally.
 func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
-	req := PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs}
+	req := protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs}
 	if err := req.Validate(); err != nil {
 		return err
 	}
@@ -346,13 +347,13 @@ func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err err
 // entry comes from node-local state and has Local set; Load does not fail
 // for that. Errors: ErrInvalid for a bad request; a store failure other
 // than unavailability (e.g. a missing stream) is returned wrapped.
-func (s *Store) Load(ctx context.Context, account string, backends []string) ([]Entry, error) {
-	req := LoadRequest{Account: account, Backends: backends}
+func (s *Store) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
+	req := protocol.LoadRequest{Account: account, Backends: backends}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	nowMs := s.now().UnixMilli()
-	out := make([]Entry, len(backends))
+	out := make([]protocol.Entry, len(backends))
 	errs := make([]error, len(backends))
 
 	ctx, cancel := s.bound(ctx)
@@ -395,11 +396,11 @@ func (s *Store) Load(ctx context.Context, account string, backends []string) ([]
 
 // loadOne reads one backend from the shared store and merges it into the
 // node-local state. An error leaves the entry to the caller.
-func (s *Store) loadOne(ctx context.Context, account, backend string, nowMs int64) (Entry, error) {
+func (s *Store) loadOne(ctx context.Context, account, backend string, nowMs int64) (protocol.Entry, error) {
 	key := Key(account, backend)
 	st, _, err := s.read(ctx, key)
 	if err != nil {
-		return Entry{}, err
+		return protocol.Entry{}, err
 	}
 	st.prune(nowMs)
 	r, p := s.local.observe(key, st, nowMs)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -81,7 +82,7 @@ func (e *env) secondBucket(t *testing.T) *kvstore.Bucket {
 	return b
 }
 
-func load(t *testing.T, s *cooldown.Store, account string, backends ...string) []cooldown.Entry {
+func load(t *testing.T, s *cooldown.Store, account string, backends ...string) []protocol.Entry {
 	t.Helper()
 	got, err := s.Load(testkit.Context(t), account, backends)
 	if err != nil {
@@ -98,7 +99,7 @@ func load(t *testing.T, s *cooldown.Store, account string, backends ...string) [
 	return got
 }
 
-func record(t *testing.T, s *cooldown.Store, r cooldown.Reading) {
+func record(t *testing.T, s *cooldown.Store, r protocol.Reading) {
 	t.Helper()
 	if err := s.Record(testkit.Context(t), r); err != nil {
 		t.Fatalf("record %+v: %v", r, err)
@@ -130,7 +131,7 @@ func TestLoadEmptyGivesDefaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	got := load(t, e.store(), "acct", "a", "b", "c")
-	js, err := json.Marshal(cooldown.LoadReply{Backends: got})
+	js, err := json.Marshal(protocol.LoadReply{Backends: got})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +171,8 @@ func TestReadingClearsReachedPenalty(t *testing.T) {
 			s := e.store(cooldown.WithClock(clk.Now))
 			backend := fmt.Sprintf("b%d", i)
 			penalize(t, s, "acct", backend, i64(at(c.until)))
-			snaps := []cooldown.Snapshot{{Key: "tpm", Label: "tokens/min", Percent: 42.5, ResetsAtMs: at(900), ObservedAtMs: at(c.obs)}}
-			record(t, s, cooldown.Reading{Account: "acct", Backend: backend, ObservedAtMs: at(c.obs), Snapshots: snaps})
+			snaps := []protocol.Snapshot{{Key: "tpm", Label: "tokens/min", Percent: 42.5, ResetsAtMs: at(900), ObservedAtMs: at(c.obs)}}
+			record(t, s, protocol.Reading{Account: "acct", Backend: backend, ObservedAtMs: at(c.obs), Snapshots: snaps})
 			// Checked through this store and through a fresh one (shared
 			// state only).
 			for _, st := range []*cooldown.Store{s, e.store(cooldown.WithClock(clk.Now))} {
@@ -199,8 +200,8 @@ func TestNewerReadingWinsAndPenalizeReplaces(t *testing.T) {
 	e, t0 := parallelEnv(t)
 	clk := newClock(t0)
 	s := e.store(cooldown.WithClock(clk.Now))
-	record(t, s, cooldown.Reading{Account: "a", Backend: "b", ObservedAtMs: t0 - 100, Snapshots: []cooldown.Snapshot{{Key: "new"}}})
-	record(t, s, cooldown.Reading{Account: "a", Backend: "b", ObservedAtMs: t0 - 200, Snapshots: []cooldown.Snapshot{{Key: "old"}}})
+	record(t, s, protocol.Reading{Account: "a", Backend: "b", ObservedAtMs: t0 - 100, Snapshots: []protocol.Snapshot{{Key: "new"}}})
+	record(t, s, protocol.Reading{Account: "a", Backend: "b", ObservedAtMs: t0 - 200, Snapshots: []protocol.Snapshot{{Key: "old"}}})
 	got := load(t, e.store(cooldown.WithClock(clk.Now)), "a", "b")[0]
 	if *got.LastCheckedMs != t0-100 || got.Snapshots[0].Key != "new" {
 		t.Fatalf("older reading replaced a newer one: %+v", got)
@@ -227,10 +228,10 @@ func TestNarrowerLoadLosesNothing(t *testing.T) {
 	e, t0 := parallelEnv(t)
 	s := e.store()
 	for i, b := range []string{"a", "b", "c"} {
-		record(t, s, cooldown.Reading{Account: "acct", Backend: b, ObservedAtMs: t0 - int64(i)})
+		record(t, s, protocol.Reading{Account: "acct", Backend: b, ObservedAtMs: t0 - int64(i)})
 		penalize(t, s, "acct", b, i64(t0+60_000+int64(i)))
 	}
-	check := func(got []cooldown.Entry) {
+	check := func(got []protocol.Entry) {
 		t.Helper()
 		for i, en := range got {
 			if !eq(en.LastCheckedMs, i64(t0-int64(i))) || !eq(en.PenaltyUntilMs, i64(t0+60_000+int64(i))) {
@@ -272,19 +273,19 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 	s := e.store(cooldown.WithBudget(budget))
 	ctx := testkit.Context(t) // a 30 s deadline: the budget must still bound every call
 	// Whether or not these reach the shared store in time, they land locally.
-	snaps := []cooldown.Snapshot{{Key: "rpm", Percent: 10, ResetsAtMs: t0 + 60_000, ObservedAtMs: t0}}
+	snaps := []protocol.Snapshot{{Key: "rpm", Percent: 10, ResetsAtMs: t0 + 60_000, ObservedAtMs: t0}}
 	for _, err := range []error{
-		s.Record(ctx, cooldown.Reading{Account: "acct", Backend: "a", ObservedAtMs: t0, Snapshots: snaps}),
+		s.Record(ctx, protocol.Reading{Account: "acct", Backend: "a", ObservedAtMs: t0, Snapshots: snaps}),
 		s.Penalize(ctx, "acct", "b", i64(t0+60_000)),
 	} {
 		if err != nil && !errors.Is(err, cooldown.ErrUnavailable) {
 			t.Fatal(err)
 		}
 	}
-	want := []cooldown.Entry{
+	want := []protocol.Entry{
 		{Backend: "a", LastCheckedMs: i64(t0), Snapshots: snaps, Local: true},
-		{Backend: "b", PenaltyUntilMs: i64(t0 + 60_000), Snapshots: []cooldown.Snapshot{}, Local: true},
-		{Backend: "c", Snapshots: []cooldown.Snapshot{}, Local: true},
+		{Backend: "b", PenaltyUntilMs: i64(t0 + 60_000), Snapshots: []protocol.Snapshot{}, Local: true},
+		{Backend: "c", Snapshots: []protocol.Snapshot{}, Local: true},
 	}
 
 	e.kit.Server.Shutdown()
@@ -304,7 +305,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 	// Writes fail with ErrUnavailable within the budget but land locally.
 	for i, write := range []func() error{
 		func() error {
-			return s.Record(ctx, cooldown.Reading{Account: "acct", Backend: "c", ObservedAtMs: t0 + 5})
+			return s.Record(ctx, protocol.Reading{Account: "acct", Backend: "c", ObservedAtMs: t0 + 5})
 		},
 		func() error { return s.Penalize(ctx, "acct", "a", i64(t0+90_000)) },
 		func() error { return s.Penalize(ctx, "acct", "b", nil) },
@@ -330,7 +331,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 	}
 }
 
-func entryEqual(a, b cooldown.Entry) bool {
+func entryEqual(a, b protocol.Entry) bool {
 	return a.Backend == b.Backend && eq(a.LastCheckedMs, b.LastCheckedMs) && eq(a.PenaltyUntilMs, b.PenaltyUntilMs) &&
 		slices.Equal(a.Snapshots, b.Snapshots) && a.Local == b.Local
 }
@@ -341,7 +342,7 @@ func TestLocalOnlyStore(t *testing.T) {
 	s := newStore(t, nil, cooldown.WithMaxLocalEntries(2))
 	ctx := testkit.Context(t)
 	for i, b := range []string{"a", "b", "c"} {
-		err := s.Record(ctx, cooldown.Reading{Account: "x", Backend: b, ObservedAtMs: t0 + int64(i)})
+		err := s.Record(ctx, protocol.Reading{Account: "x", Backend: b, ObservedAtMs: t0 + int64(i)})
 		if !errors.Is(err, cooldown.ErrUnavailable) {
 			t.Fatalf("record without a bucket: %v", err)
 		}
@@ -406,11 +407,11 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 		dead, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = s1.Penalize(dead, "acct", "y", i64(t0+60_000))
-		record(t, s2, cooldown.Reading{Account: "acct", Backend: "y", ObservedAtMs: t0 + 59_000})
+		record(t, s2, protocol.Reading{Account: "acct", Backend: "y", ObservedAtMs: t0 + 59_000})
 		if got := load(t, s1, "acct", "y")[0]; !eq(got.PenaltyUntilMs, i64(t0+60_000)) || !eq(got.LastCheckedMs, i64(t0+59_000)) {
 			t.Fatalf("reading before the instant: %+v", got)
 		}
-		record(t, s2, cooldown.Reading{Account: "acct", Backend: "y", ObservedAtMs: t0 + 60_000})
+		record(t, s2, protocol.Reading{Account: "acct", Backend: "y", ObservedAtMs: t0 + 60_000})
 		got := load(t, s1, "acct", "y")[0]
 		if got.PenaltyUntilMs != nil || !eq(got.LastCheckedMs, i64(t0+60_000)) {
 			t.Fatalf("reading at the instant did not clear the local penalty: %+v", got)
@@ -421,7 +422,7 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 func TestAccountsAreIsolated(t *testing.T) {
 	e, t0 := parallelEnv(t)
 	s := e.store()
-	record(t, s, cooldown.Reading{Account: "A", Backend: "llm", ObservedAtMs: t0})
+	record(t, s, protocol.Reading{Account: "A", Backend: "llm", ObservedAtMs: t0})
 	penalize(t, s, "A", "llm", i64(t0+60_000))
 	for _, st := range []*cooldown.Store{s, e.store()} {
 		if got := load(t, st, "B", "llm")[0]; got.LastCheckedMs != nil || got.PenaltyUntilMs != nil || len(got.Snapshots) != 0 {
@@ -443,7 +444,7 @@ func TestHostileNamesDoNotCollide(t *testing.T) {
 		{"$KV.x", "y"}, {"a\x00", "b"}, {"a", "b\n"},
 	}
 	for i, p := range pairs {
-		record(t, s, cooldown.Reading{Account: p.account, Backend: p.backend, ObservedAtMs: t0 - int64(i)})
+		record(t, s, protocol.Reading{Account: p.account, Backend: p.backend, ObservedAtMs: t0 - int64(i)})
 		penalize(t, s, p.account, p.backend, i64(t0+60_000+int64(i)))
 	}
 	fresh := e.store()
@@ -507,7 +508,7 @@ func TestKeyTTLCoversReadingAndPenalty(t *testing.T) {
 	start := time.Now()
 	until := start.Add(2500 * time.Millisecond).UnixMilli()
 	penalize(t, s, "acct", "llm", &until)
-	record(t, s, cooldown.Reading{Account: "acct", Backend: "llm", ObservedAtMs: start.UnixMilli() - 1})
+	record(t, s, protocol.Reading{Account: "acct", Backend: "llm", ObservedAtMs: start.UnixMilli() - 1})
 	rec, err := e.bucket.Get(ctx, key)
 	if err != nil || rec.TTL < 2*time.Second {
 		t.Fatalf("key TTL must cover the penalty: %+v %v", rec, err)
@@ -530,7 +531,7 @@ func TestKeyTTLCoversReadingAndPenalty(t *testing.T) {
 	}
 
 	// A reading alone: the key expires with the reading TTL.
-	record(t, s, cooldown.Reading{Account: "acct", Backend: "solo", ObservedAtMs: 1})
+	record(t, s, protocol.Reading{Account: "acct", Backend: "solo", ObservedAtMs: 1})
 	rec, err = e.bucket.Get(ctx, cooldown.Key("acct", "solo"))
 	if err != nil || rec.TTL != time.Second {
 		t.Fatalf("reading key: %+v %v", rec, err)
@@ -568,8 +569,8 @@ func TestConcurrentRecordPenalize(t *testing.T) {
 					mu.Lock()
 					maxObs = max(maxObs, obs)
 					mu.Unlock()
-					snaps := []cooldown.Snapshot{{Key: "who", Label: fmt.Sprint(obs), Percent: float64(w), ObservedAtMs: obs}}
-					errs <- s.Record(ctx, cooldown.Reading{Account: "acct", Backend: "llm", ObservedAtMs: obs, Snapshots: snaps})
+					snaps := []protocol.Snapshot{{Key: "who", Label: fmt.Sprint(obs), Percent: float64(w), ObservedAtMs: obs}}
+					errs <- s.Record(ctx, protocol.Reading{Account: "acct", Backend: "llm", ObservedAtMs: obs, Snapshots: snaps})
 				} else {
 					until := t0 + 1_000_000 + int64(r*workers+w)
 					mu.Lock()
@@ -587,7 +588,7 @@ func TestConcurrentRecordPenalize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var shared cooldown.Entry
+	var shared protocol.Entry
 	for i, s := range append(nodes, e.store(opts...)) {
 		got := load(t, s, "acct", "llm")[0]
 		if !eq(got.LastCheckedMs, &maxObs) || len(got.Snapshots) != 1 || got.Snapshots[0].Label != fmt.Sprint(maxObs) {
@@ -611,8 +612,8 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 	e := newEnv(t)
 	s := e.store()
 	ctx := testkit.Context(t)
-	long := string(make([]byte, cooldown.MaxNameBytes+1))
-	if err := s.Record(ctx, cooldown.Reading{Account: "", Backend: "b"}); !errors.Is(err, cooldown.ErrInvalid) {
+	long := string(make([]byte, protocol.MaxNameBytes+1))
+	if err := s.Record(ctx, protocol.Reading{Account: "", Backend: "b"}); !errors.Is(err, cooldown.ErrInvalid) {
 		t.Fatalf("record: %v", err)
 	}
 	if err := s.Penalize(ctx, "a", long, nil); !errors.Is(err, cooldown.ErrInvalid) {
@@ -678,11 +679,11 @@ func TestFailedPenaltyWrittenLater(t *testing.T) {
 		}
 	}
 	// Meanwhile another node's reading reaches the "reached" penalty.
-	record(t, other, cooldown.Reading{Account: "acct", Backend: "reached", ObservedAtMs: t0 + 60_000})
+	record(t, other, protocol.Reading{Account: "acct", Backend: "reached", ObservedAtMs: t0 + 60_000})
 
 	// The store answers s1 again (a write of an unrelated key): the pending
 	// penalty is written.
-	record(t, s1, cooldown.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0})
+	record(t, s1, protocol.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0})
 	got = load(t, other, "acct", "w", "reached", "cleared")
 	if !eq(got[0].PenaltyUntilMs, i64(t0+60_000)) {
 		t.Fatalf("the failed penalty was not written when the store answered again: %+v", got[0])
@@ -694,7 +695,7 @@ func TestFailedPenaltyWrittenLater(t *testing.T) {
 	// Written once: another node's clear afterwards stands in the shared
 	// store (s1's next calls do not write it again).
 	penalize(t, other, "acct", "w", nil)
-	record(t, s1, cooldown.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0 + 1})
+	record(t, s1, protocol.Reading{Account: "acct", Backend: "unrelated", ObservedAtMs: t0 + 1})
 	if got := load(t, e.store(cooldown.WithClock(clk.Now)), "acct", "w")[0]; got.PenaltyUntilMs != nil {
 		t.Fatalf("the penalty was written again after it reached the store: %+v", got)
 	}

@@ -3,7 +3,7 @@ package events
 import (
 	"time"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // DeniedKind is the charge kind that denied a rate-limited hit: the first
@@ -11,7 +11,7 @@ import (
 // charge's bucket), else the kind of the hit's only charge, else "" (a
 // node-local fallback decision over several charges does not say which
 // denied; the event then carries no kind).
-func DeniedKind(req *quota.HitRequest, rep *quota.HitReply) string {
+func DeniedKind(req *protocol.HitRequest, rep *protocol.HitReply) string {
 	for _, l := range rep.Limits {
 		if l.Remaining == 0 && l.Kind != "" {
 			return l.Kind
@@ -28,8 +28,8 @@ func DeniedKind(req *quota.HitRequest, rep *quota.HitReply) string {
 // retry-after. Whoever decides the denial calls it once: the HTTP edge
 // for the hooks it admits, the micro service for sluice.v1.quota.hit.
 // It does nothing for other results. source may be empty.
-func (p *Publisher) HitDenied(req *quota.HitRequest, rep *quota.HitReply, source string) {
-	if p == nil || rep.Result != quota.ResultRateLimited {
+func (p *Publisher) HitDenied(req *protocol.HitRequest, rep *protocol.HitReply, source string) {
+	if p == nil || rep.Result != protocol.ResultRateLimited {
 		return
 	}
 	p.LimitDenied(req.Tenant(), source, DeniedKind(req, rep), time.Duration(rep.RetryAfterMs)*time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 )
@@ -77,12 +78,12 @@ func Example() {
 
 	// Any client, in any language: publish and move on.
 	subj := pub.Subjects()
-	ev, _ := json.Marshal(events.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: "hook-1", Revision: res.Revision})
+	ev, _ := json.Marshal(protocol.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: "hook-1", Revision: res.Revision})
 	_ = nc.Publish(subj.Settle(), ev)
 
 	for {
 		st, _ := store.Get(ctx, id)
-		if st.State == claims.StateCommitted {
+		if st.State == protocol.StateCommitted {
 			fmt.Println(st.State, st.HookID)
 			break
 		}

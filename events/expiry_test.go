@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -177,7 +178,7 @@ func TestExpiryWatcherResumesAfterReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := newStore(t, b)
-	subj, _ := events.NewSubjects(prefix)
+	subj, _ := protocol.NewSubjects(prefix)
 	s := &sink{}
 	if _, err := watch.Subscribe(subj.Events(), func(m *nats.Msg) {
 		s.mu.Lock()

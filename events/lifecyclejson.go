@@ -3,15 +3,17 @@ package events
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
-// appendJSON appends e as json.Marshal encodes it, byte for byte, without
+// appendLifecycleJSON appends e as json.Marshal encodes it, byte for byte, without
 // reflection: the publisher encodes one event per claim step, and
 // json.Marshal was 5% of a node's CPU in the durable claim cycle
 // (sluice-bench --profile). A string that needs escaping, or a time
 // outside RFC 3339's range (which json.Marshal refuses), goes through
 // json.Marshal itself.
-func (e *Lifecycle) appendJSON(b []byte) ([]byte, error) {
+func appendLifecycleJSON(b []byte, e *protocol.Lifecycle) ([]byte, error) {
 	b = append(b, `{"tenant":`...)
 	b = appendString(b, e.Tenant)
 	b = append(b, `,"source":`...)

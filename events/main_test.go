@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -27,14 +28,14 @@ type env struct {
 	k      *testkit.Kit
 	bucket *kvstore.Bucket
 	store  claims.Store
-	subj   events.Subjects
+	subj   protocol.Subjects
 }
 
 func newEnv(t *testing.T, opts ...testkit.Option) *env {
 	t.Helper()
 	k := testkit.New(t, opts...)
 	b := k.Bucket(t, kvstore.BucketConfig{Name: kvstore.BucketNames(prefix).Claims, LimitMarkerTTL: time.Second})
-	subj, err := events.NewSubjects(prefix)
+	subj, err := protocol.NewSubjects(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ type sink struct {
 
 type sunk struct {
 	subject string
-	ev      events.Lifecycle
+	ev      protocol.Lifecycle
 	raw     []byte
 }
 
@@ -141,7 +142,7 @@ func (e *env) sink(t *testing.T) *sink {
 	t.Helper()
 	s := &sink{}
 	sub, err := e.k.Conn.Subscribe(e.subj.Events(), func(m *nats.Msg) {
-		var ev events.Lifecycle
+		var ev protocol.Lifecycle
 		_ = json.Unmarshal(m.Data, &ev)
 		s.mu.Lock()
 		s.msgs = append(s.msgs, sunk{subject: m.Subject, ev: ev, raw: m.Data})

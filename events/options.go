@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or a constructor
@@ -89,11 +90,11 @@ func defaults() config {
 // newPrefixed is the start of a constructor of prefix's components: the
 // prefix's Subjects (an invalid prefix is an error wrapping
 // ErrInvalidOption) and the config of opts (see newConfig).
-func newPrefixed[O any](prefix string, opts []O, apply func(O, *config) error) (Subjects, config, error) {
-	subj, err := NewSubjects(prefix)
-	if err != nil {
-		return Subjects{}, config{}, err
+func newPrefixed[O any](prefix string, opts []O, apply func(O, *config) error) (protocol.Subjects, config, error) {
+	if err := protocol.ValidatePrefix(prefix); err != nil {
+		return protocol.Subjects{}, config{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
+	subj, _ := protocol.NewSubjects(prefix) // a valid prefix: no error
 	cfg, err := newConfig(opts, apply)
 	return subj, cfg, err
 }

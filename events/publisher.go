@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Publish outcomes (label "outcome" of sluice_events_published_total).
@@ -32,7 +33,7 @@ const (
 // is safe for concurrent use. Close stops its goroutine.
 type Publisher struct {
 	nc      *nats.Conn
-	subj    Subjects
+	subj    protocol.Subjects
 	log     *slog.Logger
 	now     func() time.Time
 	q       chan outMsg
@@ -45,7 +46,7 @@ type Publisher struct {
 
 type outMsg struct {
 	subject string
-	ev      Lifecycle
+	ev      protocol.Lifecycle
 }
 
 // NewPublisher returns a Publisher of prefix's lifecycle events on nc and
@@ -83,9 +84,9 @@ func NewPublisher(nc *nats.Conn, prefix string, opts ...PublisherOption) (*Publi
 
 // Subjects is the subject builder of the Publisher's prefix (the zero
 // Subjects for a nil Publisher).
-func (p *Publisher) Subjects() Subjects {
+func (p *Publisher) Subjects() protocol.Subjects {
 	if p == nil {
-		return Subjects{}
+		return protocol.Subjects{}
 	}
 	return p.subj
 }
@@ -105,25 +106,25 @@ func (p *Publisher) Close() {
 // ClaimPending reports that id is now pending for hookID at rev
 // ("claim.pending.<tenant>").
 func (p *Publisher) ClaimPending(id claims.ID, hookID string, rev uint64) {
-	p.claim(ClaimPending, id, hookID, rev)
+	p.claim(protocol.ClaimPending, id, hookID, rev)
 }
 
 // ClaimCommitted reports that id was settled (committed) for hookID; rev is
 // the revision that was settled ("claim.committed.<tenant>").
 func (p *Publisher) ClaimCommitted(id claims.ID, hookID string, rev uint64) {
-	p.claim(ClaimCommitted, id, hookID, rev)
+	p.claim(protocol.ClaimCommitted, id, hookID, rev)
 }
 
 // ClaimReleased reports that hookID released id at rev
 // ("claim.released.<tenant>").
 func (p *Publisher) ClaimReleased(id claims.ID, hookID string, rev uint64) {
-	p.claim(ClaimReleased, id, hookID, rev)
+	p.claim(protocol.ClaimReleased, id, hookID, rev)
 }
 
 // ClaimExpired reports that id expired in the store ("claim.expired.<tenant>").
 // hookID may be empty (the expiry marker does not carry it).
 func (p *Publisher) ClaimExpired(id claims.ID, hookID string) {
-	p.claim(ClaimExpired, id, hookID, 0)
+	p.claim(protocol.ClaimExpired, id, hookID, 0)
 }
 
 // ClaimSplit reports that an edge accepted id for hookID while the hub's
@@ -133,7 +134,7 @@ func (p *Publisher) ClaimSplit(id claims.ID, hookID, hubHookID string) {
 	if p == nil {
 		return
 	}
-	p.enqueue(p.subj.ClaimSplit(id.Tenant), Lifecycle{
+	p.enqueue(p.subj.ClaimSplit(id.Tenant), protocol.Lifecycle{
 		Tenant: id.Tenant, Source: id.Source, Key: claims.NormalizeKey(id.Key), HookID: hookID,
 		HubHookID: hubHookID, Reason: "accepted_on_both_sides",
 	})
@@ -149,7 +150,7 @@ func (p *Publisher) HookStored(tenant, source, key, hookID string) {
 	if key != "" {
 		key = claims.NormalizeKey(key)
 	}
-	p.enqueue(p.subj.HookStored(tenant, source), Lifecycle{Tenant: tenant, Source: source, Key: key, HookID: hookID})
+	p.enqueue(p.subj.HookStored(tenant, source), protocol.Lifecycle{Tenant: tenant, Source: source, Key: key, HookID: hookID})
 }
 
 // LimitDenied reports that a hit of tenant (for source, may be empty) was
@@ -163,14 +164,14 @@ func (p *Publisher) LimitDenied(tenant, source, kind string, retryAfter time.Dur
 	if retryAfter > 0 {
 		ms = int64((retryAfter + time.Millisecond - 1) / time.Millisecond)
 	}
-	p.enqueue(p.subj.LimitDenied(tenant), Lifecycle{Tenant: tenant, Source: source, Kind: kind, RetryAfterMs: ms, Reason: "rate_limited"})
+	p.enqueue(p.subj.LimitDenied(tenant), protocol.Lifecycle{Tenant: tenant, Source: source, Kind: kind, RetryAfterMs: ms, Reason: "rate_limited"})
 }
 
 func (p *Publisher) claim(event string, id claims.ID, hookID string, rev uint64) {
 	if p == nil {
 		return
 	}
-	p.enqueue(p.subj.Claim(event, id.Tenant), Lifecycle{
+	p.enqueue(p.subj.Claim(event, id.Tenant), protocol.Lifecycle{
 		Tenant:   id.Tenant,
 		Source:   id.Source,
 		Key:      claims.NormalizeKey(id.Key),
@@ -180,7 +181,7 @@ func (p *Publisher) claim(event string, id claims.ID, hookID string, rev uint64)
 }
 
 // enqueue stamps ev and queues it without ever blocking.
-func (p *Publisher) enqueue(subject string, ev Lifecycle) {
+func (p *Publisher) enqueue(subject string, ev protocol.Lifecycle) {
 	ev.At = p.now().UTC()
 	select {
 	case <-p.stop:
@@ -221,7 +222,7 @@ func (p *Publisher) run() {
 }
 
 func (p *Publisher) send(m outMsg) {
-	data, err := m.ev.appendJSON(p.buf[:0])
+	data, err := appendLifecycleJSON(p.buf[:0], &m.ev)
 	if err == nil {
 		p.buf = data // the connection copies what it publishes
 		err = p.nc.Publish(m.subject, data)

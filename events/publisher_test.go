@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -24,7 +25,7 @@ func TestNilPublisherIsNoop(t *testing.T) {
 	p.HookStored("t", "s", "k", "h")
 	p.LimitDenied("t", "s", "hooks", time.Second)
 	p.Close()
-	if p.Subjects() != (events.Subjects{}) {
+	if p.Subjects() != (protocol.Subjects{}) {
 		t.Fatal("nil publisher has subjects")
 	}
 	inner, err := claims.NewMemory()
@@ -55,14 +56,14 @@ func TestPublisherPublishesEveryEvent(t *testing.T) {
 
 	want := []struct {
 		subject string
-		ev      events.Lifecycle
+		ev      protocol.Lifecycle
 	}{
-		{e.subj.ClaimPending("a.b"), events.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 11}},
-		{e.subj.ClaimCommitted("a.b"), events.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 11}},
-		{e.subj.ClaimReleased("a.b"), events.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 12}},
-		{e.subj.ClaimExpired("a.b"), events.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long)}},
-		{e.subj.HookStored("acme", "g h"), events.Lifecycle{Tenant: "acme", Source: "g h", HookID: "h2"}},
-		{e.subj.LimitDenied("acme"), events.Lifecycle{Tenant: "acme", Source: "gh", Kind: "bytes", RetryAfterMs: 2, Reason: "rate_limited"}},
+		{e.subj.ClaimPending("a.b"), protocol.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 11}},
+		{e.subj.ClaimCommitted("a.b"), protocol.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 11}},
+		{e.subj.ClaimReleased("a.b"), protocol.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long), HookID: "h1", Revision: 12}},
+		{e.subj.ClaimExpired("a.b"), protocol.Lifecycle{Tenant: "a.b", Source: "*", Key: claims.NormalizeKey(long)}},
+		{e.subj.HookStored("acme", "g h"), protocol.Lifecycle{Tenant: "acme", Source: "g h", HookID: "h2"}},
+		{e.subj.LimitDenied("acme"), protocol.Lifecycle{Tenant: "acme", Source: "gh", Kind: "bytes", RetryAfterMs: 2, Reason: "rate_limited"}},
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		s.mu.Lock()
@@ -150,7 +151,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if res3, err := st.Claim(ctx, a, "h3", 30*time.Second); err != nil || res3.Outcome != claims.Duplicate {
 		t.Fatalf("third claim: %+v %v", res3, err)
 	}
-	if got, err := st.Get(ctx, a); err != nil || got.State != claims.StateCommitted {
+	if got, err := st.Get(ctx, a); err != nil || got.State != protocol.StateCommitted {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 
@@ -189,7 +190,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if err := st.SettleOwn(ctx, c5, "h7", "sha256:ab", r5.Revision, time.Hour); err != nil {
 		t.Fatalf("settle own digest: %v", err)
 	}
-	if got, err := st.Get(ctx, c5); err != nil || got.State != claims.StateCommitted || got.Digest != "sha256:ab" {
+	if got, err := st.Get(ctx, c5); err != nil || got.State != protocol.StateCommitted || got.Digest != "sha256:ab" {
 		t.Fatalf("get c5: %+v %v", got, err)
 	}
 

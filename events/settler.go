@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -79,7 +80,7 @@ type Settler struct {
 	js     jetstream.JetStream
 	store  claims.Store
 	commit Committer
-	subj   Subjects
+	subj   protocol.Subjects
 	cfg    config
 	log    *slog.Logger
 
@@ -99,7 +100,7 @@ type Settler struct {
 // claims.settle. Errors: claims.ErrLost, quota.ErrInvalid,
 // quota.ErrUnavailable.
 type Committer interface {
-	Settle(ctx context.Context, r quota.SettleRequest) error
+	Settle(ctx context.Context, r protocol.SettleRequest) error
 }
 
 // NewSettler returns a Settler applying prefix's settle events through
@@ -253,7 +254,7 @@ func (s *Settler) handle(msg jetstream.Msg) {
 		s.term(msg, opSettle, outcomeMalformed, fmt.Errorf("unexpected subject %q", msg.Subject()))
 		return
 	}
-	var ev SettleEvent
+	var ev protocol.SettleEvent
 	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
 		s.term(msg, op, outcomeMalformed, err)
 		return
@@ -265,9 +266,9 @@ func (s *Settler) handle(msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.callTimeout)
 	var err error
 	if op == opSettle {
-		err = s.commit.Settle(ctx, quota.SettleRequest{Tenant: ev.Tenant, Source: ev.Source, Key: ev.Key, HookID: ev.HookID, Revision: ev.Revision})
+		err = s.commit.Settle(ctx, protocol.SettleRequest{Tenant: ev.Tenant, Source: ev.Source, Key: ev.Key, HookID: ev.HookID, Revision: ev.Revision})
 	} else {
-		err = s.store.Release(ctx, ev.ID(), ev.HookID, ev.Revision)
+		err = s.store.Release(ctx, eventID(ev), ev.HookID, ev.Revision)
 	}
 	cancel()
 	switch {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/ownerkit"
@@ -30,7 +30,7 @@ func (e *env) startSettler(t *testing.T, store claims.Store, opts ...events.Sett
 // TestSettleBySubjectCommits runs the real one.
 type storeCommitter struct{ store claims.Store }
 
-func (c storeCommitter) Settle(ctx context.Context, r quota.SettleRequest) error {
+func (c storeCommitter) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	id := claims.ID{Tenant: r.Tenant, Source: r.Source, Key: r.Key}
 	return c.store.Settle(ctx, id, r.HookID, r.Revision, time.Hour)
 }
@@ -72,8 +72,8 @@ func (e *env) waitDrained(t *testing.T) {
 	_ = desc
 }
 
-func settleEvent(id claims.ID, hookID string, rev uint64) events.SettleEvent {
-	return events.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: hookID, Revision: rev}
+func settleEvent(id claims.ID, hookID string, rev uint64) protocol.SettleEvent {
+	return protocol.SettleEvent{Tenant: id.Tenant, Source: id.Source, Key: id.Key, HookID: hookID, Revision: rev}
 }
 
 // TestSettleBySubjectCommits: a settle event takes the one settle path,
@@ -95,7 +95,7 @@ func TestSettleBySubjectCommits(t *testing.T) {
 	}, "another hook id's settle lost")
 	e.publishEvent(t, e.subj.Settle(), settleEvent(id, "h1", rev))
 
-	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == claims.StateCommitted }, "claim committed")
+	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == protocol.StateCommitted }, "claim committed")
 	st := e.state(t, id)
 	if st.HookID != "h1" || st.ExpiresIn < 59*time.Minute || st.ExpiresIn > time.Hour {
 		t.Fatalf("committed state %+v, want hook h1 expiring in ~1h (the committed TTL)", st)
@@ -116,7 +116,7 @@ func TestReleaseBySubjectRemoves(t *testing.T) {
 	rev := e.claim(t, id, "h1", 30*time.Second)
 	e.publishEvent(t, e.subj.Release(), settleEvent(id, "h1", rev))
 
-	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == claims.StateAbsent }, "claim released")
+	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == protocol.StateAbsent }, "claim released")
 	if v := metric(t, reg, "sluice_events_applied_total", "op", "release", "outcome", "ok"); v != 1 {
 		t.Fatalf("release ok = %v", v)
 	}
@@ -154,7 +154,7 @@ func TestEventsPublishedWhileNoSettlerRunsAreApplied(t *testing.T) {
 		e.publishEvent(t, subject, settleEvent(ids[i], "h", rev))
 	}
 	for i, id := range ids {
-		if st := e.state(t, id); st.State != claims.StatePending {
+		if st := e.state(t, id); st.State != protocol.StatePending {
 			t.Fatalf("claim %d applied with no settler running: %+v", i, st)
 		}
 	}
@@ -162,9 +162,9 @@ func TestEventsPublishedWhileNoSettlerRunsAreApplied(t *testing.T) {
 	e.startSettler(t, e.store)
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		for i, id := range ids {
-			want := claims.StateCommitted
+			want := protocol.StateCommitted
 			if i%2 == 1 {
-				want = claims.StateAbsent
+				want = protocol.StateAbsent
 			}
 			if e.state(t, id).State != want {
 				return false
@@ -196,7 +196,7 @@ func TestTwoSettlersApplyEachEventOnce(t *testing.T) {
 	}, "every event handled")
 	e.waitDrained(t)
 	for i, id := range ids {
-		if st := e.state(t, id); st.State != claims.StateCommitted || st.HookID != fmt.Sprintf("h%d", i) {
+		if st := e.state(t, id); st.State != protocol.StateCommitted || st.HookID != fmt.Sprintf("h%d", i) {
 			t.Fatalf("claim %d: %+v", i, st)
 		}
 	}
@@ -231,7 +231,7 @@ func TestStaleRevisionIsAckedAsLost(t *testing.T) {
 	if got := cs.settles.Load() + cs.releases.Load(); got != 2 {
 		t.Fatalf("store calls = %d, want 2 (lost is not retried)", got)
 	}
-	if st := e.state(t, id); st.State != claims.StatePending || st.Revision != rev {
+	if st := e.state(t, id); st.State != protocol.StatePending || st.Revision != rev {
 		t.Fatalf("claim changed: %+v", st)
 	}
 	assertNoRedelivery(t, e)
@@ -262,9 +262,9 @@ func TestMalformedAndInvalidEventsAreTermed(t *testing.T) {
 
 	e.publishEvent(t, e.subj.Settle(), []byte(`{"tenant":`))
 	e.publishEvent(t, e.subj.Release(), []byte(`not json at all`))
-	e.publishEvent(t, e.subj.Settle(), events.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", Revision: 1})  // no hook id
-	e.publishEvent(t, e.subj.Release(), events.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}) // no revision
-	e.publishEvent(t, e.subj.Settle(), events.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", HookID: "h", Revision: 1})
+	e.publishEvent(t, e.subj.Settle(), protocol.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", Revision: 1})  // no hook id
+	e.publishEvent(t, e.subj.Release(), protocol.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}) // no revision
+	e.publishEvent(t, e.subj.Settle(), protocol.SettleEvent{Tenant: "acme", Source: "gh", Key: "k", HookID: "h", Revision: 1})
 
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		return metric(t, reg, "sluice_events_applied_total", "outcome", "malformed") == 2 &&
@@ -288,7 +288,7 @@ func TestUnavailableStoreIsRetried(t *testing.T) {
 	id := claims.ID{Tenant: "acme", Source: "gh", Key: "k"}
 	rev := e.claim(t, id, "h1", 30*time.Second)
 	e.publishEvent(t, e.subj.Settle(), settleEvent(id, "h1", rev))
-	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == claims.StateCommitted }, "committed after retries")
+	testkit.Eventually(t, 5*time.Second, func() bool { return e.state(t, id).State == protocol.StateCommitted }, "committed after retries")
 	if v := metric(t, reg, "sluice_events_applied_total", "outcome", "unavailable"); v != 2 {
 		t.Fatalf("unavailable = %v, want 2", v)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -90,9 +91,9 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := quota.HitRequest{
-			Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "t", IncrementUs: lim.Increment, CapacityUs: lim.Capacity}},
-			Claim:   &quota.ClaimRequest{Tenant: "t", Source: "s", Key: "k", HookID: "hook-of-node-" + string(rune('0'+node))},
+		req := protocol.HitRequest{
+			Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: "t", IncrementUs: lim.Increment, CapacityUs: lim.Capacity}},
+			Claim:   &protocol.ClaimRequest{Tenant: "t", Source: "s", Key: "k", HookID: "hook-of-node-" + string(rune('0'+node))},
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), budget)
 		start := time.Now()
@@ -100,7 +101,7 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 		took := time.Since(start)
 		cancel()
 		t.Logf("node %d: %+v, %v after %v", node, rep, err, took.Round(time.Millisecond))
-		if err == nil && rep.Result == quota.ResultOK {
+		if err == nil && rep.Result == protocol.ResultOK {
 			winners++
 		}
 		// The owner's share of the budget and the claim's together: the

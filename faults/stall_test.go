@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -79,19 +80,19 @@ func TestServerStall(t *testing.T) {
 					switch i % 3 {
 					case 0:
 						op = "hit"
-						var rep quota.HitReply
-						rep, err = f.Hit(cctx, quota.HitRequest{
-							Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: lim.Increment, CapacityUs: lim.Capacity}},
-							Claim:   &quota.ClaimRequest{Tenant: tenant, Source: "s", Key: fmt.Sprintf("stall-%d-%d-%d", ni, w, i), HookID: fmt.Sprintf("h-%d-%d-%d", ni, w, i)},
+						var rep protocol.HitReply
+						rep, err = f.Hit(cctx, protocol.HitRequest{
+							Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: lim.Increment, CapacityUs: lim.Capacity}},
+							Claim:   &protocol.ClaimRequest{Tenant: tenant, Source: "s", Key: fmt.Sprintf("stall-%d-%d-%d", ni, w, i), HookID: fmt.Sprintf("h-%d-%d-%d", ni, w, i)},
 						})
 						isLocal = rep.Local
 					case 1:
 						op = "reserve"
-						_, err = f.Reserve(cctx, quota.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
+						_, err = f.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
 						isLocal = f.Degraded()
 					default:
 						op = "count"
-						_, err = f.Count(cctx, quota.CounterRequest{Principal: tenant, Key: "slots"})
+						_, err = f.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
 						isLocal = f.Degraded()
 					}
 					d := time.Since(start)

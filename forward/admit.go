@@ -3,12 +3,12 @@ package forward
 import (
 	"context"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Hitter is the quota call an edge admits hooks with (quota.Fleet).
 type Hitter interface {
-	Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error)
+	Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error)
 }
 
 // Admitter is an edge's admission: the Fleet's hit (its Client routed to
@@ -23,9 +23,9 @@ type Admitter struct {
 }
 
 // Hit is Fleet.Hit, remembering a claim the hub's owners took.
-func (a Admitter) Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+func (a Admitter) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	rep, err := a.Fleet.Hit(ctx, r)
-	if err == nil && r.Claim != nil && !rep.Local && rep.Result == quota.ResultOK {
+	if err == nil && r.Claim != nil && !rep.Local && rep.Result == protocol.ResultOK {
 		a.Claims.takenOnHub(r.Claim.HookID)
 	}
 	return rep, err

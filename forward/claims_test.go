@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/forward"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -52,7 +53,7 @@ func TestEdgeClaimsRoute(t *testing.T) {
 	if err := c.SettleOwn(ctx, id("a"), "h-a", "", res.Revision, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if state(hub, "a") != claims.StateCommitted || state(local, "a") != claims.StateAbsent {
+	if state(hub, "a") != protocol.StateCommitted || state(local, "a") != protocol.StateAbsent {
 		t.Fatalf("a: hub %v, local %v", state(hub, "a"), state(local, "a"))
 	}
 
@@ -69,7 +70,7 @@ func TestEdgeClaimsRoute(t *testing.T) {
 		if err := c.Release(ctx, id(k), "h-"+k, res.Revision); err != nil {
 			t.Fatalf("release %s where it was taken: %v", k, err)
 		}
-		if state(hub, k) != claims.StateAbsent {
+		if state(hub, k) != protocol.StateAbsent {
 			t.Fatalf("%s reached the hub", k)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -245,7 +246,7 @@ func TestClaimExpiryEventsFlag(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t, testkit.WithListener())
 	ctx := testkit.Context(t)
-	stream := "KV_" + kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	stream := "KV_" + kvstore.BucketNames(protocol.DefaultPrefix).Claims
 	check := func(markers time.Duration, watcher bool) {
 		t.Helper()
 		st, err := k.JS.Stream(ctx, stream)
@@ -274,7 +275,7 @@ func TestClaimsPersistAsync(t *testing.T) {
 	k := testkit.New(t, testkit.WithListener())
 	ctx := testkit.Context(t)
 	start(t, "--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--claims-persist", "async")
-	st, err := k.JS.Stream(ctx, "KV_"+kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	st, err := k.JS.Stream(ctx, "KV_"+kvstore.BucketNames(protocol.DefaultPrefix).Claims)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/forward"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -139,7 +139,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots := quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}
+	slots := protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}
 	if rep, err := c1.Reserve(testkit.Context(t), slots); err != nil || !rep.Granted {
 		t.Fatalf("reserve through e1: %+v %v", rep, err)
 	}

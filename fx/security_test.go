@@ -17,9 +17,9 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
-	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -248,7 +248,7 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 			t.Fatalf("%s: %d", p, code)
 		}
 	}
-	tok := authz.TenantToken("acme")
+	tok := protocol.TenantToken("acme")
 	r := testkit.HTTP(t, http.MethodPost, "http://"+*h.Addr.Load()+"/v1/admin/hooks/acme/rewind", []byte(`{"consumer":"`+tok+`","durable":true}`), map[string]string{"Authorization": "Bearer " + admin})
 	if r.Code != http.StatusCreated {
 		t.Fatalf("rewind creating acme's consumer: %d %s", r.Code, r.Body)

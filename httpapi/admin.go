@@ -220,7 +220,7 @@ func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := map[string]any{"state": st.State}
-	if st.State != claims.StateAbsent {
+	if st.State != protocol.StateAbsent {
 		out["hook_id"] = st.HookID
 		out["expires_in_ms"] = st.ExpiresIn.Milliseconds()
 		out["revision"] = st.Revision

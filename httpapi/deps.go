@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/limits"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // ErrUnknownSource is returned by a Policy for a tenant/source pair that the
@@ -89,10 +89,10 @@ type Source struct {
 
 // SourceKind is the charge kind of a source's own budget of kind base
 // ("hooks" or "bytes"): base@source, or base@#<hash> when that would exceed
-// quota.MaxKindBytes. Kinds of different sources never collide.
+// protocol.MaxKindBytes. Kinds of different sources never collide.
 func SourceKind(base, source string) string {
 	k := base + "@" + source
-	if len(k) <= quota.MaxKindBytes {
+	if len(k) <= protocol.MaxKindBytes {
 		return k
 	}
 	sum := sha256.Sum256([]byte(source))
@@ -128,7 +128,7 @@ type LimitsFunc func(tenant string) (Limits, string)
 // Admitter decides a hit: charges plus an optional pending claim, in one
 // round trip (quota.Fleet implements it).
 type Admitter interface {
-	Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
+	Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)
 }
 
 // Resetter forgets a tenant's rate-limit buckets fleet-wide (quota.Client

@@ -24,7 +24,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 )
 
 // Config holds a Handler's dependencies. Policy, Limits, Admitter, Claims
@@ -322,7 +321,7 @@ func setPolicyHeaders(w http.ResponseWriter, l Limits, hooks gcra.Limit) {
 		hooks.Burst(), gcra.CeilSeconds(hooks.Window()), l.Bytes.Burst, bw))
 }
 
-func (h *Handler) setRemaining(w http.ResponseWriter, rep quota.HitReply, hooksKind string) {
+func (h *Handler) setRemaining(w http.ResponseWriter, rep protocol.HitReply, hooksKind string) {
 	for _, ls := range rep.Limits {
 		if ls.Kind == hooksKind {
 			t := int64(math.Ceil(float64(ls.ResetAfterMs) / 1000))

@@ -55,8 +55,8 @@ type hookRequest struct {
 	lims           Limits
 	hooksKind      string
 	hooksLim       gcra.Limit
-	req            quota.HitRequest
-	rep            quota.HitReply
+	req            protocol.HitRequest
+	rep            protocol.HitReply
 	// tctx and span are the hook's trace span and its context (nil:
 	// tracing off).
 	tctx context.Context
@@ -370,10 +370,10 @@ func (q *hookRequest) requestDigest() string {
 
 // ReplayNamespace is the replay namespace of a tenant's source:
 // "tenant/source", or "sha256:<hex>" of it when that would exceed
-// claims.MaxReplayPartBytes (two 128-byte names), so every pair fits.
+// protocol.MaxNameBytes (two 128-byte names), so every pair fits.
 func ReplayNamespace(tenant, source string) string {
 	ns := tenant + "/" + source
-	if len(ns) <= claims.MaxReplayPartBytes {
+	if len(ns) <= protocol.MaxNameBytes {
 		return ns
 	}
 	sum := sha256.Sum256([]byte(ns))
@@ -391,15 +391,15 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	}
 	ns := ReplayNamespace(q.tenant, q.source)
 	key := v.MessageID + "/" + strconv.FormatInt(v.Timestamp, 10)
-	if len(key) > claims.MaxReplayPartBytes {
+	if len(key) > protocol.MaxNameBytes {
 		key = claims.NormalizeKey(key)
-		if len(key) > claims.MaxReplayPartBytes {
-			key = key[:claims.MaxReplayPartBytes]
+		if len(key) > protocol.MaxNameBytes {
+			key = key[:protocol.MaxNameBytes]
 		}
 	}
 	retain := v.Timestamp + int64(math.Ceil(v.Tolerance.Seconds()))
-	if retain > claims.MaxRetainUntil {
-		retain = claims.MaxRetainUntil
+	if retain > protocol.MaxRetainUntil {
+		retain = protocol.MaxRetainUntil
 	}
 	ctx := q.r.Context()
 	store := h.cfg.Replay
@@ -422,10 +422,10 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	}
 	h.m.replay.WithLabelValues(out.String()).Inc()
 	switch out {
-	case claims.Claimed:
+	case protocol.Claimed:
 		q.nonce = &heldNonce{store: store, ns: ns, key: key}
 		return true
-	case claims.AlreadyClaimed:
+	case protocol.AlreadyClaimed:
 		h.fail(q.w, "replay", protocol.VerificationFailed, errorBody{})
 		return false
 	default: // Full: we cannot remember the nonce, so we cannot accept it safely.
@@ -498,25 +498,25 @@ func (h *Handler) admit(q *hookRequest) bool {
 }
 
 // hitRequest builds the charges and the claim of q.
-func (h *Handler) hitRequest(q *hookRequest) (quota.HitRequest, bool) {
+func (h *Handler) hitRequest(q *hookRequest) (protocol.HitRequest, bool) {
 	q.lims, _ = h.EffectiveLimits(q.tenant)
-	hooksKind, bytesKind := quota.KindHooks, quota.KindBytes
+	hooksKind, bytesKind := protocol.KindHooks, protocol.KindBytes
 	if q.src.Limits != nil {
 		q.lims = *q.src.Limits
-		hooksKind, bytesKind = SourceKind(quota.KindHooks, q.source), SourceKind(quota.KindBytes, q.source)
+		hooksKind, bytesKind = SourceKind(protocol.KindHooks, q.source), SourceKind(protocol.KindBytes, q.source)
 	}
 	q.hooksKind = hooksKind
-	invalidLimits := func(kind string, err error) (quota.HitRequest, bool) {
+	invalidLimits := func(kind string, err error) (protocol.HitRequest, bool) {
 		h.log.Error("invalid "+kind+" limit", "tenant", q.tenant, "error", err)
 		h.fail(q.w, "config", protocol.InvalidLimits, errorBody{})
-		return quota.HitRequest{}, false
+		return protocol.HitRequest{}, false
 	}
 	hooksLim, err := gcra.LimitFromRate(q.lims.Hooks.Rate, q.lims.Hooks.Burst)
 	if err != nil {
 		return invalidLimits("hooks", err)
 	}
 	q.hooksLim = hooksLim
-	req := quota.HitRequest{Charges: []quota.Charge{{
+	req := protocol.HitRequest{Charges: []protocol.Charge{{
 		Kind: hooksKind, Tenant: q.tenant, IncrementUs: hooksLim.Increment, CapacityUs: hooksLim.Capacity,
 	}}}
 	if len(q.body) > 0 {
@@ -524,18 +524,18 @@ func (h *Handler) hitRequest(q *hookRequest) (quota.HitRequest, bool) {
 		if errors.Is(err, gcra.ErrImpossible) {
 			// Larger than the whole bytes burst: it could never pass.
 			h.fail(q.w, "too_large", protocol.PayloadTooLarge, errorBody{Limit: q.lims.Bytes.Burst})
-			return quota.HitRequest{}, false
+			return protocol.HitRequest{}, false
 		}
 		if err != nil {
 			return invalidLimits("bytes", err)
 		}
-		req.Charges = append(req.Charges, quota.Charge{
+		req.Charges = append(req.Charges, protocol.Charge{
 			Kind: bytesKind, Tenant: q.tenant, IncrementUs: bytesLim.Increment, CapacityUs: bytesLim.Capacity,
 		})
 	}
 	q.hookID = h.cfg.NewID()
 	if q.key != "" {
-		req.Claim = &quota.ClaimRequest{
+		req.Claim = &protocol.ClaimRequest{
 			Tenant: q.tenant, Source: q.source, Key: q.key, HookID: q.hookID,
 			TTLMs: h.cfg.DedupeTTL.Milliseconds(), PendingTTLMs: h.cfg.PendingTTL.Milliseconds(),
 		}
@@ -548,7 +548,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 	w, rep := q.w, q.rep
 	setPolicyHeaders(w, q.lims, q.hooksLim)
 	switch rep.Result {
-	case quota.ResultRateLimited:
+	case protocol.ResultRateLimited:
 		ra := time.Duration(rep.RetryAfterMs) * time.Millisecond
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
 		w.Header().Set("RateLimit", fmt.Sprintf(`"hooks";r=0;t=%s`, retryAfterSeconds(ra)))
@@ -557,7 +557,7 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		}
 		h.fail(w, "rate_limited", protocol.RateLimited, errorBody{RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
-	case quota.ResultDuplicate:
+	case protocol.ResultDuplicate:
 		if q.idempotency {
 			if reused, ok := h.keyReused(q); !ok {
 				return h.unavailable(q)
@@ -576,13 +576,13 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 		h.m.requests.WithLabelValues("duplicate", "200").Inc()
 		writeJSON(w, http.StatusOK, duplicateBody{Status: "duplicate", ID: rep.HookID, Duplicate: true})
 		return false
-	case quota.ResultPending:
+	case protocol.ResultPending:
 		h.m.claimOutcome.WithLabelValues("pending").Inc()
 		ra := time.Duration(rep.RetryAfterMs) * time.Millisecond
 		w.Header().Set("Retry-After", retryAfterSeconds(ra))
 		h.fail(w, "in_flight", protocol.InFlight, errorBody{RetryAfterMs: max(1, rep.RetryAfterMs)})
 		return false
-	case quota.ResultOK:
+	case protocol.ResultOK:
 		h.setRemaining(w, rep, q.hooksKind)
 		if q.key != "" {
 			h.m.claimOutcome.WithLabelValues("ok").Inc()
@@ -610,7 +610,7 @@ func (h *Handler) keyReused(q *hookRequest) (reused, ok bool) {
 		h.log.Warn("claim read failed", "tenant", q.tenant, "error", err)
 		return false, false
 	}
-	return st.State == claims.StateCommitted && st.Digest != "" && st.Digest != q.requestDigest(), true
+	return st.State == protocol.StateCommitted && st.Digest != "" && st.Digest != q.requestDigest(), true
 }
 
 // store publishes the hook and waits for JetStream's ack — only that makes

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -20,7 +21,7 @@ const idemYAML = defaultsYAML + `tenants:
 // claimRecord reads the stored claim record of tenant/source/key.
 func (a *app) claimRecord(tenant, source, key string) string {
 	a.t.Helper()
-	kv, err := a.nats.JS.KeyValue(testkit.Context(a.t), kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	kv, err := a.nats.JS.KeyValue(testkit.Context(a.t), kvstore.BucketNames(protocol.DefaultPrefix).Claims)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestIdempotencyKeyOldRecord(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, idemYAML)
 	ctx := testkit.Context(t)
-	kv, err := a.nats.JS.KeyValue(ctx, kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	kv, err := a.nats.JS.KeyValue(ctx, kvstore.BucketNames(protocol.DefaultPrefix).Claims)
 	if err != nil {
 		t.Fatal(err)
 	}

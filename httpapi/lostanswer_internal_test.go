@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/ownerkit"
@@ -48,22 +49,22 @@ type losingAdmitter struct {
 	lose  bool
 }
 
-func (a *losingAdmitter) Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+func (a *losingAdmitter) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	c := r.Claim
 	res, err := a.store.Claim(ctx, claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key}, c.HookID, time.Duration(c.PendingTTLMs)*time.Millisecond)
 	if err != nil {
-		return quota.HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	if a.lose {
-		return quota.HitReply{}, fmt.Errorf("%w: the answer was lost", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the answer was lost", quota.ErrUnavailable)
 	}
 	switch res.Outcome {
 	case claims.OK:
-		return quota.HitReply{Result: quota.ResultOK, Revision: res.Revision, HookID: c.HookID}, nil
+		return protocol.HitReply{Result: protocol.ResultOK, Revision: res.Revision, HookID: c.HookID}, nil
 	case claims.Duplicate:
-		return quota.HitReply{Result: quota.ResultDuplicate, HookID: res.HookID}, nil
+		return protocol.HitReply{Result: protocol.ResultDuplicate, HookID: res.HookID}, nil
 	default:
-		return quota.HitReply{Result: quota.ResultPending, RetryAfterMs: res.RetryAfter.Milliseconds(), HookID: res.HookID}, nil
+		return protocol.HitReply{Result: protocol.ResultPending, RetryAfterMs: res.RetryAfter.Milliseconds(), HookID: res.HookID}, nil
 	}
 }
 
@@ -95,7 +96,7 @@ func TestLostAnswerReleasesClaim(t *testing.T) {
 	if w := post(); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("lost answer: %d %s, want 503 with Retry-After", w.Code, w.Body)
 	}
-	if st, err := store.Get(testkit.Context(t), claims.ID{Tenant: "acme", Source: "src", Key: "evt-1"}); err != nil || st.State != claims.StateAbsent {
+	if st, err := store.Get(testkit.Context(t), claims.ID{Tenant: "acme", Source: "src", Key: "evt-1"}); err != nil || st.State != protocol.StateAbsent {
 		t.Fatalf("the pending claim of the unanswered hit: %+v %v, want none", st, err)
 	}
 	adm.lose = false
@@ -123,8 +124,8 @@ type lossyOwner struct {
 
 	mu         sync.Mutex
 	lose, hold bool
-	held       []quota.HitRequest
-	lostReply  []quota.HitReply
+	held       []protocol.HitRequest
+	lostReply  []protocol.HitReply
 }
 
 func (o *lossyOwner) set(lose, hold bool) {
@@ -133,7 +134,7 @@ func (o *lossyOwner) set(lose, hold bool) {
 	o.lose, o.hold = lose, hold
 }
 
-func (o *lossyOwner) Hit(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+func (o *lossyOwner) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	o.mu.Lock()
 	lose, hold := o.lose, o.hold
 	if hold {
@@ -142,16 +143,16 @@ func (o *lossyOwner) Hit(ctx context.Context, r quota.HitRequest) (quota.HitRepl
 	o.mu.Unlock()
 	switch {
 	case hold:
-		return quota.HitReply{}, fmt.Errorf("%w: the request is held (a frozen owner)", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the request is held (a frozen owner)", quota.ErrUnavailable)
 	case lose:
 		rep, err := o.deliver(ctx, r)
 		if err != nil {
-			return quota.HitReply{}, err
+			return protocol.HitReply{}, err
 		}
 		o.mu.Lock()
 		o.lostReply = append(o.lostReply, rep)
 		o.mu.Unlock()
-		return quota.HitReply{}, fmt.Errorf("%w: the owner's answer was lost", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the owner's answer was lost", quota.ErrUnavailable)
 	default:
 		return o.c.Hit(ctx, r)
 	}
@@ -159,32 +160,32 @@ func (o *lossyOwner) Hit(ctx context.Context, r quota.HitRequest) (quota.HitRepl
 
 // deliver sends r to its partition's owner as a JSON owner request and
 // returns the owner's answer, which the edge never sees.
-func (o *lossyOwner) deliver(ctx context.Context, r quota.HitRequest) (quota.HitReply, error) {
+func (o *lossyOwner) deliver(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	data, err := json.Marshal(map[string]any{"op": "hit", "hit": r})
 	if err != nil {
-		return quota.HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	subject := fmt.Sprintf("%s.v1.quota.p.%d", o.prefix, quota.Partition(r.Tenant(), o.parts))
 	msg, err := o.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
 	if err != nil {
-		return quota.HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return quota.HitReply{}, fmt.Errorf("owner error %s: %s", code, msg.Header.Get("Nats-Service-Error"))
+		return protocol.HitReply{}, fmt.Errorf("owner error %s: %s", code, msg.Header.Get("Nats-Service-Error"))
 	}
-	var rep quota.HitReply
+	var rep protocol.HitReply
 	return rep, json.Unmarshal(msg.Data, &rep)
 }
 
 // deliverHeld sends the held requests to the owner now and returns its
 // answers.
-func (o *lossyOwner) deliverHeld(t *testing.T) []quota.HitReply {
+func (o *lossyOwner) deliverHeld(t *testing.T) []protocol.HitReply {
 	t.Helper()
 	o.mu.Lock()
 	held := o.held
 	o.held = nil
 	o.mu.Unlock()
-	var reps []quota.HitReply
+	var reps []protocol.HitReply
 	for _, r := range held {
 		rep, err := o.deliver(testkit.Context(t), r)
 		if err != nil {
@@ -207,7 +208,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 	k := testkit.New(t)
 	store, c := realOwner(t, k)
 	ctx := testkit.Context(t)
-	prefix, parts := kvstore.DefaultPrefix, c.Partitions()
+	prefix, parts := protocol.DefaultPrefix, c.Partitions()
 	owner := &lossyOwner{c: c, nc: k.Conn, prefix: prefix, parts: parts}
 	handler := func(pendingTTL time.Duration) *Handler {
 		h, err := New(Config{
@@ -254,8 +255,8 @@ func TestLostAnswerRealOwner(t *testing.T) {
 	}
 
 	// The lost hit's own claim: released, the retry accepted at once.
-	lost(long, "own", quota.ResultOK)
-	if st := get("own"); st.State != claims.StateAbsent {
+	lost(long, "own", protocol.ResultOK)
+	if st := get("own"); st.State != protocol.StateAbsent {
 		t.Fatalf("own: the lost hit's claim after its release: %+v, want absent", st)
 	}
 	if rec := post(long, "own"); rec.Code != http.StatusAccepted {
@@ -267,8 +268,8 @@ func TestLostAnswerRealOwner(t *testing.T) {
 	if err != nil || other.Outcome != claims.OK {
 		t.Fatalf("another hook's claim: %+v %v", other, err)
 	}
-	lost(long, "other", quota.ResultPending)
-	if st := get("other"); st.State != claims.StatePending || st.HookID != "other-hook-000000001" || st.Revision != other.Revision {
+	lost(long, "other", protocol.ResultPending)
+	if st := get("other"); st.State != protocol.StatePending || st.HookID != "other-hook-000000001" || st.Revision != other.Revision {
 		t.Fatalf("another hook's pending claim after a lost answer's release: %+v, want pending for other-hook-000000001 at %d", st, other.Revision)
 	}
 	if err := store.Settle(ctx, claims.ID{Tenant: "acme", Source: "src", Key: "other"}, "other-hook-000000001", other.Revision, time.Hour); err != nil {
@@ -280,8 +281,8 @@ func TestLostAnswerRealOwner(t *testing.T) {
 		t.Fatalf("done: %d %s", rec.Code, rec.Body)
 	}
 	committed := get("done")
-	lost(long, "done", quota.ResultDuplicate)
-	if st := get("done"); st.State != claims.StateCommitted || st.HookID != committed.HookID || st.Revision != committed.Revision {
+	lost(long, "done", protocol.ResultDuplicate)
+	if st := get("done"); st.State != protocol.StateCommitted || st.HookID != committed.HookID || st.Revision != committed.Revision {
 		t.Fatalf("a committed key after a lost answer's release: %+v, want %+v", st, committed)
 	}
 	if rec := post(long, "done"); rec.Code != http.StatusOK || rec.Header().Get("X-Hook-Id") != committed.HookID {
@@ -296,14 +297,14 @@ func TestLostAnswerRealOwner(t *testing.T) {
 		t.Fatalf("late: %d %s, want 503", rec.Code, rec.Body)
 	}
 	owner.set(false, false)
-	if st := get("late"); st.State != claims.StateAbsent {
+	if st := get("late"); st.State != protocol.StateAbsent {
 		t.Fatalf("late: before the owner's late write: %+v, want absent", st)
 	}
-	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != quota.ResultOK {
+	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != protocol.ResultOK {
 		t.Fatalf("late: the owner's late write: %+v, want one ok", reps)
 	}
 	lateHolder := get("late")
-	if lateHolder.State != claims.StatePending {
+	if lateHolder.State != protocol.StatePending {
 		t.Fatalf("late: after the owner's late write: %+v, want pending", lateHolder)
 	}
 	rec := post(short, "late")
@@ -321,7 +322,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 		t.Fatalf("late: a retry: %d %s, want 409 until the pending TTL, then 202", rec.Code, rec.Body)
 		return false
 	}, "the late claim expires after its pending TTL and the retry is accepted")
-	if st := get("late"); st.State != claims.StateCommitted || st.HookID == lateHolder.HookID {
+	if st := get("late"); st.State != protocol.StateCommitted || st.HookID == lateHolder.HookID {
 		t.Fatalf("late: after the accepted retry: %+v, want committed by the retry, not %s", st, lateHolder.HookID)
 	}
 
@@ -335,10 +336,10 @@ func TestLostAnswerRealOwner(t *testing.T) {
 		t.Fatalf("later: the retry: %d %s, want 202", rec.Code, rec.Body)
 	}
 	retried := get("later")
-	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != quota.ResultDuplicate {
+	if reps := owner.deliverHeld(t); len(reps) != 1 || reps[0].Result != protocol.ResultDuplicate {
 		t.Fatalf("later: the owner's late write: %+v, want a duplicate", reps)
 	}
-	if st := get("later"); st.State != claims.StateCommitted || st.HookID != retried.HookID || st.Revision != retried.Revision {
+	if st := get("later"); st.State != protocol.StateCommitted || st.HookID != retried.HookID || st.Revision != retried.Revision {
 		t.Fatalf("later: after the late write: %+v, want %+v", st, retried)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The outbox of an edge (docs/EDGE-MODE.md): an edge
@@ -60,7 +61,7 @@ func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig)
 		cfg.HooksStream = "HOOKS"
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = kvstore.DefaultPrefix
+		cfg.Prefix = protocol.DefaultPrefix
 	}
 	maxBytes := cfg.MaxBytes
 	if maxBytes <= 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Overrides holds the fleet-wide per-tenant limit overrides set through the
@@ -48,7 +49,7 @@ func (o *Overrides) Start(ctx context.Context) error {
 }
 
 func (o *Overrides) apply(e jetstream.KeyValueEntry, _ bool) {
-	tenant, err := kvstore.DecodeToken(e.Key())
+	tenant, err := protocol.DecodeToken(e.Key())
 	if err != nil {
 		return
 	}
@@ -87,7 +88,7 @@ func (o *Overrides) Set(ctx context.Context, tenant string, l Limits) error {
 	if err != nil {
 		return err
 	}
-	if _, err := o.b.Put(ctx, kvstore.EncodeToken(tenant), data, 0); err != nil {
+	if _, err := o.b.Put(ctx, protocol.EncodeToken(tenant), data, 0); err != nil {
 		return err
 	}
 	o.mu.Lock()
@@ -98,7 +99,7 @@ func (o *Overrides) Set(ctx context.Context, tenant string, l Limits) error {
 
 // Delete removes an override; it reports whether there was one.
 func (o *Overrides) Delete(ctx context.Context, tenant string) (bool, error) {
-	key := kvstore.EncodeToken(tenant)
+	key := protocol.EncodeToken(tenant)
 	if _, err := o.b.Get(ctx, key); err != nil {
 		if errors.Is(err, kvstore.ErrNotFound) {
 			o.mu.Lock()

@@ -137,7 +137,7 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			protocol.StoreUnavailable.Write(w, nil)
 			return
-		case st.State == claims.StateAbsent:
+		case st.State == protocol.StateAbsent:
 			protocol.NotFound.Write(w, nil)
 			return
 		}
@@ -145,7 +145,7 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		out["state"], out["hook_id"] = st.State, st.HookID
 		// The claim was taken at most its TTL minus what is left of it ago.
 		ttl := h.cfg.DedupeTTL
-		if st.State == claims.StatePending {
+		if st.State == protocol.StatePending {
 			ttl = h.cfg.PendingTTL
 		}
 		since = h.cfg.Now().Add(-(ttl - st.ExpiresIn) - receiptSlack)

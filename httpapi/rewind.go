@@ -73,7 +73,7 @@ type HookRewinder interface {
 // (typed or not), or each source's types.
 func rewindFilters(prefix string, s RewindSpec) []string {
 	if len(s.Sources) == 0 {
-		return []string{prefix + ".hooks." + kvstore.EncodeToken(s.Tenant) + ".>"}
+		return []string{prefix + ".hooks." + protocol.EncodeToken(s.Tenant) + ".>"}
 	}
 	var out []string
 	for _, src := range s.Sources {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -29,13 +29,13 @@ type heldAdmitter struct {
 	calls   atomic.Int64
 }
 
-func (a *heldAdmitter) Hit(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
+func (a *heldAdmitter) Hit(ctx context.Context, _ protocol.HitRequest) (protocol.HitReply, error) {
 	a.calls.Add(1)
 	select {
 	case <-a.release:
-		return quota.HitReply{Result: quota.ResultOK}, nil
+		return protocol.HitReply{Result: protocol.ResultOK}, nil
 	case <-ctx.Done():
-		return quota.HitReply{}, ctx.Err()
+		return protocol.HitReply{}, ctx.Err()
 	}
 }
 

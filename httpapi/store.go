@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/tracing"
 )
 
@@ -45,20 +46,20 @@ type StreamConfig struct {
 // HooksSubject is the subject a tenant/source's hooks are stored under:
 // "<prefix>.hooks.<tenant>.<source>" (a source without event_type).
 func HooksSubject(prefix, tenant, source string) string {
-	return prefix + ".hooks." + kvstore.Join(tenant, source)
+	return prefix + ".hooks." + protocol.Join(tenant, source)
 }
 
 // TypedHooksSubject is the subject of a hook of a source with event_type:
 // "<prefix>.hooks.<tenant>.<source>.<type>", the type encoded like every
 // token; a request without a type gets NoTypeToken.
 func TypedHooksSubject(prefix, tenant, source, typ string) string {
-	return HooksSubject(prefix, tenant, source) + "." + kvstore.EncodeToken(typ)
+	return HooksSubject(prefix, tenant, source) + "." + protocol.EncodeToken(typ)
 }
 
 // NoTypeToken is the type token of a typed source's hook whose request
 // carries no type: the encoding of the empty string, which no type can
 // produce.
-var NoTypeToken = kvstore.EncodeToken("")
+var NoTypeToken = protocol.EncodeToken("")
 
 // EnsureStream creates or updates the hooks stream.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
@@ -66,7 +67,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		cfg.Name = "HOOKS"
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = kvstore.DefaultPrefix
+		cfg.Prefix = protocol.DefaultPrefix
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1

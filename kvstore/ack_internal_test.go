@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // serverAck is a pub ack as nats-server writes it: the success template of
@@ -112,7 +113,7 @@ func TestParseAckID(t *testing.T) {
 
 func plainName(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if !plain(s[i]) {
+		if !protocol.Plain(s[i]) {
 			return false
 		}
 	}

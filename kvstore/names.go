@@ -1,23 +1,8 @@
 package kvstore
 
 import (
-	"fmt"
 	"strings"
-
-	"github.com/sluice-dev/sluice/internal/names"
 )
-
-// DefaultPrefix is the default subject prefix and bucket name stem.
-const DefaultPrefix = "sluice"
-
-// ValidatePrefix checks a subject prefix: one or more '.'-separated tokens of
-// [A-Za-z0-9_-], at most 64 bytes.
-func ValidatePrefix(p string) error {
-	if err := names.ValidatePrefix(p); err != nil {
-		return fmt.Errorf("prefix: %w", err)
-	}
-	return nil
-}
 
 // Buckets are the names of sluice's KV buckets for one prefix: the prefix
 // with '.' replaced by '_', then a suffix ("sluice" -> "sluice_claims").

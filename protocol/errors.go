@@ -1,13 +1,21 @@
-// Package protocol is sluice's public contract in Go, as docs/PROTOCOL.md
-// states it: importable by any program, it depends on the standard
-// library only. It holds the error codes: one table (Errors) that the HTTP
-// layer, the admin API, the NATS service and the Go client answer and
-// read with, and that docs/PROTOCOL.md's error list is checked against.
 package protocol
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+)
+
+// Sentinels of the contract's Go errors.
+var (
+	// ErrInvalid is wrapped by every check of this package that fails
+	// (the request is answered 400 invalid_request; the caller's fault,
+	// never retried). quota, claims and cooldown return it as their own
+	// ErrInvalid.
+	ErrInvalid = errors.New("invalid request")
+	// ErrClaimLost is a settle or release of a claim the caller no longer
+	// holds (answered 409 claim_lost); claims.ErrLost is it.
+	ErrClaimLost = errors.New("claim lost")
 )
 
 // Error is one error code of the contract: Code is the "error" member of

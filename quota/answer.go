@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -33,12 +34,12 @@ func ClaimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.An
 }
 
 // AnswerReply is an answered item as a HitReply; charges name the limits.
-func AnswerReply(a *frame.Answer, charges []Charge) HitReply {
-	rep := HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
+func AnswerReply(a *frame.Answer, charges []protocol.Charge) protocol.HitReply {
+	rep := protocol.HitReply{Result: resultCodes[a.Result], HookID: a.HookID, RetryAfterMs: a.RetryMs, Revision: a.Revision}
 	if len(a.Limits) > 0 {
-		rep.Limits = make([]LimitState, len(a.Limits))
+		rep.Limits = make([]protocol.LimitState, len(a.Limits))
 		for i, l := range a.Limits {
-			rep.Limits[i] = LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
+			rep.Limits[i] = protocol.LimitState{Kind: charges[i].Kind, Remaining: l.Remaining, ResetAfterMs: l.ResetMs}
 		}
 	}
 	return rep

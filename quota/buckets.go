@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
@@ -33,7 +34,7 @@ func CountsBucket(prefix string, replicas int) kvstore.BucketConfig {
 // OpenBuckets opens (creating or updating) the leases and counts buckets of
 // prefix with the given replica count.
 func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, replicas int) (leases, counts *kvstore.Bucket, err error) {
-	if err := kvstore.ValidatePrefix(prefix); err != nil {
+	if err := protocol.ValidatePrefix(prefix); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(prefix, replicas)); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
@@ -84,9 +85,9 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // request, ErrUnavailable when the owner did not answer within the
 // deadline or its store failed (nothing was spent then). A Client made
 // WithLocalOwner decides a hit its worker serves in process.
-func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
+func (c *Client) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	if err := r.Validate(); err != nil {
-		return HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	n := Partition(r.Tenant(), c.p)
 	if c.local != nil {
@@ -95,7 +96,7 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 		}
 	}
 	if c.unreachable() {
-		return HitReply{}, errUnreachable
+		return protocol.HitReply{}, errUnreachable
 	}
 	if c.jsonHits || !frameable(&r) || c.co.Start() != nil {
 		return c.hitJSON(ctx, &r)
@@ -103,13 +104,13 @@ func (c *Client) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	a, deadline, err := c.viaFrame(ctx, n, coalesced{&r})
 	switch {
 	case err != nil:
-		return HitReply{}, err
+		return protocol.HitReply{}, err
 	case a.Status == coalesce.TooBig:
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		return c.hitJSON(ctx, &r)
 	case a.Status != frame.StatusAnswered: // claim_lost: not an answer to a hit
-		return HitReply{}, fmt.Errorf("%w: %s answered a hit %q", ErrUnavailable, c.subjects[n], a.Reason)
+		return protocol.HitReply{}, fmt.Errorf("%w: %s answered a hit %q", ErrUnavailable, c.subjects[n], a.Reason)
 	}
 	return decodeHitReply(&a, &r), nil
 }
@@ -154,8 +155,8 @@ func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 }
 
 // hitJSON sends r as one JSON request (owners that predate frames).
-func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
-	var rep HitReply
+func (c *Client) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.HitReply, error) {
+	var rep protocol.HitReply
 	err := c.call(ctx, r.Tenant(), &OwnerRequest{Op: OpHit, Hit: r}, &rep)
 	return rep, err
 }
@@ -163,11 +164,11 @@ func (c *Client) hitJSON(ctx context.Context, r *HitRequest) (HitReply, error) {
 // Reset forgets the tenant's GCRA buckets (they are full again).
 // Errors: ErrInvalid, ErrUnavailable.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
-	r := ResetRequest{Tenant: tenant}
+	r := protocol.ResetRequest{Tenant: tenant}
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	var rep OKReply
+	var rep protocol.OKReply
 	return c.call(ctx, tenant, &OwnerRequest{Op: OpReset, Reset: &r}, &rep)
 }
 
@@ -176,19 +177,19 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // the count that blocked it. The count is durable (written through to KV)
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
-func (c *Client) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
-	return counterCall[ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
+func (c *Client) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
+	return counterCall[protocol.ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
 }
 
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: ErrInvalid, ErrUnavailable.
-func (c *Client) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
-	return counterCall[CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
+func (c *Client) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
+	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
 }
 
 // Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
-func (c *Client) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
-	return counterCall[CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
+func (c *Client) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
+	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
 }
 
 // counterCall is a counter's call: invalid (the request's validation) or

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
@@ -123,7 +124,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 // The whole call stays within one budget (ctx's deadline, else the
 // Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
 // the rest for the fallback's claim store call.
-func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
+func (f *Fleet) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()
 	octx := ctx
@@ -141,7 +142,7 @@ func (f *Fleet) Hit(ctx context.Context, r HitRequest) (HitReply, error) {
 	return f.localHit(ctx, r)
 }
 
-func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
+func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	keys := make([]string, len(r.Charges))
 	lims := make([]gcra.Limit, len(r.Charges))
 	m := f.liveMembers()
@@ -152,13 +153,13 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 	now := gcra.Micros(f.now())
 	d, err := f.local.ChargeAll(keys, lims, now)
 	if err != nil {
-		return HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return protocol.HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return HitReply{Result: ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
+		return protocol.HitReply{Result: protocol.ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
 	}
 	if r.Claim == nil {
-		return HitReply{Result: ResultOK, Local: true}, nil
+		return protocol.HitReply{Result: protocol.ResultOK, Local: true}, nil
 	}
 	cl := r.Claim
 	// What is left of the budget (about 40% of it, see Hit); nothing left
@@ -172,7 +173,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		for i := range keys {
 			f.local.Refund(keys[i], lims[i], now)
 		}
-		return HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, DurationMs(cl.PendingTTLMs, f.pendingTTL))
@@ -185,7 +186,7 @@ func (f *Fleet) localHit(ctx context.Context, r HitRequest) (HitReply, error) {
 		}
 	}
 	if err != nil {
-		return HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	rep := AnswerReply(&a, nil)
 	rep.Local = true
@@ -223,39 +224,39 @@ func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 	if errors.Is(err, ErrInvalid) {
 		return err
 	}
-	for _, kind := range []string{KindHooks, KindBytes} {
+	for _, kind := range []string{protocol.KindHooks, protocol.KindBytes} {
 		f.local.Reset(kind + "\x00" + tenant)
 	}
 	return err
 }
 
 // Reserve is Client.Reserve with a node-local counter as fallback.
-func (f *Fleet) Reserve(ctx context.Context, r ReserveRequest) (ReserveReply, error) {
+func (f *Fleet) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	rep, err := f.c.Reserve(ctx, r)
 	if !f.outcome(OpReserve, err) {
 		return rep, err
 	}
 	ttl := DurationMs(r.TTLMs, f.countTTL)
 	g, n := f.counters.reserve(CounterKey(r.Principal, r.Key), r.Max, ttl, f.now())
-	return ReserveReply{Granted: g, Count: n}, nil
+	return protocol.ReserveReply{Granted: g, Count: n}, nil
 }
 
 // Release is Client.Release with the node-local counter as fallback.
-func (f *Fleet) Release(ctx context.Context, r CounterRequest) (CountReply, error) {
+func (f *Fleet) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	rep, err := f.c.Release(ctx, r)
 	if !f.outcome(OpRelease, err) {
 		return rep, err
 	}
-	return CountReply{Count: f.counters.release(CounterKey(r.Principal, r.Key), f.now())}, nil
+	return protocol.CountReply{Count: f.counters.release(CounterKey(r.Principal, r.Key), f.now())}, nil
 }
 
 // Count is Client.Count with the node-local counter as fallback.
-func (f *Fleet) Count(ctx context.Context, r CounterRequest) (CountReply, error) {
+func (f *Fleet) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	rep, err := f.c.Count(ctx, r)
 	if !f.outcome(OpCount, err) {
 		return rep, err
 	}
-	return CountReply{Count: f.counters.count(CounterKey(r.Principal, r.Key), f.now())}, nil
+	return protocol.CountReply{Count: f.counters.count(CounterKey(r.Principal, r.Key), f.now())}, nil
 }
 
 // localCounters are the fallback reserve/release counters of one node.

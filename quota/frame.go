@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -13,15 +14,15 @@ func ResultName(code frame.Result) string { return resultCodes[code] }
 
 // resultCodes names the result codes of a reply frame (0: none).
 var resultCodes = [...]string{
-	frame.ResultOK:          ResultOK,
-	frame.ResultDuplicate:   ResultDuplicate,
-	frame.ResultPending:     ResultPending,
-	frame.ResultRateLimited: ResultRateLimited,
+	frame.ResultOK:          protocol.ResultOK,
+	frame.ResultDuplicate:   protocol.ResultDuplicate,
+	frame.ResultPending:     protocol.ResultPending,
+	frame.ResultRateLimited: protocol.ResultRateLimited,
 }
 
 // appendHitItem appends r (validated: one tenant) as a hit item of
 // partition n with timeoutMs left of its deadline.
-func appendHitItem(b []byte, n int, timeoutMs int64, r *HitRequest) []byte {
+func appendHitItem(b []byte, n int, timeoutMs int64, r *protocol.HitRequest) []byte {
 	b = frame.AppendHitHead(b, n, timeoutMs, r.Tenant(), len(r.Charges))
 	for i := range r.Charges {
 		c := &r.Charges[i]
@@ -35,7 +36,7 @@ func appendHitItem(b []byte, n int, timeoutMs int64, r *HitRequest) []byte {
 
 // appendSettleItem appends r (validated) as a settle item of partition n
 // with timeoutMs left of its deadline.
-func appendSettleItem(b []byte, n int, timeoutMs int64, r *SettleRequest) []byte {
+func appendSettleItem(b []byte, n int, timeoutMs int64, r *protocol.SettleRequest) []byte {
 	return frame.AppendSettle(b, n, timeoutMs, r.Tenant, r.Source, r.Key, r.HookID, r.Revision, r.TTLMs)
 }
 
@@ -45,24 +46,24 @@ func appendSettleItem(b []byte, n int, timeoutMs int64, r *SettleRequest) []byte
 // item it decides.
 func ValidateItem(it *frame.Item) error {
 	if it.Op == frame.OpSettle {
-		return validateSettle(it.Tenant, it.Source, it.Key, it.HookID, it.Revision, it.TTLMs)
+		return protocol.ValidateSettle(it.Tenant, it.Source, it.Key, it.HookID, it.Revision, it.TTLMs)
 	}
-	if err := validateCharges(itemCharges{it}, it.Tenant, it.Claim); err != nil {
+	if err := protocol.ValidateCharges(itemCharges{it}, it.Tenant, it.Claim); err != nil {
 		return err
 	}
 	if it.Claim {
-		return validateClaim(it.Tenant, it.Source, it.Key, it.HookID, it.TTLMs, it.PendingMs)
+		return protocol.ValidateClaim(it.Tenant, it.Source, it.Key, it.HookID, it.TTLMs, it.PendingMs)
 	}
 	return nil
 }
 
-// itemCharges is the chargeList of a decoded item: every charge is for the
-// item's tenant.
+// itemCharges is the protocol.ChargeList of a decoded item: every charge
+// is for the item's tenant.
 type itemCharges struct{ it *frame.Item }
 
-func (f itemCharges) len() int { return len(f.it.Charges) }
+func (f itemCharges) Len() int { return len(f.it.Charges) }
 
-func (f itemCharges) at(i int) (kind, tenant []byte, inc, capacity int64) {
+func (f itemCharges) At(i int) (kind, tenant []byte, inc, capacity int64) {
 	c := &f.it.Charges[i]
 	return c.Kind, f.it.Tenant, c.Inc, c.Cap
 }

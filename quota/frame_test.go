@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 func sampleFrames() [][]byte {
-	reqs := []HitRequest{
-		{Charges: []Charge{hooks("acme", 3), {Kind: KindBytes, Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
-		{Charges: []Charge{hooks("beta", 1)}, Claim: &ClaimRequest{Tenant: "beta", Source: "gh", Key: "k-1", HookID: "h", TTLMs: 5, PendingTTLMs: 30_000}},
-		{Claim: &ClaimRequest{Tenant: "γ", Source: "s", Key: "", HookID: "x"}},
+	reqs := []protocol.HitRequest{
+		{Charges: []protocol.Charge{hooks("acme", 3), {Kind: protocol.KindBytes, Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
+		{Charges: []protocol.Charge{hooks("beta", 1)}, Claim: &protocol.ClaimRequest{Tenant: "beta", Source: "gh", Key: "k-1", HookID: "h", TTLMs: 5, PendingTTLMs: 30_000}},
+		{Claim: &protocol.ClaimRequest{Tenant: "γ", Source: "s", Key: "", HookID: "x"}},
 	}
 	var out [][]byte
 	for k := 1; k <= len(reqs); k++ {
@@ -26,9 +27,9 @@ func sampleFrames() [][]byte {
 }
 
 func TestFrameRoundTrip(t *testing.T) {
-	reqs := []HitRequest{
-		{Charges: []Charge{hooks("acme", 3), {Kind: "custom", Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
-		{Charges: []Charge{hooks("beta", 1)}, Claim: &ClaimRequest{Tenant: "beta", Source: "gh", Key: "k-1", HookID: "h", TTLMs: 5, PendingTTLMs: 30_000}},
+	reqs := []protocol.HitRequest{
+		{Charges: []protocol.Charge{hooks("acme", 3), {Kind: "custom", Tenant: "acme", IncrementUs: 10, CapacityUs: 100}}},
+		{Charges: []protocol.Charge{hooks("beta", 1)}, Claim: &protocol.ClaimRequest{Tenant: "beta", Source: "gh", Key: "k-1", HookID: "h", TTLMs: 5, PendingTTLMs: 30_000}},
 	}
 	f := frame.AppendRequestHeader(nil, len(reqs))
 	for i := range reqs {
@@ -82,7 +83,7 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 		again := frame.AppendRequestHeader(nil, len(items))
 		for i := range items {
 			it := &items[i]
-			if it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > frame.MaxCharges {
+			if it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > protocol.MaxCharges {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
 			again = frame.AppendItem(again, it)
@@ -130,11 +131,11 @@ func FuzzDecodeReplyFrame(f *testing.F) {
 			if rf.Next(&a) != nil {
 				return
 			}
-			if a.NLimits > frame.MaxCharges || a.Status == frame.StatusAnswered && (a.Result == 0 || int(a.Result) >= len(resultCodes)) {
+			if a.NLimits > protocol.MaxCharges || a.Status == frame.StatusAnswered && (a.Result == 0 || int(a.Result) >= len(resultCodes)) {
 				t.Fatalf("accepted %+v", a)
 			}
 			ans := coalesce.AnswerOf(&a)
-			_ = decodeHitReply(&ans, &HitRequest{})
+			_ = decodeHitReply(&ans, &protocol.HitRequest{})
 		}
 		_ = rf.Done()
 	})
@@ -148,11 +149,11 @@ func TestItemValidateMatchesValidate(t *testing.T) {
 	ch := func(kind []byte, inc, cap int64) frame.Charge { return frame.Charge{Kind: kind, Inc: inc, Cap: cap} }
 	cases := map[string]frame.Item{
 		"ok":            {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
-		"kind at bound": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(MaxKindBytes), 1, 2)}},
-		"kind too long": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(MaxKindBytes+1), 1, 2)}},
+		"kind at bound": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(protocol.MaxKindBytes), 1, 2)}},
+		"kind too long": {Tenant: []byte("t"), Charges: []frame.Charge{ch(long(protocol.MaxKindBytes+1), 1, 2)}},
 		"empty kind":    {Tenant: []byte("t"), Charges: []frame.Charge{ch(nil, 1, 2)}},
-		"tenant bound":  {Tenant: long(MaxNameBytes), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
-		"tenant long":   {Tenant: long(MaxNameBytes + 1), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"tenant bound":  {Tenant: long(protocol.MaxNameBytes), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
+		"tenant long":   {Tenant: long(protocol.MaxNameBytes + 1), Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
 		"no tenant":     {Charges: []frame.Charge{ch([]byte("hooks"), 1, 2)}},
 		"inc > cap":     {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 3, 2)}},
 		"zero inc":      {Tenant: []byte("t"), Charges: []frame.Charge{ch([]byte("hooks"), 0, 2)}},
@@ -182,17 +183,17 @@ func TestItemValidateMatchesValidate(t *testing.T) {
 }
 
 // itemRequest rebuilds the HitRequest of a decoded item (allocating).
-func itemRequest(it *frame.Item) HitRequest {
+func itemRequest(it *frame.Item) protocol.HitRequest {
 	tenant := string(it.Tenant)
-	r := HitRequest{}
+	r := protocol.HitRequest{}
 	if len(it.Charges) > 0 {
-		r.Charges = make([]Charge, len(it.Charges))
+		r.Charges = make([]protocol.Charge, len(it.Charges))
 		for i, c := range it.Charges {
-			r.Charges[i] = Charge{Kind: string(c.Kind), Tenant: tenant, IncrementUs: c.Inc, CapacityUs: c.Cap}
+			r.Charges[i] = protocol.Charge{Kind: string(c.Kind), Tenant: tenant, IncrementUs: c.Inc, CapacityUs: c.Cap}
 		}
 	}
 	if it.Claim {
-		r.Claim = &ClaimRequest{
+		r.Claim = &protocol.ClaimRequest{
 			Tenant: tenant, Source: string(it.Source), Key: string(it.Key), HookID: string(it.HookID),
 			TTLMs: it.TTLMs, PendingTTLMs: it.PendingMs,
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"go.uber.org/goleak"
 )
 
@@ -21,7 +22,7 @@ func newPrefix() string { return fmt.Sprintf("qc%d", prefixSeq.Add(1)) }
 
 // hooks is a unit "hooks" charge with the given burst at a rate so slow
 // that nothing refills during a test.
-func hooks(tenant string, burst int64) Charge {
+func hooks(tenant string, burst int64) protocol.Charge {
 	inc := int64(time.Hour / time.Microsecond)
-	return Charge{Kind: KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
+	return protocol.Charge{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
 }

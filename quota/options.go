@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
@@ -88,10 +88,10 @@ func (o fleetOption) applyFleet(c *fleetConfig) error { return o(c) }
 func invalid(format string, args ...any) error { return settings.Invalid(format, args...) }
 
 // WithPrefix sets the subject prefix (default "sluice"); see
-// kvstore.ValidatePrefix. owner.New, Client.
+// protocol.ValidatePrefix. owner.New, Client.
 func WithPrefix(prefix string) WorkerClientOption {
 	return WorkerClientOption(func(c *settings.Config) error {
-		if err := kvstore.ValidatePrefix(prefix); err != nil {
+		if err := protocol.ValidatePrefix(prefix); err != nil {
 			return invalid("%v", err)
 		}
 		c.Prefix = prefix
@@ -157,12 +157,12 @@ type LocalOwner interface {
 	// reply or the error (wrapping ErrInvalid or ErrUnavailable) of the
 	// hit with done true, or done false with nothing spent, and the hit
 	// takes the NATS path.
-	HitLocal(ctx context.Context, r *HitRequest, n int, budget time.Duration) (rep HitReply, done bool, err error)
+	HitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (rep protocol.HitReply, done bool, err error)
 	// SettleLocal commits r (valid, of partition n) when the owner serves
 	// n right now, as HitLocal: done true with the settle's error (nil,
 	// or wrapping claims.ErrLost, ErrInvalid or ErrUnavailable), or done
 	// false and the settle takes the NATS path.
-	SettleLocal(ctx context.Context, r *SettleRequest, n int, budget time.Duration) (done bool, err error)
+	SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error)
 	// Routing is the owner's subject prefix and partition count.
 	Routing() (prefix string, partitions int)
 }

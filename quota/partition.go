@@ -3,7 +3,7 @@ package quota
 import (
 	"strconv"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
@@ -52,7 +52,7 @@ func partitionStem(prefix string) string { return prefix + ".v1.quota.p." }
 // advertise it in their replies; clients learn it and send one frame per
 // owner rather than one per partition.
 func MemberSubject(prefix, id string) string {
-	return memberStem(prefix) + kvstore.EncodeToken(id)
+	return memberStem(prefix) + protocol.EncodeToken(id)
 }
 
 func memberStem(prefix string) string { return prefix + ".v1.quota.m." }
@@ -68,7 +68,7 @@ func isMemberSubject(prefix string, subject []byte) bool {
 	if len(subject) <= len(stem) || string(subject[:len(stem)]) != stem {
 		return false
 	}
-	id, err := kvstore.DecodeToken(string(subject[len(stem):]))
+	id, err := protocol.DecodeToken(string(subject[len(stem):]))
 	return err == nil && ValidMemberID(id)
 }
 
@@ -76,7 +76,7 @@ func isMemberSubject(prefix string, subject []byte) bool {
 func ValidMemberID(id string) bool { return id != "" && len(id) <= MaxMemberIDBytes }
 
 // CounterKey is the counts-bucket key of a (principal, key) counter.
-func CounterKey(principal, key string) string { return kvstore.Join(principal, key) }
+func CounterKey(principal, key string) string { return protocol.Join(principal, key) }
 
 // Edges reach their hub's owners (docs/EDGE-MODE.md)
 // through a subject namespace of their own, which the hub maps onto the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -29,7 +30,7 @@ import (
 //
 // Errors: claims.ErrLost when the revision is stale, another hook id holds
 // the claim or it is already committed; ErrInvalid; ErrUnavailable.
-func (c *Client) Settle(ctx context.Context, r SettleRequest) error {
+func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -72,8 +73,8 @@ func TestClientFollowsOnlyMemberRoutes(t *testing.T) {
 	served := fakeOwner(t, owner, prefix, func(i int) string { return evil[i%len(evil)] })
 	c := e2client(t, k, prefix)
 	for i := range 3 * len(evil) {
-		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks("acme", 10)}})
-		if err != nil || rep.Result != ResultOK {
+		rep, err := c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 10)}})
+		if err != nil || rep.Result != protocol.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 	}
@@ -104,8 +105,8 @@ func TestClientMemberTableBounded(t *testing.T) {
 	c := e2client(t, k, prefix, WithPartitions(p))
 	for i := range 200 {
 		tenant := "t" + strconv.Itoa(i)
-		rep, err := c.Hit(context.Background(), HitRequest{Charges: []Charge{hooks(tenant, 10)}})
-		if err != nil || rep.Result != ResultOK {
+		rep, err := c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, 10)}})
+		if err != nil || rep.Result != protocol.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 		if n := c.co.Members(); n > p {

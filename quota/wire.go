@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -49,12 +50,12 @@ const ReasonNotOwner = frame.ReasonNotOwner
 
 // OwnerRequest is a JSON request of the owner protocol.
 type OwnerRequest struct {
-	Op        string          `json:"op"`
-	TimeoutMs int64           `json:"timeout_ms,omitempty"`
-	Hit       *HitRequest     `json:"hit,omitempty"`
-	Reset     *ResetRequest   `json:"reset,omitempty"`
-	Reserve   *ReserveRequest `json:"reserve,omitempty"`
-	Counter   *CounterRequest `json:"counter,omitempty"`
+	Op        string                   `json:"op"`
+	TimeoutMs int64                    `json:"timeout_ms,omitempty"`
+	Hit       *protocol.HitRequest     `json:"hit,omitempty"`
+	Reset     *protocol.ResetRequest   `json:"reset,omitempty"`
+	Reserve   *protocol.ReserveRequest `json:"reserve,omitempty"`
+	Counter   *protocol.CounterRequest `json:"counter,omitempty"`
 }
 
 // RoutingKey is the string that picks the request's partition.
@@ -97,11 +98,6 @@ func (r *OwnerRequest) Validate() error {
 	default:
 		return r.Counter.Validate()
 	}
-}
-
-// OKReply is the reply of reset.
-type OKReply struct {
-	OK bool `json:"ok"`
 }
 
 // DurationMs converts a wire millisecond count: 0 (or less) is def, and

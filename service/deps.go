@@ -6,7 +6,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/events"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
@@ -24,20 +24,20 @@ import (
 type Quota interface {
 	// Hit charges every charge of req and, when req.Claim is set, takes a
 	// pending dedupe claim, in one round trip to the tenant's owner.
-	Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
+	Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)
 	// Reset forgets the tenant's rate-limit buckets fleet-wide.
 	Reset(ctx context.Context, tenant string) error
 	// Reserve takes one slot of the (principal, key) counter iff its count
 	// is below req.Max.
-	Reserve(ctx context.Context, req quota.ReserveRequest) (quota.ReserveReply, error)
+	Reserve(ctx context.Context, req protocol.ReserveRequest) (protocol.ReserveReply, error)
 	// Release gives one slot back (a no-op at zero).
-	Release(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
+	Release(ctx context.Context, req protocol.CounterRequest) (protocol.CountReply, error)
 	// Count reads the counter.
-	Count(ctx context.Context, req quota.CounterRequest) (quota.CountReply, error)
+	Count(ctx context.Context, req protocol.CounterRequest) (protocol.CountReply, error)
 	// Settle commits the pending claim a hit took, durably, at the
 	// tenant's partition owner (claims.settle). Errors: claims.ErrLost,
 	// quota.ErrInvalid, quota.ErrUnavailable.
-	Settle(ctx context.Context, req quota.SettleRequest) error
+	Settle(ctx context.Context, req protocol.SettleRequest) error
 }
 
 // Cooldown is what the cooldown.* endpoints need; *cooldown.Store
@@ -47,11 +47,11 @@ type Quota interface {
 // shared store did not take a write in time.
 type Cooldown interface {
 	// Record stores a reading and drops a penalty it has reached.
-	Record(ctx context.Context, r cooldown.Reading) error
+	Record(ctx context.Context, r protocol.Reading) error
 	// Penalize sets (untilMs non-nil) or clears (nil) a penalty.
 	Penalize(ctx context.Context, account, backend string, untilMs *int64) error
 	// Load returns one entry per requested backend, in order.
-	Load(ctx context.Context, account string, backends []string) ([]cooldown.Entry, error)
+	Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error)
 }
 
 // Events receives the denials the service decides: a quota.hit answered
@@ -59,7 +59,7 @@ type Cooldown interface {
 // answered the NATS caller (the HTTP edge publishes its own denials: its
 // hits do not pass through the service). *events.Publisher implements it.
 type Events interface {
-	HitDenied(req *quota.HitRequest, rep *quota.HitReply, source string)
+	HitDenied(req *protocol.HitRequest, rep *protocol.HitReply, source string)
 }
 
 // Compile-time checks of the implementations the service is wired with.

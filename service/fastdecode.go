@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/sluice-dev/sluice/internal/claimwire"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The fast path of the durable cycle's two requests, quota.hit and
@@ -31,7 +30,7 @@ func canonical(data []byte, v any) bool {
 
 // canonicalClaim is a claims.settle or claims.release body in the encoding
 // the Go client sends.
-type canonicalClaim = claimwire.Request
+type canonicalClaim = protocol.ClaimsRequest
 
 // decodeClaim decodes a settle or release body into req (see above).
 func decodeClaim(data []byte, req *claimRequest) error {
@@ -46,10 +45,10 @@ func decodeClaim(data []byte, req *claimRequest) error {
 
 // decodeHit decodes and checks a quota.hit body (see above; a canonical
 // body with more charges than decodeStrict takes is decodeStrict's).
-func decodeHit(data []byte) (quota.HitRequest, error) {
-	var req quota.HitRequest
+func decodeHit(data []byte) (protocol.HitRequest, error) {
+	var req protocol.HitRequest
 	if canonical(data, &req) && len(req.Charges) <= maxArrayItems {
 		return req, req.Validate()
 	}
-	return decode(data, (*quota.HitRequest).Validate)
+	return decode(data, (*protocol.HitRequest).Validate)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // claimBodies are settle bodies in and out of the Go client's encoding.
@@ -71,7 +71,7 @@ var hitBodies = func() []string {
 func TestDecodeHitIsDecodeStrict(t *testing.T) {
 	for _, body := range hitBodies {
 		fast, ferr := decodeHit([]byte(body))
-		strict, serr := decode([]byte(body), (*quota.HitRequest).Validate)
+		strict, serr := decode([]byte(body), (*protocol.HitRequest).Validate)
 		if !reflect.DeepEqual(fast, strict) || (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
 			t.Errorf("%.120s:\n decodeHit    %+v, %v\n decodeStrict %+v, %v", body, fast, ferr, strict, serr)
 		}
@@ -80,15 +80,15 @@ func TestDecodeHitIsDecodeStrict(t *testing.T) {
 
 // The Go client's hit takes the one-Unmarshal path.
 func TestDecodeHitCanonicalIsFast(t *testing.T) {
-	body, err := json.Marshal(quota.HitRequest{
-		Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 1000, CapacityUs: 1_000_000}},
-		Claim:   &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1", PendingTTLMs: 30_000},
+	body, err := json.Marshal(protocol.HitRequest{
+		Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: "acme", IncrementUs: 1000, CapacityUs: 1_000_000}},
+		Claim:   &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1", PendingTTLMs: 30_000},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fast := testing.AllocsPerRun(100, func() { _, _ = decodeHit(body) })
-	strict := testing.AllocsPerRun(100, func() { _, _ = decode(body, (*quota.HitRequest).Validate) })
+	strict := testing.AllocsPerRun(100, func() { _, _ = decode(body, (*protocol.HitRequest).Validate) })
 	if fast >= strict {
 		t.Errorf("decodeHit of the client's bytes allocates %.0f times, decodeStrict %.0f: not the fast path", fast, strict)
 	}

@@ -6,17 +6,16 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/internal/endpoints"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
 // MaxNameBytes bounds every name of a request that has no tighter bound of
 // its own: a hit's tenants, a reset's tenant, a counter's principal and
-// key (the quota owner's bound, quota.MaxNameBytes).
-const MaxNameBytes = quota.MaxNameBytes
+// key (the quota owner's bound, protocol.MaxNameBytes).
+const MaxNameBytes = protocol.MaxNameBytes
 
 // endpoints builds the endpoints of the dependencies cfg provides, in the
 // order of PROTOCOL.md.
@@ -24,29 +23,29 @@ func (s *Service) endpoints() []*endpoint {
 	st, settle := s.cfg.StoreTimeout, s.cfg.SettleTimeout
 	var eps []*endpoint
 	add := func(e string, timeout time.Duration, h func(context.Context, []byte) (any, error)) {
-		eps = append(eps, &endpoint{name: endpoints.Name(e), subject: endpoints.Subject(s.cfg.Prefix, e), timeout: timeout, handle: h})
+		eps = append(eps, &endpoint{name: protocol.EndpointName(e), subject: protocol.Subject(s.cfg.Prefix, e), timeout: timeout, handle: h})
 	}
 	if s.cfg.Quota != nil {
-		add(endpoints.QuotaHit, st, s.quotaHit)
-		add(endpoints.QuotaReset, st, s.quotaReset)
-		add(endpoints.QuotaReserve, st, s.quotaReserve)
-		add(endpoints.QuotaRelease, st, s.quotaRelease)
-		add(endpoints.QuotaCount, st, s.quotaCount)
+		add(protocol.QuotaHit, st, s.quotaHit)
+		add(protocol.QuotaReset, st, s.quotaReset)
+		add(protocol.QuotaReserve, st, s.quotaReserve)
+		add(protocol.QuotaRelease, st, s.quotaRelease)
+		add(protocol.QuotaCount, st, s.quotaCount)
 	}
 	if s.cfg.Quota != nil {
-		add(endpoints.ClaimsSettle, settle, s.claimsSettle)
+		add(protocol.ClaimsSettle, settle, s.claimsSettle)
 	}
 	if s.cfg.Claims != nil {
-		add(endpoints.ClaimsRelease, settle, s.claimsRelease)
-		add(endpoints.ClaimsGet, st, s.claimsGet)
+		add(protocol.ClaimsRelease, settle, s.claimsRelease)
+		add(protocol.ClaimsGet, st, s.claimsGet)
 	}
 	if s.cfg.Replay != nil {
-		add(endpoints.ReplayClaim, st, s.replayClaim)
+		add(protocol.ReplayClaim, st, s.replayClaim)
 	}
 	if s.cfg.Cooldown != nil {
-		add(endpoints.CooldownRecord, st, s.cooldownRecord)
-		add(endpoints.CooldownPenalize, st, s.cooldownPenalize)
-		add(endpoints.CooldownLoad, st, s.cooldownLoad)
+		add(protocol.CooldownRecord, st, s.cooldownRecord)
+		add(protocol.CooldownPenalize, st, s.cooldownPenalize)
+		add(protocol.CooldownLoad, st, s.cooldownLoad)
 	}
 	return append(eps, scoped(s.cfg.Prefix, eps)...)
 }
@@ -64,11 +63,11 @@ var okResult = okReply{OK: true}
 // present (hook_id "" and zeros when they do not apply); "limits" is an
 // extension present when the owner reports the buckets' state.
 type hitReply struct {
-	Result       string             `json:"result"`
-	HookID       string             `json:"hook_id"`
-	RetryAfterMs int64              `json:"retry_after_ms"`
-	Revision     uint64             `json:"revision"`
-	Limits       []quota.LimitState `json:"limits,omitempty"`
+	Result       string                `json:"result"`
+	HookID       string                `json:"hook_id"`
+	RetryAfterMs int64                 `json:"retry_after_ms"`
+	Revision     uint64                `json:"revision"`
+	Limits       []protocol.LimitState `json:"limits,omitempty"`
 }
 
 // quotaHit serves quota.hit:
@@ -92,7 +91,7 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		// hook id), so the claim taken here is not lost.
 		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
-	if rep.Result == quota.ResultRateLimited && s.cfg.Events != nil {
+	if rep.Result == protocol.ResultRateLimited && s.cfg.Events != nil {
 		source := ""
 		if req.Claim != nil {
 			source = req.Claim.Source
@@ -110,7 +109,7 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 
 // quotaReset serves quota.reset: {"tenant"} -> {"ok":true}.
 func (s *Service) quotaReset(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*quota.ResetRequest).Validate, func(req *quota.ResetRequest) (any, error) {
+	return handle(data, (*protocol.ResetRequest).Validate, func(req *protocol.ResetRequest) (any, error) {
 		return okOr(s.cfg.Quota.Reset(ctx, req.Tenant))
 	})
 }
@@ -118,21 +117,21 @@ func (s *Service) quotaReset(ctx context.Context, data []byte) (any, error) {
 // quotaReserve serves quota.reserve: {"principal","key","max","ttl_ms"?}
 // -> {"granted","count"}.
 func (s *Service) quotaReserve(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*quota.ReserveRequest).Validate, func(req *quota.ReserveRequest) (any, error) {
+	return handle(data, (*protocol.ReserveRequest).Validate, func(req *protocol.ReserveRequest) (any, error) {
 		return replyOr(s.cfg.Quota.Reserve(ctx, *req))
 	})
 }
 
 // quotaRelease serves quota.release: {"principal","key"} -> {"count"}.
 func (s *Service) quotaRelease(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*quota.CounterRequest).Validate, func(req *quota.CounterRequest) (any, error) {
+	return handle(data, (*protocol.CounterRequest).Validate, func(req *protocol.CounterRequest) (any, error) {
 		return replyOr(s.cfg.Quota.Release(ctx, *req))
 	})
 }
 
 // quotaCount serves quota.count: {"principal","key"} -> {"count"}.
 func (s *Service) quotaCount(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*quota.CounterRequest).Validate, func(req *quota.CounterRequest) (any, error) {
+	return handle(data, (*protocol.CounterRequest).Validate, func(req *protocol.CounterRequest) (any, error) {
 		return replyOr(s.cfg.Quota.Count(ctx, *req))
 	})
 }
@@ -165,7 +164,7 @@ func (r *claimRequest) checkHeld() error {
 	if err := r.id().Validate(); err != nil {
 		return err
 	}
-	if err := claims.ValidateHookID(r.HookID); err != nil {
+	if err := protocol.ValidateHookID(r.HookID); err != nil {
 		return err
 	}
 	if r.Revision == 0 {
@@ -197,7 +196,7 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	}
 	// The one settle path: the tenant's partition owner commits it and
 	// answers once it is durable (quota.Client.Settle).
-	r := quota.SettleRequest{Tenant: req.Tenant, Source: req.Source, Key: req.Key, HookID: req.HookID, Revision: req.Revision, TTLMs: req.TTLMs}
+	r := protocol.SettleRequest{Tenant: req.Tenant, Source: req.Source, Key: req.Key, HookID: req.HookID, Revision: req.Revision, TTLMs: req.TTLMs}
 	if err := s.cfg.Quota.Settle(ctx, r); err != nil {
 		return nil, err
 	}
@@ -250,7 +249,7 @@ func (r *replayRequest) check() error {
 	if r.RetainUntil == nil {
 		return invalid("retain_until is required")
 	}
-	return claims.ValidateReplay(r.Namespace, r.Key, *r.RetainUntil)
+	return protocol.ValidateReplay(r.Namespace, r.Key, *r.RetainUntil)
 }
 
 type replayReply struct {
@@ -269,13 +268,13 @@ func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	switch out {
-	case claims.Claimed:
+	case protocol.Claimed:
 		// A granted nonce must outlive a power cut, or its replay passes.
 		if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
 			return nil, err
 		}
 		return replayReply{Result: out.String()}, nil
-	case claims.AlreadyClaimed, claims.Full:
+	case protocol.AlreadyClaimed, protocol.Full:
 		return replayReply{Result: out.String()}, nil
 	}
 	return nil, fmt.Errorf("service: replay store returned %v", out)
@@ -289,7 +288,7 @@ type recordRequest struct {
 	Account      string              `json:"account"`
 	Backend      string              `json:"backend"`
 	ObservedAtMs *int64              `json:"observed_at_ms"`
-	Snapshots    []cooldown.Snapshot `json:"snapshots"`
+	Snapshots    []protocol.Snapshot `json:"snapshots"`
 }
 
 // cooldownRecord serves cooldown.record:
@@ -300,8 +299,8 @@ func (s *Service) cooldownRecord(ctx context.Context, data []byte) (any, error) 
 	})
 }
 
-func (r *recordRequest) reading() cooldown.Reading {
-	return cooldown.Reading{Account: r.Account, Backend: r.Backend, ObservedAtMs: *r.ObservedAtMs, Snapshots: r.Snapshots}
+func (r *recordRequest) reading() protocol.Reading {
+	return protocol.Reading{Account: r.Account, Backend: r.Backend, ObservedAtMs: *r.ObservedAtMs, Snapshots: r.Snapshots}
 }
 
 func (r *recordRequest) check() error {
@@ -316,7 +315,7 @@ func (r *recordRequest) check() error {
 // {"account","backend","until_ms":N|null} -> {"ok":true}; null or absent
 // until_ms clears the penalty.
 func (s *Service) cooldownPenalize(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*cooldown.PenalizeRequest).Validate, func(req *cooldown.PenalizeRequest) (any, error) {
+	return handle(data, (*protocol.PenalizeRequest).Validate, func(req *protocol.PenalizeRequest) (any, error) {
 		return okOr(s.cfg.Cooldown.Penalize(ctx, req.Account, req.Backend, req.UntilMs))
 	})
 }
@@ -325,7 +324,7 @@ func (s *Service) cooldownPenalize(ctx context.Context, data []byte) (any, error
 // {"backends":[{"backend","last_checked_ms","snapshots","penalty_until_ms"}]},
 // one entry per requested backend, in order.
 func (s *Service) cooldownLoad(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*cooldown.LoadRequest).Validate, func(req *cooldown.LoadRequest) (any, error) {
+	return handle(data, (*protocol.LoadRequest).Validate, func(req *protocol.LoadRequest) (any, error) {
 		entries, err := s.cfg.Cooldown.Load(ctx, req.Account, req.Backends)
 		if err != nil {
 			return nil, err
@@ -333,6 +332,6 @@ func (s *Service) cooldownLoad(ctx context.Context, data []byte) (any, error) {
 		if len(entries) != len(req.Backends) {
 			return nil, fmt.Errorf("service: cooldown load returned %d entries for %d backends", len(entries), len(req.Backends))
 		}
-		return cooldown.LoadReply{Backends: entries}, nil
+		return protocol.LoadReply{Backends: entries}, nil
 	})
 }

@@ -3,10 +3,7 @@ package service
 import (
 	"strings"
 
-	"github.com/sluice-dev/sluice/authz"
-	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/internal/endpoints"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Tenant-scoped subjects (authz): every public endpoint but quota.reset is
@@ -18,8 +15,8 @@ import (
 // scopeTenants returns, per endpoint suffix, the tenants a body acts for
 // (decoded leniently: the handler decodes and validates strictly after).
 var scopeTenants = map[string]func(data []byte) ([]string, error){
-	endpoints.QuotaHit: func(data []byte) ([]string, error) {
-		var r quota.HitRequest
+	protocol.QuotaHit: func(data []byte) ([]string, error) {
+		var r protocol.HitRequest
 		if err := decodeStrict(data, &r); err != nil {
 			return nil, err
 		}
@@ -32,13 +29,13 @@ var scopeTenants = map[string]func(data []byte) ([]string, error){
 		}
 		return ts, nil
 	},
-	endpoints.QuotaReserve:  principal,
-	endpoints.QuotaRelease:  principal,
-	endpoints.QuotaCount:    principal,
-	endpoints.ClaimsSettle:  claimTenant,
-	endpoints.ClaimsRelease: claimTenant,
-	endpoints.ClaimsGet:     claimTenant,
-	endpoints.ReplayClaim: func(data []byte) ([]string, error) {
+	protocol.QuotaReserve:  principal,
+	protocol.QuotaRelease:  principal,
+	protocol.QuotaCount:    principal,
+	protocol.ClaimsSettle:  claimTenant,
+	protocol.ClaimsRelease: claimTenant,
+	protocol.ClaimsGet:     claimTenant,
+	protocol.ReplayClaim: func(data []byte) ([]string, error) {
 		var r struct {
 			Namespace string `json:"namespace"`
 		}
@@ -49,13 +46,13 @@ var scopeTenants = map[string]func(data []byte) ([]string, error){
 		t, _, _ := strings.Cut(r.Namespace, "/")
 		return []string{t}, nil
 	},
-	endpoints.CooldownRecord:   account,
-	endpoints.CooldownPenalize: account,
-	endpoints.CooldownLoad:     account,
+	protocol.CooldownRecord:   account,
+	protocol.CooldownPenalize: account,
+	protocol.CooldownLoad:     account,
 }
 
 func principal(data []byte) ([]string, error) {
-	var r quota.CounterRequest
+	var r protocol.CounterRequest
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
 	}
@@ -71,7 +68,7 @@ func claimTenant(data []byte) ([]string, error) {
 }
 
 func account(data []byte) ([]string, error) {
-	var r cooldown.LoadRequest
+	var r protocol.LoadRequest
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
 	}
@@ -79,23 +76,23 @@ func account(data []byte) ([]string, error) {
 }
 
 // scoped returns the tenant-scoped twins of eps (same handler, subject
-// endpoints.ScopedSubject(prefix, "*", e), with the scope check).
+// protocol.ScopedSubject(prefix, "*", e), with the scope check).
 func scoped(prefix string, eps []*endpoint) []*endpoint {
 	byName := map[string]*endpoint{}
 	for _, ep := range eps {
 		byName[ep.name] = ep
 	}
 	var out []*endpoint
-	for _, e := range endpoints.Scoped {
-		ep, ok := byName[endpoints.Name(e)]
+	for _, e := range protocol.Scoped {
+		ep, ok := byName[protocol.EndpointName(e)]
 		if !ok {
 			continue // a dependency not provided
 		}
 		tenants := scopeTenants[e]
 		out = append(out, &endpoint{
-			name: ep.name + "_t", subject: endpoints.ScopedSubject(prefix, "*", e), timeout: ep.timeout, handle: ep.handle,
+			name: ep.name + "_t", subject: protocol.ScopedSubject(prefix, "*", e), timeout: ep.timeout, handle: ep.handle,
 			scope: func(subject string, data []byte) error {
-				tok, ok := endpoints.ScopedToken(prefix, subject)
+				tok, ok := protocol.ScopedToken(prefix, subject)
 				if !ok {
 					return invalid("subject %.128q has no tenant token", subject)
 				}
@@ -104,7 +101,7 @@ func scoped(prefix string, eps []*endpoint) []*endpoint {
 					return err
 				}
 				for _, t := range ts {
-					if authz.TenantToken(t) != tok {
+					if protocol.TenantToken(t) != tok {
 						return invalid("tenant %.64q does not match the subject's tenant", t)
 					}
 				}

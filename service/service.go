@@ -73,6 +73,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/tracing"
 )
@@ -115,7 +116,7 @@ var ErrInvalidConfig = errors.New("service: invalid config")
 // must be given.
 type Config struct {
 	// Prefix is the subject prefix (default "sluice"); it must pass
-	// kvstore.ValidatePrefix.
+	// protocol.ValidatePrefix.
 	Prefix string
 	// Partitions is the fleet's quota partition count, reported in the
 	// $SRV.INFO metadata, 1..quota.MaxPartitions. Default: the Quota's
@@ -176,9 +177,9 @@ type Config struct {
 // withDefaults fills the zero fields of c and validates it.
 func (c Config) withDefaults() (Config, error) {
 	if c.Prefix == "" {
-		c.Prefix = kvstore.DefaultPrefix
+		c.Prefix = protocol.DefaultPrefix
 	}
-	if err := kvstore.ValidatePrefix(c.Prefix); err != nil {
+	if err := protocol.ValidatePrefix(c.Prefix); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if pq, ok := c.Quota.(interface{ Partitions() int }); ok {

@@ -42,8 +42,8 @@ func TestMain(m *testing.M) {
 // (claims.Store.Settle, as the owner's for a claim it did not grant).
 type fakeQuota struct {
 	mu     sync.Mutex
-	hitFn  func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)
-	hits   []quota.HitRequest
+	hitFn  func(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)
+	hits   []protocol.HitRequest
 	counts map[[2]string]int64
 	err    error
 	store  claims.Store
@@ -51,18 +51,18 @@ type fakeQuota struct {
 
 func newFakeQuota() *fakeQuota { return &fakeQuota{counts: map[[2]string]int64{}} }
 
-func (f *fakeQuota) Hit(ctx context.Context, req quota.HitRequest) (quota.HitReply, error) {
+func (f *fakeQuota) Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
 	f.mu.Lock()
 	f.hits = append(f.hits, req)
 	fn, err := f.hitFn, f.err
 	f.mu.Unlock()
 	if err != nil {
-		return quota.HitReply{}, err
+		return protocol.HitReply{}, err
 	}
 	if fn != nil {
 		return fn(ctx, req)
 	}
-	rep := quota.HitReply{Result: quota.ResultOK, Revision: 7}
+	rep := protocol.HitReply{Result: protocol.ResultOK, Revision: 7}
 	if req.Claim != nil {
 		rep.HookID = req.Claim.HookID
 	}
@@ -86,34 +86,34 @@ func (f *fakeQuota) Reset(_ context.Context, tenant string) error {
 	return err
 }
 
-func (f *fakeQuota) Reserve(_ context.Context, req quota.ReserveRequest) (quota.ReserveReply, error) {
-	return counter(f, func(counts map[[2]string]int64) quota.ReserveReply {
+func (f *fakeQuota) Reserve(_ context.Context, req protocol.ReserveRequest) (protocol.ReserveReply, error) {
+	return counter(f, func(counts map[[2]string]int64) protocol.ReserveReply {
 		k := [2]string{req.Principal, req.Key}
 		if counts[k] >= req.Max {
-			return quota.ReserveReply{Granted: false, Count: counts[k]}
+			return protocol.ReserveReply{Granted: false, Count: counts[k]}
 		}
 		counts[k]++
-		return quota.ReserveReply{Granted: true, Count: counts[k]}
+		return protocol.ReserveReply{Granted: true, Count: counts[k]}
 	})
 }
 
-func (f *fakeQuota) Release(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
+func (f *fakeQuota) Release(_ context.Context, req protocol.CounterRequest) (protocol.CountReply, error) {
+	return counter(f, func(counts map[[2]string]int64) protocol.CountReply {
 		k := [2]string{req.Principal, req.Key}
 		if counts[k] > 0 {
 			counts[k]--
 		}
-		return quota.CountReply{Count: counts[k]}
+		return protocol.CountReply{Count: counts[k]}
 	})
 }
 
-func (f *fakeQuota) Count(_ context.Context, req quota.CounterRequest) (quota.CountReply, error) {
-	return counter(f, func(counts map[[2]string]int64) quota.CountReply {
-		return quota.CountReply{Count: counts[[2]string{req.Principal, req.Key}]}
+func (f *fakeQuota) Count(_ context.Context, req protocol.CounterRequest) (protocol.CountReply, error) {
+	return counter(f, func(counts map[[2]string]int64) protocol.CountReply {
+		return protocol.CountReply{Count: counts[[2]string{req.Principal, req.Key}]}
 	})
 }
 
-func (f *fakeQuota) Settle(ctx context.Context, req quota.SettleRequest) error {
+func (f *fakeQuota) Settle(ctx context.Context, req protocol.SettleRequest) error {
 	f.mu.Lock()
 	store, err := f.store, f.err
 	f.mu.Unlock()
@@ -124,7 +124,7 @@ func (f *fakeQuota) Settle(ctx context.Context, req quota.SettleRequest) error {
 	return store.Settle(ctx, id, req.HookID, req.Revision, claims.CommittedTTL(req.TTLMs, claims.DefaultCommittedTTL))
 }
 
-func (f *fakeQuota) setHit(fn func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error)) {
+func (f *fakeQuota) setHit(fn func(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)) {
 	f.mu.Lock()
 	f.hitFn = fn
 	f.mu.Unlock()
@@ -136,7 +136,7 @@ func (f *fakeQuota) setErr(err error) {
 	f.mu.Unlock()
 }
 
-func (f *fakeQuota) lastHit() quota.HitRequest {
+func (f *fakeQuota) lastHit() protocol.HitRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.hits[len(f.hits)-1]
@@ -192,14 +192,14 @@ func newCooldown(t testing.TB, b *kvstore.Bucket) *cooldown.Store {
 func start(t *testing.T, mutate func(*env, *Config)) *env {
 	t.Helper()
 	kit := testkit.New(t)
-	names := kvstore.BucketNames(kvstore.DefaultPrefix)
+	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	e := &env{
 		t:        t,
 		kit:      kit,
 		quota:    newFakeQuota(),
 		claims:   testkit.ClaimsKV(t, kit.Bucket(t, kvstore.BucketConfig{Name: names.Claims})),
 		replay:   newKVReplay(t, kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1))),
-		cooldown: newCooldown(t, kit.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1))),
+		cooldown: newCooldown(t, kit.Bucket(t, cooldown.BucketConfig(protocol.DefaultPrefix, 1))),
 	}
 	cfg := Config{Quota: e.quota, Claims: e.claims, Replay: e.replay, Cooldown: e.cooldown}
 	if mutate != nil {
@@ -404,7 +404,7 @@ func TestDiscovery(t *testing.T) {
 
 func TestOnlyProvidedDependencies(t *testing.T) {
 	kit := testkit.New(t)
-	names := kvstore.BucketNames(kvstore.DefaultPrefix)
+	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	replay := newKVReplay(t, kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)))
 	svc, err := New(kit.Conn, Config{Replay: replay})
 	if err != nil {
@@ -605,12 +605,12 @@ func TestQuotaHitReplies(t *testing.T) {
 		`"claim":{"tenant":"acme","source":"gh","key":"d-1","hook_id":"h1","ttl_ms":60000,"pending_ttl_ms":30000}}`
 	t.Run("request passed on", func(t *testing.T) {
 		wantJSON(t, e.ok(t, subHit, hit), `{"result":"ok","hook_id":"h1","retry_after_ms":0,"revision":7}`)
-		want := quota.HitRequest{
-			Charges: []quota.Charge{
+		want := protocol.HitRequest{
+			Charges: []protocol.Charge{
 				{Kind: "hooks", Tenant: "acme", IncrementUs: 100000, CapacityUs: 2000000},
 				{Kind: "bytes", Tenant: "acme", IncrementUs: 5, CapacityUs: 10},
 			},
-			Claim: &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "d-1", HookID: "h1", TTLMs: 60000, PendingTTLMs: 30000},
+			Claim: &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "d-1", HookID: "h1", TTLMs: 60000, PendingTTLMs: 30000},
 		}
 		if got := e.quota.lastHit(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("quota got %+v", got)
@@ -618,27 +618,27 @@ func TestQuotaHitReplies(t *testing.T) {
 	})
 	results := []struct {
 		name  string
-		reply quota.HitReply
+		reply protocol.HitReply
 		want  string
 	}{
-		{"rate_limited", quota.HitReply{Result: quota.ResultRateLimited, RetryAfterMs: 250,
-			Limits: []quota.LimitState{{Kind: "hooks", Remaining: 0, ResetAfterMs: 250}}},
+		{"rate_limited", protocol.HitReply{Result: protocol.ResultRateLimited, RetryAfterMs: 250,
+			Limits: []protocol.LimitState{{Kind: "hooks", Remaining: 0, ResetAfterMs: 250}}},
 			`{"result":"rate_limited","hook_id":"","retry_after_ms":250,"revision":0,"limits":[{"kind":"hooks","remaining":0,"reset_ms":250}]}`},
-		{"duplicate", quota.HitReply{Result: quota.ResultDuplicate, HookID: "h0", Revision: 3},
+		{"duplicate", protocol.HitReply{Result: protocol.ResultDuplicate, HookID: "h0", Revision: 3},
 			`{"result":"duplicate","hook_id":"h0","retry_after_ms":0,"revision":3}`},
-		{"pending", quota.HitReply{Result: quota.ResultPending, HookID: "h0", RetryAfterMs: 1200, Revision: 3},
+		{"pending", protocol.HitReply{Result: protocol.ResultPending, HookID: "h0", RetryAfterMs: 1200, Revision: 3},
 			`{"result":"pending","hook_id":"h0","retry_after_ms":1200,"revision":3}`},
 	}
 	for _, tc := range results {
 		t.Run(tc.name, func(t *testing.T) {
-			e.quota.setHit(func(context.Context, quota.HitRequest) (quota.HitReply, error) { return tc.reply, nil })
+			e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) { return tc.reply, nil })
 			defer e.quota.setHit(nil)
 			wantJSON(t, e.ok(t, subHit, hit), tc.want)
 		})
 	}
 	t.Run("local answer without claim", func(t *testing.T) {
-		e.quota.setHit(func(context.Context, quota.HitRequest) (quota.HitReply, error) {
-			return quota.HitReply{Result: quota.ResultOK, Local: true}, nil
+		e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) {
+			return protocol.HitReply{Result: protocol.ResultOK, Local: true}, nil
 		})
 		defer e.quota.setHit(nil)
 		got := e.ok(t, subHit, `{"charges":[{"kind":"hooks","tenant":"acme","increment_us":1,"capacity_us":1}]}`)
@@ -681,7 +681,7 @@ func TestQuotaHitInvalid(t *testing.T) {
 		{"claim without hook id", `{"claim":{"tenant":"acme","source":"gh","key":"k"}}`, "claim needs tenant, source, key and hook_id"},
 		{"claim negative ttl", `{"claim":{"tenant":"acme","source":"gh","key":"k","hook_id":"h","pending_ttl_ms":-1}}`, "claim ttl_ms and pending_ttl_ms must be >= 0"},
 		{"claim source too long", `{"claim":{"tenant":"acme","source":"` + long + `","key":"k","hook_id":"h"}}`, "claim: source must be 1..256 bytes"},
-		{"claim hook id too long", `{"claim":{"tenant":"acme","source":"gh","key":"k","hook_id":"` + strings.Repeat("h", claims.MaxHookIDBytes+1) + `"}}`, "claim: hook id must be 1..256 bytes"},
+		{"claim hook id too long", `{"claim":{"tenant":"acme","source":"gh","key":"k","hook_id":"` + strings.Repeat("h", protocol.MaxHookIDBytes+1) + `"}}`, "claim: hook id must be 1..256 bytes"},
 	}
 	e.quota.mu.Lock()
 	n := len(e.quota.hits)
@@ -713,9 +713,9 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", protocol.StoreUnavailable.Code)
 	})
 	t.Run("deadline", func(t *testing.T) {
-		e.quota.setHit(func(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
+		e.quota.setHit(func(ctx context.Context, _ protocol.HitRequest) (protocol.HitReply, error) {
 			<-ctx.Done() // an owner that never answers
-			return quota.HitReply{}, ctx.Err()
+			return protocol.HitReply{}, ctx.Err()
 		})
 		defer e.quota.setHit(nil)
 		t0 := time.Now()
@@ -725,8 +725,8 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		}
 	})
 	t.Run("node-local answer with a claim", func(t *testing.T) {
-		e.quota.setHit(func(context.Context, quota.HitRequest) (quota.HitReply, error) {
-			return quota.HitReply{Result: quota.ResultOK, HookID: "h", Revision: 1, Local: true}, nil
+		e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) {
+			return protocol.HitReply{Result: protocol.ResultOK, HookID: "h", Revision: 1, Local: true}, nil
 		})
 		defer e.quota.setHit(nil)
 		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
@@ -737,7 +737,7 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		e.fails(t, subHit, hit, "500", protocol.InternalError.Code)
 	})
 	t.Run("panic", func(t *testing.T) {
-		e.quota.setHit(func(context.Context, quota.HitRequest) (quota.HitReply, error) { panic("bug") })
+		e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) { panic("bug") })
 		defer e.quota.setHit(nil)
 		e.fails(t, subHit, hit, "500", protocol.InternalError.Code)
 	})
@@ -753,16 +753,16 @@ func TestQuotaHitUnavailable(t *testing.T) {
 func TestQuotaHitConcurrent(t *testing.T) {
 	e := start(t, func(_ *env, c *Config) { c.StoreTimeout = 10 * time.Second })
 	entered, gate := make(chan struct{}), make(chan struct{})
-	e.quota.setHit(func(ctx context.Context, req quota.HitRequest) (quota.HitReply, error) {
+	e.quota.setHit(func(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
 		if req.Tenant() == "slow" {
 			close(entered)
 			select {
 			case <-gate:
 			case <-ctx.Done():
-				return quota.HitReply{}, ctx.Err()
+				return protocol.HitReply{}, ctx.Err()
 			}
 		}
-		return quota.HitReply{Result: quota.ResultOK}, nil
+		return protocol.HitReply{Result: protocol.ResultOK}, nil
 	})
 	slow := e.callLater(t, "slow request", subHit, `{"charges":[{"kind":"hooks","tenant":"slow","increment_us":1,"capacity_us":1}]}`)
 	<-entered
@@ -889,7 +889,7 @@ func TestClaims(t *testing.T) {
 		}
 		b := fmt.Sprintf(`{"tenant":"acme","source":"gh","key":"delivery-3","hook_id":"h3","revision":%d}`, res.Revision)
 		wantJSON(t, e.ok(t, subCRelease, b), `{"ok":true}`)
-		if st, _ := e.claims.Get(ctx, id); st.State != claims.StateAbsent {
+		if st, _ := e.claims.Get(ctx, id); st.State != protocol.StateAbsent {
 			t.Fatalf("after release: %+v", st)
 		}
 	})
@@ -897,7 +897,7 @@ func TestClaims(t *testing.T) {
 
 func TestClaimsInvalid(t *testing.T) {
 	e := start(t, nil)
-	long := strings.Repeat("s", claims.MaxPartBytes+1)
+	long := strings.Repeat("s", protocol.MaxNameBytes+1)
 	cases := []struct{ name, subject, body, reason string }{
 		{"settle revision 0", subSettle, `{"tenant":"a","source":"s","key":"k","hook_id":"h","revision":0}`, "revision must be >= 1"},
 		{"settle revision missing", subSettle, `{"tenant":"a","source":"s","key":"k","hook_id":"h"}`, "revision must be >= 1"},
@@ -969,8 +969,8 @@ func TestReplay(t *testing.T) {
 	wantJSON(t, e.ok(t, subReplay, claim("acme/gh", "m3")), `{"result":"full"}`)
 	wantJSON(t, e.ok(t, subReplay, claim("acme/gh", "m2")), `{"result":"already_claimed"}`)
 
-	long := strings.Repeat("k", claims.MaxReplayPartBytes+1)
-	longest := strings.Repeat("k", claims.MaxReplayPartBytes)
+	long := strings.Repeat("k", protocol.MaxNameBytes+1)
+	longest := strings.Repeat("k", protocol.MaxNameBytes)
 	cases := []struct{ name, body, reason string }{
 		{"empty namespace", `{"namespace":"","key":"k","retain_until":1}`, "namespace must be 1..256 bytes"},
 		{"missing namespace", `{"key":"k","retain_until":1}`, "namespace must be 1..256 bytes"},
@@ -1039,7 +1039,7 @@ func TestCooldown(t *testing.T) {
 	// A reading with no snapshots.
 	wantJSON(t, e.ok(t, subRecord, `{"account":"acct","backend":"b3","observed_at_ms":0}`), `{"ok":true}`)
 
-	long := strings.Repeat("b", cooldown.MaxNameBytes+1)
+	long := strings.Repeat("b", protocol.MaxNameBytes+1)
 	cases := []struct{ name, subject, body, reason string }{
 		{"record missing observed_at_ms", subRecord, `{"account":"a","backend":"b"}`, "observed_at_ms is required"},
 		{"record observed_at_ms negative", subRecord, `{"account":"a","backend":"b","observed_at_ms":-1}`, "observed_at_ms must be in 0.."},
@@ -1072,10 +1072,10 @@ func TestCooldown(t *testing.T) {
 // cooldown.load, which answers from node-local state by design.
 func TestStoppedServer(t *testing.T) {
 	store := testkit.New(t)
-	names := kvstore.BucketNames(kvstore.DefaultPrefix)
+	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	cs := testkit.ClaimsKV(t, store.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
 	rs := newKVReplay(t, store.Bucket(t, claims.ReplayBucketConfig(names.Replay, 10, 1)))
-	cd := newCooldown(t, store.Bucket(t, cooldown.BucketConfig(kvstore.DefaultPrefix, 1)))
+	cd := newCooldown(t, store.Bucket(t, cooldown.BucketConfig(protocol.DefaultPrefix, 1)))
 	e := start(t, func(_ *env, c *Config) {
 		c.Claims, c.Replay, c.Cooldown = cs, rs, cd
 		c.StoreTimeout = 200 * time.Millisecond
@@ -1111,11 +1111,11 @@ func TestStopWaitsForInFlight(t *testing.T) {
 	e := start(t, func(_ *env, c *Config) { c.StoreTimeout = 10 * time.Second })
 	entered, gate := make(chan struct{}), make(chan struct{})
 	var hitDone atomic.Bool
-	e.quota.setHit(func(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
+	e.quota.setHit(func(ctx context.Context, _ protocol.HitRequest) (protocol.HitReply, error) {
 		close(entered)
 		<-gate
 		hitDone.Store(true)
-		return quota.HitReply{Result: quota.ResultOK, Revision: 1}, nil
+		return protocol.HitReply{Result: protocol.ResultOK, Revision: 1}, nil
 	})
 	reply := e.callLater(t, "in-flight request", subHit, `{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1}]}`)
 	<-entered
@@ -1164,10 +1164,10 @@ func TestBusy(t *testing.T) {
 		c.StoreTimeout = 200 * time.Millisecond
 	})
 	entered, gate := make(chan struct{}), make(chan struct{})
-	e.quota.setHit(func(ctx context.Context, _ quota.HitRequest) (quota.HitReply, error) {
+	e.quota.setHit(func(ctx context.Context, _ protocol.HitRequest) (protocol.HitReply, error) {
 		close(entered)
 		<-gate
-		return quota.HitReply{Result: quota.ResultOK}, nil
+		return protocol.HitReply{Result: protocol.ResultOK}, nil
 	})
 	done := make(chan struct{})
 	go func() {

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // entry is a bucket entry as the registry's watcher delivers it.
@@ -54,7 +53,7 @@ func FuzzRecord(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key := kvstore.EncodeToken("acme")
+	key := protocol.EncodeToken("acme")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewRegistry(nil, keys, nil)
 		r.apply(entry{key: key, value: []byte(goodAcme), rev: 1, op: jetstream.KeyValuePut})

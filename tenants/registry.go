@@ -19,11 +19,12 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
 // BucketConfig is the tenants bucket of prefix: one record per tenant,
-// keyed by the tenant's token (kvstore.EncodeToken).
+// keyed by the tenant's token (protocol.EncodeToken).
 func BucketConfig(prefix string, replicas int) kvstore.BucketConfig {
 	return kvstore.BucketConfig{
 		Name:         kvstore.BucketNames(prefix).Tenants,
@@ -179,7 +180,7 @@ func (r *Registry) markClosed(ctx context.Context) error {
 // decodeEntry resolves one bucket entry: the tenant and its record (nil
 // for a delete, a purge or a malformed record: fail closed, no tenant).
 func (r *Registry) decodeEntry(e jetstream.KeyValueEntry) (string, *resolved, bool) {
-	name, err := kvstore.DecodeToken(e.Key())
+	name, err := protocol.DecodeToken(e.Key())
 	if err != nil {
 		return "", nil, false
 	}
@@ -489,7 +490,7 @@ var ErrNotFound = errors.New("tenants: not found")
 // get reads tenant's record from the bucket (leader read: the revision
 // must be the newest for a revision-checked write).
 func (r *Registry) get(ctx context.Context, tenant string) (*Tenant, error) {
-	rec, err := r.b.GetLeader(ctx, kvstore.EncodeToken(tenant))
+	rec, err := r.b.GetLeader(ctx, protocol.EncodeToken(tenant))
 	if err != nil {
 		if errors.Is(err, kvstore.ErrNotFound) {
 			return nil, ErrNotFound
@@ -520,7 +521,7 @@ func (r *Registry) put(ctx context.Context, t *Tenant, rev uint64) (uint64, erro
 	if len(data) > MaxRecordBytes {
 		return 0, fieldErr("sources", "record of %d bytes exceeds %d", len(data), MaxRecordBytes)
 	}
-	key := kvstore.EncodeToken(t.Name)
+	key := protocol.EncodeToken(t.Name)
 	var newRev uint64
 	if rev == 0 {
 		newRev, _, err = r.b.Create(ctx, key, data, 0)
@@ -558,7 +559,7 @@ func (r *Registry) remove(ctx context.Context, tenant string, rev uint64) error 
 	if err := r.markClosed(ctx); err != nil {
 		return err
 	}
-	err := r.b.Purge(ctx, kvstore.EncodeToken(tenant), rev)
+	err := r.b.Purge(ctx, protocol.EncodeToken(tenant), rev)
 	if errors.Is(err, kvstore.ErrWrongLastSequence) {
 		return ErrConflict
 	}

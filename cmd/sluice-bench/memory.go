@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/footprint"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 )
@@ -89,8 +90,8 @@ func bucketMemory(ctx context.Context, tenants int) (map[string]float64, error) 
 		name  string
 		kinds []string
 	}{
-		{"hooks", []string{quota.KindHooks}},
-		{"hooks+bytes", []string{quota.KindHooks, quota.KindBytes}},
+		{"hooks", []string{protocol.KindHooks}},
+		{"hooks+bytes", []string{protocol.KindHooks, protocol.KindBytes}},
 	} {
 		per, err := idleBucketBytes(ctx, row.kinds, tenants)
 		if err != nil {
@@ -157,18 +158,18 @@ func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64,
 		}
 	}
 	inc := int64(time.Hour / time.Microsecond)
-	r := quota.HitRequest{Charges: make([]quota.Charge, len(kinds))}
+	r := protocol.HitRequest{Charges: make([]protocol.Charge, len(kinds))}
 	heap0 := footprint.LiveHeap()
 	for i := range tenants {
 		tenant := "tenant-" + strconv.Itoa(i)
 		for k, kind := range kinds {
-			r.Charges[k] = quota.Charge{Kind: kind, Tenant: tenant, IncrementUs: inc, CapacityUs: 1000 * inc}
+			r.Charges[k] = protocol.Charge{Kind: kind, Tenant: tenant, IncrementUs: inc, CapacityUs: 1000 * inc}
 		}
 		rep, err := c.Hit(ctx, r)
 		switch {
 		case err != nil:
 			return 0, err
-		case rep.Result != quota.ResultOK:
+		case rep.Result != protocol.ResultOK:
 			return 0, fmt.Errorf("hit %d: %s", i, rep.Result)
 		}
 	}
@@ -205,7 +206,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 	if err != nil {
 		return nil, err
 	}
-	name := kvstore.BucketNames(kvstore.DefaultPrefix).Claims
+	name := kvstore.BucketNames(protocol.DefaultPrefix).Claims
 	b, err := kvstore.OpenBucket(ctx, js, claims.BucketConfig(name, claims.BucketOptions{}))
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/footprint"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // scaleMemRow is one fleet's memory per stored claim.
@@ -139,7 +139,7 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 	if err != nil {
 		return fail(err)
 	}
-	stream := kvstore.StreamName(kvstore.BucketNames(kvstore.DefaultPrefix).Claims)
+	stream := kvstore.StreamName(kvstore.BucketNames(protocol.DefaultPrefix).Claims)
 	claimsInfo := func() (*jetstream.StreamInfo, error) {
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -182,15 +182,15 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 				tenant := names[seq%uint64(len(names))]
 				id := prefix + strconv.FormatUint(seq, 36)
 				hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				rep, err := qc.Hit(hctx, quota.HitRequest{
-					Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs}},
-					Claim:   &quota.ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id, PendingTTLMs: (72 * time.Hour).Milliseconds()},
+				rep, err := qc.Hit(hctx, protocol.HitRequest{
+					Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs}},
+					Claim:   &protocol.ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id, PendingTTLMs: (72 * time.Hour).Milliseconds()},
 				})
 				cancel()
 				switch {
 				case err != nil:
 					errs.set(err)
-				case rep.Result == quota.ResultOK:
+				case rep.Result == protocol.ResultOK:
 					ok.Add(1)
 				default:
 					errs.set(fmt.Errorf("hit %s: %s", id, rep.Result))

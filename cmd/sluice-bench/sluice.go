@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -129,7 +130,7 @@ func waitPartitions(ctx context.Context, c *quota.Client) error {
 	}
 	for _, tenant := range probes {
 		for {
-			_, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1000}}})
+			_, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1000}}})
 			if err == nil {
 				break
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -83,7 +84,7 @@ type settler func(ctx context.Context, tenant, key, hookID string, rev uint64) e
 // partition owner, with the hits.
 func frameSettle(c *quota.Client) settler {
 	return func(ctx context.Context, tenant, key, hookID string, rev uint64) error {
-		return c.Settle(ctx, quota.SettleRequest{Tenant: tenant, Source: "bench", Key: key, HookID: hookID, Revision: rev, TTLMs: pendingTTL.Milliseconds()})
+		return c.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "bench", Key: key, HookID: hookID, Revision: rev, TTLMs: pendingTTL.Milliseconds()})
 	}
 }
 
@@ -97,7 +98,7 @@ func clientSettle(cl *client.Client) settler {
 
 // hitter takes a hit: quota.Client.Hit (a frame to the owner) or
 // client.Client.Hit (the service's quota.hit, one JSON request).
-type hitter func(ctx context.Context, r quota.HitRequest) (quota.HitReply, error)
+type hitter func(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error)
 
 // sluiceOp hits with hit (TCP loopback), and with w.Settle settles the
 // claim with settle.
@@ -105,12 +106,12 @@ func sluiceOp(hit hitter, settle settler, w workload, keyPrefix string, errs *fi
 	names := tenantNames(w.Tenants)
 	return func(ctx context.Context, seq uint64) outcome {
 		tenant := names[seq%uint64(len(names))]
-		r := quota.HitRequest{Charges: []quota.Charge{{
-			Kind: quota.KindHooks, Tenant: tenant, IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs,
+		r := protocol.HitRequest{Charges: []protocol.Charge{{
+			Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: w.IncrementUs, CapacityUs: w.CapacityUs,
 		}}}
 		if w.Claim {
 			id := keyPrefix + strconv.FormatUint(seq, 36)
-			r.Claim = &quota.ClaimRequest{
+			r.Claim = &protocol.ClaimRequest{
 				Tenant: tenant, Source: "bench", Key: id, HookID: id,
 				PendingTTLMs: pendingTTL.Milliseconds(),
 			}
@@ -118,7 +119,7 @@ func sluiceOp(hit hitter, settle settler, w workload, keyPrefix string, errs *fi
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		rep, err := hit(ctx, r)
-		if err == nil && w.Settle && rep.Result == quota.ResultOK {
+		if err == nil && w.Settle && rep.Result == protocol.ResultOK {
 			err = settle(ctx, tenant, r.Claim.Key, r.Claim.HookID, rep.Revision)
 		}
 		if err != nil {
@@ -134,7 +135,7 @@ func redisOp(rdb *redis.Client, w workload, keyPrefix string, errs *firstError) 
 	names := tenantNames(w.Tenants)
 	buckets := make([]string, len(names))
 	for i, n := range names {
-		buckets[i] = "rate:" + quota.KindHooks + ":" + n
+		buckets[i] = "rate:" + protocol.KindHooks + ":" + n
 	}
 	return func(ctx context.Context, seq uint64) outcome {
 		i := seq % uint64(len(names))
@@ -147,7 +148,7 @@ func redisOp(rdb *redis.Client, w workload, keyPrefix string, errs *firstError) 
 		ctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		rep, err := redisHit(ctx, rdb, charges, claimKey, hook, pendingTTL)
-		if err == nil && w.Settle && rep.Result == quota.ResultOK {
+		if err == nil && w.Settle && rep.Result == protocol.ResultOK {
 			// The commit: the pending claim becomes the committed one.
 			err = rdb.Do(ctx, "SET", claimKey, "c:"+hook, "XX", "PX", pendingTTL.Milliseconds()).Err()
 		}
@@ -161,13 +162,13 @@ func redisOp(rdb *redis.Client, w workload, keyPrefix string, errs *firstError) 
 
 func resultOutcome(result string) outcome {
 	switch result {
-	case quota.ResultOK:
+	case protocol.ResultOK:
 		return outOK
-	case quota.ResultRateLimited:
+	case protocol.ResultRateLimited:
 		return outLimited
-	case quota.ResultDuplicate:
+	case protocol.ResultDuplicate:
 		return outDuplicate
-	case quota.ResultPending:
+	case protocol.ResultPending:
 		return outPending
 	}
 	return outError

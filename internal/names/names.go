@@ -1,45 +1,24 @@
 // Package names holds the rules for the names sluice accepts from its
-// users and operators: subject prefixes, and tenant and source names. Each
-// rule lives here once; kvstore, config and edge call it.
+// users and operators: tenant and source names, domains. Each rule lives
+// here once; kvstore, config and edge call it. (Subject prefixes are
+// public contract: protocol.ValidatePrefix.)
 package names
 
 import (
 	"fmt"
-	"strings"
-)
 
-// MaxPrefix bounds a subject prefix.
-const MaxPrefix = 64
+	"github.com/sluice-dev/sluice/protocol"
+)
 
 // MaxName bounds a tenant or source name (the HTTP path rule).
 const MaxName = 128
 
-// Plain reports whether b is one of [A-Za-z0-9_-], the bytes of a subject
-// token that need no encoding.
-func Plain(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
-}
-
 // PlainToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
 func PlainToken(tok string) bool { return Charset(tok, 0, "_-") }
 
-// ValidatePrefix checks a subject prefix: 1..MaxPrefix bytes of
-// '.'-separated tokens of [A-Za-z0-9_-].
-func ValidatePrefix(p string) error {
-	if p == "" || len(p) > MaxPrefix {
-		return fmt.Errorf("must be 1..%d bytes, got %d", MaxPrefix, len(p))
-	}
-	for tok := range strings.SplitSeq(p, ".") {
-		if !PlainToken(tok) {
-			return fmt.Errorf("invalid prefix %q (want '.'-separated tokens of [A-Za-z0-9_-])", p)
-		}
-	}
-	return nil
-}
-
 // NameByte reports whether c is one of [A-Za-z0-9._~-], the bytes
 // docs/PROTOCOL.md allows in a tenant or source.
-func NameByte(c byte) bool { return Plain(c) || c == '.' || c == '~' }
+func NameByte(c byte) bool { return protocol.Plain(c) || c == '.' || c == '~' }
 
 // ValidName reports whether s is a valid tenant or source name:
 // 1..MaxName bytes of [A-Za-z0-9._~-], and not "." or ".." (path segments

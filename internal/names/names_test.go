@@ -3,15 +3,17 @@ package names
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 func TestValidatePrefix(t *testing.T) {
 	for p, ok := range map[string]bool{
-		"sluice": true, "a.b-c_d": true, strings.Repeat("a", MaxPrefix): true,
-		"": false, strings.Repeat("a", MaxPrefix+1): false, "a..b": false, ".a": false, "a.": false,
+		"sluice": true, "a.b-c_d": true, strings.Repeat("a", protocol.MaxPrefixBytes): true,
+		"": false, strings.Repeat("a", protocol.MaxPrefixBytes+1): false, "a..b": false, ".a": false, "a.": false,
 		"a b": false, "a.*": false, "a.>": false, "é": false,
 	} {
-		if err := ValidatePrefix(p); (err == nil) != ok {
+		if err := protocol.ValidatePrefix(p); (err == nil) != ok {
 			t.Errorf("ValidatePrefix(%q) = %v, want ok %v", p, err, ok)
 		}
 	}

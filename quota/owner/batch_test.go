@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/coalesce"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -89,7 +90,7 @@ func TestFrameMixedItems(t *testing.T) {
 	ctx := testkit.Context(t)
 	ts := tenantsIn(5, 4, "mixed-")
 	// ts[1] is exhausted first (burst 1).
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 1)}}); err != nil || rep.Result != quota.ResultOK {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[1], 1)}}); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("setup: %+v %v", rep, err)
 	}
 	// A committed claim for a duplicate.
@@ -101,16 +102,16 @@ func TestFrameMixedItems(t *testing.T) {
 	if err := e.store.Settle(ctx, dupID, "first", res.Revision, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	items := []quota.HitRequest{
-		0: {Charges: []quota.Charge{hooks(ts[0], 2)}},                                                                                      // ok
-		1: {Charges: []quota.Charge{hooks(ts[1], 1)}},                                                                                      // rate_limited
-		2: {Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: ts[2], IncrementUs: 11, CapacityUs: 10}}},                              // invalid
-		3: {Charges: []quota.Charge{hooks(ts[0], 2)}, Claim: &quota.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "new", HookID: "h3"}},   // ok + claim
-		4: {Charges: []quota.Charge{hooks(ts[0], 2)}, Claim: &quota.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "other", HookID: "h4"}}, // denied: burst spent by 0 and 3
-		5: {Charges: []quota.Charge{hooks(ts[3], 5)}, Claim: &quota.ClaimRequest{Tenant: ts[3], Source: "gh", Key: "dup", HookID: "h5"}},   // duplicate, refunded
-		6: {Charges: []quota.Charge{hooks(ts[2], 1), hooks(ts[2], 1)}},                                                                     // invalid: kind twice
-		7: {Charges: []quota.Charge{hooks("elsewhere", 1)}},                                                                                // misrouted (claims partition 5)
-		8: {Claim: &quota.ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                       // invalid
+	items := []protocol.HitRequest{
+		0: {Charges: []protocol.Charge{hooks(ts[0], 2)}},                                                                                         // ok
+		1: {Charges: []protocol.Charge{hooks(ts[1], 1)}},                                                                                         // rate_limited
+		2: {Charges: []protocol.Charge{{Kind: protocol.KindBytes, Tenant: ts[2], IncrementUs: 11, CapacityUs: 10}}},                              // invalid
+		3: {Charges: []protocol.Charge{hooks(ts[0], 2)}, Claim: &protocol.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "new", HookID: "h3"}},   // ok + claim
+		4: {Charges: []protocol.Charge{hooks(ts[0], 2)}, Claim: &protocol.ClaimRequest{Tenant: ts[0], Source: "gh", Key: "other", HookID: "h4"}}, // denied: burst spent by 0 and 3
+		5: {Charges: []protocol.Charge{hooks(ts[3], 5)}, Claim: &protocol.ClaimRequest{Tenant: ts[3], Source: "gh", Key: "dup", HookID: "h5"}},   // duplicate, refunded
+		6: {Charges: []protocol.Charge{hooks(ts[2], 1), hooks(ts[2], 1)}},                                                                        // invalid: kind twice
+		7: {Charges: []protocol.Charge{hooks("elsewhere", 1)}},                                                                                   // misrouted (claims partition 5)
+		8: {Claim: &protocol.ClaimRequest{Tenant: ts[2], Source: "gh", Key: "bad-ttl", HookID: "h8", PendingTTLMs: -1}},                          // invalid
 	}
 	fr := frame.AppendRequestHeader(nil, len(items))
 	for i := range items {
@@ -125,8 +126,8 @@ func TestFrameMixedItems(t *testing.T) {
 		status byte
 		result string
 	}{
-		{frame.StatusAnswered, quota.ResultOK}, {frame.StatusAnswered, quota.ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, quota.ResultOK},
-		{frame.StatusAnswered, quota.ResultRateLimited}, {frame.StatusAnswered, quota.ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
+		{frame.StatusAnswered, protocol.ResultOK}, {frame.StatusAnswered, protocol.ResultRateLimited}, {frame.StatusInvalid, ""}, {frame.StatusAnswered, protocol.ResultOK},
+		{frame.StatusAnswered, protocol.ResultRateLimited}, {frame.StatusAnswered, protocol.ResultDuplicate}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""}, {frame.StatusInvalid, ""},
 	}
 	for i, w := range want {
 		a := got[i]
@@ -145,9 +146,9 @@ func TestFrameMixedItems(t *testing.T) {
 	}
 	// Nothing of the duplicate, the denials or the invalid items was spent:
 	// ts[3] has its whole burst of 5, ts[2] its burst of 1.
-	for _, r := range []quota.HitRequest{{Charges: []quota.Charge{hooks(ts[3], 5)}}, {Charges: []quota.Charge{hooks(ts[2], 1)}}} {
+	for _, r := range []protocol.HitRequest{{Charges: []protocol.Charge{hooks(ts[3], 5)}}, {Charges: []protocol.Charge{hooks(ts[2], 1)}}} {
 		rep, err := c.Hit(ctx, r)
-		if err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != r.Charges[0].CapacityUs/r.Charges[0].IncrementUs-1 {
+		if err != nil || rep.Result != protocol.ResultOK || rep.Limits[0].Remaining != r.Charges[0].CapacityUs/r.Charges[0].IncrementUs-1 {
 			t.Errorf("after the frame, %s: %+v %v", r.Charges[0].Tenant, rep, err)
 		}
 	}
@@ -166,15 +167,15 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 	ts := tenantsIn(9, 3, "co-")
 	queued, flush := holdLane(c, 9)
 	type res struct {
-		rep quota.HitReply
+		rep protocol.HitReply
 		err error
 	}
-	calls := []quota.HitRequest{
-		{Charges: []quota.Charge{hooks(ts[0], 1)}},
-		{Charges: []quota.Charge{hooks(ts[0], 1)}}, // the same bucket: one of the two is denied
-		{Charges: []quota.Charge{hooks(ts[1], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "a"}},
-		{Charges: []quota.Charge{hooks(ts[2], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[2], Source: "s", Key: "same", HookID: "b"}},
-		{Charges: []quota.Charge{hooks(ts[1], 3)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "c"}},
+	calls := []protocol.HitRequest{
+		{Charges: []protocol.Charge{hooks(ts[0], 1)}},
+		{Charges: []protocol.Charge{hooks(ts[0], 1)}}, // the same bucket: one of the two is denied
+		{Charges: []protocol.Charge{hooks(ts[1], 3)}, Claim: &protocol.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "a"}},
+		{Charges: []protocol.Charge{hooks(ts[2], 3)}, Claim: &protocol.ClaimRequest{Tenant: ts[2], Source: "s", Key: "same", HookID: "b"}},
+		{Charges: []protocol.Charge{hooks(ts[1], 3)}, Claim: &protocol.ClaimRequest{Tenant: ts[1], Source: "s", Key: "same", HookID: "c"}},
 	}
 	out := make([]res, len(calls))
 	var wg sync.WaitGroup
@@ -198,12 +199,12 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 		}
 		results[r.rep.Result]++
 	}
-	if results[quota.ResultOK] != 1 || results[quota.ResultRateLimited] != 1 {
+	if results[protocol.ResultOK] != 1 || results[protocol.ResultRateLimited] != 1 {
 		t.Errorf("two charges of a burst-1 bucket in one frame: %v", results)
 	}
 	// ts[1] and ts[2] are different tenants: keys differ; ts[1]'s two claims
 	// on one key: one ok, one pending (the other's claim in flight).
-	if out[3].err != nil || out[3].rep.Result != quota.ResultOK {
+	if out[3].err != nil || out[3].rep.Result != protocol.ResultOK {
 		t.Errorf("ts[2] claim: %+v %v", out[3].rep, out[3].err)
 	}
 	results = map[string]int{}
@@ -213,11 +214,11 @@ func TestCoalescedCallsShareAFrame(t *testing.T) {
 		}
 		results[r.rep.Result]++
 	}
-	if results[quota.ResultOK] != 1 || results[quota.ResultPending] != 1 {
+	if results[protocol.ResultOK] != 1 || results[protocol.ResultPending] != 1 {
 		t.Errorf("two claims of one key in one frame: %v", results)
 	}
 	// The pending one was refunded: ts[1] spent exactly one of 3.
-	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 3)}})
+	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[1], 3)}})
 	if err != nil || rep.Limits[0].Remaining != 1 {
 		t.Errorf("ts[1] after the frame: %+v %v", rep, err)
 	}
@@ -257,9 +258,9 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 	var worst time.Duration
 	for i := range 50 {
 		start := time.Now()
-		rep, err := c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("lone", 1)}})
+		rep, err := c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("lone", 1)}})
 		worst = max(worst, time.Since(start))
-		if err != nil || rep.Result != quota.ResultOK {
+		if err != nil || rep.Result != protocol.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 	}
@@ -316,35 +317,35 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	queued, flush := holdLane(c, 3)
 
 	type res struct {
-		rep quota.HitReply
+		rep protocol.HitReply
 		err error
 		el  time.Duration
 	}
 	var short, long, quick res
 	var wg sync.WaitGroup
-	call := func(out *res, timeout time.Duration, r quota.HitRequest) {
+	call := func(out *res, timeout time.Duration, r protocol.HitRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
 		out.rep, out.err = c.Hit(ctx, r)
 		out.el = time.Since(start)
 	}
-	slow := &quota.ClaimRequest{Tenant: ts[0], Source: "s", Key: "slow", HookID: "h"}
+	slow := &protocol.ClaimRequest{Tenant: ts[0], Source: "s", Key: "slow", HookID: "h"}
 	wg.Go(func() {
-		call(&short, 300*time.Millisecond, quota.HitRequest{Charges: []quota.Charge{hooks(ts[0], 5)}, Claim: slow})
+		call(&short, 300*time.Millisecond, protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[0], 5)}, Claim: slow})
 	})
 	wg.Go(func() {
-		call(&long, 3*time.Second, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 5)}, Claim: &quota.ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
+		call(&long, 3*time.Second, protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[1], 5)}, Claim: &protocol.ClaimRequest{Tenant: ts[1], Source: "s", Key: "fast", HookID: "h"}})
 	})
-	wg.Go(func() { call(&quick, 3*time.Second, quota.HitRequest{Charges: []quota.Charge{hooks(ts[1], 5)}}) })
+	wg.Go(func() { call(&quick, 3*time.Second, protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[1], 5)}}) })
 	testkit.Eventually(t, 5*time.Second, func() bool { return queued() == 3 }, "three calls queued")
 	flush()
 	wg.Wait()
 
-	if quick.err != nil || quick.rep.Result != quota.ResultOK || quick.el > time.Second {
+	if quick.err != nil || quick.rep.Result != protocol.ResultOK || quick.el > time.Second {
 		t.Errorf("charges-only item: %+v %v after %v", quick.rep, quick.err, quick.el)
 	}
-	if long.err != nil || long.rep.Result != quota.ResultOK || long.el >= 250*time.Millisecond {
+	if long.err != nil || long.rep.Result != protocol.ResultOK || long.el >= 250*time.Millisecond {
 		t.Errorf("fast claim next to a slow one: %+v %v after %v (waited for the slow claim?)", long.rep, long.err, long.el)
 	}
 	if !errors.Is(short.err, quota.ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
@@ -362,7 +363,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		return metricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "unavailable"}) >= 1
 	}, "the owner answered the timed-out claim")
-	rep, err := c.Hit(testkit.Context(t), quota.HitRequest{Charges: []quota.Charge{hooks(ts[0], 5)}})
+	rep, err := c.Hit(testkit.Context(t), protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[0], 5)}})
 	if err != nil || len(rep.Limits) == 0 {
 		t.Fatalf("probe: %+v %v", rep, err)
 	}
@@ -392,10 +393,10 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
 				tenant := "h" + strconv.Itoa((g*7919+i)%200)
-				r := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 40}}}
+				r := protocol.HitRequest{Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 40}}}
 				if i%4 == 0 {
 					key := strconv.Itoa(g) + "-" + strconv.Itoa(i)
-					r.Claim = &quota.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: key}
+					r.Claim = &protocol.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: key}
 				}
 				sent.Add(1)
 				rep, err := c.Hit(context.Background(), r)
@@ -403,7 +404,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 					errs <- err
 					return
 				}
-				if rep.Result != quota.ResultOK {
+				if rep.Result != protocol.ResultOK {
 					errs <- errors.New("result " + rep.Result)
 					return
 				}
@@ -452,8 +453,8 @@ func TestBigHitsGoAsJSON(t *testing.T) {
 	ctx := testkit.Context(t)
 	frames := c.Coalescer().Frames()
 	key := string(make([]byte, coalesce.MaxItemBytes)) // NUL bytes: a valid key
-	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("big", 1)}, Claim: &quota.ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
-	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 {
+	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("big", 1)}, Claim: &protocol.ClaimRequest{Tenant: "big", Source: "s", Key: key, HookID: "h"}})
+	if err != nil || rep.Result != protocol.ResultOK || rep.Revision == 0 {
 		t.Fatalf("big claim: %+v %v", rep, err)
 	}
 	if c.Coalescer().Frames() != frames {

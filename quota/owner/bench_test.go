@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -42,20 +43,20 @@ func BenchmarkHit(b *testing.B) {
 		names[i] = "tenant-" + strconv.Itoa(i)
 	}
 	// A limit nothing in the benchmark exhausts: every hit is allowed.
-	charge := func(tenant string) []quota.Charge {
-		return []quota.Charge{{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
+	charge := func(tenant string) []protocol.Charge {
+		return []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
 	}
 	var seq atomic.Int64
 	hit := func(c *quota.Client, withClaim bool) error {
 		n := seq.Add(1)
 		tenant := names[n%tenants]
-		r := quota.HitRequest{Charges: charge(tenant)}
+		r := protocol.HitRequest{Charges: charge(tenant)}
 		if withClaim {
 			id := strconv.FormatInt(n, 36)
-			r.Claim = &quota.ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id}
+			r.Claim = &protocol.ClaimRequest{Tenant: tenant, Source: "bench", Key: id, HookID: id}
 		}
 		rep, err := c.Hit(context.Background(), r)
-		if err == nil && rep.Result != quota.ResultOK {
+		if err == nil && rep.Result != protocol.ResultOK {
 			b.Fatalf("hit: %+v", rep)
 		}
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/testkit"
@@ -139,13 +140,13 @@ func TestCluster(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 200 {
 			wg.Go(func() {
-				rep, err := cs[i%3].Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("burst", 50)}})
+				rep, err := cs[i%3].Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("burst", 50)}})
 				switch {
 				case err != nil:
 					t.Error(err)
-				case rep.Result == quota.ResultOK:
+				case rep.Result == protocol.ResultOK:
 					ok.Add(1)
-				case rep.Result == quota.ResultRateLimited:
+				case rep.Result == protocol.ResultRateLimited:
 					limited.Add(1)
 				}
 			})
@@ -159,7 +160,7 @@ func TestCluster(t *testing.T) {
 	t.Run("ReserveRacersAcrossNodes", func(t *testing.T) {
 		t.Parallel()
 		_, cs := fleet16(t, cl, envOn(t))
-		if granted := reserveRace(t, cs, quota.ReserveRequest{Principal: "racers", Key: "slots", Max: 10}, 100); granted != 10 {
+		if granted := reserveRace(t, cs, protocol.ReserveRequest{Principal: "racers", Key: "slots", Max: 10}, 100); granted != 10 {
 			t.Fatalf("granted %d, want 10", granted)
 		}
 	})
@@ -168,15 +169,15 @@ func TestCluster(t *testing.T) {
 		t.Parallel()
 		ms, cs := fleet16(t, cl, envOn(t))
 		ctx := testkit.Context(t)
-		r := quota.ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
+		r := protocol.ReserveRequest{Principal: "survivor", Key: "slots", Max: 10}
 		reserveEach(t, cs, r, 4)
-		if rep, err := cs[0].Release(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
+		if rep, err := cs[0].Release(ctx, protocol.CounterRequest{Principal: "survivor", Key: "slots"}); err != nil || rep.Count != 3 {
 			t.Fatalf("release: %+v %v", rep, err)
 		}
 		owner := ownerOf(quota.Partition("survivor", 16), workers(ms)...)
 		ms[owner].nc.Close()
 		waitNewOwner(t, quota.Partition("survivor", 16), owner, workers(ms))
-		rep, err := cs[1].Count(ctx, quota.CounterRequest{Principal: "survivor", Key: "slots"})
+		rep, err := cs[1].Count(ctx, protocol.CounterRequest{Principal: "survivor", Key: "slots"})
 		if err != nil || rep.Count != 3 {
 			t.Fatalf("count after failover: %+v %v", rep, err)
 		}
@@ -194,7 +195,7 @@ func TestCluster(t *testing.T) {
 		var hits tally
 		l := newLoad()
 		l.loop(6, func(i int) {
-			hits.add(cs[i%3].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(tenant, burst)}}))
+			hits.add(cs[i%3].Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, burst)}}))
 		})
 		testkit.Eventually(t, 10*time.Second, func() bool { return hits.denied.Load() > 100 }, "burst spent under load")
 		before := hits.ok.Load()
@@ -223,7 +224,7 @@ func TestCluster(t *testing.T) {
 
 // reserveEach reserves r n times, the i-th (from 1) through cs[i%len(cs)],
 // and wants each granted with count i.
-func reserveEach(t *testing.T, cs []*quota.Client, r quota.ReserveRequest, n int) {
+func reserveEach(t *testing.T, cs []*quota.Client, r protocol.ReserveRequest, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
 		if rep, err := cs[i%len(cs)].Reserve(testkit.Context(t), r); err != nil || !rep.Granted || rep.Count != int64(i) {
@@ -239,7 +240,7 @@ func checkServed(t *testing.T, c *quota.Client, ps []int) {
 	ctx := testkit.Context(t)
 	for _, n := range ps {
 		tenant := tenantFor(n, c.Partitions())
-		if _, err := c.Count(ctx, quota.CounterRequest{Principal: tenant, Key: "probe"}); err != nil {
+		if _, err := c.Count(ctx, protocol.CounterRequest{Principal: tenant, Key: "probe"}); err != nil {
 			t.Errorf("partition %d (%s): %v", n, tenant, err)
 		}
 	}
@@ -265,7 +266,7 @@ func TestClusterServerKill(t *testing.T) {
 	e := clusterEnv(t, cl, 3)
 	ms, cs := fleet16(t, cl, e)
 	ctx := testkit.Context(t)
-	r := quota.ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
+	r := protocol.ReserveRequest{Principal: "kill", Key: "slots", Max: 10}
 	reserveEach(t, cs, r, 3)
 	part := quota.Partition("kill", 16)
 	owner := ownerOf(part, workers(ms)...)
@@ -285,7 +286,7 @@ func TestClusterServerKill(t *testing.T) {
 	waitServed(t, 20*time.Second, alive...)
 	t.Logf("server %d killed: its %d partitions served again after %v", owner, moved, time.Since(start))
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		rep, err := client.Count(ctx, quota.CounterRequest{Principal: "kill", Key: "slots"})
+		rep, err := client.Count(ctx, protocol.CounterRequest{Principal: "kill", Key: "slots"})
 		return err == nil && rep.Count == 3
 	}, "count intact after failover")
 

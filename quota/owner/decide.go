@@ -10,19 +10,20 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner's decision core. Every hit an owner serves — an item of a batch
 // frame (serveFrame) or a JSON request (tenure.hit, through hitItem) — is a
-// frame.Item that has passed quota.ValidateItem (quota.HitRequest.Validate's rules), is
+// frame.Item that has passed quota.ValidateItem (protocol.HitRequest.Validate's rules), is
 // routed to the tenure of its partition, and is decided by tenure.decide:
 // its charges all or nothing under the tenure's lock, then, for an admitted
 // hit with a claim, a claimJob that writes the claim (claimJob.write) and
 // completes with its outcome (claimJob.complete: quota.ClaimAnswer, the refund,
 // the delivery). What differs between the two paths is only how the answer
-// travels: in a reply frame, or as a JSON quota.HitReply.
+// travels: in a reply frame, or as a JSON protocol.HitReply.
 
 // chargeScratch is reusable space for deciding one hit's charges.
 type chargeScratch struct {
@@ -109,9 +110,9 @@ type claimJob struct {
 	inLimits [inlineCharges]frame.Limit
 
 	batch *claimBatch
-	slot  int            // index in batch.answers
-	msg   *nats.Msg      // batch nil: the JSON request
-	kinds []quota.Charge // batch nil: the request's charges, for the reply's limits
+	slot  int               // index in batch.answers
+	msg   *nats.Msg         // batch nil: the JSON request
+	kinds []protocol.Charge // batch nil: the request's charges, for the reply's limits
 }
 
 // run writes the claim and completes the job with the outcome. The two
@@ -171,8 +172,8 @@ func answerMetric(a *frame.Answer) string {
 	return quota.ReasonNotOwner
 }
 
-// respondAnswer answers a JSON hit: a quota.HitReply, or the error headers.
-func respondAnswer(m *nats.Msg, a *frame.Answer, charges []quota.Charge) {
+// respondAnswer answers a JSON hit: a protocol.HitReply, or the error headers.
+func respondAnswer(m *nats.Msg, a *frame.Answer, charges []protocol.Charge) {
 	switch a.Status {
 	case frame.StatusAnswered:
 		respondJSON(m, quota.AnswerReply(a, charges))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -55,11 +56,11 @@ func TestTakeoverAfterLapseStartsConservative(t *testing.T) {
 	admitted := func(tn string, tries int) int {
 		ok := 0
 		for range tries {
-			rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(tn, burst)}})
+			rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(tn, burst)}})
 			if err != nil {
 				t.Fatalf("hit %s: %v", tn, err)
 			}
-			if rep.Result == quota.ResultOK {
+			if rep.Result == protocol.ResultOK {
 				ok++
 			}
 		}
@@ -116,17 +117,17 @@ func TestOwnerDeathOverAdmissionAndHalfRate(t *testing.T) {
 	// steady: 10/s with a burst of 20, sent at 5/s at most (evenly spaced)
 	// through one node.
 	steadyLim, _ := gcra.LimitFromRate(10, burst)
-	steadyCharge := quota.Charge{Kind: quota.KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
+	steadyCharge := protocol.Charge{Kind: protocol.KindHooks, Tenant: steady, IncrementUs: steadyLim.Increment, CapacityUs: steadyLim.Capacity}
 
 	var hammer, steadily tally
 	l := newLoad()
 	l.loop(4, func(i int) {
-		hammer.add(fleets[i%len(fleets)].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks(hammered, burst)}}))
+		hammer.add(fleets[i%len(fleets)].Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks(hammered, burst)}}))
 	})
 	// At most one hit per 200 ms (two increments): a call that took
 	// longer (the fallback waits out the budget) is not made up for.
 	l.every(200*time.Millisecond, func() {
-		steadily.add(fleets[0].Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{steadyCharge}}))
+		steadily.add(fleets[0].Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{steadyCharge}}))
 	})
 	testkit.Eventually(t, 10*time.Second, func() bool { return hammer.ok.Load() >= burst && steadily.ok.Load() >= 5 }, "burst spent, steady under way")
 	crash(ms, ws, owner)
@@ -170,11 +171,11 @@ func TestFleetSharesLimit(t *testing.T) {
 		}
 		got := 0
 		for range 25 {
-			rep, err := f.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 20)}})
+			rep, err := f.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 20)}})
 			if err != nil || !rep.Local {
 				t.Fatalf("members %d: %+v %v", m, rep, err)
 			}
-			if rep.Result == quota.ResultOK {
+			if rep.Result == protocol.ResultOK {
 				got++
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -56,17 +57,17 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 
 	// No worker serves the prefix: every call answers from local state
 	// within the budget (plus slack), marked Local.
-	claim := func(key, hook string) *quota.ClaimRequest {
-		return &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hook}
+	claim := func(key, hook string) *protocol.ClaimRequest {
+		return &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hook}
 	}
 	steps := []struct {
-		req  quota.HitRequest
+		req  protocol.HitRequest
 		want string
 	}{
-		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k1", "h1")}, quota.ResultOK},
-		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k1", "h2")}, quota.ResultPending}, // refunded
-		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k2", "h3")}, quota.ResultOK},
-		{quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("k3", "h4")}, quota.ResultRateLimited},
+		{protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("k1", "h1")}, protocol.ResultOK},
+		{protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("k1", "h2")}, protocol.ResultPending}, // refunded
+		{protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("k2", "h3")}, protocol.ResultOK},
+		{protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("k3", "h4")}, protocol.ResultRateLimited},
 	}
 	for i, s := range steps {
 		start := time.Now()
@@ -79,17 +80,17 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 			t.Fatalf("step %d answered after %v (budget %v)", i, el, budget)
 		}
 	}
-	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+	if rep, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
 		t.Fatalf("local reserve: %+v %v", rep, err)
 	}
-	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || rep.Granted || rep.Count != 1 {
+	if rep, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || rep.Granted || rep.Count != 1 {
 		t.Fatalf("local reserve at max: %+v %v", rep, err)
 	}
-	if rep, err := f.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+	if rep, err := f.Release(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
 		t.Fatalf("local release: %+v %v", rep, err)
 	}
 	// Invalid requests are never answered locally.
-	if _, err := f.Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid: %v", err)
 	}
 	if got := fallbacks(t, reg, quota.OpHit); got != float64(len(steps)) {
@@ -106,8 +107,8 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	w := e.startWorker(t, k.Conn)
 	waitServed(t, 10*time.Second, w)
 	for range 3 {
-		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 5)}})
-		if err != nil || rep.Local || rep.Result != quota.ResultOK {
+		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 5)}})
+		if err != nil || rep.Local || rep.Result != protocol.ResultOK {
 			t.Fatalf("after recovery: %+v %v", rep, err)
 		}
 	}
@@ -120,7 +121,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
+		if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
 			t.Fatalf("after the worker stopped: %+v %v", rep, err)
 		}
 	}
@@ -138,7 +139,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	const budget = 500 * time.Millisecond
 	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, quota.WithBudget(budget)))
 	ctx := context.Background()
-	if rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != quota.ResultOK {
+	if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != protocol.ResultOK {
 		t.Fatalf("fleet up: %+v %v", rep, err)
 	}
 	// The server goes away, and the worker with it (its process dies: its
@@ -147,11 +148,11 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	wnc.Close()
 	for i := range 3 {
 		start := time.Now()
-		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
+		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}})
 		el := time.Since(start)
-		want := quota.ResultOK // the local limiter knows nothing of the fleet's charge
+		want := protocol.ResultOK // the local limiter knows nothing of the fleet's charge
 		if i > 0 {
-			want = quota.ResultRateLimited
+			want = protocol.ResultRateLimited
 		}
 		if err != nil || !rep.Local || rep.Result != want {
 			t.Fatalf("server down, hit %d: %+v %v, want local %s", i, rep, err, want)
@@ -195,9 +196,9 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	claim := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
-	for i, want := range []string{quota.ResultOK, quota.ResultRateLimited} {
-		rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}, Claim: claim})
+	claim := &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
+	for i, want := range []string{protocol.ResultOK, protocol.ResultRateLimited} {
+		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: claim})
 		if err != nil || !rep.Local || rep.Result != want {
 			t.Fatalf("unreachable, hit %d: %+v %v, want local %s", i, rep, err, want)
 		}
@@ -205,36 +206,36 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "k1"}); err != nil || st.HookID != "h1" {
 		t.Fatalf("the local hit's claim is not in the fleet's store: %+v %v", st, err)
 	}
-	if rep, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted {
+	if rep, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); err != nil || !rep.Granted {
 		t.Fatalf("unreachable reserve: %+v %v", rep, err)
 	}
-	if rep, err := f.Count(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 1 {
+	if rep, err := f.Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 1 {
 		t.Fatalf("unreachable count: %+v %v", rep, err)
 	}
-	if rep, err := f.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
+	if rep, err := f.Release(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); err != nil || rep.Count != 0 {
 		t.Fatalf("unreachable release: %+v %v", rep, err)
 	}
 	if err := f.Reset(ctx, "acme"); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("unreachable reset: %v", err)
 	}
 	// Invalid requests are still refused, never answered locally.
-	if _, err := f.Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid hit: %v", err)
 	}
-	if _, err := f.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid reserve: %v", err)
 	}
 	if err := f.Reset(ctx, ""); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("invalid reset: %v", err)
 	}
 	// The quota.Client alone (a service's) fails at once, invalid requests first.
-	if _, err := f.Client().Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Client().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client hit while unreachable: %v", err)
 	}
-	if _, err := f.Client().Count(ctx, quota.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Client().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
-	if _, err := f.Client().Hit(ctx, quota.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Client().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("client invalid hit while unreachable: %v", err)
 	}
 	if err := k.Conn.Flush(); err != nil {
@@ -249,8 +250,8 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	// Reachable again: the owners decide (their buckets know nothing of
 	// the local charges).
 	reachable.Store(true)
-	rep, err := f.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
-	if err != nil || rep.Local || rep.Result != quota.ResultOK {
+	rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}})
+	if err != nil || rep.Local || rep.Result != protocol.ResultOK {
 		t.Fatalf("reachable: %+v %v", rep, err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return sent.Load() > 0 }, "a request on the owners' subjects")

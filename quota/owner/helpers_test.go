@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -206,9 +207,9 @@ func ownerOf(n int, ws ...*Worker) int {
 
 // hooks is a unit "hooks" charge with the given burst at a rate so slow
 // that nothing refills during a test.
-func hooks(tenant string, burst int64) quota.Charge {
+func hooks(tenant string, burst int64) protocol.Charge {
 	inc := int64(time.Hour / time.Microsecond)
-	return quota.Charge{Kind: quota.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
+	return protocol.Charge{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
 }
 
 // single starts one server, the env's buckets on it, one worker (with
@@ -237,11 +238,11 @@ func waitNewOwner(t *testing.T, n, old int, ws []*Worker) int {
 // local of them by a Fleet's fallback) and denied (any other result).
 type tally struct{ failed, ok, local, denied atomic.Int64 }
 
-func (c *tally) add(rep quota.HitReply, err error) {
+func (c *tally) add(rep protocol.HitReply, err error) {
 	switch {
 	case err != nil:
 		c.failed.Add(1)
-	case rep.Result == quota.ResultOK:
+	case rep.Result == protocol.ResultOK:
 		c.ok.Add(1)
 		if rep.Local {
 			c.local.Add(1)
@@ -302,7 +303,7 @@ func (l *load) stop() {
 // reserveRace makes n reserves of r at once, the i-th through
 // cs[i%len(cs)], and returns how many were granted; a denied one must
 // report the count at r.Max.
-func reserveRace(t *testing.T, cs []*quota.Client, r quota.ReserveRequest, n int) int64 {
+func reserveRace(t *testing.T, cs []*quota.Client, r protocol.ReserveRequest, n int) int64 {
 	t.Helper()
 	ctx := testkit.Context(t)
 	var granted atomic.Int64

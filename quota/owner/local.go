@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -28,18 +29,18 @@ import (
 // (quota.LocalOwner, see above): done false means w did not take it
 // (nothing was spent) and the caller takes the NATS path. The owner's
 // timeout is ctx's deadline, else budget.
-func (w *Worker) HitLocal(ctx context.Context, r *quota.HitRequest, n int, budget time.Duration) (rep quota.HitReply, done bool, err error) {
+func (w *Worker) HitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (rep protocol.HitReply, done bool, err error) {
 	a, ok := w.hitLocal(ctx, r, n, budget)
 	if !ok {
-		return quota.HitReply{}, false, nil
+		return protocol.HitReply{}, false, nil
 	}
 	switch a.Status {
 	case frame.StatusAnswered:
 		return quota.AnswerReply(&a, r.Charges), true, nil
 	case frame.StatusInvalid:
-		return quota.HitReply{}, true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+		return protocol.HitReply{}, true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
 	default: // frame.StatusUnavailable: the claim store failed
-		return quota.HitReply{}, true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
+		return protocol.HitReply{}, true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 	}
 }
 
@@ -51,7 +52,7 @@ func (w *Worker) Routing() (prefix string, partitions int) {
 
 // hitLocal is HitLocal's decision: the item's answer, ok false when w
 // does not take the hit.
-func (w *Worker) hitLocal(ctx context.Context, r *quota.HitRequest, n int, budget time.Duration) (a frame.Answer, ok bool) {
+func (w *Worker) hitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (a frame.Answer, ok bool) {
 	if t := w.served[n].Load(); t == nil || !t.serving() {
 		return frame.Answer{}, false // the common case on a multi-node fleet: no item built
 	}
@@ -96,7 +97,7 @@ func (w *Worker) hitLocal(ctx context.Context, r *quota.HitRequest, n int, budge
 // path. The owner's timeout is ctx's deadline, else budget.
 //
 // Errors: claims.ErrLost, quota.ErrInvalid, quota.ErrUnavailable.
-func (w *Worker) SettleLocal(ctx context.Context, r *quota.SettleRequest, n int, budget time.Duration) (done bool, err error) {
+func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error) {
 	if t := w.served[n].Load(); t == nil || !t.serving() {
 		return false, nil
 	}
@@ -142,7 +143,7 @@ func (w *Worker) SettleLocal(ctx context.Context, r *quota.SettleRequest, n int,
 // hitItem is r, routed to partition n with timeoutMs left of the caller's
 // budget, as the item the owner's decision core reads (allocating: JSON
 // hits are the owner's slow path).
-func hitItem(r *quota.HitRequest, n int, timeoutMs int64) frame.Item {
+func hitItem(r *protocol.HitRequest, n int, timeoutMs int64) frame.Item {
 	it := frame.Item{Op: frame.OpHit, N: n, TimeoutMs: timeoutMs, Tenant: []byte(r.Tenant())}
 	it.Charges = make([]frame.Charge, len(r.Charges))
 	for i, c := range r.Charges {

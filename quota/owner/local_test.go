@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -75,37 +76,37 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 
 	local, remote := newPathEnv(t, k, clock, true, false), newPathEnv(t, k, clock, false, false)
 	ctx := testkit.Context(t)
-	claimOf := func(tenant, key, hookID string) *quota.ClaimRequest {
-		return &quota.ClaimRequest{Tenant: tenant, Source: "gh", Key: key, HookID: hookID, PendingTTLMs: 30_000}
+	claimOf := func(tenant, key, hookID string) *protocol.ClaimRequest {
+		return &protocol.ClaimRequest{Tenant: tenant, Source: "gh", Key: key, HookID: hookID, PendingTTLMs: 30_000}
 	}
-	claim := func(key, hookID string) *quota.ClaimRequest { return claimOf("acme", key, hookID) }
-	bytes := func(tenant string, n int64) quota.Charge {
-		return quota.Charge{Kind: quota.KindBytes, Tenant: tenant, IncrementUs: 10 * n, CapacityUs: 10_000}
+	claim := func(key, hookID string) *protocol.ClaimRequest { return claimOf("acme", key, hookID) }
+	bytes := func(tenant string, n int64) protocol.Charge {
+		return protocol.Charge{Kind: protocol.KindBytes, Tenant: tenant, IncrementUs: 10 * n, CapacityUs: 10_000}
 	}
 	type step struct {
 		name   string
-		req    quota.HitRequest
+		req    protocol.HitRequest
 		settle bool          // after the hit: settle its claim (commit) in its store
 		wait   time.Duration // before the hit: advance the clock
 	}
 	steps := []step{
-		{name: "ok", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}},
-		{name: "two charges", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3), bytes("acme", 400)}}},
-		{name: "claim ok", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}, Claim: claim("d1", "h1")}},
-		{name: "rate limited", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}},
-		{name: "rate limited with claim", req: quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3), bytes("acme", 1)}, Claim: claim("d2", "h2")}},
-		{name: "claim ok (beta)", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h3")}},
-		{name: "pending", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h4")}, wait: 1500 * time.Millisecond},
-		{name: "claim only, ok then settled", req: quota.HitRequest{Claim: claimOf("beta", "d3", "h5")}, settle: true},
-		{name: "duplicate", req: quota.HitRequest{Charges: []quota.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d3", "h6")}},
-		{name: "invalid: increment over capacity", req: quota.HitRequest{Charges: []quota.Charge{bytes("gamma", 2000)}}},
-		{name: "bytes refill", req: quota.HitRequest{Charges: []quota.Charge{bytes("gamma", 500)}}, wait: 5 * time.Millisecond},
-		{name: "other tenant", req: quota.HitRequest{Charges: []quota.Charge{hooks("delta", 1)}, Claim: &quota.ClaimRequest{Tenant: "delta", Source: "s", Key: "k", HookID: "x"}}},
-		{name: "other tenant limited", req: quota.HitRequest{Charges: []quota.Charge{hooks("delta", 1)}}},
+		{name: "ok", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}}},
+		{name: "two charges", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3), bytes("acme", 400)}}},
+		{name: "claim ok", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}, Claim: claim("d1", "h1")}},
+		{name: "rate limited", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}}},
+		{name: "rate limited with claim", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3), bytes("acme", 1)}, Claim: claim("d2", "h2")}},
+		{name: "claim ok (beta)", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h3")}},
+		{name: "pending", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d1", "h4")}, wait: 1500 * time.Millisecond},
+		{name: "claim only, ok then settled", req: protocol.HitRequest{Claim: claimOf("beta", "d3", "h5")}, settle: true},
+		{name: "duplicate", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 5)}, Claim: claimOf("beta", "d3", "h6")}},
+		{name: "invalid: increment over capacity", req: protocol.HitRequest{Charges: []protocol.Charge{bytes("gamma", 2000)}}},
+		{name: "bytes refill", req: protocol.HitRequest{Charges: []protocol.Charge{bytes("gamma", 500)}}, wait: 5 * time.Millisecond},
+		{name: "other tenant", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("delta", 1)}, Claim: &protocol.ClaimRequest{Tenant: "delta", Source: "s", Key: "k", HookID: "x"}}},
+		{name: "other tenant limited", req: protocol.HitRequest{Charges: []protocol.Charge{hooks("delta", 1)}}},
 	}
 	for _, s := range steps {
 		advance(s.wait)
-		var reps [2]quota.HitReply
+		var reps [2]protocol.HitReply
 		var errs [2]error
 		for i, p := range []*pathEnv{local, remote} {
 			reps[i], errs[i] = p.c.Hit(ctx, s.req)
@@ -113,7 +114,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 				// The client's settle: in process (SettleLocal) or in a
 				// frame; a second one of the same claim is lost either way.
 				cl := s.req.Claim
-				r := quota.SettleRequest{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key, HookID: cl.HookID, Revision: reps[i].Revision, TTLMs: time.Hour.Milliseconds()}
+				r := protocol.SettleRequest{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key, HookID: cl.HookID, Revision: reps[i].Revision, TTLMs: time.Hour.Milliseconds()}
 				if err := p.c.Settle(ctx, r); err != nil {
 					t.Fatalf("%s: path %d: settle: %v", s.name, i, err)
 				}
@@ -122,7 +123,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 				}
 			}
 		}
-		if reps[0].Result == quota.ResultPending {
+		if reps[0].Result == protocol.ResultPending {
 			// Each fleet's claim was created at its own server time: each
 			// path must say what its own store says, then they compare.
 			for i, p := range []*pathEnv{local, remote} {
@@ -148,9 +149,9 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 
 	// A claim store that fails: unavailable the same way, and refunded.
 	flocal, fremote := newPathEnv(t, k, clock, true, true), newPathEnv(t, k, clock, false, true)
-	for _, req := range []quota.HitRequest{
-		{Charges: []quota.Charge{hooks("acme", 1)}, Claim: claim("f", "h")},
-		{Charges: []quota.Charge{hooks("acme", 1)}},
+	for _, req := range []protocol.HitRequest{
+		{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: claim("f", "h")},
+		{Charges: []protocol.Charge{hooks("acme", 1)}},
 	} {
 		rl, errl := flocal.c.Hit(ctx, req)
 		rr, errr := fremote.c.Hit(ctx, req)
@@ -174,12 +175,12 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 	}
 	wire := local.wire.Load()
 	for i, p := range []*pathEnv{local, remote} {
-		_, err := p.c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}, Claim: claim("d9", "h9")}) // the client's budget
+		_, err := p.c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}, Claim: claim("d9", "h9")}) // the client's budget
 		if !errors.Is(err, quota.ErrUnavailable) {
 			t.Errorf("path %d after a lost lease: %v, want ErrUnavailable", i, err)
 		}
 		st, err := p.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "d9"})
-		if err != nil || st.State != claims.StateAbsent {
+		if err != nil || st.State != protocol.StateAbsent {
 			t.Errorf("path %d: a hit of a lost partition wrote a claim: %+v %v", i, st, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/internal/footprint"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
@@ -42,8 +43,8 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 		name  string
 		kinds []string
 	}{
-		{"hooks", []string{quota.KindHooks}},
-		{"hooks+bytes", []string{quota.KindHooks, quota.KindBytes}},
+		{"hooks", []string{protocol.KindHooks}},
+		{"hooks+bytes", []string{protocol.KindHooks, protocol.KindBytes}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var per float64
@@ -61,7 +62,7 @@ func BenchmarkIdleBucketMemory(b *testing.B) {
 		layoutBytes(b, func(i int) kindTenant { return kindTenant{0, tenantName(i)} })
 	})
 	b.Run("layout/map[hash64]int64", func(b *testing.B) {
-		layoutBytes(b, func(i int) uint64 { return bucketHash(quota.KindHooks, tenantName(i)) })
+		layoutBytes(b, func(i int) uint64 { return bucketHash(protocol.KindHooks, tenantName(i)) })
 	})
 }
 
@@ -103,9 +104,9 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 		m := &nats.Msg{} // unbound: the reply is built, then dropped
 		for i := range idleTenants {
 			tenant := tenantName(i)
-			r := quota.HitRequest{Charges: make([]quota.Charge, len(kinds))}
+			r := protocol.HitRequest{Charges: make([]protocol.Charge, len(kinds))}
 			for k, kind := range kinds {
-				r.Charges[k] = quota.Charge{Kind: kind, Tenant: tenant, IncrementUs: hour, CapacityUs: 24 * hour}
+				r.Charges[k] = protocol.Charge{Kind: kind, Tenant: tenant, IncrementUs: hour, CapacityUs: 24 * hour}
 			}
 			t.hit(m, &r, time.Second)
 		}

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -27,13 +28,13 @@ type workerMetrics struct {
 func (m *workerMetrics) hit(result string) {
 	var c prometheus.Counter
 	switch result {
-	case quota.ResultOK:
+	case protocol.ResultOK:
 		c = m.hitOK
-	case quota.ResultDuplicate:
+	case protocol.ResultDuplicate:
 		c = m.hitDuplicate
-	case quota.ResultPending:
+	case protocol.ResultPending:
 		c = m.hitPending
-	case quota.ResultRateLimited:
+	case protocol.ResultRateLimited:
 		c = m.hitLimited
 	case "invalid":
 		c = m.hitInvalid
@@ -54,7 +55,7 @@ func (m *workerMetrics) settle(status frame.Status) {
 func settleResult(status frame.Status) string {
 	switch status {
 	case frame.StatusAnswered:
-		return quota.ResultOK
+		return protocol.ResultOK
 	case frame.StatusLost:
 		return "claim_lost"
 	case frame.StatusInvalid:
@@ -66,10 +67,10 @@ func settleResult(status frame.Status) string {
 }
 
 func (m *workerMetrics) resolve() *workerMetrics {
-	m.hitOK = m.hits.WithLabelValues(quota.ResultOK)
-	m.hitDuplicate = m.hits.WithLabelValues(quota.ResultDuplicate)
-	m.hitPending = m.hits.WithLabelValues(quota.ResultPending)
-	m.hitLimited = m.hits.WithLabelValues(quota.ResultRateLimited)
+	m.hitOK = m.hits.WithLabelValues(protocol.ResultOK)
+	m.hitDuplicate = m.hits.WithLabelValues(protocol.ResultDuplicate)
+	m.hitPending = m.hits.WithLabelValues(protocol.ResultPending)
+	m.hitLimited = m.hits.WithLabelValues(protocol.ResultRateLimited)
 	m.hitInvalid = m.hits.WithLabelValues("invalid")
 	m.hitUnavailable = m.hits.WithLabelValues("unavailable")
 	return m

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -33,10 +34,10 @@ func TestReserveWaitsForTheSync(t *testing.T) {
 			g := &gateSync{open: make(chan struct{})}
 			_, _, _, c := single(t, WithSync(tc.sync(t, g)))
 			ctx := testkit.Context(t)
-			slot := quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 1}
+			slot := protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 1}
 
 			type result struct {
-				rep quota.ReserveReply
+				rep protocol.ReserveReply
 				err error
 			}
 			done := make(chan result, 1)
@@ -59,10 +60,10 @@ func TestReserveWaitsForTheSync(t *testing.T) {
 			if rep, err := c.Reserve(ctx, slot); err != nil || rep.Granted || rep.Count != 1 {
 				t.Fatalf("a reserve at max: %+v %v, want denied with count 1", rep, err)
 			}
-			if rep, err := c.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs"}); err != nil || rep.Count != 0 {
+			if rep, err := c.Release(ctx, protocol.CounterRequest{Principal: "acme", Key: "jobs"}); err != nil || rep.Count != 0 {
 				t.Fatalf("release: %+v %v", rep, err)
 			}
-			if rep, err := c.Count(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs"}); err != nil || rep.Count != 0 {
+			if rep, err := c.Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "jobs"}); err != nil || rep.Count != 0 {
 				t.Fatalf("count: %+v %v", rep, err)
 			}
 			if n := g.calls.Load(); n != 1 {
@@ -70,7 +71,7 @@ func TestReserveWaitsForTheSync(t *testing.T) {
 			}
 
 			// A named slot renewed by its holder is a grant: synced too.
-			named := quota.ReserveRequest{Principal: "acme", Key: "named", Max: 1, RequestID: "job-1"}
+			named := protocol.ReserveRequest{Principal: "acme", Key: "named", Max: 1, RequestID: "job-1"}
 			for i := range 2 {
 				if rep, err := c.Reserve(ctx, named); err != nil || !rep.Granted {
 					t.Fatalf("named reserve %d: %+v %v", i, rep, err)
@@ -81,7 +82,7 @@ func TestReserveWaitsForTheSync(t *testing.T) {
 			}
 
 			g.fail.Store(true)
-			rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "other", Max: 1})
+			rep, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "other", Max: 1})
 			if !errors.Is(err, quota.ErrUnavailable) || rep.Granted {
 				t.Fatalf("a reserve whose sync failed: %+v %v, want quota.ErrUnavailable and no grant", rep, err)
 			}

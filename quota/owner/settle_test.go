@@ -12,27 +12,28 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
 // claimHit is a hit of tenant with a claim on key for hookID.
-func claimHit(tenant, key, hookID string) quota.HitRequest {
-	return quota.HitRequest{Charges: []quota.Charge{hooks(tenant, 1000)}, Claim: &quota.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: hookID}}
+func claimHit(tenant, key, hookID string) protocol.HitRequest {
+	return protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, 1000)}, Claim: &protocol.ClaimRequest{Tenant: tenant, Source: "s", Key: key, HookID: hookID}}
 }
 
 // settleOf is the settle of claim hit r's claim at rev.
-func settleOf(r quota.HitRequest, rev uint64) quota.SettleRequest {
+func settleOf(r protocol.HitRequest, rev uint64) protocol.SettleRequest {
 	c := r.Claim
-	return quota.SettleRequest{Tenant: c.Tenant, Source: c.Source, Key: c.Key, HookID: c.HookID, Revision: rev}
+	return protocol.SettleRequest{Tenant: c.Tenant, Source: c.Source, Key: c.Key, HookID: c.HookID, Revision: rev}
 }
 
 // mustHit is c.Hit wanting ok.
-func mustHit(t *testing.T, c *quota.Client, r quota.HitRequest) quota.HitReply {
+func mustHit(t *testing.T, c *quota.Client, r protocol.HitRequest) protocol.HitReply {
 	t.Helper()
 	rep, err := c.Hit(testkit.Context(t), r)
-	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 {
+	if err != nil || rep.Result != protocol.ResultOK || rep.Revision == 0 {
 		t.Fatalf("hit %+v: %+v %v", r.Claim, rep, err)
 	}
 	return rep
@@ -40,14 +41,14 @@ func mustHit(t *testing.T, c *quota.Client, r quota.HitRequest) quota.HitReply {
 
 // hitClaim is mustHit of claimHit(tenant, key, hookID): the hit and its
 // reply.
-func hitClaim(t *testing.T, c *quota.Client, tenant, key, hookID string) (quota.HitRequest, quota.HitReply) {
+func hitClaim(t *testing.T, c *quota.Client, tenant, key, hookID string) (protocol.HitRequest, protocol.HitReply) {
 	t.Helper()
 	r := claimHit(tenant, key, hookID)
 	return r, mustHit(t, c, r)
 }
 
 // claimState reads the claim of claim hit r.
-func claimState(t *testing.T, store claims.Store, r quota.HitRequest) claims.State {
+func claimState(t *testing.T, store claims.Store, r protocol.HitRequest) claims.State {
 	t.Helper()
 	c := r.Claim
 	st, err := store.Get(testkit.Context(t), claims.ID{Tenant: c.Tenant, Source: c.Source, Key: c.Key})
@@ -76,11 +77,11 @@ func TestSettleInAFrame(t *testing.T) {
 		t.Fatalf("the settle did not go in a frame (%d items, then %d)", items, c.Coalescer().Items())
 	}
 	st := claimState(t, e.store, r)
-	if st.State != claims.StateCommitted || st.HookID != "hook-1" || st.ExpiresIn <= 60*time.Second || st.ExpiresIn > 90*time.Second {
+	if st.State != protocol.StateCommitted || st.HookID != "hook-1" || st.ExpiresIn <= 60*time.Second || st.ExpiresIn > 90*time.Second {
 		t.Fatalf("after the settle: %+v", st)
 	}
 	dup, err := c.Hit(ctx, claimHit("acme", "k-1", "hook-2"))
-	if err != nil || dup.Result != quota.ResultDuplicate || dup.HookID != "hook-1" {
+	if err != nil || dup.Result != protocol.ResultDuplicate || dup.HookID != "hook-1" {
 		t.Fatalf("a redelivery: %+v %v", dup, err)
 	}
 	if w.grants.take(claims.ID{Tenant: "acme", Source: "s", Key: "k-1"}, "hook-1", rep.Revision) {
@@ -103,12 +104,12 @@ func TestSettleRefusals(t *testing.T) {
 	// must not commit the claim for it.
 	b := claimHit("acme", "k-a", "hook-b")
 	pend, err := c.Hit(ctx, b)
-	if err != nil || pend.Result != quota.ResultPending || pend.Revision != repA.Revision {
+	if err != nil || pend.Result != protocol.ResultPending || pend.Revision != repA.Revision {
 		t.Fatalf("second hit: %+v %v", pend, err)
 	}
 	for _, tc := range []struct {
 		name string
-		s    quota.SettleRequest
+		s    protocol.SettleRequest
 	}{
 		{"another holder's revision", settleOf(b, pend.Revision)},
 		{"a stale revision", settleOf(a, repA.Revision+1000)},
@@ -117,7 +118,7 @@ func TestSettleRefusals(t *testing.T) {
 		if err := c.Settle(ctx, tc.s); !errors.Is(err, claims.ErrLost) {
 			t.Errorf("%s: %v, want claims.ErrLost", tc.name, err)
 		}
-		if st := claimState(t, e.store, a); st.State != claims.StatePending || st.HookID != "hook-a" || st.Revision != repA.Revision {
+		if st := claimState(t, e.store, a); st.State != protocol.StatePending || st.HookID != "hook-a" || st.Revision != repA.Revision {
 			t.Fatalf("%s changed the claim: %+v", tc.name, st)
 		}
 	}
@@ -128,7 +129,7 @@ func TestSettleRefusals(t *testing.T) {
 	if err := c.Settle(ctx, settleOf(a, repA.Revision)); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("a second settle: %v, want claims.ErrLost", err)
 	}
-	if st := claimState(t, e.store, a); st.State != claims.StateCommitted || st.HookID != "hook-a" {
+	if st := claimState(t, e.store, a); st.State != protocol.StateCommitted || st.HookID != "hook-a" {
 		t.Fatalf("after the settles: %+v", st)
 	}
 	// The client checks a settle before sending it.
@@ -163,7 +164,7 @@ func TestSettleItemsCheckedByTheOwner(t *testing.T) {
 			t.Errorf("item %d: %+v, want status %d", i, a, st)
 		}
 	}
-	if st := claimState(t, e.store, r); st.State != claims.StateCommitted {
+	if st := claimState(t, e.store, r); st.State != protocol.StateCommitted {
 		t.Fatalf("the valid settle of the frame: %+v", st)
 	}
 }
@@ -218,7 +219,7 @@ func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
 	if err != nil || res.Outcome != claims.OK {
 		t.Fatalf("claim: %+v %v", res, err)
 	}
-	s := quota.SettleRequest{Tenant: "acme", Source: "s", Key: "elsewhere", HookID: "hook-y", Revision: res.Revision}
+	s := protocol.SettleRequest{Tenant: "acme", Source: "s", Key: "elsewhere", HookID: "hook-y", Revision: res.Revision}
 	if err := c.Settle(ctx, s); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("another hook id: %v, want claims.ErrLost", err)
 	}
@@ -226,7 +227,7 @@ func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
 	if err := c.Settle(ctx, s); err != nil {
 		t.Fatalf("the holder: %v", err)
 	}
-	if st, _ := e.store.Get(ctx, id); st.State != claims.StateCommitted || st.HookID != "hook-x" {
+	if st, _ := e.store.Get(ctx, id); st.State != protocol.StateCommitted || st.HookID != "hook-x" {
 		t.Fatalf("after the settle: %+v", st)
 	}
 }
@@ -351,7 +352,7 @@ func TestGrantedSettleOfAReleasedClaim(t *testing.T) {
 	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, claims.ErrLost) {
 		t.Fatalf("settle of a released claim: %v, want claims.ErrLost", err)
 	}
-	if st := claimState(t, e.store, r); st.State != claims.StateAbsent {
+	if st := claimState(t, e.store, r); st.State != protocol.StateAbsent {
 		t.Fatalf("after the settle: %+v", st)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -19,9 +20,9 @@ func TestNamedSlots(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	reserve := func(id string, ttlMs int64) quota.ReserveReply {
+	reserve := func(id string, ttlMs int64) protocol.ReserveReply {
 		t.Helper()
-		rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, TTLMs: ttlMs, RequestID: id})
+		rep, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, TTLMs: ttlMs, RequestID: id})
 		if err != nil {
 			t.Fatalf("reserve %q: %v", id, err)
 		}
@@ -29,14 +30,14 @@ func TestNamedSlots(t *testing.T) {
 	}
 	release := func(id string) int64 {
 		t.Helper()
-		rep, err := c.Release(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs", RequestID: id})
+		rep, err := c.Release(ctx, protocol.CounterRequest{Principal: "acme", Key: "jobs", RequestID: id})
 		if err != nil {
 			t.Fatalf("release %q: %v", id, err)
 		}
 		return rep.Count
 	}
 	count := func() int64 {
-		rep, err := c.Count(ctx, quota.CounterRequest{Principal: "acme", Key: "jobs"})
+		rep, err := c.Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "jobs"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestNamedSlots(t *testing.T) {
 	// A reserve whose answer is lost (its reply goes to a subject nobody
 	// reads), then the caller's retry with the same id: one slot, the
 	// same grant.
-	lost, _ := json.Marshal(quota.OwnerRequest{Op: quota.OpReserve, Reserve: &quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, RequestID: "job-1"}})
+	lost, _ := json.Marshal(quota.OwnerRequest{Op: quota.OpReserve, Reserve: &protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, RequestID: "job-1"}})
 	if err := k.Conn.PublishMsg(&nats.Msg{Subject: quota.PartitionSubject(e.prefix, quota.Partition("acme", quota.DefaultPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,17 +100,17 @@ func TestNamedSlots(t *testing.T) {
 }
 
 func TestRequestIDBounds(t *testing.T) {
-	long := strings.Repeat("x", quota.MaxRequestIDBytes+1)
+	long := strings.Repeat("x", protocol.MaxRequestIDBytes+1)
 	for name, err := range map[string]error{
-		"long reserve id": (&quota.ReserveRequest{Principal: "p", Key: "k", Max: 1, RequestID: long}).Validate(),
-		"long release id": (&quota.CounterRequest{Principal: "p", Key: "k", RequestID: long}).Validate(),
-		"named, max high": (&quota.ReserveRequest{Principal: "p", Key: "k", Max: quota.MaxNamedSlots + 1, RequestID: "a"}).Validate(),
+		"long reserve id": (&protocol.ReserveRequest{Principal: "p", Key: "k", Max: 1, RequestID: long}).Validate(),
+		"long release id": (&protocol.CounterRequest{Principal: "p", Key: "k", RequestID: long}).Validate(),
+		"named, max high": (&protocol.ReserveRequest{Principal: "p", Key: "k", Max: protocol.MaxNamedSlots + 1, RequestID: "a"}).Validate(),
 	} {
 		if !errors.Is(err, quota.ErrInvalid) {
 			t.Errorf("%s: %v, want quota.ErrInvalid", name, err)
 		}
 	}
-	if err := (&quota.ReserveRequest{Principal: "p", Key: "k", Max: quota.MaxNamedSlots, RequestID: strings.Repeat("x", quota.MaxRequestIDBytes)}).Validate(); err != nil {
+	if err := (&protocol.ReserveRequest{Principal: "p", Key: "k", Max: protocol.MaxNamedSlots, RequestID: strings.Repeat("x", protocol.MaxRequestIDBytes)}).Validate(); err != nil {
 		t.Errorf("at the bounds: %v", err)
 	}
 }

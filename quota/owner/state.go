@@ -3,7 +3,7 @@ package owner
 import (
 	"hash/maphash"
 
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // maxKindSlots bounds the charge kinds a partition keys by hash. The edge
@@ -146,10 +146,10 @@ func (s *bucketState) len() int {
 // kinds.
 func internKind(kind []byte) string {
 	switch string(kind) {
-	case quota.KindHooks:
-		return quota.KindHooks
-	case quota.KindBytes:
-		return quota.KindBytes
+	case protocol.KindHooks:
+		return protocol.KindHooks
+	case protocol.KindBytes:
+		return protocol.KindBytes
 	}
 	return string(kind)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
@@ -145,7 +146,7 @@ func (t *tenure) handle(m *nats.Msg) {
 		t.hit(m, req.Hit, timeout)
 	case quota.OpReset:
 		t.reset(req.Reset.Tenant)
-		respondJSON(m, quota.OKReply{OK: true})
+		respondJSON(m, protocol.OKReply{OK: true})
 	case quota.OpReserve, quota.OpRelease, quota.OpCount:
 		t.async(m, timeout, func(ctx context.Context) { t.counterOp(ctx, m, &req) })
 	}
@@ -234,7 +235,7 @@ func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decisio
 // hit serves a JSON hit (valid, routed to t) with the decision core of
 // batch frames (decide.go): its charges under the lock, then its claim, if
 // any, in a goroutine that replies when the claim is written.
-func (t *tenure) hit(m *nats.Msg, r *quota.HitRequest, timeout time.Duration) {
+func (t *tenure) hit(m *nats.Msg, r *protocol.HitRequest, timeout time.Duration) {
 	it := hitItem(r, t.n, timeout.Milliseconds())
 	var sc chargeScratch
 	now := gcra.Micros(t.w.cfg.Now())
@@ -390,10 +391,10 @@ func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *quota.OwnerReq
 			result = "denied"
 		}
 		w.met.counterOps.WithLabelValues(req.Op, result).Inc()
-		respondJSON(m, quota.ReserveReply{Granted: rep.granted, Count: rep.count})
+		respondJSON(m, protocol.ReserveReply{Granted: rep.granted, Count: rep.count})
 	default:
 		w.met.counterOps.WithLabelValues(req.Op, "ok").Inc()
-		respondJSON(m, quota.CountReply{Count: rep.count})
+		respondJSON(m, protocol.CountReply{Count: rep.count})
 	}
 }
 

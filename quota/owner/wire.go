@@ -6,8 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The owner's side of the owner protocol (quota's wire.go): replies, error
@@ -67,7 +66,7 @@ func decodeCounter(b []byte) (n int64, slots map[string]int64, ok bool) {
 		return n, nil, n >= 0
 	}
 	var v counterValue
-	if json.Unmarshal(b, &v) != nil || v.N < 0 || len(v.Slots) > quota.MaxNamedSlots {
+	if json.Unmarshal(b, &v) != nil || v.N < 0 || len(v.Slots) > protocol.MaxNamedSlots {
 		return 0, nil, false
 	}
 	return v.N, v.Slots, true

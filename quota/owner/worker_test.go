@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -48,10 +49,10 @@ func TestHitChargesAndDenial(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	req := quota.HitRequest{Charges: []quota.Charge{hooks("acme", 3)}}
+	req := protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}}
 	for i := range 3 {
 		rep, err := c.Hit(ctx, req)
-		if err != nil || rep.Result != quota.ResultOK {
+		if err != nil || rep.Result != protocol.ResultOK {
 			t.Fatalf("hit %d: %+v %v", i, rep, err)
 		}
 		if len(rep.Limits) != 1 || rep.Limits[0].Remaining != int64(2-i) {
@@ -59,25 +60,25 @@ func TestHitChargesAndDenial(t *testing.T) {
 		}
 	}
 	rep, err := c.Hit(ctx, req)
-	if err != nil || rep.Result != quota.ResultRateLimited || rep.RetryAfterMs < 3_599_000 || rep.RetryAfterMs > 3_600_000 {
+	if err != nil || rep.Result != protocol.ResultRateLimited || rep.RetryAfterMs < 3_599_000 || rep.RetryAfterMs > 3_600_000 {
 		t.Fatalf("4th hit: %+v %v", rep, err)
 	}
 	// All-or-nothing: a charge that fits plus one that does not spends neither.
-	both := quota.HitRequest{Charges: []quota.Charge{hooks("beta", 1), {Kind: quota.KindBytes, Tenant: "beta", IncrementUs: 10, CapacityUs: 10}}}
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: "beta", IncrementUs: 10_000_000, CapacityUs: 10_000_000}}}); err != nil || rep.Result != quota.ResultOK {
+	both := protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 1), {Kind: protocol.KindBytes, Tenant: "beta", IncrementUs: 10, CapacityUs: 10}}}
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{{Kind: protocol.KindBytes, Tenant: "beta", IncrementUs: 10_000_000, CapacityUs: 10_000_000}}}); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("bytes: %+v %v", rep, err)
 	}
-	if rep, err := c.Hit(ctx, both); err != nil || rep.Result != quota.ResultRateLimited {
+	if rep, err := c.Hit(ctx, both); err != nil || rep.Result != protocol.ResultRateLimited {
 		t.Fatalf("both: %+v %v", rep, err)
 	}
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("beta", 1)}}); err != nil || rep.Result != quota.ResultOK {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 1)}}); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("hooks alone after a denied pair: %+v %v", rep, err)
 	}
 	// Reset makes the tenant's buckets full again.
 	if err := c.Reset(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := c.Hit(ctx, req); err != nil || rep.Result != quota.ResultOK {
+	if rep, err := c.Hit(ctx, req); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("after reset: %+v %v", rep, err)
 	}
 }
@@ -86,13 +87,13 @@ func TestHitInvalid(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	cases := map[string]quota.HitRequest{
-		"two tenants":      {Charges: []quota.Charge{hooks("a", 1), {Kind: quota.KindBytes, Tenant: "b", IncrementUs: 1, CapacityUs: 1}}},
-		"claim of another": {Charges: []quota.Charge{hooks("a", 1)}, Claim: &quota.ClaimRequest{Tenant: "b", Source: "s", Key: "k", HookID: "h"}},
-		"impossible":       {Charges: []quota.Charge{{Kind: quota.KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
+	cases := map[string]protocol.HitRequest{
+		"two tenants":      {Charges: []protocol.Charge{hooks("a", 1), {Kind: protocol.KindBytes, Tenant: "b", IncrementUs: 1, CapacityUs: 1}}},
+		"claim of another": {Charges: []protocol.Charge{hooks("a", 1)}, Claim: &protocol.ClaimRequest{Tenant: "b", Source: "s", Key: "k", HookID: "h"}},
+		"impossible":       {Charges: []protocol.Charge{{Kind: protocol.KindBytes, Tenant: "a", IncrementUs: 11, CapacityUs: 10}}},
 		"empty":            {},
-		"same kind twice":  {Charges: []quota.Charge{hooks("a", 1), hooks("a", 2)}},
-		"long hook id":     {Charges: []quota.Charge{hooks("a", 1)}, Claim: &quota.ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
+		"same kind twice":  {Charges: []protocol.Charge{hooks("a", 1), hooks("a", 2)}},
+		"long hook id":     {Charges: []protocol.Charge{hooks("a", 1)}, Claim: &protocol.ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
 	}
 	for name, r := range cases {
 		if _, err := c.Hit(ctx, r); !errors.Is(err, quota.ErrInvalid) {
@@ -113,7 +114,7 @@ func TestHitInvalid(t *testing.T) {
 		if quota.Partition(tenant, 32) == quota.Partition(tenant, 64) {
 			continue
 		}
-		if _, err := c32.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks(tenant, 1)}}); !errors.Is(err, quota.ErrInvalid) {
+		if _, err := c32.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, 1)}}); !errors.Is(err, quota.ErrInvalid) {
 			t.Fatalf("P mismatch: %v", err)
 		}
 		break
@@ -124,18 +125,18 @@ func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
 	t.Parallel()
 	_, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	claim := func(hookID string) *quota.ClaimRequest {
-		return &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-1", HookID: hookID, PendingTTLMs: 30_000}
+	claim := func(hookID string) *protocol.ClaimRequest {
+		return &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-1", HookID: hookID, PendingTTLMs: 30_000}
 	}
 	// Burst 2: the first hit takes a pending claim and one charge.
-	rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h1")})
-	if err != nil || rep.Result != quota.ResultOK || rep.Revision == 0 || len(rep.Limits) != 1 || rep.Limits[0].Remaining != 1 {
+	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("h1")})
+	if err != nil || rep.Result != protocol.ResultOK || rep.Revision == 0 || len(rep.Limits) != 1 || rep.Limits[0].Remaining != 1 {
 		t.Fatalf("first: %+v %v", rep, err)
 	}
 	// The same key again: pending, with a retry-after; no charge spent.
 	for range 3 {
-		rep2, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h2")})
-		if err != nil || rep2.Result != quota.ResultPending || rep2.HookID != "h1" || rep2.RetryAfterMs < 1 || rep2.RetryAfterMs > 30_000 {
+		rep2, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("h2")})
+		if err != nil || rep2.Result != protocol.ResultPending || rep2.HookID != "h1" || rep2.RetryAfterMs < 1 || rep2.RetryAfterMs > 30_000 {
 			t.Fatalf("pending: %+v %v", rep2, err)
 		}
 	}
@@ -145,26 +146,26 @@ func TestHitClaimSpendsNothingUnlessOK(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		rep3, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: claim("h3")})
-		if err != nil || rep3.Result != quota.ResultDuplicate || rep3.HookID != "h1" {
+		rep3, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: claim("h3")})
+		if err != nil || rep3.Result != protocol.ResultDuplicate || rep3.HookID != "h1" {
 			t.Fatalf("duplicate: %+v %v", rep3, err)
 		}
 	}
 	// One charge is left of the burst of 2.
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil || rep.Result != quota.ResultOK || rep.Limits[0].Remaining != 0 {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}}); err != nil || rep.Result != protocol.ResultOK || rep.Limits[0].Remaining != 0 {
 		t.Fatalf("remaining charge: %+v %v", rep, err)
 	}
 	// Denied: no claim written.
-	other := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-2", HookID: "h4"}
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}, Claim: other}); err != nil || rep.Result != quota.ResultRateLimited {
+	other := &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "delivery-2", HookID: "h4"}
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}, Claim: other}); err != nil || rep.Result != protocol.ResultRateLimited {
 		t.Fatalf("denied: %+v %v", rep, err)
 	}
 	st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "delivery-2"})
-	if err != nil || st.State != claims.StateAbsent {
+	if err != nil || st.State != protocol.StateAbsent {
 		t.Fatalf("a denied hit wrote a claim: %+v %v", st, err)
 	}
 	// A claim with no charges works too.
-	if rep, err := c.Hit(ctx, quota.HitRequest{Claim: other}); err != nil || rep.Result != quota.ResultOK {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Claim: other}); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("claim only: %+v %v", rep, err)
 	}
 }
@@ -191,14 +192,14 @@ func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn)
 	ctx := testkit.Context(t)
-	cl := &quota.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
+	cl := &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
 	for range 3 {
-		if _, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, quota.ErrUnavailable) {
+		if _, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, quota.ErrUnavailable) {
 			t.Fatalf("store down: %v", err)
 		}
 	}
 	// The charge was refunded every time: burst 1 still available.
-	if rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}}); err != nil || rep.Result != quota.ResultOK {
+	if rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); err != nil || rep.Result != protocol.ResultOK {
 		t.Fatalf("after refunds: %+v %v", rep, err)
 	}
 }
@@ -207,7 +208,7 @@ func TestReserveRelease(t *testing.T) {
 	t.Parallel()
 	_, e, _, c := single(t)
 	ctx := testkit.Context(t)
-	r := quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3}
+	r := protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3}
 	for i := 1; i <= 3; i++ {
 		rep, err := c.Reserve(ctx, r)
 		if err != nil || !rep.Granted || rep.Count != int64(i) {
@@ -222,7 +223,7 @@ func TestReserveRelease(t *testing.T) {
 	if err != nil || string(rec.Value) != "3" || rec.TTL != quota.DefaultCountTTL {
 		t.Fatalf("stored count: %+v %v", rec, err)
 	}
-	cr := quota.CounterRequest{Principal: "acme", Key: "jobs"}
+	cr := protocol.CounterRequest{Principal: "acme", Key: "jobs"}
 	for i := 2; i >= 0; i-- {
 		if rep, err := c.Release(ctx, cr); err != nil || rep.Count != int64(i) {
 			t.Fatalf("release to %d: %+v %v", i, rep, err)
@@ -235,11 +236,11 @@ func TestReserveRelease(t *testing.T) {
 	if rep, err := c.Count(ctx, cr); err != nil || rep.Count != 0 {
 		t.Fatalf("count: %+v %v", rep, err)
 	}
-	if _, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, quota.ErrInvalid) {
 		t.Fatalf("max 0: %v", err)
 	}
 	// Other counters of the same principal are independent.
-	if rep, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "acme", Key: "other", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
+	if rep, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "other", Max: 1}); err != nil || !rep.Granted || rep.Count != 1 {
 		t.Fatalf("other counter: %+v %v", rep, err)
 	}
 }
@@ -248,7 +249,7 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
 	ctx := testkit.Context(t)
-	r := quota.ReserveRequest{Principal: "acme", Key: "leaky", Max: 1, TTLMs: 1000}
+	r := protocol.ReserveRequest{Principal: "acme", Key: "leaky", Max: 1, TTLMs: 1000}
 	if rep, err := c.Reserve(ctx, r); err != nil || !rep.Granted {
 		t.Fatalf("reserve: %+v %v", rep, err)
 	}
@@ -270,7 +271,7 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 func TestConcurrentReserveOneCounter(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
-	if granted := reserveRace(t, []*quota.Client{c}, quota.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
+	if granted := reserveRace(t, []*quota.Client{c}, protocol.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
 		t.Fatalf("granted %d, want 7", granted)
 	}
 }
@@ -334,7 +335,7 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Hit(context.Background(), quota.HitRequest{Charges: []quota.Charge{hooks("acme", 1)}})
+	_, err = c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}})
 	el := time.Since(start)
 	if !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("no owner: %v", err)
@@ -346,7 +347,7 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := c.Count(ctx, quota.CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, quota.ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
+	if _, err := c.Count(ctx, protocol.CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, quota.ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("caller deadline: %v after %v", err, time.Since(start))
 	}
 }
@@ -357,21 +358,21 @@ func TestHitRefillWithInjectedClock(t *testing.T) {
 	_, _, _, c := single(t, quota.WithClock(clock.Now))
 	ctx := testkit.Context(t)
 	// 1 hook/s, burst 2.
-	req := quota.HitRequest{Charges: []quota.Charge{{Kind: quota.KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
+	req := protocol.HitRequest{Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}}}
 	steps := []struct {
 		advance time.Duration
 		result  string
 		retryMs int64
 	}{
-		{0, quota.ResultOK, 0},
-		{0, quota.ResultOK, 0},
-		{0, quota.ResultRateLimited, 1000},
-		{400 * time.Millisecond, quota.ResultRateLimited, 600},
-		{600 * time.Millisecond, quota.ResultOK, 0},
-		{0, quota.ResultRateLimited, 1000},
-		{5 * time.Second, quota.ResultOK, 0},
-		{0, quota.ResultOK, 0},
-		{0, quota.ResultRateLimited, 1000},
+		{0, protocol.ResultOK, 0},
+		{0, protocol.ResultOK, 0},
+		{0, protocol.ResultRateLimited, 1000},
+		{400 * time.Millisecond, protocol.ResultRateLimited, 600},
+		{600 * time.Millisecond, protocol.ResultOK, 0},
+		{0, protocol.ResultRateLimited, 1000},
+		{5 * time.Second, protocol.ResultOK, 0},
+		{0, protocol.ResultOK, 0},
+		{0, protocol.ResultRateLimited, 1000},
 	}
 	for i, s := range steps {
 		clock.Advance(s.advance)
@@ -388,11 +389,11 @@ func TestWorkerMetrics(t *testing.T) {
 	_, _, _, c := single(t, quota.WithRegisterer(reg))
 	ctx := testkit.Context(t)
 	for range 3 {
-		if _, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{hooks("acme", 2)}}); err != nil {
+		if _, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 2)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Reserve(ctx, quota.ReserveRequest{Principal: "p", Key: "k", Max: 1}); err != nil {
+	if _, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "p", Key: "k", Max: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []struct {
@@ -454,7 +455,7 @@ func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
 	w2 := e.startWorker(t, k.Conn, WithMemberID("node-a"), WithLeaseTTL(5*time.Second))
 	waitServed(t, 4*time.Second, w2)
 	t.Logf("restarted member serves all partitions after %v (lease TTL 5 s)", time.Since(start))
-	if _, err := e.client(t, k.Conn).Count(testkit.Context(t), quota.CounterRequest{Principal: "p", Key: "k"}); err != nil {
+	if _, err := e.client(t, k.Conn).Count(testkit.Context(t), protocol.CounterRequest{Principal: "p", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/client"
-	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 	"github.com/sluice-dev/sluice/testkit/node"
 )
@@ -27,9 +26,9 @@ func ExampleStart() {
 
 	c, _ := client.New(n.Kit.Conn)
 	ctx := context.Background()
-	charge := quota.Charge{Kind: "hooks", Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}
+	charge := protocol.Charge{Kind: "hooks", Tenant: "acme", IncrementUs: 1_000_000, CapacityUs: 2_000_000}
 	for range 3 {
-		rep, err := c.Hit(ctx, quota.HitRequest{Charges: []quota.Charge{charge}})
+		rep, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{charge}})
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -69,7 +68,7 @@ func Example_consumeHooks() {
 		// Every source of tenant acme: "<prefix>.hooks.<tenant>.<source>",
 		// plus ".<type>" for a source with event_type; tokens encoded as
 		// in every sluice subject (docs/PROTOCOL.md). ".>" matches both.
-		FilterSubject: n.Config.Prefix + ".hooks." + kvstore.EncodeToken("acme") + ".>",
+		FilterSubject: n.Config.Prefix + ".hooks." + protocol.EncodeToken("acme") + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/testkit"
@@ -28,12 +29,12 @@ func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option)
 	t.Helper()
 	ctx := testkit.Context(t)
 	js := testkit.JetStream(t, nc)
-	leases, counts, err := quota.OpenBuckets(ctx, js, kvstore.DefaultPrefix, 1)
+	leases, counts, err := quota.OpenBuckets(ctx, js, protocol.DefaultPrefix, 1)
 	if err != nil {
 		t.Fatalf("ownerkit: buckets: %v", err)
 	}
 	if store == nil {
-		cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(kvstore.DefaultPrefix).Claims})
+		cb, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(protocol.DefaultPrefix).Claims})
 		if err != nil {
 			t.Fatalf("ownerkit: claims bucket: %v", err)
 		}

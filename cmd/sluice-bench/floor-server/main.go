@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 func main() { os.Exit(floorMain(os.Args[1:])) }
@@ -71,10 +72,10 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 	if err := kvstore.WaitReady(sctx, js); err != nil {
 		return err
 	}
-	if _, err := httpapi.EnsureStream(sctx, js, httpapi.StreamConfig{Prefix: kvstore.DefaultPrefix}); err != nil {
+	if _, err := httpapi.EnsureStream(sctx, js, httpapi.StreamConfig{Prefix: protocol.DefaultPrefix}); err != nil {
 		return err
 	}
-	store := httpapi.NewHookStore(js, kvstore.DefaultPrefix, "HOOKS")
+	store := httpapi.NewHookStore(js, protocol.DefaultPrefix, "HOOKS")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {

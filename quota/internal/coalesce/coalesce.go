@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -78,7 +79,7 @@ type Answer struct {
 	RetryMs  int64
 	Revision uint64
 	NLimits  int
-	Limits   [frame.MaxCharges]frame.Limit
+	Limits   [protocol.MaxCharges]frame.Limit
 }
 
 // AnswerOf copies a decoded answer out of its reply frame.

@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The batch frame: the binary form of "op":"batch" on the owner protocol.
@@ -82,9 +84,6 @@ const (
 
 	// MaxItems bounds the items of a frame and the answers of a reply.
 	MaxItems = 1024
-	// MaxCharges bounds the charges of a hit: the protocol's bound
-	// (quota.MaxCharges), which the frame's layout carries.
-	MaxCharges = 16
 	// MaxPartitions bounds an item's partition number: the protocol's
 	// bound (quota.MaxPartitions).
 	MaxPartitions = 4096
@@ -385,7 +384,7 @@ func DecodeRequest(data []byte, items []Item) ([]Item, error) {
 			continue
 		}
 		nc := r.uvarint()
-		if r.bad || nc > MaxCharges {
+		if r.bad || nc > protocol.MaxCharges {
 			return items[:0], ErrMalformed
 		}
 		for range nc {
@@ -447,7 +446,7 @@ type ReplyAnswer struct {
 	RetryMs  int64
 	Revision uint64
 	NLimits  int
-	Limits   [MaxCharges]Limit
+	Limits   [protocol.MaxCharges]Limit
 }
 
 // Next decodes the next answer into a.
@@ -466,7 +465,7 @@ func (f *Reply) Next(a *ReplyAnswer) error {
 		a.RetryMs = r.int64()
 		a.Revision = r.uvarint()
 		n := r.uvarint()
-		if n > MaxCharges {
+		if n > protocol.MaxCharges {
 			return ErrMalformed
 		}
 		a.NLimits = int(n)

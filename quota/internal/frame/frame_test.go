@@ -3,6 +3,8 @@ package frame
 import (
 	"bytes"
 	"testing"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // appendItems encodes decoded items again as a request frame.
@@ -57,7 +59,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	// Bounds: a partition out of range, too many charges, trailing bytes.
 	bad := [][]byte{
 		AppendNoClaim(AppendHitHead(AppendRequestHeader(nil, 1), MaxPartitions, 0, "t", 0)),
-		AppendHitHead(AppendRequestHeader(nil, 1), 0, 0, "t", MaxCharges+1),
+		AppendHitHead(AppendRequestHeader(nil, 1), 0, 0, "t", protocol.MaxCharges+1),
 		append(sampleRequest(), 0),
 		append(AppendRequestHeader(nil, 1), 3),                                         // an op that does not exist
 		AppendSettle(AppendRequestHeader(nil, 1), 0, 0, "t", "s", "k", "h", 1, 0)[:12], // a short settle
@@ -128,7 +130,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		for i := range items {
 			it := &items[i]
-			if (it.Op != OpHit && it.Op != OpSettle) || it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > MaxCharges {
+			if (it.Op != OpHit && it.Op != OpSettle) || it.N >= MaxPartitions || it.TimeoutMs < 0 || len(it.Charges) > protocol.MaxCharges {
 				t.Fatalf("item %d out of bounds: %+v", i, it)
 			}
 		}
@@ -161,7 +163,7 @@ func FuzzDecodeReply(f *testing.F) {
 			if rf.Next(&a) != nil {
 				return
 			}
-			if a.Index >= MaxItems || a.NLimits > MaxCharges || a.Status == StatusAnswered && (a.Result == 0 || a.Result > maxResult) {
+			if a.Index >= MaxItems || a.NLimits > protocol.MaxCharges || a.Status == StatusAnswered && (a.Result == 0 || a.Result > maxResult) {
 				t.Fatalf("accepted %+v", a)
 			}
 		}

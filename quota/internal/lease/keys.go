@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Keys of the leases bucket: the fleet's partition count, one heartbeat per
@@ -19,7 +19,7 @@ const (
 
 func leaseKey(n int) string { return leaseStem + strconv.Itoa(n) }
 
-func memberKey(id string) string { return memberStem + kvstore.EncodeToken(id) }
+func memberKey(id string) string { return memberStem + protocol.EncodeToken(id) }
 
 // parseLeaseKey returns n for "lease.<n>" with 0 <= n < p.
 func parseLeaseKey(key string, p int) (int, bool) {

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The lease loop: one goroutine (Run) owns every lease of the worker.
@@ -357,7 +358,7 @@ func (l *Loop) apply(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	live := e.Operation() == jetstream.KeyValuePut
 	if strings.HasPrefix(key, memberStem) {
-		if id, err := kvstore.DecodeToken(key[len(memberStem):]); err == nil {
+		if id, err := protocol.DecodeToken(key[len(memberStem):]); err == nil {
 			l.view.heartbeat(id, live, now)
 		}
 		return

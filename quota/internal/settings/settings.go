@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Defaults of the shared settings (quota re-exports them).
@@ -44,7 +45,7 @@ type Config struct {
 // Defaults is the shared settings' defaults.
 func Defaults() Config {
 	return Config{
-		Prefix:     kvstore.DefaultPrefix,
+		Prefix:     protocol.DefaultPrefix,
 		Partitions: DefaultPartitions,
 		PendingTTL: DefaultPendingTTL,
 		CountTTL:   DefaultCountTTL,

@@ -1,4 +1,4 @@
-package kvstore
+package protocol
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ func safeToken(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(plain(c) || c == '=') {
+		if !(Plain(c) || c == '=') {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package endpoints
+package protocol
 
 import "testing"
 
@@ -6,7 +6,7 @@ func TestSubjectAndName(t *testing.T) {
 	if got := Subject("a.b", QuotaHit); got != "a.b.v1.quota.hit" {
 		t.Errorf("Subject = %q", got)
 	}
-	if got := Name(CooldownPenalize); got != "cooldown_penalize" {
+	if got := EndpointName(CooldownPenalize); got != "cooldown_penalize" {
 		t.Errorf("Name = %q", got)
 	}
 }

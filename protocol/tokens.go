@@ -1,16 +1,44 @@
-package kvstore
+package protocol
 
 import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/sluice-dev/sluice/internal/names"
 )
 
+// DefaultPrefix is the default subject prefix and bucket name stem.
+const DefaultPrefix = "sluice"
+
+// MaxPrefixBytes bounds a subject prefix.
+const MaxPrefixBytes = 64
+
+// Plain reports whether b is one of [A-Za-z0-9_-], the bytes of a subject
+// token that need no encoding.
+func Plain(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-'
+}
+
+// ValidatePrefix checks a subject prefix: one or more '.'-separated tokens of
+// [A-Za-z0-9_-], at most MaxPrefixBytes bytes. The error says "prefix: …".
+func ValidatePrefix(p string) error {
+	if p == "" || len(p) > MaxPrefixBytes {
+		return fmt.Errorf("prefix: must be 1..%d bytes, got %d", MaxPrefixBytes, len(p))
+	}
+	for tok := range strings.SplitSeq(p, ".") {
+		plain := tok != ""
+		for i := 0; i < len(tok); i++ {
+			plain = plain && Plain(tok[i])
+		}
+		if !plain {
+			return fmt.Errorf("prefix: invalid prefix %q (want '.'-separated tokens of [A-Za-z0-9_-])", p)
+		}
+	}
+	return nil
+}
+
 // ErrInvalidToken is returned by DecodeToken for a string that EncodeToken
-// cannot have produced, and by Key/Subject helpers for an empty part list.
-var ErrInvalidToken = errors.New("kvstore: invalid token")
+// cannot have produced, and by Split for an empty string.
+var ErrInvalidToken = errors.New("protocol: invalid token")
 
 // The token codec is the one place where user-supplied strings (tenant,
 // source, dedupe key, namespace, principal …) become parts of KV keys and
@@ -36,8 +64,6 @@ const hexDigits = "0123456789ABCDEF"
 // emptyToken is the encoding of the empty string.
 const emptyToken = "="
 
-func plain(b byte) bool { return names.Plain(b) }
-
 // encodedLen is the length of EncodeToken(s) without building it.
 func encodedLen(s string) int {
 	if s == "" {
@@ -45,7 +71,7 @@ func encodedLen(s string) int {
 	}
 	n := 0
 	for i := 0; i < len(s); i++ {
-		if plain(s[i]) {
+		if Plain(s[i]) {
 			n++
 		} else {
 			n += 3
@@ -55,14 +81,14 @@ func encodedLen(s string) int {
 }
 
 // EncodeToken encodes one user-supplied string as a single KV-key and
-// subject token. See the package comment above for the guarantees.
+// subject token. See the comment above encodedLen for the guarantees.
 func EncodeToken(s string) string {
 	if s == "" {
 		return emptyToken
 	}
 	clean := true
 	for i := 0; i < len(s); i++ {
-		if !plain(s[i]) {
+		if !Plain(s[i]) {
 			clean = false
 			break
 		}
@@ -83,7 +109,7 @@ func appendToken(b *strings.Builder, s string) {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if plain(c) {
+		if Plain(c) {
 			b.WriteByte(c)
 			continue
 		}
@@ -105,7 +131,7 @@ func DecodeToken(t string) (string, error) {
 	out := make([]byte, 0, len(t))
 	for i := 0; i < len(t); i++ {
 		c := t[i]
-		if plain(c) {
+		if Plain(c) {
 			out = append(out, c)
 			continue
 		}
@@ -118,7 +144,7 @@ func DecodeToken(t string) (string, error) {
 			return "", fmt.Errorf("%w: bad escape at %d", ErrInvalidToken, i)
 		}
 		v := hi<<4 | lo
-		if plain(v) {
+		if Plain(v) {
 			// EncodeToken never escapes a plain byte: reject to stay injective.
 			return "", fmt.Errorf("%w: needless escape at %d", ErrInvalidToken, i)
 		}
@@ -173,3 +199,7 @@ func Split(joined string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// TenantToken is a tenant as one subject token (EncodeToken: never '.',
+// '*' or '>').
+func TenantToken(tenant string) string { return EncodeToken(tenant) }
