@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -15,7 +14,7 @@ import (
 // is a duplicate naming hookID. Its deadline, when ctx has none, is
 // SettleTimeout.
 //
-// Errors: ErrClaimLost (also claims.ErrLost) when the revision is stale,
+// Errors: ErrClaimLost (also protocol.ErrClaimLost) when the revision is stale,
 // another hook id holds the claim, or it is already committed;
 // ErrInvalid (revision 0, empty tenant …), ErrUnavailable, ErrInternal,
 // ErrBadReply.
@@ -32,7 +31,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 	if ttl < 0 {
 		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
 	}
-	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: timeconv.CeilMs(ttl)}
+	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: ceilMs(ttl)}
 	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
 }
 
@@ -42,7 +41,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 // when the work it claimed failed. Its deadline, when ctx has none, is
 // SettleTimeout.
 //
-// Errors: ErrClaimLost (also claims.ErrLost) when the revision is stale or
+// Errors: ErrClaimLost (also protocol.ErrClaimLost) when the revision is stale or
 // another hook id holds the claim; ErrInvalid, ErrUnavailable,
 // ErrInternal, ErrBadReply.
 func (c *Client) ReleaseClaim(ctx context.Context, tenant, source, key, hookID string, revision uint64) error {
@@ -64,4 +63,9 @@ func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (prot
 		return protocol.ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
 	}
 	return st, nil
+}
+
+// ceilMs is d in whole milliseconds, rounded up (0 for d <= 0).
+func ceilMs(d time.Duration) int64 {
+	return int64((max(d, 0) + time.Millisecond - 1) / time.Millisecond)
 }

@@ -13,9 +13,10 @@
 //	switch rep.Result { case protocol.ResultOK: …; case protocol.ResultRateLimited: … }
 //	err = c.Settle(ctx, tenant, source, key, hookID, rep.Revision)
 //
-// The wire types are the ones the service decodes and encodes: quota.*
-// for quota.*, cooldown.* for cooldown.*, protocol.SettleEvent for the
-// events; only the claims.get reply (ClaimState) is defined here.
+// The wire types are the public contract's, package protocol (the ones
+// the service decodes and encodes): protocol.HitRequest for quota.hit,
+// protocol.Reading for cooldown.record, protocol.SettleEvent for the
+// events … This package imports no other package of sluice.
 //
 // # Results and errors
 //
@@ -26,7 +27,7 @@
 // carrying the code and the reason:
 //
 //	400 invalid_request: …        ErrInvalid      the caller's fault; never retry
-//	409 claim_lost                ErrClaimLost    also errors.Is(err, claims.ErrLost)
+//	409 claim_lost                ErrClaimLost    also errors.Is(err, protocol.ErrClaimLost)
 //	503 store_unavailable …       ErrUnavailable  so are no responders, a timeout,
 //	                                              a closed connection
 //	500 internal_error (or other) ErrInternal
@@ -58,9 +59,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/tracing"
 )
 
 // Client calls the sluice micro service on one connection. Create it with
@@ -167,17 +166,19 @@ func (c *Client) call(ctx context.Context, subject string, budget time.Duration,
 	if err != nil { // a NaN percent, for one: nothing the service could read
 		return fmt.Errorf("%w: %s: encode request: %w", ErrInvalid, subject, err)
 	}
-	ctx, cancel := kvstore.WithBudget(ctx, budget)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
 	rm := &nats.Msg{Subject: subject, Data: data}
 	if c.tracer != nil {
 		var span trace.Span
 		ctx, span = c.tracer.Start(ctx, subject, trace.WithSpanKind(trace.SpanKindClient))
 		defer span.End()
 	}
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		rm.Header = nats.Header{}
-		tracing.Inject(ctx, rm.Header)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		rm.Header = traceHeader(sc)
 	}
 	msg, err := c.nc.RequestMsgWithContext(ctx, rm)
 	if err != nil {
@@ -194,6 +195,18 @@ func (c *Client) call(ctx context.Context, subject string, budget time.Duration,
 		return badReply(subject, msg.Data, err)
 	}
 	return nil
+}
+
+// traceHeader is the W3C trace context of sc as request headers:
+// traceparent, and tracestate when sc has one (what tracing.Inject
+// writes, without linking the propagation package).
+func traceHeader(sc trace.SpanContext) nats.Header {
+	flags := sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom)
+	h := nats.Header{"traceparent": {"00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags.String()}}
+	if ts := sc.TraceState().String(); ts != "" {
+		h["tracestate"] = []string{ts}
+	}
+	return h
 }
 
 // requestError maps an error of the request itself (no reply was read).
@@ -216,14 +229,9 @@ func badReply(subject string, data []byte, cause error) error {
 	return fmt.Errorf("%w: %s: %q: %w", ErrBadReply, subject, q, cause)
 }
 
-// okReply is {"ok":true}, the reply of every endpoint that only confirms.
-type okReply struct {
-	OK bool `json:"ok"`
-}
-
 // callOK calls an endpoint whose reply is {"ok":true}.
 func (c *Client) callOK(ctx context.Context, subject string, budget time.Duration, req any) error {
-	var rep okReply
+	var rep protocol.OKReply
 	if err := c.call(ctx, subject, budget, req, &rep); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -24,9 +23,10 @@ var (
 	// ErrClaimLost: Settle, SettleTTL or ReleaseClaim of a claim the caller
 	// no longer holds — its revision is stale (it expired, was released,
 	// settled or taken by another claimer) or another hook id holds it; the
-	// service answered 409 "claim_lost". errors.Is(err, claims.ErrLost)
-	// is true as well. Retrying cannot change it.
-	ErrClaimLost = fmt.Errorf("client: %w", claims.ErrLost)
+	// service answered 409 "claim_lost". errors.Is(err,
+	// protocol.ErrClaimLost) (which is claims.ErrLost) is true as well.
+	// Retrying cannot change it.
+	ErrClaimLost = fmt.Errorf("client: %w", protocol.ErrClaimLost)
 	// ErrUnavailable: the service did not give an answer in time. It
 	// answered 503 (its store did not answer within its budget, it was
 	// busy, or it is stopping), nobody answers the subject (no responders:

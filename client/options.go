@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -52,14 +51,26 @@ func WithPrefix(prefix string) Option {
 // DefaultTimeout). It must be > 0. A context with a deadline is always
 // used as is, longer or shorter.
 func WithTimeout(d time.Duration) Option {
-	return option.Positive(ErrInvalidOption, "timeout", d, func(o *options, d time.Duration) { o.timeout = d })
+	return positive("timeout", d, func(o *options) { o.timeout = d })
 }
 
 // WithSettleTimeout sets the deadline of Settle, SettleTTL and
 // ReleaseClaim when their context has none (default DefaultSettleTimeout;
 // never less than the WithTimeout value). It must be > 0.
 func WithSettleTimeout(d time.Duration) Option {
-	return option.Positive(ErrInvalidOption, "settle timeout", d, func(o *options, d time.Duration) { o.settleTimeout = d })
+	return positive("settle timeout", d, func(o *options) { o.settleTimeout = d })
+}
+
+// positive is an Option taking a duration that must be > 0: it calls set,
+// or fails with ErrInvalidOption and "<what> must be > 0, got <d>".
+func positive(what string, d time.Duration, set func(*options)) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: %s must be > 0, got %v", ErrInvalidOption, what, d)
+		}
+		set(o)
+		return nil
+	}
 }
 
 // WithTenant sends every call but Reset to the tenant-scoped subjects of

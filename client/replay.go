@@ -7,19 +7,6 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// replayRequest is the body of replay.claim. RetainUntil is always sent:
-// 0 is a valid instant.
-type replayRequest struct {
-	Namespace   string `json:"namespace"`
-	Key         string `json:"key"`
-	RetainUntil int64  `json:"retain_until"`
-}
-
-// replayReply is the reply of replay.claim.
-type replayReply struct {
-	Result string `json:"result"`
-}
-
 // ClaimReplay sends <prefix>.v1.replay.claim: the replay nonce (namespace,
 // key) is recorded until retainUntil (Unix seconds) plus the service's
 // --replay-skew. The outcome is a value: protocol.Claimed (new, now held),
@@ -30,8 +17,8 @@ type replayReply struct {
 // outside 0..253402300799), ErrUnavailable, ErrInternal, ErrBadReply (also
 // for a result this client does not know).
 func (c *Client) ClaimReplay(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
-	var rep replayReply
-	req := replayRequest{Namespace: namespace, Key: key, RetainUntil: retainUntil}
+	var rep protocol.ReplayReply
+	req := protocol.ReplayRequest{Namespace: namespace, Key: key, RetainUntil: retainUntil}
 	if err := c.call(ctx, c.subj.replay, c.timeout, req, &rep); err != nil {
 		return 0, err
 	}
