@@ -19,19 +19,18 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// Errors returned by Store and ReplayStore methods.
+// Errors returned by Store and ReplayStore methods, besides two of
+// protocol:
+//
+//   - protocol.ErrClaimLost is returned by Settle and Release when the
+//     claim is no longer the one the caller holds: its revision is stale
+//     (it expired, was released, settled, or was taken by another claimer)
+//     or the hook id differs. Settle also returns it for a claim that is
+//     already committed.
+//   - protocol.ErrInvalid is returned for malformed arguments (empty
+//     tenant, source or hook id, out-of-range times, oversized namespace
+//     …). It is the caller's fault: answer 400, never retry.
 var (
-	// ErrLost is returned by Settle and Release when the claim is no longer
-	// the one the caller holds: its revision is stale (it expired, was
-	// released, settled, or was taken by another claimer) or the hook id
-	// differs. Settle also returns it for a claim that is already committed.
-	// It is protocol.ErrClaimLost.
-	ErrLost = protocol.ErrClaimLost
-	// ErrInvalid is returned for malformed arguments (empty tenant, source or
-	// hook id, out-of-range times, oversized namespace …). It is the caller's
-	// fault: answer 400, never retry. It is protocol.ErrInvalid, which the
-	// checks of protocol (ValidateClaimID, ValidateHookID …) wrap.
-	ErrInvalid = protocol.ErrInvalid
 	// ErrUnavailable is returned when the backing store did not answer in
 	// time, or could not give an answer at all (connection closed, an
 	// unexpected server error, a record it did not write, an in-memory
@@ -103,7 +102,7 @@ type State struct {
 }
 
 // Store is a two-phase dedupe claim store. Implementations are safe for
-// concurrent use. Every method returns ErrInvalid for malformed arguments
+// concurrent use. Every method returns protocol.ErrInvalid for malformed arguments
 // (see ID.Validate, ValidateHookID; a negative TTL; revision 0) and
 // ErrUnavailable when the store cannot answer (a done ctx included).
 //
@@ -121,11 +120,11 @@ type Store interface {
 	Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error)
 	// StartClaim starts Claim's create-if-absent for id without waiting
 	// (pipelined claim writes: an owner starts the claims of a frame, then
-	// collects them). An error (ErrInvalid, ErrUnavailable) means nothing
+	// collects them). An error (protocol.ErrInvalid, ErrUnavailable) means nothing
 	// was started: call Claim.
 	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
 	// Settle commits the pending claim at rev for hookID; the committed claim
-	// expires after ttl. ErrLost when rev is stale, hookID differs or the
+	// expires after ttl. protocol.ErrClaimLost when rev is stale, hookID differs or the
 	// claim is no longer pending. It reads the holder before it writes: its
 	// caller may be a network client presenting a revision it was told
 	// about another holder (a Pending result carries the holder's
@@ -147,11 +146,11 @@ type Store interface {
 	// StartSettleOwn starts SettleOwn's revision-checked write (no digest)
 	// without waiting (pipelined settles: an owner starts the settles of a
 	// frame, then collects them), under SettleOwn's condition. An error
-	// (ErrInvalid, ErrUnavailable) means nothing was started: call
+	// (protocol.ErrInvalid, ErrUnavailable) means nothing was started: call
 	// SettleOwn.
 	StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error)
 	// Release drops the pending (or committed) claim at rev for hookID so the
-	// key can be claimed again at once. ErrLost when rev is stale or hookID
+	// key can be claimed again at once. protocol.ErrClaimLost when rev is stale or hookID
 	// differs.
 	Release(ctx context.Context, id ID, hookID string, rev uint64) error
 	// Get reads the claim's state (StateAbsent when there is none).
@@ -213,11 +212,11 @@ type ReplayStore interface {
 	// Claim records (namespace, key) until retainUntil (Unix seconds) plus
 	// the store's skew. A duplicate never refreshes retention; a new pair
 	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
-	// Errors: ErrInvalid (see ValidateReplay), ErrUnavailable.
+	// Errors: protocol.ErrInvalid (see ValidateReplay), ErrUnavailable.
 	Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error)
 	// Release forgets a pair this caller has just Claimed and not used (the
 	// request it protected was refused for another reason, so an identical
 	// resend must not read as a replay). Releasing an absent pair is not an
-	// error. Errors: ErrInvalid, ErrUnavailable.
+	// error. Errors: protocol.ErrInvalid, ErrUnavailable.
 	Release(ctx context.Context, namespace, key string) error
 }

@@ -198,7 +198,7 @@ func testExpiredPendingClaimableAgain(t *testing.T, f storeFixture) {
 		t.Fatalf("new claim reuses revision %d", r1.Revision)
 	}
 	wantState(t, get(t, s, k), protocol.StatePending, "h2", r3.Revision)
-	if err := s.Settle(ctx, k, "h1", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.Settle(ctx, k, "h1", r1.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("settle of the expired claim: %v, want ErrLost", err)
 	}
 }
@@ -231,10 +231,10 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 	// Release frees the key at once.
 	r2 := claimAs(t, s, k, "h1", 30*time.Second, claims.OK, "h1")
 	for _, rev := range []uint64{r1.Revision, r2.Revision + 1000} {
-		if err := s.Settle(ctx, k, "h1", rev, hour); !errors.Is(err, claims.ErrLost) {
+		if err := s.Settle(ctx, k, "h1", rev, hour); !errors.Is(err, protocol.ErrClaimLost) {
 			t.Fatalf("settle at stale revision %d: %v, want ErrLost", rev, err)
 		}
-		if err := s.Release(ctx, k, "h1", rev); !errors.Is(err, claims.ErrLost) {
+		if err := s.Release(ctx, k, "h1", rev); !errors.Is(err, protocol.ErrClaimLost) {
 			t.Fatalf("release at stale revision %d: %v, want ErrLost", rev, err)
 		}
 	}
@@ -242,16 +242,16 @@ func testStaleRevisionLost(t *testing.T, f storeFixture) {
 		t.Fatalf("settle: %v", err)
 	}
 	// Settling moved the revision: the pending revision is stale now.
-	if err := s.Settle(ctx, k, "h1", r2.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.Settle(ctx, k, "h1", r2.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("second settle: %v, want ErrLost", err)
 	}
-	if err := s.Release(ctx, k, "h1", r2.Revision); !errors.Is(err, claims.ErrLost) {
+	if err := s.Release(ctx, k, "h1", r2.Revision); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("release at the pending revision after settle: %v, want ErrLost", err)
 	}
 	st := get(t, s, k)
 	wantState(t, st, protocol.StateCommitted, "h1", 0)
 	// Settle needs a pending claim, even at the current revision.
-	if err := s.Settle(ctx, k, "h1", st.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.Settle(ctx, k, "h1", st.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("settle of a committed claim: %v, want ErrLost", err)
 	}
 	// Release takes a committed claim back.
@@ -265,10 +265,10 @@ func testOtherHookIDLost(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	k := id("acme", "gh", "other-hook")
 	r := claim(t, s, k, "h1", 30*time.Second)
-	if err := s.Settle(ctx, k, "h2", r.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.Settle(ctx, k, "h2", r.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("settle by another hook: %v, want ErrLost", err)
 	}
-	if err := s.Release(ctx, k, "h2", r.Revision); !errors.Is(err, claims.ErrLost) {
+	if err := s.Release(ctx, k, "h2", r.Revision); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("release by another hook: %v, want ErrLost", err)
 	}
 	wantState(t, get(t, s, k), protocol.StatePending, "h1", r.Revision)
@@ -276,7 +276,7 @@ func testOtherHookIDLost(t *testing.T, f storeFixture) {
 		t.Fatal(err)
 	}
 	st := get(t, s, k)
-	if err := s.Release(ctx, k, "h2", st.Revision); !errors.Is(err, claims.ErrLost) {
+	if err := s.Release(ctx, k, "h2", st.Revision); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("release of a committed claim by another hook: %v, want ErrLost", err)
 	}
 	wantState(t, get(t, s, k), protocol.StateCommitted, "h1", st.Revision)
@@ -289,10 +289,10 @@ func testSettleAfterReleaseLost(t *testing.T, f storeFixture) {
 	if err := s.Release(ctx, k, "h1", r.Revision); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Settle(ctx, k, "h1", r.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.Settle(ctx, k, "h1", r.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("settle after release: %v, want ErrLost", err)
 	}
-	if err := s.Release(ctx, k, "h1", r.Revision); !errors.Is(err, claims.ErrLost) {
+	if err := s.Release(ctx, k, "h1", r.Revision); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("second release: %v, want ErrLost", err)
 	}
 	wantState(t, get(t, s, k), protocol.StateAbsent, "", 0)
@@ -454,40 +454,40 @@ func testInvalidArguments(t *testing.T, f storeFixture) {
 		"source 10 KB ": id("acme", strings.Repeat(">", 10<<10), "k"),
 	}
 	for name, bad := range badIDs {
-		if _, err := s.Claim(ctx, bad, "h", time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.Claim(ctx, bad, "h", time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("%s: Claim: %v", name, err)
 		}
-		if err := s.Settle(ctx, bad, "h", 1, time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.Settle(ctx, bad, "h", 1, time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("%s: Settle: %v", name, err)
 		}
-		if err := s.Release(ctx, bad, "h", 1); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.Release(ctx, bad, "h", 1); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("%s: Release: %v", name, err)
 		}
-		if _, err := s.Get(ctx, bad); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.Get(ctx, bad); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("%s: Get: %v", name, err)
 		}
 	}
 	for name, hook := range map[string]string{"empty": "", "257 B": strings.Repeat("h", protocol.MaxHookIDBytes+1), "not UTF-8": "h\xff"} {
-		if _, err := s.Claim(ctx, ok, hook, time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.Claim(ctx, ok, hook, time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("hook %s: Claim: %v", name, err)
 		}
-		if err := s.Settle(ctx, ok, hook, 1, time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.Settle(ctx, ok, hook, 1, time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("hook %s: Settle: %v", name, err)
 		}
-		if err := s.Release(ctx, ok, hook, 1); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.Release(ctx, ok, hook, 1); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("hook %s: Release: %v", name, err)
 		}
 	}
-	if _, err := s.Claim(ctx, ok, "h", -time.Second); !errors.Is(err, claims.ErrInvalid) {
+	if _, err := s.Claim(ctx, ok, "h", -time.Second); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("negative pending TTL: %v", err)
 	}
-	if err := s.Settle(ctx, ok, "h", 0, time.Second); !errors.Is(err, claims.ErrInvalid) {
+	if err := s.Settle(ctx, ok, "h", 0, time.Second); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("settle revision 0: %v", err)
 	}
-	if err := s.Settle(ctx, ok, "h", 1, -time.Second); !errors.Is(err, claims.ErrInvalid) {
+	if err := s.Settle(ctx, ok, "h", 1, -time.Second); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("settle negative TTL: %v", err)
 	}
-	if err := s.Release(ctx, ok, "h", 0); !errors.Is(err, claims.ErrInvalid) {
+	if err := s.Release(ctx, ok, "h", 0); !errors.Is(err, protocol.ErrInvalid) {
 		t.Errorf("release revision 0: %v", err)
 	}
 	// Nothing was written.
@@ -532,7 +532,7 @@ func wantDigest(t *testing.T, s claims.Store, k claims.ID, hook, digest string) 
 
 // testDigestKept: a claim settled with SettleOwn and a digest keeps the digest
 // until it is released; one settled without a digest (or by Settle) reads
-// back without one; a malformed digest is ErrInvalid and writes nothing.
+// back without one; a malformed digest is protocol.ErrInvalid and writes nothing.
 func testDigestKept(t *testing.T, f storeFixture) {
 	ctx, s := testkit.Context(t), f.store
 	d1 := "sha256:" + strings.Repeat("ab", 32)
@@ -548,7 +548,7 @@ func testDigestKept(t *testing.T, f storeFixture) {
 	claimAs(t, s, k, "h2", time.Minute, claims.Duplicate, "h1")
 	st := wantDigest(t, s, k, "h1", d1)
 	// A second settle of the committed claim is lost, and changes nothing.
-	if err := s.SettleOwn(ctx, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, claims.ErrLost) {
+	if err := s.SettleOwn(ctx, k, "h1", "sha256:other", r1.Revision, hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("second SettleOwn: %v, want ErrLost", err)
 	}
 	wantDigest(t, s, k, "h1", d1)
@@ -576,7 +576,7 @@ func testDigestKept(t *testing.T, f storeFixture) {
 		"129 B": strings.Repeat("d", claims.MaxDigestBytes+1), "space": "sha256:a b",
 		"newline": "sha256:a\n", "non-ASCII": "sha256:\u00e9", "control": "\x00",
 	} {
-		if err := s.SettleOwn(ctx, k3, "h5", bad, r5.Revision, hour); !errors.Is(err, claims.ErrInvalid) {
+		if err := s.SettleOwn(ctx, k3, "h5", bad, r5.Revision, hour); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("digest %s: %v, want ErrInvalid", name, err)
 		}
 	}

@@ -61,7 +61,7 @@ func ExampleKV() {
 
 	// ... the hook is acked by JetStream: commit the claim for 72 h.
 	if err := store.Settle(ctx, id, "hook-1", first.Revision, 72*time.Hour); err != nil {
-		panic(err) // errors.Is(err, claims.ErrLost): the pending claim expired first
+		panic(err) // errors.Is(err, protocol.ErrClaimLost): the pending claim expired first
 	}
 	dup, _ := store.Claim(ctx, id, "hook-3", 30*time.Second)
 	fmt.Println("redelivery after settle:", dup.Outcome, "of", dup.HookID)

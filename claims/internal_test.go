@@ -26,7 +26,7 @@ func TestNormTTL(t *testing.T) {
 	}
 	for i, c := range cases {
 		got, err := normTTL(c.in)
-		if (err != nil) != c.err || (err != nil && !errors.Is(err, ErrInvalid)) || got != c.want {
+		if (err != nil) != c.err || (err != nil && !errors.Is(err, protocol.ErrInvalid)) || got != c.want {
 			t.Errorf("%d: normTTL(%v) = %v, %v; want %v (error %v)", i, c.in, got, err, c.want, c.err)
 		}
 	}

@@ -32,10 +32,10 @@ func CommittedTTL(ttlMs int64, def time.Duration) time.Duration {
 }
 
 // normTTL is the TTL a store applies for d: rounded up to whole seconds,
-// at least 1 s, at most MaxTTL. A negative d is ErrInvalid.
+// at least 1 s, at most MaxTTL. A negative d is protocol.ErrInvalid.
 func normTTL(d time.Duration) (time.Duration, error) {
 	if d < 0 {
-		return 0, fmt.Errorf("%w: negative TTL %v", ErrInvalid, d)
+		return 0, fmt.Errorf("%w: negative TTL %v", protocol.ErrInvalid, d)
 	}
 	if d > MaxTTL {
 		d = MaxTTL
@@ -56,15 +56,15 @@ func KVKey(id ID) string {
 
 // ParseKVKey reverses KVKey (the key comes back normalized). It lets a
 // watcher of the claims bucket (expiry markers) name the claim. The error
-// wraps ErrInvalid for a key KVKey cannot have produced.
+// wraps protocol.ErrInvalid for a key KVKey cannot have produced.
 func ParseKVKey(key string) (ID, error) {
 	parts, err := protocol.Split(key)
 	if err != nil || len(parts) != 3 {
-		return ID{}, fmt.Errorf("%w: not a claim key: %q", ErrInvalid, key)
+		return ID{}, fmt.Errorf("%w: not a claim key: %q", protocol.ErrInvalid, key)
 	}
 	id := ID{Tenant: parts[0], Source: parts[1], Key: parts[2]}
 	if err := id.Validate(); err != nil || NormalizeKey(id.Key) != id.Key {
-		return ID{}, fmt.Errorf("%w: not a claim key: %q", ErrInvalid, key)
+		return ID{}, fmt.Errorf("%w: not a claim key: %q", protocol.ErrInvalid, key)
 	}
 	return id, nil
 }

@@ -137,7 +137,7 @@ const maxClaimAttempts = 3
 // holder's claim expires or is released meanwhile, Claim tries again (a
 // bounded number of times).
 //
-// Errors: ErrInvalid (id, hook id or a negative pendingTTL);
+// Errors: protocol.ErrInvalid (id, hook id or a negative pendingTTL);
 // ErrUnavailable (the bucket did not answer in time, or holds a record this
 // package cannot read).
 func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
@@ -182,9 +182,9 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 // claim expires after ttl (rounded up to whole seconds, at least 1 s, at
 // most MaxTTL). The write is revision-checked and carries the TTL.
 //
-// Errors: ErrLost (no claim, rev is not its current revision — it expired,
+// Errors: protocol.ErrClaimLost (no claim, rev is not its current revision — it expired,
 // was released, settled or taken by another claimer — it is held by another
-// hook id, or it is already committed); ErrInvalid (id, hook id, rev 0,
+// hook id, or it is already committed); protocol.ErrInvalid (id, hook id, rev 0,
 // negative ttl); ErrUnavailable.
 func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
 	key, ttl, err := settleArgs(id, hookID, rev, ttl)
@@ -196,7 +196,7 @@ func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl t
 	}
 	if _, err := s.b.Update(ctx, key, encodeValue(valueCommitted, hookID), rev, ttl); err != nil {
 		if errors.Is(err, kvstore.ErrWrongLastSequence) {
-			return fmt.Errorf("%w: settle %s: revision %d changed under us", ErrLost, key, rev)
+			return fmt.Errorf("%w: settle %s: revision %d changed under us", protocol.ErrClaimLost, key, rev)
 		}
 		return storeErr("settle", key, err)
 	}
@@ -208,7 +208,7 @@ func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl t
 // its hit took. The revision-checked write is made at once, keeping digest
 // in the committed record; only when the server refuses it is the key
 // read, to tell a lost claim from an earlier settle of the same claim that
-// landed (a retry). Both are ErrLost.
+// landed (a retry). Both are protocol.ErrClaimLost.
 func (s *KV) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	key, ttl, err := settleArgs(id, hookID, rev, ttl)
 	if err != nil {
@@ -228,18 +228,18 @@ func (s *KV) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev ui
 	rec, rerr := s.b.GetLeader(ctx, key)
 	if rerr == nil && rec.Revision > rev {
 		if v, ok := decodeValue(rec.Value); ok && v.S == valueCommitted && v.H == hookID {
-			return fmt.Errorf("%w: settle %s: already settled at revision %d (a retry)", ErrLost, key, rec.Revision)
+			return fmt.Errorf("%w: settle %s: already settled at revision %d (a retry)", protocol.ErrClaimLost, key, rec.Revision)
 		}
 	}
-	return fmt.Errorf("%w: settle %s: revision %d is no longer the pending claim of this hook id", ErrLost, key, rev)
+	return fmt.Errorf("%w: settle %s: revision %d is no longer the pending claim of this hook id", protocol.ErrClaimLost, key, rev)
 }
 
 // Release drops the claim at rev held by hookID, pending or committed, so
 // the key can be claimed again at once. It leaves a purge marker that
 // removes itself after the bucket's LimitMarkerTTL.
 //
-// Errors: ErrLost (no claim, a stale rev, or another hook id);
-// ErrInvalid (id, hook id, rev 0); ErrUnavailable.
+// Errors: protocol.ErrClaimLost (no claim, a stale rev, or another hook id);
+// protocol.ErrInvalid (id, hook id, rev 0); ErrUnavailable.
 func (s *KV) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
 		return err
@@ -250,14 +250,14 @@ func (s *KV) Release(ctx context.Context, id ID, hookID string, rev uint64) erro
 	}
 	if err := s.b.Purge(ctx, key, rev); err != nil {
 		if errors.Is(err, kvstore.ErrWrongLastSequence) {
-			return fmt.Errorf("%w: release %s: revision %d changed under us", ErrLost, key, rev)
+			return fmt.Errorf("%w: release %s: revision %d changed under us", protocol.ErrClaimLost, key, rev)
 		}
 		return storeErr("release", key, err)
 	}
 	return nil
 }
 
-// check reads key and returns ErrLost unless its live record is at rev,
+// check reads key and returns protocol.ErrClaimLost unless its live record is at rev,
 // held by hookID and (when pendingOnly) still pending. The revision-checked
 // write that follows makes the decision final.
 func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pendingOnly bool) error {
@@ -270,20 +270,20 @@ func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pend
 	}
 	switch {
 	case errors.Is(err, kvstore.ErrNotFound):
-		return fmt.Errorf("%w: %s %s: no claim", ErrLost, op, key)
+		return fmt.Errorf("%w: %s %s: no claim", protocol.ErrClaimLost, op, key)
 	case err != nil:
 		return storeErr(op, key, err)
 	case rec.Revision != rev:
-		return fmt.Errorf("%w: %s %s: revision %d, claim is at %d", ErrLost, op, key, rev, rec.Revision)
+		return fmt.Errorf("%w: %s %s: revision %d, claim is at %d", protocol.ErrClaimLost, op, key, rev, rec.Revision)
 	}
 	v, ok := decodeValue(rec.Value)
 	switch {
 	case !ok:
 		return s.unreadable(key, rec)
 	case v.H != hookID:
-		return fmt.Errorf("%w: %s %s: held by another hook id", ErrLost, op, key)
+		return fmt.Errorf("%w: %s %s: held by another hook id", protocol.ErrClaimLost, op, key)
 	case pendingOnly && v.S != valuePending:
-		return fmt.Errorf("%w: %s %s: already committed", ErrLost, op, key)
+		return fmt.Errorf("%w: %s %s: already committed", protocol.ErrClaimLost, op, key)
 	}
 	return nil
 }
@@ -293,7 +293,7 @@ func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pend
 // (zero fields) when there is none. On a replicated bucket the read may be
 // answered by a replica a write or two behind.
 //
-// Errors: ErrInvalid (id); ErrUnavailable.
+// Errors: protocol.ErrInvalid (id); ErrUnavailable.
 func (s *KV) Get(ctx context.Context, id ID) (State, error) {
 	if err := id.Validate(); err != nil {
 		return State{}, err
@@ -359,7 +359,7 @@ func validateSettle(id ID, hookID string, rev uint64) error {
 		return err
 	}
 	if rev == 0 {
-		return fmt.Errorf("%w: revision must not be 0", ErrInvalid)
+		return fmt.Errorf("%w: revision must not be 0", protocol.ErrInvalid)
 	}
 	return nil
 }

@@ -220,7 +220,7 @@ func TestParseKVKey(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "a", "a.b", "a.b.c.d", "a.=4.c", "=.b.c", "a.b.=", "a.b.c*", strings.Repeat("t", 257) + ".s.k", "a.b." + strings.Repeat("k", 201)} {
-		if _, err := claims.ParseKVKey(bad); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := claims.ParseKVKey(bad); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("ParseKVKey(%q): %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -318,10 +318,10 @@ func TestKVStartedWrites(t *testing.T) {
 			t.Fatalf("claim of the taken key: %+v %v", r3, err)
 		}
 		// Invalid arguments start nothing.
-		if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.StartClaim(cid, "", time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Fatalf("empty hook id: %v", err)
 		}
-		if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.StartClaim(cid, "h3", -time.Second); !errors.Is(err, protocol.ErrInvalid) {
 			t.Fatalf("negative ttl: %v", err)
 		}
 	})
@@ -350,10 +350,10 @@ func TestKVStartedWrites(t *testing.T) {
 		if st2, err := s.Get(ctx, cid); err != nil || st2.Revision != st.Revision {
 			t.Fatalf("a refused settle changed the claim: %+v %v", st2, err)
 		}
-		if err := s.SettleOwn(ctx, cid, "h1", "", res.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
-			t.Fatalf("SettleOwn after it: %v, want claims.ErrLost", err)
+		if err := s.SettleOwn(ctx, cid, "h1", "", res.Revision, time.Hour); !errors.Is(err, protocol.ErrClaimLost) {
+			t.Fatalf("SettleOwn after it: %v, want protocol.ErrClaimLost", err)
 		}
-		if _, err := s.StartSettleOwn(cid, "h1", 0, time.Hour); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := s.StartSettleOwn(cid, "h1", 0, time.Hour); !errors.Is(err, protocol.ErrInvalid) {
 			t.Fatalf("revision 0: %v", err)
 		}
 	})

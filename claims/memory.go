@@ -17,7 +17,7 @@ const DefaultMaxEntries = 100_000
 
 // Memory is the node-local Store, used when the fleet store cannot answer.
 // It has the semantics of KV — the same validation, the same TTL rounding
-// (whole seconds, at least 1 s, at most MaxTTL), ErrLost on a stale
+// (whole seconds, at least 1 s, at most MaxTTL), protocol.ErrClaimLost on a stale
 // revision or another hook id — with revisions from a counter and expiry
 // by an injectable clock. A claim expires exactly when its rounded TTL has
 // passed (KV: never early, up to ~0.35 s late).
@@ -148,7 +148,7 @@ func (m *Memory) makeRoom(now time.Time) error {
 // (holder's hook id, RetryAfter >= 1 ms until it expires); a claim already
 // pending for hookID itself is OK with its revision (idempotent retry).
 //
-// Errors: ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
+// Errors: protocol.ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
 // (ctx already done, or the store is full of live pending claims).
 func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
@@ -182,7 +182,7 @@ func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL tim
 }
 
 // onHeld runs fn, under m.mu, on the live entry under id at rev held by
-// hookID (else ErrLost, see held), after the ctx check every call makes.
+// hookID (else protocol.ErrClaimLost, see held), after the ctx check every call makes.
 // op names the call in errors.
 func (m *Memory) onHeld(ctx context.Context, op string, id ID, hookID string, rev uint64, fn func(e *memEntry, now time.Time) error) error {
 	if err := ctxErr(ctx); err != nil {
@@ -198,17 +198,17 @@ func (m *Memory) onHeld(ctx context.Context, op string, id ID, hookID string, re
 	return fn(e, now)
 }
 
-// held returns the live entry under id at rev held by hookID, or ErrLost.
+// held returns the live entry under id at rev held by hookID, or protocol.ErrClaimLost.
 // m.mu must be held.
 func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time) (*memEntry, error) {
 	e := m.live(memKeyOf(id), now)
 	switch {
 	case e == nil:
-		return nil, fmt.Errorf("%w: %s: no claim", ErrLost, op)
+		return nil, fmt.Errorf("%w: %s: no claim", protocol.ErrClaimLost, op)
 	case e.rev != rev:
-		return nil, fmt.Errorf("%w: %s: revision %d, claim is at %d", ErrLost, op, rev, e.rev)
+		return nil, fmt.Errorf("%w: %s: revision %d, claim is at %d", protocol.ErrClaimLost, op, rev, e.rev)
 	case e.hookID != hookID:
-		return nil, fmt.Errorf("%w: %s: held by another hook id", ErrLost, op)
+		return nil, fmt.Errorf("%w: %s: held by another hook id", protocol.ErrClaimLost, op)
 	}
 	return e, nil
 }
@@ -216,8 +216,8 @@ func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time
 // Settle commits the pending claim at rev held by hookID; it then expires
 // after ttl (rounded like Claim's) and gets a new revision.
 //
-// Errors: ErrLost (no claim, stale rev, another hook id, already
-// committed); ErrInvalid (id, hook id, rev 0, negative ttl);
+// Errors: protocol.ErrClaimLost (no claim, stale rev, another hook id, already
+// committed); protocol.ErrInvalid (id, hook id, rev 0, negative ttl);
 // ErrUnavailable (ctx already done).
 func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
 	return m.SettleOwn(ctx, id, hookID, "", rev, ttl)
@@ -239,7 +239,7 @@ func (m *Memory) SettleOwn(ctx context.Context, id ID, hookID, digest string, re
 	}
 	return m.onHeld(ctx, "settle", id, hookID, rev, func(e *memEntry, now time.Time) error {
 		if e.committed {
-			return fmt.Errorf("%w: settle: already committed", ErrLost)
+			return fmt.Errorf("%w: settle: already committed", protocol.ErrClaimLost)
 		}
 		m.rev++
 		e.rev = m.rev
@@ -265,7 +265,7 @@ func (m *Memory) StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Durat
 
 // Release drops the claim at rev held by hookID, pending or committed.
 //
-// Errors: ErrLost (no claim, stale rev, another hook id); ErrInvalid (id,
+// Errors: protocol.ErrClaimLost (no claim, stale rev, another hook id); protocol.ErrInvalid (id,
 // hook id, rev 0); ErrUnavailable (ctx already done).
 func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
@@ -280,7 +280,7 @@ func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) 
 // Get reads the claim on id (StateAbsent when there is none or it
 // expired).
 //
-// Errors: ErrInvalid (id); ErrUnavailable (ctx already done).
+// Errors: protocol.ErrInvalid (id); ErrUnavailable (ctx already done).
 func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
 	if err := id.Validate(); err != nil {
 		return State{}, err

@@ -73,7 +73,7 @@ func TestMemoryExpirySteps(t *testing.T) {
 			switch {
 			case err == nil:
 				got = "ok"
-			case errors.Is(err, claims.ErrLost):
+			case errors.Is(err, protocol.ErrClaimLost):
 				got = "lost"
 			default:
 				t.Fatalf("step %d: %v", i, err)
@@ -186,7 +186,7 @@ func TestMemoryReplaySweep(t *testing.T) {
 		}
 	}
 	for _, bad := range []int64{-1, protocol.MaxRetainUntil + 1} {
-		if _, err := r.Sweep(bad); !errors.Is(err, claims.ErrInvalid) {
+		if _, err := r.Sweep(bad); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("Sweep(%d): %v, want ErrInvalid", bad, err)
 		}
 	}

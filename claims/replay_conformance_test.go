@@ -122,7 +122,7 @@ func testReplayRelease(t *testing.T, f replayFixture) {
 		return replay(t, s, "ns", "one", later) == protocol.Claimed
 	}, "released pair claimed again")
 	wantReplay(t, s, "ns", "one", later, protocol.AlreadyClaimed)
-	if err := s.Release(ctx, "", "x"); !errors.Is(err, claims.ErrInvalid) {
+	if err := s.Release(ctx, "", "x"); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("Release with an empty namespace: %v", err)
 	}
 }
@@ -207,7 +207,7 @@ func testReplayInvalid(t *testing.T, f replayFixture) {
 		{"retain_until past 9999", "ns", "k", protocol.MaxRetainUntil + 1},
 	}
 	for _, c := range cases {
-		if o, err := s.Claim(ctx, c.ns, c.key, c.until); !errors.Is(err, claims.ErrInvalid) {
+		if o, err := s.Claim(ctx, c.ns, c.key, c.until); !errors.Is(err, protocol.ErrInvalid) {
 			t.Errorf("%s: %v, %v; want ErrInvalid", c.name, o, err)
 		}
 	}

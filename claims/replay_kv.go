@@ -95,7 +95,7 @@ func replayTTL(retainUntil int64, skew time.Duration, now time.Time) time.Durati
 // also at full capacity; retention is not refreshed), Full (new pair, the
 // bucket is at capacity).
 //
-// Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (the bucket did
+// Errors: protocol.ErrInvalid (see ValidateReplay); ErrUnavailable (the bucket did
 // not answer in time or failed).
 func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {

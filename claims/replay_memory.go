@@ -69,7 +69,7 @@ func (r *MemoryReplay) Len() int {
 // capacity; retention is not refreshed), Full (new pair, capacity reached
 // by unexpired pairs).
 //
-// Errors: ErrInvalid (see ValidateReplay); ErrUnavailable (ctx already
+// Errors: protocol.ErrInvalid (see ValidateReplay); ErrUnavailable (ctx already
 // done).
 func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {
@@ -121,10 +121,10 @@ func (r *MemoryReplay) Release(ctx context.Context, namespace, key string) error
 // second after its claim if that is later) is at or before now (Unix
 // seconds) and returns how many it dropped.
 //
-// Errors: ErrInvalid when now is outside 0..MaxRetainUntil.
+// Errors: protocol.ErrInvalid when now is outside 0..MaxRetainUntil.
 func (r *MemoryReplay) Sweep(now int64) (removed int, err error) {
 	if now < 0 || now > protocol.MaxRetainUntil {
-		return 0, fmt.Errorf("%w: now must be in 0..%d", ErrInvalid, int64(protocol.MaxRetainUntil))
+		return 0, fmt.Errorf("%w: now must be in 0..%d", protocol.ErrInvalid, int64(protocol.MaxRetainUntil))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -167,7 +167,7 @@ func TestKVReplicated(t *testing.T) {
 // testSettleRightAfterClaim settles each claim the moment it is made,
 // through every node at once. A direct get may be answered by a replica
 // that has not applied the claim yet; without the leader read that
-// follows such a miss, a few percent of these settles came back ErrLost.
+// follows such a miss, a few percent of these settles came back protocol.ErrClaimLost.
 // A settle can also reach the leader before it stops counting the claim's
 // create in flight (it acks first): refused undecided (10164), it is sent
 // again by kvstore, never taken for a conflict (once 1 of 1,920 was).
@@ -297,8 +297,8 @@ func TestMemoryStoreSettleOwn(t *testing.T) {
 }
 
 // TestKVSettleOwnRefused checks what the read after a refused write says:
-// a second settle of the same claim is ErrLost "already settled", a
-// settle of a claim another hook took over is ErrLost without it.
+// a second settle of the same claim is protocol.ErrClaimLost "already settled", a
+// settle of a claim another hook took over is protocol.ErrClaimLost without it.
 func TestKVSettleOwnRefused(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
@@ -310,7 +310,7 @@ func TestKVSettleOwnRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.SettleOwn(ctx, a, "h1", "", r.Revision, hour)
-	if !errors.Is(err, claims.ErrLost) || !strings.Contains(err.Error(), "already settled") {
+	if !errors.Is(err, protocol.ErrClaimLost) || !strings.Contains(err.Error(), "already settled") {
 		t.Fatalf("second SettleOwn: %v, want ErrLost (already settled)", err)
 	}
 	b := id("acme", "gh", "taken-over")
@@ -323,7 +323,7 @@ func TestKVSettleOwnRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.SettleOwn(ctx, b, "h1", "", r1.Revision, hour)
-	if !errors.Is(err, claims.ErrLost) || strings.Contains(err.Error(), "already settled") {
+	if !errors.Is(err, protocol.ErrClaimLost) || strings.Contains(err.Error(), "already settled") {
 		t.Fatalf("SettleOwn of a claim taken over: %v, want ErrLost (not settled by us)", err)
 	}
 	wantState(t, get(t, s, b), protocol.StateCommitted, "h2", 0)
@@ -345,7 +345,7 @@ func claimMany(ctx context.Context, s claims.Store, reqs []claimReq) []claimOut 
 	}
 	for i, c := range started {
 		if c == nil {
-			if !errors.Is(out[i].err, claims.ErrInvalid) {
+			if !errors.Is(out[i].err, protocol.ErrInvalid) {
 				out[i].res, out[i].err = s.Claim(ctx, reqs[i].id, reqs[i].hookID, reqs[i].ttl)
 			}
 			continue
@@ -435,7 +435,7 @@ func testStartClaimBatch(t *testing.T, s claims.Store) {
 		t.Fatalf("racing pair: %+v and %+v, want one OK and the other pending on it", out[5].res, out[6].res)
 	}
 	for i, o := range out[7:] {
-		if !errors.Is(o.err, claims.ErrInvalid) {
+		if !errors.Is(o.err, protocol.ErrInvalid) {
 			t.Fatalf("invalid request %d: %v, want ErrInvalid", 7+i, o.err)
 		}
 	}

@@ -241,11 +241,11 @@ func TestHitSettle(t *testing.T) {
 	}
 
 	// A second settle with the pending revision: the claim is lost — the
-	// package's sentinel and claims.ErrLost both.
+	// package's sentinel and protocol.ErrClaimLost both.
 	err = e.c.Settle(ctx, "acme", "gh", "d-1", "h1", rep.Revision)
 	wantServiceError(t, err, client.ErrClaimLost, 409, protocol.ClaimLost.Code)
-	if !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("stale settle is not claims.ErrLost: %v", err)
+	if !errors.Is(err, protocol.ErrClaimLost) {
+		t.Fatalf("stale settle is not protocol.ErrClaimLost: %v", err)
 	}
 	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("stale settle wraps another sentinel too: %v", err)
@@ -283,8 +283,8 @@ func TestReleaseClaim(t *testing.T) {
 	}
 	err := e.c.ReleaseClaim(ctx, "acme", "gh", "r-1", "h1", rep.Revision)
 	wantServiceError(t, err, client.ErrClaimLost, 409, "claim_lost")
-	if !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("not claims.ErrLost: %v", err)
+	if !errors.Is(err, protocol.ErrClaimLost) {
+		t.Fatalf("not protocol.ErrClaimLost: %v", err)
 	}
 	// The key can be claimed again at once.
 	mustHit(t, e.c, claimHit("r-1", "h2"), protocol.ResultOK)
@@ -688,7 +688,7 @@ func TestErrorMapping(t *testing.T) {
 		code   int // of the *ServiceError; -1: none
 	}{
 		{"400", fail("400", "invalid_request: x"), reset, client.ErrInvalid, 400},
-		{"409", fail("409", "claim_lost"), func() error { return c.Settle(ctx, "a", "s", "k", "h", 1) }, claims.ErrLost, 409},
+		{"409", fail("409", "claim_lost"), func() error { return c.Settle(ctx, "a", "s", "k", "h", 1) }, protocol.ErrClaimLost, 409},
 		{"503", fail("503", "store_unavailable"), reset, client.ErrUnavailable, 503},
 		{"503 stopping", fail("503", "service_stopping"), reset, client.ErrUnavailable, 503},
 		{"500", fail("500", "internal_error"), reset, client.ErrInternal, 500},

@@ -24,7 +24,7 @@ var (
 	// no longer holds — its revision is stale (it expired, was released,
 	// settled or taken by another claimer) or another hook id holds it; the
 	// service answered 409 "claim_lost". errors.Is(err,
-	// protocol.ErrClaimLost) (which is claims.ErrLost) is true as well.
+	// protocol.ErrClaimLost) (which is protocol.ErrClaimLost) is true as well.
 	// Retrying cannot change it.
 	ErrClaimLost = fmt.Errorf("client: %w", protocol.ErrClaimLost)
 	// ErrUnavailable: the service did not give an answer in time. It

@@ -123,7 +123,7 @@ func ExampleClient_Hit() {
 	fmt.Println(again.Result, again.HookID)
 
 	err = c.Settle(ctx, "acme", "github", "delivery-1", "hook-1", rep.Revision)
-	fmt.Println(errors.Is(err, client.ErrClaimLost), errors.Is(err, claims.ErrLost))
+	fmt.Println(errors.Is(err, client.ErrClaimLost), errors.Is(err, protocol.ErrClaimLost))
 	// Output:
 	// ok hook-1
 	// committed hook-1

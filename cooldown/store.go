@@ -210,7 +210,7 @@ func Key(account, backend string) string { return protocol.Join(account, backend
 // reading is kept (the new one on a tie), so a late-arriving old reading
 // does not replace a newer one; it still clears a penalty it has reached.
 //
-// Invalid input: ErrInvalid, nothing written. When the shared store does not
+// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does not
 // take the write within the budget, the error wraps ErrUnavailable; any
 // other store failure is returned wrapped. Either way the reading is kept
 // node-locally.
@@ -235,7 +235,7 @@ func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 // holding only a penalty expires at its instant (TTL = until - now, rounded
 // up to whole seconds, at least 1 s).
 //
-// Invalid input: ErrInvalid, nothing written. When the shared store does
+// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does
 // not take the write within the budget, the error wraps ErrUnavailable; any
 // other store failure is returned wrapped. Either way the penalty (or its
 // clearing) is kept node-locally.
@@ -345,7 +345,7 @@ func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err err
 //
 // When the shared store cannot answer a backend within the budget, that
 // entry comes from node-local state and has Local set; Load does not fail
-// for that. Errors: ErrInvalid for a bad request; a store failure other
+// for that. Errors: protocol.ErrInvalid for a bad request; a store failure other
 // than unavailability (e.g. a missing stream) is returned wrapped.
 func (s *Store) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	req := protocol.LoadRequest{Account: account, Backends: backends}

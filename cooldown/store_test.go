@@ -613,16 +613,16 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 	s := e.store()
 	ctx := testkit.Context(t)
 	long := string(make([]byte, protocol.MaxNameBytes+1))
-	if err := s.Record(ctx, protocol.Reading{Account: "", Backend: "b"}); !errors.Is(err, cooldown.ErrInvalid) {
+	if err := s.Record(ctx, protocol.Reading{Account: "", Backend: "b"}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("record: %v", err)
 	}
-	if err := s.Penalize(ctx, "a", long, nil); !errors.Is(err, cooldown.ErrInvalid) {
+	if err := s.Penalize(ctx, "a", long, nil); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("penalize: %v", err)
 	}
-	if err := s.Penalize(ctx, "a", "b", i64(-1)); !errors.Is(err, cooldown.ErrInvalid) {
+	if err := s.Penalize(ctx, "a", "b", i64(-1)); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("penalize: %v", err)
 	}
-	if _, err := s.Load(ctx, "a", nil); !errors.Is(err, cooldown.ErrInvalid) {
+	if _, err := s.Load(ctx, "a", nil); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("load: %v", err)
 	}
 	keys, err := e.bucket.KV().ListKeys(ctx)

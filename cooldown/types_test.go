@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-dev/sluice/cooldown"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -76,7 +75,7 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, cooldown.ErrInvalid) {
+			if !errors.Is(err, protocol.ErrInvalid) {
 				t.Fatalf("got %v, want ErrInvalid", err)
 			}
 			if !strings.Contains(err.Error(), ": "+c.field+" ") && !strings.Contains(err.Error(), ": "+c.field+":") {

@@ -176,7 +176,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); err != nil {
 		t.Fatalf("settle own: %v", err)
 	}
-	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); !errors.Is(err, claims.ErrLost) {
+	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("second settle own: %v, want ErrLost", err)
 	}
 

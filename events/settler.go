@@ -21,8 +21,8 @@ import (
 // Settle outcomes (label "outcome" of sluice_events_applied_total).
 const (
 	outcomeOK          = "ok"          // applied; acked
-	outcomeLost        = "lost"        // claims.ErrLost; acked, not retried
-	outcomeInvalid     = "invalid"     // claims.ErrInvalid, quota.ErrInvalid; termed
+	outcomeLost        = "lost"        // protocol.ErrClaimLost; acked, not retried
+	outcomeInvalid     = "invalid"     // protocol.ErrInvalid; termed
 	outcomeMalformed   = "malformed"   // not JSON / unknown subject; termed
 	outcomeUnavailable = "unavailable" // claims.ErrUnavailable, quota.ErrUnavailable; redelivered later
 	outcomeError       = "error"       // any other error; redelivered later
@@ -54,11 +54,10 @@ const (
 // handed to one node at a time. The ack is sent AFTER the store call
 // returns:
 //   - success: ack;
-//   - claims.ErrLost (stale revision, other hook id): ack, counted "lost";
+//   - protocol.ErrClaimLost (stale revision, other hook id): ack, counted "lost";
 //     the request form answers claim_lost, and retrying cannot change that;
-//   - claims.ErrInvalid or quota.ErrInvalid, malformed JSON, failed
-//     SettleEvent.Validate: term (never redelivered), counted "invalid" /
-//     "malformed";
+//   - protocol.ErrInvalid, malformed JSON, failed SettleEvent.Validate: term
+//     (never redelivered), counted "invalid" / "malformed";
 //   - claims.ErrUnavailable, quota.ErrUnavailable or any other error: nak
 //     with a delay that doubles
 //     per delivery (WithRetryDelay), counted "unavailable" / "error".
@@ -97,7 +96,7 @@ type Settler struct {
 
 // Committer commits the pending claim a hit took, durably, at the
 // tenant's partition owner: *quota.Client (Settle), the path of every
-// claims.settle. Errors: claims.ErrLost, quota.ErrInvalid,
+// claims.settle. Errors: protocol.ErrClaimLost, protocol.ErrInvalid,
 // quota.ErrUnavailable.
 type Committer interface {
 	Settle(ctx context.Context, r protocol.SettleRequest) error
@@ -274,10 +273,10 @@ func (s *Settler) handle(msg jetstream.Msg) {
 	switch {
 	case err == nil:
 		s.ack(msg, op, outcomeOK)
-	case errors.Is(err, claims.ErrLost):
+	case errors.Is(err, protocol.ErrClaimLost):
 		s.log.Debug("claim lost", "op", op, "tenant", ev.Tenant, "source", ev.Source, "hook_id", ev.HookID, "revision", ev.Revision)
 		s.ack(msg, op, outcomeLost)
-	case errors.Is(err, claims.ErrInvalid), errors.Is(err, quota.ErrInvalid):
+	case errors.Is(err, protocol.ErrInvalid):
 		s.term(msg, op, outcomeInvalid, err)
 	case errors.Is(err, claims.ErrUnavailable), errors.Is(err, quota.ErrUnavailable):
 		s.nak(msg, op, outcomeUnavailable, err)

@@ -256,7 +256,7 @@ func TestMalformedAndInvalidEventsAreTermed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	// The store itself says invalid for the one well-formed event (a store
 	// with stricter rules than SettleEvent.Validate).
-	cs := &countingStore{Store: e.store, failWith: claims.ErrInvalid}
+	cs := &countingStore{Store: e.store, failWith: protocol.ErrInvalid}
 	cs.failFirst.Store(1)
 	e.startSettler(t, cs, events.WithRegisterer(reg))
 

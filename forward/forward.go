@@ -58,6 +58,7 @@ import (
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/internal/retry"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Durable is the name of the forwarder's consumer on the outbox.
@@ -774,7 +775,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 		return fmt.Errorf("hub claims: %w", err)
 	}
 	res, err := store.Claim(ctx, id, hookID, f.cfg.PendingTTL)
-	if errors.Is(err, claims.ErrInvalid) {
+	if errors.Is(err, protocol.ErrInvalid) {
 		f.log.Warn("edge: a forwarded hook's claim is invalid; not registered on the hub", "hook_id", hookID, "error", err)
 		return nil
 	}
@@ -783,7 +784,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	}
 	switch {
 	case res.Outcome == claims.OK:
-		if err := store.SettleOwn(ctx, id, hookID, "", res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, claims.ErrLost) {
+		if err := store.SettleOwn(ctx, id, hookID, "", res.Revision, f.cfg.DedupeTTL); err != nil && !errors.Is(err, protocol.ErrClaimLost) {
 			return fmt.Errorf("hub settle: %w", err)
 		}
 	case res.HookID != hookID:

@@ -212,7 +212,7 @@ func (h *Handler) getClaim(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: tenant, Source: source, Key: claims.NormalizeKey(key)})
 	if err != nil {
-		if errors.Is(err, claims.ErrInvalid) {
+		if errors.Is(err, protocol.ErrInvalid) {
 			protocol.InvalidRequest.Write(w, nil)
 			return
 		}

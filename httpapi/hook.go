@@ -23,7 +23,6 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/webhook"
 )
 
@@ -413,7 +412,7 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	}
 	if err != nil {
 		h.m.replay.WithLabelValues("error").Inc()
-		if errors.Is(err, claims.ErrInvalid) {
+		if errors.Is(err, protocol.ErrInvalid) {
 			h.fail(q.w, "verification_failed", protocol.VerificationFailed, errorBody{})
 			return false
 		}
@@ -479,7 +478,7 @@ func (h *Handler) admit(q *hookRequest) bool {
 	cancel()
 	endSpan(span, err == nil)
 	if err != nil {
-		if errors.Is(err, quota.ErrInvalid) {
+		if errors.Is(err, protocol.ErrInvalid) {
 			h.log.Warn("hit rejected as invalid", "tenant", q.tenant, "error", err)
 			h.fail(q.w, "invalid", protocol.InvalidRequest, errorBody{})
 			return false

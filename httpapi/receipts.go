@@ -131,7 +131,7 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		out["key"] = key
 		st, err := h.cfg.Claims.Get(ctx, claims.ID{Tenant: tenant, Source: source, Key: claims.NormalizeKey(key)})
 		switch {
-		case errors.Is(err, claims.ErrInvalid):
+		case errors.Is(err, protocol.ErrInvalid):
 			protocol.InvalidRequest.Write(w, map[string]any{"reason": err.Error()})
 			return
 		case err != nil:

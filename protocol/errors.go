@@ -8,13 +8,14 @@ import (
 
 // Sentinels of the contract's Go errors.
 var (
-	// ErrInvalid is wrapped by every check of this package that fails
-	// (the request is answered 400 invalid_request; the caller's fault,
-	// never retried). quota, claims and cooldown return it as their own
-	// ErrInvalid.
+	// ErrInvalid is wrapped by every check of this package that fails,
+	// and by every error of sluice's packages (quota, claims, cooldown …)
+	// for a malformed or invalid request: answered 400 invalid_request;
+	// the caller's fault, never retried.
 	ErrInvalid = errors.New("invalid request")
-	// ErrClaimLost is a settle or release of a claim the caller no longer
-	// holds (answered 409 claim_lost); claims.ErrLost is it.
+	// ErrClaimLost is wrapped by the error of a settle or release of a
+	// claim the caller no longer holds (answered 409 claim_lost): the
+	// claims stores', the Go clients'.
 	ErrClaimLost = errors.New("claim lost")
 )
 

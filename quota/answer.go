@@ -16,12 +16,12 @@ import (
 // id and revision, invalid when the store refused the claim, unavailable
 // when it did not answer. Only an ok answer keeps the charges; the caller
 // refunds them otherwise. failure is the answer as a Go error (wrapping
-// ErrInvalid or ErrUnavailable, and err), nil for an answered hit. The
+// protocol.ErrInvalid or ErrUnavailable, and err), nil for an answered hit. The
 // owner (quota/owner) and the Fleet's fallback both answer by it.
 func ClaimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
 	switch {
-	case errors.Is(err, claims.ErrInvalid):
-		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, protocol.ErrInvalid):
+		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", protocol.ErrInvalid, err)
 	case err != nil:
 		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	case res.Outcome == claims.OK:

@@ -44,7 +44,7 @@ func (c *Client) unreachable() bool { return c.reach != nil && !c.reach() }
 
 // NewClient returns a client over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
-// ErrInvalid), WithBudget, WithCoalescing, WithLocalOwner, WithReachable.
+// protocol.ErrInvalid), WithBudget, WithCoalescing, WithLocalOwner, WithReachable.
 func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
@@ -81,7 +81,7 @@ func (c *Client) Budget() time.Duration { return c.budget }
 // Hit charges r's GCRA buckets and, if they all admit it and r has a claim,
 // takes the claim as pending, all in one round trip to the tenant's owner.
 // Results that are not failures (rate_limited, duplicate, pending) are in
-// the reply. Errors: ErrInvalid (wrapped with the reason) for a malformed
+// the reply. Errors: protocol.ErrInvalid (wrapped with the reason) for a malformed
 // request, ErrUnavailable when the owner did not answer within the
 // deadline or its store failed (nothing was spent then). A Client made
 // WithLocalOwner decides a hit its worker serves in process.
@@ -120,7 +120,7 @@ func (c *Client) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitRe
 // ctx's deadline or the budget (the returned deadline). The answer is
 // frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.TooBig
 // (the owner does not speak frames: send it as JSON); any other outcome is
-// an error wrapping ErrInvalid or ErrUnavailable.
+// an error wrapping protocol.ErrInvalid or ErrUnavailable.
 func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
 	// No context per call: the frame's timer answers an item at its
 	// deadline, the budget when ctx has none.
@@ -136,7 +136,7 @@ func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 		case frame.StatusAnswered, frame.StatusLost, coalesce.TooBig:
 			return a, deadline, nil
 		case frame.StatusInvalid:
-			return a, deadline, fmt.Errorf("%w: %s", ErrInvalid, reason)
+			return a, deadline, fmt.Errorf("%w: %s", protocol.ErrInvalid, reason)
 		case coalesce.Retry:
 		case coalesce.Timeout:
 			err := ctx.Err()
@@ -162,7 +162,7 @@ func (c *Client) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.
 }
 
 // Reset forgets the tenant's GCRA buckets (they are full again).
-// Errors: ErrInvalid, ErrUnavailable.
+// Errors: protocol.ErrInvalid, ErrUnavailable.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
 	r := protocol.ResetRequest{Tenant: tenant}
 	if err := r.Validate(); err != nil {
@@ -176,18 +176,18 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // below r.Max: granted with the count after the increment, or denied with
 // the count that blocked it. The count is durable (written through to KV)
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
-// change. Errors: ErrInvalid (max < 1 …), ErrUnavailable.
+// change. Errors: protocol.ErrInvalid (max < 1 …), ErrUnavailable.
 func (c *Client) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	return counterCall[protocol.ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
 }
 
 // Release gives one slot back and returns the count after it; at zero it
-// is a no-op. Errors: ErrInvalid, ErrUnavailable.
+// is a no-op. Errors: protocol.ErrInvalid, ErrUnavailable.
 func (c *Client) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
 }
 
-// Count reads the counter. Errors: ErrInvalid, ErrUnavailable.
+// Count reads the counter. Errors: protocol.ErrInvalid, ErrUnavailable.
 func (c *Client) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
 }
@@ -224,7 +224,7 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 		}
 		data, err := json.Marshal(req)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return fmt.Errorf("%w: %v", protocol.ErrInvalid, err)
 		}
 		resp, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
 		again := false
@@ -240,7 +240,7 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			reason := resp.Header.Get(micro.ErrorHeader)
 			switch {
 			case code == "400":
-				return fmt.Errorf("%w: %s", ErrInvalid, reason)
+				return fmt.Errorf("%w: %s", protocol.ErrInvalid, reason)
 			case code == "503" && reason == ReasonNotOwner:
 				again = true
 				err = errors.New(ReasonNotOwner)

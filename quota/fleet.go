@@ -40,7 +40,7 @@ import (
 // the hit fails with ErrUnavailable (the edge answers 503, the sender
 // retries) — availability gives way to "at most one winner per key".
 //
-// ErrInvalid is never a reason to fall back. A Fleet is safe for
+// protocol.ErrInvalid is never a reason to fall back. A Fleet is safe for
 // concurrent use.
 type Fleet struct {
 	c          *Client
@@ -117,8 +117,8 @@ func (f *Fleet) outcome(op string, err error) bool {
 
 // Hit is Client.Hit with the local fallback (HitReply.Local set). The
 // fallback charges the local limiter and takes the claim, if any, in the
-// fleet's claim store (see Fleet); ErrInvalid is returned as is, a
-// claims.ErrInvalid as ErrInvalid, and a claim store that cannot answer as
+// fleet's claim store (see Fleet); protocol.ErrInvalid is returned as is, a
+// protocol.ErrInvalid as protocol.ErrInvalid, and a claim store that cannot answer as
 // ErrUnavailable (charges refunded).
 //
 // The whole call stays within one budget (ctx's deadline, else the
@@ -153,7 +153,7 @@ func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.H
 	now := gcra.Micros(f.now())
 	d, err := f.local.ChargeAll(keys, lims, now)
 	if err != nil {
-		return protocol.HitReply{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return protocol.HitReply{}, fmt.Errorf("%w: %w", protocol.ErrInvalid, err)
 	}
 	if !d.Allowed {
 		return protocol.HitReply{Result: protocol.ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
@@ -221,7 +221,7 @@ func shareOf(l gcra.Limit, m int) gcra.Limit {
 // hooks and bytes buckets). It returns the fleet's error, if any.
 func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 	err := f.c.Reset(ctx, tenant)
-	if errors.Is(err, ErrInvalid) {
+	if errors.Is(err, protocol.ErrInvalid) {
 		return err
 	}
 	for _, kind := range []string{protocol.KindHooks, protocol.KindBytes} {

@@ -154,14 +154,14 @@ func WithCoalescing(on bool) ClientOption {
 type LocalOwner interface {
 	// HitLocal decides r (valid, of partition n) when the owner serves n
 	// right now, the owner's timeout ctx's deadline, else budget: the
-	// reply or the error (wrapping ErrInvalid or ErrUnavailable) of the
+	// reply or the error (wrapping protocol.ErrInvalid or ErrUnavailable) of the
 	// hit with done true, or done false with nothing spent, and the hit
 	// takes the NATS path.
 	HitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (rep protocol.HitReply, done bool, err error)
 	// SettleLocal commits r (valid, of partition n) when the owner serves
 	// n right now, as HitLocal: done true with the settle's error (nil,
-	// or wrapping claims.ErrLost, ErrInvalid or ErrUnavailable), or done
-	// false and the settle takes the NATS path.
+	// or wrapping protocol.ErrClaimLost, protocol.ErrInvalid or
+	// ErrUnavailable), or done false and the settle takes the NATS path.
 	SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error)
 	// Routing is the owner's subject prefix and partition count.
 	Routing() (prefix string, partitions int)

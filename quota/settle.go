@@ -28,8 +28,8 @@ import (
 // A ctx without a deadline is bounded by DefaultSettleBudget (the Client's
 // budget when that is longer), not by the hits' budget.
 //
-// Errors: claims.ErrLost when the revision is stale, another hook id holds
-// the claim or it is already committed; ErrInvalid; ErrUnavailable.
+// Errors: protocol.ErrClaimLost when the revision is stale, another hook id holds
+// the claim or it is already committed; protocol.ErrInvalid; ErrUnavailable.
 func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -54,7 +54,7 @@ func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	case err != nil:
 		return err
 	case a.Status == frame.StatusLost:
-		return fmt.Errorf("%w: %s", claims.ErrLost, a.Reason)
+		return fmt.Errorf("%w: %s", protocol.ErrClaimLost, a.Reason)
 	case a.Status == coalesce.TooBig: // a frame over the server's max payload
 		return fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], a.Reason)
 	case a.Result != frame.ResultOK:

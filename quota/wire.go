@@ -78,9 +78,9 @@ func (r *OwnerRequest) RoutingKey() (string, error) {
 			return r.Counter.Principal, nil
 		}
 	default:
-		return "", fmt.Errorf("%w: unknown op %q", ErrInvalid, r.Op)
+		return "", fmt.Errorf("%w: unknown op %q", protocol.ErrInvalid, r.Op)
 	}
-	return "", fmt.Errorf("%w: op %q without its body", ErrInvalid, r.Op)
+	return "", fmt.Errorf("%w: op %q without its body", protocol.ErrInvalid, r.Op)
 }
 
 // Validate checks the body of r (the same checks the client makes).

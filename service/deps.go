@@ -12,7 +12,7 @@ import (
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
 // reserve/release counters. quota.Client implements it.
 //
-// Errors: a request the quota package rejects wraps quota.ErrInvalid
+// Errors: a request the quota package rejects wraps protocol.ErrInvalid
 // (answered 400); an owner that does not answer within the context's
 // deadline wraps quota.ErrUnavailable (503).
 //
@@ -35,15 +35,15 @@ type Quota interface {
 	// Count reads the counter.
 	Count(ctx context.Context, req protocol.CounterRequest) (protocol.CountReply, error)
 	// Settle commits the pending claim a hit took, durably, at the
-	// tenant's partition owner (claims.settle). Errors: claims.ErrLost,
-	// quota.ErrInvalid, quota.ErrUnavailable.
+	// tenant's partition owner (claims.settle). Errors: protocol.ErrClaimLost,
+	// protocol.ErrInvalid, quota.ErrUnavailable.
 	Settle(ctx context.Context, req protocol.SettleRequest) error
 }
 
 // Cooldown is what the cooldown.* endpoints need; *cooldown.Store
 // implements it.
 //
-// Errors: cooldown.ErrInvalid (400); cooldown.ErrUnavailable (503) when the
+// Errors: protocol.ErrInvalid (400); cooldown.ErrUnavailable (503) when the
 // shared store did not take a write in time.
 type Cooldown interface {
 	// Record stores a reading and drops a penalty it has reached.

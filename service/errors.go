@@ -35,7 +35,7 @@ const (
 
 // invalidSentinels are the errors answered 400, with the text up to and
 // including their message cut from the reason.
-var invalidSentinels = []error{errInvalid, quota.ErrInvalid, claims.ErrInvalid, cooldown.ErrInvalid}
+var invalidSentinels = []error{errInvalid, protocol.ErrInvalid}
 
 // unavailableSentinels are the errors answered 503 "store_unavailable".
 var unavailableSentinels = []error{
@@ -54,7 +54,7 @@ func classify(err error) (code, reason, outcome string) {
 	switch {
 	case errors.Is(err, errStopping):
 		return reply(protocol.ServiceStopping, protocol.ServiceStopping.Code, outcomeUnavailable)
-	case errors.Is(err, claims.ErrLost):
+	case errors.Is(err, protocol.ErrClaimLost):
 		return reply(protocol.ClaimLost, protocol.ClaimLost.Code, outcomeLost)
 	}
 	for _, s := range invalidSentinels {
@@ -74,9 +74,9 @@ func classify(err error) (code, reason, outcome string) {
 const maxReasonBytes = 400
 
 // detail is what an invalid-request error says after the text of its
-// sentinel, and of every other invalid sentinel it wraps, cut out ("quota:
-// invalid request: claim: claims: invalid argument: key must not be empty"
-// -> "claim: key must not be empty"), made safe for a header value: one
+// sentinel, and of every other invalid sentinel it wraps, cut out
+// ("invalid request: claim: invalid request: key must not be empty" ->
+// "claim: key must not be empty"), made safe for a header value: one
 // line, at most maxReasonBytes bytes.
 func detail(msg string, sentinel error) string {
 	for _, s := range append([]error{sentinel}, invalidSentinels...) {

@@ -742,7 +742,7 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		e.fails(t, subHit, hit, "500", protocol.InternalError.Code)
 	})
 	t.Run("invalid from the quota package", func(t *testing.T) {
-		e.quota.setErr(fmt.Errorf("%w: owner says no", quota.ErrInvalid))
+		e.quota.setErr(fmt.Errorf("%w: owner says no", protocol.ErrInvalid))
 		defer e.quota.setErr(nil)
 		e.fails(t, subHit, hit, "400", protocol.InvalidRequest.Code+": owner says no")
 	})

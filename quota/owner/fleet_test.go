@@ -90,7 +90,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 		t.Fatalf("local release: %+v %v", rep, err)
 	}
 	// Invalid requests are never answered locally.
-	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("invalid: %v", err)
 	}
 	if got := fallbacks(t, reg, quota.OpHit); got != float64(len(steps)) {
@@ -219,13 +219,13 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatalf("unreachable reset: %v", err)
 	}
 	// Invalid requests are still refused, never answered locally.
-	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("invalid hit: %v", err)
 	}
-	if _, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("invalid reserve: %v", err)
 	}
-	if err := f.Reset(ctx, ""); !errors.Is(err, quota.ErrInvalid) {
+	if err := f.Reset(ctx, ""); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("invalid reset: %v", err)
 	}
 	// The quota.Client alone (a service's) fails at once, invalid requests first.
@@ -235,7 +235,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if _, err := f.Client().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
-	if _, err := f.Client().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := f.Client().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("client invalid hit while unreachable: %v", err)
 	}
 	if err := k.Conn.Flush(); err != nil {

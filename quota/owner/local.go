@@ -38,7 +38,7 @@ func (w *Worker) HitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 	case frame.StatusAnswered:
 		return quota.AnswerReply(&a, r.Charges), true, nil
 	case frame.StatusInvalid:
-		return protocol.HitReply{}, true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+		return protocol.HitReply{}, true, fmt.Errorf("%w: %s", protocol.ErrInvalid, a.Reason)
 	default: // frame.StatusUnavailable: the claim store failed
 		return protocol.HitReply{}, true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 	}
@@ -96,7 +96,7 @@ func (w *Worker) hitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 // sync. done false means w did not take it and the caller takes the NATS
 // path. The owner's timeout is ctx's deadline, else budget.
 //
-// Errors: claims.ErrLost, quota.ErrInvalid, quota.ErrUnavailable.
+// Errors: protocol.ErrClaimLost, protocol.ErrInvalid, quota.ErrUnavailable.
 func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error) {
 	if t := w.served[n].Load(); t == nil || !t.serving() {
 		return false, nil
@@ -115,7 +115,7 @@ func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n i
 		if a.Status == frame.StatusNotOwner {
 			return false, nil
 		}
-		return true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+		return true, fmt.Errorf("%w: %s", protocol.ErrInvalid, a.Reason)
 	}
 	if !t.admit() {
 		w.met.settle(frame.StatusNotOwner)
@@ -135,7 +135,7 @@ func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n i
 	case frame.StatusLost:
 		return true, err
 	case frame.StatusInvalid:
-		return true, fmt.Errorf("%w: %s", quota.ErrInvalid, a.Reason)
+		return true, fmt.Errorf("%w: %s", protocol.ErrInvalid, a.Reason)
 	}
 	return true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 }

@@ -118,8 +118,8 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 				if err := p.c.Settle(ctx, r); err != nil {
 					t.Fatalf("%s: path %d: settle: %v", s.name, i, err)
 				}
-				if err := p.c.Settle(ctx, r); !errors.Is(err, claims.ErrLost) {
-					t.Fatalf("%s: path %d: settle again: %v, want claims.ErrLost", s.name, i, err)
+				if err := p.c.Settle(ctx, r); !errors.Is(err, protocol.ErrClaimLost) {
+					t.Fatalf("%s: path %d: settle again: %v, want protocol.ErrClaimLost", s.name, i, err)
 				}
 			}
 		}

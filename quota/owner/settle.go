@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -225,9 +226,9 @@ func settleAnswer(err error) frame.Answer {
 	switch {
 	case err == nil:
 		return frame.Answer{Result: frame.ResultOK}
-	case errors.Is(err, claims.ErrLost):
+	case errors.Is(err, protocol.ErrClaimLost):
 		return frame.Answer{Status: frame.StatusLost, Reason: err.Error()}
-	case errors.Is(err, claims.ErrInvalid):
+	case errors.Is(err, protocol.ErrInvalid):
 		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}
 	}
 	return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}

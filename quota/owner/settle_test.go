@@ -115,8 +115,8 @@ func TestSettleRefusals(t *testing.T) {
 		{"a stale revision", settleOf(a, repA.Revision+1000)},
 		{"an earlier revision", settleOf(a, repA.Revision-1)},
 	} {
-		if err := c.Settle(ctx, tc.s); !errors.Is(err, claims.ErrLost) {
-			t.Errorf("%s: %v, want claims.ErrLost", tc.name, err)
+		if err := c.Settle(ctx, tc.s); !errors.Is(err, protocol.ErrClaimLost) {
+			t.Errorf("%s: %v, want protocol.ErrClaimLost", tc.name, err)
 		}
 		if st := claimState(t, e.store, a); st.State != protocol.StatePending || st.HookID != "hook-a" || st.Revision != repA.Revision {
 			t.Fatalf("%s changed the claim: %+v", tc.name, st)
@@ -126,21 +126,21 @@ func TestSettleRefusals(t *testing.T) {
 	if err := c.Settle(ctx, settleOf(a, repA.Revision)); err != nil {
 		t.Fatalf("the holder's settle: %v", err)
 	}
-	if err := c.Settle(ctx, settleOf(a, repA.Revision)); !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("a second settle: %v, want claims.ErrLost", err)
+	if err := c.Settle(ctx, settleOf(a, repA.Revision)); !errors.Is(err, protocol.ErrClaimLost) {
+		t.Fatalf("a second settle: %v, want protocol.ErrClaimLost", err)
 	}
 	if st := claimState(t, e.store, a); st.State != protocol.StateCommitted || st.HookID != "hook-a" {
 		t.Fatalf("after the settles: %+v", st)
 	}
 	// The client checks a settle before sending it.
 	bad := settleOf(a, 0)
-	if err := c.Settle(ctx, bad); !errors.Is(err, quota.ErrInvalid) {
-		t.Fatalf("revision 0: %v, want quota.ErrInvalid", err)
+	if err := c.Settle(ctx, bad); !errors.Is(err, protocol.ErrInvalid) {
+		t.Fatalf("revision 0: %v, want protocol.ErrInvalid", err)
 	}
 	bad = settleOf(a, repA.Revision)
 	bad.TTLMs = -1
-	if err := c.Settle(ctx, bad); !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), "settle: ttl_ms must be >= 0, got -1") {
-		t.Fatalf("ttl_ms -1: %v, want quota.ErrInvalid naming the settle's ttl_ms", err)
+	if err := c.Settle(ctx, bad); !errors.Is(err, protocol.ErrInvalid) || !strings.Contains(err.Error(), "settle: ttl_ms must be >= 0, got -1") {
+		t.Fatalf("ttl_ms -1: %v, want protocol.ErrInvalid naming the settle's ttl_ms", err)
 	}
 }
 
@@ -220,8 +220,8 @@ func TestSettleOfAClaimGrantedElsewhere(t *testing.T) {
 		t.Fatalf("claim: %+v %v", res, err)
 	}
 	s := protocol.SettleRequest{Tenant: "acme", Source: "s", Key: "elsewhere", HookID: "hook-y", Revision: res.Revision}
-	if err := c.Settle(ctx, s); !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("another hook id: %v, want claims.ErrLost", err)
+	if err := c.Settle(ctx, s); !errors.Is(err, protocol.ErrClaimLost) {
+		t.Fatalf("another hook id: %v, want protocol.ErrClaimLost", err)
 	}
 	s.HookID = "hook-x"
 	if err := c.Settle(ctx, s); err != nil {
@@ -349,8 +349,8 @@ func TestGrantedSettleOfAReleasedClaim(t *testing.T) {
 	if err := e.store.Release(ctx, id, "hook-r", rep.Revision); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, claims.ErrLost) {
-		t.Fatalf("settle of a released claim: %v, want claims.ErrLost", err)
+	if err := c.Settle(ctx, settleOf(r, rep.Revision)); !errors.Is(err, protocol.ErrClaimLost) {
+		t.Fatalf("settle of a released claim: %v, want protocol.ErrClaimLost", err)
 	}
 	if st := claimState(t, e.store, r); st.State != protocol.StateAbsent {
 		t.Fatalf("after the settle: %+v", st)

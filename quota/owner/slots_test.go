@@ -106,8 +106,8 @@ func TestRequestIDBounds(t *testing.T) {
 		"long release id": (&protocol.CounterRequest{Principal: "p", Key: "k", RequestID: long}).Validate(),
 		"named, max high": (&protocol.ReserveRequest{Principal: "p", Key: "k", Max: protocol.MaxNamedSlots + 1, RequestID: "a"}).Validate(),
 	} {
-		if !errors.Is(err, quota.ErrInvalid) {
-			t.Errorf("%s: %v, want quota.ErrInvalid", name, err)
+		if !errors.Is(err, protocol.ErrInvalid) {
+			t.Errorf("%s: %v, want protocol.ErrInvalid", name, err)
 		}
 	}
 	if err := (&protocol.ReserveRequest{Principal: "p", Key: "k", Max: protocol.MaxNamedSlots, RequestID: strings.Repeat("x", protocol.MaxRequestIDBytes)}).Validate(); err != nil {

@@ -96,8 +96,8 @@ func TestHitInvalid(t *testing.T) {
 		"long hook id":     {Charges: []protocol.Charge{hooks("a", 1)}, Claim: &protocol.ClaimRequest{Tenant: "a", Source: "s", Key: "k", HookID: strings.Repeat("h", 257)}},
 	}
 	for name, r := range cases {
-		if _, err := c.Hit(ctx, r); !errors.Is(err, quota.ErrInvalid) {
-			t.Errorf("%s: err = %v, want quota.ErrInvalid", name, err)
+		if _, err := c.Hit(ctx, r); !errors.Is(err, protocol.ErrInvalid) {
+			t.Errorf("%s: err = %v, want protocol.ErrInvalid", name, err)
 		}
 	}
 	// The owner answers 400 with the micro headers (a client that skipped
@@ -107,14 +107,14 @@ func TestHitInvalid(t *testing.T) {
 	// Misrouted (a client with another partition count): 400 too.
 	wrong := (quota.Partition("a", quota.DefaultPartitions) + 1) % quota.DefaultPartitions
 	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), "misrouted")
-	// A client configured with another P gets quota.ErrInvalid from the owner.
+	// A client configured with another P gets protocol.ErrInvalid from the owner.
 	c32 := e.client(t, k.Conn, quota.WithPartitions(32))
 	for i := 0; ; i++ {
 		tenant := "t" + strconv.Itoa(i)
 		if quota.Partition(tenant, 32) == quota.Partition(tenant, 64) {
 			continue
 		}
-		if _, err := c32.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, 1)}}); !errors.Is(err, quota.ErrInvalid) {
+		if _, err := c32.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks(tenant, 1)}}); !errors.Is(err, protocol.ErrInvalid) {
 			t.Fatalf("P mismatch: %v", err)
 		}
 		break
@@ -236,7 +236,7 @@ func TestReserveRelease(t *testing.T) {
 	if rep, err := c.Count(ctx, cr); err != nil || rep.Count != 0 {
 		t.Fatalf("count: %+v %v", rep, err)
 	}
-	if _, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, quota.ErrInvalid) {
+	if _, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 0}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("max 0: %v", err)
 	}
 	// Other counters of the same principal are independent.
