@@ -65,12 +65,6 @@ type Permissions struct {
 	Subscribe []string
 }
 
-// ScopedPrefix is the subject prefix of tenant's scoped public endpoints:
-// <prefix>.v1.t.<token>.
-func ScopedPrefix(prefix, tenant string) string {
-	return protocol.ScopedPrefix(prefix, protocol.TenantToken(tenant))
-}
-
 // RedeliverPrefix is the subject namespace of tenant's redeliveries:
 // <prefix>.redeliver.<token>. A rewind pushes a tenant's stored hooks only
 // to this subject or below it (httpapi.ValidDeliverSubject), never to a
@@ -115,7 +109,7 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 	case RoleService:
 		p.Subscribe = []string{inbox}
 		for _, t := range tenants {
-			p.Publish = append(p.Publish, ScopedPrefix(prefix, t)+">")
+			p.Publish = append(p.Publish, protocol.ScopedPrefix(prefix, protocol.TenantToken(t))+">")
 		}
 	case RoleConsumer:
 		p.Subscribe = []string{inbox}

@@ -72,7 +72,10 @@ const (
 
 // String is the outcome's wire name: "ok", "duplicate" or "pending".
 func (o Outcome) String() string {
-	return enumName(o, "Outcome", "ok", "duplicate", "pending")
+	if names := [...]string{"ok", "duplicate", "pending"}; o >= 1 && int(o) <= len(names) {
+		return names[o-1]
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
 // Result of a Claim. Results that are not failures are values, not errors.
@@ -196,15 +199,6 @@ func (notStartedClaim) Wait(context.Context) (Result, bool, error) { return Resu
 type notStartedSettle struct{}
 
 func (notStartedSettle) Wait(context.Context) (bool, error) { return false, nil }
-
-// enumName is the wire name of v, an outcome numbered from 1 in the order
-// of names, or "<typ>(<v>)" for a value out of range.
-func enumName[T ~int](v T, typ string, names ...string) string {
-	if v >= 1 && int(v) <= len(names) {
-		return names[v-1]
-	}
-	return fmt.Sprintf("%s(%d)", typ, int(v))
-}
 
 // ReplayStore holds replay-nonce claims with a capacity. Implementations are
 // safe for concurrent use.

@@ -29,10 +29,10 @@ func (c *Client) Settle(ctx context.Context, tenant, source, key, hookID string,
 // ttl.
 func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID string, revision uint64, ttl time.Duration) error {
 	if ttl < 0 {
-		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj.settle, ttl)
+		return fmt.Errorf("%w: %s: ttl must be >= 0, got %v", ErrInvalid, c.subj[protocol.ClaimsSettle], ttl)
 	}
 	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision, TTLMs: ceilMs(ttl)}
-	return c.callOK(ctx, c.subj.settle, c.settleTimeout, req)
+	return c.callOK(ctx, c.subj[protocol.ClaimsSettle], c.settleTimeout, req)
 }
 
 // ReleaseClaim sends <prefix>.v1.claims.release: the claim on (tenant,
@@ -46,7 +46,7 @@ func (c *Client) SettleTTL(ctx context.Context, tenant, source, key, hookID stri
 // ErrInternal, ErrBadReply.
 func (c *Client) ReleaseClaim(ctx context.Context, tenant, source, key, hookID string, revision uint64) error {
 	req := protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision}
-	return c.callOK(ctx, c.subj.releaseClaim, c.settleTimeout, req)
+	return c.callOK(ctx, c.subj[protocol.ClaimsRelease], c.settleTimeout, req)
 }
 
 // GetClaim sends <prefix>.v1.claims.get: the state of the claim on
@@ -56,11 +56,11 @@ func (c *Client) ReleaseClaim(ctx context.Context, tenant, source, key, hookID s
 // ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) GetClaim(ctx context.Context, tenant, source, key string) (protocol.ClaimState, error) {
 	var st protocol.ClaimState
-	if err := c.call(ctx, c.subj.get, c.timeout, protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key}, &st); err != nil {
+	if err := c.call(ctx, c.subj[protocol.ClaimsGet], c.timeout, protocol.ClaimsRequest{Tenant: tenant, Source: source, Key: key}, &st); err != nil {
 		return protocol.ClaimState{}, err
 	}
 	if st.State == "" {
-		return protocol.ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj.get)
+		return protocol.ClaimState{}, fmt.Errorf("%w: %s: reply without a state", ErrBadReply, c.subj[protocol.ClaimsGet])
 	}
 	return st, nil
 }

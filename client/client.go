@@ -69,40 +69,22 @@ type Client struct {
 	prefix        string
 	timeout       time.Duration
 	settleTimeout time.Duration
-	subj          subjects
+	subj          map[string]string // endpoint -> request subject (read only)
 	events        protocol.Subjects
 	tracer        trace.Tracer // nil: no client spans (WithTracer)
 }
 
-// subjects are the request subjects of one prefix.
-type subjects struct {
-	hit, reset, reserve, release, count string
-	settle, releaseClaim, get           string
-	replay                              string
-	record, penalize, load              string
-}
-
-// newSubjects returns the subjects of prefix; with a tenant, the scoped
-// ones (reset has none).
-func newSubjects(prefix, tenant string) subjects {
-	at := func(e string) string { return protocol.Subject(prefix, e) }
-	if tenant != "" {
-		at = func(e string) string { return protocol.ScopedSubject(prefix, protocol.TenantToken(tenant), e) }
+// newSubjects returns the request subject of every endpoint under prefix:
+// with a tenant, the scoped ones (protocol.Scoped: all but quota.reset).
+func newSubjects(prefix, tenant string) map[string]string {
+	subj := map[string]string{protocol.QuotaReset: protocol.Subject(prefix, protocol.QuotaReset)}
+	for _, e := range protocol.Scoped {
+		subj[e] = protocol.Subject(prefix, e)
+		if tenant != "" {
+			subj[e] = protocol.ScopedSubject(prefix, protocol.TenantToken(tenant), e)
+		}
 	}
-	return subjects{
-		hit:          at(protocol.QuotaHit),
-		reset:        protocol.Subject(prefix, protocol.QuotaReset),
-		reserve:      at(protocol.QuotaReserve),
-		release:      at(protocol.QuotaRelease),
-		count:        at(protocol.QuotaCount),
-		settle:       at(protocol.ClaimsSettle),
-		releaseClaim: at(protocol.ClaimsRelease),
-		get:          at(protocol.ClaimsGet),
-		replay:       at(protocol.ReplayClaim),
-		record:       at(protocol.CooldownRecord),
-		penalize:     at(protocol.CooldownPenalize),
-		load:         at(protocol.CooldownLoad),
-	}
+	return subj
 }
 
 // New returns a client of the sluice service reachable on nc. Options:

@@ -17,7 +17,7 @@ import (
 // ErrUnavailable (the shared store did not take the write in time),
 // ErrInternal, ErrBadReply.
 func (c *Client) Record(ctx context.Context, r protocol.Reading) error {
-	return c.callOK(ctx, c.subj.record, c.timeout, r)
+	return c.callOK(ctx, c.subj[protocol.CooldownRecord], c.timeout, r)
 }
 
 // Penalize sends <prefix>.v1.cooldown.penalize: the backend refuses the
@@ -26,7 +26,7 @@ func (c *Client) Record(ctx context.Context, r protocol.Reading) error {
 // Errors: ErrInvalid (account or backend not 1..256 bytes, untilMs outside
 // 0..cooldown.MaxTimeMs), ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
-	return c.callOK(ctx, c.subj.penalize, c.timeout,
+	return c.callOK(ctx, c.subj[protocol.CooldownPenalize], c.timeout,
 		protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs})
 }
 
@@ -42,11 +42,11 @@ func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs 
 // when the reply does not have one entry per backend).
 func (c *Client) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	var rep protocol.LoadReply
-	if err := c.call(ctx, c.subj.load, c.timeout, protocol.LoadRequest{Account: account, Backends: backends}, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.CooldownLoad], c.timeout, protocol.LoadRequest{Account: account, Backends: backends}, &rep); err != nil {
 		return nil, err
 	}
 	if len(rep.Backends) != len(backends) {
-		return nil, fmt.Errorf("%w: %s: %d entries for %d backends", ErrBadReply, c.subj.load, len(rep.Backends), len(backends))
+		return nil, fmt.Errorf("%w: %s: %d entries for %d backends", ErrBadReply, c.subj[protocol.CooldownLoad], len(rep.Backends), len(backends))
 	}
 	for i := range rep.Backends {
 		rep.Backends[i].Local = false

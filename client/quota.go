@@ -27,11 +27,11 @@ import (
 // revision Settle could not reach), ErrInternal, ErrBadReply.
 func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
 	var rep protocol.HitReply
-	if err := c.call(ctx, c.subj.hit, c.timeout, req, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.QuotaHit], c.timeout, req, &rep); err != nil {
 		return protocol.HitReply{}, err
 	}
 	if rep.Result == "" {
-		return protocol.HitReply{}, fmt.Errorf("%w: %s: reply without a result", ErrBadReply, c.subj.hit)
+		return protocol.HitReply{}, fmt.Errorf("%w: %s: reply without a result", ErrBadReply, c.subj[protocol.QuotaHit])
 	}
 	rep.Local = false
 	return rep, nil
@@ -42,7 +42,7 @@ func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.Hit
 // Errors: ErrInvalid (tenant not 1..256 bytes), ErrUnavailable,
 // ErrInternal, ErrBadReply.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
-	return c.callOK(ctx, c.subj.reset, c.timeout, protocol.ResetRequest{Tenant: tenant})
+	return c.callOK(ctx, c.subj[protocol.QuotaReset], c.timeout, protocol.ResetRequest{Tenant: tenant})
 }
 
 // Reserve sends <prefix>.v1.quota.reserve: one slot of the (principal,
@@ -54,7 +54,7 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Reserve(ctx context.Context, req protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	var rep protocol.ReserveReply
-	if err := c.call(ctx, c.subj.reserve, c.timeout, req, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.QuotaReserve], c.timeout, req, &rep); err != nil {
 		return protocol.ReserveReply{}, err
 	}
 	return rep, nil
@@ -66,7 +66,7 @@ func (c *Client) Reserve(ctx context.Context, req protocol.ReserveRequest) (prot
 // Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Release(ctx context.Context, principal, key string) (count int64, err error) {
 	var rep protocol.CountReply
-	if err := c.call(ctx, c.subj.release, c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.QuotaRelease], c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Count, nil
@@ -77,7 +77,7 @@ func (c *Client) Release(ctx context.Context, principal, key string) (count int6
 // Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Count(ctx context.Context, principal, key string) (int64, error) {
 	var rep protocol.CountReply
-	if err := c.call(ctx, c.subj.count, c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.QuotaCount], c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
 		return 0, err
 	}
 	return rep.Count, nil

@@ -19,7 +19,7 @@ import (
 func (c *Client) ClaimReplay(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	var rep protocol.ReplayReply
 	req := protocol.ReplayRequest{Namespace: namespace, Key: key, RetainUntil: retainUntil}
-	if err := c.call(ctx, c.subj.replay, c.timeout, req, &rep); err != nil {
+	if err := c.call(ctx, c.subj[protocol.ReplayClaim], c.timeout, req, &rep); err != nil {
 		return 0, err
 	}
 	for _, o := range []protocol.ReplayOutcome{protocol.Claimed, protocol.AlreadyClaimed, protocol.Full} {
@@ -27,5 +27,5 @@ func (c *Client) ClaimReplay(ctx context.Context, namespace, key string, retainU
 			return o, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %s: unknown result %q", ErrBadReply, c.subj.replay, rep.Result)
+	return 0, fmt.Errorf("%w: %s: unknown result %q", ErrBadReply, c.subj[protocol.ReplayClaim], rep.Result)
 }

@@ -1,8 +1,6 @@
 package kvstore
 
-import (
-	"strings"
-)
+import "strings"
 
 // Buckets are the names of sluice's KV buckets for one prefix: the prefix
 // with '.' replaced by '_', then a suffix ("sluice" -> "sluice_claims").

@@ -1,18 +1,16 @@
 // Package quota is the public face of sluice's fleet-wide GCRA rate
-// limits and reserve/release counters: the request and reply types and
-// their validation, the owner protocol's wire format, partitioning, the
-// routing Client (with coalescing) and the Fleet (a Client with a
-// node-local fallback). The owners that serve the partitions are
+// limits and reserve/release counters: the owner protocol's wire format,
+// partitioning, the routing Client (with coalescing) and the Fleet (a
+// Client with a node-local fallback); the request and reply types and
+// their checks are package protocol's. The owners that serve the partitions are
 // quota/owner's Worker. docs/DESIGN.md tells the path of a hit through the
 // packages; docs/PROTOCOL.md is the wire contract.
 //
 // Map of the files, in the order a hit reads them:
 //
-//	types.go        requests, replies, results, errors
-//	validate.go     every check of a request and its bounds (MaxCharges, MaxKindBytes, MaxNameBytes)
 //	options.go      the options of NewClient and NewFleet, and those owner.New shares with them
 //	partition.go    Partition (tenant -> partition), the owner subjects, counter keys
-//	client.go       Client: validation, routing, retries; LocalOwner (the in-process path)
+//	client.go       the errors; Client: validation, routing, retries; LocalOwner (the in-process path)
 //	settle.go       Client.Settle: the one settle path, in process or in a frame to the owner
 //	coalesce.go     the Client's side of coalescing: which hits go in a frame, their answers
 //	frame.go        the quota side of the batch frame: item validation, items from HitRequests, result names

@@ -50,12 +50,8 @@ func (s *Service) endpoints() []*endpoint {
 	return append(eps, scoped(s.cfg.Prefix, eps)...)
 }
 
-// okReply is {"ok":true}.
-type okReply struct {
-	OK bool `json:"ok"`
-}
-
-var okResult = okReply{OK: true}
+// okResult is {"ok":true}.
+var okResult = protocol.OKReply{OK: true}
 
 // ---- quota.* ----
 
@@ -214,14 +210,6 @@ func (s *Service) claimsRelease(ctx context.Context, data []byte) (any, error) {
 	return okOr(s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision))
 }
 
-// claimState is the reply of claims.get.
-type claimState struct {
-	State       string `json:"state"`
-	HookID      string `json:"hook_id"`
-	Revision    uint64 `json:"revision"`
-	ExpiresInMs int64  `json:"expires_in_ms"`
-}
-
 // claimsGet serves claims.get: {"tenant","source","key"} ->
 // {"state","hook_id","revision","expires_in_ms"}; state "absent" has
 // hook_id "" and zeros.
@@ -231,7 +219,7 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return claimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
+		return protocol.ClaimState{State: st.State, HookID: st.HookID, Revision: st.Revision, ExpiresInMs: timeconv.CeilMs(st.ExpiresIn)}, nil
 	})
 }
 
@@ -252,10 +240,6 @@ func (r *replayRequest) check() error {
 	return protocol.ValidateReplay(r.Namespace, r.Key, *r.RetainUntil)
 }
 
-type replayReply struct {
-	Result string `json:"result"`
-}
-
 // replayClaim serves replay.claim: {"namespace","key","retain_until"} ->
 // {"result":"claimed"|"already_claimed"|"full"}.
 func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
@@ -273,9 +257,9 @@ func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
 		if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
 			return nil, err
 		}
-		return replayReply{Result: out.String()}, nil
+		return protocol.ReplayReply{Result: out.String()}, nil
 	case protocol.AlreadyClaimed, protocol.Full:
-		return replayReply{Result: out.String()}, nil
+		return protocol.ReplayReply{Result: out.String()}, nil
 	}
 	return nil, fmt.Errorf("service: replay store returned %v", out)
 }

@@ -1,4 +1,4 @@
-package cooldown_test
+package protocol_test
 
 import (
 	"encoding/json"
@@ -148,4 +148,12 @@ func TestWireShapes(t *testing.T) {
 	if out, _ := json.Marshal(protocol.OKReply{OK: true}); string(out) != `{"ok":true}` {
 		t.Fatalf("ok reply: %s", out)
 	}
+}
+
+func i64(v int64) *int64 { return &v }
+func eq(p *int64, want *int64) bool {
+	if p == nil || want == nil {
+		return p == nil && want == nil
+	}
+	return *p == *want
 }
