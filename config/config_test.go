@@ -509,9 +509,9 @@ func natsConf(t *testing.T, text string) string {
 // sluice's checks see (the listener, the cluster, the hub).
 func TestNATSConfigFile(t *testing.T) {
 	// nats-server reads $VAR from the process's environment.
-	t.Setenv("SLUICE_TEST_NATS_PASSWORD", "app-0123456789abcdef")
-	t.Setenv("SLUICE_CLUSTER_TOKEN", tokX)
-	t.Setenv("SLUICE_LEAF_TOKEN", tokE)
+	t.Setenv("NATS_APP_PASSWORD", "app-0123456789abcdef")
+	t.Setenv("NATS_CLUSTER_TOKEN", tokX)
+	t.Setenv("NATS_LEAF_TOKEN", tokE)
 	cfg := mustLoad(t, []string{"--nats-config", "../testdata/nats.conf", "--data-dir", t.TempDir()}, nil)
 	if f := cfg.NATSFile; f == nil || f.Options().Users[0].Username != "app" || f.Options().JetStreamMaxStore != 1<<30 {
 		t.Fatalf("file options: %+v", f)

@@ -82,7 +82,7 @@ var settings = []setting{
 		c.DataDir = v
 		return nil
 	}},
-	{"nats-config", "path", "", "nats-server configuration file of the embedded server (TLS, cluster, leafnodes, accounts, JetStream limits; docs/OPERATIONS.md)", str(func(c *Config) *string { return &c.NATSConfig })},
+	{"nats-config", "path", "", "nats-server configuration file of the embedded server (TLS, authorization, accounts, cluster, leafnodes, JetStream limits)", str(func(c *Config) *string { return &c.NATSConfig })},
 	{"nats-listen", "host:port|off", "127.0.0.1:4222", "embedded server's client listener; off = in-process only", func(c *Config, v string) error {
 		if strings.EqualFold(v, "off") {
 			c.NATSListen = ""

@@ -34,7 +34,7 @@ const leafToken = "faults-leaf-token-0123456789"
 
 // leafArgs are a hub's and its edge's flags for a leaf connection on leaf
 // that signs in with leafToken, as docs/EDGE-MODE.md sets it up: the hub's
-// --nats-config requires it ($SLUICE_LEAF_TOKEN, which startEdgeProc
+// --nats-config requires it ($NATS_LEAF_TOKEN, which startEdgeProc
 // sets), the edge's names it in its remote's URL.
 func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
 	t.Helper()
@@ -46,7 +46,7 @@ func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
 		}
 		return p
 	}
-	return []string{"--leaf-listen", leaf, "--nats-config", conf("hub.conf", "leafnodes { authorization { user: sluice-leaf, password: $SLUICE_LEAF_TOKEN } }\n")},
+	return []string{"--leaf-listen", leaf, "--nats-config", conf("hub.conf", "leafnodes { authorization { user: sluice-leaf, password: $NATS_LEAF_TOKEN } }\n")},
 		[]string{"--nats-config", conf("edge.conf", fmt.Sprintf("leafnodes { remotes: [ { url: \"nats-leaf://sluice-leaf:%s@%s\" } ] }\n", leafToken, leaf))}
 }
 
@@ -54,7 +54,7 @@ func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
 // environment) and waits until it listens.
 func startEdgeProc(t *testing.T, bin, name string, args ...string) *edgeProc {
 	t.Helper()
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "SLUICE_LEAF_TOKEN=" + leafToken}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "NATS_LEAF_TOKEN=" + leafToken}
 	p, err := startProc(t, name, bin, env, append(args, "--http-addr", "127.0.0.1:0", "--partitions", "4", "--log-format", "json")...)
 	if err != nil {
 		t.Fatal(err)
