@@ -366,9 +366,6 @@ func redactURL(v string) string {
 // kvstore.ValidatePrefix applies too).
 func checkPrefix(p string) error { return names.ValidatePrefix(p) }
 
-// isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
-func isPrefixToken(tok string) bool { return names.PlainToken(tok) }
-
 // check validates combinations of settings.
 func (c *Config) check() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
