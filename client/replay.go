@@ -8,8 +8,8 @@ import (
 )
 
 // ClaimReplay sends <prefix>.v1.replay.claim: the replay nonce (namespace,
-// key) is recorded until retainUntil (Unix seconds) plus the service's
-// --replay-skew. The outcome is a value: protocol.Claimed (new, now held),
+// key) is recorded until retainUntil (Unix seconds; a caller allowing for
+// clock skew adds it). The outcome is a value: protocol.Claimed (new, now held),
 // protocol.AlreadyClaimed (seen before: a replay; retention is not
 // refreshed) or protocol.Full (new, but the store is at its capacity).
 //

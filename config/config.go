@@ -15,7 +15,7 @@
 // e.g. "config: --partitions: must be 1..4096" or
 // `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket" …`.
 //
-// Secrets (source secrets, --admin-token, --nats-password, --nats-token)
+// Secrets (source secrets, --admin-token, a --nats-context's password and token)
 // never appear when a Config is printed, logged or marshalled: see Secret.
 //
 // The package is pure apart from reading the --config file: no globals, no
@@ -48,7 +48,8 @@ type Config struct {
 
 	// HTTPAddr is the HTTP listener, host:port (--http-addr).
 	HTTPAddr string
-	// HTTPMaxConns bounds the open HTTP connections (--http-max-conns).
+	// HTTPMaxConns bounds the open HTTP connections: ConnsPerHookSlot
+	// per --max-inflight-hooks.
 	HTTPMaxConns int
 	// MaxInFlightHooks bounds the hooks served at once; beyond it 503
 	// overloaded at once (--max-inflight-hooks).
@@ -58,49 +59,39 @@ type Config struct {
 
 	// DataDir holds the embedded server's JetStream storage (--data-dir).
 	DataDir string
-	// SyncInterval is how often the embedded server fsyncs its store files
-	// in the background (--sync-interval, nats-server's sync_interval):
-	// the most a power cut can lose of what no other sync covered.
-	SyncInterval time.Duration
+	// NATSConfig is the embedded server's nats-server configuration file
+	// (--nats-config), NATSFile what it holds (nil without one); see
+	// natsconfig.go for what it may set and what sluice keeps.
+	NATSConfig string
+	NATSFile   *NATSFile
 	// NATSListen is the embedded server's client listener, host:port; "" when
-	// --nats-listen is off (in-process connections only).
+	// --nats-listen is off (in-process connections only). The file's
+	// listen, when --nats-listen is not given.
 	NATSListen string
 	// NATSURL, when set, makes the edge a client of an existing NATS
 	// deployment instead of running the embedded server (--nats-url;
-	// comma-separated server URLs).
+	// comma-separated server URLs; or the url of --nats-context).
 	NATSURL string
-	// NATS holds the credentials for NATSURL, or required of clients of the
-	// embedded server.
-	NATS NATSAuth
-	// ClusterName, ClusterListen and Routes make the embedded server join
-	// other sluice nodes as a nats-server cluster (--cluster-name,
-	// --cluster-listen, --routes).
-	ClusterName   string
+	// NATSContext is a NATS CLI context (--nats-context: a file, or the
+	// name of one of the nats CLI's saved contexts), NATS its credentials
+	// and TLS files for NATSURL.
+	NATSContext string
+	NATS        NATSAuth
+	// ClusterListen and Routes make the embedded server join other sluice
+	// nodes as a nats-server cluster (--cluster-listen, --routes; or the
+	// file's cluster block: Clustered).
 	ClusterListen string
 	Routes        []string
-	// ClusterToken is required of every route (--cluster-token), and
-	// ClusterTLS makes routes use mutual TLS (--cluster-tls-*).
-	ClusterToken Secret
-	ClusterTLS   TLSFiles
 
-	// JSDomain is the embedded server's JetStream domain (--js-domain): a
-	// hub that serves edges has one, so that they can address it. An edge's
-	// domain is its EdgeName.
-	JSDomain string
 	// LeafListen is the embedded server's leaf-node listener for edges
-	// (--leaf-listen, a hub). LeafToken is the secret every leaf connection
-	// presents (--leaf-token: the same on the hub and its edges) and
-	// LeafTLS the leaf connection's TLS (--leaf-tls-*: a hub serves its
-	// certificate and, with a CA, requires the edges' certificates; an edge
-	// verifies the hub with the CA and presents its certificate).
+	// (--leaf-listen, a hub; or the file's leafnodes listen: Hub). The
+	// hub's JetStream domain is HubDomain.
 	LeafListen string
-	LeafToken  Secret
-	LeafTLS    TLSFiles
-	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port):
-	// its embedded server is a leaf node of the hub with the JetStream
-	// domain EdgeName (--edge-name); hooks are stored in a local outbox
-	// stream and forwarded to the hub's HooksStream, whose JetStream domain
-	// is HubDomain (--hub-domain).
+	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port; or
+	// the file's leafnodes remotes: Edge): its embedded server is a leaf
+	// node of the hub with the JetStream domain EdgeName (--edge-name);
+	// hooks are stored in a local outbox stream and forwarded to the hub's
+	// HooksStream, whose JetStream domain is HubDomain.
 	HubURLs   []string
 	EdgeName  string
 	HubDomain string
@@ -127,8 +118,6 @@ type Config struct {
 
 	// ReplayCapacity bounds the replay store (--replay-capacity).
 	ReplayCapacity int64
-	// ReplaySkew extends every replay claim's retention (--replay-skew).
-	ReplaySkew time.Duration
 	// StoreTimeout is the budget of one call to the fleet store
 	// (--store-timeout).
 	StoreTimeout time.Duration
@@ -136,7 +125,7 @@ type Config struct {
 	// (--pending-ttl, --dedupe-ttl).
 	PendingTTL, DedupeTTL time.Duration
 
-	// HooksStream names the stream of accepted hooks (--hooks-stream).
+	// HooksStream names the stream of accepted hooks (HooksStreamName).
 	HooksStream string
 	// HooksMaxAge and HooksMaxBytes bound the hooks stream (--hooks-max-age,
 	// 0 = forever; --hooks-max-bytes, 0 = unlimited). A full stream refuses
@@ -233,10 +222,36 @@ func (c *Config) ServerSyncAlways() bool {
 	case DurabilitySyncAlways:
 		return true
 	case DurabilitySynced:
-		return c.ClusterListen != ""
+		return c.Clustered()
 	}
 	return false
 }
+
+// Names sluice decides (no flag).
+const (
+	// HooksStreamName is the stream of accepted hooks (an edge's outbox is
+	// HOOKS_OUTBOX).
+	HooksStreamName = "HOOKS"
+	// HubDomainName is a hub's JetStream domain: its edges address it by
+	// it, and no edge may be named so.
+	HubDomainName = "hub"
+	// ConnsPerHookSlot is how many HTTP connections may be open per
+	// --max-inflight-hooks (4096 at the default 512): idle keep-alive
+	// senders beyond the hooks being served, bounded.
+	ConnsPerHookSlot = 8
+)
+
+// Clustered says whether the embedded server joins a cluster
+// (--cluster-listen, or the cluster block of --nats-config).
+func (c *Config) Clustered() bool { return c.ClusterListen != "" || c.NATSFile.clusterPort() }
+
+// Hub says whether the embedded server serves edges (--leaf-listen, or a
+// leafnodes listen in --nats-config).
+func (c *Config) Hub() bool { return c.LeafListen != "" || c.NATSFile.leafPort() }
+
+// Edge says whether this node is an edge (--hub-url, or leafnodes remotes
+// in --nats-config).
+func (c *Config) Edge() bool { return len(c.HubURLs) > 0 || c.NATSFile.remotes() }
 
 // Values of --claims-persist.
 const (
@@ -244,20 +259,19 @@ const (
 	PersistAsync = "async"
 )
 
-// NATSAuth are the NATS credentials (--nats-creds, --nats-user,
-// --nats-password, --nats-token, --nats-nkey, --nats-tls-ca,
-// --nats-tls-cert, --nats-tls-key). At most one of Creds, User/Password,
-// Token and NKey is set; User and Password go together, TLSCert and TLSKey
-// too.
+// NATSAuth are the credentials and TLS files of a client of --nats-url,
+// from --nats-context. At most one of Creds, User/Password, Token and NKey
+// is set; TLSCert and TLSKey go together.
 type NATSAuth struct {
 	Creds    string // path of a .creds file (user JWT and nkey seed)
 	User     string
 	Password Secret
 	Token    Secret
 	NKey     string // path of an nkey seed file
-	TLSCA    string // CA bundle to verify the server (or, embedded, clients)
-	TLSCert  string // client certificate (embedded: server certificate)
+	TLSCA    string // CA bundle to verify the server
+	TLSCert  string // client certificate
 	TLSKey   string // key of TLSCert
+	TLSFirst bool   // TLS handshake before the server's INFO
 }
 
 // NATSUser is a user of the embedded server with a role (see package
@@ -271,11 +285,6 @@ type NATSUser struct {
 	// PlainInFile: the password is written in the file (password:), not
 	// taken from the environment (password_env).
 	PlainInFile bool
-}
-
-// TLSFiles are a certificate, its key and a CA bundle (paths).
-type TLSFiles struct {
-	Cert, Key, CA string
 }
 
 // Load reads the configuration from args (without the program name), the
@@ -379,7 +388,18 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 			return nil, fmt.Errorf("config: --%s%s: %w", s.name, v.from(s.name), err)
 		}
 	}
+	cfg.HooksStream, cfg.HubDomain = HooksStreamName, HubDomainName
+	cfg.HTTPMaxConns = ConnsPerHookSlot * cfg.MaxInFlightHooks
+	if err := cfg.loadNATSContext(vals["nats-context"].from("nats-context"), getenv); err != nil {
+		return nil, err
+	}
+	if err := cfg.applyNATSFile(vals["nats-listen"].origin != originDefault); err != nil {
+		return nil, err
+	}
 	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkNATSFileSync(); err != nil {
 		return nil, err
 	}
 	if err := cfg.resolveFile(file, getenv); err != nil {
@@ -388,7 +408,7 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 	if err := cfg.checkEmbeddedSecurity(); err != nil {
 		return nil, err
 	}
-	if cfg.ClusterListen != "" && len(cfg.Routes) == 0 {
+	if cfg.Clustered() && len(cfg.Routes) == 0 && len(cfg.NATSFile.opts().Routes) == 0 {
 		// nats-server's own words, 10 s later: "JetStream cluster requires
 		// configured routes or solicited leafnode for the system account".
 		return nil, fmt.Errorf("config: --cluster-listen%s needs --routes (the cluster addresses of the nodes, e.g. "+

@@ -47,13 +47,11 @@ func TestDefaults(t *testing.T) {
 	want := &config.Config{
 		HTTPAddr:         "127.0.0.1:8080",
 		DataDir:          "./data",
-		SyncInterval:     2 * time.Minute,
 		NATSListen:       "127.0.0.1:4222",
 		Prefix:           "sluice",
 		Partitions:       64,
 		Replicas:         1,
 		ReplayCapacity:   1000000,
-		ReplaySkew:       0,
 		StoreTimeout:     250 * time.Millisecond,
 		PendingTTL:       30 * time.Second,
 		DedupeTTL:        72 * time.Hour,
@@ -159,20 +157,18 @@ func TestConfigFromEnv(t *testing.T) {
 // TestEveryFlagHasTwins: every flag is settable by flag, environment and
 // file, with the same effect.
 func TestEveryFlagHasTwins(t *testing.T) {
+	natsCtx := writeFile(t, `{"creds": "x.creds", "ca": "ca.pem", "cert": "nc.pem", "key": "nk.pem"}`)
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "http-max-conns": "77", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d", "sync-interval": "5s",
-		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-creds": "x.creds", "nats-user": "",
-		"nats-password": "", "nats-token": "", "nats-nkey": "", "nats-tls-ca": "ca.pem", "nats-tls-cert": "nc.pem",
-		"nats-tls-key": "nk.pem", "cluster-name": "", "cluster-listen": "", "routes": "", "cluster-token": "",
-		"cluster-tls-ca": "", "cluster-tls-cert": "", "cluster-tls-key": "", "prefix": "p.q",
-		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5", "replay-skew": "2s",
+		"http-addr": "127.0.0.9:9", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-context": natsCtx, "cluster-listen": "", "routes": "", "prefix": "p.q",
+		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
-		"hooks-stream": "H2", "hooks-max-age": "2h", "hooks-max-bytes": "1000", "secrets-key-file": "keys",
+		"hooks-max-age": "2h", "hooks-max-bytes": "1000", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
-		// The hub and edge flags are for the embedded server (TestLeafConfig).
-		"js-domain": "", "leaf-listen": "", "leaf-token": "", "leaf-tls-ca": "", "leaf-tls-cert": "", "leaf-tls-key": "",
-		"hub-url": "", "edge-name": "", "hub-domain": "central", "split-share": "1",
+		// The embedded server's file, hub and edge flags: TestNATSConfig*,
+		// TestLeafConfig.
+		"nats-config": "", "leaf-listen": "", "hub-url": "", "edge-name": "", "split-share": "1",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -205,32 +201,30 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		t.Fatalf("proxies not applied: %v %q", byFlag.TrustedProxies, byFlag.ClientIPHeader)
 	}
 	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
-		!byFlag.ClaimExpiryEvents {
+		!byFlag.ClaimExpiryEvents || byFlag.HTTPMaxConns != 9*config.ConnsPerHookSlot {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
-	// The second half of the combinations: embedded-server cluster and
-	// user/password credentials.
-	args = []string{"--cluster-name", "c1", "--cluster-listen", ":6222", "--routes", "nats-route://a:6222, b:6222",
-		"--nats-user", "u", "--nats-password", "pw", "--cluster-token", tokX,
-		"--cluster-tls-cert", "r.pem", "--cluster-tls-key", "r.key", "--cluster-tls-ca", "rca.pem"}
+	if n := byFlag.NATS; n.Creds != "x.creds" || n.TLSCA != "ca.pem" || n.TLSCert != "nc.pem" || n.TLSKey != "nk.pem" {
+		t.Fatalf("--nats-context not applied: %+v", n)
+	}
+	// The second half of the combinations: an embedded-server cluster, and
+	// a context's user/password and url.
+	args = []string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222, b:6222"}
 	cfg := mustLoad(t, args, nil)
-	if cfg.ClusterToken.Reveal() != tokX || cfg.ClusterTLS != (config.TLSFiles{Cert: "r.pem", Key: "r.key", CA: "rca.pem"}) {
-		t.Fatalf("cluster auth: %+v", cfg)
+	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "b:6222"}) || !cfg.Clustered() {
+		t.Fatalf("cluster: %+v", cfg)
 	}
-	if cfg.ClusterName != "c1" || !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "b:6222"}) || cfg.NATS.Password.Reveal() != "pw" {
-		t.Fatalf("cluster/user: %+v", cfg)
-	}
-	p = writeFile(t, "cluster_listen: ':6222'\ncluster_token: "+tokE+"\nroutes: [nats-route://a:6222, nats-route://b:6222]\nnats_token: t\nnats_listen: off\n")
+	p = writeFile(t, "cluster_listen: '127.0.0.1:6222'\nroutes: [nats-route://a:6222, nats-route://b:6222]\nnats_listen: off\n")
 	cfg = mustLoad(t, []string{"--config", p}, nil)
-	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATS.Token.Reveal() != "t" || cfg.NATSListen != "" {
+	if !reflect.DeepEqual(cfg.Routes, []string{"nats-route://a:6222", "nats-route://b:6222"}) || cfg.NATSListen != "" {
 		t.Fatalf("routes list in file: %+v", cfg)
 	}
 	if cfg = mustLoad(t, []string{"--claims-persist", "async"}, nil); cfg.ClaimsPersist != config.PersistAsync {
 		t.Fatalf("--claims-persist async: %q", cfg.ClaimsPersist)
 	}
-	cfg = mustLoad(t, []string{"--nats-nkey", "seed.nk"}, nil)
-	if cfg.NATS.NKey != "seed.nk" {
-		t.Fatal("nkey")
+	cfg = mustLoad(t, []string{"--nats-context", writeFile(t, `{"url": "nats://n:4222", "user": "u", "password": "pw", "tls_first": true}`)}, nil)
+	if cfg.NATSURL != "nats://n:4222" || cfg.NATS.User != "u" || cfg.NATS.Password.Reveal() != "pw" || !cfg.NATS.TLSFirst {
+		t.Fatalf("context url/user: %+v", cfg.NATS)
 	}
 }
 
@@ -291,30 +285,23 @@ func TestValidationErrors(t *testing.T) {
 		{[]string{"--prefix", ""}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--prefix", strings.Repeat("a", 65)}, nil, "--prefix: must be 1..64 bytes"},
 		{[]string{"--store-timeout", "0s"}, nil, "--store-timeout: must be positive"},
-		{[]string{"--sync-interval", "0s"}, nil, "--sync-interval: must be positive"},
 		{[]string{"--store-timeout", "soon"}, nil, "--store-timeout: invalid duration"},
 		{[]string{"--pending-ttl", "-1s"}, nil, "--pending-ttl: must be positive"},
 		{[]string{"--dedupe-ttl", "0"}, nil, "--dedupe-ttl: must be positive"},
-		{[]string{"--replay-skew", "-1s"}, nil, "--replay-skew: must not be negative"},
 		{[]string{"--replay-capacity", "0"}, nil, "--replay-capacity: must be 1.."},
 		{[]string{"--log-level", "trace"}, nil, `--log-level: invalid level "trace"`},
 		{[]string{"--log-format", "xml"}, nil, `--log-format: invalid format "xml"`},
 		{[]string{"--tls-cert", "c"}, nil, "--tls-cert and --tls-key: give both or neither"},
 		{[]string{"--tls-key", "k"}, nil, "--tls-cert and --tls-key: give both or neither"},
-		{[]string{"--nats-tls-key", "k"}, nil, "--nats-tls-cert and --nats-tls-key: give both or neither"},
-		{[]string{"--nats-user", "u"}, nil, "--nats-user and --nats-password: give both or neither"},
-		{[]string{"--nats-password", "p"}, nil, "--nats-user and --nats-password: give both or neither"},
-		{[]string{"--nats-url", "nats://x", "--nats-creds", "c", "--nats-token", "t"}, nil, "--nats-creds, --nats-token: choose one NATS authentication method"},
-		{[]string{"--nats-token", "t", "--nats-nkey", "n"}, nil, "--nats-token, --nats-nkey: choose one"},
-		{[]string{"--nats-creds", "c"}, nil, "--nats-creds: needs --nats-url"},
+		{[]string{"--sync-interval", "5s"}, nil, "flag provided but not defined: -sync-interval"},
+		{[]string{"--nats-context", "/nonexistent/ctx.json"}, nil, "config: --nats-context: /nonexistent/ctx.json: open"},
+		{[]string{"--nats-url", "nats://x", "--nats-config", "nats.conf"}, nil, "--nats-config: "},
 		{[]string{"--nats-url", "http://x:1"}, nil, "--nats-url: URL \"http://x:1\": scheme must be one of nats"},
 		{[]string{"--nats-url", "nats://a:1,,nats://b:2"}, nil, "--nats-url: empty URL"},
 		{[]string{"--nats-url", "nats://u:hunter2@a:1"}, nil, "--nats-url: URL \"nats://[redacted]@a:1\": credentials in the URL"},
 		{[]string{"--nats-url", "nats://a:0"}, nil, "--nats-url: URL \"nats://a:0\": invalid port"},
 		{[]string{"--nats-url", "nats://x", "--cluster-listen", ":6222"}, nil, "--cluster-listen: only for the embedded server"},
 		{[]string{"--routes", "nats-route://a:1"}, nil, "--routes: needs --cluster-listen"},
-		{[]string{"--cluster-name", "c"}, nil, "--cluster-name: needs --cluster-listen"},
-		{[]string{"--cluster-listen", ":1", "--cluster-name", "a b"}, nil, "--cluster-name: invalid name"},
 		{[]string{"--cluster-listen", ":1", "--routes", "http://a:1"}, nil, "--routes: URL"},
 		{[]string{"--bogus"}, nil, "config: flag provided but not defined: -bogus"},
 		{[]string{"--partitions"}, nil, "flag needs an argument: -partitions"},
@@ -449,7 +436,7 @@ func TestHelp(t *testing.T) {
 	if got := config.EnvName("http-addr"); got != "SLUICE_HTTP_ADDR" {
 		t.Errorf("EnvName = %s", got)
 	}
-	if got := config.FileKey("nats-tls-ca"); got != "nats_tls_ca" {
+	if got := config.FileKey("nats-listen"); got != "nats_listen" {
 		t.Errorf("FileKey = %s", got)
 	}
 }
@@ -470,22 +457,22 @@ func TestAdminTokenLength(t *testing.T) {
 	}
 }
 
-// TestEmbeddedServerExposure: a non-loopback client or route listener
-// without authentication refuses to start, naming the flag to add; TLS and
-// route settings that would be ignored are errors too.
+// TestEmbeddedServerExposure: a non-loopback client, route or leaf
+// listener without the authentication --nats-config gives it refuses to
+// start, naming what to add.
 func TestEmbeddedServerExposure(t *testing.T) {
+	auth := natsConf(t, `authorization { user: a, password: "pw-0123456789abcdef" }
+cluster { authorization { user: sluice-route, password: "route-0123456789" } }
+leafnodes { authorization { user: sluice-leaf, password: "leaf-0123456789ab" } }`)
 	bad := []struct {
 		args []string
 		err  string
 	}{
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, "--nats-listen: 0.0.0.0:4222 is not a loopback address and the embedded server would accept any client: add nats_users"},
-		{[]string{"--nats-listen", ":4222", "--nats-tls-cert", "c", "--nats-tls-key", "k"}, "add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token"},
-		{[]string{"--cluster-listen", "0.0.0.0:6222"}, "--cluster-listen: 0.0.0.0:6222 is not a loopback address and any host could join as a route: add --cluster-token"},
-		{[]string{"--nats-tls-ca", "ca.pem"}, "--nats-tls-ca: the embedded server verifies client certificates only when it serves TLS"},
-		{[]string{"--cluster-listen", ":1", "--cluster-tls-cert", "c"}, "give all three or none"},
-		{[]string{"--cluster-token", tokX}, "need --cluster-listen"},
-		{[]string{"--cluster-listen", ":1", "--cluster-token", "short"}, "--cluster-token: must be at least 16 bytes"},
-		{[]string{"--nats-url", "nats://x", "--cluster-token", tokX}, "--cluster-token: only for the embedded server"},
+		{[]string{"--cluster-listen", "0.0.0.0:6222"}, "--cluster-listen: 0.0.0.0:6222 is not a loopback address and any host could join as a route: give cluster an authorization block"},
+		{[]string{"--leaf-listen", "0.0.0.0:7422"}, "--leaf-listen: 0.0.0.0:7422 is not a loopback address and any host could join as an edge: give leafnodes an authorization block"},
+		{[]string{"--nats-config", natsConf(t, "port: 4222")}, "--nats-listen: 0.0.0.0:4222 is not a loopback address"},
+		{[]string{"--nats-config", natsConf(t, "cluster { listen: 0.0.0.0:6222, routes: [nats-route://a:6222] }")}, "--cluster-listen: 0.0.0.0:6222 is not a loopback"},
 	}
 	for _, c := range bad {
 		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
@@ -493,13 +480,11 @@ func TestEmbeddedServerExposure(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{
-		{"--nats-listen", "0.0.0.0:4222", "--nats-nkey", "seed.nk"},
-		{"--nats-listen", "0.0.0.0:4222", "--nats-token", "t"},
-		{"--nats-listen", "0.0.0.0:4222", "--nats-tls-cert", "c", "--nats-tls-key", "k", "--nats-tls-ca", "ca"},
+		{"--nats-listen", "0.0.0.0:4222", "--nats-config", auth},
 		{"--nats-listen", "127.0.0.1:4222"},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-token", tokX, "--routes", "nats-route://a:6222"},
-		{"--cluster-listen", "0.0.0.0:6222", "--cluster-tls-cert", "c", "--cluster-tls-key", "k", "--cluster-tls-ca", "ca", "--routes", "nats-route://a:6222"},
+		{"--cluster-listen", "0.0.0.0:6222", "--routes", "nats-route://a:6222", "--nats-config", auth},
 		{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"},
+		{"--leaf-listen", "0.0.0.0:7422", "--nats-config", auth},
 	} {
 		mustLoad(t, args, nil)
 	}
@@ -510,33 +495,100 @@ func TestEmbeddedServerExposure(t *testing.T) {
 	}
 }
 
-// TestLeafConfig: the hub's and the edge's flags, their combinations and
-// the leaf listener's exposure rule (no unauthenticated
-// listener on a non-loopback address).
+// natsConf writes a nats-server configuration file.
+func natsConf(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, []byte(text+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNATSConfigFile: testdata/nats.conf loads, and what it sets is what
+// sluice's checks see (the listener, the cluster, the hub).
+func TestNATSConfigFile(t *testing.T) {
+	// nats-server reads $VAR from the process's environment.
+	t.Setenv("NATS_APP_PASSWORD", "app-0123456789abcdef")
+	t.Setenv("NATS_CLUSTER_TOKEN", tokX)
+	t.Setenv("NATS_LEAF_TOKEN", tokE)
+	cfg := mustLoad(t, []string{"--nats-config", "../testdata/nats.conf", "--data-dir", t.TempDir()}, nil)
+	if f := cfg.NATSFile; f == nil || f.Options().Users[0].Username != "app" || f.Options().JetStreamMaxStore != 1<<30 {
+		t.Fatalf("file options: %+v", f)
+	}
+	if cfg.NATSListen != "127.0.0.1:4222" || !cfg.Clustered() || !cfg.Hub() || cfg.Edge() || !cfg.ServerSyncAlways() {
+		t.Fatalf("the file's listeners: listen %q clustered %v hub %v", cfg.NATSListen, cfg.Clustered(), cfg.Hub())
+	}
+	// An edge's file: its remotes make it an edge.
+	cfg = mustLoad(t, []string{"--edge-name", "e1", "--nats-config", natsConf(t, `leafnodes { remotes: [ { url: "nats-leaf://u:p@hub:7422" } ] }`)}, nil)
+	if !cfg.Edge() || cfg.Hub() {
+		t.Fatal("leafnodes remotes: not an edge")
+	}
+}
+
+// TestNATSConfigErrors: a bad file names the file and line; a file that
+// contradicts what sluice decides, or that sets what a flag sets too, is
+// refused naming both.
+func TestNATSConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		file string
+		want string
+	}{
+		{nil, "listen: 127.0.0.1:4222\njetstream {\n  max_file_store: 1GB\n", "Parse error on line 4"},
+		{nil, "port: 4222\nlisten: [\n", "Parse error on line 3"},
+		{nil, "port: 4222\njetstream { max_file_store: lots }\n", "nats.conf:2:"},
+		{nil, "authorization { users: [ {user: a, password: $UNSET_VAR_0123} ] }", "variable reference for 'UNSET_VAR_0123'"},
+		{nil, "jetstream: disabled", "jetstream: disables JetStream"},
+		{nil, "jetstream { store_dir: /elsewhere }", "jetstream store_dir: /elsewhere is not sluice's store " + filepath.Join(dir, "jetstream")},
+		{[]string{"--nats-listen", "127.0.0.1:5222"}, "listen: 127.0.0.1:4222", "listen: set both here and by --nats-listen: keep one"},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, "cluster { listen: 127.0.0.1:6223 }", "cluster listen: set both here and by --cluster-listen"},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, "cluster { routes: [nats-route://b:6222] }", "cluster routes: set both here and by --routes"},
+		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "leafnodes { listen: 127.0.0.1:7423 }", "leafnodes listen: set both here and by --leaf-listen"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, `leafnodes { remotes: [ { url: "nats-leaf://hub:7422" } ] }`, "leafnodes remotes: set both here and by --hub-url"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, "jetstream { domain: other }", `an edge's JetStream domain is its --edge-name "e1"`},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, "server_name: other", "an edge's server name is its --edge-name"},
+		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "jetstream { domain: central }", `a hub's JetStream domain is "hub"`},
+		{nil, "jetstream { sync_interval: always }", "jetstream sync_interval: always contradicts --durability synced: use --durability sync-always"},
+		{[]string{"--durability", "sync-always"}, "jetstream { sync_interval: 5s }", "jetstream sync_interval: 5s contradicts --durability sync-always"},
+		{[]string{"--config", writeFile(t, "nats_users: {s: {role: operator, password: p-0123456789abcdef}}\n")}, "authorization { token: t-0123456789abcdef }", "nats_users: not with the token of --nats-config"},
+	}
+	for _, c := range cases {
+		p := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(p, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Parse(append([]string{"--data-dir", dir, "--nats-config", p}, c.args...), nil, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) && !strings.Contains(err.Error(), "nats_users") {
+			t.Errorf("%q %v: %v, want an error naming %s and containing %q", c.file, c.args, err, p, c.want)
+		}
+	}
+	// What sluice decides, said the same way, is no contradiction.
+	for _, file := range []string{"jetstream { store_dir: " + filepath.Join(dir, "jetstream") + " }", "jetstream { sync_interval: 10s, max_file_store: 1GB }"} {
+		if err := os.WriteFile(filepath.Join(dir, "ok.conf"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mustLoad(t, []string{"--data-dir", dir, "--nats-config", filepath.Join(dir, "ok.conf")}, nil)
+	}
+}
+
+// TestLeafConfig: the hub's and the edge's flags and their combinations
+// (the listener's exposure: TestEmbeddedServerExposure).
 func TestLeafConfig(t *testing.T) {
 	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}
-	cfg := mustLoad(t, append(edge, "--leaf-token", tokX), nil)
-	if len(cfg.HubURLs) != 2 || cfg.EdgeName != "e-1" || cfg.HubDomain != "hub" || cfg.LeafToken.Reveal() != tokX {
+	cfg := mustLoad(t, edge, nil)
+	if len(cfg.HubURLs) != 2 || cfg.EdgeName != "e-1" || cfg.HubDomain != "hub" || !cfg.Edge() {
 		t.Fatalf("edge: %+v", cfg)
 	}
-	cfg = mustLoad(t, []string{"--js-domain", "central", "--leaf-listen", "0.0.0.0:7422"}, env(map[string]string{"SLUICE_LEAF_TOKEN": tokX}))
-	if cfg.JSDomain != "central" || cfg.LeafListen != "0.0.0.0:7422" || !cfg.LeafToken.IsSet() {
+	cfg = mustLoad(t, []string{"--leaf-listen", "127.0.0.1:7422"}, nil)
+	if cfg.LeafListen != "127.0.0.1:7422" || !cfg.Hub() || cfg.HubDomain != "hub" {
 		t.Fatalf("hub: %+v", cfg)
-	}
-	for _, args := range [][]string{
-		{"--js-domain", "hub", "--leaf-listen", "127.0.0.1:7422"},
-		{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422", "--leaf-tls-cert", "c", "--leaf-tls-key", "k", "--leaf-tls-ca", "ca"},
-		append(edge, "--leaf-tls-ca", "ca"),
-	} {
-		mustLoad(t, args, nil)
 	}
 	bad := []struct {
 		args []string
 		err  string
 	}{
-		{[]string{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422"}, "--leaf-listen: 0.0.0.0:7422 is not a loopback address and any host could join as an edge: add --leaf-token"},
-		{[]string{"--js-domain", "hub", "--leaf-listen", "0.0.0.0:7422", "--leaf-tls-ca", "ca"}, "--leaf-tls-ca: a hub verifies edge certificates only when it serves TLS"},
-		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "--leaf-listen: needs --js-domain"},
 		{[]string{"--edge-name", "e1"}, "--edge-name: needs --hub-url"},
 		{[]string{"--split-share", "3"}, "--split-share: needs --hub-url"},
 		{append(edge, "--split-share", "0"), "--split-share"},
@@ -544,23 +596,51 @@ func TestLeafConfig(t *testing.T) {
 		{[]string{"--hub-url", "nats-leaf://hub:7422"}, "--hub-url: needs --edge-name"},
 		{append(edge, "--nats-url", "nats://n:4222"), "--hub-url: an edge runs the embedded server"},
 		{append(edge, "--cluster-listen", "127.0.0.1:6222"), "an edge is a single node"},
-		{append(edge, "--js-domain", "x"), "--js-domain: an edge's domain is its --edge-name"},
-		{append(edge, "--hub-domain", "e-1"), `--edge-name: "e-1" is the hub's domain`},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "hub"}, `--edge-name: "hub" is the hub's JetStream domain`},
 		{[]string{"--hub-url", "nats-leaf://u:p@hub:7422", "--edge-name", "e1"}, "credentials in the URL are not accepted"},
 		{[]string{"--hub-url", "http://hub:7422", "--edge-name", "e1"}, "scheme must be one of nats-leaf, tls"},
-		{append(edge, "--leaf-token", "short"), "--leaf-token: must be at least 16 bytes (got 5)"},
-		{[]string{"--leaf-listen", "127.0.0.1:x", "--js-domain", "hub"}, "--leaf-listen: invalid port"},
+		{[]string{"--leaf-listen", "127.0.0.1:x"}, "--leaf-listen: invalid port"},
 		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e.1"}, "--edge-name: invalid name"},
-		{[]string{"--js-domain", strings.Repeat("d", 33)}, "--js-domain: invalid name"},
-		{[]string{"--leaf-token", tokX}, "need --leaf-listen (a hub) or --hub-url (an edge)"},
-		{append(edge, "--leaf-token", "short"), "--leaf-token: must be at least 16 bytes"},
-		{append(edge, "--leaf-tls-cert", "c"), "--leaf-tls-cert and --leaf-tls-key: give both or neither"},
-		{[]string{"--nats-url", "nats://n:4222", "--js-domain", "hub"}, "only for the embedded server"},
+		{[]string{"--nats-url", "nats://n:4222", "--leaf-listen", "127.0.0.1:7422"}, "only for the embedded server"},
 	}
 	for _, c := range bad {
 		if _, err := config.Parse(c.args, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.err)
 		}
+	}
+}
+
+// TestNATSContext: --nats-context reads a nats CLI context (a file, or a
+// saved context's name); what sluice cannot honour is refused, naming the
+// field.
+func TestNATSContext(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, "nats", "context")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prod.json"), []byte(`{"url": "tls://n:4222", "token": "t-0123456789", "ca": "~/ca.pem"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, []string{"--nats-context", "prod"}, env(map[string]string{"XDG_CONFIG_HOME": home, "HOME": "/home/u"}))
+	if cfg.NATSURL != "tls://n:4222" || cfg.NATS.Token.Reveal() != "t-0123456789" || cfg.NATS.TLSCA != "/home/u/ca.pem" {
+		t.Fatalf("saved context: %q %+v", cfg.NATSURL, cfg.NATS)
+	}
+	for _, c := range []struct{ ctx, want string }{
+		{`{"url": "nats://n:4222", "jetstream_domain": "x"}`, "jetstream_domain: not supported by sluice"},
+		{`{"url": "nats://n:4222", "creds": "a", "token": "b"}`, "creds, token: choose one authentication method"},
+		{`{"url": "nats://n:4222", "cert": "c"}`, "cert and key: give both or neither"},
+		{`{"user": "u"}`, "no url: add --nats-url"},
+		{"{\n\"url\": \"nats://n:4222\",\n}", "line 3"},
+	} {
+		p := writeFile(t, c.ctx)
+		if _, err := config.Parse([]string{"--nats-context", p}, nil, nil); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want %q", c.ctx, err, c.want)
+		}
+	}
+	if _, err := config.Parse([]string{"--nats-url", "nats://a:4222", "--nats-context", writeFile(t, `{"url": "nats://b:4222"}`)}, nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "differ: keep one") {
+		t.Errorf("two urls: %v", err)
 	}
 }
 

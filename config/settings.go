@@ -26,42 +26,24 @@ type setting struct {
 }
 
 // checkEmbeddedSecurity refuses an embedded server that would let anyone
-// in: a non-loopback client listener without client authentication, a
-// non-loopback route listener without route authentication, and TLS or
-// route settings that would otherwise be ignored.
+// in: a non-loopback client, route or leaf listener without the
+// authentication --nats-config (or nats_users, for clients) gives it.
 func (c *Config) checkEmbeddedSecurity() error {
-	n, ct := c.NATS, c.ClusterTLS
 	if c.NATSURL != "" {
-		for _, f := range []struct{ name, v string }{
-			{"--cluster-token", c.ClusterToken.Reveal()}, {"--cluster-tls-ca", ct.CA}, {"--cluster-tls-cert", ct.Cert}, {"--cluster-tls-key", ct.Key},
-		} {
-			if f.v != "" {
-				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
-			}
-		}
 		return nil
 	}
-	if n.TLSCA != "" && n.TLSCert == "" {
-		return errors.New("config: --nats-tls-ca: the embedded server verifies client certificates only when it serves TLS: add --nats-tls-cert and --nats-tls-key")
-	}
-	if (ct.Cert == "") != (ct.Key == "") || (ct.Cert == "") != (ct.CA == "") {
-		return errors.New("config: --cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: give all three or none")
-	}
-	if c.ClusterListen == "" && (c.ClusterToken.IsSet() || ct.Cert != "") {
-		return errors.New("config: --cluster-token/--cluster-tls-*: need --cluster-listen")
-	}
-	clientAuth := n.User != "" || n.Token.IsSet() || n.NKey != "" || (n.TLSCA != "" && n.TLSCert != "") || len(c.NATSUsers) > 0
-	if c.NATSListen != "" && !IsLoopback(c.NATSListen) && !clientAuth {
+	f := c.NATSFile
+	if c.NATSListen != "" && !IsLoopback(c.NATSListen) && !f.clientAuth() && len(c.NATSUsers) == 0 {
 		return fmt.Errorf("config: --nats-listen: %s is not a loopback address and the embedded server would accept any client: "+
-			"add nats_users (roles) in --config, --nats-nkey, --nats-user/--nats-password or --nats-token (and --nats-tls-cert/--nats-tls-key), or listen on 127.0.0.1", c.NATSListen)
+			"add nats_users (roles) in --config or an authorization block (or tls with verify) in --nats-config, or listen on 127.0.0.1", c.NATSListen)
 	}
-	if c.LeafListen != "" && !IsLoopback(c.LeafListen) && !c.LeafToken.IsSet() && (c.LeafTLS.CA == "" || c.LeafTLS.Cert == "") {
+	if l := c.leafListen(); l != "" && !IsLoopback(l) && !f.leafAuth() {
 		return fmt.Errorf("config: --leaf-listen: %s is not a loopback address and any host could join as an edge: "+
-			"add --leaf-token (and --leaf-tls-cert/--leaf-tls-key/--leaf-tls-ca), or listen on 127.0.0.1", c.LeafListen)
+			"give leafnodes an authorization block (or tls with verify) in --nats-config, or listen on 127.0.0.1", l)
 	}
-	if c.ClusterListen != "" && !IsLoopback(c.ClusterListen) && !c.ClusterToken.IsSet() && ct.Cert == "" {
+	if l := c.clusterListen(); l != "" && !IsLoopback(l) && !f.clusterAuth() {
 		return fmt.Errorf("config: --cluster-listen: %s is not a loopback address and any host could join as a route: "+
-			"add --cluster-token (and --cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca), or listen on 127.0.0.1", c.ClusterListen)
+			"give cluster an authorization block (or tls with verify) in --nats-config, or listen on 127.0.0.1", l)
 	}
 	return nil
 }
@@ -87,11 +69,6 @@ var settings = []setting{
 		c.HTTPAddr = v
 		return checkHostPort(v)
 	}},
-	{"http-max-conns", "n", "4096", "most open HTTP connections (more wait to be accepted)", func(c *Config, v string) error {
-		n, err := parseInt(v, 1, 1<<20)
-		c.HTTPMaxConns = int(n)
-		return err
-	}},
 	{"max-inflight-hooks", "n", "512", "most hooks served at once; beyond it 503 overloaded with Retry-After at once", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<20)
 		c.MaxInFlightHooks = int(n)
@@ -106,7 +83,7 @@ var settings = []setting{
 		c.DataDir = v
 		return nil
 	}},
-	{"sync-interval", "duration", "2m", "how often the embedded server fsyncs its files in the background (nats-server's sync_interval)", dur(func(c *Config) *time.Duration { return &c.SyncInterval }, 1)},
+	{"nats-config", "path", "", "nats-server configuration file of the embedded server (TLS, authorization, accounts, cluster, leafnodes, JetStream limits)", str(func(c *Config) *string { return &c.NATSConfig })},
 	{"nats-listen", "host:port|off", "127.0.0.1:4222", "embedded server's client listener; off = in-process only", func(c *Config, v string) error {
 		if strings.EqualFold(v, "off") {
 			c.NATSListen = ""
@@ -127,39 +104,10 @@ var settings = []setting{
 		}
 		return nil
 	}},
-	{"nats-creds", "path", "", "NATS credentials file (user JWT and seed); only with --nats-url", str(func(c *Config) *string { return &c.NATS.Creds })},
-	{"nats-user", "name", "", "NATS user (with --nats-password)", str(func(c *Config) *string { return &c.NATS.User })},
-	{"nats-password", "secret", "", "NATS password (with --nats-user)", func(c *Config, v string) error {
-		c.NATS.Password = NewSecret(v)
-		return nil
-	}},
-	{"nats-token", "secret", "", "NATS authentication token", func(c *Config, v string) error {
-		c.NATS.Token = NewSecret(v)
-		return nil
-	}},
-	{"nats-nkey", "path", "", "NATS nkey seed file", str(func(c *Config) *string { return &c.NATS.NKey })},
-	{"nats-tls-ca", "path", "", "CA bundle for NATS TLS", str(func(c *Config) *string { return &c.NATS.TLSCA })},
-	{"nats-tls-cert", "path", "", "certificate for NATS TLS (with --nats-tls-key)", str(func(c *Config) *string { return &c.NATS.TLSCert })},
-	{"nats-tls-key", "path", "", "key for NATS TLS (with --nats-tls-cert)", str(func(c *Config) *string { return &c.NATS.TLSKey })},
-	{"cluster-name", "name", "", "nats-server cluster name of the embedded server (with --cluster-listen)", func(c *Config, v string) error {
-		c.ClusterName = v
-		if v != "" && !isPrefixToken(v) {
-			return fmt.Errorf("invalid name %q (use [A-Za-z0-9_-])", v)
-		}
-		return nil
-	}},
+	{"nats-context", "path", "", "NATS CLI context file (JSON: url, creds, nkey, user/password, token, cert/key/ca) for --nats-url", str(func(c *Config) *string { return &c.NATSContext })},
 	{"cluster-listen", "host:port", "", "embedded server's cluster (routes) listener", optional(func(c *Config) *string { return &c.ClusterListen }, checkHostPort)},
 	{"routes", "urls", "", "comma-separated routes to other sluice nodes (nats-route://host:port)", urls(func(c *Config) *[]string { return &c.Routes }, "nats-route", "nats", "tls")},
-	{"cluster-token", "secret", "", "secret every route of the embedded cluster must present (at least 16 bytes; the same on every node)", token(func(c *Config) *Secret { return &c.ClusterToken }, "")},
-	{"cluster-tls-ca", "path", "", "CA that signs every node's route certificate (mutual TLS on routes)", str(func(c *Config) *string { return &c.ClusterTLS.CA })},
-	{"cluster-tls-cert", "path", "", "this node's route certificate (with --cluster-tls-key and --cluster-tls-ca)", str(func(c *Config) *string { return &c.ClusterTLS.Cert })},
-	{"cluster-tls-key", "path", "", "key of --cluster-tls-cert", str(func(c *Config) *string { return &c.ClusterTLS.Key })},
-	{"js-domain", "name", "", "JetStream domain of the embedded server (a hub serving edges: they address it by it)", optional(func(c *Config) *string { return &c.JSDomain }, names.ValidateDomain)},
 	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", optional(func(c *Config) *string { return &c.LeafListen }, checkHostPort)},
-	{"leaf-token", "secret", "", "secret every leaf connection presents (at least 16 bytes; the same on the hub and its edges; prefer SLUICE_LEAF_TOKEN)", token(func(c *Config) *Secret { return &c.LeafToken }, "")},
-	{"leaf-tls-ca", "path", "", "leaf TLS: CA of the hub's certificate (edge), or of the edges' certificates, then required (hub)", str(func(c *Config) *string { return &c.LeafTLS.CA })},
-	{"leaf-tls-cert", "path", "", "leaf TLS: the hub's certificate (hub), or the edge's client certificate (edge); with --leaf-tls-key", str(func(c *Config) *string { return &c.LeafTLS.Cert })},
-	{"leaf-tls-key", "path", "", "key of --leaf-tls-cert", str(func(c *Config) *string { return &c.LeafTLS.Key })},
 	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", urls(func(c *Config) *[]string { return &c.HubURLs }, "nats-leaf", "tls")},
 	{"edge-name", "name", "", "edge mode: this edge's name, unique among the hub's edges (its JetStream domain)", func(c *Config, v string) error {
 		c.EdgeName = v
@@ -172,10 +120,6 @@ var settings = []setting{
 		n, err := parseInt(v, 1, MaxSplitShare)
 		c.SplitShare = int(n)
 		return err
-	}},
-	{"hub-domain", "name", "hub", "edge mode: the hub's JetStream domain (its --js-domain)", func(c *Config, v string) error {
-		c.HubDomain = v
-		return names.ValidateDomain(v)
 	}},
 	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
@@ -198,17 +142,9 @@ var settings = []setting{
 		c.ReplayCapacity = n
 		return err
 	}},
-	{"replay-skew", "duration", "0s", "extra retention of every replay claim", dur(func(c *Config) *time.Duration { return &c.ReplaySkew }, 0)},
 	{"store-timeout", "duration", "250ms", "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
 	{"pending-ttl", "duration", "30s", "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
 	{"dedupe-ttl", "duration", "72h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
-	{"hooks-stream", "name", "HOOKS", "stream that stores accepted hooks", func(c *Config, v string) error {
-		c.HooksStream = v
-		if v == "" || len(v) > 64 || !isPrefixToken(v) {
-			return fmt.Errorf("invalid stream name %q (1..64 bytes of [A-Za-z0-9_-])", v)
-		}
-		return nil
-	}},
 	{"hooks-max-age", "duration", "168h", "how long stored hooks are kept (0 = forever)", dur(func(c *Config) *time.Duration { return &c.HooksMaxAge }, 0)},
 	{"hooks-max-bytes", "bytes", "0", "size bound of the hooks stream; when full, new hooks get 503 (0 = unlimited)", func(c *Config, v string) error {
 		n, err := parseInt(v, 0, 1<<50)
@@ -394,7 +330,7 @@ func checkURL(v string, schemes ...string) error {
 		return fmt.Errorf("invalid URL %q", redactURL(v))
 	}
 	if u.User != nil {
-		return fmt.Errorf("URL %q: credentials in the URL are not accepted (use --nats-user/--nats-password or --nats-token)", redactURL(v))
+		return fmt.Errorf("URL %q: credentials in the URL are not accepted (give them in --nats-context, or, for a hub, in leafnodes remotes of --nats-config)", redactURL(v))
 	}
 	ok := false
 	for _, sc := range schemes {
@@ -436,57 +372,22 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// isPrefixToken reports whether tok is a non-empty run of [A-Za-z0-9_-].
-func isPrefixToken(tok string) bool { return names.PlainToken(tok) }
-
 // check validates combinations of settings.
 func (c *Config) check() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("config: --tls-cert and --tls-key: give both or neither")
 	}
-	n := c.NATS
-	if (n.TLSCert == "") != (n.TLSKey == "") {
-		return errors.New("config: --nats-tls-cert and --nats-tls-key: give both or neither")
-	}
-	if (n.User == "") != !n.Password.IsSet() {
-		return errors.New("config: --nats-user and --nats-password: give both or neither")
-	}
-	var methods []string
-	if n.Creds != "" {
-		methods = append(methods, "--nats-creds")
-	}
-	if n.User != "" {
-		methods = append(methods, "--nats-user/--nats-password")
-	}
-	if n.Token.IsSet() {
-		methods = append(methods, "--nats-token")
-	}
-	if n.NKey != "" {
-		methods = append(methods, "--nats-nkey")
-	}
-	if len(methods) > 1 {
-		return fmt.Errorf("config: %s: choose one NATS authentication method", strings.Join(methods, ", "))
-	}
-	if c.NATSURL == "" {
-		if n.Creds != "" {
-			return errors.New("config: --nats-creds: needs --nats-url (the embedded server cannot verify user JWTs)")
-		}
-	} else {
+	if c.NATSURL != "" {
 		for _, f := range []struct{ name, v string }{
-			{"--cluster-listen", c.ClusterListen}, {"--cluster-name", c.ClusterName}, {"--routes", strings.Join(c.Routes, ",")},
+			{"--cluster-listen", c.ClusterListen}, {"--routes", strings.Join(c.Routes, ",")}, {"--leaf-listen", c.LeafListen},
 		} {
 			if f.v != "" {
 				return fmt.Errorf("config: %s: only for the embedded server, not with --nats-url", f.name)
 			}
 		}
 	}
-	if c.ClusterListen == "" {
-		if len(c.Routes) > 0 {
-			return errors.New("config: --routes: needs --cluster-listen")
-		}
-		if c.ClusterName != "" {
-			return errors.New("config: --cluster-name: needs --cluster-listen")
-		}
+	if !c.Clustered() && len(c.Routes) > 0 {
+		return errors.New("config: --routes: needs --cluster-listen")
 	}
 	if err := c.checkLeaf(); err != nil {
 		return err
@@ -494,7 +395,7 @@ func (c *Config) check() error {
 	if c.ClaimsPersist == PersistAsync && c.Replicas > 1 {
 		return fmt.Errorf("config: --claims-persist: async is for R1 file storage only, not with --replicas %d (a replicated claim is as durable as its quorum)", c.Replicas)
 	}
-	if c.Replicas > 1 && c.NATSURL == "" && c.ClusterListen == "" {
+	if c.Replicas > 1 && c.NATSURL == "" && !c.Clustered() {
 		return fmt.Errorf("config: --replicas: %d replicas need a cluster (--cluster-listen or --nats-url)", c.Replicas)
 	}
 	return nil
@@ -502,29 +403,12 @@ func (c *Config) check() error {
 
 // checkLeaf validates the hub and edge settings (docs/EDGE-MODE.md).
 func (c *Config) checkLeaf() error {
-	lt := c.LeafTLS
-	if (lt.Cert == "") != (lt.Key == "") {
-		return errors.New("config: --leaf-tls-cert and --leaf-tls-key: give both or neither")
-	}
-	leafAny := c.LeafToken.IsSet() || lt.CA != "" || lt.Cert != ""
-	if len(c.HubURLs) == 0 {
+	if !c.Edge() {
 		if c.EdgeName != "" {
 			return errors.New("config: --edge-name: needs --hub-url")
 		}
 		if c.SplitShare > 1 {
 			return errors.New("config: --split-share: needs --hub-url (only an edge decides its limits alone)")
-		}
-		if c.LeafListen == "" && leafAny {
-			return errors.New("config: --leaf-token/--leaf-tls-*: need --leaf-listen (a hub) or --hub-url (an edge)")
-		}
-		if c.NATSURL != "" && (c.LeafListen != "" || c.JSDomain != "") {
-			return errors.New("config: --leaf-listen/--js-domain: only for the embedded server, not with --nats-url")
-		}
-		if c.LeafListen != "" && c.JSDomain == "" {
-			return errors.New("config: --leaf-listen: needs --js-domain (edges address the hub's JetStream by its domain)")
-		}
-		if c.LeafListen != "" && lt.CA != "" && lt.Cert == "" {
-			return errors.New("config: --leaf-tls-ca: a hub verifies edge certificates only when it serves TLS: add --leaf-tls-cert and --leaf-tls-key")
 		}
 		return nil
 	}
@@ -533,12 +417,10 @@ func (c *Config) checkLeaf() error {
 		return errors.New("config: --hub-url: needs --edge-name (this edge's name and JetStream domain)")
 	case c.NATSURL != "":
 		return errors.New("config: --hub-url: an edge runs the embedded server, not with --nats-url")
-	case c.ClusterListen != "" || c.LeafListen != "":
+	case c.Clustered() || c.Hub():
 		return errors.New("config: --hub-url: an edge is a single node: not with --cluster-listen or --leaf-listen")
-	case c.JSDomain != "":
-		return errors.New("config: --js-domain: an edge's domain is its --edge-name")
 	case c.EdgeName == c.HubDomain:
-		return fmt.Errorf("config: --edge-name: %q is the hub's domain (--hub-domain): every domain must be unique", c.EdgeName)
+		return fmt.Errorf("config: --edge-name: %q is the hub's JetStream domain: every domain must be unique", c.EdgeName)
 	}
 	return nil
 }

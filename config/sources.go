@@ -433,8 +433,8 @@ func (c *Config) resolveNATSUsers(users map[string]*fileNATSUser, getenv func(st
 	if len(users) > 0 && c.NATSURL != "" {
 		return errors.New("config: nats_users: only for the embedded server; for --nats-url print the server's authorization with `edge nats-authz`")
 	}
-	if len(users) > 0 && c.NATS.Token.IsSet() {
-		return errors.New("config: nats_users: not with --nats-token (nats-server takes users or a token)")
+	if len(users) > 0 && c.NATSFile.opts().Authorization != "" {
+		return fmt.Errorf("config: nats_users: not with the token of --nats-config %s (nats-server takes users or a token)", c.NATSFile.Path())
 	}
 	for _, name := range sortedKeys(users) {
 		path := "nats_users." + name

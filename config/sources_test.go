@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -269,10 +270,17 @@ func TestSecretEnv(t *testing.T) {
 func TestRedaction(t *testing.T) {
 	secrets := []string{"gh-inline-s3cret", "whsec_env_s3cret", "adm1n-t0ken-0123456789", "n4ts-passw0rd", "n4ts-t0ken"}
 	cfg := loadTest(t)
-	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken-0123456789", "--nats-user", "u", "--nats-password", "n4ts-passw0rd"}, nil)
-	cfg3 := mustLoad(t, nil, env(map[string]string{"SLUICE_NATS_TOKEN": "n4ts-t0ken"}))
+	cfg2 := mustLoad(t, []string{"--admin-token", "adm1n-t0ken-0123456789", "--nats-context", writeFile(t, `{"url": "nats://n:4222", "user": "u", "password": "n4ts-passw0rd"}`)}, nil)
+	cfg3 := mustLoad(t, nil, env(map[string]string{"SLUICE_NATS_CONTEXT": writeFile(t, `{"url": "nats://n:4222", "token": "n4ts-t0ken"}`)}))
+	// The embedded server's file's passwords neither.
+	secrets = append(secrets, "f1le-passw0rd-0123")
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, []byte(`authorization { user: a, password: "f1le-passw0rd-0123" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg4 := mustLoad(t, []string{"--nats-config", conf}, nil)
 	var out strings.Builder
-	for _, c := range []*config.Config{cfg, cfg2, cfg3} {
+	for _, c := range []*config.Config{cfg, cfg2, cfg3, cfg4} {
 		gh := c.Tenants["acme"].Sources["gh"]
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
 			fmt.Fprintf(&out, verb+"\n", c)
@@ -435,7 +443,6 @@ func TestNATSUsers(t *testing.T) {
 		{"nats_users: {s: {role: operator}}", "nats_users.s: give exactly one of password, password_env and nkey"},
 		{"nats_users: {s: {role: operator, nkey: SUABC}}", "nats_users.s.nkey: not a public user nkey"},
 		{"nats_users: {s: {role: operator, password_env: NOPE}}", `nats_users.s.password_env: environment variable "NOPE" is not set`},
-		{"nats_token: t\nnats_users: {s: {role: operator, password: p-0123456789abcdef}}", "nats_users: not with --nats-token"},
 		{"nats_users: {s: {role: service, tenants: acme, password: p-0123456789abcdef}}", "nats_users.s.tenants: want a list"},
 	} {
 		if _, err := config.Parse([]string{"--config", writeFile(t, c.yaml+"\n")}, nil, nil); err == nil || !strings.Contains(err.Error(), c.err) {

@@ -160,6 +160,38 @@ func podEnv(c any) map[string]string {
 	return env
 }
 
+// podNATSEnv sets the pod's variables that are no flag's twin in the
+// process's environment, where nats-server reads a --nats-config's $NAME.
+func podNATSEnv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		if !strings.HasPrefix(k, config.EnvPrefix) {
+			t.Setenv(k, v)
+		}
+	}
+}
+
+// podNATSConf writes the ConfigMap's nats.conf into dir.
+func podNATSConf(t *testing.T, cm obj, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(p, []byte(str(cm, "data", "nats.conf")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// podNATSContext writes what the ci values' Secret holds at nats-context: a
+// nats CLI context signing in as user sluice with the Secret's
+// nats-password.
+func podNATSContext(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "context.json")
+	if err := os.WriteFile(p, fmt.Appendf(nil, `{"user": "sluice", "password": %q}`, secretValue("nats-password")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // checkPod checks what both modes' pods must have: probes on the edge's
 // own endpoints, non-root, read-only root, every secret from the Secret,
 // and a configuration the edge accepts. It returns the container's flags.
@@ -246,11 +278,17 @@ func checkPod(t *testing.T, spec obj, cm obj) map[string]string {
 	if err := os.WriteFile(cfgFile, []byte(str(cm, "data", "sluice.yaml")), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	podNATSEnv(t, env)
 	var args []string
 	for _, a := range list(c, "args") {
 		s := a.(string)
-		if strings.HasPrefix(s, "--config=") {
+		switch name, _, _ := strings.Cut(s, "="); name {
+		case "--config":
 			s = "--config=" + cfgFile
+		case "--nats-config":
+			s = "--nats-config=" + podNATSConf(t, cm, dir)
+		case "--nats-context":
+			s = "--nats-context=" + podNATSContext(t, dir)
 		}
 		args = append(args, s)
 	}
@@ -309,8 +347,12 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("--replicas %q, want 3 (R3 buckets and streams)", f["replicas"])
 		}
 		env := list(c, "env")
-		if ref := get(byName(env, "SLUICE_CLUSTER_TOKEN"), "valueFrom", "secretKeyRef"); str(ref, "key") != "cluster-token" {
-			t.Errorf("SLUICE_CLUSTER_TOKEN: %v, want the Secret's cluster-token", ref)
+		if ref := get(byName(env, "NATS_CLUSTER_TOKEN"), "valueFrom", "secretKeyRef"); str(ref, "key") != "cluster-token" {
+			t.Errorf("NATS_CLUSTER_TOKEN: %v, want the Secret's cluster-token", ref)
+		}
+		conf := str(one(t, docs, "ConfigMap"), "data", "nats.conf")
+		if !strings.Contains(conf, "name: rel-sluice") || !strings.Contains(conf, "password: $NATS_CLUSTER_TOKEN") || f["nats-config"] != "/etc/sluice/config/nats.conf" {
+			t.Errorf("--nats-config %q, nats.conf:\n%s\nwant the cluster's name and the routes' password from the Secret", f["nats-config"], conf)
 		}
 		// The store on a volume claim per pod.
 		vct := get(sts, "spec", "volumeClaimTemplates", 0)
@@ -342,16 +384,16 @@ func TestHelmChart(t *testing.T) {
 		if f["nats-url"] != "nats://nats:4222" {
 			t.Errorf("--nats-url %q, want the NATS chart's service", f["nats-url"])
 		}
-		for _, flag := range []string{"cluster-listen", "routes", "cluster-name"} {
+		for _, flag := range []string{"cluster-listen", "routes", "nats-config"} {
 			if _, ok := f[flag]; ok {
 				t.Errorf("client mode passes --%s", flag)
 			}
 		}
 		c := get(spec, "containers", 0)
-		if ref := get(byName(list(c, "env"), "SLUICE_NATS_PASSWORD"), "valueFrom", "secretKeyRef"); str(ref, "key") != "nats-password" {
-			t.Errorf("SLUICE_NATS_PASSWORD: %v, want the Secret's nats-password", ref)
+		if f["nats-context"] != "/etc/sluice/nats/context.json" {
+			t.Errorf("--nats-context %q, want the Secret's context", f["nats-context"])
 		}
-		if byName(list(c, "env"), "SLUICE_CLUSTER_TOKEN") != nil {
+		if byName(list(c, "env"), "NATS_CLUSTER_TOKEN") != nil {
 			t.Error("client mode reads a cluster token")
 		}
 	})

@@ -86,6 +86,8 @@ func TestHelmClusterRuns(t *testing.T) {
 	env := podEnv(c)
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
+	podNATSEnv(t, env)
+	natsConf := podNATSConf(t, one(t, docs, "ConfigMap"), dir)
 	ports := []int{testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)}
 	// nats-route://rel-sluice-<i>.rel-sluice-headless.hooks.svc.cluster.local:6222
 	podRoute := regexp.MustCompile(`nats-route://rel-sluice-(\d)\.[a-z0-9.-]+:6222`)
@@ -93,6 +95,7 @@ func TestHelmClusterRuns(t *testing.T) {
 		local := podLocal(cfgFile, keyFile, filepath.Join(dir, fmt.Sprint(pod)))
 		local["--cluster-listen"] = is(fmt.Sprintf("127.0.0.1:%d", ports[pod]))
 		local["--nats-listen"] = is("off")
+		local["--nats-config"] = is(natsConf)
 		local["--routes"] = func(v string) string {
 			v = podRoute.ReplaceAllStringFunc(v, func(r string) string {
 				return fmt.Sprintf("nats-route://127.0.0.1:%d", ports[r[len("nats-route://rel-sluice-")]-'0'])
@@ -136,23 +139,21 @@ func TestHelmClusterRuns(t *testing.T) {
 
 // TestHelmClientRuns: a pod of mode client, started with the chart's
 // flags, file and environment, signs in to a NATS server with JetStream as
-// the Secret's user and password (--nats-url the server's address; one
-// server, so --set client.streamReplicas=1 as for a one-server NATS) and
-// stores a signed hook there.
+// the user and password of the Secret's nats CLI context (--nats-url the
+// server's address; one server, so --set client.streamReplicas=1 as for a
+// one-server NATS) and stores a signed hook there.
 func TestHelmClientRuns(t *testing.T) {
 	docs := render(t, "helm/sluice/ci/client-values.yaml", "client.streamReplicas=1")
 	c := get(one(t, docs, "Deployment"), "spec", "template", "spec", "containers", 0)
 	env := podEnv(c)
-	if env["SLUICE_NATS_USER"] == "" || env["SLUICE_NATS_PASSWORD"] == "" {
-		t.Fatalf("the pod's NATS credentials: %v", env)
-	}
 	k := testkit.New(t, testkit.WithListener(), func(cfg *natsembed.ServerConfig) {
-		cfg.Users = []natsembed.User{{Name: env["SLUICE_NATS_USER"], Password: env["SLUICE_NATS_PASSWORD"], Publish: []string{">"}, Subscribe: []string{">"}}}
+		cfg.Users = []natsembed.User{{Name: "sluice", Password: secretValue("nats-password"), Publish: []string{">"}, Subscribe: []string{">"}}}
 	})
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
 	local := podLocal(cfgFile, keyFile, dir)
 	local["--nats-url"] = is(k.Server.ClientURL())
+	local["--nats-context"] = is(podNATSContext(t, dir))
 	n, err := startNode(t, podArgs(c, local), func(key string) string { return env[key] })
 	if err != nil {
 		t.Fatalf("pod start: %v", err)

@@ -34,17 +34,17 @@ func TestEdgeHubPowerCut(t *testing.T) {
 	fs, mnt, _ := powerCutMount(t)
 	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	token := "faults-leaf-token-0123456789"
 	hubDir, edgeDir := filepath.Join(mnt, "hub"), t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hubArgs := []string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--js-domain", "hub", "--leaf-listen", leaf, "--config", cfgPath}
-	edgeArgs := []string{"--data-dir", edgeDir, "--nats-listen", "off", "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--config", cfgPath}
+	hubLeaf, edgeLeaf := leafArgs(t, leaf)
+	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
+	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--edge-name", "e1", "--config", cfgPath}, edgeLeaf...)
 
-	hub := startEdgeProc(t, bin, "hub", token, hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", token, edgeArgs...)
+	hub := startEdgeProc(t, bin, "hub", hubArgs...)
+	ed := startEdgeProc(t, bin, "edge", edgeArgs...)
 	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) edgeStatus {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
@@ -111,7 +111,7 @@ func TestEdgeHubPowerCut(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut %d: %v", c, err)
 		}
-		hub = startEdgeProc(t, bin, "hub", token, hubArgs...)
+		hub = startEdgeProc(t, bin, "hub", hubArgs...)
 		after := hubStored()
 		t.Logf("cut %d: the hub's HOOKS held %d hooks (seq %d-%d) before the cut, %d (seq %d-%d) after it (edge backlog then %d); the cut dropped %d bytes of %d files; edge: %s",
 			c, before.Msgs, before.FirstSeq, before.LastSeq, after.Msgs, after.FirstSeq, after.LastSeq, s.Edge.Backlog, loss.Bytes, loss.Files, edgeMetrics())

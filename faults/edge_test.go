@@ -29,11 +29,32 @@ type edgeProc struct {
 	url string
 }
 
+// leafToken is the secret of the fault tests' leaf connections.
+const leafToken = "faults-leaf-token-0123456789"
+
+// leafArgs are a hub's and its edge's flags for a leaf connection on leaf
+// that signs in with leafToken, as docs/EDGE-MODE.md sets it up: the hub's
+// --nats-config requires it ($NATS_LEAF_TOKEN, which startEdgeProc
+// sets), the edge's names it in its remote's URL.
+func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
+	t.Helper()
+	dir := t.TempDir()
+	conf := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return []string{"--leaf-listen", leaf, "--nats-config", conf("hub.conf", "leafnodes { authorization { user: sluice-leaf, password: $NATS_LEAF_TOKEN } }\n")},
+		[]string{"--nats-config", conf("edge.conf", fmt.Sprintf("leafnodes { remotes: [ { url: \"nats-leaf://sluice-leaf:%s@%s\" } ] }\n", leafToken, leaf))}
+}
+
 // startEdgeProc starts cmd/edge with args (and the leaf token in its
 // environment) and waits until it listens.
-func startEdgeProc(t *testing.T, bin, name, token string, args ...string) *edgeProc {
+func startEdgeProc(t *testing.T, bin, name string, args ...string) *edgeProc {
 	t.Helper()
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "SLUICE_LEAF_TOKEN=" + token}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "NATS_LEAF_TOKEN=" + leafToken}
 	p, err := startProc(t, name, bin, env, append(args, "--http-addr", "127.0.0.1:0", "--partitions", "4", "--log-format", "json")...)
 	if err != nil {
 		t.Fatal(err)
@@ -229,17 +250,17 @@ func TestEdgeHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
 	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	token := "faults-leaf-token-0123456789"
 	hubDir, edgeDir := t.TempDir(), t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hubArgs := []string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--js-domain", "hub", "--leaf-listen", leaf, "--config", cfgPath}
-	edgeArgs := []string{"--data-dir", edgeDir, "--nats-listen", "off", "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--config", cfgPath}
+	hubLeaf, edgeLeaf := leafArgs(t, leaf)
+	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
+	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--edge-name", "e1", "--config", cfgPath}, edgeLeaf...)
 
-	hub := startEdgeProc(t, bin, "hub", token, hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", token, edgeArgs...)
+	hub := startEdgeProc(t, bin, "hub", hubArgs...)
+	ed := startEdgeProc(t, bin, "edge", edgeArgs...)
 	var edgeURL atomic.Pointer[string]
 	edgeURL.Store(&ed.url)
 	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) edgeStatus {
@@ -275,7 +296,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	edgeKilled := time.Now()
 	ed.p.kill() // SIGKILL during the outage, under load
 	edges := []*edgeProc{ed}
-	ed = startEdgeProc(t, bin, "edge", token, edgeArgs...)
+	ed = startEdgeProc(t, bin, "edge", edgeArgs...)
 	edges = append(edges, ed)
 	edgeURL.Store(&ed.url)
 	edgeUp := time.Now()
@@ -290,7 +311,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	})
 
 	t0 := time.Now()
-	startEdgeProc(t, bin, "hub", token, hubArgs...) // stopped by its cleanup
+	startEdgeProc(t, bin, "hub", hubArgs...) // stopped by its cleanup
 	// Load while the backlog drains: hooks sent once the edge sees the hub
 	// again, accepted before the outbox is empty (checked below).
 	waitStatus("linked again", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })

@@ -785,7 +785,6 @@ func newEmbeddedServers(t testing.TB, h *Harness, n int) *embeddedServers {
 		routes := routesOf(i, ports[n:], "nats-route://")
 		e.args = append(e.args, []string{
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"--cluster-name", fmt.Sprintf("faults-%d", ports[0]),
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
 			"--routes", routes,
 		})
@@ -827,14 +826,19 @@ func startProcServers(t testing.TB, bin string, n int) *procServers {
 	t.Helper()
 	ports := testkit.FreePorts(t, 2*n)
 	s := &procServers{bin: bin, t: t, procs: make([]*proc, n)}
-	cluster := fmt.Sprintf("faults-%d", ports[0])
+	// The cluster's name, as an operator writes it: in the servers'
+	// nats-server configuration file.
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "cluster { name: faults-%d }\n", ports[0]), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		routes := routesOf(i, ports[n:], "")
 		s.args = append(s.args, []string{
 			"-name", fmt.Sprintf("s%d", i),
 			"-store", t.TempDir(),
 			"-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"-cluster-name", cluster,
+			"-config", conf,
 			"-cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
 			"-routes", routes,
 		})

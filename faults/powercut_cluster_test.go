@@ -34,8 +34,9 @@ func TestPowerCutCluster(t *testing.T) {
 
 func powerCutCluster(t *testing.T, cuts int) {
 	fs, mnt, _ := powerCutMount(t)
-	h := Start(t, Options{Servers: 3, Embedded: true, DataDir: mnt,
-		Args: []string{"--sync-interval", powerCutSyncInterval.String()}})
+	// At synced every node's nats-server fsyncs each write (its
+	// sync_interval is always): no background interval to give.
+	h := Start(t, Options{Servers: 3, Embedded: true, DataDir: mnt})
 	l := NewLedger()
 	var tot powerCutTotals
 	for c := range cuts {

@@ -69,7 +69,7 @@ func (m reserveCutMode) run(t *testing.T) {
 		m.cuts = m.longCuts
 	}
 	fs, mnt, _ := powerCutMount(t)
-	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append([]string{"--sync-interval", powerCutSyncInterval.String()}, m.args...)})
+	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append(powerCutSyncArgs(t), m.args...)})
 	node := h.Node(0)
 	parts := make([]int, slotCounters)
 	principals := make([]string, slotCounters)

@@ -79,7 +79,7 @@ func (m powerCutMode) run(t *testing.T) {
 		m.young, m.old = 7, 3
 	}
 	fs, mnt, _ := powerCutMount(t)
-	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append([]string{"--sync-interval", powerCutSyncInterval.String()}, m.args...)})
+	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append(powerCutSyncArgs(t), m.args...)})
 	node := h.Node(0)
 	l := NewLedger()
 	var tot powerCutTotals
@@ -148,9 +148,27 @@ func (m powerCutMode) run(t *testing.T) {
 }
 
 // powerCutSyncInterval is the nats-server sync interval of the test's
-// nodes (--sync-interval; the default, 2 minutes, is too long for CI): an
+// nodes (sync_interval in --nats-config; the default, 2 minutes, is too
+// long for CI): an
 // old cut comes after two of them.
 const powerCutSyncInterval = time.Second
+
+// powerCutSyncArgs give a single node powerCutSyncInterval: the
+// jetstream block of a --nats-config file.
+func powerCutSyncArgs(t *testing.T) []string {
+	return []string{"--nats-config", writeNATSConf(t, fmt.Sprintf("jetstream { sync_interval: %s }", powerCutSyncInterval))}
+}
+
+// writeNATSConf writes a nats-server configuration file for a node's
+// --nats-config.
+func writeNATSConf(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(p, []byte(text+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // waitFor returns at deadline.
 func waitFor(deadline time.Time) {

@@ -88,7 +88,8 @@ func TestListenDefaults(t *testing.T) {
 	if _, err := config.Parse([]string{"--nats-listen", ":0"}, nil, nil); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("--nats-listen :0 without auth: %v, want refused", err)
 	}
-	for _, args := range [][]string{{"--nats-listen", "127.0.0.1:0"}, {"--nats-listen", ":0", "--nats-token", strings.Repeat("t", 32)}} {
+	tokenConf := writeNATSConf(t, fmt.Sprintf("authorization { token: %q }", strings.Repeat("t", 32)))
+	for _, args := range [][]string{{"--nats-listen", "127.0.0.1:0"}, {"--nats-listen", ":0", "--nats-config", tokenConf}} {
 		listen := args[1]
 		a := startApp(t, baseYAML, nil, nil, args...)
 		ns := a.nats.Server.NATS()
@@ -109,8 +110,8 @@ func TestListenDefaults(t *testing.T) {
 	}
 }
 
-// TestEmbeddedNATSAuth: with --nats-user/--nats-password or --nats-token
-// on the embedded server, a connection without (or with wrong)
+// TestEmbeddedNATSAuth: with a user or a token in the embedded server's
+// --nats-config, a connection without (or with wrong)
 // credentials is refused, and the edge itself still works.
 func TestEmbeddedNATSAuth(t *testing.T) {
 	t.Parallel()
@@ -120,8 +121,8 @@ func TestEmbeddedNATSAuth(t *testing.T) {
 		good  nats.Option
 		wrong nats.Option
 	}{
-		{"user", []string{"--nats-user", "edge", "--nats-password", "pw-0123456789"}, nats.UserInfo("edge", "pw-0123456789"), nats.UserInfo("edge", "pw-wrong")},
-		{"token", []string{"--nats-token", "tok-0123456789"}, nats.Token("tok-0123456789"), nats.Token("tok-wrong")},
+		{"user", []string{"--nats-config", writeNATSConf(t, `authorization { user: edge, password: "pw-0123456789" }`)}, nats.UserInfo("edge", "pw-0123456789"), nats.UserInfo("edge", "pw-wrong")},
+		{"token", []string{"--nats-config", writeNATSConf(t, `authorization { token: "tok-0123456789" }`)}, nats.Token("tok-0123456789"), nats.Token("tok-wrong")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -303,8 +304,8 @@ tenants:
 		good nats.Option
 		bad  nats.Option
 	}{
-		{"user", []string{"--nats-user", "edge", "--nats-password", natsPassword}, nats.UserInfo("edge", natsPassword), nats.UserInfo("edge", natsPassword+"x")},
-		{"token", []string{"--nats-token", natsToken}, nats.Token(natsToken), nats.Token(natsToken + "x")},
+		{"user", []string{"--nats-config", writeNATSConf(t, fmt.Sprintf("authorization { user: edge, password: %q }", natsPassword))}, nats.UserInfo("edge", natsPassword), nats.UserInfo("edge", natsPassword+"x")},
+		{"token", []string{"--nats-config", writeNATSConf(t, fmt.Sprintf("authorization { token: %q }", natsToken))}, nats.Token(natsToken), nats.Token(natsToken + "x")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -49,12 +49,13 @@ func TestExternalNATS(t *testing.T) {
 	}
 }
 
-// With auth set on the embedded server, clients must present it.
+// With auth set on the embedded server (its --nats-config), clients must
+// present it.
 func TestEmbeddedAuthRequired(t *testing.T) {
 	t.Parallel()
 	port := testkit.FreePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-token", "s3cret")
+	start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-config", natsConf(t, `authorization { token: "s3cret" }`))
 	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
 		nc.Close()
 		t.Fatal("unauthenticated connection accepted")

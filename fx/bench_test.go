@@ -42,9 +42,8 @@ func BenchmarkEdgeHooks(b *testing.B) {
 func BenchmarkEdgeModeHooks(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
-	token := "bench-leaf-token-0123456789"
-	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", benchConfig(b, dir))
-	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token,
+	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf, "--config", benchConfig(b, dir))
+	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
 		"--config", benchConfig(b, dir))
 	testkit.Eventually(b, 10*time.Second, ed.n.Server.LeafConnected, "edge linked")
 	benchHooks(b, ed.h, func() {

@@ -28,9 +28,8 @@ import (
 func BenchmarkEdgeDrain(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
-	token := "bench-leaf-token-0123456789"
-	hubArgs := []string{"--data-dir", filepath.Join(dir, "hub"), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
-	edgeArgs := []string{"--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+	hubArgs := []string{"--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf}
+	edgeArgs := []string{"--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
 	hub := startNode(b, hubArgs...)
 	hub.stop() // the hub's HOOKS exists; now the outage
 	ed := startNode(b, edgeArgs...)

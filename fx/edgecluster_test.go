@@ -19,7 +19,6 @@ import (
 // on every node); every acked hook is in the hub's R3 HOOKS once.
 func TestEdgeModeHubCluster(t *testing.T) {
 	t.Parallel()
-	token := "leaf-secret-0123456789"
 	var routes, leafs []string
 	routePorts := make([]int, 3)
 	for i := range 3 {
@@ -30,7 +29,7 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	hubs := startTogether(t, 3, 120*time.Second, "hub node", func(i int) []string {
 		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 			"--routes", strings.Join(routes, ","), "--replicas", "3",
-			"--js-domain", "hub", "--leaf-listen", leafs[i], "--leaf-token", token}
+			"--leaf-listen", leafs[i]}
 	})
 	urls := make([]string, 3)
 	for i, l := range leafs {
@@ -38,7 +37,7 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	}
 	// A budget no hit outlasts on a loaded machine: a hit the owners
 	// answer late would be decided on the edge.
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--edge-name", "e1", "--leaf-token", token,
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--edge-name", "e1",
 		"--store-timeout", "3s")
 	testkit.Eventually(t, 20*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "the hub decides the edge's limits")
 	linkedTo := func() int {

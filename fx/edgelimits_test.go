@@ -79,14 +79,13 @@ func metricSum(metrics string, re *regexp.Regexp) float64 {
 func TestEdgeModeFleetLimits(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
-	token := "leaf-secret-0123456789"
 	cfgPath := writeLimits(t)
-	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--config", cfgPath}
+	hubArgs := []string{"--data-dir", t.TempDir(), "--leaf-listen", leaf, "--config", cfgPath}
 	// A budget no hit outlasts on a loaded machine: a hit the owner
 	// answers late would be decided on the edge (a test of timing, not of
 	// who decides).
 	edgeArgs := func(name string) []string {
-		return []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", name, "--leaf-token", token,
+		return []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", name,
 			"--config", cfgPath, "--store-timeout", "3s"}
 	}
 	hub := startNode(t, hubArgs...)
@@ -198,9 +197,8 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 func TestEdgeModePartitionMismatch(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
-	token := "leaf-secret-0123456789"
-	startNode(t, "--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token)
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token, "--partitions", "8")
+	startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf)
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--partitions", "8")
 	want := "local: the hub's fleet has 4 partitions, this edge 8 (set --partitions to the hub's)"
 	testkit.Eventually(t, 15*time.Second, func() bool { return quotaOf(t, ed) == want }, "readyz: "+want)
 	if code, _ := postHook(t, ed.h, "acme", "k"); code != http.StatusAccepted {
@@ -220,7 +218,7 @@ func TestEdgeModeSplitShare(t *testing.T) {
 	// No hub listens there: the edge is cut off from the start.
 	leaf := testkit.FreeAddr(t)
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
-		"--leaf-token", "leaf-secret-0123456789", "--config", cfgPath, "--split-share", "2")
+		"--config", cfgPath, "--split-share", "2")
 	if got := statuses(t, "acme", "alone", 8, func(int) *node { return ed }); got[http.StatusAccepted] != 5 || got[http.StatusTooManyRequests] != 3 {
 		t.Fatalf("cut off, --split-share 2: %v, want 5 × 202 and 3 × 429 (half of the burst of 10)", got)
 	}

@@ -19,15 +19,16 @@ import (
 )
 
 // leafConfig sets the embedded server's JetStream domain and leaf
-// connections: a hub's listener (--js-domain, --leaf-listen), or an
-// edge's remote to its hub (--hub-url, --edge-name: docs/EDGE-MODE.md).
+// connections: a hub's listener (--leaf-listen, or the file's), or an
+// edge's remote to its hub (--hub-url, or the file's remotes; --edge-name:
+// docs/EDGE-MODE.md).
 func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
-	sc.LeafToken = cfg.LeafToken.Reveal()
-	sc.LeafTLSCert, sc.LeafTLSKey, sc.LeafTLSCA = cfg.LeafTLS.Cert, cfg.LeafTLS.Key, cfg.LeafTLS.CA
-	if len(cfg.HubURLs) == 0 {
-		sc.JetStreamDomain, sc.LeafListen = cfg.JSDomain, cfg.LeafListen
-		if cfg.LeafListen != "" {
-			// Edges reach this hub's owners on their own subjects.
+	if !cfg.Edge() {
+		sc.LeafListen = cfg.LeafListen
+		if cfg.Hub() {
+			// Edges address this hub by its domain, and reach its owners on
+			// their own subjects.
+			sc.JetStreamDomain = cfg.HubDomain
 			from, to := quota.HubMapping(cfg.Prefix)
 			sc.Mappings = map[string]string{from: to}
 		}
@@ -50,8 +51,8 @@ type Forward struct {
 // the app, stopped before the NATS connection drains); on a hub
 // (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
 func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
-	if len(cfg.HubURLs) == 0 {
-		if cfg.LeafListen != "" {
+	if !cfg.Edge() {
+		if cfg.Hub() {
 			serveHubSync(lc, cfg, n, log)
 		}
 		return &Forward{}, nil

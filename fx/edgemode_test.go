@@ -188,9 +188,8 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	t.Parallel()
 	hubDir, edgeDir := t.TempDir(), t.TempDir()
 	leaf := testkit.FreeAddr(t)
-	token := "leaf-secret-0123456789"
-	hubArgs := []string{"--data-dir", hubDir, "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
-	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+	hubArgs := []string{"--data-dir", hubDir, "--leaf-listen", leaf}
+	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
 
 	hub := startNode(t, hubArgs...)
 	ed := startNode(t, edgeArgs...)
@@ -416,9 +415,8 @@ func grepLines(s, sub string) string {
 func TestEdgeModeSplitKey(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
-	token := "leaf-secret-0123456789"
-	hubArgs := []string{"--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token}
-	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--leaf-token", token}
+	hubArgs := []string{"--data-dir", t.TempDir(), "--leaf-listen", leaf}
+	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
 	hub := startNode(t, hubArgs...)
 
 	// The hub accepts "split" itself, then goes away.
@@ -540,9 +538,8 @@ func TestEdgeHubSync(t *testing.T) {
 	for _, level := range []string{"synced", "sync-always"} {
 		t.Run(level, func(t *testing.T) {
 			leaf := testkit.FreeAddr(t)
-			token := "leaf-secret-0123456789"
-			hub := startNode(t, "--data-dir", t.TempDir(), "--js-domain", "hub", "--leaf-listen", leaf, "--leaf-token", token, "--durability", level)
-			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--leaf-token", token)
+			hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--durability", level)
+			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1")
 			testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
 			ask := func() (*nats.Msg, error) { return ed.n.Conn.Request(forward.SyncSubject("sluice"), nil, 5*time.Second) }
 			waits := hub.n.Group.Stats().Waits
@@ -569,5 +566,31 @@ func TestEdgeHubSync(t *testing.T) {
 				t.Errorf("the barrier on an edge cut off from its hub: %v, want no responders (an edge never serves it)", err)
 			}
 		})
+	}
+}
+
+// TestEdgeModeFromNATSConfig: a hub's leaf authorization and an edge's
+// remote come from their --nats-config files: an edge whose remote names
+// the file's user and password links and forwards its hooks to the hub;
+// one with a wrong password never links.
+func TestEdgeModeFromNATSConfig(t *testing.T) {
+	t.Parallel()
+	leaf := testkit.FreeAddr(t)
+	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf,
+		"--nats-config", natsConf(t, `leafnodes { authorization { user: sluice-leaf, password: "leaf-secret-0123456789" } }`))
+	remote := func(password string) string {
+		return natsConf(t, fmt.Sprintf(`leafnodes { remotes: [ { url: "nats-leaf://sluice-leaf:%s@%s" } ] }`, password, leaf))
+	}
+	ed := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e1", "--nats-config", remote("leaf-secret-0123456789"))
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
+	acked := postMany(t, ed.h, "file", 5)
+	waitOutboxDrained(t, ed, 20*time.Second)
+	if got := hubHooks(t, hub.n.JS); len(got) != len(acked) {
+		t.Fatalf("the hub holds %d hooks, want the edge's %d", len(got), len(acked))
+	}
+	bad := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e2", "--nats-config", remote("wrong-password-0123456"))
+	time.Sleep(2 * time.Second)
+	if bad.n.Server.LeafConnected() {
+		t.Fatal("an edge with a wrong leaf password linked to the hub")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -32,11 +33,12 @@ func TestSyncAlwaysReachesServer(t *testing.T) {
 	}
 }
 
-// --http-max-conns bounds the open HTTP connections: with two held, a
-// third is not served until one of them closes.
+// The open HTTP connections are bounded (config.ConnsPerHookSlot per
+// --max-inflight-hooks): with the bound held, one more is not served until
+// one of them closes.
 func TestHTTPMaxConnsFlag(t *testing.T) {
 	t.Parallel()
-	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", "off", "--http-max-conns", "2")
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", "off", "--max-inflight-hooks", "1")
 	addr := *h.Addr.Load()
 	type conn struct {
 		c net.Conn
@@ -71,7 +73,10 @@ func TestHTTPMaxConnsFlag(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}
-	held := []conn{dial(), dial()}
+	var held []conn
+	for range config.ConnsPerHookSlot {
+		held = append(held, dial())
+	}
 	for _, c := range held {
 		send(c)
 		if !answered(c, 10*time.Second) {
@@ -87,11 +92,11 @@ func TestHTTPMaxConnsFlag(t *testing.T) {
 		t.Fatal("the sentinel on a held connection was not served")
 	}
 	if answered(third, 300*time.Millisecond) {
-		t.Fatal("a third connection was served while two were open (--http-max-conns 2)")
+		t.Fatalf("one more connection was served while %d were open (--max-inflight-hooks 1)", len(held))
 	}
 	held[0].c.Close()
 	if !answered(third, 10*time.Second) {
-		t.Fatal("the third connection was not served after one of the two closed")
+		t.Fatal("the connection beyond the bound was not served after one of the others closed")
 	}
 }
 

@@ -139,7 +139,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err != nil {
 		return nil, err
 	}
-	replay, err := claims.NewKVReplay(rb, cfg.ReplaySkew)
+	replay, err := claims.NewKVReplay(rb, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
-	if len(cfg.HubURLs) > 0 {
+	if cfg.Edge() {
 		hubClaims, edgeStore = edgeClaims(cfg, n, store, log)
 		fleetClaims = edgeStore
 	}
@@ -175,7 +175,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		HubClaims:    hubClaims,
 		EdgeClaims:   edgeStore,
 		Replay:       replay,
-		LocalReplay:  claims.NewMemoryReplay(localCap, cfg.ReplaySkew, time.Now),
+		LocalReplay:  claims.NewMemoryReplay(localCap, 0, time.Now),
 		Cooldown:     cd,
 		Overrides:    httpapi.NewOverrides(lb, log),
 		Tenants:      reg,
@@ -209,7 +209,7 @@ type Quota struct {
 // them), the client and the fleet wrapper. An edge has no worker: its
 // client routes to the hub's owners while its Route says so.
 func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
-	if len(cfg.HubURLs) > 0 {
+	if cfg.Edge() {
 		return edgeQuota(cfg, n, ev, reg, log)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -77,26 +77,15 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 	}
 	if cfg.NATSURL == "" {
 		srvCfg := natsembed.ServerConfig{
-			Name:           "",
-			SyncInterval:   cfg.SyncInterval,
-			StoreDir:       filepath.Join(cfg.DataDir, "jetstream"),
-			Listen:         cfg.NATSListen,
-			ClusterName:    cfg.ClusterName,
-			ClusterListen:  cfg.ClusterListen,
-			Routes:         cfg.Routes,
-			User:           cfg.NATS.User,
-			Password:       cfg.NATS.Password.Reveal(),
-			Token:          cfg.NATS.Token.Reveal(),
-			NKeySeedFile:   cfg.NATS.NKey,
-			TLSCert:        cfg.NATS.TLSCert,
-			TLSKey:         cfg.NATS.TLSKey,
-			TLSCA:          cfg.NATS.TLSCA,
-			ClusterToken:   cfg.ClusterToken.Reveal(),
-			ClusterTLSCert: cfg.ClusterTLS.Cert,
-			ClusterTLSKey:  cfg.ClusterTLS.Key,
-			ClusterTLSCA:   cfg.ClusterTLS.CA,
-			Logger:         log.With("component", "nats-server"),
-			SyncAlways:     cfg.ServerSyncAlways(),
+			StoreDir:      filepath.Join(cfg.DataDir, "jetstream"),
+			Listen:        cfg.NATSListen,
+			ClusterListen: cfg.ClusterListen,
+			Routes:        cfg.Routes,
+			Logger:        log.With("component", "nats-server"),
+			SyncAlways:    cfg.ServerSyncAlways(),
+		}
+		if cfg.NATSFile != nil {
+			srvCfg.Options = cfg.NATSFile.Options()
 		}
 		leafConfig(cfg, &srvCfg)
 		for _, u := range cfg.NATSUsers {
@@ -139,7 +128,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 			return nil, fmt.Errorf("connect to embedded server: %w", err)
 		}
 		out.Conn = nc
-		if len(cfg.HubURLs) > 0 {
+		if cfg.Edge() {
 			log.Info("edge mode: hooks are stored in the local outbox and forwarded to the hub", "edge", cfg.EdgeName, "hub_domain", cfg.HubDomain)
 		}
 		if u := srv.ClientURL(); u != "" {
@@ -187,7 +176,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
-	if out.Server != nil && cfg.ClusterListen != "" {
+	if out.Server != nil && cfg.Clustered() {
 		if err := startClusterDurability(lc, cfg, out, log); err != nil {
 			return nil, err
 		}
@@ -201,7 +190,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 // the level in force.
 func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
 	srv := out.Server
-	if cfg.ClusterListen != "" {
+	if cfg.Clustered() {
 		// The record is checked once the cluster answers
 		// (startClusterDurability): its streams may be led elsewhere.
 		return nil
@@ -310,7 +299,8 @@ func registerSyncMetrics(reg *Registry, g *kvstore.GroupSync) {
 		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
 }
 
-// clientAuth turns the --nats-* credentials into connection options.
+// clientAuth turns --nats-context's credentials and TLS files into
+// connection options.
 func clientAuth(cfg *config.Config) ([]nats.Option, error) {
 	a := cfg.NATS
 	var opts []nats.Option
@@ -320,7 +310,7 @@ func clientAuth(cfg *config.Config) ([]nats.Option, error) {
 	case a.NKey != "":
 		o, err := nats.NkeyOptionFromSeed(a.NKey)
 		if err != nil {
-			return nil, fmt.Errorf("--nats-nkey: %w", err)
+			return nil, fmt.Errorf("--nats-context: nkey: %w", err)
 		}
 		opts = append(opts, o)
 	case a.User != "":
@@ -333,22 +323,25 @@ func clientAuth(cfg *config.Config) ([]nats.Option, error) {
 		if a.TLSCA != "" {
 			pem, err := os.ReadFile(a.TLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("--nats-tls-ca: %w", err)
+				return nil, fmt.Errorf("--nats-context: ca: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, errors.New("--nats-tls-ca: no certificate found")
+				return nil, errors.New("--nats-context: ca: no certificate found")
 			}
 			tc.RootCAs = pool
 		}
 		if a.TLSCert != "" {
 			cert, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey)
 			if err != nil {
-				return nil, fmt.Errorf("--nats-tls-cert/--nats-tls-key: %w", err)
+				return nil, fmt.Errorf("--nats-context: cert/key: %w", err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
 		opts = append(opts, nats.Secure(tc))
+	}
+	if a.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
 	}
 	return opts, nil
 }

@@ -2,6 +2,7 @@ package sluicefx_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,6 +52,12 @@ func TestQuickstartSaysSo(t *testing.T) {
 	}
 }
 
+// natsConf writes a nats-server configuration file for --nats-config.
+func natsConf(t *testing.T, body string) string {
+	t.Helper()
+	return testkit.WriteTemp(t, "nats.conf", []byte(body+"\n"))
+}
+
 func writeYAML(t *testing.T, body string) string {
 	t.Helper()
 	return testkit.WriteTemp(t, "edge.yaml", []byte(body))
@@ -67,23 +74,26 @@ func TestBodyOverMaxPayloadRefused(t *testing.T) {
 	}
 }
 
-// TestEmbeddedNKeyAndTLS: --nats-nkey and --nats-tls-* are enforced by the
-// embedded server (they used to be ignored): an anonymous or plaintext
-// client is refused; one with the nkey over TLS is served, and the app
-// itself (in-process) still runs.
-func TestEmbeddedNKeyAndTLS(t *testing.T) {
+// TestNATSConfigTLSAndNKey: the tls and authorization blocks of
+// --nats-config are the embedded server's: an anonymous or plaintext
+// client is refused; one with the file's nkey over TLS is served, and the
+// app itself (in-process) still runs.
+func TestNATSConfigTLSAndNKey(t *testing.T) {
 	t.Parallel()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
 	seedFile := testkit.WriteTemp(t, "edge.nk", seed)
 	p := testkit.NewPKI(t)
 	cert, key := p.Issue("nats")
 	port := testkit.FreePort(t)
-	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", fmt.Sprintf("0.0.0.0:%d", port),
-		"--nats-nkey", seedFile, "--nats-tls-cert", cert, "--nats-tls-key", key)
+	conf := natsConf(t, fmt.Sprintf(`listen: "0.0.0.0:%d"
+tls { cert_file: %q, key_file: %q }
+authorization { users: [ { nkey: %s } ] }`, port, cert, key, pub))
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-config", conf)
 	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
 	nkeyOpt, err := nats.NkeyOptionFromSeed(seedFile)
 	if err != nil {
@@ -109,6 +119,50 @@ func TestEmbeddedNKeyAndTLS(t *testing.T) {
 	nc.Close()
 	if code := post(t, h, "/v1/hooks/t/s", "k1"); code != 202 {
 		t.Fatalf("hook through the app: %d", code)
+	}
+}
+
+// TestNATSConfigAccounts: the accounts of --nats-config are the embedded
+// server's: their users sign in to their own account, which sees none of
+// sluice's streams (those stay in the global account, with JetStream),
+// and the app still stores hooks.
+func TestNATSConfigAccounts(t *testing.T) {
+	t.Parallel()
+	port := testkit.FreePort(t)
+	conf := natsConf(t, fmt.Sprintf(`listen: "127.0.0.1:%d"
+accounts {
+  SYS: { users: [ { user: sys, password: "sys-0123456789abcdef" } ] }
+  APP: { jetstream: enabled, users: [ { user: app, password: "app-0123456789abcdef" } ] }
+}
+system_account: SYS`, port))
+	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-config", conf)
+	if code := post(t, h, "/v1/hooks/t/s", "k1"); code != 202 {
+		t.Fatalf("hook through the app: %d", code)
+	}
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("anonymous client accepted")
+	}
+	nc, err := nats.Connect(url, nats.UserInfo("app", "app-0123456789abcdef"))
+	if err != nil {
+		t.Fatalf("the file's user: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(testkit.Context(t), "HOOKS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("account APP sees sluice's HOOKS: %v", err)
+	}
+	snc, err := nats.Connect(url, nats.UserInfo("sys", "sys-0123456789abcdef"))
+	if err != nil {
+		t.Fatalf("the system account's user: %v", err)
+	}
+	defer snc.Close()
+	if _, err := snc.Request("$SYS.REQ.SERVER.PING", nil, 5*time.Second); err != nil {
+		t.Fatalf("system account: %v", err)
 	}
 }
 

@@ -32,6 +32,15 @@ type ServerConfig struct {
 	Name string
 	// StoreDir is where JetStream keeps its files. Required.
 	StoreDir string
+	// Options are the server's options from a nats-server configuration
+	// file (server.ProcessConfigFile; config.NATSFile), nil for none: TLS,
+	// cluster, leafnodes, accounts, authorization and JetStream limits
+	// come from them. StartServer sets the fields below on top of a copy:
+	// JetStream on, its store dir and sync, and each one that is set
+	// (ClusterListen and LeafListen only the listener's address, keeping
+	// the file's authorization and tls). With users in them (or a bcrypt
+	// password), Connect signs in as a generated internal user.
+	Options *server.Options
 	// Listen is the client listener, "host:port". Empty or "off": no TCP
 	// listener at all (in-process connections only). Port 0 or -1 picks a
 	// random free port. The default of the edge binary is 127.0.0.1:4222:
@@ -129,11 +138,9 @@ type Server struct {
 	ns      *server.Server
 	cfg     ServerConfig
 	storage *storageWatch
-	nkey    nats.Option // in-process sign-in with NKeySeedFile (nil: none)
-	// internal is the generated unrestricted user Connect signs in as
-	// (with Users and no User/NKeySeedFile).
-	internal *server.User
-	store    *storeSync // SyncStore's state
+	// signIn is how Connect signs in (nil: no authorization).
+	signIn nats.Option
+	store  *storeSync // SyncStore's state
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
@@ -142,12 +149,16 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("%w: StoreDir is required", ErrServerStart)
 	}
-	opts := &server.Options{
-		ServerName: cfg.Name,
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
-		NoSigs:     true,
-		MaxPayload: 8 << 20,
+	opts := &server.Options{}
+	if cfg.Options != nil {
+		opts = cfg.Options.Clone()
+	}
+	if cfg.Name != "" {
+		opts.ServerName = cfg.Name
+	}
+	opts.JetStream, opts.StoreDir, opts.NoSigs = true, cfg.StoreDir, true
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = 8 << 20
 	}
 	if cfg.SyncAlways {
 		opts.SyncAlways = true
@@ -158,8 +169,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.SyncInterval > 0 {
 		opts.SyncInterval = cfg.SyncInterval
 	}
+	if cfg.ClusterListen != "" {
+		host, port, err := splitHostPort(cfg.ClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("kvstore: cluster listen %q: %w", cfg.ClusterListen, err)
+		}
+		opts.Cluster.Host, opts.Cluster.Port = host, port
+	}
 	if cfg.Listen == "" || cfg.Listen == "off" {
-		if cfg.ClusterListen != "" {
+		if opts.Cluster.Port != 0 {
 			// nats-server only starts routing once its client listener is
 			// up: a clustered server gets a random loopback client port.
 			opts.Host, opts.Port = "127.0.0.1", -1
@@ -173,79 +191,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		}
 		opts.Host, opts.Port = host, port
 	}
-	if cfg.ClusterListen != "" {
-		host, port, err := splitHostPort(cfg.ClusterListen)
-		if err != nil {
-			return nil, fmt.Errorf("kvstore: cluster listen %q: %w", cfg.ClusterListen, err)
-		}
-		name := cfg.ClusterName
-		if name == "" {
-			name = "sluice"
-		}
-		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: port}
-		if opts.ServerName == "" {
-			// A clustered JetStream server needs a name that is unique in
-			// the cluster and stable across restarts (its Raft identity).
-			hn, _ := os.Hostname()
-			if hn == "" {
-				hn = "sluice"
-			}
-			opts.ServerName = fmt.Sprintf("%s-%d", hn, port)
-			if port <= 0 {
-				opts.ServerName = hn + "-" + nuid.Next()
-			}
-		}
-		if len(cfg.Routes) > 0 {
-			var urls []string
-			for _, r := range cfg.Routes {
-				urls = append(urls, "nats://"+stripScheme(r))
-			}
-			opts.Routes = server.RoutesFromStr(joinComma(urls))
-		}
-		if cfg.ClusterToken != "" {
-			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.ClusterToken
-			for _, u := range opts.Routes {
-				u.User = url.UserPassword(RouteUser, cfg.ClusterToken)
-			}
-		}
-		if cfg.ClusterTLSCert != "" || cfg.ClusterTLSCA != "" {
-			if cfg.ClusterTLSCert == "" || cfg.ClusterTLSCA == "" {
-				return nil, fmt.Errorf("%w: route TLS needs a certificate, its key and a CA", ErrServerStart)
-			}
-			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
-				CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey, CaFile: cfg.ClusterTLSCA, Verify: true,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%w: route TLS: %w", ErrServerStart, err)
-			}
-			// Routes dial each other: the CA also verifies the server side
-			// (as nats-server's own cluster tls block does).
-			tc.RootCAs = tc.ClientCAs
-			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 2
-		}
+	if err := clusterOptions(opts, cfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
 	}
 	if err := leafOptions(opts, cfg); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
 	}
-	var nkeyOpt nats.Option
-	switch {
-	case cfg.Token != "":
-		opts.Authorization = cfg.Token
-	case cfg.User != "":
-		opts.Username, opts.Password = cfg.User, cfg.Password
-	case cfg.NKeySeedFile != "":
-		pub, opt, err := nkeyUser(cfg.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: nkey: %w", ErrServerStart, err)
-		}
-		opts.Nkeys, nkeyOpt = []*server.NkeyUser{{Nkey: pub}}, opt
-	}
-	var internal *server.User
-	if len(cfg.Users) > 0 {
-		var err error
-		if internal, err = addUsers(opts, cfg); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
-		}
+	signIn, err := authOptions(opts, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrServerStart, err)
 	}
 	if cfg.TLSCert != "" || cfg.TLSCA != "" {
 		if cfg.TLSCert == "" {
@@ -304,7 +258,18 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	store.watchLost = func(err error) {
 		l.Warn("store sync: the inotify watch failed; sync rounds walk the store from now on (slower)", "error", err)
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, nkey: nkeyOpt, internal: internal, store: store}, nil
+	if len(opts.Accounts) > 0 && !ns.GlobalAccount().JetStreamEnabled() {
+		// The file's accounts are for its own users; sluice's streams stay
+		// in the global account, with JetStream within the server's limits.
+		if err := ns.GlobalAccount().EnableJetStream(map[string]server.JetStreamAccountLimits{"": {
+			MaxMemory: -1, MaxStore: -1, MaxStreams: -1, MaxConsumers: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, StoreMaxStreamBytes: -1,
+		}}, nil); err != nil {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return nil, fmt.Errorf("%w: JetStream for sluice's (global) account: %w", ErrServerStart, err)
+		}
+	}
+	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, store: store}, nil
 }
 
 // SyncStore is one round of the group commit (kvstore.GroupSync): it makes
@@ -336,10 +301,72 @@ func (s *Server) SyncStreams(names ...string) func() error {
 	return func() error { return s.store.roundOf(only) }
 }
 
+// clusterOptions completes a clustered server's options (a cluster
+// listener from ClusterListen or the file): its cluster name (the file's,
+// or "sluice"), its server name, ClusterRoutes (signed in as the cluster's
+// user when they name none) and the route token and TLS.
+func clusterOptions(opts *server.Options, cfg ServerConfig) error {
+	if opts.Cluster.Port == 0 {
+		return nil
+	}
+	if cfg.ClusterName != "" {
+		opts.Cluster.Name = cfg.ClusterName
+	}
+	if opts.Cluster.Name == "" {
+		opts.Cluster.Name = "sluice"
+	}
+	if opts.ServerName == "" {
+		// A clustered JetStream server needs a name that is unique in
+		// the cluster and stable across restarts (its Raft identity).
+		hn, _ := os.Hostname()
+		if hn == "" {
+			hn = "sluice"
+		}
+		opts.ServerName = fmt.Sprintf("%s-%d", hn, opts.Cluster.Port)
+		if opts.Cluster.Port <= 0 {
+			opts.ServerName = hn + "-" + nuid.Next()
+		}
+	}
+	if cfg.ClusterToken != "" {
+		opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.ClusterToken
+	}
+	if len(cfg.Routes) > 0 {
+		var urls []string
+		for _, r := range cfg.Routes {
+			urls = append(urls, "nats://"+stripScheme(r))
+		}
+		routes := server.RoutesFromStr(joinComma(urls))
+		for _, u := range routes {
+			if opts.Cluster.Username != "" {
+				u.User = url.UserPassword(opts.Cluster.Username, opts.Cluster.Password)
+			}
+		}
+		opts.Routes = append(opts.Routes, routes...)
+	}
+	if cfg.ClusterTLSCert != "" || cfg.ClusterTLSCA != "" {
+		if cfg.ClusterTLSCert == "" || cfg.ClusterTLSCA == "" {
+			return errors.New("route TLS needs a certificate, its key and a CA")
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+			CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey, CaFile: cfg.ClusterTLSCA, Verify: true,
+		})
+		if err != nil {
+			return fmt.Errorf("route TLS: %w", err)
+		}
+		// Routes dial each other: the CA also verifies the server side
+		// (as nats-server's own cluster tls block does).
+		tc.RootCAs = tc.ClientCAs
+		opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 2
+	}
+	return nil
+}
+
 // leafOptions sets the JetStream domain, the leaf-node listener of a hub
 // and the remote of an edge.
 func leafOptions(opts *server.Options, cfg ServerConfig) error {
-	opts.JetStreamDomain = cfg.JetStreamDomain
+	if cfg.JetStreamDomain != "" {
+		opts.JetStreamDomain = cfg.JetStreamDomain
+	}
 	if cfg.LeafListen != "" {
 		host, port, err := splitHostPort(cfg.LeafListen)
 		if err != nil {
@@ -357,6 +384,18 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 				return fmt.Errorf("leaf TLS: %w", err)
 			}
 			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = tc, 2
+		}
+	}
+	for _, rem := range opts.LeafNode.Remotes {
+		// The file's remotes (an edge's, to its hub) keep sluice's deny
+		// lists too.
+		rem.DenyExports = append(rem.DenyExports, cfg.LeafDeny...)
+		rem.DenyImports = append(rem.DenyImports, append(slices.Clone(cfg.LeafDeny), cfg.LeafDenyImports...)...)
+	}
+	if opts.LeafNode.ReconnectInterval <= 0 {
+		opts.LeafNode.ReconnectInterval = cfg.LeafReconnect
+		if opts.LeafNode.ReconnectInterval <= 0 {
+			opts.LeafNode.ReconnectInterval = time.Second
 		}
 	}
 	if len(cfg.LeafRemotes) == 0 {
@@ -385,11 +424,7 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 		tc.RootCAs = tc.ClientCAs
 		rem.TLS, rem.TLSConfig, rem.TLSTimeout = true, tc, 2
 	}
-	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{rem}
-	opts.LeafNode.ReconnectInterval = cfg.LeafReconnect
-	if opts.LeafNode.ReconnectInterval <= 0 {
-		opts.LeafNode.ReconnectInterval = time.Second
-	}
+	opts.LeafNode.Remotes = append(opts.LeafNode.Remotes, rem)
 	return nil
 }
 
@@ -397,21 +432,46 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 // (an edge: to its hub).
 func (s *Server) LeafConnected() bool { return s.ns.NumLeafNodes() > 0 }
 
-// addUsers moves the server's auth to users: cfg.Users with their
-// permissions, plus an unrestricted user for sluice itself (cfg.User, the
-// nkey already in opts.Nkeys, or a generated one, returned).
-func addUsers(opts *server.Options, cfg ServerConfig) (*server.User, error) {
-	if cfg.Token != "" {
+// authOptions sets the server's authorization from cfg on top of what the
+// configuration file set, and returns how Connect signs in: the token, the
+// plain user, the nkey, or — with users (cfg.Users or the file's) — a
+// generated unrestricted internal user added to them.
+func authOptions(opts *server.Options, cfg ServerConfig) (nats.Option, error) {
+	var signIn nats.Option
+	switch {
+	case cfg.Token != "":
+		opts.Authorization = cfg.Token
+	case cfg.User != "":
+		opts.Username, opts.Password = cfg.User, cfg.Password
+		signIn = nats.UserInfo(cfg.User, cfg.Password)
+	case cfg.NKeySeedFile != "":
+		pub, opt, err := nkeyUser(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey: %w", err)
+		}
+		opts.Nkeys, signIn = append(opts.Nkeys, &server.NkeyUser{Nkey: pub}), opt
+	}
+	bcrypt := strings.HasPrefix(opts.Password, "$2")
+	if len(cfg.Users) == 0 && len(opts.Users) == 0 && len(opts.Nkeys) == 0 && !bcrypt {
+		switch {
+		case opts.Authorization != "":
+			return nats.Token(opts.Authorization), nil
+		case opts.Username != "":
+			return nats.UserInfo(opts.Username, opts.Password), nil
+		}
+		return nil, nil
+	}
+	if opts.Authorization != "" {
 		return nil, errors.New("users and a token cannot be combined")
 	}
-	var internal *server.User
-	switch {
-	case opts.Username != "":
+	if opts.Username != "" {
 		opts.Users = append(opts.Users, &server.User{Username: opts.Username, Password: opts.Password})
 		opts.Username, opts.Password = "", ""
-	case len(opts.Nkeys) == 0:
-		internal = &server.User{Username: "sluice-node-" + nuid.Next(), Password: nuid.Next() + nuid.Next()}
+	}
+	if signIn == nil {
+		internal := &server.User{Username: "sluice-node-" + nuid.Next(), Password: nuid.Next() + nuid.Next()}
 		opts.Users = append(opts.Users, internal)
+		signIn = nats.UserInfo(internal.Username, internal.Password)
 	}
 	for _, u := range cfg.Users {
 		perms := &server.Permissions{
@@ -427,7 +487,7 @@ func addUsers(opts *server.Options, cfg ServerConfig) (*server.User, error) {
 			return nil, fmt.Errorf("user %q: a name with a password, or an nkey", u.Name)
 		}
 	}
-	return internal, nil
+	return signIn, nil
 }
 
 // nkeyUser reads an nkey user seed file: its public key and the client
@@ -479,15 +539,8 @@ func (s *Server) ClusterAddr() string {
 // always works, even when the server has no listener.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	base := []nats.Option{nats.InProcessServer(s.ns), nats.Name("sluice")}
-	switch {
-	case s.cfg.Token != "":
-		base = append(base, nats.Token(s.cfg.Token))
-	case s.cfg.User != "":
-		base = append(base, nats.UserInfo(s.cfg.User, s.cfg.Password))
-	case s.nkey != nil:
-		base = append(base, s.nkey)
-	case s.internal != nil:
-		base = append(base, nats.UserInfo(s.internal.Username, s.internal.Password))
+	if s.signIn != nil {
+		base = append(base, s.signIn)
 	}
 	return nats.Connect("", append(base, opts...)...)
 }
@@ -564,8 +617,8 @@ func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(f
 func (a *slogAdapter) Warnf(format string, v ...any) {
 	line := a.watch.see(fmt.Sprintf(format, v...))
 	if strings.HasPrefix(line, "Plaintext passwords detected") {
-		// nats-server means passwords written in its config file. The
-		// embedded server has none: its users are given in memory (the
+		// nats-server means passwords written in its config file, and
+		// counts sluice's in-memory users among them (the
 		// generated internal one, password_env); sluice warns itself about
 		// a password written in its own file (cmd/edge, nats_users).
 		a.l.Debug(line)

@@ -22,7 +22,6 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 	role := fs.String("role", "", "role: "+strings.Join(authz.Roles(), ", "))
 	tenants := fs.String("tenants", "", "comma-separated tenants (service and consumer)")
 	prefix := fs.String("prefix", "sluice", "subject prefix (--prefix of the edge)")
-	stream := fs.String("hooks-stream", "HOOKS", "hooks stream (--hooks-stream of the edge)")
 	nkey := fs.String("nkey", "", "the user's public nkey (U…) instead of a password")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -38,7 +37,7 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 			ts = append(ts, t)
 		}
 	}
-	perms, err := authz.For(*role, *user, *prefix, *stream, ts)
+	perms, err := authz.For(*role, *user, *prefix, config.HooksStreamName, ts)
 	if err != nil {
 		fmt.Fprintln(stderr, "edge nats-authz:", err)
 		return 2

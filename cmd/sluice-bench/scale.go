@@ -190,7 +190,6 @@ func scaleNodeArgs(n *scaleNode, fleet []*scaleNode, spec scaleSpec, cfg string)
 			routes[i] = "nats-route://" + o.clusterAddr
 		}
 		args = append(args,
-			"--cluster-name", "sluice-bench",
 			"--cluster-listen", n.clusterAddr,
 			"--routes", strings.Join(routes, ","))
 	}

@@ -35,8 +35,8 @@ func ValidName(s string) bool {
 	return true
 }
 
-// MaxDomain bounds a JetStream domain and an edge name (--js-domain,
-// --hub-domain, --edge-name).
+// MaxDomain bounds a JetStream domain and an edge name (--edge-name; a
+// hub's domain is "hub").
 const MaxDomain = 32
 
 // ValidateDomain checks a JetStream domain or edge name: 1..MaxDomain bytes

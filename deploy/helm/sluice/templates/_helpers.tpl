@@ -97,7 +97,7 @@ spec:
         - --log-format=json
         {{- if $cluster }}
         - --nats-listen={{ .Values.natsListen }}
-        - --cluster-name={{ $full }}
+        - --nats-config=/etc/sluice/config/nats.conf
         - --cluster-listen=0.0.0.0:6222
         {{- $routes := list }}
         {{- range $i := until (int .Values.cluster.replicas) }}
@@ -108,8 +108,8 @@ spec:
         {{- else }}
         - --nats-url={{ required "client.natsURL: the NATS deployment's URL" .Values.client.natsURL }}
         - --replicas={{ .Values.client.streamReplicas }}
-        {{- if .Values.secret.natsCredsKey }}
-        - --nats-creds=/etc/sluice/nats/nats.creds
+        {{- if .Values.secret.natsContextKey }}
+        - --nats-context=/etc/sluice/nats/context.json
         {{- end }}
         {{- end }}
         {{- if .Values.secret.secretsKeyFileKey }}
@@ -125,19 +125,9 @@ spec:
             secretKeyRef: {name: {{ $secret }}, key: {{ .Values.secret.adminTokenKey }}}
         {{- end }}
         {{- if $cluster }}
-        - name: SLUICE_CLUSTER_TOKEN
+        - name: NATS_CLUSTER_TOKEN
           valueFrom:
             secretKeyRef: {name: {{ $secret }}, key: {{ required "secret.clusterTokenKey: mode cluster needs a cluster token" .Values.secret.clusterTokenKey }}}
-        {{- else }}
-        {{- with .Values.client.natsUser }}
-        - name: SLUICE_NATS_USER
-          value: {{ . | quote }}
-        {{- end }}
-        {{- if .Values.secret.natsPasswordKey }}
-        - name: SLUICE_NATS_PASSWORD
-          valueFrom:
-            secretKeyRef: {name: {{ $secret }}, key: {{ .Values.secret.natsPasswordKey }}}
-        {{- end }}
         {{- end }}
         {{- range .Values.secretEnv }}
         - name: {{ .name }}
@@ -180,8 +170,8 @@ spec:
         {{- if .Values.secret.secretsKeyFileKey }}
         - {name: keys, mountPath: /etc/sluice/keys, readOnly: true}
         {{- end }}
-        {{- if and (not $cluster) .Values.secret.natsCredsKey }}
-        - {name: nats-creds, mountPath: /etc/sluice/nats, readOnly: true}
+        {{- if and (not $cluster) .Values.secret.natsContextKey }}
+        - {name: nats-context, mountPath: /etc/sluice/nats, readOnly: true}
         {{- end }}
   volumes:
     - name: config
@@ -193,12 +183,18 @@ spec:
         defaultMode: 0400
         items: [{key: {{ .Values.secret.secretsKeyFileKey }}, path: secrets.keys}]
     {{- end }}
-    {{- if and (not $cluster) .Values.secret.natsCredsKey }}
-    - name: nats-creds
+    {{- if and (not $cluster) .Values.secret.natsContextKey }}
+    # The nats CLI context (--nats-context) and the credentials file it may
+    # name as /etc/sluice/nats/nats.creds.
+    - name: nats-context
       secret:
         secretName: {{ $secret }}
         defaultMode: 0400
-        items: [{key: {{ .Values.secret.natsCredsKey }}, path: nats.creds}]
+        items:
+          - {key: {{ .Values.secret.natsContextKey }}, path: context.json}
+          {{- with .Values.secret.natsCredsKey }}
+          - {key: {{ . }}, path: nats.creds}
+          {{- end }}
     {{- end }}
     {{- if not $cluster }}
     # Client mode keeps no state: the data dir holds only its lock file.
