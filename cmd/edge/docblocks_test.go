@@ -526,7 +526,7 @@ func TestDocCommandBlocksMarkers(t *testing.T) {
 		"<!-- doc-test: later -->\n```sh\necho y\n```\n" +
 		"<!-- doc-test: skip — stray -->\ntext\n" +
 		"<!-- doc-test: skip — above json -->\n```json\n{}\n```\n"
-	for name, s := range map[string]string{"README.md": readme, "docs/P.md": page} {
+	for name, s := range map[string]string{"README.md": readme, "CONTRIBUTING.md": "# c\n", "docs/P.md": page} {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
