@@ -182,8 +182,9 @@ var ClusterSettled = 5 * time.Second
 // (their leaders' last sequences; a stream absent from the map is not
 // there). It waits until every recorded stream reaches its recorded
 // sequence — the cluster forming, leaders elected, replicas caught up. A
-// loss is what is still short when ctx ends, or once the answers have not
-// moved for ClusterSettled: a DataLossError, or with accept a logged loss
+// loss is what is still short when ctx ends, or once what is short has not
+// moved for ClusterSettled (other streams may: the nodes already up renew
+// their leases): a DataLossError, or with accept a logged loss
 // and a record rewritten from what is there. A node without a record (a
 // new one) passes at once.
 func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
@@ -196,7 +197,8 @@ func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *sl
 	var (
 		lost  []string
 		now   map[string]uint64
-		since time.Time // when now was first answered as it is
+		short string    // what lost says, as last answered
+		since time.Time // when short was first answered as it is
 		last  error
 		said  = time.Now()
 	)
@@ -207,9 +209,12 @@ func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *sl
 			if lost = CheckRecord(rec, got); len(lost) == 0 {
 				return nil
 			}
-			if now == nil || !maps.Equal(got, now) {
-				now, since = got, time.Now()
+			// Settled is the shortfall not moving: a stream that is not
+			// short may keep moving (the leases of the nodes already up).
+			if k := strings.Join(lost, "; "); now == nil || k != short {
+				short, since = k, time.Now()
 			}
+			now = got
 		}
 		if time.Since(said) >= 5*time.Second {
 			said = time.Now()

@@ -79,6 +79,25 @@ func TestCheckClusterStart(t *testing.T) {
 			t.Fatalf("the record after an accepted loss: %+v %v, want HOOKS at 3", rec, err)
 		}
 	})
+	t.Run("short while another stream moves", func(t *testing.T) {
+		// HOOKS stays short while KV_c keeps growing (the nodes already
+		// up write their leases): the loss is still decided, refused or
+		// accepted, before the deadline.
+		for _, accept := range []bool{false, true} {
+			var n atomic.Uint64
+			moving := func(context.Context, []string) (map[string]uint64, error) {
+				return map[string]uint64{"HOOKS": 3, "KV_c": 4 + n.Add(1)}, nil
+			}
+			deadline, cancel := context.WithTimeout(ctx, 10*natsembed.ClusterSettled)
+			err := natsembed.CheckClusterStart(deadline, record(t), accept, log, moving)
+			decided := deadline.Err() == nil
+			cancel()
+			var dl *natsembed.DataLossError
+			if !decided || accept && err != nil || !accept && !errors.As(err, &dl) {
+				t.Fatalf("accept=%v: %v (decided before the deadline: %v), want the loss decided once HOOKS stopped moving", accept, err, decided)
+			}
+		}
+	})
 	t.Run("no answer", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
