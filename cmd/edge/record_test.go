@@ -18,7 +18,8 @@ type runningEdge struct {
 	url    string
 	stderr *testkit.LogBuffer
 	cancel context.CancelFunc
-	code   chan int
+	done   chan struct{} // closed once run returned code
+	code   int
 }
 
 // runEdge starts run with the data dir and extra flags; ready waits for
@@ -26,13 +27,13 @@ type runningEdge struct {
 func runEdge(t *testing.T, data string, ready bool, extra ...string) *runningEdge {
 	t.Helper()
 	port := testkit.FreePort(t)
-	e := &runningEdge{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &testkit.LogBuffer{}, code: make(chan int, 1)}
+	e := &runningEdge{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &testkit.LogBuffer{}, done: make(chan struct{})}
 	args := append([]string{"--data-dir", data, "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--nats-listen", "off",
 		"--partitions", "4", "--log-level", "warn"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.code <- run(ctx, args, func(string) string { return "" }, e.stderr, nil) }()
-	t.Cleanup(func() { cancel(); <-e.code })
+	go func() { e.code = run(ctx, args, func(string) string { return "" }, e.stderr, nil); close(e.done) }()
+	t.Cleanup(func() { cancel(); <-e.done })
 	if !ready {
 		return e
 	}
@@ -46,20 +47,19 @@ func runEdge(t *testing.T, data string, ready bool, extra ...string) *runningEdg
 func (e *runningEdge) stop(t *testing.T) {
 	t.Helper()
 	e.cancel()
-	if c := <-e.code; c != 0 {
-		t.Fatalf("exit status %d\n%s", c, e.stderr.String())
+	<-e.done
+	if e.code != 0 {
+		t.Fatalf("exit status %d\n%s", e.code, e.stderr.String())
 	}
-	e.code <- 0 // for the cleanup
 }
 
 // exit waits for an edge that must refuse to start.
 func (e *runningEdge) exit(t *testing.T) (int, string) {
 	t.Helper()
 	select {
-	case c := <-e.code:
-		e.code <- c
+	case <-e.done:
 		lines := strings.Split(strings.TrimSpace(e.stderr.String()), "\n")
-		return c, lines[len(lines)-1]
+		return e.code, lines[len(lines)-1]
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the edge did not exit\n%s", e.stderr.String())
 		return 0, ""
