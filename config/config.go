@@ -49,7 +49,7 @@ type Config struct {
 	// HTTPAddr is the HTTP listener, host:port (--http-addr).
 	HTTPAddr string
 	// HTTPMaxConns bounds the open HTTP connections: ConnsPerHookSlot
-	// per --max-inflight-hooks.
+	// per --max-inflight-hooks, at least MinHTTPConns.
 	HTTPMaxConns int
 	// MaxInFlightHooks bounds the hooks served at once; beyond it 503
 	// overloaded at once (--max-inflight-hooks).
@@ -236,9 +236,12 @@ const (
 	// it, and no edge may be named so.
 	HubDomainName = "hub"
 	// ConnsPerHookSlot is how many HTTP connections may be open per
-	// --max-inflight-hooks (4096 at the default 512): idle keep-alive
-	// senders beyond the hooks being served, bounded.
+	// --max-inflight-hooks, and MinHTTPConns at the least (4096 at the
+	// default 512, and below it): idle keep-alive senders beyond the hooks
+	// being served, bounded, and as many senders as before at a small
+	// --max-inflight-hooks (beyond it they are shed 503, not left waiting).
 	ConnsPerHookSlot = 8
+	MinHTTPConns     = 4096
 )
 
 // Clustered says whether the embedded server joins a cluster
@@ -389,7 +392,7 @@ func parse(args []string, getenv func(string) string, usage io.Writer, readFile 
 		}
 	}
 	cfg.HooksStream, cfg.HubDomain = HooksStreamName, HubDomainName
-	cfg.HTTPMaxConns = ConnsPerHookSlot * cfg.MaxInFlightHooks
+	cfg.HTTPMaxConns = max(MinHTTPConns, ConnsPerHookSlot*cfg.MaxInFlightHooks)
 	if err := cfg.loadNATSContext(vals["nats-context"].from("nats-context"), getenv); err != nil {
 		return nil, err
 	}

@@ -201,7 +201,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		t.Fatalf("proxies not applied: %v %q", byFlag.TrustedProxies, byFlag.ClientIPHeader)
 	}
 	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
-		!byFlag.ClaimExpiryEvents || byFlag.HTTPMaxConns != 9*config.ConnsPerHookSlot {
+		!byFlag.ClaimExpiryEvents || byFlag.HTTPMaxConns != max(config.MinHTTPConns, 9*config.ConnsPerHookSlot) {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
 	if n := byFlag.NATS; n.Creds != "x.creds" || n.TLSCA != "ca.pem" || n.TLSCert != "nc.pem" || n.TLSKey != "nk.pem" {

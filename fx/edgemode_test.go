@@ -188,8 +188,12 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	t.Parallel()
 	hubDir, edgeDir := t.TempDir(), t.TempDir()
 	leaf := testkit.FreeAddr(t)
-	hubArgs := []string{"--data-dir", hubDir, "--leaf-listen", leaf}
-	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
+	// A store budget of 1 s, not 250 ms: this test is about the outbox,
+	// and on a loaded CI machine (2 cores, the other packages' tests
+	// beside it) 250 ms calls ran out, leaving pending claims whose keys
+	// answered 409 past the sender's retries.
+	hubArgs := []string{"--data-dir", hubDir, "--leaf-listen", leaf, "--store-timeout", "1s"}
+	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--store-timeout", "1s"}
 
 	hub := startNode(t, hubArgs...)
 	ed := startNode(t, edgeArgs...)

@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
+	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -33,12 +36,24 @@ func TestSyncAlwaysReachesServer(t *testing.T) {
 	}
 }
 
-// The open HTTP connections are bounded (config.ConnsPerHookSlot per
-// --max-inflight-hooks): with the bound held, one more is not served until
+// The open HTTP connections are bounded (config.HTTPMaxConns: set here to
+// config.ConnsPerHookSlot, a --max-inflight-hooks of 1 without the
+// MinHTTPConns floor): with the bound held, one more is not served until
 // one of them closes.
 func TestHTTPMaxConnsFlag(t *testing.T) {
 	t.Parallel()
-	h, _, _ := start(t, "--data-dir", t.TempDir(), "--nats-listen", "off", "--max-inflight-hooks", "1")
+	cfg, err := config.Parse([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--data-dir", t.TempDir(), "--nats-listen", "off", "--max-inflight-hooks", "1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPMaxConns != config.MinHTTPConns {
+		t.Fatalf("--max-inflight-hooks 1: %d connections, want the floor %d", cfg.HTTPMaxConns, config.MinHTTPConns)
+	}
+	cfg.HTTPMaxConns = config.ConnsPerHookSlot
+	var h *sluicefx.HTTP
+	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), fx.Populate(&h))
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
 	addr := *h.Addr.Load()
 	type conn struct {
 		c net.Conn
