@@ -46,11 +46,13 @@ var Module = fx.Options(
 		ProvideService,
 		ProvideEdge,
 	),
-	// The service is resolved before the HTTP server so that, stopping in
-	// reverse order, the HTTP server stops first.
+	// The settler starts before the service and the HTTP server: /readyz
+	// answers 200 only once every part has started. The service is
+	// resolved before the HTTP server so that, stopping in reverse order,
+	// the HTTP server stops first.
+	fx.Invoke(StartSettler),
 	fx.Invoke(func(*Service, *HTTP) {}),
 	fx.Invoke(WatchStorage),
-	fx.Invoke(StartSettler),
 )
 
 // Options returns the fx options of a complete edge for cfg, with fx's own
@@ -274,7 +276,8 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 // StartSettler builds and starts the settle-by-subject consumer: its
 // settles take the one settle path, the quota client's (the partition
 // owner's), its releases the claims store. It starts after the quota
-// worker and stops before it.
+// worker and stops before it, and before the service and the HTTP server
+// (fx.Invoke order in Module): /readyz is 200 only once it runs.
 func StartSettler(lc fx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
 	opts := []events.SettlerOption{events.WithLogger(log), events.WithReplicas(cfg.Replicas), events.WithRegisterer(reg)}
 	if n.Server != nil {
