@@ -32,7 +32,12 @@ func tenantsIn(p, n int, stem string) []string {
 }
 
 // frameExchange sends a raw frame to subject and collects reply frames
-// until every one of want items is answered (or timeout).
+// until the last one (More unset), which must have answered every one of
+// want items, each once. Nothing of the frame may follow its last reply:
+// a second frame sent afterwards to the same inbox — one invalid item,
+// which changes nothing — must be what answers next, so any reply of the
+// first that came late shows up ahead of it (no window of time stands for
+// "nothing happens").
 func frameExchange(t *testing.T, nc *nats.Conn, subject string, req []byte, want int) map[int]frame.ReplyAnswer {
 	t.Helper()
 	inbox := nc.NewInbox()
@@ -42,12 +47,29 @@ func frameExchange(t *testing.T, nc *nats.Conn, subject string, req []byte, want
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	got := exchangeOnce(t, nc, ch, subject, inbox, req)
+	if len(got) != want {
+		t.Fatalf("the last reply came with %d of %d items answered", len(got), want)
+	}
+	bad := protocol.HitRequest{Claim: &protocol.ClaimRequest{Tenant: "t", Source: "s", Key: "k", HookID: "h", PendingTTLMs: -1}}
+	it := hitItem(&bad, 0, 1000)
+	next := exchangeOnce(t, nc, ch, subject, inbox, frame.AppendItem(frame.AppendRequestHeader(nil, 1), &it))
+	if a, ok := next[0]; len(next) != 1 || !ok || a.Status != frame.StatusInvalid {
+		t.Fatalf("after the last reply, the next frame's replies hold %d answers (%+v): a reply of the first came late", len(next), next)
+	}
+	return got
+}
+
+// exchangeOnce sends req and collects its answers until the reply frame
+// without More (or a timeout).
+func exchangeOnce(t *testing.T, nc *nats.Conn, ch chan *nats.Msg, subject, inbox string, req []byte) map[int]frame.ReplyAnswer {
+	t.Helper()
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: req}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[int]frame.ReplyAnswer{}
 	timeout := time.After(10 * time.Second)
-	for len(got) < want {
+	for {
 		select {
 		case m := <-ch:
 			if !frame.Is(m.Data) {
@@ -72,16 +94,13 @@ func frameExchange(t *testing.T, nc *nats.Conn, subject string, req []byte, want
 			if !f.Done() {
 				t.Fatal("trailing bytes in a reply frame")
 			}
+			if !f.More {
+				return got
+			}
 		case <-timeout:
-			t.Fatalf("answered %d of %d items", len(got), want)
+			t.Fatalf("no last reply within 10 s (%d items answered)", len(got))
 		}
 	}
-	select {
-	case m := <-ch:
-		t.Fatalf("an extra reply: %q", m.Data)
-	case <-time.After(50 * time.Millisecond):
-	}
-	return got
 }
 
 func TestFrameMixedItems(t *testing.T) {
