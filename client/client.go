@@ -107,7 +107,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		if opt == nil {
 			continue
 		}
-		if err := opt(&o); err != nil {
+		if err := opt.applyClient(&o); err != nil {
 			return nil, err
 		}
 	}

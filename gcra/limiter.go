@@ -66,8 +66,12 @@ type Limiter struct {
 	perShard int // max keys per shard; 0 = unbounded
 }
 
-// Option configures a Limiter in NewLimiter.
-type Option func(*Limiter) error
+// Option configures NewLimiter.
+type Option interface{ applyLimiter(*Limiter) error }
+
+type limiterOption func(*Limiter) error
+
+func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 
 // WithMaxKeys bounds the number of buckets to about n: each of the 64 shards
 // holds at most ceil(n/64) (an all-or-nothing ChargeAll may exceed its shard's
@@ -76,7 +80,7 @@ type Option func(*Limiter) error
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return func(l *Limiter) error {
+	return limiterOption(func(l *Limiter) error {
 		if n < 1 {
 			return fmt.Errorf("%w: WithMaxKeys(%d): want >= 1", ErrInvalidOption, n)
 		}
@@ -85,7 +89,7 @@ func WithMaxKeys(n int) Option {
 			l.perShard++
 		}
 		return nil
-	}
+	})
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
@@ -93,7 +97,10 @@ func WithMaxKeys(n int) Option {
 func NewLimiter(opts ...Option) (*Limiter, error) {
 	l := &Limiter{}
 	for _, o := range opts {
-		if err := o(l); err != nil {
+		if o == nil {
+			continue
+		}
+		if err := o.applyLimiter(l); err != nil {
 			return nil, err
 		}
 	}
