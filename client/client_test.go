@@ -70,7 +70,7 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 		}
 	})
 
-	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0)
+	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +626,7 @@ func TestUnavailable(t *testing.T) {
 // server that is shut down — is ErrUnavailable with the reason.
 func TestStoreUnavailable(t *testing.T) {
 	store := testkit.New(t)
-	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)), 0)
+	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

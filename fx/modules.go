@@ -141,7 +141,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err != nil {
 		return nil, err
 	}
-	replay, err := claims.NewKVReplay(rb, 0)
+	replay, err := claims.NewKVReplay(rb)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,10 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err := reg.Register(prom); err != nil {
 		return nil, err
 	}
-	localCap := int(min(cfg.ReplayCapacity, 100_000))
+	localReplay, err := claims.NewMemoryReplay(claims.WithReplayCapacity(int(min(cfg.ReplayCapacity, 100_000))))
+	if err != nil {
+		return nil, err
+	}
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
@@ -177,7 +180,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		HubClaims:    hubClaims,
 		EdgeClaims:   edgeStore,
 		Replay:       replay,
-		LocalReplay:  claims.NewMemoryReplay(localCap, 0, time.Now),
+		LocalReplay:  localReplay,
 		Cooldown:     cd,
 		Overrides:    httpapi.NewOverrides(lb, log),
 		Tenants:      reg,
