@@ -159,7 +159,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
-	reg := tenants.NewRegistry(tb, keys, log.With("component", "tenants"))
+	reg := tenants.NewRegistry(tb, tenants.WithKeys(keys), tenants.WithLogger(log.With("component", "tenants")))
 	if err := reg.Register(prom); err != nil {
 		return nil, err
 	}
