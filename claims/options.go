@@ -37,11 +37,11 @@ func (o ClockOption) applyKVReplay(c *options) error  { return o(c) }
 func (o ClockOption) applyMemory(c *options) error    { return o(c) }
 func (o ClockOption) applyMemReplay(c *options) error { return o(c) }
 
-// BucketOption is an option of NewKV and NewKVReplay (WithLogger).
-type BucketOption func(*options) error
+// LoggerOption is an option of NewKV and NewKVReplay (WithLogger).
+type LoggerOption func(*options) error
 
-func (o BucketOption) applyKV(c *options) error       { return o(c) }
-func (o BucketOption) applyKVReplay(c *options) error { return o(c) }
+func (o LoggerOption) applyKV(c *options) error       { return o(c) }
+func (o LoggerOption) applyKVReplay(c *options) error { return o(c) }
 
 type memOption func(*options) error
 
@@ -86,8 +86,8 @@ func WithClock(now func() time.Time) ClockOption {
 // WithLogger sets the logger of a bucket store (nil or absent: discard).
 // It logs only what a caller cannot see in its results: unreadable
 // records and contention retries.
-func WithLogger(l *slog.Logger) BucketOption {
-	return BucketOption(option.Logger(l, func(c *options) **slog.Logger { return &c.log }))
+func WithLogger(l *slog.Logger) LoggerOption {
+	return LoggerOption(option.Logger(l, func(c *options) **slog.Logger { return &c.log }))
 }
 
 // WithMaxEntries bounds the number of claims a Memory holds (absent:

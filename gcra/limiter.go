@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/sluice-dev/sluice/internal/option"
 )
 
 const (
@@ -80,16 +82,7 @@ func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return limiterOption(func(l *Limiter) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithMaxKeys(%d): want >= 1", ErrInvalidOption, n)
-		}
-		l.perShard = n / numShards
-		if n%numShards != 0 {
-			l.perShard++
-		}
-		return nil
-	})
+	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perShard = n/numShards + min(n%numShards, 1) }))
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
