@@ -100,8 +100,8 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	o := options{
 		prefix:        protocol.DefaultPrefix,
-		timeout:       DefaultTimeout,
-		settleTimeout: DefaultSettleTimeout,
+		timeout:       protocol.DefaultTimeout,
+		settleTimeout: protocol.DefaultSettleTimeout,
 	}
 	for _, opt := range opts {
 		if opt == nil {

@@ -160,7 +160,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Prefix() != "sluice" || c.Timeout() != client.DefaultTimeout || c.SettleTimeout() != client.DefaultSettleTimeout {
+	if c.Prefix() != "sluice" || c.Timeout() != protocol.DefaultTimeout || c.SettleTimeout() != protocol.DefaultSettleTimeout {
 		t.Fatalf("defaults: prefix %q timeout %v settle %v", c.Prefix(), c.Timeout(), c.SettleTimeout())
 	}
 	c, err = client.New(kit.Conn, client.WithPrefix("acme.sl"), client.WithTimeout(2*time.Second), nil)

@@ -9,18 +9,6 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// Defaults of a Client.
-const (
-	// DefaultTimeout bounds a call whose context has no deadline: the
-	// service's own default store timeout (--store-timeout), which it
-	// counts from the request's arrival.
-	DefaultTimeout = 250 * time.Millisecond
-	// DefaultSettleTimeout bounds Settle, SettleTTL and ReleaseClaim when
-	// their context has no deadline: the service's settle budget
-	// (service.DefaultSettleTimeout).
-	DefaultSettleTimeout = time.Second
-)
-
 // options collects what the Options set.
 type options struct {
 	prefix        string
@@ -52,14 +40,16 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithTimeout sets the deadline of a call whose context has none (default
-// DefaultTimeout). It must be > 0. A context with a deadline is always
+// protocol.DefaultTimeout, the service's own default store timeout,
+// which it counts from the request's arrival). It must be > 0. A context with a deadline is always
 // used as is, longer or shorter.
 func WithTimeout(d time.Duration) Option {
 	return positive("timeout", d, func(o *options) { o.timeout = d })
 }
 
 // WithSettleTimeout sets the deadline of Settle, SettleTTL and
-// ReleaseClaim when their context has none (default DefaultSettleTimeout;
+// ReleaseClaim when their context has none (default
+// protocol.DefaultSettleTimeout, the service's settle budget;
 // never less than the WithTimeout value). It must be > 0.
 func WithSettleTimeout(d time.Duration) Option {
 	return positive("settle timeout", d, func(o *options) { o.settleTimeout = d })

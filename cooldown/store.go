@@ -55,8 +55,6 @@ var (
 const (
 	// DefaultReadingTTL is how long a reading is kept.
 	DefaultReadingTTL = 15 * time.Minute
-	// DefaultBudget bounds one call to the shared store (see WithBudget).
-	DefaultBudget = 250 * time.Millisecond
 	// DefaultMaxLocalEntries bounds the node-local store.
 	DefaultMaxLocalEntries = 10000
 )
@@ -90,10 +88,10 @@ func WithReadingTTL(d time.Duration) Option {
 	return storeOption(option.Positive(ErrInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) }))
 }
 
-// WithBudget bounds one call to the shared store (default 250 ms): a Load
-// that gets no answer within it answers from node-local state, a write
-// fails with ErrUnavailable. A caller's earlier deadline wins; a later one
-// does not extend the budget.
+// WithBudget bounds one call to the shared store (default
+// protocol.DefaultTimeout): a Load that gets no answer within it answers
+// from node-local state, a write fails with ErrUnavailable. A caller's
+// earlier deadline wins; a later one does not extend the budget.
 func WithBudget(d time.Duration) Option {
 	return storeOption(option.Positive(ErrInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d }))
 }
@@ -189,7 +187,7 @@ func New(b *kvstore.Bucket, opts ...Option) (*Store, error) {
 	s := &Store{
 		b:          b,
 		readingTTL: DefaultReadingTTL,
-		budget:     DefaultBudget,
+		budget:     protocol.DefaultTimeout,
 		now:        time.Now,
 		log:        slog.New(slog.DiscardHandler),
 		maxLocal:   DefaultMaxLocalEntries,

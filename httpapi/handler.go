@@ -142,13 +142,13 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("edge: Config.Hooks is required")
 	}
 	if cfg.PendingTTL <= 0 {
-		cfg.PendingTTL = 30 * time.Second
+		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
 	if cfg.DedupeTTL <= 0 {
 		cfg.DedupeTTL = claims.DefaultCommittedTTL
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 250 * time.Millisecond
+		cfg.StoreTimeout = protocol.DefaultTimeout
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second

@@ -62,7 +62,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg := clientConfig{Config: settings.Defaults(), budget: DefaultBudget}
+	cfg := clientConfig{Config: settings.Defaults(), budget: protocol.DefaultTimeout}
 	if err := settings.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func NewAdmin(reg *Registry, pol *Policy, opts ...AdminOption) (*Admin, error) {
 	if reg == nil || pol == nil {
 		return nil, fmt.Errorf("%w: nil registry or policy", ErrInvalidOption)
 	}
-	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: DefaultAdminTimeout}
+	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: protocol.DefaultTimeout}
 	for _, o := range opts {
 		if o == nil {
 			continue

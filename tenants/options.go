@@ -12,10 +12,6 @@ import (
 // with a bad argument (docs/DESIGN.md "Options").
 var ErrInvalidOption = errors.New("tenants: invalid option")
 
-// DefaultAdminTimeout bounds one admin request's store calls (the same
-// value as --store-timeout's default; fx passes the flag's value).
-const DefaultAdminTimeout = 250 * time.Millisecond
-
 // AdminOption configures NewAdmin.
 type AdminOption interface{ applyAdmin(*Admin) error }
 
@@ -52,7 +48,7 @@ func WithKeys(keys *Keyring) RegistryOption {
 }
 
 // WithTimeout bounds one request's store calls (default
-// DefaultAdminTimeout; must be > 0).
+// protocol.DefaultTimeout, --store-timeout's; must be > 0).
 func WithTimeout(d time.Duration) AdminOption {
 	return adminOption(option.Positive(ErrInvalidOption, "timeout", d, func(a *Admin, d time.Duration) { a.timeout = d }))
 }

@@ -21,7 +21,6 @@ import (
 // Defaults of the shared settings (quota re-exports them).
 const (
 	DefaultPartitions = 64
-	DefaultPendingTTL = 30 * time.Second
 	DefaultCountTTL   = time.Hour
 )
 
@@ -47,7 +46,7 @@ func Defaults() Config {
 	return Config{
 		Prefix:     protocol.DefaultPrefix,
 		Partitions: DefaultPartitions,
-		PendingTTL: DefaultPendingTTL,
+		PendingTTL: protocol.DefaultPendingTTL,
 		CountTTL:   DefaultCountTTL,
 		Now:        time.Now,
 		Log:        slog.New(slog.DiscardHandler),
