@@ -121,7 +121,7 @@ var settings = []setting{
 		c.SplitShare = int(n)
 		return err
 	}},
-	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
+	{"prefix", "prefix", protocol.DefaultPrefix, "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
