@@ -20,7 +20,7 @@
 //
 // # Replay claims
 //
-// The edge claims (namespace ReplayNamespace(tenant, source), key
+// The edge claims (namespace httpapi.ReplayNamespace(tenant, source), key
 // Verified.ReplayKey()) retained until Verified.RetainUntil(). Per provider:
 //
 //   - stripe: key = <event id>/<t>, where the event id is the body's JSON
@@ -137,12 +137,6 @@ func (v Verified) RetainUntil() int64 {
 		return math.MaxInt64
 	}
 	return v.Timestamp + tol
-}
-
-// ReplayNamespace returns the replay-claim namespace of a tenant's source:
-// "<tenant>/<source>".
-func ReplayNamespace(tenant, source string) string {
-	return tenant + "/" + source
 }
 
 // Verifier checks one provider's webhook signatures. Implementations are

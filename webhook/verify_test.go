@@ -287,9 +287,6 @@ func TestVerifiedReplay(t *testing.T) {
 	if k, _ := cases[4].v.ReplayKey(); !strings.HasPrefix(k, "sha256:") || len(k) != 71 {
 		t.Errorf("long replay key not hashed: %q", k)
 	}
-	if got := webhook.ReplayNamespace("acme", "gh"); got != "acme/gh" {
-		t.Errorf("ReplayNamespace = %q", got)
-	}
 }
 
 // TestFixedNowOnly: verification depends on now only through the
