@@ -134,7 +134,11 @@ func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
 // nothing and atomically with respect to every other method: either every
 // charge is admitted and applied, or none is applied. A key may appear more
 // than once; its charges then apply one after the other. The Decision
-// combines the charges as in the package-level ChargeAll (TAT is 0).
+// combines the charges: RetryAfter is the largest wait of the denied
+// charges (after it, all of them fit), Remaining the smallest Remaining (0
+// when denied), ResetAfter the largest time until a bucket is full, and TAT
+// is 0 (for one key ChargeAll is Charge). No charges: allowed, with zero
+// fields.
 //
 // The error wraps ErrInvalidLimit (different lengths, malformed limit) or
 // ErrImpossible (a limit with Increment > Capacity); nothing is then
