@@ -141,3 +141,12 @@ func bucketHash(kind, tenant string) uint64 {
 	_, _ = h.Write([]byte(tenant))
 	return h.Sum64()
 }
+
+// len is the number of buckets s holds (not full).
+func (s *bucketState) len() int {
+	n := len(s.tats)
+	for _, m := range s.over {
+		n += len(m)
+	}
+	return n
+}
