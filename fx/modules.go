@@ -415,7 +415,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		ReadyInfo:  readyInfo,
 		Gatherer:   reg,
 		Registerer: reg,
-		Logger:     log.With("component", "edge"),
+		Logger:     log.With("component", "httpapi"),
 	})
 	if err != nil {
 		return nil, err
