@@ -61,18 +61,11 @@ type options struct {
 }
 
 // newOptions applies opts with apply, the constructor's method of them,
-// to the defaults (a nil option is skipped).
+// to the defaults.
 func newOptions[O any](opts []O, apply func(O, *options) error) (options, error) {
 	c := options{now: time.Now, log: slog.New(slog.DiscardHandler), maxEntries: DefaultMaxEntries, capacity: DefaultReplayCapacity}
-	for _, o := range opts {
-		if any(o) == nil {
-			continue
-		}
-		if err := apply(o, &c); err != nil {
-			return options{}, err
-		}
-	}
-	return c, nil
+	err := option.Apply(&c, opts, apply)
+	return c, err
 }
 
 // WithClock sets the clock of every store (absent: time.Now; nil is an

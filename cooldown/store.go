@@ -192,13 +192,8 @@ func New(b *kvstore.Bucket, opts ...Option) (*Store, error) {
 		log:        slog.New(slog.DiscardHandler),
 		maxLocal:   DefaultMaxLocalEntries,
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyStore(s); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(s, opts, Option.applyStore); err != nil {
+		return nil, err
 	}
 	s.local = newLocalStore(s.maxLocal)
 	for i := range s.locks {

@@ -89,13 +89,8 @@ func WithMaxKeys(n int) Option {
 // ErrInvalidOption when an option has an invalid argument.
 func NewLimiter(opts ...Option) (*Limiter, error) {
 	l := &Limiter{}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyLimiter(l); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(l, opts, Option.applyLimiter); err != nil {
+		return nil, err
 	}
 	return l, nil
 }

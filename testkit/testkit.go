@@ -75,13 +75,8 @@ func WithUsers(users ...natsembed.User) Option {
 func New(t T, opts ...Option) *Kit {
 	t.Helper()
 	cfg := natsembed.ServerConfig{StoreDir: t.TempDir()}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyKit(&cfg); err != nil {
-			t.Fatalf("%v", err)
-		}
+	if err := option.Apply(&cfg, opts, Option.applyKit); err != nil {
+		t.Fatalf("%v", err)
 	}
 	srv, nc, js := jstest.Start(t, func() (*natsembed.Server, error) { return natsembed.StartServer(cfg) })
 	return &Kit{Server: srv, Conn: nc, JS: js, Dir: cfg.StoreDir}

@@ -53,20 +53,6 @@ func Defaults() Config {
 	}
 }
 
-// Apply applies opts to c with apply, the constructor's method of them (a
-// nil option is skipped).
-func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
-	for _, o := range opts {
-		if any(o) == nil {
-			continue
-		}
-		if err := apply(o, c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ErrInvalidOption is wrapped by the error of an option with an invalid
 // argument (quota.ErrInvalidOption).
 var ErrInvalidOption = errors.New("quota: invalid option")
