@@ -80,7 +80,7 @@ func BenchmarkKV(b *testing.B) {
 			})
 		}
 		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
-			r := newKVReplay(b, benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)), 0)
+			r := newKVReplay(b, benchBucket(b, k, claims.ReplayBucketConfig(bucketName("bench_replay"), 10_000_000, 1)))
 			run := strconv.FormatInt(runSeq.Add(1), 10)
 			until := time.Now().Add(time.Hour).Unix()
 			inFlight(b, n, func(i int) error {
@@ -132,7 +132,7 @@ func BenchmarkMemory(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("ReplayClaim/inflight=%d", n), func(b *testing.B) {
-			r := claims.NewMemoryReplay(b.N+1, 0, nil)
+			r := testkit.Must(claims.NewMemoryReplay(claims.WithReplayCapacity(b.N + 1)))(b)
 			until := time.Now().Add(time.Hour).Unix()
 			inFlight(b, n, func(i int) error {
 				_, err := r.Claim(ctx, "acme/stripe", strconv.Itoa(i), until)

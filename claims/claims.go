@@ -203,9 +203,9 @@ func (notStartedSettle) Wait(context.Context) (bool, error) { return false, nil 
 // ReplayStore holds replay-nonce claims with a capacity. Implementations are
 // safe for concurrent use.
 type ReplayStore interface {
-	// Claim records (namespace, key) until retainUntil (Unix seconds) plus
-	// the store's skew. A duplicate never refreshes retention; a new pair
-	// beyond capacity is Full; a duplicate at capacity is AlreadyClaimed.
+	// Claim records (namespace, key) until retainUntil (Unix seconds). A
+	// duplicate never refreshes retention; a new pair beyond capacity is
+	// Full; a duplicate at capacity is AlreadyClaimed.
 	// Errors: protocol.ErrInvalid (see ValidateReplay), ErrUnavailable.
 	Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error)
 	// Release forgets a pair this caller has just Claimed and not used (the

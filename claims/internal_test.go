@@ -36,21 +36,18 @@ func TestReplayTTL(t *testing.T) {
 	now := time.Unix(1000, 250_000_000)
 	cases := []struct {
 		until int64
-		skew  time.Duration
 		want  time.Duration
 	}{
-		{1000, 0, time.Second},     // already past: the 1 s minimum
-		{0, 0, time.Second},        // long past
-		{1001, 0, time.Second},     // 0.75 s away
-		{1002, 0, 2 * time.Second}, // 1.75 s, rounded up
-		{1010, 5 * time.Second, 15 * time.Second},
-		{990, 20 * time.Second, 10 * time.Second},        // skew keeps a past one
-		{protocol.MaxRetainUntil, 0, MaxTTL},             // far future: capped
-		{protocol.MaxRetainUntil, math.MaxInt64, MaxTTL}, // no overflow
+		{1000, time.Second},     // already past: the 1 s minimum
+		{0, time.Second},        // long past
+		{1001, time.Second},     // 0.75 s away
+		{1002, 2 * time.Second}, // 1.75 s, rounded up
+		{1015, 15 * time.Second},
+		{protocol.MaxRetainUntil, MaxTTL}, // far future: capped
 	}
 	for i, c := range cases {
-		if got := replayTTL(c.until, c.skew, now); got != c.want {
-			t.Errorf("%d: replayTTL(%d, %v) = %v, want %v", i, c.until, c.skew, got, c.want)
+		if got := replayTTL(c.until, now); got != c.want {
+			t.Errorf("%d: replayTTL(%d) = %v, want %v", i, c.until, got, c.want)
 		}
 	}
 }

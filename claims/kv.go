@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -31,51 +30,6 @@ type KV struct {
 }
 
 var _ Store = (*KV)(nil)
-
-// ErrInvalidOption is wrapped by the error of NewKV, NewKVReplay and
-// NewMemory for an option with an invalid argument or a nil bucket.
-var ErrInvalidOption = errors.New("claims: invalid option")
-
-// KVOption configures NewKV and NewKVReplay. An option with an invalid
-// argument makes the constructor fail with an error wrapping
-// ErrInvalidOption.
-type KVOption func(*kvOptions) error
-
-type kvOptions struct {
-	now func() time.Time
-	log *slog.Logger
-}
-
-// WithClock sets the clock used to turn a record's expiry (server time)
-// into RetryAfter, ExpiresIn and replay TTLs (absent: time.Now; nil is an
-// invalid option).
-func WithClock(now func() time.Time) KVOption {
-	return option.Clock(now, ErrInvalidOption, func(o *kvOptions) *func() time.Time { return &o.now })
-}
-
-// WithLogger sets the logger (nil or absent: discard). The store logs
-// only what a caller cannot see in its results: unreadable records and
-// contention retries.
-func WithLogger(l *slog.Logger) KVOption {
-	return option.Logger(l, func(o *kvOptions) **slog.Logger { return &o.log })
-}
-
-// applyKVOptions applies opts for a store on b.
-func applyKVOptions(b *kvstore.Bucket, opts []KVOption) (kvOptions, error) {
-	o := kvOptions{now: time.Now, log: slog.New(slog.DiscardHandler)}
-	if b == nil {
-		return o, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
 
 // BucketOptions are the settings of the dedupe claims bucket.
 type BucketOptions struct {
@@ -115,7 +69,10 @@ func BucketConfig(name string, o BucketOptions) kvstore.BucketConfig {
 // (History 1, per-key TTLs), e.g. with BucketConfig. Errors:
 // ErrInvalidOption.
 func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
-	o, err := applyKVOptions(b, opts)
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
+	}
+	o, err := newOptions(opts, KVOption.applyKV)
 	if err != nil {
 		return nil, err
 	}

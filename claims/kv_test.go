@@ -139,7 +139,7 @@ func TestKVUnavailable(t *testing.T) {
 	k := testkit.New(t)
 	b := k.Bucket(t, kvstore.BucketConfig{Name: "claims"})
 	rb := k.Bucket(t, claims.ReplayBucketConfig("replay", 10, 1))
-	s, rs := newKV(t, b), newKVReplay(t, rb, 0)
+	s, rs := newKV(t, b), newKVReplay(t, rb)
 	cid := id("acme", "gh", "k")
 	r := claim(t, s, cid, "h1", time.Minute)
 	k.Server.Shutdown()
@@ -189,9 +189,9 @@ func TestKVReplayStoredForm(t *testing.T) {
 	if c := info.CachedInfo().Config; c.MaxMsgs != 10 || c.Discard != jetstream.DiscardNew || c.SubjectDeleteMarkerTTL != 0 || !c.AllowMsgTTL {
 		t.Fatalf("stream config: max msgs %d, discard %v, marker TTL %v, msg TTLs %v", c.MaxMsgs, c.Discard, c.SubjectDeleteMarkerTTL, c.AllowMsgTTL)
 	}
-	// A skew of 1 h on a retain_until of now: the TTL is ~1 h.
-	r := newKVReplay(t, b, time.Hour)
-	until := time.Now().Unix()
+	// A retain_until an hour away: the TTL is ~1 h.
+	r := newKVReplay(t, b)
+	until := time.Now().Add(time.Hour).Unix()
 	if o, err := r.Claim(ctx, "acme/stripe", "evt.1", until); err != nil || o != protocol.Claimed {
 		t.Fatalf("claim: %v, %v", o, err)
 	}

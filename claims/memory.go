@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -58,40 +57,13 @@ type memEntry struct {
 	elem      *list.Element // in Memory.committed, when committed
 }
 
-// MemOption configures NewMemory. An option with an invalid argument
-// makes NewMemory fail with an error wrapping ErrInvalidOption.
-type MemOption func(*Memory) error
-
-// WithMemoryClock sets the clock that expires claims (absent: time.Now;
-// nil is an invalid option).
-func WithMemoryClock(now func() time.Time) MemOption {
-	return option.Clock(now, ErrInvalidOption, func(m *Memory) *func() time.Time { return &m.now })
-}
-
-// WithMaxEntries bounds the number of claims held, n >= 1 (absent:
-// DefaultMaxEntries). See Memory for what happens when it is reached.
-func WithMaxEntries(n int) MemOption {
-	return func(m *Memory) error {
-		if n < 1 {
-			return fmt.Errorf("%w: max entries must be >= 1, got %d", ErrInvalidOption, n)
-		}
-		m.max = n
-		return nil
-	}
-}
-
 // NewMemory returns an empty in-memory Store. Errors: ErrInvalidOption.
 func NewMemory(opts ...MemOption) (*Memory, error) {
-	m := &Memory{now: time.Now, max: DefaultMaxEntries, entries: map[memKey]*memEntry{}}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(m); err != nil {
-			return nil, err
-		}
+	o, err := newOptions(opts, MemOption.applyMemory)
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	return &Memory{now: o.now, max: o.maxEntries, entries: map[memKey]*memEntry{}}, nil
 }
 
 // Len is the number of entries held, expired ones not yet dropped

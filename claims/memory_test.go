@@ -42,7 +42,7 @@ func TestMemoryExpirySteps(t *testing.T) {
 		14: {at: 2*time.Second + 10*time.Minute + time.Second, op: "get", want: "absent"},
 	}
 	c := newFakeClock()
-	s := newMemory(t, claims.WithMemoryClock(c.Now))
+	s := newMemory(t, claims.WithClock(c.Now))
 	ctx := testkit.Context(t)
 	k := id("acme", "gh", "k")
 	revs := make([]uint64, len(steps))
@@ -89,7 +89,7 @@ func TestMemoryExpirySteps(t *testing.T) {
 // then the oldest committed claim; pending claims are never evicted.
 func TestMemoryEviction(t *testing.T) {
 	c := newFakeClock()
-	s := newMemory(t, claims.WithMemoryClock(c.Now), claims.WithMaxEntries(3))
+	s := newMemory(t, claims.WithClock(c.Now), claims.WithMaxEntries(3))
 	ctx := testkit.Context(t)
 	revs := map[string]uint64{}
 	claimOK := func(key string, ttl time.Duration) {
@@ -147,7 +147,7 @@ func TestMemoryDefaults(t *testing.T) {
 	s := newMemory(t, nil)
 	claimAs(t, s, id("t", "s", "k"), "h", time.Second, claims.OK, "h")
 	// A bad option value is an error, not a silent default.
-	for name, o := range map[string]claims.MemOption{"max entries": claims.WithMaxEntries(0), "clock": claims.WithMemoryClock(nil)} {
+	for name, o := range map[string]claims.MemOption{"max entries": claims.WithMaxEntries(0), "clock": claims.WithClock(nil)} {
 		if _, err := claims.NewMemory(o); !errors.Is(err, claims.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -157,19 +157,32 @@ func TestMemoryDefaults(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	for name, o := range map[string]claims.KVReplayOption{"clock": claims.WithClock(nil)} {
+		if _, err := claims.NewKVReplay(&kvstore.Bucket{}, o); !errors.Is(err, claims.ErrInvalidOption) {
+			t.Errorf("replay %s: %v", name, err)
+		}
+	}
+	for name, o := range map[string]claims.MemReplayOption{"capacity": claims.WithReplayCapacity(0), "clock": claims.WithClock(nil)} {
+		if _, err := claims.NewMemoryReplay(o); !errors.Is(err, claims.ErrInvalidOption) {
+			t.Errorf("memory replay %s: %v", name, err)
+		}
+	}
 	if _, err := claims.NewKV(nil); !errors.Is(err, claims.ErrInvalidOption) {
 		t.Errorf("nil bucket: %v", err)
 	}
-	r := claims.NewMemoryReplay(0, -time.Second, nil)
+	if _, err := claims.NewKVReplay(nil); !errors.Is(err, claims.ErrInvalidOption) {
+		t.Errorf("replay nil bucket: %v", err)
+	}
+	r := testkit.Must(claims.NewMemoryReplay(nil))(t)
 	wantReplay(t, r, "ns", "k", time.Now().Add(time.Hour).Unix(), protocol.Claimed)
 }
 
 func TestMemoryReplaySweep(t *testing.T) {
 	c := newFakeClock()
-	r := claims.NewMemoryReplay(10, 10*time.Second, c.Now)
+	r := testkit.Must(claims.NewMemoryReplay(claims.WithReplayCapacity(10), claims.WithClock(c.Now)))(t)
 	base := t0.Unix()                                       // t0 is base + 0.25 s
-	wantReplay(t, r, "ns", "a", base+5, protocol.Claimed)   // kept until base+15
-	wantReplay(t, r, "ns", "b", base+100, protocol.Claimed) // base+110
+	wantReplay(t, r, "ns", "a", base+15, protocol.Claimed)  // kept until base+15
+	wantReplay(t, r, "ns", "b", base+110, protocol.Claimed) // base+110
 	wantReplay(t, r, "ns", "c", 0, protocol.Claimed)        // past: t0 + 1 s = base+1.25
 	steps := []struct {
 		now     int64
@@ -192,14 +205,13 @@ func TestMemoryReplaySweep(t *testing.T) {
 	}
 }
 
-// TestMemoryReplayExpiry: skew extends retention; an expired pair frees
-// its slot without a Sweep.
+// TestMemoryReplayExpiry: an expired pair frees its slot without a Sweep.
 func TestMemoryReplayExpiry(t *testing.T) {
 	c := newFakeClock()
-	r := claims.NewMemoryReplay(1, 10*time.Second, c.Now)
+	r := testkit.Must(claims.NewMemoryReplay(claims.WithReplayCapacity(1), claims.WithClock(c.Now)))(t)
 	base := t0.Unix()
-	wantReplay(t, r, "ns", "a", base, protocol.Claimed) // kept until base+10
-	c.Advance(9*time.Second + 740*time.Millisecond)     // base+9.99
+	wantReplay(t, r, "ns", "a", base+10, protocol.Claimed) // kept until base+10
+	c.Advance(9*time.Second + 740*time.Millisecond)        // base+9.99
 	wantReplay(t, r, "ns", "a", base+1000, protocol.AlreadyClaimed)
 	wantReplay(t, r, "ns", "b", base+1000, protocol.Full)
 	c.Advance(10 * time.Millisecond) // base+10

@@ -41,7 +41,7 @@ func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.Bucke
 // KVReplay is the fleet-wide ReplayStore: one create-if-absent write per
 // claim in a bucket opened with ReplayBucketConfig, under
 // ReplayKVKey(namespace, key), with a per-key TTL that runs to
-// retain_until + skew. The value is {"u":<retain_until>}.
+// retain_until. The value is {"u":<retain_until>}.
 //
 // Capacity is the bucket's MaxMsgs: a new pair beyond it is Full; an
 // expired pair frees its slot when the server removes it (up to ~0.35 s
@@ -50,46 +50,44 @@ func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.Bucke
 // KVReplay also asks the stream leader for the key after a "full" answer,
 // so it does not depend on that order).
 //
-// A retain_until + skew that is already past (or less than a second away)
+// A retain_until that is already past (or less than a second away)
 // is still claimed, for the minimum TTL of 1 s: the store does not judge
 // timestamps (the verifier's tolerance does), it only dedupes, and a past
 // pair that arrives many times at once must still be Claimed once.
 //
 // KVReplay is safe for simultaneous use by multiple goroutines.
 type KVReplay struct {
-	b    *kvstore.Bucket
-	skew time.Duration
-	now  func() time.Time
-	log  *slog.Logger
+	b   *kvstore.Bucket
+	now func() time.Time
+	log *slog.Logger
 }
 
 var _ ReplayStore = (*KVReplay)(nil)
 
-// NewKVReplay returns a ReplayStore on b (see ReplayBucketConfig). skew
-// (negative: 0) extends every retention. Options: WithClock, WithLogger.
-// Errors: ErrInvalidOption.
-func NewKVReplay(b *kvstore.Bucket, skew time.Duration, opts ...KVOption) (*KVReplay, error) {
-	o, err := applyKVOptions(b, opts)
+// NewKVReplay returns a ReplayStore on b (see ReplayBucketConfig).
+// Options: WithClock, WithLogger. Errors: ErrInvalidOption.
+func NewKVReplay(b *kvstore.Bucket, opts ...KVReplayOption) (*KVReplay, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
+	}
+	o, err := newOptions(opts, KVReplayOption.applyKVReplay)
 	if err != nil {
 		return nil, err
 	}
-	if skew < 0 {
-		skew = 0
-	}
-	return &KVReplay{b: b, skew: skew, now: o.now, log: o.log.With("bucket", b.Name())}, nil
+	return &KVReplay{b: b, now: o.now, log: o.log.With("bucket", b.Name())}, nil
 }
 
-// replayTTL is the TTL of a replay claim: retainUntil (Unix seconds) +
-// skew - now, rounded up to whole seconds, at least 1 s, at most MaxTTL.
-func replayTTL(retainUntil int64, skew time.Duration, now time.Time) time.Duration {
-	d := time.Unix(retainUntil, 0).Add(skew).Sub(now) // saturates, never overflows
+// replayTTL is the TTL of a replay claim: retainUntil (Unix seconds) -
+// now, rounded up to whole seconds, at least 1 s, at most MaxTTL.
+func replayTTL(retainUntil int64, now time.Time) time.Duration {
+	d := time.Unix(retainUntil, 0).Sub(now) // saturates, never overflows
 	if d > MaxTTL {
 		d = MaxTTL
 	}
 	return kvstore.RoundTTL(d)
 }
 
-// Claim records (namespace, key) until retainUntil + skew.
+// Claim records (namespace, key) until retainUntil.
 //
 // Results: Claimed (new pair, now held), AlreadyClaimed (held already,
 // also at full capacity; retention is not refreshed), Full (new pair, the
@@ -102,7 +100,7 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 		return 0, err
 	}
 	k := ReplayKVKey(namespace, key)
-	ttl := replayTTL(retainUntil, r.skew, r.now())
+	ttl := replayTTL(retainUntil, r.now())
 	val := []byte(`{"u":` + strconv.FormatInt(retainUntil, 10) + `}`)
 	_, _, err := r.b.Create(ctx, k, val, ttl)
 	switch {

@@ -12,7 +12,7 @@ import (
 
 // MemoryReplay is the node-local ReplayStore with an exact capacity.
 //
-// A claim is held until retain_until + skew, and at least one second after
+// A claim is held until retain_until, and at least one second after
 // it was made (like KVReplay's minimum TTL). An expired claim no longer
 // counts: a new claim of the same pair is Claimed, and a claim that finds
 // the store full first drops the expired entries. Sweep drops them
@@ -21,7 +21,6 @@ import (
 // MemoryReplay is safe for simultaneous use by multiple goroutines.
 type MemoryReplay struct {
 	capacity int
-	skew     time.Duration
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -39,20 +38,14 @@ type replayEntry struct {
 	heapIdx int
 }
 
-// NewMemoryReplay returns an empty MemoryReplay holding at most capacity
-// pairs (capacity < 1: DefaultReplayCapacity). skew (negative: 0) extends
-// every retention; now is the clock (nil: time.Now).
-func NewMemoryReplay(capacity int, skew time.Duration, now func() time.Time) *MemoryReplay {
-	if capacity < 1 {
-		capacity = DefaultReplayCapacity
+// NewMemoryReplay returns an empty MemoryReplay. Options:
+// WithReplayCapacity, WithClock. Errors: ErrInvalidOption.
+func NewMemoryReplay(opts ...MemReplayOption) (*MemoryReplay, error) {
+	o, err := newOptions(opts, MemReplayOption.applyMemReplay)
+	if err != nil {
+		return nil, err
 	}
-	if skew < 0 {
-		skew = 0
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &MemoryReplay{capacity: capacity, skew: skew, now: now, entries: map[replayKey]*replayEntry{}}
+	return &MemoryReplay{capacity: o.capacity, now: o.now, entries: map[replayKey]*replayEntry{}}, nil
 }
 
 // Len is the number of pairs held, expired ones not yet dropped included.
@@ -62,8 +55,8 @@ func (r *MemoryReplay) Len() int {
 	return len(r.entries)
 }
 
-// Claim records (namespace, key) until retainUntil + skew (at least 1 s
-// from now).
+// Claim records (namespace, key) until retainUntil (at least 1 s from
+// now).
 //
 // Results: Claimed, AlreadyClaimed (held and unexpired, also at full
 // capacity; retention is not refreshed), Full (new pair, capacity reached
@@ -79,7 +72,7 @@ func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainU
 		return 0, err
 	}
 	now := r.now()
-	expires := time.Unix(retainUntil, 0).Add(r.skew)
+	expires := time.Unix(retainUntil, 0)
 	if floor := now.Add(time.Second); expires.Before(floor) {
 		expires = floor
 	}
@@ -117,7 +110,7 @@ func (r *MemoryReplay) Release(ctx context.Context, namespace, key string) error
 	return nil
 }
 
-// Sweep drops every pair whose retention (retain_until + skew, or one
+// Sweep drops every pair whose retention (retain_until, or one
 // second after its claim if that is later) is at or before now (Unix
 // seconds) and returns how many it dropped.
 //

@@ -51,9 +51,9 @@ func newKV(t testing.TB, b *kvstore.Bucket, opts ...claims.KVOption) *claims.KV 
 	return testkit.Must(claims.NewKV(b, opts...))(t)
 }
 
-func newKVReplay(t testing.TB, b *kvstore.Bucket, skew time.Duration, opts ...claims.KVOption) *claims.KVReplay {
+func newKVReplay(t testing.TB, b *kvstore.Bucket, opts ...claims.KVReplayOption) *claims.KVReplay {
 	t.Helper()
-	return testkit.Must(claims.NewKVReplay(b, skew, opts...))(t)
+	return testkit.Must(claims.NewKVReplay(b, opts...))(t)
 }
 
 func newMemory(t testing.TB, opts ...claims.MemOption) *claims.Memory {
@@ -85,7 +85,7 @@ func TestMemoryStore(t *testing.T) {
 	t.Parallel()
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
-		return storeFixture{store: newMemory(t, claims.WithMemoryClock(c.Now)), elapse: c.Advance}
+		return storeFixture{store: newMemory(t, claims.WithClock(c.Now)), elapse: c.Advance}
 	})
 }
 
@@ -94,7 +94,7 @@ func TestKVReplay(t *testing.T) {
 	k := testkit.New(t)
 	runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 		b := k.Bucket(t, claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 1))
-		return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
+		return replayFixture{store: newKVReplay(t, b), now: time.Now, elapse: noElapse}
 	})
 }
 
@@ -102,7 +102,7 @@ func TestMemoryReplay(t *testing.T) {
 	t.Parallel()
 	runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 		c := newFakeClock()
-		r := claims.NewMemoryReplay(capacity, 0, c.Now)
+		r := testkit.Must(claims.NewMemoryReplay(claims.WithReplayCapacity(capacity), claims.WithClock(c.Now)))(t)
 		elapse := func(d time.Duration) {
 			c.Advance(d)
 			if _, err := r.Sweep(c.Now().Unix()); err != nil {
@@ -159,7 +159,7 @@ func TestKVReplicated(t *testing.T) {
 		t.Parallel()
 		runReplaySuite(t, func(t *testing.T, capacity int) replayFixture {
 			b := cl.Bucket(t, next(), claims.ReplayBucketConfig(bucketName("replay"), int64(capacity), 3))
-			return replayFixture{store: newKVReplay(t, b, 0), now: time.Now, elapse: noElapse}
+			return replayFixture{store: newKVReplay(t, b), now: time.Now, elapse: noElapse}
 		})
 	})
 }
@@ -292,7 +292,7 @@ func TestMemoryStoreSettleOwn(t *testing.T) {
 	wantAtLeast(t, &own, 10, "settles took SettleOwn")
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		c := newFakeClock()
-		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithMemoryClock(c.Now)), &own), elapse: c.Advance}
+		return storeFixture{store: newOwnSettling(newMemory(t, claims.WithClock(c.Now)), &own), elapse: c.Advance}
 	})
 }
 

@@ -100,14 +100,14 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	o := options{
 		prefix:        protocol.DefaultPrefix,
-		timeout:       DefaultTimeout,
-		settleTimeout: DefaultSettleTimeout,
+		timeout:       protocol.DefaultTimeout,
+		settleTimeout: protocol.DefaultSettleTimeout,
 	}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
-		if err := opt(&o); err != nil {
+		if err := opt.applyClient(&o); err != nil {
 			return nil, err
 		}
 	}

@@ -70,7 +70,7 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 		}
 	})
 
-	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)), 0)
+	rs, err := claims.NewKVReplay(kit.Bucket(t, claims.ReplayBucketConfig(names.Replay, replayCapacity, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Prefix() != "sluice" || c.Timeout() != client.DefaultTimeout || c.SettleTimeout() != client.DefaultSettleTimeout {
+	if c.Prefix() != "sluice" || c.Timeout() != protocol.DefaultTimeout || c.SettleTimeout() != protocol.DefaultSettleTimeout {
 		t.Fatalf("defaults: prefix %q timeout %v settle %v", c.Prefix(), c.Timeout(), c.SettleTimeout())
 	}
 	c, err = client.New(kit.Conn, client.WithPrefix("acme.sl"), client.WithTimeout(2*time.Second), nil)
@@ -626,7 +626,7 @@ func TestUnavailable(t *testing.T) {
 // server that is shut down — is ErrUnavailable with the reason.
 func TestStoreUnavailable(t *testing.T) {
 	store := testkit.New(t)
-	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)), 0)
+	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func startSluice() (nc *nats.Conn, stop func()) {
 	k := testkit.New(t)
 	names := kvstore.BucketNames(protocol.DefaultPrefix)
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: names.Claims}))
-	replay, err := claims.NewKVReplay(k.Bucket(t, claims.ReplayBucketConfig(names.Replay, 1000, 1)), 0)
+	replay, err := claims.NewKVReplay(k.Bucket(t, claims.ReplayBucketConfig(names.Replay, 1000, 1)))
 	if err != nil {
 		panic(err)
 	}

@@ -121,7 +121,7 @@ var settings = []setting{
 		c.SplitShare = int(n)
 		return err
 	}},
-	{"prefix", "prefix", "sluice", "subject prefix", func(c *Config, v string) error {
+	{"prefix", "prefix", protocol.DefaultPrefix, "subject prefix", func(c *Config, v string) error {
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
@@ -142,8 +142,8 @@ var settings = []setting{
 		c.ReplayCapacity = n
 		return err
 	}},
-	{"store-timeout", "duration", "250ms", "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
-	{"pending-ttl", "duration", "30s", "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
+	{"store-timeout", "duration", protocol.DefaultTimeout.String(), "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
+	{"pending-ttl", "duration", protocol.DefaultPendingTTL.String(), "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
 	{"dedupe-ttl", "duration", "72h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
 	{"hooks-max-age", "duration", "168h", "how long stored hooks are kept (0 = forever)", dur(func(c *Config) *time.Duration { return &c.HooksMaxAge }, 0)},
 	{"hooks-max-bytes", "bytes", "0", "size bound of the hooks stream; when full, new hooks get 503 (0 = unlimited)", func(c *Config, v string) error {

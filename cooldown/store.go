@@ -55,8 +55,6 @@ var (
 const (
 	// DefaultReadingTTL is how long a reading is kept.
 	DefaultReadingTTL = 15 * time.Minute
-	// DefaultBudget bounds one call to the shared store (see WithBudget).
-	DefaultBudget = 250 * time.Millisecond
 	// DefaultMaxLocalEntries bounds the node-local store.
 	DefaultMaxLocalEntries = 10000
 )
@@ -75,46 +73,50 @@ const lockStripes = 256
 // invalid argument.
 var ErrInvalidOption = errors.New("cooldown: invalid option")
 
-// Option configures a Store. An option with an invalid argument (a
+// Option configures New. An option with an invalid argument (a
 // non-positive duration or count, a nil clock) makes New fail with an error
 // wrapping ErrInvalidOption.
-type Option func(*Store) error
+type Option interface{ applyStore(*Store) error }
+
+type storeOption func(*Store) error
+
+func (o storeOption) applyStore(s *Store) error { return o(s) }
 
 // WithReadingTTL sets how long a reading is kept (default 15 min; rounded up
 // to whole seconds by the store).
 func WithReadingTTL(d time.Duration) Option {
-	return option.Positive(ErrInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) })
+	return storeOption(option.Positive(ErrInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) }))
 }
 
-// WithBudget bounds one call to the shared store (default 250 ms): a Load
-// that gets no answer within it answers from node-local state, a write
-// fails with ErrUnavailable. A caller's earlier deadline wins; a later one
-// does not extend the budget.
+// WithBudget bounds one call to the shared store (default
+// protocol.DefaultTimeout): a Load that gets no answer within it answers
+// from node-local state, a write fails with ErrUnavailable. A caller's
+// earlier deadline wins; a later one does not extend the budget.
 func WithBudget(d time.Duration) Option {
-	return option.Positive(ErrInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d })
+	return storeOption(option.Positive(ErrInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d }))
 }
 
 // WithClock replaces time.Now (for tests). The clock decides reading expiry,
 // whether a penalty has passed, and key TTLs.
 func WithClock(now func() time.Time) Option {
-	return option.Clock(now, ErrInvalidOption, func(s *Store) *func() time.Time { return &s.now })
+	return storeOption(option.Clock(now, ErrInvalidOption, func(s *Store) *func() time.Time { return &s.now }))
 }
 
 // WithLogger sets the logger (default, or nil: discard). Fallbacks to
 // node-local state are logged at warn level.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Store) error {
+	return storeOption(func(s *Store) error {
 		if l != nil {
 			s.log = l.With("component", "cooldown")
 		}
 		return nil
-	}
+	})
 }
 
 // WithMaxLocalEntries bounds the node-local store (default 10000
 // (account, backend) pairs); beyond it the least recently used is evicted.
 func WithMaxLocalEntries(n int) Option {
-	return option.Positive(ErrInvalidOption, "max local entries", n, func(s *Store, n int) { s.maxLocal = n })
+	return storeOption(option.Positive(ErrInvalidOption, "max local entries", n, func(s *Store, n int) { s.maxLocal = n }))
 }
 
 // Store shares readings and penalties through a KV bucket, with a
@@ -185,18 +187,13 @@ func New(b *kvstore.Bucket, opts ...Option) (*Store, error) {
 	s := &Store{
 		b:          b,
 		readingTTL: DefaultReadingTTL,
-		budget:     DefaultBudget,
+		budget:     protocol.DefaultTimeout,
 		now:        time.Now,
 		log:        slog.New(slog.DiscardHandler),
 		maxLocal:   DefaultMaxLocalEntries,
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(s); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(s, opts, Option.applyStore); err != nil {
+		return nil, err
 	}
 	s.local = newLocalStore(s.maxLocal)
 	for i := range s.locks {

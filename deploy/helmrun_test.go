@@ -146,9 +146,7 @@ func TestHelmClientRuns(t *testing.T) {
 	docs := render(t, "helm/sluice/ci/client-values.yaml", "client.streamReplicas=1")
 	c := get(one(t, docs, "Deployment"), "spec", "template", "spec", "containers", 0)
 	env := podEnv(c)
-	k := testkit.New(t, testkit.WithListener(), func(cfg *natsembed.ServerConfig) {
-		cfg.Users = []natsembed.User{{Name: "sluice", Password: secretValue("nats-password"), Publish: []string{">"}, Subscribe: []string{">"}}}
-	})
+	k := testkit.New(t, testkit.WithListener(), testkit.WithUsers(natsembed.User{Name: "sluice", Password: secretValue("nats-password"), Publish: []string{">"}, Subscribe: []string{">"}}))
 	dir := t.TempDir()
 	cfgFile, keyFile := podFiles(t, docs, dir)
 	local := podLocal(cfgFile, keyFile, dir)

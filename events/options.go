@@ -103,15 +103,8 @@ func newPrefixed[O any](prefix string, opts []O, apply func(O, *config) error) (
 // the defaults.
 func newConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
 	c := defaults()
-	for _, o := range opts {
-		if any(o) == nil {
-			continue
-		}
-		if err := apply(o, &c); err != nil {
-			return config{}, err
-		}
-	}
-	return c, nil
+	err := option.Apply(&c, opts, apply)
+	return c, err
 }
 
 // Options follow one convention across sluice (docs/DESIGN.md "Options"):

@@ -180,7 +180,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PendingTTL <= 0 {
-		cfg.PendingTTL = 30 * time.Second
+		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
 	if cfg.DedupeTTL <= 0 {
 		cfg.DedupeTTL = claims.DefaultCommittedTTL

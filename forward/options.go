@@ -48,13 +48,6 @@ func WithRegisterer(reg prometheus.Registerer) RouteOption {
 
 func newRouteConfig(opts []RouteOption) (routeConfig, error) {
 	c := routeConfig{partitions: quota.DefaultPartitions, log: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyRoute(&c); err != nil {
-			return routeConfig{}, err
-		}
-	}
-	return c, nil
+	err := option.Apply(&c, opts, RouteOption.applyRoute)
+	return c, err
 }

@@ -141,7 +141,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err != nil {
 		return nil, err
 	}
-	replay, err := claims.NewKVReplay(rb, 0)
+	replay, err := claims.NewKVReplay(rb)
 	if err != nil {
 		return nil, err
 	}
@@ -159,11 +159,14 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
-	reg := tenants.NewRegistry(tb, keys, log.With("component", "tenants"))
+	reg := tenants.NewRegistry(tb, tenants.WithKeys(keys), tenants.WithLogger(log.With("component", "tenants")))
 	if err := reg.Register(prom); err != nil {
 		return nil, err
 	}
-	localCap := int(min(cfg.ReplayCapacity, 100_000))
+	localReplay, err := claims.NewMemoryReplay(claims.WithReplayCapacity(int(min(cfg.ReplayCapacity, 100_000))))
+	if err != nil {
+		return nil, err
+	}
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
@@ -177,7 +180,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		HubClaims:    hubClaims,
 		EdgeClaims:   edgeStore,
 		Replay:       replay,
-		LocalReplay:  claims.NewMemoryReplay(localCap, 0, time.Now),
+		LocalReplay:  localReplay,
 		Cooldown:     cd,
 		Overrides:    httpapi.NewOverrides(lb, log),
 		Tenants:      reg,
@@ -412,7 +415,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		ReadyInfo:  readyInfo,
 		Gatherer:   reg,
 		Registerer: reg,
-		Logger:     log.With("component", "edge"),
+		Logger:     log.With("component", "httpapi"),
 	})
 	if err != nil {
 		return nil, err

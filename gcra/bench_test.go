@@ -29,18 +29,6 @@ func BenchmarkCharge(b *testing.B) {
 	})
 }
 
-func BenchmarkChargeAll2(b *testing.B) {
-	lim := Limit{Increment: 10_000, Capacity: 2_000_000}
-	tats, limits := []int64{0, 0}, []Limit{lim, lim}
-	now := t0
-	for b.Loop() {
-		now += 10_000
-		if _, err := ChargeAll(tats, limits, now); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func benchKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {

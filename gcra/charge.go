@@ -21,8 +21,8 @@ type Decision struct {
 	// Allowed reports whether the charge was admitted.
 	Allowed bool
 	// TAT is the bucket's state after the decision: the new TAT when
-	// allowed, the unchanged one when denied. Callers store it. ChargeAll
-	// leaves it 0 (the new TATs are written to its tats slice).
+	// allowed, the unchanged one when denied. Callers store it.
+	// Limiter.ChargeAll of several charges leaves it 0 (it stores them).
 	TAT int64
 	// RetryAfter is 0 when allowed. When denied it is the wait until the
 	// same charge would be admitted, rounded up to whole milliseconds and at
@@ -121,45 +121,6 @@ func (l Limit) Refund(tat, now int64) int64 {
 		return now
 	}
 	return tat - l.Increment
-}
-
-// ChargeAll applies the charges limits[i] to the buckets tats[i] at now, all
-// or nothing: it admits only if every charge is admitted, and then writes the
-// new TATs into tats; a denied ChargeAll leaves tats untouched. Each slot is
-// a distinct bucket (to charge one bucket twice, add the increments).
-//
-// The Decision combines the charges: RetryAfter is the largest wait of the
-// denied charges (after it, all of them fit), Remaining the smallest
-// Remaining (0 when denied), ResetAfter the largest time until a bucket is
-// full, and TAT is 0. No charges: allowed, with zero fields.
-//
-// Unlike Charge, ChargeAll validates its input: the error wraps
-// ErrInvalidLimit (slices of different lengths, malformed limit) or
-// ErrImpossible (Increment > Capacity, the hit request's 400), and then tats
-// are untouched. Pure and allocation-free unless it returns an error.
-func ChargeAll(tats []int64, limits []Limit, now int64) (Decision, error) {
-	if len(tats) != len(limits) {
-		return Decision{}, fmt.Errorf("%w: %d buckets for %d limits", ErrInvalidLimit, len(tats), len(limits))
-	}
-	if err := validateAll(limits); err != nil {
-		return Decision{}, err
-	}
-	var c combined
-	for i, tat := range tats {
-		c.add(limits[i].Charge(tat, now))
-	}
-	d := c.result()
-	if !d.Allowed {
-		d.ResetAfter = 0 // nothing was applied: report the buckets as they are
-		for _, tat := range tats {
-			d.ResetAfter = max(d.ResetAfter, microsDuration(ahead(tat, now)))
-		}
-		return d, nil
-	}
-	for i, tat := range tats {
-		tats[i] = limits[i].Charge(tat, now).TAT
-	}
-	return d, nil
 }
 
 func validateAll(limits []Limit) error {

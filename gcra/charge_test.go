@@ -2,8 +2,8 @@ package gcra
 
 import (
 	"errors"
+	"fmt"
 	"math"
-	"slices"
 	"testing"
 	"time"
 )
@@ -262,7 +262,9 @@ func TestRefundSteps(t *testing.T) {
 	}
 }
 
-func TestChargeAll(t *testing.T) {
+// TestLimiterChargeAllCombines: the Decision of several charges, and the
+// buckets after it (none applied when one is denied).
+func TestLimiterChargeAllCombines(t *testing.T) {
 	hooks := Limit{Increment: 1_000_000, Capacity: 2_000_000} // 1/s burst 2
 	bytes := Limit{Increment: 100_000, Capacity: 2_000_000}   // 1 MiB of a 10 MiB/s, 20 MiB budget
 	tests := []struct {
@@ -289,46 +291,31 @@ func TestChargeAll(t *testing.T) {
 			Decision{Allowed: true, Remaining: 0, ResetAfter: 1_950 * ms},
 			[]int64{t0 + 1_000_000, t0 + 1_950_000}, nil},
 		{"no charges", nil, nil, Decision{Allowed: true}, nil, nil},
-		{"length mismatch", []int64{0}, []Limit{hooks, bytes}, Decision{}, []int64{0}, ErrInvalidLimit},
 		{"invalid limit", []int64{0, 0}, []Limit{hooks, {}}, Decision{}, []int64{0, 0}, ErrInvalidLimit},
 		{"impossible charge", []int64{0, 0}, []Limit{hooks, {3, 2}}, Decision{}, []int64{0, 0}, ErrImpossible},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tats := slices.Clone(tt.tats)
-			got, err := ChargeAll(tats, tt.limits, t0)
+			var l Limiter
+			keys := make([]string, len(tt.tats))
+			for i, tat := range tt.tats {
+				keys[i] = fmt.Sprintf("k%d", i)
+				s := &l.shards[shardIndex(keys[i])]
+				if s.m == nil {
+					s.m = map[string]int64{}
+				}
+				s.m[keys[i]] = tat
+			}
+			got, err := l.ChargeAll(keys, tt.limits, t0)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("error = %v, want %v", err, tt.wantErr)
 			}
 			if got != tt.want {
 				t.Fatalf("decision = %+v, want %+v", got, tt.want)
 			}
-			if !slices.Equal(tats, tt.wantTATs) {
-				t.Fatalf("tats = %v, want %v", tats, tt.wantTATs)
-			}
-		})
-	}
-}
-
-func TestChargeAllMatchesCharge(t *testing.T) {
-	// ChargeAll of one charge is Charge, except for TAT.
-	for _, tc := range stepCases {
-		t.Run(tc.name, func(t *testing.T) {
-			lim := tc.lim(t)
-			tats := []int64{0}
-			for i, s := range tc.steps {
-				now := t0 + s.at.Microseconds()
-				want := lim.Charge(tats[0], now)
-				got, err := ChargeAll(tats, []Limit{lim}, now)
-				if err != nil {
-					t.Fatalf("step %d: %v", i, err)
-				}
-				if tats[0] != want.TAT {
-					t.Fatalf("step %d: TAT = %d, want %d", i, tats[0], want.TAT)
-				}
-				want.TAT = 0
-				if got != want {
-					t.Fatalf("step %d: %+v, want %+v", i, got, want)
+			for i, k := range keys {
+				if tat := l.shards[shardIndex(k)].m[k]; tat != tt.wantTATs[i] {
+					t.Fatalf("bucket %d: TAT %d, want %d", i, tat, tt.wantTATs[i])
 				}
 			}
 		})
@@ -337,16 +324,11 @@ func TestChargeAllMatchesCharge(t *testing.T) {
 
 func TestChargeAllocs(t *testing.T) {
 	lim := Limit{Increment: 10_000, Capacity: 2_000_000}
-	tats := []int64{0, 0, 0}
-	limits := []Limit{lim, lim, lim}
 	now := t0
 	allocs := testing.AllocsPerRun(1000, func() {
 		now += 10_000
-		_ = lim.Charge(tats[0], now)
-		_ = lim.Refund(tats[0], now)
-		if _, err := ChargeAll(tats, limits, now); err != nil {
-			t.Fatal(err)
-		}
+		_ = lim.Charge(0, now)
+		_ = lim.Refund(0, now)
 	})
 	if allocs != 0 {
 		t.Fatalf("allocs per run = %v, want 0", allocs)

@@ -158,16 +158,23 @@ func FuzzCharge(f *testing.F) {
 			t.Fatalf("Refund(%d) = %d, want %d", d.TAT, r, max(tat, now))
 		}
 		// All-or-nothing agrees with the single charges.
-		tats := []int64{tat, d.TAT}
-		all, err := ChargeAll(tats, []Limit{l, l}, now)
+		var lim Limiter
+		for k, v := range map[string]int64{"a": tat, "b": d.TAT} {
+			s := &lim.shards[shardIndex(k)]
+			if s.m == nil {
+				s.m = map[string]int64{}
+			}
+			s.m[k] = v
+		}
+		all, err := lim.ChargeAll([]string{"a", "b"}, []Limit{l, l}, now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if all.Allowed != d2.Allowed || all.Remaining != min(d.Remaining, d2.Remaining) {
 			t.Fatalf("ChargeAll = %+v, singles %+v %+v", all, d, d2)
 		}
-		if !all.Allowed && (tats[0] != tat || tats[1] != d.TAT || all.RetryAfter != d2.RetryAfter) {
-			t.Fatalf("denied ChargeAll = %+v, tats %v", all, tats)
+		if a, b := lim.shards[shardIndex("a")].m["a"], lim.shards[shardIndex("b")].m["b"]; !all.Allowed && (a != tat || b != d.TAT || all.RetryAfter != d2.RetryAfter) {
+			t.Fatalf("denied ChargeAll = %+v, tats %d %d", all, a, b)
 		}
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/sluice-dev/sluice/internal/option"
 )
 
 const (
@@ -66,8 +68,12 @@ type Limiter struct {
 	perShard int // max keys per shard; 0 = unbounded
 }
 
-// Option configures a Limiter in NewLimiter.
-type Option func(*Limiter) error
+// Option configures NewLimiter.
+type Option interface{ applyLimiter(*Limiter) error }
+
+type limiterOption func(*Limiter) error
+
+func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 
 // WithMaxKeys bounds the number of buckets to about n: each of the 64 shards
 // holds at most ceil(n/64) (an all-or-nothing ChargeAll may exceed its shard's
@@ -76,26 +82,15 @@ type Option func(*Limiter) error
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return func(l *Limiter) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithMaxKeys(%d): want >= 1", ErrInvalidOption, n)
-		}
-		l.perShard = n / numShards
-		if n%numShards != 0 {
-			l.perShard++
-		}
-		return nil
-	}
+	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perShard = n/numShards + min(n%numShards, 1) }))
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
 // ErrInvalidOption when an option has an invalid argument.
 func NewLimiter(opts ...Option) (*Limiter, error) {
 	l := &Limiter{}
-	for _, o := range opts {
-		if err := o(l); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(l, opts, Option.applyLimiter); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -134,7 +129,11 @@ func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
 // nothing and atomically with respect to every other method: either every
 // charge is admitted and applied, or none is applied. A key may appear more
 // than once; its charges then apply one after the other. The Decision
-// combines the charges as in the package-level ChargeAll (TAT is 0).
+// combines the charges: RetryAfter is the largest wait of the denied
+// charges (after it, all of them fit), Remaining the smallest Remaining (0
+// when denied), ResetAfter the largest time until a bucket is full, and TAT
+// is 0 (for one key ChargeAll is Charge). No charges: allowed, with zero
+// fields.
 //
 // The error wraps ErrInvalidLimit (different lengths, malformed limit) or
 // ErrImpossible (a limit with Increment > Capacity); nothing is then

@@ -22,12 +22,12 @@ import (
 
 // ErrUnknownSource is returned by a Policy for a tenant/source pair that the
 // configuration does not allow (404 unknown_source).
-var ErrUnknownSource = errors.New("edge: unknown source")
+var ErrUnknownSource = errors.New("httpapi: unknown source")
 
 // ErrSourceUnavailable is returned by a Policy for a source that exists but
 // cannot be served on this node (e.g. its secret does not open here): 503
 // source_unavailable, never an unverified accept.
-var ErrSourceUnavailable = errors.New("edge: source unavailable")
+var ErrSourceUnavailable = errors.New("httpapi: source unavailable")
 
 // AdminRoute is an admin API route served behind the admin token (see
 // Config.AdminRoutes). Op names it in the metric (a fixed value).

@@ -131,24 +131,24 @@ type Handler struct {
 func New(cfg Config) (*Handler, error) {
 	switch {
 	case cfg.Policy == nil:
-		return nil, errors.New("edge: Config.Policy is required")
+		return nil, errors.New("httpapi: Config.Policy is required")
 	case cfg.Limits == nil:
-		return nil, errors.New("edge: Config.Limits is required")
+		return nil, errors.New("httpapi: Config.Limits is required")
 	case cfg.Admitter == nil:
-		return nil, errors.New("edge: Config.Admitter is required")
+		return nil, errors.New("httpapi: Config.Admitter is required")
 	case cfg.Claims == nil:
-		return nil, errors.New("edge: Config.Claims is required")
+		return nil, errors.New("httpapi: Config.Claims is required")
 	case cfg.Hooks == nil:
-		return nil, errors.New("edge: Config.Hooks is required")
+		return nil, errors.New("httpapi: Config.Hooks is required")
 	}
 	if cfg.PendingTTL <= 0 {
-		cfg.PendingTTL = 30 * time.Second
+		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
 	if cfg.DedupeTTL <= 0 {
 		cfg.DedupeTTL = claims.DefaultCommittedTTL
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 250 * time.Millisecond
+		cfg.StoreTimeout = protocol.DefaultTimeout
 	}
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 5 * time.Second
@@ -176,7 +176,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	failLimit, err := gcra.LimitFromRate(cfg.VerifyFailures.Rate, cfg.VerifyFailures.Burst)
 	if err != nil {
-		return nil, fmt.Errorf("edge: Config.VerifyFailures: %w", err)
+		return nil, fmt.Errorf("httpapi: Config.VerifyFailures: %w", err)
 	}
 	failures, err := gcra.NewLimiter(gcra.WithMaxKeys(maxFailureKeys))
 	if err != nil {

@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		adminOps:     ms.CounterVec("admin_requests_total", "Admin API requests by operation and status code.", "op", "code"),
 	}
 	if err := ms.Err(); err != nil {
-		return nil, fmt.Errorf("edge: %w", err)
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	return m, nil
 }
@@ -57,7 +57,7 @@ func registerReady(reg prometheus.Registerer, ready func() error) error {
 		return 1
 	})
 	if _, err := promreg.Register(reg, g); err != nil {
-		return fmt.Errorf("edge: %w", err)
+		return fmt.Errorf("httpapi: %w", err)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func NewOverrides(b *kvstore.Bucket, log *slog.Logger) *Overrides {
 func (o *Overrides) Start(ctx context.Context) error {
 	f, err := kvstore.Follow(ctx, o.b.KV(), o.apply, nil)
 	if err != nil {
-		return fmt.Errorf("edge: overrides: %w", err)
+		return fmt.Errorf("httpapi: overrides: %w", err)
 	}
 	o.f = f
 	return nil

@@ -24,7 +24,7 @@ type Receipt struct {
 
 // ErrReceiptNotFound is returned by HookFinder.Find when no stored hook
 // matches.
-var ErrReceiptNotFound = errors.New("edge: hook not found")
+var ErrReceiptNotFound = errors.New("httpapi: hook not found")
 
 // HookFinder finds a stored hook of a tenant's source by hook id (the
 // message's Nats-Msg-Id), reading headers only, from since on (zero: the

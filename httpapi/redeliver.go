@@ -27,7 +27,7 @@ const (
 
 // ErrDeliverSubject is returned by Rewind for a deliver subject outside
 // the tenant's redelivery namespace.
-var ErrDeliverSubject = errors.New("edge: deliver subject outside the tenant's redelivery namespace")
+var ErrDeliverSubject = errors.New("httpapi: deliver subject outside the tenant's redelivery namespace")
 
 // ValidDeliverSubject reports whether subj is a subject a rewind of
 // tenant's hooks may push to: the tenant's redelivery namespace

@@ -62,7 +62,7 @@ type RewindResult struct {
 }
 
 // ErrConsumerExists is returned by Rewind for a name already in use.
-var ErrConsumerExists = errors.New("edge: consumer exists")
+var ErrConsumerExists = errors.New("httpapi: consumer exists")
 
 // HookRewinder creates rewind consumers (HookStore implements it).
 type HookRewinder interface {

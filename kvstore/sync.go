@@ -2,7 +2,6 @@ package kvstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -314,6 +313,3 @@ type SyncStats struct {
 func (g *GroupSync) Stats() SyncStats {
 	return SyncStats{Rounds: g.rounds.Load(), Failures: g.failures.Load(), Waits: g.waits.Load(), Time: time.Duration(g.nanos.Load())}
 }
-
-// IsSyncFailed reports whether err comes from a failed sync round.
-func IsSyncFailed(err error) bool { return errors.Is(err, ErrSyncFailed) }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -20,7 +19,7 @@ import (
 func BenchmarkClusterPublish(b *testing.B) {
 	for _, sync := range []bool{false, true} {
 		b.Run(fmt.Sprintf("sync_always=%v", sync), func(b *testing.B) {
-			c := testkit.Cluster(b, 3, func(cfg *natsembed.ServerConfig) { cfg.SyncAlways = sync })
+			c := testkit.Cluster(b, 3, testkit.WithSyncAlways(sync))
 			js := c.JetStream(b, 0)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

@@ -74,16 +74,6 @@ var Errors = []Error{
 	InvalidLimits, StoreUnavailable, Overloaded, SourceUnavailable, ServiceStopping,
 }
 
-// Lookup returns the error of code, and whether there is one.
-func Lookup(code string) (Error, bool) {
-	for _, e := range Errors {
-		if e.Code == code {
-			return e, true
-		}
-	}
-	return Error{}, false
-}
-
 // Write answers e over HTTP: its status and the JSON body
 // {"error":"<code>"} with extra's members (retry_after_ms, reason, field
 // …).

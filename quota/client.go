@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
@@ -62,8 +63,8 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, invalid("NewClient needs a connection")
 	}
-	cfg := clientConfig{Config: settings.Defaults(), budget: DefaultBudget}
-	if err := settings.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
+	cfg := clientConfig{Config: settings.Defaults(), budget: protocol.DefaultTimeout}
+	if err := option.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
 		return nil, err
 	}
 	if o := cfg.localOwner; o != nil {

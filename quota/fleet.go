@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
@@ -68,7 +69,7 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 		return nil, invalid("NewFleet needs a client, a local limiter and the fleet's claims store")
 	}
 	cfg := fleetConfig{Config: settings.Defaults()}
-	if err := settings.Apply(&cfg, opts, FleetOption.applyFleet); err != nil {
+	if err := option.Apply(&cfg, opts, FleetOption.applyFleet); err != nil {
 		return nil, err
 	}
 	ms := promreg.NewSet(cfg.Reg, "quota")

@@ -17,16 +17,6 @@ var ErrInvalidOption = settings.ErrInvalidOption
 
 // Defaults.
 const (
-	// DefaultBudget bounds one client call when its context has no deadline
-	// (PROTOCOL.md --store-timeout).
-	DefaultBudget = 250 * time.Millisecond
-	// DefaultSettleBudget bounds a Settle whose context has no deadline
-	// (the Client's budget when that is longer): the caller has done the
-	// work, the settle waits on the store's sync and has no fallback, so it
-	// waits as long as claims.settle does (service.DefaultSettleTimeout).
-	DefaultSettleBudget = time.Second
-	// DefaultPendingTTL is the pending TTL of a claim whose request names none.
-	DefaultPendingTTL = settings.DefaultPendingTTL
 	// DefaultCountTTL is how long a reserve/release counter lives untouched.
 	DefaultCountTTL = settings.DefaultCountTTL
 )

@@ -25,8 +25,9 @@ import (
 // than claims.MaxKeyBytes travels in the form the store keeps it
 // (claims.NormalizeKey).
 //
-// A ctx without a deadline is bounded by DefaultSettleBudget (the Client's
-// budget when that is longer), not by the hits' budget.
+// A ctx without a deadline is bounded by protocol.DefaultSettleTimeout
+// (the Client's budget when that is longer), not by the hits' budget: the
+// settle waits on the store's sync and has no fallback.
 //
 // Errors: protocol.ErrClaimLost when the revision is stale, another hook id holds
 // the claim or it is already committed; protocol.ErrInvalid; ErrUnavailable.
@@ -35,7 +36,7 @@ func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
 		return err
 	}
 	r.Key = claims.NormalizeKey(r.Key)
-	ctx, cancel := kvstore.WithBudget(ctx, max(c.budget, DefaultSettleBudget))
+	ctx, cancel := kvstore.WithBudget(ctx, max(c.budget, protocol.DefaultSettleTimeout))
 	defer cancel()
 	n := Partition(r.Tenant, c.p)
 	if c.local != nil {

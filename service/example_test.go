@@ -22,7 +22,7 @@ func Example() {
 	// The replay store: a KV bucket with a capacity.
 	b := k.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 1000, 1))
 
-	replay, err := claims.NewKVReplay(b, 0)
+	replay, err := claims.NewKVReplay(b)
 	if err != nil {
 		panic(err)
 	}

@@ -89,12 +89,6 @@ var Version = "0.1.0"
 
 // Defaults of a Config.
 const (
-	// DefaultStoreTimeout bounds one request (the --store-timeout default).
-	DefaultStoreTimeout = 250 * time.Millisecond
-	// DefaultSettleTimeout bounds claims.settle and claims.release: the
-	// caller has done the work by then, so it is worth waiting longer for
-	// the answer than for a hit.
-	DefaultSettleTimeout = quota.DefaultSettleBudget
 	// DefaultMaxInFlight bounds the requests handled at once.
 	DefaultMaxInFlight = 1024
 )
@@ -203,10 +197,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: negative timeout, ttl or max in flight", ErrInvalidConfig)
 	}
 	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
+		c.StoreTimeout = protocol.DefaultTimeout
 	}
 	if c.SettleTimeout == 0 {
-		c.SettleTimeout = DefaultSettleTimeout
+		c.SettleTimeout = protocol.DefaultSettleTimeout
 	}
 	c.SettleTimeout = max(c.SettleTimeout, c.StoreTimeout)
 	if c.MaxInFlight == 0 {

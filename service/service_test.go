@@ -179,7 +179,7 @@ func (e *env) realQuota(c *Config) {
 // error.
 func newKVReplay(t testing.TB, b *kvstore.Bucket) *claims.KVReplay {
 	t.Helper()
-	return testkit.Must(claims.NewKVReplay(b, 0))(t)
+	return testkit.Must(claims.NewKVReplay(b))(t)
 }
 
 func newCooldown(t testing.TB, b *kvstore.Bucket) *cooldown.Store {

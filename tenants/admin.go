@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -49,14 +50,9 @@ func NewAdmin(reg *Registry, pol *Policy, opts ...AdminOption) (*Admin, error) {
 	if reg == nil || pol == nil {
 		return nil, fmt.Errorf("%w: nil registry or policy", ErrInvalidOption)
 	}
-	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: DefaultAdminTimeout}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applyAdmin(a); err != nil {
-			return nil, err
-		}
+	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: protocol.DefaultTimeout}
+	if err := option.Apply(a, opts, AdminOption.applyAdmin); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -53,7 +53,7 @@ func newFixtureOn(t *testing.T, k *testkit.Kit, keys *tenants.Keyring) *fixture 
 	f := &fixture{kit: k, clock: testkit.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)), log: &testkit.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := k.Bucket(t, tenants.BucketConfig("sluice", 1))
-	f.reg = tenants.NewRegistry(b, keys, log)
+	f.reg = tenants.NewRegistry(b, tenants.WithKeys(keys), tenants.WithLogger(log))
 	if err := f.reg.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestRemovedRecordsKeepAdmissionClosed(t *testing.T) {
 	k := testkit.New(t)
 	quick := parseConfig(t, "")
 	b := k.Bucket(t, tenants.BucketConfig("sluice", 1))
-	reg := tenants.NewRegistry(b, nil, nil)
+	reg := tenants.NewRegistry(b)
 	if err := reg.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRemovedRecordsKeepAdmissionClosed(t *testing.T) {
 		_, err = s.GetLastMsgForSubject(context.Background(), subject)
 		return err != nil
 	}, "the tombstone expired")
-	later := tenants.NewRegistry(b, nil, nil)
+	later := tenants.NewRegistry(b)
 	if err := later.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func FuzzRecord(f *testing.F) {
 	}
 	key := protocol.EncodeToken("acme")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := NewRegistry(nil, keys, nil)
+		r := NewRegistry(nil, WithKeys(keys))
 		r.apply(entry{key: key, value: []byte(goodAcme), rev: 1, op: jetstream.KeyValuePut})
 		if r.lookup("acme") == nil {
 			t.Fatal("the good record is not served")

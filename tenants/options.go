@@ -12,10 +12,6 @@ import (
 // with a bad argument (docs/DESIGN.md "Options").
 var ErrInvalidOption = errors.New("tenants: invalid option")
 
-// DefaultAdminTimeout bounds one admin request's store calls (the same
-// value as --store-timeout's default; fx passes the flag's value).
-const DefaultAdminTimeout = 250 * time.Millisecond
-
 // AdminOption configures NewAdmin.
 type AdminOption interface{ applyAdmin(*Admin) error }
 
@@ -23,13 +19,36 @@ type adminOption func(*Admin) error
 
 func (o adminOption) applyAdmin(a *Admin) error { return o(a) }
 
-// WithLogger sets the admin endpoints' logger (nil or absent: discard).
-func WithLogger(l *slog.Logger) AdminOption {
-	return adminOption(option.Logger(l, func(a *Admin) **slog.Logger { return &a.log }))
+// RegistryOption configures NewRegistry.
+type RegistryOption interface{ applyRegistry(*Registry) }
+
+type registryOption func(*Registry)
+
+func (o registryOption) applyRegistry(r *Registry) { o(r) }
+
+// LoggerOption is an option of NewAdmin and NewRegistry (WithLogger).
+type LoggerOption struct{ log *slog.Logger }
+
+func (o LoggerOption) applyAdmin(a *Admin) error {
+	return option.Logger(o.log, func(a *Admin) **slog.Logger { return &a.log })(a)
+}
+
+func (o LoggerOption) applyRegistry(r *Registry) {
+	_ = option.Logger(o.log, func(r *Registry) **slog.Logger { return &r.log })(r) // never fails
+}
+
+// WithLogger sets the logger of the admin endpoints or of the registry
+// (nil or absent: discard).
+func WithLogger(l *slog.Logger) LoggerOption { return LoggerOption{l} }
+
+// WithKeys opens the records' secrets with keys (nil or absent: no
+// keyring; Registry.SetKeys replaces it).
+func WithKeys(keys *Keyring) RegistryOption {
+	return registryOption(func(r *Registry) { r.keys.Store(keys) })
 }
 
 // WithTimeout bounds one request's store calls (default
-// DefaultAdminTimeout; must be > 0).
+// protocol.DefaultTimeout, --store-timeout's; must be > 0).
 func WithTimeout(d time.Duration) AdminOption {
 	return adminOption(option.Positive(ErrInvalidOption, "timeout", d, func(a *Admin, d time.Duration) { a.timeout = d }))
 }

@@ -93,14 +93,15 @@ type resolvedSource struct {
 	unavailable error
 }
 
-// NewRegistry returns a registry on bucket b, opening secrets with keys
-// (nil: none configured). Start it to follow the bucket.
-func NewRegistry(b *kvstore.Bucket, keys *Keyring, log *slog.Logger) *Registry {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewRegistry returns a registry on bucket b. Options: WithKeys,
+// WithLogger. Start it to follow the bucket.
+func NewRegistry(b *kvstore.Bucket, opts ...RegistryOption) *Registry {
+	r := &Registry{b: b, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o != nil {
+			o.applyRegistry(r)
+		}
 	}
-	r := &Registry{b: b, log: log}
-	r.keys.Store(keys)
 	r.snap.Store(&snapshot{tenants: map[string]*resolved{}})
 	return r
 }

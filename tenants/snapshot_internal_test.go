@@ -15,7 +15,7 @@ import (
 func TestSnapshotIsAtomic(t *testing.T) {
 	k := testkit.New(t)
 	b := k.Bucket(t, BucketConfig("sluice", 1))
-	r := NewRegistry(b, nil, nil)
+	r := NewRegistry(b)
 	if err := r.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}

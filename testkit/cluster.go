@@ -26,6 +26,19 @@ type ClusterKit struct {
 	log     LogBuffer // the servers' own log, warnings and errors
 }
 
+// ClusterOption configures Cluster: every server's configuration.
+type ClusterOption interface{ applyCluster(*natsembed.ServerConfig) }
+
+type clusterOption func(*natsembed.ServerConfig)
+
+func (o clusterOption) applyCluster(c *natsembed.ServerConfig) { o(c) }
+
+// WithSyncAlways has every server fsync each JetStream write before acking
+// it (natsembed.ServerConfig.SyncAlways; absent: off).
+func WithSyncAlways(on bool) ClusterOption {
+	return clusterOption(func(c *natsembed.ServerConfig) { c.SyncAlways = on })
+}
+
 // Cluster starts n (>= 1) clustered servers with JetStream, each with a
 // client listener on a random loopback port, waits until JetStream has a
 // meta leader, and stops everything in t.Cleanup.
@@ -39,9 +52,9 @@ type ClusterKit struct {
 // TestKVReplicated/SettleRightAfterClaim: all the first claims through one
 // node, a few runs in a hundred under load).
 //
-// opts adjust every server's configuration before it starts (e.g.
-// SyncAlways).
-func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *ClusterKit {
+// opts adjust every server's configuration before it starts
+// (WithSyncAlways).
+func Cluster(t testing.TB, n int, opts ...ClusterOption) *ClusterKit {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testkit: cluster of %d servers", n)
@@ -71,7 +84,9 @@ func Cluster(t testing.TB, n int, opts ...func(*natsembed.ServerConfig)) *Cluste
 			Logger:        slog.New(slog.NewTextHandler(&c.log, nil)).With("server", i),
 		}
 		for _, o := range opts {
-			o(&c.cfgs[i])
+			if o != nil {
+				o.applyCluster(&c.cfgs[i])
+			}
 		}
 	}
 	// Registered after the TempDirs: cleanups run last-in first-out, so the

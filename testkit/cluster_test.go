@@ -24,3 +24,14 @@ func TestClusterRoutesNeverRedialled(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSyncAlways: WithSyncAlways reaches every server's JetStream.
+func TestClusterSyncAlways(t *testing.T) {
+	t.Parallel()
+	cl := testkit.Cluster(t, 3, testkit.WithSyncAlways(true))
+	for i := range cl.N() {
+		if c := cl.Server(i).NATS().JetStreamConfig(); c == nil || !c.SyncAlways {
+			t.Fatalf("server %d: JetStream config %+v, want SyncAlways", i, c)
+		}
+	}
+}

@@ -24,3 +24,20 @@ func TestMust(t *testing.T) {
 		t.Fatalf("Must on an error: Fatalf got %q, want %q", msg, "no bucket")
 	}
 }
+
+// TestNewInvalidOption: an option with a bad argument fails the test with
+// an error of ErrInvalidOption, before any server starts.
+func TestNewInvalidOption(t *testing.T) {
+	s := testkit.NewStandalone()
+	defer s.Close()
+	for reason, o := range map[string]testkit.Option{"empty store dir": testkit.WithStoreDir(""), "no users": testkit.WithUsers()} {
+		var msg any
+		func() {
+			defer func() { msg = recover() }()
+			testkit.New(s, o)
+		}()
+		if want := testkit.ErrInvalidOption.Error() + ": " + reason; fmt.Sprint(msg) != want {
+			t.Errorf("New: Fatalf got %q, want %q", msg, want)
+		}
+	}
+}

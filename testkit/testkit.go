@@ -6,6 +6,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/jstest"
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -36,27 +38,45 @@ type Kit struct {
 	Dir string
 }
 
-// Option adjusts the server a Kit starts.
-type Option func(*natsembed.ServerConfig)
+// ErrInvalidOption is wrapped by the error New fails the test with for an
+// option with a bad argument.
+var ErrInvalidOption = errors.New("testkit: invalid option")
+
+// Option configures New: the server a Kit starts.
+type Option interface {
+	applyKit(*natsembed.ServerConfig) error
+}
+
+type kitOption func(*natsembed.ServerConfig) error
+
+func (o kitOption) applyKit(c *natsembed.ServerConfig) error { return o(c) }
 
 // WithListener gives the server a random loopback TCP port (the default is
 // in-process only). Kit.Server.ClientURL() then returns its URL.
 func WithListener() Option {
-	return func(c *natsembed.ServerConfig) { c.Listen = "127.0.0.1:-1" }
+	return kitOption(func(c *natsembed.ServerConfig) error { c.Listen = "127.0.0.1:-1"; return nil })
 }
 
-// WithStoreDir keeps JetStream files in dir (e.g. to restart on the same data).
+// WithStoreDir keeps JetStream files in dir (e.g. to restart on the same
+// data; absent: a temporary directory; empty is an invalid option).
 func WithStoreDir(dir string) Option {
-	return func(c *natsembed.ServerConfig) { c.StoreDir = dir }
+	return kitOption(option.Required(ErrInvalidOption, dir != "", "empty store dir", func(c *natsembed.ServerConfig) { c.StoreDir = dir }))
+}
+
+// WithUsers makes the server's clients sign in as one of users (absent:
+// no authentication; none given is an invalid option).
+func WithUsers(users ...natsembed.User) Option {
+	return kitOption(option.Required(ErrInvalidOption, len(users) > 0, "no users", func(c *natsembed.ServerConfig) { c.Users = users }))
 }
 
 // New starts an in-process nats-server with JetStream in a temporary
-// directory and connects to it. Both are stopped by t.Cleanup.
+// directory and connects to it. Both are stopped by t.Cleanup. An invalid
+// option fails the test with an error wrapping ErrInvalidOption.
 func New(t T, opts ...Option) *Kit {
 	t.Helper()
 	cfg := natsembed.ServerConfig{StoreDir: t.TempDir()}
-	for _, o := range opts {
-		o(&cfg)
+	if err := option.Apply(&cfg, opts, Option.applyKit); err != nil {
+		t.Fatalf("%v", err)
 	}
 	srv, nc, js := jstest.Start(t, func() (*natsembed.Server, error) { return natsembed.StartServer(cfg) })
 	return &Kit{Server: srv, Conn: nc, JS: js, Dir: cfg.StoreDir}

@@ -48,9 +48,6 @@ var autoHeaders = []string{
 	"X-Shopify-Webhook-Id",
 }
 
-// AutoHeaders returns the headers an auto Dedupe tries, in order.
-func AutoHeaders() []string { return append([]string(nil), autoHeaders...) }
-
 // Bounds of a json:<dot.path> spec.
 const (
 	maxDedupeSpecBytes = 512

@@ -59,7 +59,7 @@ func TestFixtures(t *testing.T) {
 				if tc.Secret != "" {
 					secret = tc.Secret
 				}
-				v, err := webhook.NewVerifier(ff.Provider, secret)
+				v, err := newVerifier(ff.Provider, secret)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,7 +93,7 @@ func TestFixtures(t *testing.T) {
 			})
 		}
 	}
-	for _, p := range webhook.Verifiers() {
+	for _, p := range originals {
 		if !seen[p] {
 			t.Errorf("no fixture file for verifier %q", p)
 		}

@@ -6,20 +6,19 @@ import (
 	"strings"
 )
 
-// Preset names (Preset). The first three are also the names NewVerifier
-// accepts.
+// Preset names (Preset).
 const (
-	PresetGitHub   = VerifierGitHub   // X-Hub-Signature-256: sha256=<hex HMAC-SHA256(body)>
-	PresetStripe   = VerifierStripe   // Stripe-Signature: t=<ts>,v1=<hex HMAC-SHA256("<ts>.<body>")>
-	PresetStandard = VerifierStandard // webhook-signature: v1,<base64 HMAC-SHA256("<id>.<ts>.<body>")>, svix-* accepted
-	PresetSvix     = "svix"           // the Standard Webhooks scheme under svix-id, svix-timestamp, svix-signature
-	PresetShopify  = "shopify"        // X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(body)>
-	PresetSlack    = "slack"          // X-Slack-Signature: v0=<hex HMAC-SHA256("v0:<ts>:<body>")>
-	PresetTwilio   = "twilio"         // X-Twilio-Signature: <base64 HMAC-SHA1(url + sorted form params)>; needs URL
-	PresetLinear   = "linear"         // Linear-Signature: <hex HMAC-SHA256(body)>
-	PresetGitLab   = "gitlab"         // X-Gitlab-Token: <secret>
-	PresetAPIKey   = "api_key"        // X-API-Key: <secret> (any header: set Header)
-	PresetBasic    = "basic"          // Authorization: Basic base64(<user:password>)
+	PresetGitHub   = "github"            // X-Hub-Signature-256: sha256=<hex HMAC-SHA256(body)>
+	PresetStripe   = "stripe"            // Stripe-Signature: t=<ts>,v1=<hex HMAC-SHA256("<ts>.<body>")>
+	PresetStandard = "standard_webhooks" // webhook-signature: v1,<base64 HMAC-SHA256("<id>.<ts>.<body>")>, svix-* accepted
+	PresetSvix     = "svix"              // the Standard Webhooks scheme under svix-id, svix-timestamp, svix-signature
+	PresetShopify  = "shopify"           // X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(body)>
+	PresetSlack    = "slack"             // X-Slack-Signature: v0=<hex HMAC-SHA256("v0:<ts>:<body>")>
+	PresetTwilio   = "twilio"            // X-Twilio-Signature: <base64 HMAC-SHA1(url + sorted form params)>; needs URL
+	PresetLinear   = "linear"            // Linear-Signature: <hex HMAC-SHA256(body)>
+	PresetGitLab   = "gitlab"            // X-Gitlab-Token: <secret>
+	PresetAPIKey   = "api_key"           // X-API-Key: <secret> (any header: set Header)
+	PresetBasic    = "basic"             // Authorization: Basic base64(<user:password>)
 )
 
 // presets are the known providers' schemes, by name.

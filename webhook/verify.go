@@ -9,8 +9,8 @@
 // Verified). Every verifier is a SchemeVerifier: a declarative Scheme (HMAC
 // signatures over a template of body, timestamp, message id, URL or form
 // parameters; a shared token; basic auth) with its secret. Presets (Preset)
-// describe known providers; NewGitHub, NewStripe, NewStandard and
-// NewVerifier build the three original ones. A Scheme that cannot verify
+// describe known providers; NewGitHub, NewStripe and NewStandard build the
+// three original ones. A Scheme that cannot verify
 // correctly is refused at construction (ErrInvalidScheme), never turned into
 // a verifier that accepts more than it should. Every failure wraps the one
 // sentinel ErrVerification, which the edge answers with 401
@@ -20,7 +20,7 @@
 //
 // # Replay claims
 //
-// The edge claims (namespace ReplayNamespace(tenant, source), key
+// The edge claims (namespace httpapi.ReplayNamespace(tenant, source), key
 // Verified.ReplayKey()) retained until Verified.RetainUntil(). Per provider:
 //
 //   - stripe: key = <event id>/<t>, where the event id is the body's JSON
@@ -54,7 +54,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -66,8 +65,8 @@ var (
 	// or malformed signature header, a timestamp outside the tolerance, or no
 	// matching signature. The edge answers 401 verification_failed.
 	ErrVerification = errors.New("webhook: verification failed")
-	// ErrUnknownVerifier is returned by NewVerifier for a name that is not
-	// one of Verifiers.
+	// ErrUnknownVerifier is returned by Preset for a name that is not one
+	// of Presets.
 	ErrUnknownVerifier = errors.New("webhook: unknown verifier")
 	// ErrInvalidSecret is returned by verifier constructors for an empty or
 	// malformed secret. The error never contains the secret.
@@ -75,18 +74,6 @@ var (
 	// ErrInvalidDedupe is returned by ParseDedupe for a malformed spec.
 	ErrInvalidDedupe = errors.New("webhook: invalid dedupe spec")
 )
-
-// Verifier names accepted by NewVerifier (the `verify:` values of a source).
-const (
-	VerifierGitHub   = "github"
-	VerifierStripe   = "stripe"
-	VerifierStandard = "standard_webhooks"
-)
-
-// Verifiers lists the verifier names NewVerifier accepts.
-func Verifiers() []string {
-	return []string{VerifierGitHub, VerifierStripe, VerifierStandard}
-}
 
 // Bounds applied by the verifiers.
 const (
@@ -152,40 +139,15 @@ func (v Verified) RetainUntil() int64 {
 	return v.Timestamp + tol
 }
 
-// ReplayNamespace returns the replay-claim namespace of a tenant's source:
-// "<tenant>/<source>".
-func ReplayNamespace(tenant, source string) string {
-	return tenant + "/" + source
-}
-
 // Verifier checks one provider's webhook signatures. Implementations are
 // immutable and safe for concurrent use; they never print their secret.
 type Verifier interface {
-	// Name is the verifier's name (one of Verifiers).
+	// Name is the verifier's name (its scheme's: a preset's, or custom).
 	Name() string
 	// Verify checks the signature of a request with headers h and raw body
 	// body at time now. Every failure wraps ErrVerification.
 	Verify(h http.Header, body []byte, now time.Time) (Verified, error)
 }
-
-// NewVerifier constructs the verifier called name (one of Verifiers: the
-// github, stripe and standard_webhooks presets) with secret. It returns an
-// error wrapping ErrUnknownVerifier or ErrInvalidSecret. Other presets and
-// declarative schemes are built with Preset and NewSchemeVerifier.
-func NewVerifier(name, secret string) (Verifier, error) {
-	if !KnownVerifier(name) {
-		return nil, fmt.Errorf("%w %q (want one of github, stripe, standard_webhooks)", ErrUnknownVerifier, name)
-	}
-	v, err := newPreset(name, secret)
-	if err != nil {
-		// A nil interface, not a typed nil.
-		return nil, err
-	}
-	return v, nil
-}
-
-// KnownVerifier reports whether name is one of Verifiers.
-func KnownVerifier(name string) bool { return slices.Contains(Verifiers(), name) }
 
 // macSHA256 returns HMAC-SHA256(key, parts...).
 func macSHA256(key []byte, parts ...[]byte) []byte {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // runNATSAuthz is `edge nats-authz`: it prints the nats-server
@@ -21,7 +22,7 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 	user := fs.String("user", "", "user name (one subject token); its replies come on _INBOX.<user>.")
 	role := fs.String("role", "", "role: "+strings.Join(authz.Roles(), ", "))
 	tenants := fs.String("tenants", "", "comma-separated tenants (service and consumer)")
-	prefix := fs.String("prefix", "sluice", "subject prefix (--prefix of the edge)")
+	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix (--prefix of the edge)")
 	nkey := fs.String("nkey", "", "the user's public nkey (U…) instead of a password")
 	if err := fs.Parse(args); err != nil {
 		return 2

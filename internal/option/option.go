@@ -11,6 +11,20 @@ import (
 	"time"
 )
 
+// Apply applies opts to c with apply, the constructor's method of them: a
+// nil option is skipped, the first error is returned.
+func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
+	for _, o := range opts {
+		if any(o) == nil {
+			continue
+		}
+		if err := apply(o, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Invalid is the error of an option with an invalid argument: sentinel
 // (the package's ErrInvalidOption) with the reason.
 func Invalid(sentinel error, format string, args ...any) error {

@@ -84,3 +84,24 @@ func TestRequired(t *testing.T) {
 		t.Errorf("given: %v", err)
 	}
 }
+
+type testOption interface{ apply(*conf) error }
+
+type testFunc func(*conf) error
+
+func (f testFunc) apply(c *conf) error { return f(c) }
+
+// TestApply: options apply in order, a nil one is skipped, the first
+// error stops the rest.
+func TestApply(t *testing.T) {
+	set := func(n int) testOption { return testFunc(func(c *conf) error { c.n = c.n*10 + n; return nil }) }
+	var c conf
+	if err := Apply(&c, []testOption{set(1), nil, set(2)}, testOption.apply); err != nil || c.n != 12 {
+		t.Fatalf("Apply = %v, n %d; want nil, 12", err, c.n)
+	}
+	c = conf{}
+	fail := testFunc(func(*conf) error { return errTest })
+	if err := Apply(&c, []testOption{set(1), fail, set(2)}, testOption.apply); !errors.Is(err, errTest) || c.n != 1 {
+		t.Fatalf("Apply with a failing option = %v, n %d; want errTest, 1", err, c.n)
+	}
+}

@@ -63,7 +63,7 @@ func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch,
 		t:       t,
 		item:    index,
 		pending: quota.DurationMs(it.PendingMs, w.cfg.PendingTTL),
-		timeout: min(quota.DurationMs(it.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout),
+		timeout: min(quota.DurationMs(it.TimeoutMs, protocol.DefaultTimeout), maxOwnerTimeout),
 	}
 	j.id, j.hookID = claimStrings(it)
 	// A hit's few charges (the edge's two) stay inside the job.

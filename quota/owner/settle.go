@@ -108,7 +108,7 @@ func (t *tenure) newSettleJob(it *frame.Item, index int) *settleJob {
 		item:    index,
 		rev:     it.Revision,
 		ttl:     claims.CommittedTTL(it.TTLMs, t.w.cfg.DedupeTTL),
-		timeout: min(quota.DurationMs(it.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout),
+		timeout: min(quota.DurationMs(it.TimeoutMs, protocol.DefaultTimeout), maxOwnerTimeout),
 	}
 	j.id, j.hookID = claimStrings(it)
 	return j

@@ -410,16 +410,16 @@ func (s slowSync) Sync(ctx context.Context) error {
 }
 
 // A settle without a deadline waits as long as claims.settle does
-// (quota.DefaultSettleBudget), not the hits' 250 ms budget: a sync slower
+// (protocol.DefaultSettleTimeout), not the hits' 250 ms budget: a sync slower
 // than the hits' budget still answers ok.
 func TestSettleBudget(t *testing.T) {
 	t.Parallel()
-	_, _, _, c := single(t, WithSync(slowSync{d: 2 * quota.DefaultBudget}))
-	if c.Budget() != quota.DefaultBudget {
-		t.Fatalf("the client's budget is %s, want the default %s", c.Budget(), quota.DefaultBudget)
+	_, _, _, c := single(t, WithSync(slowSync{d: 2 * protocol.DefaultTimeout}))
+	if c.Budget() != protocol.DefaultTimeout {
+		t.Fatalf("the client's budget is %s, want the default %s", c.Budget(), protocol.DefaultTimeout)
 	}
 	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	if err := c.Settle(context.Background(), settleOf(r, rep.Revision)); err != nil {
-		t.Fatalf("a settle on a %s sync: %v", 2*quota.DefaultBudget, err)
+		t.Fatalf("a settle on a %s sync: %v", 2*protocol.DefaultTimeout, err)
 	}
 }

@@ -133,15 +133,6 @@ func (s *bucketState) sweep(now int64) {
 	}
 }
 
-// len is the number of buckets held (not full).
-func (s *bucketState) len() int {
-	n := len(s.tats)
-	for _, m := range s.over {
-		n += len(m)
-	}
-	return n
-}
-
 // internKind returns kind as a string, without allocating for the edge's
 // kinds.
 func internKind(kind []byte) string {

@@ -140,7 +140,7 @@ func (t *tenure) handle(m *nats.Msg) {
 		t.invalid(m, &req, misrouted(p, t.w.cfg.Partitions, t.n))
 		return
 	}
-	timeout := min(quota.DurationMs(req.TimeoutMs, quota.DefaultBudget), maxOwnerTimeout)
+	timeout := min(quota.DurationMs(req.TimeoutMs, protocol.DefaultTimeout), maxOwnerTimeout)
 	switch req.Op {
 	case quota.OpHit:
 		t.hit(m, req.Hit, timeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
@@ -98,7 +99,7 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		return nil, settings.Invalid("owner.New needs a connection, both buckets and a claims store")
 	}
 	cfg := defaults()
-	if err := settings.Apply(&cfg, opts, Option.ApplyOwner); err != nil {
+	if err := option.Apply(&cfg, opts, Option.ApplyOwner); err != nil {
 		return nil, err
 	}
 	id := cfg.MemberID

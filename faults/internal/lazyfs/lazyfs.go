@@ -124,14 +124,9 @@ type Options struct {
 // in flight.
 const MaxSyncLatency = time.Second
 
-// Mount mounts a lazyfs at mountpoint (an existing empty directory) over
-// the directory backing, which holds the durable state.
-func Mount(mountpoint, backing string) (*FS, error) {
-	return MountWith(mountpoint, backing, Options{})
-}
-
-// MountWith is Mount with options.
-func MountWith(mountpoint, backing string, opts Options) (*FS, error) {
+// Mount mounts a lazyfs with opts at mountpoint (an existing empty
+// directory) over the directory backing, which holds the durable state.
+func Mount(mountpoint, backing string, opts Options) (*FS, error) {
 	if opts.SyncLatency < 0 || opts.SyncLatency > MaxSyncLatency {
 		return nil, fmt.Errorf("lazyfs: sync latency %v out of [0, %v]", opts.SyncLatency, MaxSyncLatency)
 	}
@@ -707,7 +702,7 @@ func MountForTest(t testing.TB, mountpoint, backing string) *FS {
 // MountForTestWith is MountForTest with options.
 func MountForTestWith(t testing.TB, mountpoint, backing string, opts Options) *FS {
 	t.Helper()
-	f, err := MountWith(mountpoint, backing, opts)
+	f, err := Mount(mountpoint, backing, opts)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
 			t.Skipf("power-loss harness unavailable (needs root and /dev/fuse; fails instead with CI=true): %v", err)

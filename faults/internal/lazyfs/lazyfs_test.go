@@ -306,7 +306,7 @@ func TestSyncLatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := MountWith(mnt, back, Options{SyncLatency: 2 * MaxSyncLatency}); err == nil {
+	if _, err := Mount(mnt, back, Options{SyncLatency: 2 * MaxSyncLatency}); err == nil {
 		t.Fatal("a sync latency beyond MaxSyncLatency was accepted")
 	}
 	const latency = 100 * time.Millisecond

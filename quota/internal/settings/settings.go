@@ -21,7 +21,6 @@ import (
 // Defaults of the shared settings (quota re-exports them).
 const (
 	DefaultPartitions = 64
-	DefaultPendingTTL = 30 * time.Second
 	DefaultCountTTL   = time.Hour
 )
 
@@ -47,25 +46,11 @@ func Defaults() Config {
 	return Config{
 		Prefix:     protocol.DefaultPrefix,
 		Partitions: DefaultPartitions,
-		PendingTTL: DefaultPendingTTL,
+		PendingTTL: protocol.DefaultPendingTTL,
 		CountTTL:   DefaultCountTTL,
 		Now:        time.Now,
 		Log:        slog.New(slog.DiscardHandler),
 	}
-}
-
-// Apply applies opts to c with apply, the constructor's method of them (a
-// nil option is skipped).
-func Apply[C, O any](c *C, opts []O, apply func(O, *C) error) error {
-	for _, o := range opts {
-		if any(o) == nil {
-			continue
-		}
-		if err := apply(o, c); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ErrInvalidOption is wrapped by the error of an option with an invalid
