@@ -197,13 +197,18 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 // the store routing each claim to its tenant's shard.
 func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logger) ([]*kvstore.Bucket, claims.Store, error) {
 	shards := max(cfg.Shards, 1)
+	place := shardPlacement(cfg, n, log)
 	buckets := make([]*kvstore.Bucket, 0, shards)
 	stores := make([]claims.Store, 0, shards)
 	for k := range shards {
 		name := protocol.ClaimsBucket(cfg.Prefix, k)
-		cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(name, claims.BucketOptions{
+		bc := claims.BucketConfig(name, claims.BucketOptions{
 			Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
-		}))
+		})
+		if place != nil {
+			bc.Placement = place(k)
+		}
+		cb, err := kvstore.OpenBucket(ctx, n.JS, bc)
 		if errors.Is(err, kvstore.ErrPersistMode) {
 			return nil, nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
 				"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, name)
@@ -391,10 +396,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
 			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),
-		}, cfg.Shards); err != nil {
-			return nil, err
-		}
-		if err := placeLeaders(ctx, n, httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), s.ClaimsBuckets, log); err != nil {
+		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
 			return nil, err
 		}
 	}

@@ -54,6 +54,21 @@ func TestShardsCluster(t *testing.T) {
 		}
 	}
 	js := nodes[0].n.JS
+	// Placed at R1: each shard's hooks stream and claims bucket on
+	// another server.
+	hooksLeaders, claimsLeaders := map[string]bool{}, map[string]bool{}
+	for k := range shards {
+		for name, on := range map[string]map[string]bool{protocol.HooksStream(k): hooksLeaders, "KV_" + protocol.ClaimsBucket("sluice", k): claimsLeaders} {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			on[st.CachedInfo().Cluster.Leader] = true
+		}
+	}
+	if len(hooksLeaders) != shards || len(claimsLeaders) != shards {
+		t.Errorf("the shards' leaders: hooks on %v, claims on %v; want %d servers each", hooksLeaders, claimsLeaders, shards)
+	}
 	for k := range shards {
 		st, err := js.Stream(ctx, protocol.HooksStream(k))
 		if err != nil {

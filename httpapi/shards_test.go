@@ -27,7 +27,7 @@ func TestShardedHooksStreams(t *testing.T) {
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
 	const shards = 3
-	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards)
+	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestOneShardStreamUnchanged(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, 1)
+	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,9 @@ type StreamConfig struct {
 	// "<prefix>.shard.<Shard>.hooks.>" and storing under "<prefix>.hooks.>"
 	// (a subject transform), so the stored subjects are the same.
 	Shard, Shards int
+	// Placement places the stream when it is created (nil: where the
+	// server chooses); an existing stream keeps its placement.
+	Placement *jetstream.Placement
 }
 
 // HooksSubject is the subject a tenant/source's hooks are stored under:
@@ -115,17 +118,24 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		sc.Subjects = []string{capture}
 		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: capture, Destination: protocol.HooksSubjects(cfg.Prefix)}
 	}
+	sc.Placement = cfg.Placement
+	if st, err := js.Stream(ctx, sc.Name); err == nil {
+		sc.Placement = st.CachedInfo().Config.Placement // placed when created
+	}
 	return createStream(ctx, js, sc)
 }
 
 // EnsureStreams creates or updates the hooks stream of every shard of a
-// fleet of shards shards (cfg's Shard and Shards are set for each),
-// shard k at index k.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, shards int) ([]jetstream.Stream, error) {
+// fleet of shards shards (cfg's Shard and Shards are set for each, and
+// its Placement to place(k) unless place is nil), shard k at index k.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, shards int, place func(shard int) *jetstream.Placement) ([]jetstream.Stream, error) {
 	out := make([]jetstream.Stream, 0, max(shards, 1))
 	for k := range max(shards, 1) {
 		c := cfg
 		c.Shard, c.Shards = k, shards
+		if place != nil {
+			c.Placement = place(k)
+		}
 		st, err := EnsureStream(ctx, js, c)
 		if err != nil {
 			return nil, err
