@@ -111,6 +111,8 @@ type Stores struct {
 	HubClaims *forward.Lazy
 	// EdgeClaims is Claims on an edge (nil unless --hub-url).
 	EdgeClaims *forward.Claims
+	// HubShards reads an edge's hub's shard count (nil unless --hub-url).
+	HubShards func(context.Context) (int, error)
 }
 
 // ProvideStores opens the buckets and builds the stores.
@@ -162,8 +164,9 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
+	var s0 func(context.Context) (int, error)
 	if cfg.Edge() {
-		hubClaims, edgeStore = edgeClaims(cfg, n, store, log)
+		hubClaims, edgeStore, s0 = edgeClaims(cfg, n, store, log)
 		fleetClaims = edgeStore
 	}
 	s := &Stores{
@@ -172,6 +175,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		Claims:        fleetClaims,
 		HubClaims:     hubClaims,
 		EdgeClaims:    edgeStore,
+		HubShards:     s0,
 		Replay:        replay,
 		LocalReplay:   claims.NewMemoryReplay(localCap, 0, time.Now),
 		Cooldown:      cd,

@@ -182,3 +182,52 @@ func TestShardsFixedForTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEdgeModeShardedHub: an edge (one outbox) of a hub of 2 shards reads
+// the hub's shard count from its fleet record and forwards each hook to
+// its tenant's shard's stream on the hub, every acknowledged hook once;
+// its claims are in the hub's shard buckets, so the hub answers an edge
+// hook's key as a duplicate of the edge's hook.
+func TestEdgeModeShardedHub(t *testing.T) {
+	t.Parallel()
+	leaf := testkit.FreeAddr(t)
+	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--partitions", "4/2", "--store-timeout", "1s")
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--store-timeout", "1s")
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
+	acked := postMany(t, ed.h, "sh", 200)
+	waitOutboxDrained(t, ed, 30*time.Second)
+	ctx := testkit.Context(t)
+	seen := map[string]int{}
+	for k := range 2 {
+		st, err := hub.n.JS.Stream(ctx, protocol.HooksStream(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := st.CachedInfo()
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tenant := m.Header.Get(httpapi.HeaderTenant)
+			if s := protocol.Shard(tenant, 2); s != k {
+				t.Fatalf("a hook of %s (shard %d) in the hub's %s", tenant, s, protocol.HooksStream(k))
+			}
+			if m.Subject != httpapi.HooksSubject("sluice", tenant, "src") {
+				t.Fatalf("stored under %s", m.Subject)
+			}
+			seen[m.Header.Get(httpapi.HeaderHookID)]++
+		}
+	}
+	for _, id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("hook %s is %d times on the hub", id, seen[id])
+		}
+	}
+	for i := range 8 { // key sh-i is tenant t<i>'s
+		code, id := postHook(t, hub.h, fmt.Sprintf("t%d", i), fmt.Sprintf("sh-%d", i))
+		if code != 200 || seen[id] != 1 {
+			t.Fatalf("t%d's edge key at the hub: %d %s", i, code, id)
+		}
+	}
+}

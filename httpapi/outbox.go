@@ -98,7 +98,9 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 // consumers' acks and flow control of same-named consumers, not the
 // owners, service and events subjects, not the outbox. nats-server itself
 // denies $JS.API.>, $KV.> and $OBJ.> between different JetStream domains.
+// A hub of several shards takes hooks on "<prefix>.shard.<k>.hooks.>"
+// (protocol.ShardHooksSubjects), denied inbound too.
 func LeafDeny(prefix string) (both, imports []string) {
 	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", OutboxSubjects(prefix)},
-		[]string{prefix + ".hooks.>"}
+		[]string{prefix + ".hooks.>", prefix + ".shard.>"}
 }
