@@ -403,6 +403,12 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
 			return nil, err
 		}
+		spreadLeaders(ctx, cfg, n, httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), log)
+		claimStreams := make([]string, len(s.ClaimsBuckets))
+		for k, b := range s.ClaimsBuckets {
+			claimStreams[k] = kvstore.StreamName(b.Name())
+		}
+		spreadLeaders(ctx, cfg, n, claimStreams, log)
 	}
 	var ready atomic.Bool
 	var readyInfo func() any

@@ -20,8 +20,13 @@ import (
 // duplicate of the first hook whichever node gets it; a claim taken by a
 // hit is settled through the owner and read back committed, from its
 // shard's bucket only. The shards' leaders are on three servers.
-func TestShardsCluster(t *testing.T) {
-	t.Parallel()
+func TestShardsCluster(t *testing.T) { t.Parallel(); testShardsCluster(t, 1) }
+
+// TestShardsClusterR3 is TestShardsCluster at R3: every server holds
+// every shard, and the shards' leaders are moved onto three servers.
+func TestShardsClusterR3(t *testing.T) { t.Parallel(); testShardsCluster(t, 3) }
+
+func testShardsCluster(t *testing.T, replicas int) {
 	var routes []string
 	ports := make([]int, 3)
 	for i := range 3 {
@@ -30,7 +35,7 @@ func TestShardsCluster(t *testing.T) {
 	}
 	nodes := startTogether(t, 3, 120*time.Second, "shard node", func(i int) []string {
 		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s"}
+			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s", "--replicas", fmt.Sprint(replicas)}
 	})
 	ctx := testkit.Context(t)
 	const shards, tenants, per = 3, 12, 4
@@ -54,21 +59,22 @@ func TestShardsCluster(t *testing.T) {
 		}
 	}
 	js := nodes[0].n.JS
-	// Placed at R1: each shard's hooks stream and claims bucket on
-	// another server.
-	hooksLeaders, claimsLeaders := map[string]bool{}, map[string]bool{}
-	for k := range shards {
-		for name, on := range map[string]map[string]bool{protocol.HooksStream(k): hooksLeaders, "KV_" + protocol.ClaimsBucket("sluice", k): claimsLeaders} {
-			st, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
+	// Placed (R1) or led (R3): each shard's hooks stream and claims
+	// bucket on another server.
+	var hooksLeaders, claimsLeaders map[string]bool
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		hooksLeaders, claimsLeaders = map[string]bool{}, map[string]bool{}
+		for k := range shards {
+			for name, on := range map[string]map[string]bool{protocol.HooksStream(k): hooksLeaders, "KV_" + protocol.ClaimsBucket("sluice", k): claimsLeaders} {
+				st, err := js.Stream(ctx, name)
+				if err != nil || st.CachedInfo().Cluster == nil {
+					return false
+				}
+				on[st.CachedInfo().Cluster.Leader] = true
 			}
-			on[st.CachedInfo().Cluster.Leader] = true
 		}
-	}
-	if len(hooksLeaders) != shards || len(claimsLeaders) != shards {
-		t.Errorf("the shards' leaders: hooks on %v, claims on %v; want %d servers each", hooksLeaders, claimsLeaders, shards)
-	}
+		return len(hooksLeaders) == shards && len(claimsLeaders) == shards
+	}, fmt.Sprintf("the shards' leaders on %d servers each (R%d)", shards, replicas))
 	for k := range shards {
 		st, err := js.Stream(ctx, protocol.HooksStream(k))
 		if err != nil {
