@@ -83,7 +83,9 @@ func spreadLeaders(ctx context.Context, cfg *config.Config, n *NATS, streams []s
 	}
 	for k, name := range streams {
 		want := peers[k%len(peers)]
-		st, err := n.JS.Stream(ctx, name)
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second) // a request lost to a leader change is not waited out
+		st, err := n.JS.Stream(ictx, name)
+		cancel()
 		if err != nil || st.CachedInfo().Cluster == nil || st.CachedInfo().Cluster.Leader == want {
 			continue
 		}

@@ -119,9 +119,6 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: capture, Destination: protocol.HooksSubjects(cfg.Prefix)}
 	}
 	sc.Placement = cfg.Placement
-	if st, err := js.Stream(ctx, sc.Name); err == nil {
-		sc.Placement = st.CachedInfo().Config.Placement // placed when created
-	}
 	return createStream(ctx, js, sc)
 }
 
@@ -160,8 +157,17 @@ func HooksStreams(name string, shards int) []string {
 func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		// Each attempt is bounded (kvstore.Retry): a request lost to a
+		// stream leader changing (a step-down) costs one attempt, not the
+		// whole budget.
+		want := sc
+		if cur, err := js.Stream(ctx, sc.Name); err == nil {
+			want.Placement = cur.CachedInfo().Config.Placement // placed when created
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
 		var err error
-		st, err = js.CreateOrUpdateStream(ctx, sc)
+		st, err = js.CreateOrUpdateStream(ctx, want)
 		return err
 	})
 	if err != nil {
