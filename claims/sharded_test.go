@@ -31,11 +31,9 @@ func TestShardedRoutesByTenant(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	var buckets []*kvstore.Bucket
 	var shards []claims.Store
 	for range 3 {
-		b := k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_route")})
-		buckets, shards = append(buckets, b), append(shards, newKV(t, b))
+		shards = append(shards, newKV(t, k.Bucket(t, kvstore.BucketConfig{Name: bucketName("claims_route")})))
 	}
 	s := testkit.Must(claims.NewSharded(shards...))(t)
 	for i := range 30 {

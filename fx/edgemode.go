@@ -125,11 +125,7 @@ func hubShards(cfg *config.Config, n *NATS) func(context.Context) (int, error) {
 		if s := known.Load(); s > 0 {
 			return int(s), nil
 		}
-		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
-		if err != nil {
-			return 0, err
-		}
-		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
+		b, err := hubLeases(ctx, cfg, n)
 		if err != nil {
 			return 0, err
 		}
@@ -142,6 +138,16 @@ func hubShards(cfg *config.Config, n *NATS) func(context.Context) (int, error) {
 	}
 }
 
+// hubLeases is an edge's view of its hub's leases bucket (the fleet
+// record), through the hub's JetStream domain.
+func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucket, error) {
+	js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
+	if err != nil {
+		return nil, err
+	}
+	return kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
+}
+
 // edgeQuota is an edge's quota: no worker of its own; a Client routed to
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
@@ -150,11 +156,7 @@ func hubShards(cfg *config.Config, n *NATS) func(context.Context) (int, error) {
 func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
-		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
-		if err != nil {
-			return 0, err
-		}
-		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
+		b, err := hubLeases(ctx, cfg, n)
 		if err != nil {
 			return 0, err
 		}
