@@ -141,7 +141,7 @@ func TestScaleOneNode(t *testing.T) {
 	if u := r.NodeQuotaUse[0]; u > 1.25 || u <= 0 {
 		t.Errorf("the node used %.0f%% of its quota's time", 100*u)
 	}
-	if !strings.Contains(out.String(), "| 1 | 1 | R1 | 0.40 core |") {
+	if !strings.Contains(out.String(), "| 1 | 1 | R1 | 1 | 0.40 core |") {
 		t.Errorf("no table row for 1/R1/0.4 in:\n%s", out.String())
 	}
 	if _, err := json.Marshal(rep); err != nil {
