@@ -81,6 +81,14 @@ func InboxPrefix(user string) string { return "_INBOX." + user }
 // with subject prefix and hooks stream, confined to tenants (service and
 // consumer: required; others: none allowed).
 func For(role, user, prefix, stream string, tenants []string) (Permissions, error) {
+	return ForShards(role, user, prefix, stream, 1, tenants)
+}
+
+// ForShards is For in a fleet of shards shards (--partitions P/S): a
+// consumer reads each of its tenants in that tenant's shard's stream
+// (protocol.ShardName(stream, protocol.Shard(tenant, shards)); stream is
+// shard 0's), and no other.
+func ForShards(role, user, prefix, stream string, shards int, tenants []string) (Permissions, error) {
 	if user == "" || strings.ContainsAny(user, ".*> \t\r\n") {
 		return Permissions{}, fmt.Errorf("%w: user %q must be one subject token", ErrInvalid, user)
 	}
@@ -115,6 +123,7 @@ func For(role, user, prefix, stream string, tenants []string) (Permissions, erro
 		p.Subscribe = []string{inbox}
 		for _, t := range tenants {
 			tok := protocol.TenantToken(t)
+			stream := protocol.ShardName(stream, protocol.Shard(t, shards))
 			// The tenant's lifecycle events (protocol.Subjects).
 			p.Subscribe = append(p.Subscribe,
 				prefix+".v1.events.claim.*."+tok, prefix+".v1.events.hook.stored."+tok+".*", prefix+".v1.events.limit.denied."+tok,

@@ -38,11 +38,17 @@ func passwordOf(u string) string { return "pw-" + u + "-0123456789" }
 // startAuthzServer writes the configuration, sets each user's password
 // variable (PasswordEnv) and starts the server on a random loopback port.
 func startAuthzServer(t *testing.T, users ...user) *authzServer {
+	return startShardedAuthzServer(t, 1, users...)
+}
+
+// startShardedAuthzServer is startAuthzServer for a fleet of shards
+// shards.
+func startShardedAuthzServer(t *testing.T, shards int, users ...user) *authzServer {
 	t.Helper()
 	var entries []authz.Entry
 	s := &authzServer{t: t, users: map[string]user{}}
 	for _, u := range users {
-		p, err := authz.For(u.role, u.name, "sluice", "HOOKS", u.tenants)
+		p, err := authz.ForShards(u.role, u.name, "sluice", "HOOKS", shards, u.tenants)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,5 +235,73 @@ func TestConsumerRefusedOnAnotherTenantsDurable(t *testing.T) {
 	}
 	if m, err := read("globex-c", "globex"); err != nil || string(m.Data()) != "globex" {
 		t.Fatalf("globex's consumer on its own durable: %v %v", m, err)
+	}
+}
+
+// TestConsumerReadsItsShardsStreams: with 3 shards a consumer of two
+// tenants in two shards reads each tenant's durable in that tenant's
+// shard's stream; a consumer of one tenant is refused its tenant's durable
+// name in every other shard's stream.
+func TestConsumerReadsItsShardsStreams(t *testing.T) {
+	const shards = 3
+	a, b := "acme", ""
+	for i := 0; b == ""; i++ {
+		if c := fmt.Sprintf("t%d", i); protocol.Shard(c, shards) != protocol.Shard(a, shards) {
+			b = c
+		}
+	}
+	s := startShardedAuthzServer(t, shards, user{"n", authz.RoleNode, nil}, user{"both", authz.RoleConsumer, []string{a, b}}, user{"only-a", authz.RoleConsumer, []string{a}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(s.connect("n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range shards {
+		capture := protocol.ShardHooksSubjects("sluice", k)
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.HooksStream(k), Subjects: []string{capture},
+			SubjectTransform: &jetstream.SubjectTransformConfig{Source: capture, Destination: "sluice.hooks.>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tenant := range []string{a, b} {
+		tok := protocol.TenantToken(tenant)
+		k := protocol.Shard(tenant, shards)
+		for j := range shards { // the tenant's durable name in every stream
+			if _, err := js.CreateOrUpdateConsumer(ctx, protocol.HooksStream(j), jetstream.ConsumerConfig{Durable: tok, FilterSubject: "sluice.hooks." + tok + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := js.Publish(ctx, protocol.ShardPublishSubject("sluice", k, shards, "sluice.hooks."+tok+".src"), []byte(tenant)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name, stream, durable string) (jetstream.Msg, error) {
+		ujs, err := jetstream.New(s.connect(name))
+		if err != nil {
+			return nil, err
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		c, err := ujs.Consumer(cctx, stream, durable)
+		if err != nil {
+			return nil, err
+		}
+		return c.Next(jetstream.FetchMaxWait(2 * time.Second))
+	}
+	for _, tenant := range []string{a, b} {
+		m, err := read("both", protocol.TenantHooksStream(tenant, shards), protocol.TenantToken(tenant))
+		if err != nil || string(m.Data()) != tenant {
+			t.Fatalf("a consumer of %s reads %s: %v %v", tenant, protocol.TenantHooksStream(tenant, shards), m, err)
+		}
+	}
+	nc := s.connect("only-a")
+	for k := range shards {
+		stream := protocol.HooksStream(k)
+		for _, subj := range []string{"$JS.API.CONSUMER.INFO." + stream + "." + a, "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + a} {
+			if allowed := !pubRefused(t, nc, subj); allowed != (k == protocol.Shard(a, shards)) {
+				t.Errorf("a consumer of %s (shard %d): publish %s allowed %v", a, protocol.Shard(a, shards), subj, allowed)
+			}
+		}
 	}
 }

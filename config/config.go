@@ -35,6 +35,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // EnvPrefix prefixes every flag's environment twin.
@@ -101,8 +103,11 @@ type Config struct {
 
 	// Prefix is the subject prefix (--prefix).
 	Prefix string
-	// Partitions is the number of quota partitions (--partitions).
+	// Partitions is the number of quota partitions (--partitions P/S: P).
 	Partitions int
+	// Shards is the number of shards (--partitions P/S: S, default 1): the
+	// fleet's hooks streams and claims buckets (protocol.Shard).
+	Shards int
 	// Replicas is the replica count of every bucket and stream (--replicas).
 	Replicas int
 	// AdminToken enables the admin API when set (--admin-token).
@@ -231,7 +236,7 @@ func (c *Config) ServerSyncAlways() bool {
 const (
 	// HooksStreamName is the stream of accepted hooks (an edge's outbox is
 	// HOOKS_OUTBOX).
-	HooksStreamName = "HOOKS"
+	HooksStreamName = protocol.HooksStreamName
 	// HubDomainName is a hub's JetStream domain: its edges address it by
 	// it, and no edge may be named so.
 	HubDomainName = "hub"

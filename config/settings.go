@@ -51,6 +51,7 @@ func (c *Config) checkEmbeddedSecurity() error {
 // Bounds of numeric settings.
 const (
 	MaxPartitions = 4096 // quota.MaxPartitions
+	MaxShards     = protocol.MaxShards
 	MaxSplitShare = 1000 // --split-share
 	MaxReplicas   = 5    // JetStream's limit
 	MaxPrefix     = protocol.MaxPrefixBytes
@@ -125,10 +126,22 @@ var settings = []setting{
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
-	{"partitions", "n", "64", "quota partitions (fixed for the fleet's life; an edge's must be its hub's)", func(c *Config, v string) error {
-		n, err := parseInt(v, 1, MaxPartitions)
-		c.Partitions = int(n)
-		return err
+	{"partitions", "n[/shards]", "64", "quota partitions, and after a slash the shards (streams and claims buckets) they are spread over, which must divide them (default 1); both fixed for the fleet's life, an edge's must be its hub's", func(c *Config, v string) error {
+		p, s, hasShards := strings.Cut(v, "/")
+		n, err := parseInt(p, 1, MaxPartitions)
+		c.Partitions, c.Shards = int(n), 1
+		if err != nil || !hasShards {
+			return err
+		}
+		k, err := parseInt(s, 1, MaxShards)
+		if err != nil {
+			return fmt.Errorf("shards %w", err)
+		}
+		if n%k != 0 {
+			return fmt.Errorf("%d shards do not divide %d partitions (a tenant's shard is its partition mod the shards)", k, n)
+		}
+		c.Shards = int(k)
+		return nil
 	}},
 	{"replicas", "n", "1", "replicas of every bucket and stream", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, MaxReplicas)

@@ -451,7 +451,7 @@ func (c *Config) resolveNATSUsers(users map[string]*fileNATSUser, getenv func(st
 				return fmt.Errorf("config: %s.tenants: invalid tenant name %.64q", path, t)
 			}
 		}
-		if _, err := authz.For(u.Role, name, c.Prefix, c.HooksStream, u.Tenants); err != nil {
+		if _, err := authz.ForShards(u.Role, name, c.Prefix, c.HooksStream, c.Shards, u.Tenants); err != nil {
 			return fmt.Errorf("config: %s: %w", path, err)
 		}
 		n := 0

@@ -45,6 +45,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,12 @@ type Config struct {
 	HubClaims             func(ctx context.Context) (claims.Store, error)
 	PendingTTL, DedupeTTL time.Duration
 	OnSplit               func(id claims.ID, hookID, hubHookID string)
+	// HubShards, when set, reads the hub's shard count (its fleet record,
+	// quota.FleetShape, through the hub's domain) at each link-up: each
+	// hook goes to its tenant's shard's stream on the hub
+	// (protocol.ShardPublishSubject), and nothing is sent while it is
+	// unknown. Nil: the hub has one shard.
+	HubShards func(ctx context.Context) (int, error)
 	// Route, when set, is checked with every status refresh (the hub's
 	// partition count is read there once per link-up) and its state shown
 	// in Status.
@@ -140,7 +147,8 @@ type Forwarder struct {
 	lastErr    atomic.Pointer[string] // the last forwarding error, nil after a success
 	hubWindow  atomic.Int64           // the hub stream's duplicate window (ns); 0: unknown
 	hubAtomic  atomic.Bool            // the hub stream allows atomic batches
-	hubKnown   atomic.Bool            // hubWindow and hubAtomic were read since the link came up
+	hubKnown   atomic.Bool            // hubWindow, hubAtomic and hubShards were read since the link came up
+	hubShards  atomic.Int64           // the hub's shard count; 0: unknown
 	legacySync atomic.Bool            // the hub's lack of a sync barrier was logged since the link came up
 	linkUp     atomic.Int64           // when the link last came up (unix ns; 0 while it is down): watchLink
 	mark       uint64                 // outbox sequences up to it may have been sent by an earlier run
@@ -361,6 +369,16 @@ func (f *Forwarder) learnWindow(ctx context.Context) {
 func (f *Forwarder) learnHub(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
 	defer cancel()
+	shards := 1
+	if f.cfg.HubShards != nil {
+		var err error
+		if shards, err = f.cfg.HubShards(ictx); err != nil || shards < 1 {
+			f.hubShards.Store(0)
+			f.hubKnown.Store(false)
+			return
+		}
+	}
+	f.hubShards.Store(int64(shards))
 	st, err := f.hub.Stream(ictx, f.cfg.HooksStream)
 	if err != nil {
 		f.hubWindow.Store(0)
@@ -465,6 +483,10 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 	if !f.hubKnown.Load() {
 		f.learnHub(ctx) // the stream info failed at link-up: read it again
 	}
+	shards := int(f.hubShards.Load())
+	if shards < 1 {
+		return 0, errors.New("the hub's shard count is not known (its fleet record could not be read)")
+	}
 	var items []hubItem
 	n, err := len(msgs), error(nil)
 	for i, m := range msgs {
@@ -473,6 +495,7 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 		if herr == nil {
 			skip, herr = f.alreadyOnHub(ctx, m, out.Subject, id)
 		}
+		shard := protocol.Shard(out.Header.Get(httpapi.HeaderTenant), shards)
 		if herr != nil {
 			n, err = i, herr
 			break
@@ -481,7 +504,9 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 			f.forwarded.WithLabelValues("found").Inc()
 			continue // acked without a publish
 		}
-		items = append(items, hubItem{at: i, msg: out, id: id})
+		// Published to the shard's stream, stored under out.Subject.
+		out.Subject = protocol.ShardPublishSubject(f.cfg.Prefix, shard, shards, out.Subject)
+		items = append(items, hubItem{at: i, msg: out, id: id, stream: protocol.ShardName(f.cfg.HooksStream, shard)})
 	}
 	ok, perr := f.publish(ctx, items, n)
 	if perr != nil {
@@ -490,11 +515,13 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 	return f.settle(ctx, msgs, ok, err)
 }
 
-// hubItem is one hook to publish: msgs[at]'s hub copy and message id.
+// hubItem is one hook to publish: msgs[at]'s hub copy (on its publish
+// subject), message id and the hub stream that takes it.
 type hubItem struct {
-	at  int
-	msg *nats.Msg
-	id  string
+	at     int
+	msg    *nats.Msg
+	id     string
+	stream string
 }
 
 // atomicMax bounds the hooks of one atomic batch (nats-server's default
@@ -507,7 +534,35 @@ const atomicMax = 1000
 // batch the hub refused, one hook at a time, each publish waiting for the
 // ack of the one before. It returns how many leading messages (of n, by
 // index: items[k].at) are done and the first failure.
+//
+// With shards, each shard's hooks are published apart (an atomic batch
+// is one stream's), in their order, one shard after the other; the
+// leading messages done end at the first hook of any shard not stored
+// (the hooks of other shards after it, stored, are sent again with the
+// rest and dropped by the hub's duplicate window or found by OnHub). A
+// tenant's hooks are one shard's, so the hub stores them in order.
 func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, error) {
+	var order []string
+	runs := map[string][]hubItem{}
+	for _, it := range items {
+		if _, ok := runs[it.stream]; !ok {
+			order = append(order, it.stream)
+		}
+		runs[it.stream] = append(runs[it.stream], it)
+	}
+	first, err := n, error(nil)
+	for _, stream := range order {
+		run := runs[stream]
+		if done, rerr := f.publishRun(ctx, run); rerr != nil && run[done].at < first {
+			first, err = run[done].at, rerr
+		}
+	}
+	return first, err
+}
+
+// publishRun is publish for items of one hub stream: it returns how many
+// leading items are done and, when not all, the failure.
+func (f *Forwarder) publishRun(ctx context.Context, items []hubItem) (int, error) {
 	for done := 0; done < len(items); {
 		chunk := items[done:min(len(items), done+atomicMax)]
 		if f.hubAtomic.Load() && len(chunk) > 1 {
@@ -519,7 +574,7 @@ func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, e
 			}
 			if !refused(err) { // nothing learned: the same batch again later
 				f.forwarded.WithLabelValues("failed").Inc()
-				return chunk[0].at, err
+				return done, err
 			}
 			// Refused (a hook the hub will not take, or some it has
 			// already: a batch holding a duplicate is refused whole): one
@@ -529,10 +584,10 @@ func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, e
 		k, err := f.publishEach(ctx, chunk)
 		done += k
 		if err != nil {
-			return items[done].at, err
+			return done, err
 		}
 	}
-	return n, nil
+	return len(items), nil
 }
 
 // refused reports whether err is the hub's answer refusing an atomic
@@ -556,7 +611,7 @@ func (f *Forwarder) publishAtomic(ctx context.Context, chunk []hubItem) error {
 			m.Header[k] = v
 		}
 		m.Header.Set(jetstream.MsgIDHeader, it.id)
-		m.Header.Set(jetstream.ExpectedStreamHeader, f.cfg.HooksStream)
+		m.Header.Set(jetstream.ExpectedStreamHeader, it.stream)
 		m.Header.Set(batchIDHeader, batch)
 		m.Header.Set(batchSeqHeader, strconv.Itoa(j+1))
 		if j < len(chunk)-1 {
@@ -589,7 +644,7 @@ const (
 func (f *Forwarder) publishEach(ctx context.Context, chunk []hubItem) (int, error) {
 	for k, it := range chunk {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.PublishTimeout)
-		ack, err := f.hub.PublishMsg(pctx, it.msg, jetstream.WithMsgID(it.id), jetstream.WithExpectStream(f.cfg.HooksStream),
+		ack, err := f.hub.PublishMsg(pctx, it.msg, jetstream.WithMsgID(it.id), jetstream.WithExpectStream(it.stream),
 			jetstream.WithRetryAttempts(0))
 		cancel()
 		if err != nil {
@@ -709,7 +764,7 @@ func (f *Forwarder) alreadyOnHub(ctx context.Context, m jetstream.Msg, subject, 
 func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Time) (bool, error) {
 	sctx, cancel := context.WithTimeout(ctx, 4*f.cfg.PublishTimeout)
 	defer cancel()
-	st, err := f.hub.Stream(sctx, f.cfg.HooksStream)
+	st, err := f.hub.Stream(sctx, f.streamOf(subject))
 	if err != nil {
 		return false, fmt.Errorf("hub stream: %w", err)
 	}
@@ -796,4 +851,17 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 		}
 	}
 	return nil
+}
+
+// streamOf is the hub stream holding the hooks stored under subject
+// ("<prefix>.hooks.<tenant>.…"): its tenant's shard's.
+func (f *Forwarder) streamOf(subject string) string {
+	shards := int(f.hubShards.Load())
+	rest, _ := strings.CutPrefix(subject, f.cfg.Prefix+".hooks.")
+	tok, _, _ := strings.Cut(rest, ".")
+	tenant, err := protocol.DecodeToken(tok)
+	if shards <= 1 || err != nil {
+		return f.cfg.HooksStream
+	}
+	return protocol.ShardName(f.cfg.HooksStream, protocol.Shard(tenant, shards))
 }

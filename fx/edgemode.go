@@ -2,7 +2,9 @@ package sluicefx
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -67,7 +70,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 	f, err := forward.New(forward.Config{
 		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.EdgeName,
 		Linked: n.Server.LeafConnected, Logger: log.With("component", "forward"), Registerer: reg,
-		HubClaims: s.HubClaims.Get, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
+		HubClaims: s.HubClaims.Get, HubShards: s.HubShards, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
 		Route: q.Route,
 	})
 	if err != nil {
@@ -80,19 +83,69 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 // edgeClaims is an edge's claim store: the hub's claims bucket (opened
 // through the hub's JetStream domain on first use) while the link is up
 // and it answers, the edge's own (local) otherwise (forward.Claims).
-func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims) {
+func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims, func(context.Context) (int, error)) {
+	shards := hubShards(cfg, n)
 	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
 		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
 		if err != nil {
 			return nil, err
 		}
-		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Claims)
+		s, err := shards(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return claims.NewKV(b, claims.WithLogger(log))
+		stores := make([]claims.Store, 0, s)
+		for k := range s {
+			b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, protocol.ClaimsBucket(cfg.Prefix, k))
+			if err != nil {
+				return nil, err
+			}
+			kv, err := claims.NewKV(b, claims.WithLogger(log))
+			if err != nil {
+				return nil, err
+			}
+			stores = append(stores, kv)
+		}
+		if s == 1 {
+			return stores[0], nil
+		}
+		return claims.NewSharded(stores...)
 	})
-	return hub, forward.NewClaims(local, hub.Get, n.Server.LeafConnected)
+	return hub, forward.NewClaims(local, hub.Get, n.Server.LeafConnected), shards
+}
+
+// hubShards reads the hub's shard count from its fleet record (the
+// leases bucket, through the hub's domain) once it can: an edge sends each
+// hook, and takes each claim, in its tenant's shard on the hub, whatever
+// its own --partitions says. The count is fixed for the hub's life, so
+// the first answer is kept.
+func hubShards(cfg *config.Config, n *NATS) func(context.Context) (int, error) {
+	var known atomic.Int64
+	return func(ctx context.Context) (int, error) {
+		if s := known.Load(); s > 0 {
+			return int(s), nil
+		}
+		b, err := hubLeases(ctx, cfg, n)
+		if err != nil {
+			return 0, err
+		}
+		_, s, err := quota.FleetShape(ctx, b)
+		if err != nil {
+			return 0, fmt.Errorf("the hub's fleet record: %w", err)
+		}
+		known.Store(int64(s))
+		return s, nil
+	}
+}
+
+// hubLeases is an edge's view of its hub's leases bucket (the fleet
+// record), through the hub's JetStream domain.
+func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucket, error) {
+	js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
+	if err != nil {
+		return nil, err
+	}
+	return kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
 }
 
 // edgeQuota is an edge's quota: no worker of its own; a Client routed to
@@ -103,11 +156,7 @@ func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logge
 func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
-		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
-		if err != nil {
-			return 0, err
-		}
-		b, err := kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
+		b, err := hubLeases(ctx, cfg, n)
 		if err != nil {
 			return 0, err
 		}

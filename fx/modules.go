@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
 	"github.com/sluice-dev/sluice/service"
@@ -91,12 +92,16 @@ func ProvideRegistry() *Registry {
 
 // Stores are the KV-backed stores and their node-local fallbacks.
 type Stores struct {
-	ClaimsBucket *kvstore.Bucket
-	Claims       claims.Store // fleet (KV)
-	Replay       claims.ReplayStore
-	LocalReplay  claims.ReplayStore
-	Cooldown     *cooldown.Store
-	Overrides    *httpapi.Overrides
+	// ClaimsBuckets are the claims buckets of the fleet's shards (shard k
+	// at index k, --partitions P/S: S of them; protocol.ClaimsBucket);
+	// ClaimsBucket is shard 0's.
+	ClaimsBuckets []*kvstore.Bucket
+	ClaimsBucket  *kvstore.Bucket
+	Claims        claims.Store // fleet (KV: claims.Sharded over the shards' buckets)
+	Replay        claims.ReplayStore
+	LocalReplay   claims.ReplayStore
+	Cooldown      *cooldown.Store
+	Overrides     *httpapi.Overrides
 	// Tenants follows the tenant records; Policy combines them with the
 	// file's tenants (SetConfig on SIGHUP).
 	Tenants *tenants.Registry
@@ -106,6 +111,8 @@ type Stores struct {
 	HubClaims *forward.Lazy
 	// EdgeClaims is Claims on an edge (nil unless --hub-url).
 	EdgeClaims *forward.Claims
+	// HubShards reads an edge's hub's shard count (nil unless --hub-url).
+	HubShards func(context.Context) (int, error)
 }
 
 // ProvideStores opens the buckets and builds the stores.
@@ -113,13 +120,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
-	cb, err := kvstore.OpenBucket(ctx, n.JS, claims.BucketConfig(names.Claims, claims.BucketOptions{
-		Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
-	}))
-	if errors.Is(err, kvstore.ErrPersistMode) {
-		return nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
-			"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, names.Claims)
-	}
+	cbs, store, err := openClaims(ctx, cfg, n, log)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +135,6 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		return nil, err
 	}
 	cdb, err := kvstore.OpenBucket(ctx, n.JS, cooldown.BucketConfig(cfg.Prefix, cfg.Replicas))
-	if err != nil {
-		return nil, err
-	}
-	store, err := claims.NewKV(cb, claims.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -170,21 +167,24 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
+	var s0 func(context.Context) (int, error)
 	if cfg.Edge() {
-		hubClaims, edgeStore = edgeClaims(cfg, n, store, log)
+		hubClaims, edgeStore, s0 = edgeClaims(cfg, n, store, log)
 		fleetClaims = edgeStore
 	}
 	s := &Stores{
-		ClaimsBucket: cb,
-		Claims:       fleetClaims,
-		HubClaims:    hubClaims,
-		EdgeClaims:   edgeStore,
-		Replay:       replay,
-		LocalReplay:  localReplay,
-		Cooldown:     cd,
-		Overrides:    httpapi.NewOverrides(lb, log),
-		Tenants:      reg,
-		Policy:       tenants.NewPolicy(cfg, reg),
+		ClaimsBuckets: cbs,
+		ClaimsBucket:  cbs[0],
+		Claims:        fleetClaims,
+		HubClaims:     hubClaims,
+		EdgeClaims:    edgeStore,
+		HubShards:     s0,
+		Replay:        replay,
+		LocalReplay:   localReplay,
+		Cooldown:      cd,
+		Overrides:     httpapi.NewOverrides(lb, log),
+		Tenants:       reg,
+		Policy:        tenants.NewPolicy(cfg, reg),
 	}
 	if err := s.Policy.Register(prom); err != nil {
 		return nil, err
@@ -198,6 +198,42 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		OnStop:  func(context.Context) error { reg.Stop(); return nil },
 	})
 	return s, nil
+}
+
+// openClaims opens the claims bucket of every shard (--partitions P/S) and
+// the store routing each claim to its tenant's shard.
+func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logger) ([]*kvstore.Bucket, claims.Store, error) {
+	shards := max(cfg.Shards, 1)
+	place := shardPlacement(cfg, n, log)
+	buckets := make([]*kvstore.Bucket, 0, shards)
+	stores := make([]claims.Store, 0, shards)
+	for k := range shards {
+		name := protocol.ClaimsBucket(cfg.Prefix, k)
+		bc := claims.BucketConfig(name, claims.BucketOptions{
+			Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
+		})
+		if place != nil {
+			bc.Placement = place(k)
+		}
+		cb, err := kvstore.OpenBucket(ctx, n.JS, bc)
+		if errors.Is(err, kvstore.ErrPersistMode) {
+			return nil, nil, fmt.Errorf("--claims-persist %s: %w; keep the setting the bucket was created with, or delete the "+
+				"bucket %s (its claims are lost: keys seen within --dedupe-ttl may be accepted once more)", cfg.ClaimsPersist, err, name)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		store, err := claims.NewKV(cb, claims.WithLogger(log))
+		if err != nil {
+			return nil, nil, err
+		}
+		buckets, stores = append(buckets, cb), append(stores, store)
+	}
+	if shards == 1 {
+		return buckets, stores[0], nil
+	}
+	sharded, err := claims.NewSharded(stores...)
+	return buckets, sharded, err
 }
 
 // Quota is this node's partition worker and the routing client.
@@ -227,7 +263,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	pending, logger, metrics := quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(log.With("component", "quota")), quota.WithRegisterer(reg)
 	// A settle in a frame and a granted reserve are answered once durable,
 	// as claims.settle's (the counts bucket is in the barrier's rounds).
-	durable := []owner.Option{owner.WithSync(n.Sync), owner.WithDedupeTTL(cfg.DedupeTTL)}
+	durable := []owner.Option{owner.WithSync(n.Sync), owner.WithDedupeTTL(cfg.DedupeTTL), owner.WithShards(max(cfg.Shards, 1))}
 	w, err := owner.New(n.Conn, leases, counts, ev.Claims, append(durable, prefix, partitions, pending, logger, metrics)...)
 	if err != nil {
 		return nil, err
@@ -253,8 +289,8 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 // expiry watcher, and the claim stores decorated to publish lifecycle events.
 type Events struct {
 	Publisher *events.Publisher
-	Expiry    *events.ExpiryWatcher // nil without --claim-expiry-events
-	Claims    claims.Store          // Stores.Claims, publishing pending/committed/released
+	Expiry    []*events.ExpiryWatcher // one per shard's claims bucket; none without --claim-expiry-events
+	Claims    claims.Store            // Stores.Claims, publishing pending/committed/released
 }
 
 // ProvideEvents builds and starts the events parts.
@@ -265,15 +301,20 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 		return nil, err
 	}
 	observed := events.ObserveStore(s.Claims, pub)
-	var exp *events.ExpiryWatcher
-	if cfg.ClaimExpiryEvents { // else the claims bucket writes no markers to watch
-		if exp, err = events.NewExpiryWatcher(n.JS, s.ClaimsBucket.Name(), pub, events.WithLogger(elog), events.WithRegisterer(reg)); err != nil {
+	var exps []*events.ExpiryWatcher
+	for _, b := range s.ClaimsBuckets {
+		if !cfg.ClaimExpiryEvents { // else the claims buckets write no markers to watch
+			break
+		}
+		exp, err := events.NewExpiryWatcher(n.JS, b.Name(), pub, events.WithLogger(elog), events.WithRegisterer(reg))
+		if err != nil {
 			return nil, err
 		}
+		exps = append(exps, exp)
 		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
 	}
 	lc.Append(fx.StopHook(pub.Close))
-	return &Events{Publisher: pub, Expiry: exp, Claims: observed}, nil
+	return &Events{Publisher: pub, Expiry: exps, Claims: observed}, nil
 }
 
 // StartSettler builds and starts the settle-by-subject consumer: its
@@ -358,13 +399,19 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	// publishes to the hub.
 	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hooks = httpapi.NewHookStore(n.JS, cfg.Prefix, cfg.HooksStream)
-		if _, err := httpapi.EnsureStream(ctx, n.JS, httpapi.StreamConfig{
+		hooks = httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
+		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-			MaxAge: maxAge, MaxBytes: cfg.HooksMaxBytes,
-		}); err != nil {
+			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),
+		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
 			return nil, err
 		}
+		spreadLeaders(ctx, cfg, n, httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), log)
+		claimStreams := make([]string, len(s.ClaimsBuckets))
+		for k, b := range s.ClaimsBuckets {
+			claimStreams[k] = kvstore.StreamName(b.Name())
+		}
+		spreadLeaders(ctx, cfg, n, claimStreams, log)
 	}
 	var ready atomic.Bool
 	var readyInfo func() any

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // NATS is the connection every part uses, and the embedded server when
@@ -92,7 +93,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 			if u.PlainInFile {
 				log.Warn("nats_users." + u.Name + ".password is written in --config in plain text: prefer password_env (the password from the environment) or an nkey")
 			}
-			perms, err := authz.For(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, u.Tenants)
+			perms, err := authz.ForShards(u.Role, u.Name, cfg.Prefix, cfg.HooksStream, cfg.Shards, u.Tenants)
 			if err != nil {
 				return nil, fmt.Errorf("config: nats_users.%s: %w", u.Name, err)
 			}
@@ -206,10 +207,13 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	// The barrier's rounds sync the streams an answer rests on; the
 	// record's rounds (once a second) sync every stream.
 	names := kvstore.BucketNames(cfg.Prefix)
-	g := kvstore.NewGroupSync(srv.SyncStreams(cfg.HooksStream, httpapi.OutboxStream(cfg.HooksStream),
-		kvstore.StreamName(names.Claims), kvstore.StreamName(names.Replay),
-		kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts)))
+	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
+		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
+		kvstore.StreamName(names.Counts))
+	for k := range max(cfg.Shards, 1) {
+		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
+	}
+	g := kvstore.NewGroupSync(srv.SyncStreams(streams...))
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
 	// Stop hooks run in reverse: the recorder's last update, then the
 	// barrier, before the server stops.

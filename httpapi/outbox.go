@@ -87,7 +87,7 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 	if hooksStream == "" {
 		hooksStream = "HOOKS"
 	}
-	return &HookStore{js: js, w: kvstore.NewWriter(js.Conn()), prefix: prefix, stream: OutboxStream(hooksStream), outbox: true}
+	return &HookStore{js: js, w: []*kvstore.Writer{kvstore.NewWriter(js.Conn())}, prefix: prefix, stream: OutboxStream(hooksStream), shards: 1, outbox: true}
 }
 
 // LeafDeny are the subjects that must not cross an edge's leaf connection
@@ -98,7 +98,9 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 // consumers' acks and flow control of same-named consumers, not the
 // owners, service and events subjects, not the outbox. nats-server itself
 // denies $JS.API.>, $KV.> and $OBJ.> between different JetStream domains.
+// A hub of several shards takes hooks on "<prefix>.shard.<k>.hooks.>"
+// (protocol.ShardHooksSubjects), denied inbound too.
 func LeafDeny(prefix string) (both, imports []string) {
 	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", OutboxSubjects(prefix)},
-		[]string{prefix + ".hooks.>"}
+		[]string{prefix + ".hooks.>", prefix + ".shard.>"}
 }

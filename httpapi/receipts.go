@@ -49,7 +49,7 @@ func (s *HookStore) Find(ctx context.Context, tenant, source, hookID string, sin
 	if !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.stream, cfg)
+	cons, err := s.js.OrderedConsumer(ctx, s.streamOf(tenant), cfg)
 	if err != nil {
 		return Receipt{}, kvstore.MapError(err)
 	}

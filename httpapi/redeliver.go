@@ -68,7 +68,7 @@ func (s *HookStore) createPush(ctx context.Context, spec RewindSpec, cfg jetstre
 		cfg.MaxAckPending = DefaultPushInFlight
 	}
 	cfg.RateLimit = spec.RateBPS
-	c, err := s.js.CreatePushConsumer(ctx, s.stream, cfg)
+	c, err := s.js.CreatePushConsumer(ctx, s.streamOf(spec.Tenant), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, 
 		info, err = s.createPush(ctx, spec, cfg)
 	} else {
 		var c jetstream.Consumer
-		if c, err = s.js.CreateConsumer(ctx, s.stream, cfg); err == nil {
+		if c, err = s.js.CreateConsumer(ctx, s.streamOf(spec.Tenant), cfg); err == nil {
 			info, err = c.Info(ctx)
 		}
 	}
@@ -135,7 +135,7 @@ func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, 
 	if err != nil {
 		return RewindResult{}, kvstore.MapError(err)
 	}
-	return RewindResult{Stream: s.stream, Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects,
+	return RewindResult{Stream: s.streamOf(spec.Tenant), Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects,
 		NumPending: info.NumPending, DeliverSubject: spec.DeliverSubject, MaxInFlight: info.Config.MaxAckPending}, nil
 }
 

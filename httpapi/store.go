@@ -41,6 +41,16 @@ type StreamConfig struct {
 	MaxBytes int64
 	// Duplicates is JetStream's Nats-Msg-Id window (default 2 min).
 	Duplicates time.Duration
+	// Shard and Shards: the stream of shard Shard of a fleet of Shards
+	// shards (docs/PROTOCOL.md "Shards"; 0 counts as 1). With one shard the
+	// stream is Name capturing "<prefix>.hooks.>"; with more, it is
+	// protocol.ShardName(Name, Shard) capturing
+	// "<prefix>.shard.<Shard>.hooks.>" and storing under "<prefix>.hooks.>"
+	// (a subject transform), so the stored subjects are the same.
+	Shard, Shards int
+	// Placement places the stream when it is created (nil: where the
+	// server chooses); an existing stream keeps its placement.
+	Placement *jetstream.Placement
 }
 
 // HooksSubject is the subject a tenant/source's hooks are stored under:
@@ -88,7 +98,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	sc := jetstream.StreamConfig{
 		Name:        cfg.Name,
 		Description: "sluice: accepted webhooks",
-		Subjects:    []string{cfg.Prefix + ".hooks.>"},
+		Subjects:    []string{protocol.HooksSubjects(cfg.Prefix)},
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		MaxAge:      cfg.MaxAge,
@@ -101,7 +111,45 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		// (forward.Forwarder).
 		AllowAtomicPublish: true,
 	}
+	if cfg.Shards > 1 {
+		capture := protocol.ShardHooksSubjects(cfg.Prefix, cfg.Shard)
+		sc.Name = protocol.ShardName(cfg.Name, cfg.Shard)
+		sc.Description = fmt.Sprintf("sluice: accepted webhooks of shard %d of %d", cfg.Shard, cfg.Shards)
+		sc.Subjects = []string{capture}
+		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: capture, Destination: protocol.HooksSubjects(cfg.Prefix)}
+	}
+	sc.Placement = cfg.Placement
 	return createStream(ctx, js, sc)
+}
+
+// EnsureStreams creates or updates the hooks stream of every shard of a
+// fleet of shards shards (cfg's Shard and Shards are set for each, and
+// its Placement to place(k) unless place is nil), shard k at index k.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig, shards int, place func(shard int) *jetstream.Placement) ([]jetstream.Stream, error) {
+	out := make([]jetstream.Stream, 0, max(shards, 1))
+	for k := range max(shards, 1) {
+		c := cfg
+		c.Shard, c.Shards = k, shards
+		if place != nil {
+			c.Placement = place(k)
+		}
+		st, err := EnsureStream(ctx, js, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// HooksStreams are the names of the hooks streams of a fleet of shards
+// shards whose shard 0 stream is name (shard k at index k).
+func HooksStreams(name string, shards int) []string {
+	out := make([]string, max(shards, 1))
+	for k := range out {
+		out[k] = protocol.ShardName(name, k)
+	}
+	return out
 }
 
 // createStream creates or updates the stream sc, retrying while JetStream
@@ -109,8 +157,17 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		// Each attempt is bounded (kvstore.Retry): a request lost to a
+		// stream leader changing (a step-down) costs one attempt, not the
+		// whole budget.
+		want := sc
+		if cur, err := js.Stream(ctx, sc.Name); err == nil {
+			want.Placement = cur.CachedInfo().Config.Placement // placed when created
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
 		var err error
-		st, err = js.CreateOrUpdateStream(ctx, sc)
+		st, err = js.CreateOrUpdateStream(ctx, want)
 		return err
 	})
 	if err != nil {
@@ -165,19 +222,41 @@ func setSafeHeader(h nats.Header, name, v string) {
 
 // HookStore publishes hooks to the hooks stream and waits for the ack.
 type HookStore struct {
-	js     jetstream.JetStream
-	w      *kvstore.Writer // publishes on the lean write path (kvstore/ack.go)
+	js jetstream.JetStream
+	// w publishes on the lean write path (kvstore/ack.go), one Writer per
+	// shard's stream: a Writer tells a stale ack by its sequence, which
+	// only one stream's acks can be compared by.
+	w      []*kvstore.Writer
 	prefix string
 	stream string
+	shards int  // the fleet's shards: a tenant's hooks are in stream ShardName(stream, its shard)
 	outbox bool // an edge's outbox: OutboxSubject of the hub subject
 }
 
 // NewHookStore returns a store that publishes under prefix to stream.
 func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
+	return NewShardedHookStore(js, prefix, stream, 1)
+}
+
+// NewShardedHookStore returns a store that publishes under prefix to the
+// hooks streams of a fleet of shards shards (EnsureStreams), each tenant's
+// hooks to its shard's stream (protocol.Shard); stream names shard 0's.
+// Its reads (Find, Rewind) read the tenant's shard's stream.
+func NewShardedHookStore(js jetstream.JetStream, prefix, stream string, shards int) *HookStore {
 	if stream == "" {
-		stream = "HOOKS"
+		stream = protocol.HooksStreamName
 	}
-	return &HookStore{js: js, w: kvstore.NewWriter(js.Conn()), prefix: prefix, stream: stream}
+	shards = max(shards, 1)
+	w := make([]*kvstore.Writer, shards)
+	for k := range w {
+		w[k] = kvstore.NewWriter(js.Conn())
+	}
+	return &HookStore{js: js, w: w, prefix: prefix, stream: stream, shards: shards}
+}
+
+// streamOf is the stream holding tenant's hooks.
+func (s *HookStore) streamOf(tenant string) string {
+	return protocol.ShardName(s.stream, protocol.Shard(tenant, s.shards))
 }
 
 // ErrNotStored is returned by Store when JetStream did not acknowledge the
@@ -191,10 +270,14 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 	if h.Typed {
 		subject = TypedHooksSubject(s.prefix, h.Tenant, h.Source, h.Type)
 	}
+	publish, shard := subject, protocol.Shard(h.Tenant, s.shards)
 	if s.outbox {
 		subject = OutboxSubject(s.prefix, subject)
+		publish = subject
+	} else {
+		publish = protocol.ShardPublishSubject(s.prefix, shard, s.shards, subject)
 	}
-	m := nats.NewMsg(subject)
+	m := nats.NewMsg(publish)
 	m.Data = h.Body
 	m.Header.Set(HeaderHookID, h.ID)
 	m.Header.Set(HeaderTenant, h.Tenant)
@@ -209,8 +292,8 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 	}
 	tracing.Inject(ctx, m.Header) // traceparent: only when ctx is traced
 	m.Header.Set(jetstream.MsgIDHeader, h.ID)
-	m.Header.Set(jetstream.ExpectedStreamHeader, s.stream)
-	seq, err := s.w.Publish(ctx, subject, m.Header, m.Data)
+	m.Header.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
+	seq, err := s.w[shard].Publish(ctx, publish, m.Header, m.Data)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotStored, err)
 	}

@@ -43,6 +43,9 @@ type BucketConfig struct {
 	// A stream's persist mode is fixed when it is created: EnsureBucket
 	// refuses an existing bucket whose mode differs.
 	AsyncPersist bool
+	// Placement places the bucket's stream when it is created (nil: where
+	// the server chooses); an existing bucket keeps its placement.
+	Placement *jetstream.Placement
 }
 
 // ErrPersistMode is returned by EnsureBucket for an existing bucket whose
@@ -117,7 +120,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			// (KeyValueConfig cannot say it, and an update cannot change it).
 			sc := newStreamConfig(cfg)
 			fix(&sc)
-			sc.PersistMode = persist
+			sc.PersistMode, sc.Placement = persist, cfg.Placement
 			created, err := js.CreateStream(ctx, sc)
 			if err != nil {
 				if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

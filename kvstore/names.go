@@ -1,11 +1,11 @@
 package kvstore
 
-import "strings"
+import "github.com/sluice-dev/sluice/protocol"
 
 // Buckets are the names of sluice's KV buckets for one prefix: the prefix
 // with '.' replaced by '_', then a suffix ("sluice" -> "sluice_claims").
 type Buckets struct {
-	Claims   string // dedupe claims
+	Claims   string // dedupe claims (of shard 0: protocol.ClaimsBucket)
 	Replay   string // replay nonces
 	Leases   string // members, partition leases, fleet config
 	Counts   string // reserve/release counters
@@ -16,9 +16,9 @@ type Buckets struct {
 
 // BucketNames derives the bucket names for prefix.
 func BucketNames(prefix string) Buckets {
-	stem := strings.ReplaceAll(prefix, ".", "_")
+	stem := protocol.BucketStem(prefix)
 	return Buckets{
-		Claims:   stem + "_claims",
+		Claims:   protocol.ClaimsBucket(prefix, 0),
 		Replay:   stem + "_replay",
 		Leases:   stem + "_leases",
 		Counts:   stem + "_counts",

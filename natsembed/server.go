@@ -327,6 +327,9 @@ func clusterOptions(opts *server.Options, cfg ServerConfig) error {
 			opts.ServerName = hn + "-" + nuid.Next()
 		}
 	}
+	// A tag naming the server, so that a stream can be placed on it
+	// (PlacementTag: the shards' R1 streams, spread over the servers).
+	opts.Tags = append(opts.Tags, PlacementTag(opts.ServerName))
 	if cfg.ClusterToken != "" {
 		opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.ClusterToken
 	}
@@ -636,3 +639,29 @@ func (a *slogAdapter) Errorf(format string, v ...any) {
 }
 func (a *slogAdapter) Debugf(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Tracef(format string, v ...any) {}
+
+// PlacementTag is the tag every clustered embedded server carries, naming
+// it: a stream whose Placement has the tag PlacementTag(name) is placed on
+// server name (nats-server lowercases tags).
+func PlacementTag(serverName string) string { return "sluice-server:" + strings.ToLower(serverName) }
+
+// ClusterPeers are the names of the servers of the JetStream cluster this
+// server knows online (itself included), sorted; nil when it is not
+// clustered.
+func (s *Server) ClusterPeers() []string {
+	jsz, err := s.ns.Jsz(&server.JSzOptions{})
+	if err != nil || jsz.Meta == nil {
+		return nil
+	}
+	names := []string{s.ns.Name()}
+	if jsz.Meta.Leader != "" {
+		names = append(names, jsz.Meta.Leader)
+	}
+	for _, p := range jsz.Meta.Replicas {
+		if p != nil && !p.Offline && p.Name != "" {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}

@@ -30,6 +30,8 @@ var (
 	// ErrPartitionMismatch: the fleet was created with another partition
 	// count; a node configured differently refuses to start.
 	ErrPartitionMismatch = lease.ErrPartitionMismatch
+	// ErrShardMismatch: the fleet was created with another shard count.
+	ErrShardMismatch = lease.ErrShardMismatch
 )
 
 // Client calls the partition owners directly: it routes each request to

@@ -21,23 +21,7 @@ const MaxPartitions = frame.MaxPartitions
 // key unencoded (true of every name of [A-Za-z0-9_-]). A p below 1 is
 // treated as 1 (like nats-server, it maps everything to partition 0). The
 // key is a string or, as an owner reads it from a frame, bytes.
-func Partition[S ~string | ~[]byte](key S, p int) int {
-	if p <= 1 {
-		return 0
-	}
-	h := uint32(fnvOffset32)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= fnvPrime32
-	}
-	return int(h % uint32(p))
-}
-
-// FNV-1a 32 (hash/fnv), inlined: no allocation per call.
-const (
-	fnvOffset32 = 2166136261
-	fnvPrime32  = 16777619
-)
+func Partition[S ~string | ~[]byte](key S, p int) int { return protocol.Partition(key, p) }
 
 // PartitionSubject is the subject the owner of partition n serves:
 // "<prefix>.v1.quota.p.<n>".

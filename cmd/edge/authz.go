@@ -24,6 +24,7 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 	tenants := fs.String("tenants", "", "comma-separated tenants (service and consumer)")
 	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix (--prefix of the edge)")
 	nkey := fs.String("nkey", "", "the user's public nkey (U…) instead of a password")
+	shards := fs.Int("shards", 1, "the fleet's shards (--partitions P/S of the edge: S): a consumer reads its tenants' shards' streams")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -38,7 +39,11 @@ func runNATSAuthz(args []string, stdout, stderr io.Writer) int {
 			ts = append(ts, t)
 		}
 	}
-	perms, err := authz.For(*role, *user, *prefix, config.HooksStreamName, ts)
+	if *shards < 1 || *shards > config.MaxShards {
+		fmt.Fprintf(stderr, "edge nats-authz: --shards: must be 1..%d\n", config.MaxShards)
+		return 2
+	}
+	perms, err := authz.ForShards(*role, *user, *prefix, config.HooksStreamName, *shards, ts)
 	if err != nil {
 		fmt.Fprintln(stderr, "edge nats-authz:", err)
 		return 2

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +29,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // scaleSpec is one row of the scale matrix: nodes, replicas of every
 // bucket and stream, each node's CPU quota in cores (0: no quota), and the
-// nodes' --durability ("": --scale-durability, else the edge's default).
+// nodes' --durability ("": --scale-durability, else the edge's default)
+// and shards (--partitions P/S; 0 or 1: none).
 type scaleSpec struct {
 	Nodes      int
 	Replicas   int
 	Quota      float64
 	Durability string
+	Shards     int
 }
 
 func (s scaleSpec) String() string {
@@ -45,7 +49,19 @@ func (s scaleSpec) String() string {
 	if s.Durability != "" {
 		out += "/" + s.Durability
 	}
+	if s.Shards > 1 {
+		out += "/s" + strconv.Itoa(s.Shards)
+	}
 	return out
+}
+
+// partitions is the --partitions of a row's nodes: the edge's default of
+// 64 partitions, rounded up to a multiple of the shards (66 for 3).
+func (s scaleSpec) partitions() string {
+	if s.Shards <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", (64+s.Shards-1)/s.Shards*s.Shards, s.Shards)
 }
 
 // defaultScaleRows are issue 32's rows: 1, 3 and 6 nodes at R1 and R3,
@@ -53,8 +69,8 @@ func (s scaleSpec) String() string {
 // has: 0.25 core instead) and at 0.25 core.
 const defaultScaleRows = "1/1/0.4,3/1/0.4,3/3/0.4,1/1/0.25,3/1/0.25,3/3/0.25,6/1/0.25,6/3/0.25"
 
-// parseScaleRows parses "N/R/quota[/durability],…" (quota in cores per
-// node; 0 runs the row without a quota).
+// parseScaleRows parses "N/R/quota[/durability][/sS],…" (quota in cores
+// per node; 0 runs the row without a quota; sS: S shards).
 func parseScaleRows(s string) ([]scaleSpec, error) {
 	var out []scaleSpec
 	for _, item := range strings.Split(s, ",") {
@@ -63,12 +79,22 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 			continue
 		}
 		f := strings.Split(item, "/")
-		durability := ""
-		if len(f) == 4 {
-			durability, f = f[3], f[:3]
-			if durability == "" {
-				return nil, fmt.Errorf("--scale-rows: %q: empty durability", item)
+		durability, shards := "", 0
+		for len(f) > 3 {
+			last := f[len(f)-1]
+			f = f[:len(f)-1]
+			if k, ok := strings.CutPrefix(last, "s"); ok && shards == 0 {
+				n, err := strconv.Atoi(k)
+				if err != nil || n < 1 || n > 16 {
+					return nil, fmt.Errorf("--scale-rows: %q: shards must be s1..s16", item)
+				}
+				shards = n
+				continue
 			}
+			if last == "" || durability != "" {
+				return nil, fmt.Errorf("--scale-rows: %q: want nodes/replicas/quota[/durability][/sN]", item)
+			}
+			durability = last
 		}
 		if len(f) != 3 {
 			return nil, fmt.Errorf("--scale-rows: %q is not nodes/replicas/quota (e.g. 3/3/0.4)", item)
@@ -86,7 +112,7 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 		case q < 0 || q > 64:
 			return nil, fmt.Errorf("--scale-rows: %q: quota must be 0 (none) or cores > 0", item)
 		}
-		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q, Durability: durability})
+		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q, Durability: durability, Shards: shards})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("--scale-rows: no rows")
@@ -109,10 +135,15 @@ type scaleRow struct {
 	Nodes      int     `json:"nodes"`
 	Replicas   int     `json:"replicas"`
 	QuotaCores float64 `json:"quota_cores_per_node"` // 0: none
-	Cgroup     string  `json:"cgroup,omitempty"`     // v1 | v2
-	Durability string  `json:"durability,omitempty"` // in force, as /readyz says
-	Workers    int     `json:"workers"`
-	ReadySec   float64 `json:"ready_s,omitempty"` // from the first start to every node ready
+	Shards     int     `json:"shards,omitempty"`     // --partitions P/S: S (0: none)
+	// Leaders are the servers leading each shard's hooks stream and
+	// claims bucket, as the streams' info says after the row ("hooks k:
+	// server, claims k: server").
+	Leaders    []string `json:"leaders,omitempty"`
+	Cgroup     string   `json:"cgroup,omitempty"`     // v1 | v2
+	Durability string   `json:"durability,omitempty"` // in force, as /readyz says
+	Workers    int      `json:"workers"`
+	ReadySec   float64  `json:"ready_s,omitempty"` // from the first start to every node ready
 
 	// The measured window: hooks answered 202 (stored), 200 (duplicate:
 	// none expected, every key is fresh) and anything else (non-2xx or no
@@ -195,6 +226,9 @@ func scaleNodeArgs(n *scaleNode, fleet []*scaleNode, spec scaleSpec, cfg string)
 	}
 	if spec.Durability != "" {
 		args = append(args, "--durability", spec.Durability)
+	}
+	if p := spec.partitions(); p != "" {
+		args = append(args, "--partitions", p)
 	}
 	return args
 }
@@ -279,12 +313,12 @@ func needsQuota(specs []scaleSpec) bool {
 // it (whatever happened).
 func (b *bench) scaleRow(ctx context.Context, run, idx int, spec scaleSpec, bin string, cgs *cpuCgroups) scaleRow {
 	o := b.o
-	r := scaleRow{Run: run, Nodes: spec.Nodes, Replicas: spec.Replicas, QuotaCores: spec.Quota, Workers: o.scaleWorkers * spec.Nodes}
+	r := scaleRow{Run: run, Nodes: spec.Nodes, Replicas: spec.Replicas, QuotaCores: spec.Quota, Shards: spec.Shards, Workers: o.scaleWorkers * spec.Nodes}
 	if cgs != nil && spec.Quota > 0 {
 		r.Cgroup = "v" + strconv.Itoa(cgs.version)
 	}
-	name := fmt.Sprintf("run%d-row%d-%dn-r%d", run, idx, spec.Nodes, spec.Replicas)
-	b.logf("scale %s: %d nodes, R%d, quota %s", name, spec.Nodes, spec.Replicas, quotaText(spec.Quota))
+	name := fmt.Sprintf("run%d-row%d-%dn-r%d-s%d", run, idx, spec.Nodes, spec.Replicas, max(spec.Shards, 1))
+	b.logf("scale %s: %d nodes, R%d, quota %s, %d shards", name, spec.Nodes, spec.Replicas, quotaText(spec.Quota), max(spec.Shards, 1))
 	f := &fleet{}
 	defer func() {
 		if err := f.stop(); err != nil && r.Error == "" {
@@ -419,9 +453,45 @@ func waitReady(ctx context.Context, c *child, url string) (string, error) {
 	return body.Durability, nil
 }
 
-// hooksStreamMsgs is the HOOKS stream's message count, asked of the
-// cluster (its leader answers).
-func hooksStreamMsgs(ctx context.Context, nc *nats.Conn) (uint64, error) {
+// hooksStreamMsgs is the message count of the hooks streams of every
+// shard (HOOKS, HOOKS_1, …), asked of the cluster (their leaders answer).
+func hooksStreamMsgs(ctx context.Context, nc *nats.Conn, shards int) (uint64, error) {
+	var sum uint64
+	for k := range max(shards, 1) {
+		n, err := streamMsgs(ctx, nc, protocol.HooksStream(k))
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// shardLeaders names the leader of each shard's hooks stream and claims
+// bucket.
+func shardLeaders(ctx context.Context, nc *nats.Conn, shards int) []string {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for k := range max(shards, 1) {
+		for kind, name := range map[string]string{"hooks": protocol.HooksStream(k), "claims": "KV_" + protocol.ClaimsBucket(protocol.DefaultPrefix, k)} {
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			leader := "?"
+			if st, err := js.Stream(ictx, name); err == nil && st.CachedInfo().Cluster != nil {
+				leader = st.CachedInfo().Cluster.Leader
+			}
+			cancel()
+			out = append(out, fmt.Sprintf("%s %d: %s", kind, k, leader))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// streamMsgs is one stream's message count.
+func streamMsgs(ctx context.Context, nc *nats.Conn, stream string) (uint64, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
@@ -431,7 +501,7 @@ func hooksStreamMsgs(ctx context.Context, nc *nats.Conn) (uint64, error) {
 	// a request's deadline: ask a few times.
 	for range 5 {
 		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		s, err := js.Stream(ictx, "HOOKS")
+		s, err := js.Stream(ictx, stream)
 		if err == nil {
 			var info *jetstream.StreamInfo
 			if info, err = s.Info(ictx); err == nil {
@@ -446,7 +516,7 @@ func hooksStreamMsgs(ctx context.Context, nc *nats.Conn) (uint64, error) {
 		}
 		time.Sleep(time.Second)
 	}
-	return 0, fmt.Errorf("HOOKS stream info: %w", last)
+	return 0, fmt.Errorf("%s stream info: %w", stream, last)
 }
 
 // statusCounts counts HTTP answers by status over a whole row (0: no
@@ -521,7 +591,7 @@ func scaleHookOp(client *http.Client, bases []string, tenants int, body []byte, 
 // at the window's edges, and checks the stream afterwards.
 func (b *bench) loadFleet(ctx context.Context, f *fleet, name string, spec scaleSpec, r *scaleRow) error {
 	o := b.o
-	before, err := hooksStreamMsgs(ctx, f.nc)
+	before, err := hooksStreamMsgs(ctx, f.nc, spec.Shards)
 	if err != nil {
 		return err
 	}
@@ -611,11 +681,12 @@ func (b *bench) loadFleet(ctx context.Context, f *fleet, name string, spec scale
 	// was answered 202 must be in the stream.
 	r.StatusCounts = counts.nonZero()
 	r.Answered202 = counts[http.StatusAccepted].Load()
-	after, err := hooksStreamMsgs(ctx, f.nc)
+	after, err := hooksStreamMsgs(ctx, f.nc, spec.Shards)
 	if err != nil {
 		return err
 	}
 	r.StreamMsgs = after - before
+	r.Leaders = shardLeaders(ctx, f.nc, spec.Shards)
 	if r.StreamMsgs < r.Answered202 {
 		r.Lost = r.Answered202 - r.StreamMsgs
 	} else {
@@ -735,8 +806,8 @@ func printScale(w io.Writer, rows []scaleRow, o *options) {
 	}
 	fmt.Fprintf(w, "\n== scale: %d workers per node, %d-byte bodies, a fresh Idempotency-Key per hook, %d tenants, round robin over the nodes; %s per row after %s ==\n\n",
 		o.scaleWorkers, len(scaleBody(o.scaleBody)), o.scaleTenants, o.duration, o.warmup)
-	fmt.Fprintln(w, "| run | nodes | replicas | quota per node | durability | hooks/s (202) | non-2xx | vs one node | vs 3 nodes | fleet CPU per hook | node CPU shares | quota used | host idle | other load | 202 in HOOKS |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| run | nodes | replicas | shards | quota per node | durability | hooks/s (202) | non-2xx | vs one node | vs 3 nodes | fleet CPU per hook | node CPU shares | quota used | host idle | other load | 202 in HOOKS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		ratio := func(v float64) string {
 			if v == 0 {
@@ -752,15 +823,15 @@ func printScale(w io.Writer, rows []scaleRow, o *options) {
 		if r.Error != "" {
 			check += " — " + r.Error
 		}
-		fmt.Fprintf(w, "| %d | %d | R%d | %s | %s | %s | %d | %s | %s | %.0f µs | %s | %s | %s | %.2f cores | %s |\n",
-			r.Run, r.Nodes, r.Replicas, quotaText(r.QuotaCores), r.Durability, thousands(r.HooksPerSec), r.Non2xx+r.Duplicates,
+		fmt.Fprintf(w, "| %d | %d | R%d | %d | %s | %s | %s | %d | %s | %s | %.0f µs | %s | %s | %s | %.2f cores | %s |\n",
+			r.Run, r.Nodes, r.Replicas, max(r.Shards, 1), quotaText(r.QuotaCores), r.Durability, thousands(r.HooksPerSec), r.Non2xx+r.Duplicates,
 			ratio(r.VsOneNode), ratio(r.VsThreeNodes), r.FleetCPUPerHookUs, percents(r.NodeCPUShare), percents(r.NodeQuotaUse), idle, r.OtherCores, check)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nrun\trow\tready\tp50\tp99\tload generator\tstatus counts (whole row)\tfirst error")
+	fmt.Fprintln(tw, "\nrun\trow\tready\tp50\tp99\tload generator\tstatus counts (whole row)\tfirst error\tleaders")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%d/R%d/%s\t%.1f s\t%s\t%s\t%.2f cores\t%v\t%s\n", r.Run, r.Nodes, r.Replicas, quotaText(r.QuotaCores), r.ReadySec,
-			fmtUs(r.P50Us), fmtUs(r.P99Us), r.LoadGenCores, r.StatusCounts, r.FirstError)
+		fmt.Fprintf(tw, "%d\t%d/R%d/%s/s%d\t%.1f s\t%s\t%s\t%.2f cores\t%v\t%s\t%s\n", r.Run, r.Nodes, r.Replicas, quotaText(r.QuotaCores), max(r.Shards, 1), r.ReadySec,
+			fmtUs(r.P50Us), fmtUs(r.P99Us), r.LoadGenCores, r.StatusCounts, r.FirstError, strings.Join(r.Leaders, ", "))
 	}
 	_ = tw.Flush()
 }

@@ -30,11 +30,11 @@ func TestFleetCPU(t *testing.T) {
 }
 
 func TestParseScaleRows(t *testing.T) {
-	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0/acked")
+	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0/acked,3/1/0.4/s3,3/3/0.4/acked/s3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []scaleSpec{{1, 1, 0.4, ""}, {3, 3, 0.25, ""}, {6, 3, 0, "acked"}}
+	want := []scaleSpec{{1, 1, 0.4, "", 0}, {3, 3, 0.25, "", 0}, {6, 3, 0, "acked", 0}, {3, 1, 0.4, "", 3}, {3, 3, 0.4, "acked", 3}}
 	if len(got) != len(want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -43,7 +43,7 @@ func TestParseScaleRows(t *testing.T) {
 			t.Fatalf("%v, want %v", got, want)
 		}
 	}
-	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c", "3/3/0.4/", "3/3/0.4/acked/x"} {
+	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c", "3/3/0.4/", "3/3/0.4/acked/x", "3/1/0.4/s0", "3/1/0.4/s17", "3/1/0.4/s3/s3/acked"} {
 		if _, err := parseScaleRows(bad); err == nil {
 			t.Errorf("parseScaleRows(%q): want an error", bad)
 		}
@@ -141,7 +141,7 @@ func TestScaleOneNode(t *testing.T) {
 	if u := r.NodeQuotaUse[0]; u > 1.25 || u <= 0 {
 		t.Errorf("the node used %.0f%% of its quota's time", 100*u)
 	}
-	if !strings.Contains(out.String(), "| 1 | 1 | R1 | 0.40 core |") {
+	if !strings.Contains(out.String(), "| 1 | 1 | R1 | 1 | 0.40 core |") {
 		t.Errorf("no table row for 1/R1/0.4 in:\n%s", out.String())
 	}
 	if _, err := json.Marshal(rep); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
@@ -57,6 +58,22 @@ func WithDedupeTTL(d time.Duration) Option {
 func WithSync(s kvstore.Syncer) Option {
 	return ownerOption(func(c *settings.Config) error {
 		c.Sync = s
+		return nil
+	})
+}
+
+// WithShards records the fleet's shard count s (1..protocol.MaxShards,
+// dividing the partition count; default 1) beside its partition count in
+// the leases bucket: an owner configured with another s than the fleet
+// recorded refuses to start (quota.ErrShardMismatch). The owner writes
+// claims through its claims.Store, which routes them to their shard
+// (claims.NewSharded).
+func WithShards(s int) Option {
+	return ownerOption(func(c *settings.Config) error {
+		if s < 1 || s > protocol.MaxShards {
+			return settings.Invalid("shards must be 1..%d, got %d", protocol.MaxShards, s)
+		}
+		c.Shards = s
 		return nil
 	})
 }

@@ -102,6 +102,9 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 	if err := option.Apply(&cfg, opts, Option.ApplyOwner); err != nil {
 		return nil, err
 	}
+	if cfg.Shards > 1 && cfg.Partitions%cfg.Shards != 0 {
+		return nil, settings.Invalid("%d shards do not divide %d partitions", cfg.Shards, cfg.Partitions)
+	}
 	id := cfg.MemberID
 	if id == "" {
 		id = nuid.Next()
@@ -128,7 +131,7 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		grants:  newGrants(),
 	}
 	w.leases = lease.New(lease.Config{
-		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.Partitions, TTL: cfg.LeaseTTL, Log: w.log,
+		Bucket: leases, Conn: nc, ID: id, Partitions: cfg.Partitions, Shards: cfg.Shards, TTL: cfg.LeaseTTL, Log: w.log,
 	}, leaseOwner{w})
 	return w, nil
 }

@@ -293,6 +293,33 @@ func TestPartitionMismatchRefusesStart(t *testing.T) {
 	}
 }
 
+// TestShardMismatchRefusesStart: the shard count is recorded beside the
+// partition count, and an owner with another one refuses to start, naming
+// both; the record of a fleet without shards reads as 1 shard.
+func TestShardMismatchRefusesStart(t *testing.T) {
+	t.Parallel()
+	k, e, _, _ := single(t)
+	if _, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), WithShards(5)); !errors.Is(err, quota.ErrInvalidOption) {
+		t.Fatalf("5 shards of 64 partitions: %v", err)
+	}
+	p, s, err := quota.FleetShape(testkit.Context(t), e.leases)
+	if err != nil || p != 64 || s != 1 {
+		t.Fatalf("fleet shape %d/%d, %v; want 64/1", p, s, err)
+	}
+	w, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), WithShards(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Start(testkit.Context(t))
+	if !errors.Is(err, quota.ErrShardMismatch) || !strings.Contains(err.Error(), "the fleet has 1 shards, this node is configured with 4") {
+		t.Fatalf("start with S=4 on an S=1 fleet: %v", err)
+	}
+	t.Log(err)
+	if err := w.Stop(testkit.Context(t)); err != nil && !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("stop after a failed start: %v", err)
+	}
+}
+
 // TestOptionsValidate: every option with a bad value fails the constructor
 // it applies to with quota.ErrInvalidOption (an option that does not apply to a
 // constructor does not compile).

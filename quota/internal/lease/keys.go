@@ -33,9 +33,12 @@ func parseLeaseKey(key string, p int) (int, bool) {
 	return n, true
 }
 
-// partitionsRecord is the value of config.partitions.
+// partitionsRecord is the value of config.partitions: the partition
+// count and the shard count (absent for 1: the record of a fleet without
+// shards is unchanged).
 type partitionsRecord struct {
 	Partitions int `json:"partitions"`
+	Shards     int `json:"shards,omitempty"`
 }
 
 // memberRecord is the value of a member's heartbeat.

@@ -48,6 +48,18 @@ import (
 // ErrPartitionMismatch: the fleet was created with another partition count.
 var ErrPartitionMismatch = errors.New("quota: partition count mismatch")
 
+// ErrShardMismatch: the fleet was created with another shard count.
+var ErrShardMismatch = errors.New("quota: shard count mismatch")
+
+// shardsField is the record's shards field for n shards: 0 (omitted) for
+// one, so that a fleet without shards records what it always did.
+func shardsField(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return n
+}
+
 // Owner is told what happens to the leases. Every call is made on the
 // loop's goroutine (Run, ReleaseAll), one at a time.
 type Owner interface {
@@ -94,6 +106,7 @@ type Config struct {
 	Conn       *nats.Conn      // whether it is connected decides a release's drain
 	ID         string          // the member id
 	Partitions int
+	Shards     int           // the fleet's shard count, recorded beside Partitions (0 counts as 1)
 	TTL        time.Duration // of leases and heartbeats
 	Log        *slog.Logger
 }
@@ -189,8 +202,8 @@ func (l *Loop) Start(ctx context.Context) error {
 // checkPartitions records the fleet's partition count once and refuses
 // another one.
 func (l *Loop) checkPartitions(ctx context.Context) error {
-	want := l.cfg.Partitions
-	val, _ := json.Marshal(partitionsRecord{Partitions: want})
+	want, wantShards := l.cfg.Partitions, max(l.cfg.Shards, 1)
+	val, _ := json.Marshal(partitionsRecord{Partitions: want, Shards: shardsField(wantShards)})
 	b := l.cfg.Bucket
 	for range 3 {
 		_, rec, err := b.Create(ctx, configKey, val, 0)
@@ -203,12 +216,16 @@ func (l *Loop) checkPartitions(ctx context.Context) error {
 		if rec == nil {
 			continue // vanished meanwhile: try again
 		}
-		got, err := parsePartitions(b, rec)
+		got, gotShards, err := parsePartitions(b, rec)
 		if err != nil {
 			return err
 		}
 		if got != want {
 			return fmt.Errorf("%w: the fleet has %d partitions, this node is configured with %d", ErrPartitionMismatch, got, want)
+		}
+		if gotShards != wantShards {
+			return fmt.Errorf("%w: the fleet has %d shards, this node is configured with %d (--partitions %d/%d; the shard count is fixed for the fleet's life)",
+				ErrShardMismatch, gotShards, wantShards, got, gotShards)
 		}
 		return nil
 	}
@@ -660,21 +677,22 @@ func (l *Loop) Close() {
 	l.cancel()
 }
 
-// parsePartitions reads a config.partitions record.
-func parsePartitions(b *kvstore.Bucket, rec *kvstore.Record) (int, error) {
+// parsePartitions reads a config.partitions record: the partition and
+// shard counts (1 when the record names none).
+func parsePartitions(b *kvstore.Bucket, rec *kvstore.Record) (partitions, shards int, err error) {
 	var got partitionsRecord
-	if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 {
-		return 0, fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", b.Name(), configKey, rec.Value)
+	if err := json.Unmarshal(rec.Value, &got); err != nil || got.Partitions < 1 || got.Shards < 0 {
+		return 0, 0, fmt.Errorf("quota: bucket %s key %s holds %q, not a partition count", b.Name(), configKey, rec.Value)
 	}
-	return got.Partitions, nil
+	return got.Partitions, max(got.Shards, 1), nil
 }
 
-// Partitions reads the partition count a fleet recorded in its leases
-// bucket b (kvstore.ErrNotFound before any member started).
-func Partitions(ctx context.Context, b *kvstore.Bucket) (int, error) {
+// Partitions reads the partition and shard counts a fleet recorded in its
+// leases bucket b (kvstore.ErrNotFound before any member started).
+func Partitions(ctx context.Context, b *kvstore.Bucket) (partitions, shards int, err error) {
 	rec, err := b.Get(ctx, configKey)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	return parsePartitions(b, rec)
 }

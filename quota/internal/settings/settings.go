@@ -29,6 +29,7 @@ const (
 type Config struct {
 	Prefix      string
 	Partitions  int
+	Shards      int // the owner's record of the fleet's shards (0: 1)
 	PendingTTL  time.Duration
 	CountTTL    time.Duration
 	Now         func() time.Time

@@ -1,0 +1,239 @@
+package sluicefx_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/protocol"
+	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// TestShardsCluster: a 3-node cluster of 3 shards (R1). Hooks of many
+// tenants, posted round robin over the nodes, land in their shard's
+// stream only, in order; a duplicate Idempotency-Key is answered as a
+// duplicate of the first hook whichever node gets it; a claim taken by a
+// hit is settled through the owner and read back committed, from its
+// shard's bucket only. The shards' leaders are on three servers.
+func TestShardsCluster(t *testing.T) { t.Parallel(); testShardsCluster(t, 1) }
+
+// TestShardsClusterR3 is TestShardsCluster at R3: every server holds
+// every shard, and the shards' leaders are moved onto three servers.
+func TestShardsClusterR3(t *testing.T) { t.Parallel(); testShardsCluster(t, 3) }
+
+func testShardsCluster(t *testing.T, replicas int) {
+	var routes []string
+	ports := make([]int, 3)
+	for i := range 3 {
+		ports[i] = testkit.FreePort(t)
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
+	}
+	nodes := startTogether(t, 3, 120*time.Second, "shard node", func(i int) []string {
+		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s", "--replicas", fmt.Sprint(replicas)}
+	})
+	ctx := testkit.Context(t)
+	const shards, tenants, per = 3, 12, 4
+	ids := map[string][]string{} // tenant -> hook ids in order
+	for n := range per {
+		for i := range tenants {
+			tenant := fmt.Sprintf("t%d", i)
+			nd := nodes[(i+n)%3]
+			var code int
+			var id string
+			for try := 0; try < 20; try++ {
+				if code, id = postHook(t, nd.h, tenant, fmt.Sprintf("%s-k%d", tenant, n)); code == 202 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // a 503 while the cluster settles: sent again, as a sender does
+			}
+			if code != 202 {
+				t.Fatalf("%s hook %d: %d", tenant, n, code)
+			}
+			ids[tenant] = append(ids[tenant], id)
+		}
+	}
+	js := nodes[0].n.JS
+	// Placed (R1) or led (R3): each shard's hooks stream and claims
+	// bucket on another server.
+	var hooksLeaders, claimsLeaders map[string]bool
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		hooksLeaders, claimsLeaders = map[string]bool{}, map[string]bool{}
+		for k := range shards {
+			for name, on := range map[string]map[string]bool{protocol.HooksStream(k): hooksLeaders, "KV_" + protocol.ClaimsBucket("sluice", k): claimsLeaders} {
+				st, err := js.Stream(ctx, name)
+				if err != nil || st.CachedInfo().Cluster == nil {
+					return false
+				}
+				on[st.CachedInfo().Cluster.Leader] = true
+			}
+		}
+		return len(hooksLeaders) == shards && len(claimsLeaders) == shards
+	}, fmt.Sprintf("the shards' leaders on %d servers each (R%d)", shards, replicas))
+	for k := range shards {
+		st, err := js.Stream(ctx, protocol.HooksStream(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := st.CachedInfo()
+		next := map[string]int{}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tenant := m.Header.Get(httpapi.HeaderTenant)
+			if s := protocol.Shard(tenant, shards); s != k {
+				t.Fatalf("a hook of %s (shard %d) in %s", tenant, s, protocol.HooksStream(k))
+			}
+			if got, want := m.Header.Get(httpapi.HeaderHookID), ids[tenant][next[tenant]]; got != want {
+				t.Fatalf("%s's hook %d in %s is %s, want %s (out of order)", tenant, next[tenant], protocol.HooksStream(k), got, want)
+			}
+			if !strings.HasPrefix(m.Subject, "sluice.hooks.") {
+				t.Fatalf("stored under %s", m.Subject)
+			}
+			next[tenant]++
+		}
+		t.Logf("%s: %d hooks, leader %s", protocol.HooksStream(k), info.State.Msgs, info.Cluster.Leader)
+	}
+	// A duplicate key, at every node: the first hook's id.
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%d", i)
+		for _, nd := range nodes {
+			code, id := postHook(t, nd.h, tenant, tenant+"-k0")
+			if code != 200 || id != ids[tenant][0] {
+				t.Fatalf("%s's first key again: %d %s, want 200 %s", tenant, code, id, ids[tenant][0])
+			}
+		}
+	}
+	// A claim taken by a hit and settled through the owner, on each node.
+	for i, nd := range nodes {
+		tenant := fmt.Sprintf("c%d", i)
+		claim := &protocol.ClaimRequest{Tenant: tenant, Source: "src", Key: "k", HookID: "h-" + tenant}
+		var rep protocol.HitReply
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			var err error
+			rep, err = nd.q.Client.Hit(ctx, protocol.HitRequest{Claim: claim})
+			return err == nil && rep.Result == protocol.ResultOK
+		}, "a hit takes the claim")
+		if err := nd.q.Client.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: "k", HookID: claim.HookID, Revision: rep.Revision}); err != nil {
+			t.Fatalf("settle %s: %v", tenant, err)
+		}
+		for k := range shards {
+			b, err := js.KeyValue(ctx, protocol.ClaimsBucket("sluice", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys, err := b.ListKeys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for key := range keys.Keys() {
+				found = found || strings.HasPrefix(key, protocol.EncodeToken(tenant)+".")
+			}
+			if found != (k == protocol.Shard(tenant, shards)) {
+				t.Fatalf("%s (shard %d): in bucket %d %v", tenant, protocol.Shard(tenant, shards), k, found)
+			}
+		}
+	}
+}
+
+// TestShardsFixedForTheFleet: a node restarted with another shard count
+// than its fleet's refuses to start, naming both; one that does not divide
+// the partitions is a configuration error; with one shard the streams and
+// buckets are those of a node without shards.
+func TestShardsFixedForTheFleet(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nd := startNode(t, "--data-dir", dir, "--partitions", "6/3")
+	for k := range 3 {
+		if _, err := nd.n.JS.Stream(testkit.Context(t), protocol.HooksStream(k)); err != nil {
+			t.Fatalf("stream of shard %d: %v", k, err)
+		}
+	}
+	nd.stop()
+	_, err := startNodeErr(t, "--data-dir", dir, "--partitions", "6/2")
+	if !errors.Is(err, quota.ErrShardMismatch) || !strings.Contains(err.Error(), "the fleet has 3 shards, this node is configured with 2") {
+		t.Fatalf("restart with 2 shards on a fleet of 3: %v", err)
+	}
+	t.Log(err)
+	if _, err := startNodeErr(t, "--data-dir", t.TempDir(), "--partitions", "6/4"); err == nil || !strings.Contains(err.Error(), "--partitions: 4 shards do not divide 6 partitions") {
+		t.Fatalf("6/4: %v", err)
+	}
+	one := startNode(t, "--data-dir", t.TempDir(), "--partitions", "6/1")
+	ctx := testkit.Context(t)
+	names := map[string]bool{}
+	for name := range one.n.JS.StreamNames(ctx).Name() {
+		names[name] = true
+	}
+	for _, n := range []string{"HOOKS_1", "KV_sluice_claims_1"} {
+		if names[n] {
+			t.Fatalf("one shard has stream %s", n)
+		}
+	}
+	st, err := one.n.JS.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.SubjectTransform != nil || len(c.Subjects) != 1 || c.Subjects[0] != "sluice.hooks.>" {
+		t.Fatalf("one shard's HOOKS: %+v", c)
+	}
+	if _, err := one.n.JS.KeyValue(ctx, "sluice_claims"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEdgeModeShardedHub: an edge (one outbox) of a hub of 2 shards reads
+// the hub's shard count from its fleet record and forwards each hook to
+// its tenant's shard's stream on the hub, every acknowledged hook once;
+// its claims are in the hub's shard buckets, so the hub answers an edge
+// hook's key as a duplicate of the edge's hook.
+func TestEdgeModeShardedHub(t *testing.T) {
+	t.Parallel()
+	leaf := testkit.FreeAddr(t)
+	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--partitions", "4/2", "--store-timeout", "1s")
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--store-timeout", "1s")
+	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
+	acked := postMany(t, ed.h, "sh", 200)
+	waitOutboxDrained(t, ed, 30*time.Second)
+	ctx := testkit.Context(t)
+	seen := map[string]int{}
+	for k := range 2 {
+		st, err := hub.n.JS.Stream(ctx, protocol.HooksStream(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := st.CachedInfo()
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tenant := m.Header.Get(httpapi.HeaderTenant)
+			if s := protocol.Shard(tenant, 2); s != k {
+				t.Fatalf("a hook of %s (shard %d) in the hub's %s", tenant, s, protocol.HooksStream(k))
+			}
+			if m.Subject != httpapi.HooksSubject("sluice", tenant, "src") {
+				t.Fatalf("stored under %s", m.Subject)
+			}
+			seen[m.Header.Get(httpapi.HeaderHookID)]++
+		}
+	}
+	for _, id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("hook %s is %d times on the hub", id, seen[id])
+		}
+	}
+	for i := range 8 { // key sh-i is tenant t<i>'s
+		code, id := postHook(t, hub.h, fmt.Sprintf("t%d", i), fmt.Sprintf("sh-%d", i))
+		if code != 200 || seen[id] != 1 {
+			t.Fatalf("t%d's edge key at the hub: %d %s", i, code, id)
+		}
+	}
+}
