@@ -189,10 +189,7 @@ func (s *Settler) Start(ctx context.Context) error {
 		desc:   "settle consumer " + s.cfg.durable,
 		prepare: func(ctx context.Context) error {
 			// Retried like the consumer: every node creates the stream.
-			if err := kvstore.Retry(ctx, func(ctx context.Context) error {
-				_, err := s.js.CreateOrUpdateStream(ctx, s.StreamConfig())
-				return err
-			}); err != nil {
+			if _, err := kvstore.EnsureStream(ctx, s.js, s.StreamConfig()); err != nil {
 				return fmt.Errorf("events: settle stream %s: %w", s.cfg.streamName, kvstore.MapError(err))
 			}
 			return nil

@@ -155,23 +155,12 @@ func HooksStreams(name string, shards int) []string {
 // createStream creates or updates the stream sc, retrying while JetStream
 // is not ready.
 func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
-	var st jetstream.Stream
-	err := kvstore.Retry(ctx, func(ctx context.Context) error {
-		// Each attempt is bounded (kvstore.Retry): a request lost to a
-		// stream leader changing (a step-down) costs one attempt, not the
-		// whole budget.
-		want := sc
-		if cur, err := js.Stream(ctx, sc.Name); err == nil {
-			want.Placement = cur.CachedInfo().Config.Placement // placed when created
-		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
-		}
-		var err error
-		st, err = js.CreateOrUpdateStream(ctx, want)
-		return err
-	})
+	// Each attempt is bounded (kvstore.Retry): a request lost to a stream
+	// leader changing (a step-down) costs one attempt, not the whole
+	// budget.
+	st, err := kvstore.EnsureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("edge: stream %s: %w", sc.Name, kvstore.MapError(err))
+		return nil, fmt.Errorf("httpapi: stream %s: %w", sc.Name, kvstore.MapError(err))
 	}
 	return st, nil
 }
