@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	Embedded bool
 	// Partitions of the fleet (default 8).
 	Partitions int
+	// Shards of the fleet (default 1; --partitions P/S): hooks and claims
+	// in S streams and buckets. Partitions must be a multiple.
+	Shards int
 	// Replicas of every bucket and stream (default: min(3, Servers)).
 	Replicas int
 	// YAML is the edge configuration file (default baseYAML).
@@ -118,6 +122,9 @@ func Start(t testing.TB, o Options) *Harness {
 	}
 	if o.Partitions == 0 {
 		o.Partitions = 8
+	}
+	if o.Shards == 0 {
+		o.Shards = 1
 	}
 	if o.Replicas == 0 {
 		o.Replicas = min(3, o.Servers)
@@ -240,7 +247,7 @@ func (n *Node) args() []string {
 		"--data-dir", n.dir,
 		"--http-addr", "127.0.0.1:0",
 		"--replicas", strconv.Itoa(o.Replicas),
-		"--partitions", strconv.Itoa(o.Partitions),
+		"--partitions", strconv.Itoa(o.Partitions) + "/" + strconv.Itoa(o.Shards),
 	}
 	if e, ok := n.h.srv.(*embeddedServers); ok {
 		a = append(a, e.args[n.i]...)
@@ -588,12 +595,22 @@ func (h *Harness) Stored(t testing.TB) []StoredHook {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	info := h.waitStreamCurrent(t, ctx, "HOOKS")
-	st, err := h.JS().Stream(ctx, "HOOKS")
-	if err != nil {
-		t.Fatalf("HOOKS stream: %v", err)
+	var out []StoredHook
+	for k := range h.o.Shards {
+		name := protocol.HooksStream(k)
+		info := h.waitStreamCurrent(t, ctx, name)
+		st, err := h.JS().Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("%s stream: %v", name, err)
+		}
+		for _, sh := range readStored(t, ctx, st, info.State.Msgs) {
+			if got := protocol.Shard(sh.Tenant, h.o.Shards); got != k {
+				t.Errorf("hook %s of tenant %q is in %s, its shard is %d", sh.ID, sh.Tenant, name, got)
+			}
+			out = append(out, sh)
+		}
 	}
-	return readStored(t, ctx, st, info.State.Msgs)
+	return out
 }
 
 // readStored reads the first n hooks of the HOOKS stream st.
