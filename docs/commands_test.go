@@ -151,3 +151,77 @@ func TestNoBackgroundedLists(t *testing.T) {
 		t.Fatal("no command started in the background in the docs: the scan sees nothing")
 	}
 }
+
+// TestGoTestCommandsNameRealTests: every `go test` the docs show (in a
+// block or a code span) names packages that exist, and the tests its
+// -run or -fuzz names exist in them — a renamed package or test would
+// otherwise leave a command that runs nothing and passes (`go test ./edge`
+// outlived the edge package's rename to httpapi).
+func TestGoTestCommandsNameRealTests(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
+	cmdRe := regexp.MustCompile(`go test\s[^;&|#]*`)
+	nameRe := regexp.MustCompile(`^['"]?\^?([A-Za-z][A-Za-z0-9_]*)`)
+	n := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range docCommands(src) {
+			for _, cmd := range cmdRe.FindAllString(l, -1) {
+				fields := strings.Fields(cmd)
+				var pkgs, names []string
+				for i, a := range fields {
+					switch {
+					case strings.HasPrefix(a, "./"):
+						a = strings.TrimRight(a, "`),.;")
+						pkgs = append(pkgs, strings.TrimSuffix(strings.TrimSuffix(a, "..."), "/"))
+					case (a == "-run" || a == "-fuzz") && i+1 < len(fields):
+						if m := nameRe.FindStringSubmatch(fields[i+1]); m != nil && fields[i+1] != "'^$'" {
+							names = append(names, m[1])
+						}
+					}
+				}
+				for _, p := range pkgs {
+					n++
+					dir := filepath.Join("..", p)
+					tests, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+					if p != "." && len(tests) == 0 {
+						t.Errorf("%s: `%s`: %s has no tests (no such package?)", f, strings.TrimSpace(cmd), p)
+						continue
+					}
+					for _, name := range names {
+						re := regexp.MustCompile(`func (Test|Fuzz|Benchmark|Example)\w*` + name)
+						if regexp.MustCompile(`^(Test|Fuzz|Benchmark|Example)`).MatchString(name) {
+							re = regexp.MustCompile(`func ` + name)
+						}
+						if p != "." && !anyFileMatches(t, tests, re) {
+							t.Errorf("%s: `%s`: no test of %s matches %s", f, strings.TrimSpace(cmd), p, name)
+						}
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no `go test ./…` found: the pattern no longer matches the docs")
+	}
+}
+
+// anyFileMatches reports whether one of files matches re.
+func anyFileMatches(t *testing.T, files []string, re *regexp.Regexp) bool {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if re.Match(b) {
+			return true
+		}
+	}
+	return false
+}
