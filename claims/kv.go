@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -80,8 +81,18 @@ func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
 }
 
 // maxClaimAttempts bounds how often Claim retries when the holder's entry
-// vanishes between the failed create and the read that explains it.
-const maxClaimAttempts = 3
+// vanishes between the failed create and the read that explains it (a
+// key whose claim is expiring: the server removes the message and may
+// write a marker while the create runs). The retries back off from
+// claimBackoffMin, doubling: at a key's expiry the store can keep
+// changing for longer than a few round trips, and retries without a pause
+// answered 503 there.
+const maxClaimAttempts = 6
+
+const (
+	claimBackoffMin = time.Millisecond
+	claimBackoffMax = 16 * time.Millisecond
+)
 
 // Claim takes id for hookID as a pending claim that expires after
 // pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
@@ -104,7 +115,14 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 	}
 	key := KVKey(id)
 	val := encodeValue(valuePending, hookID)
+	wait := claimBackoffMin
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		if attempt > 0 {
+			if err := retry.Sleep(ctx, wait); err != nil {
+				return Result{}, storeErr("claim", key, err)
+			}
+			wait = min(2*wait, claimBackoffMax)
+		}
 		rev, rec, err := s.b.Create(ctx, key, val, ttl)
 		if err == nil {
 			return Result{Outcome: OK, Revision: rev, HookID: hookID}, nil
