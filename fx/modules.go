@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -549,10 +548,8 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	return out, nil
 }
 
-// NewLogger builds the slog logger the configuration asks for, on stderr.
-func NewLogger(cfg *config.Config) *slog.Logger { return NewLoggerTo(cfg, os.Stderr) }
-
-// NewLoggerTo is NewLogger writing to w.
+// NewLoggerTo builds the slog logger the configuration asks for, writing
+// to w.
 func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
