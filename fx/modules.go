@@ -272,7 +272,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	local, err := gcra.NewLimiter(gcra.WithMaxKeys(1_000_000))
+	local, err := gcra.NewLimiter(gcra.WithMaxKeys(localMaxKeys))
 	if err != nil {
 		return nil, err
 	}
@@ -557,3 +557,7 @@ func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// localMaxKeys bounds the buckets of a node's node-local GCRA limiter (the
+// Fleet's fallback, and an edge's while it decides alone).
+const localMaxKeys = 1_000_000

@@ -115,7 +115,7 @@ type Config struct {
 	// Partitions is the fleet's quota partition count, reported in the
 	// $SRV.INFO metadata, 1..quota.MaxPartitions. Default: the Quota's
 	// Partitions() when it has that method (quota.Client does; a different
-	// non-zero value is an error), else quota.DefaultPartitions.
+	// non-zero value is an error), else protocol.DefaultPartitions.
 	Partitions int
 	// Version overrides the package Version (must be SemVer).
 	Version string
@@ -185,7 +185,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Partitions == 0 {
-		c.Partitions = quota.DefaultPartitions
+		c.Partitions = protocol.DefaultPartitions
 	}
 	if c.Partitions < 1 || c.Partitions > quota.MaxPartitions {
 		return c, fmt.Errorf("%w: partitions must be 1..%d, got %d", ErrInvalidConfig, quota.MaxPartitions, c.Partitions)
