@@ -49,7 +49,7 @@ const (
 // idempotently by Start on every node.
 //
 // Consumer: every node's Settler pulls from ONE durable consumer
-// (WithDurable, default "settler"; deliver all, explicit ack, ack wait
+// (DefaultSettlerDurable; deliver all, explicit ack, ack wait
 // 30 s, at most WithMaxDeliver deliveries, 10 by default), so each event is
 // handed to one node at a time. The ack is sent AFTER the store call
 // returns:
@@ -104,8 +104,7 @@ type Committer interface {
 
 // NewSettler returns a Settler applying prefix's settle events through
 // commit and its release events to store. Options read: WithLogger,
-// WithRegisterer, WithReplicas, WithStreamName, WithStreamLimits,
-// WithDurable, WithCallTimeout, WithConcurrency, WithRetryDelay,
+// WithRegisterer, WithReplicas, WithStreamLimits, WithRetryDelay,
 // WithMaxDeliver. Nothing touches NATS before Start.
 func NewSettler(js jetstream.JetStream, store claims.Store, commit Committer, prefix string, opts ...SettlerOption) (*Settler, error) {
 	if js == nil || store == nil || commit == nil {
