@@ -54,7 +54,6 @@ const (
 	MaxShards     = protocol.MaxShards
 	MaxSplitShare = 1000 // --split-share
 	MaxReplicas   = 5    // JetStream's limit
-	MaxPrefix     = protocol.MaxPrefixBytes
 	// MinAdminTokenBytes is the shortest --admin-token accepted.
 	MinAdminTokenBytes = 16
 )
