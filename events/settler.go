@@ -40,8 +40,8 @@ const (
 // durable before the ack — and one published to Subjects.Release releases
 // it (claims.Store.Release).
 //
-// Stream: both subjects are captured by the stream StreamName(prefix)
-// (WithStreamName): file storage, WorkQueue retention (an event leaves the
+// Stream: both subjects are captured by the stream StreamName(prefix):
+// file storage, WorkQueue retention (an event leaves the
 // stream once acked or termed), replicas WithReplicas, bounded by
 // WithStreamLimits (default 24 h, 1 000 000 events, 1 GiB; the oldest are
 // discarded first). So events published while no settler runs are applied
