@@ -64,6 +64,7 @@ import (
 
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -127,7 +128,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout; the tables then go to stderr)")
 	fs.StringVar(&o.svgPath, "svg", "", "also write a bar chart (ops/s and p99 per row, sluice vs Redis or floor; SVG) to this file")
 	fs.StringVar(&o.edgeBin, "edge-bin", "", "use this cmd/edge binary instead of building ./cmd/edge")
-	fs.IntVar(&o.partitions, "partitions", quota.DefaultPartitions, "quota partitions of the edge (and the client)")
+	fs.IntVar(&o.partitions, "partitions", protocol.DefaultPartitions, "quota partitions of the edge (and the client)")
 	fs.IntVar(&o.httpInflight, "http-inflight", 32, "concurrent HTTP clients of the edge row")
 	fs.IntVar(&o.httpTenants, "http-tenants", 1000, "tenants of the edge row (round robin)")
 	fs.IntVar(&o.claims, "memory-claims", 100_000, "claims stored for the bytes-per-claim figure")
