@@ -121,54 +121,9 @@ func WithMaxLocalEntries(n int) Option {
 
 // Store shares readings and penalties through a KV bucket, with a
 // node-local fallback. It is safe for concurrent use; it runs no background
-// goroutines (Load reads backends in parallel and waits for them).
-//
-// # Atomicity
-//
-// A reading and a penalty of one (account, backend) live in ONE key, and
-// every write is a read-modify-write: read the key, compute the new state,
-// write it with a revision check (kvstore.Bucket.Update with the revision
-// read, Create when the key is absent, or a revision-checked Purge when
-// nothing is left). A write that lost the race (ErrWrongLastSequence,
-// ErrExists) reads again and recomputes, up to a bound, within the budget.
-// Writers of one node to one key first queue on a node-local lock, so CAS
-// races happen only between nodes; the revision check is what makes the
-// write atomic fleet-wide. So when Record drops a penalty, it drops exactly
-// the penalty it read: a Penalize that landed meanwhile — with a later
-// instant — fails Record's revision check, and Record re-decides against it
-// (keeping it when its instant lies beyond the reading's observed_at_ms).
-//
-// Why not a second key for the penalty, purged with the LastRevision read?
-// That would be as safe for the drop, but "store the reading" and "drop the
-// penalty" would be two writes with a window between them, and Load would
-// need two reads per backend. The single key makes them one write.
-//
-// The single key's TTL covers both parts: it is set to
-// max(reading expiry, penalty instant) - now, rounded up to whole seconds
-// (>= 1 s), so the key vanishes on its own once nothing in it is live. Each
-// part also carries its own instant, and Load hides a part whose instant has
-// passed while the key lives on for the other. A key holding only a penalty
-// expires at the penalty's instant.
-//
-// # Node-local state
-//
-// Every write lands in a node-local store first, whether or not the shared
-// write then succeeds. When the bucket cannot answer within the budget
-// (kvstore.ErrUnavailable), Load answers from it (Entry.Local is set), and
-// Record/Penalize return an error wrapping ErrUnavailable. A successful
-// Load merges: the newer of the shared and the local reading, and the later
-// of the shared penalty and this node's own last penalty — unless a shared
-// reading with observed_at_ms >= the own penalty's instant has cleared it.
-// So a penalty whose shared write failed is not forgotten by the next
-// successful read; by the same rule a node keeps its own penalty against
-// another node's Penalize(nil) until the penalty passes or a reading reaches
-// it (refusing an upstream a little too long is the safe side).
-//
-// A penalty whose shared write failed is also written to the shared store
-// later: the next call of this Store that the shared store answers (any
-// key) writes up to eight such penalties before it returns, by the same
-// merge rule, so the other nodes learn it too. A failed clear
-// (Penalize(nil)) is not replayed.
+// goroutines (Load reads backends in parallel and waits for them). One key
+// per (account, backend), every write a revision-checked read-modify-write;
+// the merge with node-local state: docs/DESIGN.md "Cooldown store".
 type Store struct {
 	b          *kvstore.Bucket
 	readingTTL time.Duration

@@ -1,41 +1,9 @@
 // Package forward moves an edge's hooks from its outbox (a local
 // work-queue stream, httpapi.EnsureOutbox) to the hub's hooks stream across
-// the leaf-node connection (docs/EDGE-MODE.md,
-// docs/DESIGN.md "Edge mode").
-//
-// One owned goroutine reads the outbox with a durable pull consumer, in
-// stream order, at most Batch hooks at a time; it publishes them to the
-// hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks
-// each in the outbox only after the hub acknowledged it and has it on disk
-// (the hub's sync barrier, SyncSubject: hubsync.go). A batch that
-// fails is sent again (the hooks not acknowledged, in the same order)
-// after a backoff, so the forwarder never moves past a hook the hub has
-// not acknowledged.
-//
-// Order: the hub must never store hook i+1 of an edge while hook i is
-// missing, or the resend of i lands after i+1. Pipelined publishes cannot
-// promise that: when the hub refuses i (a limit, a full stream, a
-// message lost while the link or the stream's interest comes up) it may
-// still store i+1, i+2, … that were already on their way. So the
-// forwarder publishes a batch as one JetStream atomic batch
-// (Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit; the hub's
-// stream has allow_atomic, httpapi.EnsureStream): the hub stores all of it,
-// in order, or none of it. A batch the hub refuses (a hook it will not
-// take, or one it already has: a batch holding a duplicate message id is
-// refused whole) is sent one hook at a time, each publish waiting for the
-// ack of the one before, as far as the hub takes them; so is every batch
-// to a hub whose stream does not allow atomic batches (an older hub).
-// Ordering by what the hub expects instead (Nats-Expected-Last-Msg-Id,
-// Nats-Expected-Last-Subject-Sequence) does not fit: the hub's stream and
-// a tenant's subject are shared by every edge and by the hooks the hub
-// stores itself, so the last message id or sequence the hub sees is not
-// this edge's.
-//
-// None twice: a hook sent again is dropped by the hub's duplicate window
-// when it is still inside it. A hook redelivered later than that (the edge
-// died between the hub's ack and the outbox ack, and came back after more
-// than the window) is first looked up on the hub by its hook id, and only
-// sent when it is not there.
+// the leaf-node connection, in order and none twice: one owned goroutine
+// publishes each batch as one JetStream atomic batch and acks the outbox only
+// after the hub's ack and sync barrier. Why atomic batches, the fallback to one
+// hook at a time and the duplicate lookup: docs/DESIGN.md "Edge mode".
 package forward
 
 import (
