@@ -1,25 +1,15 @@
 // Package config loads the configuration of cmd/edge from command-line flags,
-// environment variables and a YAML file, exactly as PROTOCOL.md's "Command
-// line and configuration" section states, and resolves the effective
-// configuration of a tenant's source and limits for the edge.
+// environment variables (--some-flag = SLUICE_SOME_FLAG, empty counts as
+// unset) and a YAML file (top-level key some_flag, plus allow_unknown,
+// defaults and tenants: testdata/edge.yaml), flag over environment over file
+// over default, as PROTOCOL.md's "Command line and configuration" states, and
+// resolves a tenant's source and limits for the edge.
 //
-// Every flag --some-flag has an environment twin SLUICE_SOME_FLAG and a key
-// some_flag at the top level of the YAML file. A flag wins over the
-// environment, which wins over the file (--config / SLUICE_CONFIG), which
-// wins over the built-in default. An empty environment variable counts as
-// unset. Besides those keys, the file holds allow_unknown, defaults and
-// tenants (see testdata/edge.yaml for a commented example).
-//
-// Every error names what is wrong: the flag (with where its value came from
-// when that was not the command line), or the file field by its full path,
-// e.g. "config: --partitions: must be 1..4096" or
-// `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket" …`.
-//
-// Secrets (source secrets, --admin-token, a --nats-context's password and token)
-// never appear when a Config is printed, logged or marshalled: see Secret.
-//
-// The package is pure apart from reading the --config file: no globals, no
-// NATS. A loaded Config is immutable and safe for concurrent use.
+// Every error names the flag (and where its value came from) or the file
+// field by its full path, e.g. "config: --partitions: must be 1..4096".
+// Secrets never appear when a Config is printed, logged or marshalled (see
+// Secret). No globals, no NATS; a loaded Config is immutable and safe for
+// concurrent use.
 package config
 
 import (
