@@ -1,12 +1,10 @@
 // Package claims implements sluice's two-phase dedupe claims and replay-nonce
 // claims, on a JetStream KV bucket (fleet-wide) and in memory (the node-local
-// fallback). Both implementations pass one conformance suite.
-//
-// A dedupe claim goes pending when a node starts on a piece of work (a
-// webhook, an event), and is committed (settled) when the work is durable.
-// While pending, a second claimer is told to retry later; once committed, a
-// second claimer is told it is a duplicate and given the original hook id.
-// A claim whose holder dies expires after its pending TTL.
+// fallback), both passing one conformance suite. A dedupe claim goes pending
+// when a node starts on some work and is committed (settled) once the work is
+// durable: a second claimer is told to retry later, then that it is a
+// duplicate (with the original hook id). A dead holder's claim expires after
+// its pending TTL.
 package claims
 
 import (
@@ -20,16 +18,11 @@ import (
 )
 
 // Errors returned by Store and ReplayStore methods, besides two of
-// protocol:
-//
-//   - protocol.ErrClaimLost is returned by Settle and Release when the
-//     claim is no longer the one the caller holds: its revision is stale
-//     (it expired, was released, settled, or was taken by another claimer)
-//     or the hook id differs. Settle also returns it for a claim that is
-//     already committed.
-//   - protocol.ErrInvalid is returned for malformed arguments (empty
-//     tenant, source or hook id, out-of-range times, oversized namespace
-//     …). It is the caller's fault: answer 400, never retry.
+// protocol: protocol.ErrClaimLost from Settle and Release when the claim is
+// no longer the caller's (a stale revision: it expired, was released,
+// settled or taken; another hook id; for Settle, already committed), and
+// protocol.ErrInvalid for malformed arguments (the caller's fault: 400,
+// never retry).
 var (
 	// ErrUnavailable is returned when the backing store did not answer in
 	// time, or could not give an answer at all (connection closed, an
@@ -104,16 +97,13 @@ type State struct {
 	Digest string
 }
 
-// Store is a two-phase dedupe claim store. Implementations are safe for
-// concurrent use. Every method returns protocol.ErrInvalid for malformed arguments
-// (see ID.Validate, ValidateHookID; a negative TTL; revision 0) and
-// ErrUnavailable when the store cannot answer (a done ctx included).
-//
-// Every method is required: a wrapper (the events publisher's, edge
-// mode's) implements each, so none can lose a capability by forgetting a
-// method. A store that cannot pipeline answers StartClaim and
-// StartSettleOwn with NotStartedClaim and NotStartedSettle, and the caller
-// takes the one-call path.
+// Store is a two-phase dedupe claim store, safe for concurrent use. Every
+// method returns protocol.ErrInvalid for malformed arguments (see
+// ID.Validate, ValidateHookID; a negative TTL; revision 0) and
+// ErrUnavailable when the store cannot answer (a done ctx included). Every
+// method is required, so a wrapper cannot lose a capability by forgetting
+// one; a store that cannot pipeline answers StartClaim and StartSettleOwn
+// with NotStartedClaim and NotStartedSettle.
 type Store interface {
 	// Claim takes the key for hookID as a pending claim that expires after
 	// pendingTTL (rounded up to whole seconds, at least 1 s) unless settled.
@@ -183,10 +173,9 @@ type StartedSettle interface {
 	Wait(ctx context.Context) (done bool, err error)
 }
 
-// NotStartedClaim and NotStartedSettle are what a store that does not
-// pipeline its writes (Memory: each call is done at once) starts: their
-// Wait is never done, so the caller makes the one call, Claim or
-// SettleOwn.
+// NotStartedClaim and NotStartedSettle are started by a store that does
+// not pipeline (Memory): their Wait is never done, so the caller makes the
+// one call, Claim or SettleOwn.
 var (
 	NotStartedClaim  StartedClaim  = notStartedClaim{}
 	NotStartedSettle StartedSettle = notStartedSettle{}
