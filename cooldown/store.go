@@ -1,22 +1,10 @@
 // Package cooldown shares upstream quota readings and penalties across a
 // fleet: one instance reads "70 % of the token budget left, resets at T" or
-// is refused "until T", and every instance using the same account (the
-// shared budget) sees it. State lives in a JetStream KV bucket with per-key
-// TTLs; every write also lands in a node-local store that answers when the
-// bucket cannot within the call's budget.
-//
-// Semantics (PROTOCOL.md, cooldown.*):
-//   - Record stores a reading with a TTL (default 15 min) and, atomically,
-//     drops a penalty whose instant the reading's observed_at_ms has
-//     reached (until_ms <= observed_at_ms): the upstream answered then.
-//   - Penalize sets a penalty that expires at until_ms; nil clears it.
-//   - Load returns exactly one entry per requested backend, in order; a
-//     penalty whose instant has passed and a reading whose TTL has run out
-//     are not reported.
-//
-// Keys are scoped by account, never by instance: (account, backend) is the
-// KV key protocol.Join(account, backend), so no account can reach another's
-// keys whatever bytes it holds.
+// is refused "until T", and every instance using the same account sees it.
+// Semantics: PROTOCOL.md, cooldown.*. State lives in a JetStream KV bucket
+// with per-key TTLs, under protocol.Join(account, backend) (so no account
+// reaches another's keys); every write also lands in a node-local store
+// that answers when the bucket cannot within the call's budget.
 package cooldown
 
 import (
@@ -36,12 +24,8 @@ import (
 )
 
 // Errors returned by this package. Every error wraps at most one of them
-// or protocol.ErrInvalid (plus its cause). protocol.ErrInvalid is returned
-// for malformed arguments: an account or backend outside
-// 1..protocol.MaxNameBytes bytes, a backends list outside
-// 1..protocol.MaxBackends entries, a non-finite percent, a time outside
-// 0..protocol.MaxTimeMs … The message names the field. It is the caller's
-// fault: answer 400, never retry.
+// or protocol.ErrInvalid (malformed arguments, naming the field: the
+// caller's fault, answer 400, never retry).
 var (
 	// ErrUnavailable is returned by Record and Penalize when the shared store
 	// did not take the write within the call's budget (timeout, no
@@ -174,14 +158,10 @@ func Key(account, backend string) string { return protocol.Join(account, backend
 
 // Record stores reading r for (r.Account, r.Backend), kept for the reading
 // TTL, and atomically drops a penalty whose instant r.ObservedAtMs has
-// reached (until_ms <= observed_at_ms). The newer of the stored and the new
-// reading is kept (the new one on a tie), so a late-arriving old reading
-// does not replace a newer one; it still clears a penalty it has reached.
-//
-// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does not
-// take the write within the budget, the error wraps ErrUnavailable; any
-// other store failure is returned wrapped. Either way the reading is kept
-// node-locally.
+// reached. The newer of the stored and the new reading is kept (the new one
+// on a tie); an older one still clears a penalty it has reached. A write
+// the shared store does not take within the budget wraps ErrUnavailable;
+// either way the reading is kept node-locally.
 func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -198,15 +178,8 @@ func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 }
 
 // Penalize sets the penalty of (account, backend): the upstream refuses us
-// until untilMs (Unix ms). It replaces any earlier penalty, whether sooner
-// or later. nil — or an instant that has already passed — clears it. A key
-// holding only a penalty expires at its instant (TTL = until - now, rounded
-// up to whole seconds, at least 1 s).
-//
-// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does
-// not take the write within the budget, the error wraps ErrUnavailable; any
-// other store failure is returned wrapped. Either way the penalty (or its
-// clearing) is kept node-locally.
+// until untilMs (Unix ms), replacing any earlier penalty; nil or a past
+// instant clears it. Errors and the node-local copy are as for Record.
 func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
 	req := protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs}
 	if err := req.Validate(); err != nil {
@@ -230,13 +203,10 @@ func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *
 // maxFlush bounds the pending penalties one successful call writes.
 const maxFlush = 8
 
-// flushPending writes penalties whose shared write failed (Penalize) now
-// that the shared store answered a call, at most maxFlush per call, within
-// ctx: the later of the shared penalty and this node's, unless a shared
-// reading has reached this node's (the Load merge rule, so a penalty is
-// never written over the reading that ended it; like that rule it wins
-// over another node's Penalize(nil)). It stops at the first failure: the
-// rest wait for the next successful call.
+// flushPending writes penalties whose shared write failed now that the
+// shared store answered, at most maxFlush per call, within ctx, by the Load
+// merge rule (so a penalty is never written over the reading that ended
+// it). It stops at the first failure: the rest wait for the next call.
 func (s *Store) flushPending(ctx context.Context) {
 	if !s.local.hasPending() {
 		return
@@ -306,15 +276,11 @@ func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err err
 }
 
 // Load returns the state of backends under account: exactly one entry per
-// requested backend, in the requested order (duplicates repeat). A backend
-// never recorded nor penalized gives an entry with null last_checked_ms and
-// penalty_until_ms and empty snapshots. A penalty whose instant has passed
-// is not reported.
-//
-// When the shared store cannot answer a backend within the budget, that
-// entry comes from node-local state and has Local set; Load does not fail
-// for that. Errors: protocol.ErrInvalid for a bad request; a store failure other
-// than unavailability (e.g. a missing stream) is returned wrapped.
+// requested backend, in order (duplicates repeat); a backend never recorded
+// nor penalized has null times and empty snapshots, and a passed penalty is
+// not reported. An entry the shared store cannot answer within the budget
+// comes from node-local state with Local set; Load does not fail for that.
+// A store failure other than unavailability is returned wrapped.
 func (s *Store) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	req := protocol.LoadRequest{Account: account, Backends: backends}
 	if err := req.Validate(); err != nil {
@@ -451,9 +417,8 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // backoff waits a short random while before CAS retry attempt (growing with
-// the attempt, at most ~4 ms), or until ctx ends.
-// (Random, unlike internal/retry's doubling: racing writers of one key
-// must not retry in step.)
+// the attempt, at most ~4 ms), or until ctx ends: random, unlike
+// internal/retry, so racing writers of one key do not retry in step.
 func backoff(ctx context.Context, attempt int) error {
 	spread := time.Duration(min(attempt, 8)) * 500 * time.Microsecond
 	return retry.Sleep(ctx, rand.N(spread)+50*time.Microsecond)
