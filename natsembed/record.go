@@ -176,17 +176,12 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 // write; a stream being caught up moves).
 var ClusterSettled = 5 * time.Second
 
-// CheckClusterStart is CheckStart for a node of a cluster, where the
-// streams a node recorded may be led, and brought back after a restart,
-// by other servers: seqs reads the cluster's view of the named streams
-// (their leaders' last sequences; a stream absent from the map is not
-// there). It waits until every recorded stream reaches its recorded
-// sequence — the cluster forming, leaders elected, replicas caught up. A
-// loss is what is still short when ctx ends, or once what is short has not
-// moved for ClusterSettled (other streams may: the nodes already up renew
-// their leases): a DataLossError, or with accept a logged loss
-// and a record rewritten from what is there. A node without a record (a
-// new one) passes at once.
+// CheckClusterStart is CheckStart for a node of a cluster, whose recorded
+// streams may be led by other servers: seqs reads the leaders' last
+// sequences (a stream absent from the map is not there). It waits until
+// every recorded stream reaches its recorded sequence; a loss is what is
+// still short when ctx ends or has not moved for ClusterSettled. A node
+// without a record passes at once.
 func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
 	path := filepath.Join(dataDir, RecordFile)
 	rec, ok, err := ReadRecord(path)

@@ -80,12 +80,10 @@ func newStoreSync(storeDir string) *storeSync {
 	}
 }
 
-// fsyncFile is fdatasync for a file's data (its size included) and fsync
-// for a directory. An fdatasync interrupted by a signal (EINTR: on a FUSE
-// or network file system the Go runtime's preemption signal can interrupt
-// a slow one) is made again, as os.File.Sync does for fsync: an
-// interrupted sync made nothing durable, and a failed round would stop
-// the node's answers until a restart.
+// fsyncFile is fdatasync for a file's data and fsync for a directory. An
+// fdatasync interrupted by a signal (EINTR: on FUSE or network file systems
+// the runtime's preemption signal can) is made again, as os.File.Sync does:
+// a failed round would stop the node's answers until a restart.
 func fsyncFile(f *os.File, data bool) error {
 	if data {
 		for {
