@@ -498,17 +498,10 @@ const atomicMax = 1000
 
 // publish stores items on the hub in their order and never lets the hub
 // store one while an earlier one is missing: atomic batches when the hub's
-// stream allows them (all or none of a batch stored), else, and after a
-// batch the hub refused, one hook at a time, each publish waiting for the
-// ack of the one before. It returns how many leading messages (of n, by
-// index: items[k].at) are done and the first failure.
-//
-// With shards, each shard's hooks are published apart (an atomic batch
-// is one stream's), in their order, one shard after the other; the
-// leading messages done end at the first hook of any shard not stored
-// (the hooks of other shards after it, stored, are sent again with the
-// rest and dropped by the hub's duplicate window or found by OnHub). A
-// tenant's hooks are one shard's, so the hub stores them in order.
+// stream allows them, else, and after a refused batch, one hook at a time
+// (docs/DESIGN.md "Edge mode"), each shard's hooks apart (docs/DESIGN.md
+// "Shards"). It returns how many leading messages (of n, by index:
+// items[k].at) are done and the first failure.
 func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, error) {
 	var order []string
 	runs := map[string][]hubItem{}
@@ -659,12 +652,10 @@ func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, er
 	return ok, err
 }
 
-// ackDurable acks msgs (acknowledged by the hub by the time acked, their
-// claims registered) in the outbox once the hub has them on disk
-// (durable), in order up to the first failure: an edge drops its copy of
-// a hook only when a power cut of the hub can no longer lose it. It
-// returns how many were acked and the first error (*unsynced when the hub
-// did not confirm them durable: none acked).
+// ackDurable acks msgs (acknowledged by the hub, their claims registered)
+// in the outbox once the hub has them on disk, in order up to the first
+// failure, so an edge drops a hook only when a hub power cut can no longer
+// lose it. *unsynced: the hub did not confirm them durable, none acked.
 func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked time.Time) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -771,11 +762,10 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 }
 
 // register writes the claim of a forwarded hook into the hub's claims
-// bucket (create-if-absent, then settled with the dedupe TTL), so the
-// hub's side dedupes against what the edge accepted. A key the hub's side
-// holds for another hook was accepted on both sides of a split: it is
+// bucket (create-if-absent, then settled with the dedupe TTL). A key the
+// hub holds for another hook was accepted on both sides of a split: it is
 // counted (sluice_edge_split_keys_total) and reported (OnSplit), and the
-// hook is forwarded all the same (it was acked: never dropped).
+// hook is forwarded all the same.
 func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	if f.cfg.HubClaims == nil {
 		return nil
