@@ -51,10 +51,8 @@ type Fleet struct {
 }
 
 // NewFleet wraps client with node-local fallback state. store is the
-// fleet's claim store (claims.NewKV on the claims bucket), used directly
-// for the claim of a hit the owner could not answer. Options read:
-// WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL,
-// WithMembers (the budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
+// fleet's claim store, used directly for the claim of a hit the owner could
+// not answer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
 func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
@@ -108,15 +106,10 @@ func (f *Fleet) outcome(op string, err error) bool {
 	return true
 }
 
-// Hit is Client.Hit with the local fallback (HitReply.Local set). The
-// fallback charges the local limiter and takes the claim, if any, in the
-// fleet's claim store (see Fleet); protocol.ErrInvalid is returned as is, a
-// protocol.ErrInvalid as protocol.ErrInvalid, and a claim store that cannot answer as
-// ErrUnavailable (charges refunded).
-//
-// The whole call stays within one budget (ctx's deadline, else the
-// Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
-// the rest for the fallback's claim store call.
+// Hit is Client.Hit with the local fallback (HitReply.Local set): the local
+// limiter, and the claim in the fleet's claim store (ErrUnavailable, charges
+// refunded, when that cannot answer). The call stays within one budget;
+// with a claim the owner gets 60% of it, the rest is the fallback's.
 func (f *Fleet) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()
