@@ -31,19 +31,14 @@ type BucketOptions struct {
 	// Replicas of the stream (default 1).
 	Replicas int
 	// ExpiryEvents keeps expiry markers (LimitMarkerTTL 1 s) for
-	// events.ExpiryWatcher to report claim.expired. Without it the bucket
-	// keeps per-key TTLs and writes no markers: an expired claim vanishes at
-	// once and nothing else is written or delivered for it (a watcher would
-	// see about three messages per claim). Opening an existing bucket with
-	// the other setting switches it in place (kvstore.EnsureBucket); the
-	// claims it holds are kept.
+	// events.ExpiryWatcher. Without it an expired claim vanishes at once and
+	// nothing is written for it. Reopening an existing bucket with the other
+	// setting switches it in place, keeping its claims.
 	ExpiryEvents bool
 	// AsyncPersist puts the stream in async persist mode (R1 file storage
-	// only, see kvstore.BucketConfig.AsyncPersist): a claim write is acked
-	// before it reaches the file. A hard kill or power loss of the server
-	// can lose the last acked claims, so a key seen just before may be
-	// accepted once more; hooks are not affected (their stream stays
-	// synchronous). Fixed when the bucket is created.
+	// only, fixed at creation): a claim write is acked before it reaches the
+	// file, so a hard kill or power loss can lose the last acked claims (a
+	// key may be accepted once more); hooks are not affected.
 	AsyncPersist bool
 }
 

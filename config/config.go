@@ -231,10 +231,8 @@ const (
 	// it, and no edge may be named so.
 	HubDomainName = "hub"
 	// ConnsPerHookSlot is how many HTTP connections may be open per
-	// --max-inflight-hooks, and MinHTTPConns at the least (4096 at the
-	// default 512, and below it): idle keep-alive senders beyond the hooks
-	// being served, bounded, and as many senders as before at a small
-	// --max-inflight-hooks (beyond it they are shed 503, not left waiting).
+	// --max-inflight-hooks, at least MinHTTPConns: idle keep-alive senders
+	// beyond the hooks being served, bounded (beyond it they are shed 503).
 	ConnsPerHookSlot = 8
 	MinHTTPConns     = 4096
 )

@@ -109,20 +109,13 @@ type acker struct {
 	next    uint64
 	pending map[uint64]*ackWait
 	// free: ids whose write was acked, with their reply subjects, for the
-	// next writes. Reusing them keeps reply subjects few and short, which
-	// keeps them in the server's subject cache (a fresh subject per write
-	// misses it every time). The id of a write that was not acked (its
-	// waiter gave up) is never reused: its ack may still come. An acked
-	// write can be answered twice: a stream leader that applied and acked
-	// it may be replaced before its followers learned the commit, and the
-	// new leader applies the entry and answers it again. So each free id
-	// keeps the highest sequence acked on it, and a success ack on a
-	// reused id that is not above it is that stale second answer, dropped
-	// (stale): a write sent after its id's previous ack came back gets a
-	// higher sequence of the same stream (an acker writes to one stream).
-	// A stale refusal (an error ack carries no sequence) cannot be told
-	// apart: it fails the write that reused the id, which is safe (a
-	// refusal never makes two winners), never a false success.
+	// next writes: few, short reply subjects stay in the server's subject
+	// cache. An unacked id is never reused (its ack may still come). An
+	// acked write can be answered twice (a new leader re-applies an entry
+	// its predecessor acked), so each free id keeps the highest sequence
+	// acked on it, and a success ack on it not above that is the stale
+	// second answer, dropped. A stale refusal (no sequence) cannot be told
+	// apart: it fails the write that reused the id, which is safe.
 	free  []freeID
 	stale uint64 // stale success acks dropped (tests)
 }

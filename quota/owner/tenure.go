@@ -358,13 +358,10 @@ func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *quota.OwnerReq
 	c.mu.Unlock()
 	t.counterUnref(c)
 	if err == nil && rep.granted {
-		// A grant rests on its count's write: answered once that write is
-		// durable (WithSync), in the group commit's rounds, outside the
-		// counter's lock (the next op on it need not wait for the round;
-		// a later grant's own round covers this write too). A denial and a
-		// release are not synced: a lost one only overcounts, which
-		// refuses until the holder's release or the slot's TTL, and the
-		// next grant's round makes it durable.
+		// A grant is answered once its count's write is durable (WithSync),
+		// outside the counter's lock. A denial and a release are not synced:
+		// a lost one only overcounts (refusing until a release or the TTL),
+		// and the next grant's round makes it durable.
 		err = kvstore.SyncWith(ctx, w.cfg.Sync)
 	}
 	if err != nil {

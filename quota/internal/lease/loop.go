@@ -649,11 +649,9 @@ func (l *Loop) Close() {
 	}
 	l.retireWatcher()
 	// A retired watcher's Stop deletes its consumer with a JetStream API
-	// request; without a meta leader (the last node of a cluster stopping)
-	// nobody answers it and it waits out its whole timeout (5 s). Wait at
-	// most half a second (with a quorum it takes milliseconds): the request
-	// ends at once when the connection closes next, and with it the
-	// goroutine.
+	// request that, without a meta leader (the last node stopping), waits
+	// out its 5 s timeout. Wait at most half a second: the request ends
+	// when the connection closes, and with it the goroutine.
 	waited := make(chan struct{})
 	go func() { l.bg.Wait(); close(waited) }()
 	t := time.NewTimer(min(l.renewEvery, 500*time.Millisecond))
