@@ -121,19 +121,12 @@ func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
 }
 
 // ChargeAll applies the charges lims[i] to the buckets keys[i] at now, all or
-// nothing and atomically with respect to every other method: either every
-// charge is admitted and applied, or none is applied. A key may appear more
-// than once; its charges then apply one after the other. The Decision
-// combines the charges: RetryAfter is the largest wait of the denied
-// charges (after it, all of them fit), Remaining the smallest Remaining (0
-// when denied), ResetAfter the largest time until a bucket is full, and TAT
-// is 0 (for one key ChargeAll is Charge). No charges: allowed, with zero
-// fields.
-//
-// The error wraps ErrInvalidLimit (different lengths, malformed limit) or
-// ErrImpossible (a limit with Increment > Capacity); nothing is then
-// applied. Apart from growing its maps for new keys, ChargeAll allocates
-// only for more than 8 keys.
+// nothing and atomically with respect to every other method; a repeated key's
+// charges apply one after the other. The Decision combines them: RetryAfter
+// the largest wait of the denied ones, Remaining the smallest (0 when
+// denied), ResetAfter the largest, TAT 0. No charges: allowed. The error
+// wraps ErrInvalidLimit or ErrImpossible, and nothing is applied. It
+// allocates only for more than 8 keys (besides growing its maps).
 func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, error) {
 	if len(keys) != len(lims) {
 		return Decision{}, fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(keys), len(lims))
