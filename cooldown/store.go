@@ -28,10 +28,9 @@ import (
 // caller's fault, answer 400, never retry).
 var (
 	// ErrUnavailable is returned by Record and Penalize when the shared store
-	// did not take the write within the call's budget (timeout, no
-	// responders, closed connection, or a write contended beyond the retry
-	// bound). The write has still landed in the node-local store. Load never
-	// returns it: it answers from node-local state instead.
+	// did not take the write within the call's budget (the write still
+	// landed node-locally). Load never returns it: it answers from
+	// node-local state instead.
 	ErrUnavailable = errors.New("cooldown: store unavailable")
 )
 

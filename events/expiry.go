@@ -51,9 +51,8 @@ type ExpiryWatcher struct {
 }
 
 // NewExpiryWatcher returns a watcher of the claims bucket named bucket
-// (kvstore.BucketNames(prefix).Claims) reporting through pub, which must not
-// be nil (a watcher that cannot report would still take its share of the
-// fleet's markers). Options read: WithLogger, WithRegisterer. Nothing
+// reporting through pub, which must not be nil (a watcher that cannot
+// report would still take its share of the fleet's markers). Nothing
 // touches NATS before Start.
 func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opts ...ExpiryOption) (*ExpiryWatcher, error) {
 	if js == nil || pub == nil {

@@ -30,11 +30,9 @@ import (
 // Errors returned by this package. Each is returned wrapped with detail;
 // test with errors.Is.
 var (
-	// ErrInvalidLimit is returned for a malformed limit: an Increment or
-	// Capacity below 1 µs, a rate that is not a finite number > 0, a burst
-	// below 1, a limit whose capacity does not fit in an int64 of
-	// microseconds, or (ChargeAll) slices of different lengths. The caller's
-	// fault: answer 400, never retry.
+	// ErrInvalidLimit is returned for a malformed limit (a span below 1 µs
+	// or beyond int64 µs, a rate not finite and > 0, a burst below 1, or
+	// ChargeAll slices of different lengths): answer 400, never retry.
 	ErrInvalidLimit = errors.New("gcra: invalid limit")
 	// ErrImpossible is returned for a charge whose Increment exceeds its
 	// Capacity (for example a body larger than the bytes burst): it can never
@@ -45,14 +43,11 @@ var (
 	ErrInvalidOption = errors.New("gcra: invalid option")
 )
 
-// Limit is the shape of one GCRA bucket, or of one charge against it.
-//
-// Increment is the cost of one charge in microseconds (the emission
-// interval, 1 s / rate, for a unit charge); Capacity is how far ahead of now
-// the TAT may run, in microseconds (Increment × burst for unit charges). A
-// charge can be admitted only if 1 <= Increment <= Capacity (see Validate).
-//
-// The zero Limit is invalid. Limit is a small value type: copy it freely.
+// Limit is the shape of one GCRA bucket, or of one charge against it:
+// Increment is the cost of one charge in µs (1 s / rate for a unit charge),
+// Capacity how far ahead of now the TAT may run (Increment × burst for
+// unit charges); admissible only if 1 <= Increment <= Capacity (Validate).
+// The zero Limit is invalid.
 type Limit struct {
 	Increment int64 // µs per charge, >= 1
 	Capacity  int64 // µs, >= Increment

@@ -23,11 +23,10 @@ import (
 // (docs/RELIABILITY.md "Never up silently empty").
 const RecordFile = "sluice-streams.json"
 
-// RecordInterval is how often the record's round runs: one sync round
-// every time (it syncs only files that changed: a stream's configuration
-// replaced without a message, such as an update of its limits, is durable
-// within one interval), and the small record file written, fsynced and
-// renamed only when a stream's last sequence moved; never on a hook's path.
+// RecordInterval is how often the record's round runs: a sync round every
+// time (so a stream configuration replaced without a message is durable
+// within one interval), and the record rewritten only when a stream's last
+// sequence moved; never on a hook's path.
 const RecordInterval = time.Second
 
 // Record is what a node remembers of its streams across restarts.
@@ -274,11 +273,9 @@ func (r *Recorder) loop() {
 	}
 }
 
-// Update runs a sync round and brings the record up to date now (the
-// record is rewritten only when a stream moved). The round runs even when
-// no sequence moved: nats-server replaces a stream's meta.inf on a
-// configuration update without syncing it, and a cut before the next
-// round that syncs it would drop the whole stream at restart.
+// Update runs a sync round and brings the record up to date now. The round
+// runs even when no sequence moved: nats-server replaces a stream's
+// meta.inf on a configuration update without syncing it.
 func (r *Recorder) Update() error {
 	seqs, err := r.srv.StreamSeqs()
 	if err != nil {

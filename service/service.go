@@ -299,12 +299,10 @@ type endpoint struct {
 
 // dispatch is micro's handler of ep. It runs on the endpoint's subscription
 // goroutine, so it only takes a slot and hands the request to a goroutine.
-//
-// The reply is published on the connection directly rather than with
-// micro.Request.Respond: micro reads the request's response state after the
-// handler returns, which would race with a reply sent later from the
-// request's goroutine. micro's own num_errors therefore stays 0; the
-// endpoint's STATS "data" carries the service's counts.
+// The reply is published on the connection directly, not with
+// micro.Request.Respond, which reads the response state after the handler
+// returns and would race with a later reply (so micro's own num_errors
+// stays 0; STATS "data" carries the service's counts).
 func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 	return func(req micro.Request) {
 		start := time.Now()
