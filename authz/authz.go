@@ -1,38 +1,12 @@
 // Package authz is sluice's trust model on NATS: the roles a NATS user can
-// have and the subject permissions each role needs, computed once and used
-// both by the embedded server (users from the configuration) and by
-// `edge nats-authz`, which prints the matching nats-server authorization
-// block for an external deployment.
-//
-// The server enforces the permissions; sluice adds one check the server
-// cannot make: on a tenant-scoped subject <prefix>.v1.t.<tenant>.<endpoint>
-// the service refuses a body naming another tenant (service.scope). So a
-// caller allowed to publish only under <prefix>.v1.t.acme. can act for acme
-// and nobody else.
-//
-// Roles:
-//
-//   - node: a sluice process — publishes and subscribes everything. It is
-//     the only role with any $JS/$KV access, so the only one that reads or
-//     writes the buckets, the tenants bucket (records with sealed source
-//     secrets) included; operators change tenants through the admin HTTP
-//     API, which checks the admin token.
-//   - operator: reset, settle/release, admin calls on every tenant
-//     (<prefix>.v1.>, $SRV.>), and reads the lifecycle events
-//     (<prefix>.v1.events.>). No store ($JS, $KV) access.
-//   - service: the public endpoints for its tenants only
-//     (<prefix>.v1.t.<tenant>.>); never reset, the owners' subjects
-//     (<prefix>.v1.quota.p.> and .m.>), or any $JS/$KV API.
-//   - consumer: reads (pulls and acks) its tenants' stored hooks from the
-//     hooks stream through one durable consumer per tenant, named by the
-//     tenant's subject token and created by an operator (never by the
-//     consumer: JetStream does not check a push consumer's deliver subject
-//     against its creator's permissions), and their lifecycle events;
-//     nothing else.
-//
-// Every role but node receives replies on its own inbox prefix only,
-// _INBOX.<user>. (clients set nats.CustomInboxPrefix("_INBOX.<user>")), so
-// no caller can read another's replies.
+// have (node, operator, service, consumer: docs/SECURITY.md "NATS roles") and
+// the subject permissions each needs, used both by the embedded server and by
+// `edge nats-authz`. The server enforces them; the service adds one check it
+// cannot make: on <prefix>.v1.t.<tenant>.<endpoint> it refuses a body naming
+// another tenant (service.scope). A consumer never creates its own durable:
+// JetStream does not check a push consumer's deliver subject against its
+// creator's permissions. Every role but node receives replies only on
+// _INBOX.<user>., so no caller can read another's replies.
 package authz
 
 import (

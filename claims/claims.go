@@ -1,12 +1,10 @@
 // Package claims implements sluice's two-phase dedupe claims and replay-nonce
 // claims, on a JetStream KV bucket (fleet-wide) and in memory (the node-local
-// fallback). Both implementations pass one conformance suite.
-//
-// A dedupe claim goes pending when a node starts on a piece of work (a
-// webhook, an event), and is committed (settled) when the work is durable.
-// While pending, a second claimer is told to retry later; once committed, a
-// second claimer is told it is a duplicate and given the original hook id.
-// A claim whose holder dies expires after its pending TTL.
+// fallback), both passing one conformance suite. A dedupe claim goes pending
+// when a node starts on some work and is committed (settled) once the work is
+// durable: a second claimer is told to retry later, then that it is a
+// duplicate (with the original hook id). A dead holder's claim expires after
+// its pending TTL.
 package claims
 
 import (
@@ -20,16 +18,11 @@ import (
 )
 
 // Errors returned by Store and ReplayStore methods, besides two of
-// protocol:
-//
-//   - protocol.ErrClaimLost is returned by Settle and Release when the
-//     claim is no longer the one the caller holds: its revision is stale
-//     (it expired, was released, settled, or was taken by another claimer)
-//     or the hook id differs. Settle also returns it for a claim that is
-//     already committed.
-//   - protocol.ErrInvalid is returned for malformed arguments (empty
-//     tenant, source or hook id, out-of-range times, oversized namespace
-//     …). It is the caller's fault: answer 400, never retry.
+// protocol: protocol.ErrClaimLost from Settle and Release when the claim is
+// no longer the caller's (a stale revision: it expired, was released,
+// settled or taken; another hook id; for Settle, already committed), and
+// protocol.ErrInvalid for malformed arguments (the caller's fault: 400,
+// never retry).
 var (
 	// ErrUnavailable is returned when the backing store did not answer in
 	// time, or could not give an answer at all (connection closed, an
@@ -104,16 +97,13 @@ type State struct {
 	Digest string
 }
 
-// Store is a two-phase dedupe claim store. Implementations are safe for
-// concurrent use. Every method returns protocol.ErrInvalid for malformed arguments
-// (see ID.Validate, ValidateHookID; a negative TTL; revision 0) and
-// ErrUnavailable when the store cannot answer (a done ctx included).
-//
-// Every method is required: a wrapper (the events publisher's, edge
-// mode's) implements each, so none can lose a capability by forgetting a
-// method. A store that cannot pipeline answers StartClaim and
-// StartSettleOwn with NotStartedClaim and NotStartedSettle, and the caller
-// takes the one-call path.
+// Store is a two-phase dedupe claim store, safe for concurrent use. Every
+// method returns protocol.ErrInvalid for malformed arguments (see
+// ID.Validate, ValidateHookID; a negative TTL; revision 0) and
+// ErrUnavailable when the store cannot answer (a done ctx included). Every
+// method is required, so a wrapper cannot lose a capability by forgetting
+// one; a store that cannot pipeline answers StartClaim and StartSettleOwn
+// with NotStartedClaim and NotStartedSettle.
 type Store interface {
 	// Claim takes the key for hookID as a pending claim that expires after
 	// pendingTTL (rounded up to whole seconds, at least 1 s) unless settled.
@@ -127,30 +117,21 @@ type Store interface {
 	// was started: call Claim.
 	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
 	// Settle commits the pending claim at rev for hookID; the committed claim
-	// expires after ttl. protocol.ErrClaimLost when rev is stale, hookID differs or the
-	// claim is no longer pending. It reads the holder before it writes: its
-	// caller may be a network client presenting a revision it was told
-	// about another holder (a Pending result carries the holder's
-	// revision), which a blind write would commit under the wrong hook id.
+	// expires after ttl. It reads the holder before it writes: a network
+	// client may present a revision it was told about another holder (a
+	// Pending result carries it), which a blind write would commit under the
+	// wrong hook id.
 	Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error
-	// SettleOwn is Settle for a caller that knows rev is the revision of an
-	// OK Result of its own Claim for hookID (its own hit or claim, never a
-	// revision read back or reported for another holder). It skips
-	// Settle's read: the revision-checked write alone decides, since a
-	// key's current revision can only be rev while the claim written at
-	// rev, pending for hookID, is still there. digest (ValidateDigest; ""
-	// for none) is kept in the committed record and read back by Get
-	// (State.Digest): what an Idempotency-Key's claim keeps of its first
-	// request, so that a later claimer can tell a retry (the same digest)
-	// from another request reusing the key. Errors as Settle's; the store
-	// reads the key only when the write is refused, to say why (lost, or
-	// already settled by an earlier call).
+	// SettleOwn is Settle for a caller whose rev is of an OK Result of its
+	// own Claim for hookID. It skips Settle's read: the key's revision can
+	// only be rev while that pending claim is there. digest (ValidateDigest;
+	// "" for none) is kept in the committed record (State.Digest): what an
+	// Idempotency-Key's claim keeps of its first request, to tell a retry
+	// from another request reusing the key. The key is read only when the
+	// write is refused, to say why.
 	SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error
-	// StartSettleOwn starts SettleOwn's revision-checked write (no digest)
-	// without waiting (pipelined settles: an owner starts the settles of a
-	// frame, then collects them), under SettleOwn's condition. An error
-	// (protocol.ErrInvalid, ErrUnavailable) means nothing was started: call
-	// SettleOwn.
+	// StartSettleOwn starts SettleOwn's write (no digest) without waiting,
+	// as StartClaim does. An error means nothing was started: call SettleOwn.
 	StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error)
 	// Release drops the pending (or committed) claim at rev for hookID so the
 	// key can be claimed again at once. protocol.ErrClaimLost when rev is stale or hookID
@@ -162,31 +143,25 @@ type Store interface {
 
 // StartedClaim is a claim whose create is in flight.
 type StartedClaim interface {
-	// Wait waits (until ctx ends) for the create: done with the result (OK
-	// with its revision) or an error (ErrUnavailable) — or not done, with
-	// nothing taken, when the create was refused (the key is held, or holds
-	// a marker), no stream took it (a leader election) or nothing was sent
-	// (NotStartedClaim): the caller calls Claim, which reads the holder (or
-	// retries) and answers Duplicate, Pending or OK as always.
+	// Wait waits (until ctx ends) for the create: done with the result or
+	// an error (ErrUnavailable), or not done, nothing taken, when the create
+	// was refused, no stream took it or nothing was sent: the caller then
+	// calls Claim, which reads the holder (or retries).
 	Wait(ctx context.Context) (res Result, done bool, err error)
 }
 
 // StartedSettle is a settle whose write is in flight.
 type StartedSettle interface {
-	// Wait waits (until ctx ends) for the write: done, with nil or an
-	// error (ErrUnavailable), or not done when the write was refused (the
-	// claim is no longer at rev, or another write to it was in flight), no
-	// stream took it (a leader election) or nothing was sent
-	// (NotStartedSettle):
-	// the caller calls SettleOwn, which sends it again if the key was
-	// busy, and otherwise reads the key to say why it is lost.
+	// Wait waits (until ctx ends) for the write: done with nil or an error
+	// (ErrUnavailable), or not done when the write was refused, no stream
+	// took it or nothing was sent: the caller then calls SettleOwn, which
+	// resends to a busy key or reads it to say why the claim is lost.
 	Wait(ctx context.Context) (done bool, err error)
 }
 
-// NotStartedClaim and NotStartedSettle are what a store that does not
-// pipeline its writes (Memory: each call is done at once) starts: their
-// Wait is never done, so the caller makes the one call, Claim or
-// SettleOwn.
+// NotStartedClaim and NotStartedSettle are started by a store that does
+// not pipeline (Memory): their Wait is never done, so the caller makes the
+// one call, Claim or SettleOwn.
 var (
 	NotStartedClaim  StartedClaim  = notStartedClaim{}
 	NotStartedSettle StartedSettle = notStartedSettle{}
@@ -204,13 +179,11 @@ func (notStartedSettle) Wait(context.Context) (bool, error) { return false, nil 
 // safe for concurrent use.
 type ReplayStore interface {
 	// Claim records (namespace, key) until retainUntil (Unix seconds). A
-	// duplicate never refreshes retention; a new pair beyond capacity is
-	// Full; a duplicate at capacity is AlreadyClaimed.
-	// Errors: protocol.ErrInvalid (see ValidateReplay), ErrUnavailable.
+	// duplicate never refreshes retention and is AlreadyClaimed even at
+	// capacity; a new pair beyond capacity is Full.
 	Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error)
-	// Release forgets a pair this caller has just Claimed and not used (the
-	// request it protected was refused for another reason, so an identical
-	// resend must not read as a replay). Releasing an absent pair is not an
-	// error. Errors: protocol.ErrInvalid, ErrUnavailable.
+	// Release forgets a pair this caller has just Claimed and not used (its
+	// request was refused for another reason, so an identical resend must
+	// not read as a replay). Releasing an absent pair is not an error.
 	Release(ctx context.Context, namespace, key string) error
 }

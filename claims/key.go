@@ -40,12 +40,9 @@ func normTTL(d time.Duration) (time.Duration, error) {
 }
 
 // KVKey is the KV key of a dedupe claim:
-// protocol.Join(tenant, source, NormalizeKey(key)). Every part is encoded by
-// the kvstore token codec, so no input can add a token, become a wildcard
-// or reach another tenant's keys. Two IDs share a key iff their tenants and
-// sources are equal and their keys normalize to the same string (a key over
-// MaxKeyBytes and the literal "sha256:<hex>" of it are the same claim, by
-// the wire contract).
+// protocol.Join(tenant, source, NormalizeKey(key)), every part token-encoded,
+// so no input can reach another tenant's keys. A key over MaxKeyBytes and
+// the literal "sha256:<hex>" of it are the same claim, by the wire contract.
 func KVKey(id ID) string {
 	return protocol.Join(id.Tenant, id.Source, NormalizeKey(id.Key))
 }
@@ -71,10 +68,8 @@ func ReplayKVKey(namespace, key string) string {
 }
 
 // Stored value of a dedupe claim, readable with `nats kv get`:
-// {"s":"p","h":"<hook id>"} while pending, {"s":"c","h":"<hook id>"} once
-// committed, {"s":"c","h":"<hook id>","d":"<digest>"} once committed by
-// SettleOwn with a digest. A record without "d" (settled without one)
-// reads as a claim without a digest.
+// {"s":"p"|"c","h":"<hook id>"} pending or committed, plus "d":"<digest>"
+// when committed by SettleOwn with a digest.
 type claimValue struct {
 	S string `json:"s"`
 	H string `json:"h"`

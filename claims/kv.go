@@ -13,17 +13,11 @@ import (
 )
 
 // KV is the fleet-wide Store: dedupe claims in a JetStream KV bucket opened
-// with kvstore.OpenBucket (History 1, LimitMarkerTTL set).
-//
-// A claim lives under KVKey(id) with the value {"s":"p","h":"<hook id>"}
-// while pending and {"s":"c","h":"<hook id>"} once committed; its TTL is a
-// per-message TTL, so the server expires it. Claim is one create-if-absent
-// write (plus one read when the key is taken); Settle and Release are one
-// read and one revision-checked write; SettleOwn is the write alone.
-//
-// KV holds no mutable state: it is safe for simultaneous use by any number
-// of goroutines, and calls do not serialize on each other, so a caller may
-// keep many claims in flight (one goroutine per call) to pipeline them.
+// with kvstore.OpenBucket (History 1, LimitMarkerTTL set), under KVKey(id)
+// with a per-message TTL. Claim is one create-if-absent write (plus a read
+// when the key is taken); Settle and Release are a read and a
+// revision-checked write; SettleOwn is the write alone. KV holds no mutable
+// state, so calls do not serialize: one goroutine per call pipelines them.
 type KV struct {
 	b   *kvstore.Bucket
 	now func() time.Time
@@ -37,19 +31,14 @@ type BucketOptions struct {
 	// Replicas of the stream (default 1).
 	Replicas int
 	// ExpiryEvents keeps expiry markers (LimitMarkerTTL 1 s) for
-	// events.ExpiryWatcher to report claim.expired. Without it the bucket
-	// keeps per-key TTLs and writes no markers: an expired claim vanishes at
-	// once and nothing else is written or delivered for it (a watcher would
-	// see about three messages per claim). Opening an existing bucket with
-	// the other setting switches it in place (kvstore.EnsureBucket); the
-	// claims it holds are kept.
+	// events.ExpiryWatcher. Without it an expired claim vanishes at once and
+	// nothing is written for it. Reopening an existing bucket with the other
+	// setting switches it in place, keeping its claims.
 	ExpiryEvents bool
 	// AsyncPersist puts the stream in async persist mode (R1 file storage
-	// only, see kvstore.BucketConfig.AsyncPersist): a claim write is acked
-	// before it reaches the file. A hard kill or power loss of the server
-	// can lose the last acked claims, so a key seen just before may be
-	// accepted once more; hooks are not affected (their stream stays
-	// synchronous). Fixed when the bucket is created.
+	// only, fixed at creation): a claim write is acked before it reaches the
+	// file, so a hard kill or power loss can lose the last acked claims (a
+	// key may be accepted once more); hooks are not affected.
 	AsyncPersist bool
 }
 
@@ -81,12 +70,10 @@ func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
 }
 
 // maxClaimAttempts bounds how often Claim retries when the holder's entry
-// vanishes between the failed create and the read that explains it (a
-// key whose claim is expiring: the server removes the message and may
-// write a marker while the create runs). The retries back off from
-// claimBackoffMin, doubling: at a key's expiry the store can keep
-// changing for longer than a few round trips, and retries without a pause
-// answered 503 there.
+// vanishes between the failed create and the read (a claim expiring). The
+// retries back off from claimBackoffMin, doubling: at a key's expiry the
+// store can keep changing for longer than a few round trips, and retries
+// without a pause answered 503 there.
 const maxClaimAttempts = 6
 
 const (
@@ -96,18 +83,11 @@ const (
 
 // Claim takes id for hookID as a pending claim that expires after
 // pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
-//
-// The key taken is a result, not an error: Duplicate with the original hook
-// id when it is committed, Pending with the holder's hook id and
-// RetryAfter (until the pending claim expires, at least 1 ms) when it is
-// pending. A claim already pending for hookID itself is OK with its
-// revision, so a retried call (say, after a timeout) is idempotent. If the
-// holder's claim expires or is released meanwhile, Claim tries again (a
-// bounded number of times).
-//
-// Errors: protocol.ErrInvalid (id, hook id or a negative pendingTTL);
-// ErrUnavailable (the bucket did not answer in time, or holds a record this
-// package cannot read).
+// A taken key is a result: Duplicate with the original hook id, or Pending
+// with the holder's and RetryAfter (>= 1 ms). A claim already pending for
+// hookID is OK with its revision (an idempotent retry). When the holder's
+// claim vanishes meanwhile, Claim tries again, a bounded number of times.
+// ErrUnavailable also covers a record this package cannot read.
 func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
@@ -153,14 +133,10 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
 }
 
-// Settle commits the pending claim at rev held by hookID; the committed
-// claim expires after ttl (rounded up to whole seconds, at least 1 s, at
-// most MaxTTL). The write is revision-checked and carries the TTL.
-//
-// Errors: protocol.ErrClaimLost (no claim, rev is not its current revision — it expired,
-// was released, settled or taken by another claimer — it is held by another
-// hook id, or it is already committed); protocol.ErrInvalid (id, hook id, rev 0,
-// negative ttl); ErrUnavailable.
+// Settle commits the pending claim at rev held by hookID with a
+// revision-checked write carrying ttl (rounded like Claim's).
+// protocol.ErrClaimLost: no claim, a stale rev, another hook id, or already
+// committed.
 func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
 	key, ttl, err := settleArgs(id, hookID, rev, ttl)
 	if err != nil {
@@ -179,11 +155,9 @@ func (s *KV) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl t
 }
 
 // SettleOwn is Settle in one write, for a caller whose rev comes from its
-// own OK Claim of hookID (see Store.SettleOwn): the edge settles the claim
-// its hit took. The revision-checked write is made at once, keeping digest
-// in the committed record; only when the server refuses it is the key
-// read, to tell a lost claim from an earlier settle of the same claim that
-// landed (a retry). Both are protocol.ErrClaimLost.
+// own OK Claim of hookID, keeping digest in the committed record. Only when
+// the server refuses the write is the key read, to tell a lost claim from a
+// retried settle that landed; both are protocol.ErrClaimLost.
 func (s *KV) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev uint64, ttl time.Duration) error {
 	key, ttl, err := settleArgs(id, hookID, rev, ttl)
 	if err != nil {
@@ -210,11 +184,9 @@ func (s *KV) SettleOwn(ctx context.Context, id ID, hookID, digest string, rev ui
 }
 
 // Release drops the claim at rev held by hookID, pending or committed, so
-// the key can be claimed again at once. It leaves a purge marker that
-// removes itself after the bucket's LimitMarkerTTL.
-//
-// Errors: protocol.ErrClaimLost (no claim, a stale rev, or another hook id);
-// protocol.ErrInvalid (id, hook id, rev 0); ErrUnavailable.
+// the key can be claimed again at once (a purge marker, gone after the
+// bucket's LimitMarkerTTL). protocol.ErrClaimLost: no claim, a stale rev,
+// or another hook id.
 func (s *KV) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
 		return err
@@ -263,12 +235,9 @@ func (s *KV) check(ctx context.Context, op, key, hookID string, rev uint64, pend
 	return nil
 }
 
-// Get reads the claim on id: StatePending or StateCommitted with the hook
-// id, revision and time left (ExpiresIn, never negative), or StateAbsent
-// (zero fields) when there is none. On a replicated bucket the read may be
-// answered by a replica a write or two behind.
-//
-// Errors: protocol.ErrInvalid (id); ErrUnavailable.
+// Get reads the claim on id: StatePending or StateCommitted with hook id,
+// revision and ExpiresIn (never negative), or StateAbsent. On a replicated
+// bucket a replica a write or two behind may answer.
 func (s *KV) Get(ctx context.Context, id ID) (State, error) {
 	if err := id.Validate(); err != nil {
 		return State{}, err
@@ -371,12 +340,10 @@ func (c startedSettle) Wait(ctx context.Context) (bool, error) {
 	}
 }
 
-// StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart)
-// for a caller that starts many at once and collects them (pipelined claim
-// writes): Wait gives the OK result when the create lands; a refused
-// create — the key is taken, or holds a marker — a create no stream took,
-// and any failure to start are for Claim, which reads the holder (or
-// retries) and answers as always.
+// StartClaim starts Claim as one async create (kvstore.Bucket.CreateStart),
+// for callers that pipeline claim writes: Wait gives the OK result when the
+// create lands; anything else (a taken key, a marker, a failure to start) is
+// for Claim, which reads the holder or retries.
 func (s *KV) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {

@@ -14,23 +14,17 @@ import (
 // DefaultMaxEntries is the default bound of a Memory store.
 const DefaultMaxEntries = 100_000
 
-// Memory is the node-local Store, used when the fleet store cannot answer.
-// It has the semantics of KV — the same validation, the same TTL rounding
-// (whole seconds, at least 1 s, at most MaxTTL), protocol.ErrClaimLost on a stale
-// revision or another hook id — with revisions from a counter and expiry
-// by an injectable clock. A claim expires exactly when its rounded TTL has
-// passed (KV: never early, up to ~0.35 s late).
+// Memory is the node-local Store, used when the fleet store cannot answer:
+// KV's semantics (validation, TTL rounding, ErrClaimLost) with revisions
+// from a counter and expiry by an injectable clock, exactly when the rounded
+// TTL has passed (KV: never early, up to ~0.35 s late).
 //
-// Memory is bounded (WithMaxEntries, default DefaultMaxEntries). A new
-// claim that finds it full first drops every expired entry, then evicts
-// the committed claim that was committed longest ago: dedupe of old keys
-// weakens (delivery is at-least-once anyway) but the node keeps accepting
-// work. Pending claims are never evicted, because that would let two
-// holders work on one key at once: when every entry is a live pending
-// claim, Claim returns ErrUnavailable.
-//
-// Memory is safe for simultaneous use by multiple goroutines (one mutex;
-// every call is O(log n)).
+// It is bounded (WithMaxEntries, default DefaultMaxEntries): a new claim
+// that finds it full drops the expired entries, then evicts the oldest
+// committed claim (dedupe of old keys weakens; delivery is at least once
+// anyway). Pending claims are never evicted, which would let two holders
+// work on one key: when all entries are live pending claims, Claim returns
+// ErrUnavailable. Safe for concurrent use (one mutex, O(log n) calls).
 type Memory struct {
 	now func() time.Time
 	max int
@@ -114,14 +108,8 @@ func (m *Memory) makeRoom(now time.Time) error {
 	return fmt.Errorf("%w: in-memory claims full (%d pending claims)", ErrUnavailable, m.max)
 }
 
-// Claim takes id for hookID as a pending claim that expires after
-// pendingTTL (rounded up to whole seconds, at least 1 s, at most MaxTTL).
-// A taken key gives Duplicate (committed, original hook id) or Pending
-// (holder's hook id, RetryAfter >= 1 ms until it expires); a claim already
-// pending for hookID itself is OK with its revision (idempotent retry).
-//
-// Errors: protocol.ErrInvalid (id, hook id, negative pendingTTL); ErrUnavailable
-// (ctx already done, or the store is full of live pending claims).
+// Claim takes id for hookID as a pending claim, as KV.Claim does;
+// ErrUnavailable also when the store is full of live pending claims.
 func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
@@ -185,12 +173,8 @@ func (m *Memory) held(op string, id ID, hookID string, rev uint64, now time.Time
 	return e, nil
 }
 
-// Settle commits the pending claim at rev held by hookID; it then expires
-// after ttl (rounded like Claim's) and gets a new revision.
-//
-// Errors: protocol.ErrClaimLost (no claim, stale rev, another hook id, already
-// committed); protocol.ErrInvalid (id, hook id, rev 0, negative ttl);
-// ErrUnavailable (ctx already done).
+// Settle commits the pending claim at rev held by hookID, as KV.Settle
+// does; it gets a new revision.
 func (m *Memory) Settle(ctx context.Context, id ID, hookID string, rev uint64, ttl time.Duration) error {
 	return m.SettleOwn(ctx, id, hookID, "", rev, ttl)
 }
@@ -236,9 +220,6 @@ func (m *Memory) StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Durat
 }
 
 // Release drops the claim at rev held by hookID, pending or committed.
-//
-// Errors: protocol.ErrClaimLost (no claim, stale rev, another hook id); protocol.ErrInvalid (id,
-// hook id, rev 0); ErrUnavailable (ctx already done).
 func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) error {
 	if err := validateSettle(id, hookID, rev); err != nil {
 		return err
@@ -251,8 +232,6 @@ func (m *Memory) Release(ctx context.Context, id ID, hookID string, rev uint64) 
 
 // Get reads the claim on id (StateAbsent when there is none or it
 // expired).
-//
-// Errors: protocol.ErrInvalid (id); ErrUnavailable (ctx already done).
 func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
 	if err := id.Validate(); err != nil {
 		return State{}, err

@@ -70,9 +70,8 @@ func newOptions[O any](opts []O, apply func(O, *options) error) (options, error)
 }
 
 // WithClock sets the clock of every store (absent: time.Now; nil is an
-// invalid option): KV and KVReplay turn a record's expiry (server time)
-// into RetryAfter, ExpiresIn and replay TTLs with it, Memory and
-// MemoryReplay expire their entries by it.
+// invalid option): KV and KVReplay turn server-time expiries into
+// RetryAfter, ExpiresIn and replay TTLs with it; the memory stores expire by it.
 func WithClock(now func() time.Time) ClockOption {
 	return ClockOption(option.Clock(now, ErrInvalidOption, func(c *options) *func() time.Time { return &c.now }))
 }

@@ -13,13 +13,10 @@ import (
 )
 
 // ReplayBucketConfig is the configuration of a replay bucket holding at
-// most capacity claims (capacity < 1: protocol.DefaultReplayCapacity): the bucket
-// stream's MaxMsgs with DiscardNew enforces the capacity. Keys carry
-// per-key TTLs but the bucket has no expiry markers (NoMarkers), so an
-// expired claim frees its slot at once: with markers, an R3 stream at
-// capacity refuses the expiry marker and the expired claim would hold its
-// slot forever. Open it with kvstore.OpenBucket and pass the bucket to
-// NewKVReplay.
+// most capacity claims (< 1: protocol.DefaultReplayCapacity), enforced by
+// MaxMsgs with DiscardNew. Keys carry per-key TTLs but the bucket has no
+// expiry markers: an R3 stream at capacity would refuse the marker and the
+// expired claim would hold its slot forever. Pass the bucket to NewKVReplay.
 func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.BucketConfig {
 	if capacity < 1 {
 		capacity = protocol.DefaultReplayCapacity
@@ -35,23 +32,17 @@ func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.Bucke
 }
 
 // KVReplay is the fleet-wide ReplayStore: one create-if-absent write per
-// claim in a bucket opened with ReplayBucketConfig, under
-// ReplayKVKey(namespace, key), with a per-key TTL that runs to
-// retain_until. The value is {"u":<retain_until>}.
+// claim under ReplayKVKey(namespace, key), value {"u":<retain_until>}, with a
+// per-key TTL running to retain_until (at least 1 s: the store does not
+// judge timestamps, the verifier's tolerance does, and a past pair arriving
+// many times at once must still be Claimed once).
 //
 // Capacity is the bucket's MaxMsgs: a new pair beyond it is Full; an
 // expired pair frees its slot when the server removes it (up to ~0.35 s
-// after its TTL). A duplicate is AlreadyClaimed even at full capacity (the
-// server checks the expected last sequence before the message limit;
-// KVReplay also asks the stream leader for the key after a "full" answer,
-// so it does not depend on that order).
-//
-// A retain_until that is already past (or less than a second away)
-// is still claimed, for the minimum TTL of 1 s: the store does not judge
-// timestamps (the verifier's tolerance does), it only dedupes, and a past
-// pair that arrives many times at once must still be Claimed once.
-//
-// KVReplay is safe for simultaneous use by multiple goroutines.
+// late). A duplicate is AlreadyClaimed even at full capacity: after a
+// "full" answer KVReplay asks the stream leader for the key, rather than
+// depend on the server checking the expected sequence first. Safe for
+// concurrent use.
 type KVReplay struct {
 	b   *kvstore.Bucket
 	now func() time.Time
@@ -83,14 +74,9 @@ func replayTTL(retainUntil int64, now time.Time) time.Duration {
 	return kvstore.RoundTTL(d)
 }
 
-// Claim records (namespace, key) until retainUntil.
-//
-// Results: Claimed (new pair, now held), AlreadyClaimed (held already,
-// also at full capacity; retention is not refreshed), Full (new pair, the
-// bucket is at capacity).
-//
-// Errors: protocol.ErrInvalid (see ValidateReplay); ErrUnavailable (the bucket did
-// not answer in time or failed).
+// Claim records (namespace, key) until retainUntil: Claimed (new pair),
+// AlreadyClaimed (held already, also at full capacity; retention not
+// refreshed), or Full.
 func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {
 		return 0, err

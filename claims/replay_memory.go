@@ -10,15 +10,11 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// MemoryReplay is the node-local ReplayStore with an exact capacity.
-//
-// A claim is held until retain_until, and at least one second after
-// it was made (like KVReplay's minimum TTL). An expired claim no longer
-// counts: a new claim of the same pair is Claimed, and a claim that finds
-// the store full first drops the expired entries. Sweep drops them
-// eagerly, to give the memory back.
-//
-// MemoryReplay is safe for simultaneous use by multiple goroutines.
+// MemoryReplay is the node-local ReplayStore with an exact capacity. A
+// claim is held until retain_until and at least one second (like
+// KVReplay); an expired claim no longer counts, and a claim that finds the
+// store full first drops the expired entries (Sweep drops them eagerly).
+// Safe for concurrent use.
 type MemoryReplay struct {
 	capacity int
 	now      func() time.Time
@@ -56,14 +52,8 @@ func (r *MemoryReplay) Len() int {
 }
 
 // Claim records (namespace, key) until retainUntil (at least 1 s from
-// now).
-//
-// Results: Claimed, AlreadyClaimed (held and unexpired, also at full
-// capacity; retention is not refreshed), Full (new pair, capacity reached
-// by unexpired pairs).
-//
-// Errors: protocol.ErrInvalid (see ValidateReplay); ErrUnavailable (ctx already
-// done).
+// now), with KVReplay.Claim's results; Full means capacity is reached by
+// unexpired pairs.
 func (r *MemoryReplay) Claim(ctx context.Context, namespace, key string, retainUntil int64) (protocol.ReplayOutcome, error) {
 	if err := protocol.ValidateReplay(namespace, key, retainUntil); err != nil {
 		return 0, err

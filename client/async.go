@@ -12,23 +12,15 @@ import (
 // dropped by the server without a word, so it is refused here.
 const maxEventBytes = 64 << 10
 
-// SettleAsync publishes an protocol.SettleEvent to <prefix>.v1.events.settle
+// SettleAsync publishes a protocol.SettleEvent to <prefix>.v1.events.settle
 // (core NATS, no reply): the fleet's settler applies it exactly as Settle
-// would, with its own committed TTL, some time later.
-//
-// A nil error only means the event was handed to the connection: not that
-// it reached the server, nor that it was applied. The server keeps it in
-// the events stream (sluice_events for the default prefix) until a settler
-// applies it, so an event published while no settler runs is applied
-// when one starts — provided the stream exists, i.e. a settler has started
-// once. A stale revision is dropped by the settler (no one is told). Call
-// Flush on the connection to know the server has it, and Settle when the
-// outcome matters.
-//
-// Errors: ErrInvalid (the event fails protocol.SettleEvent.Validate or
-// protocol.ValidateHookID, or is larger than the stream takes; such an event
-// is not published), ErrUnavailable (the connection is closed or
-// draining, or its buffer is full while reconnecting).
+// would, some time later. A nil error only means the connection took it;
+// the events stream keeps it until a settler applies it (once a settler has
+// started once and created the stream), and a stale revision is dropped
+// silently. Flush the connection to know the server has it; call Settle
+// when the outcome matters. ErrInvalid (not published): the event fails
+// its checks or is larger than the stream takes; ErrUnavailable: the
+// connection is closed, draining, or its reconnect buffer is full.
 func (c *Client) SettleAsync(tenant, source, key, hookID string, revision uint64) error {
 	return c.publish(c.events.Settle(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
 }

@@ -1,30 +1,21 @@
 // Package client is a Go client of the sluice NATS micro service: one
 // method per endpoint of docs/PROTOCOL.md ("NATS"), over plain NATS
-// request/reply, plus the fire-and-forget settle and release events.
-//
-// It speaks the public contract only — the JSON requests on
-// <prefix>.v1.* that any language can send — and so works against any
-// sluice fleet whatever its partition count or version. (Go code that runs
-// inside a sluice node and wants one round trip to a partition owner uses
-// quota.Client instead.)
+// request/reply, plus the fire-and-forget settle and release events. It
+// speaks the public contract only (package protocol's types; it imports no
+// other package of sluice), so it works against any sluice fleet. Go code
+// inside a sluice node uses quota.Client instead.
 //
 //	c, err := client.New(nc)
 //	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: …, Claim: …})
 //	switch rep.Result { case protocol.ResultOK: …; case protocol.ResultRateLimited: … }
 //	err = c.Settle(ctx, tenant, source, key, hookID, rep.Revision)
 //
-// The wire types are the public contract's, package protocol (the ones
-// the service decodes and encodes): protocol.HitRequest for quota.hit,
-// protocol.Reading for cooldown.record, protocol.SettleEvent for the
-// events … This package imports no other package of sluice.
-//
 // # Results and errors
 //
-// Results that are not failures — rate_limited, duplicate, pending, a
-// denied reserve, already_claimed, full — are values in the reply, never
-// errors. Every error wraps exactly one sentinel of this package and, when
-// the service answered with micro's error headers, a *ServiceError
-// carrying the code and the reason:
+// Results that are not failures (rate_limited, duplicate, pending, a denied
+// reserve, already_claimed, full) are values in the reply. Every error wraps
+// exactly one sentinel of this package and, for an answer with micro's
+// error headers, a *ServiceError with the code and reason:
 //
 //	400 invalid_request: …        ErrInvalid      the caller's fault; never retry
 //	409 claim_lost                ErrClaimLost    also errors.Is(err, protocol.ErrClaimLost)
@@ -35,16 +26,12 @@
 //
 // # Deadlines
 //
-// Every method that waits for a reply takes a context first. When the
-// context has no deadline the call gets one: WithTimeout (default 250 ms,
-// the service's own --store-timeout), or for Settle and ReleaseClaim
-// WithSettleTimeout (default 1 s, the service's settle budget: the caller
-// has done its work by then). A context with a deadline is used as is.
-// No responders — no instance of the service is subscribed — fails at
-// once with ErrUnavailable; it is not retried within the deadline.
+// A context without a deadline gets one: WithTimeout (default 250 ms), or
+// for Settle and ReleaseClaim WithSettleTimeout (default 1 s). No
+// responders fails at once with ErrUnavailable, without retrying.
 //
-// A Client holds no goroutines and no subscriptions of its own; it is safe
-// for concurrent use and needs no Close (the caller owns the connection).
+// A Client holds no goroutines or subscriptions; it is safe for concurrent
+// use and needs no Close (the caller owns the connection).
 package client
 
 import (
@@ -87,13 +74,10 @@ func newSubjects(prefix, tenant string) map[string]string {
 	return subj
 }
 
-// New returns a client of the sluice service reachable on nc. Options:
-// WithPrefix, WithTimeout, WithSettleTimeout, WithTenant. It does not touch the
-// network: a service that is not running shows up as ErrUnavailable on the
-// first call.
-//
-// Errors: ErrInvalidOption (wrapped with the reason) for a nil connection
-// or a bad option.
+// New returns a client of the sluice service reachable on nc. It does not
+// touch the network: a service that is not running shows up as
+// ErrUnavailable on the first call. A nil connection or a bad option is
+// ErrInvalidOption.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)

@@ -11,35 +11,22 @@ import (
 // an account is stored (with the service's TTL, 15 min by default) and,
 // atomically, a penalty whose instant r.ObservedAtMs has reached is
 // dropped. A nil r.Snapshots is a reading with no figures.
-//
-// Errors: ErrInvalid (account or backend not 1..256 bytes, a time outside
-// 0..cooldown.MaxTimeMs, more than 64 snapshots, a non-finite percent …),
-// ErrUnavailable (the shared store did not take the write in time),
-// ErrInternal, ErrBadReply.
 func (c *Client) Record(ctx context.Context, r protocol.Reading) error {
 	return c.callOK(ctx, c.subj[protocol.CooldownRecord], c.timeout, r)
 }
 
 // Penalize sends <prefix>.v1.cooldown.penalize: the backend refuses the
-// account until untilMs (Unix ms; the penalty expires then); nil clears the
-// penalty.
-// Errors: ErrInvalid (account or backend not 1..256 bytes, untilMs outside
-// 0..cooldown.MaxTimeMs), ErrUnavailable, ErrInternal, ErrBadReply.
+// account until untilMs (Unix ms; the penalty expires then); nil clears it.
 func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
 	return c.callOK(ctx, c.subj[protocol.CooldownPenalize], c.timeout,
 		protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs})
 }
 
 // Load sends <prefix>.v1.cooldown.load: the fleet's view of each of the
-// account's backends, exactly one entry per requested backend, in the
-// order requested (a backend never recorded or penalized has nil times and
-// no snapshots). Entry.Local is never set: the service may answer from the
-// node-local state of the instance that served the request when its
-// shared store is slow, and the wire does not say so.
-//
-// Errors: ErrInvalid (account not 1..256 bytes, backends outside 1..100
-// names of 1..256 bytes), ErrUnavailable, ErrInternal, ErrBadReply (also
-// when the reply does not have one entry per backend).
+// account's backends, one entry per requested backend, in order (a backend
+// never recorded or penalized has nil times and no snapshots). Entry.Local
+// is never set: the wire does not say when the service answered from
+// node-local state. ErrBadReply also when the reply's entries do not match.
 func (c *Client) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	var rep protocol.LoadReply
 	if err := c.call(ctx, c.subj[protocol.CooldownLoad], c.timeout, protocol.LoadRequest{Account: account, Backends: backends}, &rep); err != nil {

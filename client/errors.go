@@ -13,28 +13,20 @@ var (
 	// ErrInvalidOption is wrapped by New's error for a nil connection or an
 	// Option given a bad value.
 	ErrInvalidOption = errors.New("client: invalid option")
-	// ErrInvalid: the request is malformed or invalid — the service
-	// answered 400 (the *ServiceError's Reason says what is wrong:
-	// "invalid_request: max must be >= 1, got 0"), or the client could not
-	// send it at all (not encodable as JSON, over the server's max payload,
-	// a settle event that fails protocol.SettleEvent.Validate). The caller's
-	// fault: never retry it unchanged.
+	// ErrInvalid: the service answered 400 (the *ServiceError's Reason says
+	// what is wrong) or the client could not send the request at all (not
+	// encodable, over the max payload, an invalid settle event). The
+	// caller's fault: never retry it unchanged.
 	ErrInvalid = errors.New("client: invalid request")
 	// ErrClaimLost: Settle, SettleTTL or ReleaseClaim of a claim the caller
-	// no longer holds — its revision is stale (it expired, was released,
-	// settled or taken by another claimer) or another hook id holds it; the
-	// service answered 409 "claim_lost". errors.Is(err,
-	// protocol.ErrClaimLost) (which is protocol.ErrClaimLost) is true as well.
-	// Retrying cannot change it.
+	// no longer holds (a stale revision or another hook id): 409
+	// "claim_lost"; errors.Is(err, protocol.ErrClaimLost) too. Retrying
+	// cannot change it.
 	ErrClaimLost = fmt.Errorf("client: %w", protocol.ErrClaimLost)
-	// ErrUnavailable: the service did not give an answer in time. It
-	// answered 503 (its store did not answer within its budget, it was
-	// busy, or it is stopping), nobody answers the subject (no responders:
-	// no instance runs, or none with that endpoint), the call's deadline
-	// passed or its context was cancelled (the error then also wraps
-	// context.DeadlineExceeded or context.Canceled), or the connection is
-	// closed or draining. Nothing is known about whether a write was
-	// applied; callers may retry or fall back.
+	// ErrUnavailable: no answer in time: a 503, no responders, the deadline
+	// passed or the context was cancelled (then also wrapping its error),
+	// or the connection is closed or draining. Whether a write was applied
+	// is unknown; callers may retry or fall back.
 	ErrUnavailable = errors.New("client: service unavailable")
 	// ErrInternal: the service answered 500 "internal_error" (a bug it
 	// logged) or an error code this client does not know.

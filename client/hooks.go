@@ -29,15 +29,12 @@ func HooksStreams(shards int) []string {
 	return out
 }
 
-// ConsumeAll reads every tenant's hooks in a fleet of shards shards: in
-// each shard's stream it looks up the durable consumer named consumer
-// (provisioned by an operator on every stream, e.g. filtered to
-// "<prefix>.hooks.>"; never created here) and consumes it, calling handle
-// for each hook. handle is called from one goroutine per stream, so from
-// several at once: each stream's hooks, and so each tenant's, come in
-// order; hooks of different shards have no order between them. Stop the
-// returned ConsumeContexts (StopAll) to end it; on an error none is left
-// running.
+// ConsumeAll reads every tenant's hooks in a fleet of shards shards: it
+// consumes the durable consumer named consumer (provisioned by an operator
+// on every shard's stream; never created here) of each stream, calling
+// handle from one goroutine per stream: each tenant's hooks come in order,
+// hooks of different shards in none. StopAll the returned ConsumeContexts to
+// end it; on an error none is left running.
 func ConsumeAll(ctx context.Context, js jetstream.JetStream, shards int, consumer string, handle jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (Consumers, error) {
 	if js == nil || handle == nil || consumer == "" {
 		return nil, errors.New("sluice client: ConsumeAll needs a JetStream, a consumer name and a handler")

@@ -8,23 +8,14 @@ import (
 )
 
 // Hit sends <prefix>.v1.quota.hit: every charge of req is taken, all or
-// nothing, from its GCRA bucket (kind, tenant), and when req.Claim is set a
-// pending dedupe claim is taken for req.Claim.HookID, in one round trip.
-//
-// rep.Result is protocol.ResultOK (every charge taken; the claim, if any, is
-// pending for the caller and rep.Revision is what Settle or ReleaseClaim
-// must present), protocol.ResultRateLimited (nothing written; retry after
-// rep.RetryAfterMs), protocol.ResultDuplicate (the key is committed;
-// rep.HookID is the original hook id) or protocol.ResultPending (another
-// holder's claim is in flight); duplicate and pending spend no charge.
-// rep.Limits, when the service reports it, is each charged bucket after the
-// decision. A result this client does not know (a later version's) is
-// returned as is. rep.Local is never set.
-//
-// Errors: ErrInvalid (no charges and no claim, charges of two tenants,
-// increment_us > capacity_us …), ErrUnavailable (also for a hit with a
-// claim that the service could answer only from node-local state, whose
-// revision Settle could not reach), ErrInternal, ErrBadReply.
+// nothing, from its GCRA bucket, and when req.Claim is set a pending dedupe
+// claim is taken for its hook id, in one round trip. rep.Result is
+// ResultOK (rep.Revision is what Settle or ReleaseClaim must present),
+// ResultRateLimited (retry after rep.RetryAfterMs), ResultDuplicate
+// (rep.HookID is the original) or ResultPending (another holder's claim is
+// in flight); only ok spends charges. An unknown result is returned as is;
+// rep.Local is never set. ErrUnavailable also for a hit with a claim the
+// service could answer only from node-local state.
 func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
 	var rep protocol.HitReply
 	if err := c.call(ctx, c.subj[protocol.QuotaHit], c.timeout, req, &rep); err != nil {
@@ -39,19 +30,15 @@ func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.Hit
 
 // Reset sends <prefix>.v1.quota.reset: the tenant's rate-limit buckets are
 // forgotten fleet-wide (they are full again).
-// Errors: ErrInvalid (tenant not 1..256 bytes), ErrUnavailable,
-// ErrInternal, ErrBadReply.
 func (c *Client) Reset(ctx context.Context, tenant string) error {
 	return c.callOK(ctx, c.subj[protocol.QuotaReset], c.timeout, protocol.ResetRequest{Tenant: tenant})
 }
 
 // Reserve sends <prefix>.v1.quota.reserve: one slot of the (principal,
-// key) counter is taken iff its count is below req.Max, atomically. Granted,
-// rep.Count is the count after the increment; denied (a value, not an
-// error), the count that blocked it. The count expires req.TTLMs (0: the
-// service's default, 1 h) after its last change, so leaked slots come back.
-// Errors: ErrInvalid (max < 1, principal or key not 1..256 bytes …),
-// ErrUnavailable, ErrInternal, ErrBadReply.
+// key) counter is taken iff its count is below req.Max, atomically. rep.Count
+// is the count after the grant, or the one that denied it (a value, not an
+// error). The count expires req.TTLMs (0: the service's default, 1 h) after
+// its last change, so leaked slots come back.
 func (c *Client) Reserve(ctx context.Context, req protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	var rep protocol.ReserveReply
 	if err := c.call(ctx, c.subj[protocol.QuotaReserve], c.timeout, req, &rep); err != nil {
@@ -61,9 +48,7 @@ func (c *Client) Reserve(ctx context.Context, req protocol.ReserveRequest) (prot
 }
 
 // Release sends <prefix>.v1.quota.release: one slot of the (principal,
-// key) counter is given back; it returns the count after it. At zero it is
-// a no-op (count 0).
-// Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
+// key) counter is given back; it returns the count after it (0 stays 0).
 func (c *Client) Release(ctx context.Context, principal, key string) (count int64, err error) {
 	var rep protocol.CountReply
 	if err := c.call(ctx, c.subj[protocol.QuotaRelease], c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {
@@ -74,7 +59,6 @@ func (c *Client) Release(ctx context.Context, principal, key string) (count int6
 
 // Count sends <prefix>.v1.quota.count: the (principal, key) counter's
 // current count (0 when it has none).
-// Errors: ErrInvalid, ErrUnavailable, ErrInternal, ErrBadReply.
 func (c *Client) Count(ctx context.Context, principal, key string) (int64, error) {
 	var rep protocol.CountReply
 	if err := c.call(ctx, c.subj[protocol.QuotaCount], c.timeout, protocol.CounterRequest{Principal: principal, Key: key}, &rep); err != nil {

@@ -1,25 +1,15 @@
 // Package config loads the configuration of cmd/edge from command-line flags,
-// environment variables and a YAML file, exactly as PROTOCOL.md's "Command
-// line and configuration" section states, and resolves the effective
-// configuration of a tenant's source and limits for the edge.
+// environment variables (--some-flag = SLUICE_SOME_FLAG, empty counts as
+// unset) and a YAML file (top-level key some_flag, plus allow_unknown,
+// defaults and tenants: testdata/edge.yaml), flag over environment over file
+// over default, as PROTOCOL.md's "Command line and configuration" states, and
+// resolves a tenant's source and limits for the edge.
 //
-// Every flag --some-flag has an environment twin SLUICE_SOME_FLAG and a key
-// some_flag at the top level of the YAML file. A flag wins over the
-// environment, which wins over the file (--config / SLUICE_CONFIG), which
-// wins over the built-in default. An empty environment variable counts as
-// unset. Besides those keys, the file holds allow_unknown, defaults and
-// tenants (see testdata/edge.yaml for a commented example).
-//
-// Every error names what is wrong: the flag (with where its value came from
-// when that was not the command line), or the file field by its full path,
-// e.g. "config: --partitions: must be 1..4096" or
-// `config: tenants.acme.sources.gh.verify: unknown verifier "bitbucket" …`.
-//
-// Secrets (source secrets, --admin-token, a --nats-context's password and token)
-// never appear when a Config is printed, logged or marshalled: see Secret.
-//
-// The package is pure apart from reading the --config file: no globals, no
-// NATS. A loaded Config is immutable and safe for concurrent use.
+// Every error names the flag (and where its value came from) or the file
+// field by its full path, e.g. "config: --partitions: must be 1..4096".
+// Secrets never appear when a Config is printed, logged or marshalled (see
+// Secret). No globals, no NATS; a loaded Config is immutable and safe for
+// concurrent use.
 package config
 
 import (
@@ -28,10 +18,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -241,10 +232,8 @@ const (
 	// it, and no edge may be named so.
 	HubDomainName = "hub"
 	// ConnsPerHookSlot is how many HTTP connections may be open per
-	// --max-inflight-hooks, and MinHTTPConns at the least (4096 at the
-	// default 512, and below it): idle keep-alive senders beyond the hooks
-	// being served, bounded, and as many senders as before at a small
-	// --max-inflight-hooks (beyond it they are shed 503, not left waiting).
+	// --max-inflight-hooks, at least MinHTTPConns: idle keep-alive senders
+	// beyond the hooks being served, bounded (beyond it they are shed 503).
 	ConnsPerHookSlot = 8
 	MinHTTPConns     = 4096
 )
@@ -556,11 +545,4 @@ func (v value) from(name string) string {
 }
 
 // sortedKeys returns m's keys in order (deterministic errors).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

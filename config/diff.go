@@ -16,12 +16,10 @@ type digest [32]byte
 func (digest) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, Redacted) }
 
 // Changes compares c with the configuration it replaces on a reload
-// (SIGHUP). applied lists what a reload changes at run time: allow_unknown,
-// the defaults, and every tenant added, removed or changed (the secrets key
-// file is re-read by the caller) ("tenants.acme
-// changed: sources.gh"). restart lists the process settings (flags,
-// nats_users) that differ but only take effect on a restart. Neither ever
-// holds a secret.
+// (SIGHUP): applied lists what a reload changes at run time (allow_unknown,
+// the defaults, each tenant added, removed or changed: "tenants.acme
+// changed: sources.gh"), restart the process settings that differ but take
+// effect only on a restart. Neither ever holds a secret.
 func (c *Config) Changes(old *Config) (applied, restart []string) {
 	if c.AllowUnknown != old.AllowUnknown || c.OpenQuickstart != old.OpenQuickstart {
 		applied = append(applied, fmt.Sprintf("allow_unknown: %t -> %t", old.AllowUnknown, c.AllowUnknown))

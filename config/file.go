@@ -180,14 +180,11 @@ func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 }
 
 // walker decodes yaml.Nodes into the file types, naming every error by its
-// path (tenants.acme.sources.gh.secrte), with a budget of nodes. What the
-// decoder says itself is left to it: scalars are decoded by yaml.Node.Decode
-// (a boolean, a number). The walker says what the decoder cannot: the path
-// of an unknown or duplicate field (the decoder's KnownFields names only the
-// Go type, and a node tree keeps duplicate keys), an integer field given a
-// fraction (the decoder truncates it), a boolean written yes or on (the
-// decoder takes YAML 1.1's words), and a bound on nodes with aliases
-// expanded (the tree is walked here, not by the decoder's alias guard).
+// path (tenants.acme.sources.gh.secrte), with a budget of nodes. Scalars are
+// yaml.Node.Decode's; the walker says what the decoder cannot: the path of
+// an unknown or duplicate field, an integer given a fraction (the decoder
+// truncates), a boolean written yes or on (YAML 1.1's words), and a bound on
+// nodes with aliases expanded.
 type walker struct {
 	budget int
 }

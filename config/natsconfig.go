@@ -15,27 +15,16 @@ import (
 
 // NATSFile is the --nats-config file, a standard nats-server configuration
 // file parsed by nats-server's own parser: its options are the embedded
-// server's (natsembed.ServerConfig Options), and sluice sets on top of
-// them only what it owns, refusing a file that says otherwise:
+// server's, and sluice sets on top of them only what it owns, refusing a
+// file that says otherwise: JetStream on, its store <--data-dir>/jetstream,
+// its sync following --durability; listen, cluster listen and routes,
+// leafnodes listen and remotes given by their flag (--nats-listen,
+// --cluster-listen, --routes, --leaf-listen, --hub-url) or the file, not
+// both (--nats-listen's default yields); an edge's server name and domain
+// its --edge-name, a hub's domain HubDomainName. Everything else (tls,
+// authorization, accounts, JetStream limits, monitoring) is the file's.
 //
-//   - JetStream is on, its store is <--data-dir>/jetstream (next to the
-//     data dir's lock and record) and its sync follows --durability: a
-//     jetstream block that disables JetStream, a store_dir elsewhere, or a
-//     sync_interval against --durability are errors;
-//   - the shortcuts --nats-listen, --cluster-listen, --routes,
-//     --leaf-listen and --hub-url set what the file's listen, cluster
-//     listen, cluster routes, leafnodes listen and leafnodes remotes set:
-//     given both ways, it is an error (--nats-listen's default yields to
-//     the file's listen);
-//   - an edge's server name and JetStream domain are its --edge-name, a
-//     hub's domain is HubDomainName.
-//
-// Everything else (tls, authorization, accounts, the cluster's and the
-// leaf connections' authorization and tls, JetStream limits, monitoring)
-// is the file's.
-//
-// Its fields are unexported: the options hold the file's passwords, and a
-// Config is printed, logged and marshalled without secrets.
+// Its fields are unexported: the options hold the file's passwords.
 type NATSFile struct {
 	path string
 	o    *server.Options

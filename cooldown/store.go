@@ -1,22 +1,10 @@
 // Package cooldown shares upstream quota readings and penalties across a
 // fleet: one instance reads "70 % of the token budget left, resets at T" or
-// is refused "until T", and every instance using the same account (the
-// shared budget) sees it. State lives in a JetStream KV bucket with per-key
-// TTLs; every write also lands in a node-local store that answers when the
-// bucket cannot within the call's budget.
-//
-// Semantics (PROTOCOL.md, cooldown.*):
-//   - Record stores a reading with a TTL (default 15 min) and, atomically,
-//     drops a penalty whose instant the reading's observed_at_ms has
-//     reached (until_ms <= observed_at_ms): the upstream answered then.
-//   - Penalize sets a penalty that expires at until_ms; nil clears it.
-//   - Load returns exactly one entry per requested backend, in order; a
-//     penalty whose instant has passed and a reading whose TTL has run out
-//     are not reported.
-//
-// Keys are scoped by account, never by instance: (account, backend) is the
-// KV key protocol.Join(account, backend), so no account can reach another's
-// keys whatever bytes it holds.
+// is refused "until T", and every instance using the same account sees it.
+// Semantics: PROTOCOL.md, cooldown.*. State lives in a JetStream KV bucket
+// with per-key TTLs, under protocol.Join(account, backend) (so no account
+// reaches another's keys); every write also lands in a node-local store
+// that answers when the bucket cannot within the call's budget.
 package cooldown
 
 import (
@@ -36,18 +24,13 @@ import (
 )
 
 // Errors returned by this package. Every error wraps at most one of them
-// or protocol.ErrInvalid (plus its cause). protocol.ErrInvalid is returned
-// for malformed arguments: an account or backend outside
-// 1..protocol.MaxNameBytes bytes, a backends list outside
-// 1..protocol.MaxBackends entries, a non-finite percent, a time outside
-// 0..protocol.MaxTimeMs … The message names the field. It is the caller's
-// fault: answer 400, never retry.
+// or protocol.ErrInvalid (malformed arguments, naming the field: the
+// caller's fault, answer 400, never retry).
 var (
 	// ErrUnavailable is returned by Record and Penalize when the shared store
-	// did not take the write within the call's budget (timeout, no
-	// responders, closed connection, or a write contended beyond the retry
-	// bound). The write has still landed in the node-local store. Load never
-	// returns it: it answers from node-local state instead.
+	// did not take the write within the call's budget (the write still
+	// landed node-locally). Load never returns it: it answers from
+	// node-local state instead.
 	ErrUnavailable = errors.New("cooldown: store unavailable")
 )
 
@@ -121,54 +104,9 @@ func WithMaxLocalEntries(n int) Option {
 
 // Store shares readings and penalties through a KV bucket, with a
 // node-local fallback. It is safe for concurrent use; it runs no background
-// goroutines (Load reads backends in parallel and waits for them).
-//
-// # Atomicity
-//
-// A reading and a penalty of one (account, backend) live in ONE key, and
-// every write is a read-modify-write: read the key, compute the new state,
-// write it with a revision check (kvstore.Bucket.Update with the revision
-// read, Create when the key is absent, or a revision-checked Purge when
-// nothing is left). A write that lost the race (ErrWrongLastSequence,
-// ErrExists) reads again and recomputes, up to a bound, within the budget.
-// Writers of one node to one key first queue on a node-local lock, so CAS
-// races happen only between nodes; the revision check is what makes the
-// write atomic fleet-wide. So when Record drops a penalty, it drops exactly
-// the penalty it read: a Penalize that landed meanwhile — with a later
-// instant — fails Record's revision check, and Record re-decides against it
-// (keeping it when its instant lies beyond the reading's observed_at_ms).
-//
-// Why not a second key for the penalty, purged with the LastRevision read?
-// That would be as safe for the drop, but "store the reading" and "drop the
-// penalty" would be two writes with a window between them, and Load would
-// need two reads per backend. The single key makes them one write.
-//
-// The single key's TTL covers both parts: it is set to
-// max(reading expiry, penalty instant) - now, rounded up to whole seconds
-// (>= 1 s), so the key vanishes on its own once nothing in it is live. Each
-// part also carries its own instant, and Load hides a part whose instant has
-// passed while the key lives on for the other. A key holding only a penalty
-// expires at the penalty's instant.
-//
-// # Node-local state
-//
-// Every write lands in a node-local store first, whether or not the shared
-// write then succeeds. When the bucket cannot answer within the budget
-// (kvstore.ErrUnavailable), Load answers from it (Entry.Local is set), and
-// Record/Penalize return an error wrapping ErrUnavailable. A successful
-// Load merges: the newer of the shared and the local reading, and the later
-// of the shared penalty and this node's own last penalty — unless a shared
-// reading with observed_at_ms >= the own penalty's instant has cleared it.
-// So a penalty whose shared write failed is not forgotten by the next
-// successful read; by the same rule a node keeps its own penalty against
-// another node's Penalize(nil) until the penalty passes or a reading reaches
-// it (refusing an upstream a little too long is the safe side).
-//
-// A penalty whose shared write failed is also written to the shared store
-// later: the next call of this Store that the shared store answers (any
-// key) writes up to eight such penalties before it returns, by the same
-// merge rule, so the other nodes learn it too. A failed clear
-// (Penalize(nil)) is not replayed.
+// goroutines (Load reads backends in parallel and waits for them). One key
+// per (account, backend), every write a revision-checked read-modify-write;
+// the merge with node-local state: docs/DESIGN.md "Cooldown store".
 type Store struct {
 	b          *kvstore.Bucket
 	readingTTL time.Duration
@@ -219,14 +157,10 @@ func Key(account, backend string) string { return protocol.Join(account, backend
 
 // Record stores reading r for (r.Account, r.Backend), kept for the reading
 // TTL, and atomically drops a penalty whose instant r.ObservedAtMs has
-// reached (until_ms <= observed_at_ms). The newer of the stored and the new
-// reading is kept (the new one on a tie), so a late-arriving old reading
-// does not replace a newer one; it still clears a penalty it has reached.
-//
-// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does not
-// take the write within the budget, the error wraps ErrUnavailable; any
-// other store failure is returned wrapped. Either way the reading is kept
-// node-locally.
+// reached. The newer of the stored and the new reading is kept (the new one
+// on a tie); an older one still clears a penalty it has reached. A write
+// the shared store does not take within the budget wraps ErrUnavailable;
+// either way the reading is kept node-locally.
 func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -243,15 +177,8 @@ func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 }
 
 // Penalize sets the penalty of (account, backend): the upstream refuses us
-// until untilMs (Unix ms). It replaces any earlier penalty, whether sooner
-// or later. nil — or an instant that has already passed — clears it. A key
-// holding only a penalty expires at its instant (TTL = until - now, rounded
-// up to whole seconds, at least 1 s).
-//
-// Invalid input: protocol.ErrInvalid, nothing written. When the shared store does
-// not take the write within the budget, the error wraps ErrUnavailable; any
-// other store failure is returned wrapped. Either way the penalty (or its
-// clearing) is kept node-locally.
+// until untilMs (Unix ms), replacing any earlier penalty; nil or a past
+// instant clears it. Errors and the node-local copy are as for Record.
 func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *int64) error {
 	req := protocol.PenalizeRequest{Account: account, Backend: backend, UntilMs: untilMs}
 	if err := req.Validate(); err != nil {
@@ -275,13 +202,10 @@ func (s *Store) Penalize(ctx context.Context, account, backend string, untilMs *
 // maxFlush bounds the pending penalties one successful call writes.
 const maxFlush = 8
 
-// flushPending writes penalties whose shared write failed (Penalize) now
-// that the shared store answered a call, at most maxFlush per call, within
-// ctx: the later of the shared penalty and this node's, unless a shared
-// reading has reached this node's (the Load merge rule, so a penalty is
-// never written over the reading that ended it; like that rule it wins
-// over another node's Penalize(nil)). It stops at the first failure: the
-// rest wait for the next successful call.
+// flushPending writes penalties whose shared write failed now that the
+// shared store answered, at most maxFlush per call, within ctx, by the Load
+// merge rule (so a penalty is never written over the reading that ended
+// it). It stops at the first failure: the rest wait for the next call.
 func (s *Store) flushPending(ctx context.Context) {
 	if !s.local.hasPending() {
 		return
@@ -351,15 +275,11 @@ func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err err
 }
 
 // Load returns the state of backends under account: exactly one entry per
-// requested backend, in the requested order (duplicates repeat). A backend
-// never recorded nor penalized gives an entry with null last_checked_ms and
-// penalty_until_ms and empty snapshots. A penalty whose instant has passed
-// is not reported.
-//
-// When the shared store cannot answer a backend within the budget, that
-// entry comes from node-local state and has Local set; Load does not fail
-// for that. Errors: protocol.ErrInvalid for a bad request; a store failure other
-// than unavailability (e.g. a missing stream) is returned wrapped.
+// requested backend, in order (duplicates repeat); a backend never recorded
+// nor penalized has null times and empty snapshots, and a passed penalty is
+// not reported. An entry the shared store cannot answer within the budget
+// comes from node-local state with Local set; Load does not fail for that.
+// A store failure other than unavailability is returned wrapped.
 func (s *Store) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	req := protocol.LoadRequest{Account: account, Backends: backends}
 	if err := req.Validate(); err != nil {
@@ -496,9 +416,8 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // backoff waits a short random while before CAS retry attempt (growing with
-// the attempt, at most ~4 ms), or until ctx ends.
-// (Random, unlike internal/retry's doubling: racing writers of one key
-// must not retry in step.)
+// the attempt, at most ~4 ms), or until ctx ends: random, unlike
+// internal/retry, so racing writers of one key do not retry in step.
 func backoff(ctx context.Context, attempt int) error {
 	spread := time.Duration(min(attempt, 8)) * 500 * time.Microsecond
 	return retry.Sleep(ctx, rand.N(spread)+50*time.Microsecond)

@@ -21,12 +21,11 @@ const (
 	stateStopped
 )
 
-// consumer is the one start/stop lifecycle of the components that pull
-// from a durable JetStream consumer (the Settler, the ExpiryWatcher): it
-// starts at most once (else ErrStarted), creates or updates its durable
-// consumer with kvstore.Retry (a cluster still forming can fail or hang a
-// create until leaders are elected, and every node creates it), consumes
-// until stop, and stop is safe before start and more than once.
+// consumer is the one start/stop lifecycle of the Settler and the
+// ExpiryWatcher: it starts at most once (else ErrStarted), creates or
+// updates its durable consumer with kvstore.Retry (a cluster still forming
+// can fail or hang a create), consumes until stop; stop is safe before
+// start and more than once.
 type consumer struct {
 	kind string       // "settle", "expiry": in errors ("events: settle consume: …")
 	name string       // "settler", "expiry watcher": in log lines

@@ -26,43 +26,11 @@ const (
 const recentSeqs = 4096
 
 // ExpiryWatcher reports claim expiry: it publishes claim.expired.<tenant>
-// (Publisher.ClaimExpired, without hook id) for every expiry marker the
-// server writes into the claims bucket when a claim's TTL runs out. The
-// edge runs it only with --claim-expiry-events, which is also what gives
-// the claims bucket its markers (claims.BucketConfig).
-//
-// How: a KV watcher only shows an expiry as a purge, like an explicit
-// release, so the watcher reads the bucket's stream KV_<bucket> directly,
-// through a durable pull consumer filtered on "$KV.<bucket>.>", HeadersOnly
-// (no values are sent), and keeps only the messages whose header
-// Nats-Marker-Reason is "MaxAge". A release (kv purge) carries
-// KV-Operation: PURGE and no marker reason; the server never writes a MaxAge
-// marker for an expiring purge marker, so a released claim never reports
-// expired.
-//
-// Once fleet-wide: every node's watcher pulls from ONE durable consumer
-// (DefaultExpiryDurable; DeliverPolicy New when the
-// consumer is first created, AckNone), so the server hands each marker to
-// exactly one node and no node sees a message twice; a node additionally
-// remembers the last recentSeqs reported sequences. Being durable, the
-// consumer keeps its position across reconnects and restarts, and nats.go
-// resumes pulling after a reconnect. Expiry events are at most once: a node
-// that dies loses the markers it had pulled but not yet published, and a
-// marker that the consumer reaches after it is gone (markers live the
-// bucket's LimitMarkerTTL, 1 s by default) is never seen; lag beyond that
-// (no watcher running, a backlog) loses reports. AckNone is chosen because
-// acks could not buy more: a redelivery after the ack wait would find the
-// marker gone.
-//
-// A marker does not say what expired: a committed claim reaching its dedupe
-// TTL (72 h by default) is reported expired too, like a pending claim whose
-// holder never settled it. The payload's hook_id is empty (the value is gone).
-//
-// Cost: every write to the claims bucket (create, settle, release, marker)
-// passes through this consumer as one headers-only message (about 100-200
-// bytes) to one node of the fleet, i.e. about three or four messages per
-// claim's life, with no acks. Metrics: sluice_events_expiry_messages_total
-// {outcome="expired"|"other"|"undecodable"|"duplicate"} counts them all.
+// (Publisher.ClaimExpired, without hook id) for every MaxAge marker the
+// server writes into the claims bucket when a claim's TTL runs out, read from
+// the bucket's stream through one fleet-wide durable consumer, at most once
+// (docs/DESIGN.md "Events"). Metrics: sluice_events_expiry_messages_total
+// {outcome="expired"|"other"|"undecodable"|"duplicate"}.
 //
 // Start and Stop have one owner; Stop waits for the consume loop.
 type ExpiryWatcher struct {
@@ -83,9 +51,8 @@ type ExpiryWatcher struct {
 }
 
 // NewExpiryWatcher returns a watcher of the claims bucket named bucket
-// (kvstore.BucketNames(prefix).Claims) reporting through pub, which must not
-// be nil (a watcher that cannot report would still take its share of the
-// fleet's markers). Options read: WithLogger, WithRegisterer. Nothing
+// reporting through pub, which must not be nil (a watcher that cannot
+// report would still take its share of the fleet's markers). Nothing
 // touches NATS before Start.
 func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opts ...ExpiryOption) (*ExpiryWatcher, error) {
 	if js == nil || pub == nil {

@@ -104,11 +104,8 @@ func newConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
 	return c, err
 }
 
-// Options follow one convention across sluice (docs/DESIGN.md "Options"):
-// each constructor takes its own option type, so an option it does not
-// read does not compile, and an option given a bad value makes the
-// constructor fail with an error wrapping ErrInvalidOption. An option that
-// several constructors read has a type that is an option of each.
+// Options follow docs/DESIGN.md "Options"; a bad value makes the
+// constructor fail with an error wrapping ErrInvalidOption.
 
 // PublisherOption configures NewPublisher.
 type PublisherOption interface{ applyPublisher(*config) error }
@@ -188,11 +185,9 @@ func WithReplicas(n int) SettlerOption {
 }
 
 // StreamBytesFor is the byte limit of the settle/release stream on a
-// JetStream store of maxStore bytes (0 or less: unknown or unlimited):
-// DefaultStreamMaxBytes, or an eighth of the store when that is less. A
-// file stream's byte limit is reserved from the store when it is created,
-// so a fixed 1 GiB kept sluice from starting on a data dir with less than
-// about 1.4 GB free.
+// JetStream store of maxStore bytes (<= 0: unknown or unlimited):
+// DefaultStreamMaxBytes, or an eighth of the store when less, since a file
+// stream's byte limit is reserved from the store when it is created.
 func StreamBytesFor(maxStore int64) int64 {
 	if maxStore <= 0 {
 		return DefaultStreamMaxBytes
@@ -249,10 +244,9 @@ func checkName(name string) error {
 }
 
 // counterVec is the counter vector sluice_events_<name> with labels,
-// registered on reg by promreg's policy (an equal collector already
-// registered is shared, so several components can share a registerer), with
-// every combination of values (one list a label) created at zero so that it
-// is exported before its first count.
+// registered on reg by promreg's policy (an equal collector is shared),
+// with every combination of values created at zero so that it is exported
+// before its first count.
 func counterVec(reg prometheus.Registerer, name, help string, labels []string, values ...[]string) (*prometheus.CounterVec, error) {
 	set := promreg.NewSet(reg, "events")
 	c := set.CounterVec(name, help, labels...)

@@ -20,17 +20,15 @@ const (
 	pubError   = "error"   // encoding or the connection refused it
 )
 
-// Publisher publishes lifecycle events on core NATS, fire-and-forget.
+// Publisher publishes lifecycle events on core NATS, fire-and-forget, at
+// most once: its methods never block on the network and never fail. An
+// event is queued (WithQueueSize) for one goroutine to hand to the
+// connection; when the queue is full, the Publisher closed, or the
+// connection refuses it, it is dropped, logged at debug level and counted
+// in sluice_events_published_total{outcome="dropped"|"error"}.
 //
-// Its methods never block the caller on the network and never fail: an
-// event is queued (bounded, WithQueueSize) and one goroutine hands it to the
-// connection. When the queue is full, the Publisher is closed, or the
-// connection refuses an event, the event is dropped, logged at debug level
-// and counted in sluice_events_published_total{outcome="dropped"|"error"}.
-// Lifecycle events are for observation: at-most-once, best effort.
-//
-// A nil *Publisher is a valid no-op, so callers need no checks. A Publisher
-// is safe for concurrent use. Close stops its goroutine.
+// A nil *Publisher is a valid no-op. Safe for concurrent use; Close stops
+// its goroutine.
 type Publisher struct {
 	nc      *nats.Conn
 	subj    protocol.Subjects
@@ -236,11 +234,9 @@ func (p *Publisher) send(m outMsg) {
 }
 
 // ObserveStore wraps inner so that every successful state change is
-// published by pub: Claim (or a started claim) with outcome OK ->
-// claim.pending, Settle or SettleOwn (or a started settle) without error ->
-// claim.committed, Release without error -> claim.released.
-// Duplicate and Pending outcomes and failed calls publish nothing. Results
-// and errors of inner are returned unchanged; publishing never delays or
+// published by pub: an OK Claim (or started claim) as claim.pending, a
+// Settle or SettleOwn as claim.committed, a Release as claim.released.
+// Results and errors of inner are unchanged; publishing never delays or
 // fails a call. With a nil pub it returns inner itself.
 func ObserveStore(inner claims.Store, pub *Publisher) claims.Store {
 	if pub == nil {

@@ -35,43 +35,12 @@ const (
 )
 
 // Settler applies settle and release events: a SettleEvent published to
-// Subjects.Settle commits the claim exactly like the request form — the
-// same call, the partition owner's settle (Committer: quota.Client.Settle),
-// durable before the ack — and one published to Subjects.Release releases
-// it (claims.Store.Release).
-//
-// Stream: both subjects are captured by the stream StreamName(prefix):
-// file storage, WorkQueue retention (an event leaves the
-// stream once acked or termed), replicas WithReplicas, bounded by
-// WithStreamLimits (default 24 h, 1 000 000 events, 1 GiB; the oldest are
-// discarded first). So events published while no settler runs are applied
-// when one starts. The stream and the consumer are created or updated
-// idempotently by Start on every node.
-//
-// Consumer: every node's Settler pulls from ONE durable consumer
-// (DefaultSettlerDurable; deliver all, explicit ack, ack wait
-// 30 s, at most WithMaxDeliver deliveries, 10 by default), so each event is
-// handed to one node at a time. The ack is sent AFTER the store call
-// returns:
-//   - success: ack;
-//   - protocol.ErrClaimLost (stale revision, other hook id): ack, counted "lost";
-//     the request form answers claim_lost, and retrying cannot change that;
-//   - protocol.ErrInvalid, malformed JSON, failed SettleEvent.Validate: term
-//     (never redelivered), counted "invalid" / "malformed";
-//   - claims.ErrUnavailable, quota.ErrUnavailable or any other error: nak
-//     with a delay that doubles
-//     per delivery (WithRetryDelay), counted "unavailable" / "error".
-//     This is the back-off; the consumer has no server-side BackOff list,
-//     which would override these delays (the server offsets a nak delay
-//     from the ack wait but checks it against BackOff[delivery]).
-//
-// An event not acked within the ack wait (its node died, or Stop discarded
-// it from the pull buffer) is redelivered to any node.
-// Delivery is at-least-once: an event whose ack is lost is applied again,
-// which for a settle or release already applied answers ErrLost (counted
-// "lost", harmless).
-//
-// Metrics (WithRegisterer): sluice_events_applied_total{op,outcome}.
+// Subjects.Settle commits the claim exactly like the request form (the
+// partition owner's settle, durable before the ack); one published to
+// Subjects.Release releases it. Every node pulls from one durable consumer on
+// the work-queue stream StreamName(prefix) and acks only after the store call
+// returns; the ack/term/nak rules: docs/DESIGN.md "Events". Metrics
+// (WithRegisterer): sluice_events_applied_total{op,outcome}.
 //
 // Start and Stop have one owner; Stop waits for the consume loop and the
 // handlers in flight.

@@ -1,11 +1,7 @@
-// Package events names sluice's event subjects, defines their JSON payloads,
-// publishes lifecycle events, applies settle/release events published to a
-// subject (the Settler), and reports claim expiry from the claims bucket's
-// expiry markers (the ExpiryWatcher).
-//
-// The subjects and payloads themselves are the public contract:
-// Subjects builds every event subject, SettleEvent and
-// Lifecycle are the payloads.
+// Package events names sluice's event subjects and their JSON payloads (the
+// public contract: Subjects, SettleEvent, Lifecycle), publishes lifecycle
+// events, applies settle/release events (the Settler), and reports claim
+// expiry from the claims bucket's markers (the ExpiryWatcher).
 package events
 
 import (

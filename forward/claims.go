@@ -12,13 +12,9 @@ import (
 )
 
 // Claims is an edge's dedupe claim store: the hub's claims bucket while
-// the link is up and the hub's store answers, the edge's own bucket
-// otherwise (docs/EDGE-MODE.md). A claim is settled or
-// released where it was taken (revisions are per bucket): Claims remembers
-// the hook ids of the claims it took on the hub until they are settled or
-// released. Keys taken locally reach the hub's bucket when the forwarder
-// forwards their hooks (Forwarder's claim registration), where a key the
-// hub's side accepted meanwhile is reported as split.
+// the link is up and it answers, the edge's own otherwise (docs/DESIGN.md
+// "Edge mode"). Revisions are per bucket, so Claims remembers the hook ids
+// it claimed on the hub until they are settled or released.
 type Claims struct {
 	local  claims.Store
 	hub    func(ctx context.Context) (claims.Store, error) // the hub's store (opened on first use)
@@ -27,12 +23,10 @@ type Claims struct {
 	onHub  map[string]struct{} // hook ids of pending claims taken on the hub
 }
 
-// maxOnHub bounds the hook ids remembered: a hook id is forgotten at its
-// settle or release; one whose hook was never settled nor released (a
-// crash mid-request) would stay, so beyond the bound the map starts over
-// (a settle of a forgotten claim then goes to the local store, fails as
-// lost, and the hub's pending claim expires after its TTL: the answer is
-// still 202, the key may be accepted once more, as after any lost settle).
+// maxOnHub bounds the hook ids remembered; beyond it (hooks never settled
+// nor released: a crash mid-request) the map starts over, and a settle of a
+// forgotten claim fails as lost like any lost settle (202 all the same; the
+// hub's pending claim expires).
 const maxOnHub = 1 << 16
 
 // NewClaims returns the edge store over local (the edge's bucket) and the
@@ -159,11 +153,10 @@ func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
 }
 
 // Lazy opens a store on first use (the hub's, which may be away when the
-// edge starts) and keeps it. Callers arriving while it is being opened
-// wait for that attempt (within their ctx) instead of falling back, so a
-// key is not claimed on the edge while the hub's store is about to
-// answer; after a failed attempt the next is made 250 ms
-// later at the earliest, and callers meanwhile get its error at once.
+// edge starts) and keeps it. Callers arriving during an attempt wait for
+// it (within their ctx) rather than claim on the edge while the hub is
+// about to answer; after a failure the next attempt is made 250 ms later at
+// the earliest, and callers meanwhile get its error at once.
 type Lazy struct {
 	open  func(ctx context.Context) (claims.Store, error)
 	s     atomic.Pointer[claims.Store]

@@ -1,41 +1,9 @@
 // Package forward moves an edge's hooks from its outbox (a local
 // work-queue stream, httpapi.EnsureOutbox) to the hub's hooks stream across
-// the leaf-node connection (docs/EDGE-MODE.md,
-// docs/DESIGN.md "Edge mode").
-//
-// One owned goroutine reads the outbox with a durable pull consumer, in
-// stream order, at most Batch hooks at a time; it publishes them to the
-// hub's subject (httpapi.HubSubject) with Nats-Msg-Id = its hook id and acks
-// each in the outbox only after the hub acknowledged it and has it on disk
-// (the hub's sync barrier, SyncSubject: hubsync.go). A batch that
-// fails is sent again (the hooks not acknowledged, in the same order)
-// after a backoff, so the forwarder never moves past a hook the hub has
-// not acknowledged.
-//
-// Order: the hub must never store hook i+1 of an edge while hook i is
-// missing, or the resend of i lands after i+1. Pipelined publishes cannot
-// promise that: when the hub refuses i (a limit, a full stream, a
-// message lost while the link or the stream's interest comes up) it may
-// still store i+1, i+2, … that were already on their way. So the
-// forwarder publishes a batch as one JetStream atomic batch
-// (Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit; the hub's
-// stream has allow_atomic, httpapi.EnsureStream): the hub stores all of it,
-// in order, or none of it. A batch the hub refuses (a hook it will not
-// take, or one it already has: a batch holding a duplicate message id is
-// refused whole) is sent one hook at a time, each publish waiting for the
-// ack of the one before, as far as the hub takes them; so is every batch
-// to a hub whose stream does not allow atomic batches (an older hub).
-// Ordering by what the hub expects instead (Nats-Expected-Last-Msg-Id,
-// Nats-Expected-Last-Subject-Sequence) does not fit: the hub's stream and
-// a tenant's subject are shared by every edge and by the hooks the hub
-// stores itself, so the last message id or sequence the hub sees is not
-// this edge's.
-//
-// None twice: a hook sent again is dropped by the hub's duplicate window
-// when it is still inside it. A hook redelivered later than that (the edge
-// died between the hub's ack and the outbox ack, and came back after more
-// than the window) is first looked up on the hub by its hook id, and only
-// sent when it is not there.
+// the leaf-node connection, in order and none twice: one owned goroutine
+// publishes each batch as one JetStream atomic batch and acks the outbox only
+// after the hub's ack and sync barrier. Why atomic batches, the fallback to one
+// hook at a time and the duplicate lookup: docs/DESIGN.md "Edge mode".
 package forward
 
 import (
@@ -530,17 +498,10 @@ const atomicMax = 1000
 
 // publish stores items on the hub in their order and never lets the hub
 // store one while an earlier one is missing: atomic batches when the hub's
-// stream allows them (all or none of a batch stored), else, and after a
-// batch the hub refused, one hook at a time, each publish waiting for the
-// ack of the one before. It returns how many leading messages (of n, by
-// index: items[k].at) are done and the first failure.
-//
-// With shards, each shard's hooks are published apart (an atomic batch
-// is one stream's), in their order, one shard after the other; the
-// leading messages done end at the first hook of any shard not stored
-// (the hooks of other shards after it, stored, are sent again with the
-// rest and dropped by the hub's duplicate window or found by OnHub). A
-// tenant's hooks are one shard's, so the hub stores them in order.
+// stream allows them, else, and after a refused batch, one hook at a time
+// (docs/DESIGN.md "Edge mode"), each shard's hooks apart (docs/DESIGN.md
+// "Shards"). It returns how many leading messages (of n, by index:
+// items[k].at) are done and the first failure.
 func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, error) {
 	var order []string
 	runs := map[string][]hubItem{}
@@ -691,12 +652,10 @@ func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, er
 	return ok, err
 }
 
-// ackDurable acks msgs (acknowledged by the hub by the time acked, their
-// claims registered) in the outbox once the hub has them on disk
-// (durable), in order up to the first failure: an edge drops its copy of
-// a hook only when a power cut of the hub can no longer lose it. It
-// returns how many were acked and the first error (*unsynced when the hub
-// did not confirm them durable: none acked).
+// ackDurable acks msgs (acknowledged by the hub, their claims registered)
+// in the outbox once the hub has them on disk, in order up to the first
+// failure, so an edge drops a hook only when a hub power cut can no longer
+// lose it. *unsynced: the hub did not confirm them durable, none acked.
 func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked time.Time) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -803,11 +762,10 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 }
 
 // register writes the claim of a forwarded hook into the hub's claims
-// bucket (create-if-absent, then settled with the dedupe TTL), so the
-// hub's side dedupes against what the edge accepted. A key the hub's side
-// holds for another hook was accepted on both sides of a split: it is
+// bucket (create-if-absent, then settled with the dedupe TTL). A key the
+// hub holds for another hook was accepted on both sides of a split: it is
 // counted (sluice_edge_split_keys_total) and reported (OnSplit), and the
-// hook is forwarded all the same (it was acked: never dropped).
+// hook is forwarded all the same.
 func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	if f.cfg.HubClaims == nil {
 		return nil

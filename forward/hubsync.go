@@ -13,12 +13,10 @@ import (
 	"github.com/sluice-dev/sluice/internal/retry"
 )
 
-// SyncSubject is the hub's sync barrier (docs/PROTOCOL.md "Edge mode"): a
-// request there is answered once everything the hub acknowledged before
-// the request arrived is on its disk. Under the hub prefix (quota.HubPrefix,
-// "<prefix>.hub"), which nothing on an edge serves: an edge runs the same
-// service as its hub, so a barrier on a subject both serve would be
-// answered by the edge itself.
+// SyncSubject is the hub's sync barrier (docs/PROTOCOL.md "Edge mode"),
+// answered once everything the hub acknowledged before the request is on
+// its disk. It is under the hub prefix (quota.HubPrefix), which nothing on
+// an edge serves: the edge runs the same service and would answer itself.
 func SyncSubject(prefix string) string { return prefix + ".hub.v1.sync" }
 
 // SyncQueue is the queue group the hub's nodes serve SyncSubject in.
@@ -47,12 +45,10 @@ type SyncServer struct {
 	waiting atomic.Int64
 }
 
-// ServeSync serves prefix's SyncSubject on nc (a hub node's own
-// connection). then runs the node's group commit (kvstore.GroupSync.Then):
-// each request joins the next round and is answered when it completes.
-// With then nil the request is answered at once: the hub's acks already
-// mean what durability says (a cluster whose servers sync every write; an
-// acked cluster, which keeps no more for forwarded hooks than for its own).
+// ServeSync serves prefix's SyncSubject on nc. then runs the node's group
+// commit (kvstore.GroupSync.Then): each request joins the next round. With
+// then nil a request is answered at once: the hub's acks already mean what
+// its durability says.
 func ServeSync(nc *nats.Conn, prefix, durability string, then func(func(error)) (forget func())) (*SyncServer, error) {
 	ok, err := json.Marshal(SyncReply{OK: true, Durability: durability})
 	if err != nil {

@@ -14,13 +14,11 @@ import (
 )
 
 // Route says whether an edge's quota calls go to its hub's partition
-// owners (quota.WithReachable): while the leaf connection is up and the
-// hub's fleet has the edge's partition count. A hub with another count
-// would answer every hit "misrouted" (400 to every sender), so the edge
-// then decides from its own state and says why (a log line, /readyz's
-// "quota", sluice_edge_hub_quota). The count is read on the hub once per
-// link-up by Check, which the Forwarder calls with its status refresh;
-// Reachable, on every quota call, reads two flags and does no I/O.
+// owners (quota.WithReachable): while the leaf is up and the hub's fleet has
+// the edge's partition count (another count would answer every hit
+// "misrouted"); else the edge decides itself and says why (a log line,
+// /readyz's "quota", sluice_edge_hub_quota). Check reads the count once per
+// link-up; Reachable reads two flags and does no I/O.
 type Route struct {
 	linked   func() bool
 	read     func(ctx context.Context) (int, error)

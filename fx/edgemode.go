@@ -186,13 +186,9 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 }
 
 // serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
-// outbox copy of a forwarded batch only once this answered, so a power cut
-// of the hub cannot lose a hook the edge no longer holds. A single node
-// answers after a round of its group commit (shared with its own hooks'
-// rounds: a flood of requests only joins them); a node whose acks already
-// mean durable (nats-server syncs every write: a cluster at synced, or
-// sync-always), or that has nothing to sync with (an acked cluster, whose
-// own 2xx promise no more), answers at once.
+// outbox copy of a batch only once this answered. A single node answers
+// after a round of its group commit; a node whose acks already mean
+// durable, or that has nothing to sync with (an acked cluster), at once.
 func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
 	var then func(func(error)) func()
 	if n.Group != nil && !cfg.ServerSyncAlways() {

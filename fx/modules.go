@@ -316,11 +316,10 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 	return &Events{Publisher: pub, Expiry: exps, Claims: observed}, nil
 }
 
-// StartSettler builds and starts the settle-by-subject consumer: its
-// settles take the one settle path, the quota client's (the partition
-// owner's), its releases the claims store. It starts after the quota
-// worker and stops before it, and before the service and the HTTP server
-// (fx.Invoke order in Module): /readyz is 200 only once it runs.
+// StartSettler builds and starts the settle-by-subject consumer (settles
+// through the quota client, releases to the claims store). It starts after
+// the quota worker and stops before it, the service and the HTTP server
+// (Module's fx.Invoke order): /readyz is 200 only once it runs.
 func StartSettler(lc fx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
 	opts := []events.SettlerOption{events.WithLogger(log), events.WithReplicas(cfg.Replicas), events.WithRegisterer(reg)}
 	if n.Server != nil {

@@ -240,12 +240,9 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 var ClusterStartWait = time.Minute
 
 // startClusterDurability is startDurability for a node of an embedded
-// cluster: the data dir's record is checked against the cluster's view of
-// its streams (natsembed.CheckClusterStart: a cluster whose nodes all lost
-// what they had made durable does not come up silently empty), then the
-// recorder keeps it, reading the streams this server holds and syncing its
-// store before each record. A 2xx waits for a quorum's fsynced Raft
-// appends (cfg.ServerSyncAlways) at synced and sync-always; at acked
+// cluster: the record is checked against the cluster's view of its streams
+// (natsembed.CheckClusterStart), then the recorder keeps it. A 2xx waits
+// for a quorum's fsynced Raft appends at synced and sync-always; at acked
 // there is neither record nor check.
 func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, log *slog.Logger) error {
 	if !cfg.ServerSyncAlways() {

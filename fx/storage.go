@@ -32,13 +32,13 @@ func storageReadyErr(n *NATS) error {
 	return n.Server.StorageFailure()
 }
 
-// WatchStorage keeps the embedded server's storage in view: the gauge sluice_jetstream_storage_ok is 0 and /readyz is
-// unready (ProvideEdge) from the first critical write error on; the
-// server cannot write again in this process, so once the data dir's
-// filesystem has room again (at least 1 MiB, or 1/16 of the JetStream
-// store up to 64 MiB) sluice says so and stops with exit status 3 for a
-// supervisor to restart it — never a ready process answering 503 forever,
-// nor one that restarts into a full disk at once.
+// WatchStorage keeps the embedded server's storage in view: from the first
+// critical write error on, sluice_jetstream_storage_ok is 0 and /readyz
+// unready. The server cannot write again in this process, so once the
+// filesystem has room again (at least 1 MiB, or 1/16 of the store up to
+// 64 MiB) sluice says so and exits with status 3 for a supervisor to
+// restart it: never ready and answering 503 forever, nor restarting into a
+// full disk.
 func WatchStorage(lc fx.Lifecycle, n *NATS, reg *Registry, sd fx.Shutdowner, log *slog.Logger) {
 	if n.Server == nil {
 		return

@@ -9,12 +9,9 @@ import (
 )
 
 // buildUndo undoes what the constructors of an app that failed to build
-// had already started. A constructor that starts something (the embedded
-// nats-server, its connection, the data-dir lock) registers a stop hook
-// without a start hook; fx runs stop hooks only for an app that started, so
-// when a later constructor failed (a bad --secrets-key-file, a bucket that
-// cannot be opened) everything before it stayed running in the process.
-// HandleError (an fx.ErrorHook, called when the build fails) runs those
+// had already started (the embedded server, its connection, the data-dir
+// lock register a stop hook without a start hook, and fx runs stop hooks
+// only for an app that started): HandleError, an fx.ErrorHook, runs those
 // stop hooks, the last registered first.
 type buildUndo struct {
 	mu    sync.Mutex

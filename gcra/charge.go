@@ -103,16 +103,11 @@ func (l Limit) Charge(tat, now int64) Decision {
 }
 
 // Refund undoes one admitted charge of l on a bucket now holding tat, at now,
-// and returns the TAT to store: tat - Increment, but never below now.
-//
-// If no other charge landed on the bucket since the one being refunded (and
-// now did not go backwards), the result is equivalent to the state the
-// bucket would have without that charge: the same TAT, or a full bucket
-// where it would be full. A TAT <= now is already a full bucket and is
-// returned unchanged, so Refund never increases a TAT, and no sequence of
-// refunds — even of charges that were never made — makes a bucket fuller
-// than full: a wrong refund hands out at most Increment of budget early.
-// An invalid l refunds nothing. Pure and allocation-free.
+// and returns the TAT to store: tat - Increment, but never below now. With
+// no charge since the refunded one, that is the state without it. It never
+// increases a TAT, and no sequence of refunds (even wrong ones) makes a
+// bucket fuller than full: a wrong refund hands out at most Increment
+// early. An invalid l refunds nothing. Pure and allocation-free.
 func (l Limit) Refund(tat, now int64) int64 {
 	if !l.valid() || tat <= now {
 		return tat

@@ -1,30 +1,21 @@
-// Package gcra is the pure arithmetic of sluice's rate limits — the Generic
-// Cell Rate Algorithm exactly as the `hit` semantics of PROTOCOL.md state it —
-// plus Limiter, a node-local, concurrency-safe set of buckets used when the
-// fleet store is unreachable.
+// Package gcra is the pure arithmetic of sluice's rate limits, the Generic
+// Cell Rate Algorithm exactly as PROTOCOL.md's `hit` semantics state it,
+// plus Limiter, a node-local set of buckets used when the fleet store is
+// unreachable. Instants and a Limit's spans are int64 microseconds since
+// the Unix epoch (Micros), a Decision's spans time.Durations; the math never
+// reads a clock (now is an argument, as in x/time/rate's AllowN).
 //
-// Units. Every instant is an int64 count of microseconds since the Unix epoch
-// (see Micros); every span inside a Limit is an int64 count of microseconds.
-// Spans in a Decision are time.Duration values. The math never reads a clock:
-// the current time is always the argument now, as in golang.org/x/time/rate's
-// AllowN(t, n).
-//
-// State. A bucket's whole state is its theoretical arrival time (TAT), one
-// int64. The TAT 0 — no state — is a full bucket for every now >= 0, and so is
-// any TAT <= now: a bucket is never fuller than full, so such TATs may be
-// dropped (Limiter evicts them).
-//
-// One charge of Limit{Increment, Capacity} against TAT tat at now:
+// A bucket's whole state is its TAT (theoretical arrival time); 0, and any
+// TAT <= now, is a full bucket (such TATs may be dropped). One charge of
+// Limit{Increment, Capacity} against tat at now:
 //
 //	new_tat  = max(tat, now) + Increment
 //	allow_at = new_tat - Capacity
 //	denied iff now < allow_at; retry after max(1 ms, ceil((allow_at-now) / 1 ms))
 //
-// A denied charge leaves the TAT as it was. All arithmetic is overflow-free:
-// differences are taken in uint64 and spans saturate (see Never); a charge
-// whose new TAT would not fit in an int64 is denied. Time going backwards
-// (a now smaller than an earlier one) never admits more than the limit: the
-// bucket merely looks as full as it was at the later instant.
+// A denied charge leaves the TAT as it was. The arithmetic is overflow-free
+// (uint64 differences, saturating spans: Never; a new TAT beyond int64 is
+// denied), and time going backwards never admits more than the limit.
 package gcra
 
 import (
@@ -39,11 +30,9 @@ import (
 // Errors returned by this package. Each is returned wrapped with detail;
 // test with errors.Is.
 var (
-	// ErrInvalidLimit is returned for a malformed limit: an Increment or
-	// Capacity below 1 µs, a rate that is not a finite number > 0, a burst
-	// below 1, a limit whose capacity does not fit in an int64 of
-	// microseconds, or (ChargeAll) slices of different lengths. The caller's
-	// fault: answer 400, never retry.
+	// ErrInvalidLimit is returned for a malformed limit (a span below 1 µs
+	// or beyond int64 µs, a rate not finite and > 0, a burst below 1, or
+	// ChargeAll slices of different lengths): answer 400, never retry.
 	ErrInvalidLimit = errors.New("gcra: invalid limit")
 	// ErrImpossible is returned for a charge whose Increment exceeds its
 	// Capacity (for example a body larger than the bytes burst): it can never
@@ -54,14 +43,11 @@ var (
 	ErrInvalidOption = errors.New("gcra: invalid option")
 )
 
-// Limit is the shape of one GCRA bucket, or of one charge against it.
-//
-// Increment is the cost of one charge in microseconds (the emission
-// interval, 1 s / rate, for a unit charge); Capacity is how far ahead of now
-// the TAT may run, in microseconds (Increment × burst for unit charges). A
-// charge can be admitted only if 1 <= Increment <= Capacity (see Validate).
-//
-// The zero Limit is invalid. Limit is a small value type: copy it freely.
+// Limit is the shape of one GCRA bucket, or of one charge against it:
+// Increment is the cost of one charge in µs (1 s / rate for a unit charge),
+// Capacity how far ahead of now the TAT may run (Increment × burst for
+// unit charges); admissible only if 1 <= Increment <= Capacity (Validate).
+// The zero Limit is invalid.
 type Limit struct {
 	Increment int64 // µs per charge, >= 1
 	Capacity  int64 // µs, >= Increment
@@ -75,14 +61,10 @@ const maxIntFloat = float64(1 << 63)
 //
 //	Increment = max(1 µs, round(1 s / rate)), Capacity = Increment × burst.
 //
-// So exactly burst charges fit into a full bucket, and Burst() == burst.
-// Because of the 1 µs resolution, rates above 1e6 per second behave as 1e6
-// per second; use LimitFromRateN for weighted budgets such as bytes per
-// second.
-//
-// The error wraps ErrInvalidLimit when rate is not a finite number > 0, when
-// burst < 1, or when the capacity does not fit in an int64 of microseconds
-// (about 292,000 years).
+// So exactly burst charges fit a full bucket. At 1 µs resolution, rates
+// above 1e6/s behave as 1e6/s: use LimitFromRateN for weighted budgets. The
+// error wraps ErrInvalidLimit for a rate not finite and > 0, burst < 1, or a
+// capacity beyond int64 microseconds.
 func LimitFromRate(rate float64, burst int64) (Limit, error) {
 	if err := checkRate(rate, burst); err != nil {
 		return Limit{}, err
@@ -97,21 +79,16 @@ func LimitFromRate(rate float64, burst int64) (Limit, error) {
 	return Limit{Increment: iv, Capacity: iv * burst}, nil
 }
 
-// LimitFromRateN returns the Limit of a charge of n units (for example n
-// bytes) against a budget of rate units per second with a burst of burst
-// units, rounding once per charge rather than once per unit:
+// LimitFromRateN returns the Limit of a charge of n units (say bytes)
+// against a budget of rate units per second with a burst of burst units,
+// rounding once per charge rather than once per unit:
 //
 //	Increment = max(1 µs, round(n × 1 s / rate)), Capacity = max(1 µs, round(burst × 1 s / rate)).
 //
-// Capacity does not depend on n, so every charge on one bucket sees the same
-// capacity; use LimitFromRateN (not LimitFromRate) for every charge on such a
-// bucket. A zero n (an empty body) costs the 1 µs minimum. For example a bytes
-// budget of 10 MiB/s with a 20 MiB burst charges 100 ms for 1 MiB against a
-// 2 s capacity, where LimitFromRate would clamp the per-byte interval to 1 µs.
-//
-// The error wraps ErrImpossible when n > burst, and ErrInvalidLimit when rate
-// is not a finite number > 0, burst < 1, n < 0, or a span does not fit in an
-// int64 of microseconds.
+// Capacity does not depend on n, so use it for every charge on such a
+// bucket; n = 0 costs 1 µs. (10 MiB/s, 20 MiB burst: 1 MiB costs 100 ms of
+// a 2 s capacity.) The error wraps ErrImpossible when n > burst, and
+// ErrInvalidLimit for a bad rate, burst < 1, n < 0, or a span beyond int64.
 func LimitFromRateN(rate float64, burst, n int64) (Limit, error) {
 	if err := checkRate(rate, burst); err != nil {
 		return Limit{}, err

@@ -44,25 +44,20 @@ type shard struct {
 	_ [128 - unsafe.Sizeof(shardState{})%128]byte
 }
 
-// Limiter is a node-local set of GCRA buckets named by string keys — the
+// Limiter is a node-local set of GCRA buckets named by string keys: the
 // fallback for the fleet-wide limits when the quota owner cannot be reached.
-// Each bucket follows exactly the arithmetic of Limit.Charge; a key with no
-// bucket is a full bucket. Like the math, the Limiter never reads a clock:
-// every method that needs the time takes now, in microseconds since the Unix
-// epoch (see Micros).
+// Each bucket follows Limit.Charge exactly; a key with no bucket is full.
+// It never reads a clock: methods take now, in microseconds (see Micros).
 //
-// Memory: a bucket whose TAT is <= now is full and carries no information,
-// so it is dropped ("evicted"). Each of the 64 shards sweeps itself lazily,
-// once it has taken as many new keys as it held after its previous sweep (at
-// least 64): a shard then holds at most about twice its non-idle buckets plus
-// 64, at an amortized O(1) cost per new key. Sweep drops every idle bucket
-// at once. WithMaxKeys adds a hard bound. Eviction trusts now: a now far
-// ahead of the real time drops buckets that are not yet full at the real
-// time.
+// Memory: a bucket whose TAT is <= now is full and is dropped. Each of the
+// 64 shards sweeps itself once it has taken as many new keys as it held
+// after its previous sweep (at least 64), so it holds at most about twice
+// its non-idle buckets plus 64, at amortized O(1) per new key; WithMaxKeys
+// adds a hard bound. Eviction trusts now: a now far ahead drops buckets not
+// yet full at the real time.
 //
-// A Limiter is safe for simultaneous use by multiple goroutines and starts
-// none. The zero value is ready to use, with no key bound. A Limiter must not
-// be copied after first use.
+// Safe for concurrent use; starts no goroutines. The zero value is ready to
+// use, with no key bound. It must not be copied after first use.
 type Limiter struct {
 	shards   [numShards]shard
 	perShard int // max keys per shard; 0 = unbounded
@@ -126,19 +121,12 @@ func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
 }
 
 // ChargeAll applies the charges lims[i] to the buckets keys[i] at now, all or
-// nothing and atomically with respect to every other method: either every
-// charge is admitted and applied, or none is applied. A key may appear more
-// than once; its charges then apply one after the other. The Decision
-// combines the charges: RetryAfter is the largest wait of the denied
-// charges (after it, all of them fit), Remaining the smallest Remaining (0
-// when denied), ResetAfter the largest time until a bucket is full, and TAT
-// is 0 (for one key ChargeAll is Charge). No charges: allowed, with zero
-// fields.
-//
-// The error wraps ErrInvalidLimit (different lengths, malformed limit) or
-// ErrImpossible (a limit with Increment > Capacity); nothing is then
-// applied. Apart from growing its maps for new keys, ChargeAll allocates
-// only for more than 8 keys.
+// nothing and atomically with respect to every other method; a repeated key's
+// charges apply one after the other. The Decision combines them: RetryAfter
+// the largest wait of the denied ones, Remaining the smallest (0 when
+// denied), ResetAfter the largest, TAT 0. No charges: allowed. The error
+// wraps ErrInvalidLimit or ErrImpossible, and nothing is applied. It
+// allocates only for more than 8 keys (besides growing its maps).
 func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, error) {
 	if len(keys) != len(lims) {
 		return Decision{}, fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(keys), len(lims))

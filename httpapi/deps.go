@@ -1,10 +1,7 @@
 // Package httpapi is sluice's HTTP webhook ingress: it verifies, rate limits,
-// dedupes and durably stores webhooks, and never answers 2xx for a hook that
-// JetStream has not acknowledged. It also serves the operator endpoints
-// (health, readiness, metrics) and the admin API.
-//
-// The package has no global state and does not import fx: construct a
-// Handler with New and mount it on any http.Server.
+// dedupes and durably stores webhooks, never answering 2xx for a hook that
+// JetStream has not acknowledged, and serves the operator endpoints and the
+// admin API. No global state, no fx: mount New's Handler on any http.Server.
 package httpapi
 
 import (

@@ -594,13 +594,11 @@ func (h *Handler) answerHit(q *hookRequest) bool {
 }
 
 // keyReused reports whether q's Idempotency-Key, answered duplicate, was
-// committed for another request: its claim keeps the digest of the first
-// request's body, and a different digest is a reuse of the key (422 in
-// the IETF Idempotency-Key draft), not a retry. One read of the claim, on
-// this path only. A claim without a digest — settled before digests were
-// kept, or read from a replica that has not applied the settle yet — or
-// no longer committed is a duplicate, as before. ok is false when the
-// claim cannot be read (503: never a duplicate for a body not compared).
+// committed for another request: its claim keeps the first body's digest,
+// and a different digest is a reuse of the key (the IETF draft's 422), not
+// a retry. A claim without a digest (or read from a replica behind the
+// settle) or no longer committed is a duplicate. ok is false when the claim
+// cannot be read (503: never a duplicate for a body not compared).
 func (h *Handler) keyReused(q *hookRequest) (reused, ok bool) {
 	ctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
 	defer cancel()
@@ -691,12 +689,10 @@ func (h *Handler) releaseClaim(q *hookRequest, id claims.ID) {
 }
 
 // releaseLostClaim gives back the pending claim that a hit whose answer
-// did not come back may have taken under q's hook id, so that the sender's
-// retry is not answered 409 until the pending TTL. A
-// Claim with the same hook id is idempotent: it returns that claim's
-// revision (or takes the free key afresh), which the release needs. A key
-// held by another hook or committed is left alone. When the store cannot
-// answer either, the claim expires after its TTL as before.
+// was lost may have taken under q's hook id, so that the sender's retry is
+// not answered 409 until the pending TTL. A Claim with the same hook id is
+// idempotent and returns the revision the release needs; a key held by
+// another hook or committed is left alone.
 func (h *Handler) releaseLostClaim(q *hookRequest) {
 	id := claims.ID{Tenant: q.tenant, Source: q.source, Key: q.key}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.StoreTimeout)

@@ -42,10 +42,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerReady registers sluice_edge_ready, what /readyz answers as a
-// gauge: 1 while ready returns nil, else 0 (always 1 without a ready
-// function, as /readyz is then always 200), so an alert can see an unready
-// node that the load balancer already took out.
+// registerReady registers sluice_edge_ready, /readyz as a gauge (1 while
+// ready returns nil or without a ready function), so an alert can see an
+// unready node the load balancer already took out.
 func registerReady(reg prometheus.Registerer, ready func() error) error {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "sluice", Subsystem: "edge", Name: "ready",

@@ -91,15 +91,11 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 }
 
 // LeafDeny are the subjects that must not cross an edge's leaf connection
-// to its hub: both are in neither direction, imports not from the hub.
-// Edge and hub are each a whole sluice node with the same stream, bucket,
-// consumer and service names, so only the forwarder's publishes to the
-// hub's hooks subjects (and replies on inboxes) may cross: not the
-// consumers' acks and flow control of same-named consumers, not the
-// owners, service and events subjects, not the outbox. nats-server itself
-// denies $JS.API.>, $KV.> and $OBJ.> between different JetStream domains.
-// A hub of several shards takes hooks on "<prefix>.shard.<k>.hooks.>"
-// (protocol.ShardHooksSubjects), denied inbound too.
+// to its hub, in either direction (imports: not from the hub). Edge and hub
+// have the same stream, bucket, consumer and service names, so only the
+// forwarder's publishes to the hub's hooks subjects (and inbox replies) may
+// cross (docs/DESIGN.md "Edge mode"); a hub of several shards takes hooks on
+// protocol.ShardHooksSubjects, denied inbound too.
 func LeafDeny(prefix string) (both, imports []string) {
 	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", OutboxSubjects(prefix)},
 		[]string{prefix + ".hooks.>", prefix + ".shard.>"}

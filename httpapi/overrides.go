@@ -15,9 +15,8 @@ import (
 )
 
 // Overrides holds the fleet-wide per-tenant limit overrides set through the
-// admin API. They live in a KV bucket (so they survive restarts and every
-// node sees them) and are cached in memory, kept current by a KV watcher, so
-// the request path never waits on KV for them.
+// admin API: kept in a KV bucket, cached in memory by a KV watcher, so the
+// request path never waits on KV for them.
 type Overrides struct {
 	b   *kvstore.Bucket
 	log *slog.Logger

@@ -30,16 +30,11 @@ const (
 var ErrDeliverSubject = errors.New("httpapi: deliver subject outside the tenant's redelivery namespace")
 
 // ValidDeliverSubject reports whether subj is a subject a rewind of
-// tenant's hooks may push to: the tenant's redelivery namespace
-// authz.RedeliverPrefix(prefix, tenant) — "<prefix>.redeliver.<tenant
-// token>" — itself or below it, by at most MaxDeliverTokens tokens of
-// [A-Za-z0-9_-], at most MaxDeliverSubjectBytes in all. JetStream pushes as
-// the account, with no regard for the caller's permissions: anything
-// wider would let a tenant's hooks (bodies any sender of an unsigned
-// source writes) land on another tenant's subjects, sluice's own service
-// subjects (<prefix>.v1.>), its stream (<prefix>.hooks.>), or the
-// JetStream API. The namespace is disjoint from all of them; a wildcard
-// or an empty token is refused.
+// tenant's hooks may push to: authz.RedeliverPrefix(prefix, tenant) or below
+// it by at most MaxDeliverTokens tokens of [A-Za-z0-9_-], at most
+// MaxDeliverSubjectBytes. JetStream pushes as the account, whatever the
+// caller's permissions, so anything wider would let a tenant's hooks land on
+// another tenant's subjects, sluice's own, or the JetStream API.
 func ValidDeliverSubject(prefix, tenant, subj string) bool {
 	base := authz.RedeliverPrefix(prefix, tenant)
 	if subj == base {

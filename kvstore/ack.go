@@ -18,13 +18,10 @@ import (
 
 // The lean write path of a bucket (docs/DESIGN.md "Claims in KV"): every
 // write is a plain NATS publish whose reply subject lies under one wildcard
-// inbox subscription of the bucket, and the JetStream pub ack that comes
-// back is matched to its write by id and parsed without a generic JSON
-// decode (an ack is `{"stream":"KV_x","seq":N}`; only an error ack is
-// decoded in full). A write in flight costs one map entry and one channel,
-// whether its caller waits for it at once (Update) or collects it later
-// (CreateStart): no per-write subscription, future, channel pair, timer or
-// context as jetstream.PublishMsg and PublishMsgAsync spend.
+// inbox subscription, and the pub ack is matched to its write by id and
+// parsed without a generic JSON decode (only an error ack is decoded in
+// full). A write in flight costs one map entry and one channel: none of the
+// per-write subscription, future, timer or context of jetstream.PublishMsg.
 
 // maxPendingAcks bounds the writes of one bucket awaiting their acks; a
 // write beyond it is refused as unavailable (nothing is sent). Every
@@ -47,15 +44,13 @@ const (
 var errNoStream = fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
 
 // keyBusyRetries and keyBusyWait: a revision-checked write that reaches a
-// replicated stream's leader while an earlier write to the same key is
-// proposed there but not yet applied is refused undecided (10164, "wrong
-// last sequence" with no sequence: nothing is stored). That earlier write
-// may be the caller's own, already acked: the leader acks a write a moment
-// before it stops counting it in flight, so a settle sent right after its
-// claim's ack could be refused (nats-server v2.15 applyStreamEntries). Such
-// a write is sent again, after 1 ms doubling to 128 ms (255 ms in all),
-// until the leader decides it: stored, or a real conflict (10071). A key
-// still busy after that keeps changing: the refusal stands, a conflict.
+// replicated stream's leader while an earlier write to the key is proposed
+// but not yet applied is refused undecided (10164, "wrong last sequence"
+// with no sequence). The earlier write may be the caller's own, acked a
+// moment before the leader stops counting it in flight (nats-server v2.15
+// applyStreamEntries), so such a write is sent again, after 1 ms doubling
+// to 128 ms, until the leader decides it (stored, or 10071). A key still
+// busy after that keeps changing: the refusal stands, a conflict.
 const (
 	keyBusyRetries = 8
 	keyBusyWait    = time.Millisecond
@@ -85,25 +80,21 @@ func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error
 	}
 }
 
-// Writer publishes to a JetStream stream on the lean write path of the
-// buckets (acks matched by id on one inbox subscription, read without a
-// JSON decoder): for a stream that is not a bucket (the edge's hooks).
-// One Writer writes to one stream: an ack whose sequence is not above the
-// last one its reply id got is taken for a stale second answer (see
-// acker.free), so a publish acked as the duplicate of an older message
-// (Nats-Msg-Id) may wait out its deadline (ErrUnavailable) instead.
-// Safe for concurrent use; its subscription, made at the first write,
-// ends with the connection.
+// Writer publishes to a JetStream stream that is not a bucket (the edge's
+// hooks) on the buckets' lean write path. One Writer writes to one stream:
+// an ack whose sequence is not above the last one its reply id got is taken
+// for a stale second answer (acker.free), so a publish acked as a duplicate
+// of an older message may wait out its deadline (ErrUnavailable) instead.
+// Safe for concurrent use; its subscription ends with the connection.
 type Writer struct{ a *acker }
 
 // NewWriter returns a Writer on nc.
 func NewWriter(nc *nats.Conn) *Writer { return &Writer{a: newAcker(nc)} }
 
 // Publish publishes data with hdr to subject, which a stream must take,
-// and returns the stream sequence once the stream has acked it. Errors
-// are MapError's (ErrUnavailable when no ack came before ctx ended or no
-// stream took the write after two retries; the server's refusal as is).
-// Nothing is sent once ctx is done.
+// and returns the stream sequence once acked. Errors are MapError's
+// (ErrUnavailable: no ack before ctx ended, or no stream after two
+// retries). Nothing is sent once ctx is done.
 func (w *Writer) Publish(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
 	return w.a.write(ctx, subject, hdr, data)
 }
@@ -118,20 +109,13 @@ type acker struct {
 	next    uint64
 	pending map[uint64]*ackWait
 	// free: ids whose write was acked, with their reply subjects, for the
-	// next writes. Reusing them keeps reply subjects few and short, which
-	// keeps them in the server's subject cache (a fresh subject per write
-	// misses it every time). The id of a write that was not acked (its
-	// waiter gave up) is never reused: its ack may still come. An acked
-	// write can be answered twice: a stream leader that applied and acked
-	// it may be replaced before its followers learned the commit, and the
-	// new leader applies the entry and answers it again. So each free id
-	// keeps the highest sequence acked on it, and a success ack on a
-	// reused id that is not above it is that stale second answer, dropped
-	// (stale): a write sent after its id's previous ack came back gets a
-	// higher sequence of the same stream (an acker writes to one stream).
-	// A stale refusal (an error ack carries no sequence) cannot be told
-	// apart: it fails the write that reused the id, which is safe (a
-	// refusal never makes two winners), never a false success.
+	// next writes: few, short reply subjects stay in the server's subject
+	// cache. An unacked id is never reused (its ack may still come). An
+	// acked write can be answered twice (a new leader re-applies an entry
+	// its predecessor acked), so each free id keeps the highest sequence
+	// acked on it, and a success ack on it not above that is the stale
+	// second answer, dropped. A stale refusal (no sequence) cannot be told
+	// apart: it fails the write that reused the id, which is safe.
 	free  []freeID
 	stale uint64 // stale success acks dropped (tests)
 }

@@ -29,19 +29,16 @@ type BucketConfig struct {
 	MaxMsgs int64
 	// MaxValueSize caps a value in bytes (0: unlimited).
 	MaxValueSize int32
-	// NoMarkers keeps per-key TTLs but turns expiry markers off: an expired
-	// key vanishes at once, watchers do not see it expire. Use it on a
-	// bucket with MaxMsgs that must keep expiring keys while full: on a
-	// replicated stream the server checks an expiry marker against MaxMsgs
-	// (DiscardNew) and refuses it at capacity, so the expired key is never
-	// removed and the bucket stays full (nats-server v2.15, R3).
+	// NoMarkers keeps per-key TTLs but turns expiry markers off (an expired
+	// key vanishes at once, unseen by watchers): for a bucket with MaxMsgs
+	// that must keep expiring keys while full, since a replicated stream
+	// refuses an expiry marker at capacity (DiscardNew) and the key stays
+	// forever (nats-server v2.15, R3).
 	NoMarkers bool
 	// AsyncPersist sets the stream's async persist mode (nats-server 2.12+,
-	// R1 file storage only): the server acks a write before it has reached
-	// the file, and writes it out in the background. A hard kill of the
-	// server (not of a client) can lose the acked writes not yet flushed.
-	// A stream's persist mode is fixed when it is created: EnsureBucket
-	// refuses an existing bucket whose mode differs.
+	// R1 file storage only): a write is acked before it reaches the file, so
+	// a hard kill of the server can lose acked writes. Fixed at creation:
+	// EnsureBucket refuses an existing bucket whose mode differs.
 	AsyncPersist bool
 	// Placement places the bucket's stream when it is created (nil: where
 	// the server chooses); an existing bucket keeps its placement.
@@ -237,10 +234,9 @@ func WaitReady(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
-// Retry calls op until it succeeds, fails with an error that retrying cannot
-// fix, or ctx ends. Each attempt gets at most 5 s. It is meant for start-up
-// calls against a cluster that is still electing leaders (timeouts, no
-// responders, "insufficient resources" while peers join).
+// Retry calls op until it succeeds, fails with an error retrying cannot
+// fix, or ctx ends, each attempt at most 5 s: for start-up calls against a
+// cluster still electing leaders.
 func Retry(ctx context.Context, op func(context.Context) error) error {
 	wait := 100 * time.Millisecond
 	for {

@@ -170,12 +170,10 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 }
 
 // OpenRemoteBucket opens the existing bucket name of another JetStream
-// domain (an edge's view of its hub's bucket across a leaf connection):
-// js must be made for that domain (jetstream.NewWithDomain). Reads go
-// through its API; writes are published to "$JS.<domain>.API.$KV.<name>.<key>",
-// which the domain's servers map to the bucket's subject (nats-server
-// denies $KV.> itself between domains). The bucket is not created or
-// changed: its owner configures it.
+// domain (an edge's view of its hub's bucket), js made for that domain.
+// Reads go through its API; writes are published to
+// "$JS.<domain>.API.$KV.<name>.<key>", which the domain maps to the bucket
+// ($KV.> itself is denied between domains). The bucket is not changed.
 func OpenRemoteBucket(ctx context.Context, js jetstream.JetStream, domain, name string) (*Bucket, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err != nil {
@@ -234,13 +232,11 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 	return 0, nil, fmt.Errorf("%w: %s (contended)", ErrExists, key)
 }
 
-// Update writes value under key only if the key's last revision (including
-// markers) is lastRev (0: the key has no message at all), with a per-key
-// TTL. Unlike jetstream.KeyValue.Update, the TTL is kept. A conflict is
-// ErrWrongLastSequence. On a replicated bucket, a write that reaches the
-// leader while another write to key is still in flight there (say, the
-// create whose ack the caller has just read) is sent again until the
-// leader decides it (keyBusyRetries), never taken for a conflict at once.
+// Update writes value under key only if the key's last revision (markers
+// included) is lastRev (0: no message at all), keeping the per-key TTL
+// (unlike jetstream.KeyValue.Update). A conflict is ErrWrongLastSequence; a
+// write refused because another write to key is in flight at the leader is
+// sent again (keyBusyRetries), never taken for a conflict at once.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, lastRev uint64, ttl time.Duration) (uint64, error) {
 	return b.acks.write(ctx, b.put+key, b.writeHeader(lastRev, ttl), value)
 }
@@ -337,10 +333,9 @@ func parseTTL(v string) time.Duration {
 	return 0
 }
 
-// GetLeader reads the live value of key from the stream leader, through the
-// JetStream API rather than a direct get. A direct get may be answered by a
-// replica that has not applied the latest write yet (R3 streams); a caller
-// whose direct read contradicts what it knows (a revision it was just given)
+// GetLeader reads the live value of key from the stream leader through the
+// JetStream API: a direct get may be answered by a replica behind the
+// latest write, so a caller whose direct read contradicts what it knows
 // confirms with GetLeader. ErrNotFound when there is no live value.
 func (b *Bucket) GetLeader(ctx context.Context, key string) (*Record, error) {
 	return live(ctx, key, b.getLastLeader)
@@ -400,14 +395,11 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 	return rec, rec.Revision, nil
 }
 
-// CreateStart is the first write of Create started without waiting
-// (create-if-absent: expected last subject sequence 0, the TTL): many
-// creates go out at once, and their acks are collected with
-// AsyncCreate.Wait (call it: a create leaves the bucket's pending acks
-// when acked or when its Wait gives up). A refused create (the key has a
-// message: a value or a marker) is ErrWrongLastSequence from Wait; the
-// caller then takes Create's path, which reads the holder. An error here
-// (too many writes in flight, a closed connection) means nothing was sent.
+// CreateStart is Create's first write started without waiting, so many
+// creates go out at once; collect each with AsyncCreate.Wait (call it: the
+// write leaves the pending acks only then). A refused create is
+// ErrWrongLastSequence from Wait, and the caller takes Create's path. An
+// error here means nothing was sent.
 func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (AsyncCreate, error) {
 	w, err := b.acks.start(b.put+key, b.writeHeader(0, ttl), value)
 	if err != nil {
@@ -416,13 +408,10 @@ func (b *Bucket) CreateStart(key string, value []byte, ttl time.Duration) (Async
 	return AsyncCreate{w: w}, nil
 }
 
-// UpdateStart is Update's write started without waiting (expected last
-// subject sequence lastRev >= 1, the TTL), for a caller that starts many
-// and collects their acks with AsyncCreate.Wait (call it, as after
-// CreateStart). A write refused because the key is at another revision —
-// or because another write to it was still in flight, which Update would
-// send again — is ErrWrongLastSequence from Wait: the caller then takes
-// Update's path. An error here means nothing was sent.
+// UpdateStart is Update's write (lastRev >= 1) started without waiting, as
+// CreateStart. A refusal (another revision, or a busy key that Update would
+// resend) is ErrWrongLastSequence from Wait: the caller takes Update's
+// path. An error here means nothing was sent.
 func (b *Bucket) UpdateStart(key string, value []byte, lastRev uint64, ttl time.Duration) (AsyncCreate, error) {
 	if lastRev == 0 {
 		return AsyncCreate{}, errors.New("kvstore: UpdateStart needs a revision >= 1")

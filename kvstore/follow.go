@@ -33,11 +33,9 @@ func Follow(ctx context.Context, kv jetstream.KeyValue, apply func(e jetstream.K
 	ready := make(chan struct{})
 	go func() {
 		// Stop's promise is that apply is not called again: done closes as
-		// the loop ends. Stopping the watcher comes after, because it
-		// deletes the watch's consumer with a JetStream API request, which
-		// on a connection to a server that is going away waits out its
-		// whole timeout; a shutdown must not wait for that courtesy (the
-		// request ends at once when the connection closes next).
+		// the loop ends. The watcher is stopped after, because deleting its
+		// consumer waits out a whole API timeout on a connection to a server
+		// going away (the request ends at once when the connection closes).
 		defer func() { _ = w.Stop() }()
 		defer close(f.done)
 		initial := true

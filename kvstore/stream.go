@@ -10,13 +10,10 @@ import (
 )
 
 // EnsureStream creates the stream sc or brings an existing one to sc,
-// retrying while JetStream is not ready (Retry; each attempt bounded). An
-// existing stream keeps the placement it was created with, and is updated
-// only when it lacks some setting of sc: nats-server rewrites a stream's
-// meta.inf on every update, whatever changed, and a power cut before the
-// next sync can leave that file empty — the stream then gone at the next
-// start. So a node that restarts on an unchanged configuration writes
-// nothing.
+// retrying while JetStream is not ready. An existing stream keeps its
+// placement and is updated only when it lacks some setting of sc:
+// nats-server rewrites meta.inf on every update, and a power cut before the
+// next sync can leave it empty (the stream gone at the next start).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	err := Retry(ctx, func(ctx context.Context) error {

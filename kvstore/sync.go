@@ -17,24 +17,20 @@ type Syncer interface {
 	Sync(ctx context.Context) error
 }
 
-// ThenSyncer is a Syncer that can also call back instead of blocking:
-// Then arranges for fn to be called with what Sync would have returned —
-// on the barrier's own goroutine, once a round that began after the call
-// has completed — so a caller with nothing else to do saves a goroutine's
-// wake-up per round. fn must not block (it delays the next round). The
-// returned forget drops fn for a caller that stopped waiting (SyncThen's
-// ctx ended): fn is then not kept until the round, and may still be called
-// if the round was already answering.
+// ThenSyncer is a Syncer that can also call back instead of blocking: Then
+// calls fn with what Sync would have returned, on the barrier's goroutine
+// once a round that began after the call has completed, saving a wake-up
+// per round. fn must not block. forget drops fn for a caller that stopped
+// waiting (fn may still be called if its round was already answering).
 type ThenSyncer interface {
 	Syncer
 	Then(fn func(error)) (forget func())
 }
 
-// SyncThen calls fn once with s's sync outcome, what Sync(ctx) would
-// return: at once with nil for a nil s; for a ThenSyncer through Then, or
-// with ctx's error (ErrUnavailable, as Sync's) when ctx ends first — a
-// round that never ends (a stuck disk) does not hold fn past ctx; else
-// after Sync(ctx) returned. The caller keeps ctx alive until fn is called.
+// SyncThen calls fn once with what Sync(ctx) would return: nil at once for
+// a nil s; through Then for a ThenSyncer, or with ErrUnavailable when ctx
+// ends first (a stuck round does not hold fn past ctx); else after Sync.
+// The caller keeps ctx alive until fn is called.
 func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
 	switch t := s.(type) {
 	case nil:
@@ -87,15 +83,11 @@ var ErrSyncFailed = fmt.Errorf("%w: the store's sync failed (restart the node)",
 var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailable)
 
 // GroupSync is a group commit barrier: Sync waits for the next round of the
-// round function to complete, and one round serves every caller that
-// called Sync before it began (their acks came before it, so the round's
-// syncs cover their writes). Callers arriving while a round runs gather for
-// the next one, which begins as soon as that round ends: under load, each
-// round serves everyone who arrived during the one before; alone, a caller
-// waits for one round. One owned goroutine runs the rounds one after the
-// other, on itself (no goroutine per round: under load it never sleeps
-// between rounds, and the only hand-off is waking each round's callers);
-// Close stops it.
+// round function, and one round serves every caller that called Sync before
+// it began. Callers arriving during a round gather for the next, which
+// begins as soon as it ends. One owned goroutine runs the rounds on itself
+// (no goroutine per round; the only hand-off is waking each round's
+// callers); Close stops it.
 type GroupSync struct {
 	round func() error
 
@@ -124,10 +116,8 @@ type syncRound struct {
 
 // NewGroupSync starts a barrier whose rounds call round (which must make
 // every write acknowledged before it was called durable, or fail). Rounds
-// never overlap: measured on the 2-core machine, two overlapping rounds
-// made more, smaller rounds (3.1 callers each against 5.7 one at a time)
-// and the edge slower (0.71x of acked against 0.82x), each round's
-// fdatasync waiting for the other's journal commit.
+// never overlap: overlapping rounds were smaller and slower, each round's
+// fdatasync waiting for the other's journal commit (docs/BENCHMARKS.md).
 func NewGroupSync(round func() error) *GroupSync {
 	g := &GroupSync{
 		round: round,

@@ -23,11 +23,10 @@ import (
 // (docs/RELIABILITY.md "Never up silently empty").
 const RecordFile = "sluice-streams.json"
 
-// RecordInterval is how often the record's round runs: one sync round
-// every time (it syncs only files that changed: a stream's configuration
-// replaced without a message, such as an update of its limits, is durable
-// within one interval), and the small record file written, fsynced and
-// renamed only when a stream's last sequence moved; never on a hook's path.
+// RecordInterval is how often the record's round runs: a sync round every
+// time (so a stream configuration replaced without a message is durable
+// within one interval), and the record rewritten only when a stream's last
+// sequence moved; never on a hook's path.
 const RecordInterval = time.Second
 
 // Record is what a node remembers of its streams across restarts.
@@ -176,17 +175,12 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 // write; a stream being caught up moves).
 var ClusterSettled = 5 * time.Second
 
-// CheckClusterStart is CheckStart for a node of a cluster, where the
-// streams a node recorded may be led, and brought back after a restart,
-// by other servers: seqs reads the cluster's view of the named streams
-// (their leaders' last sequences; a stream absent from the map is not
-// there). It waits until every recorded stream reaches its recorded
-// sequence — the cluster forming, leaders elected, replicas caught up. A
-// loss is what is still short when ctx ends, or once what is short has not
-// moved for ClusterSettled (other streams may: the nodes already up renew
-// their leases): a DataLossError, or with accept a logged loss
-// and a record rewritten from what is there. A node without a record (a
-// new one) passes at once.
+// CheckClusterStart is CheckStart for a node of a cluster, whose recorded
+// streams may be led by other servers: seqs reads the leaders' last
+// sequences (a stream absent from the map is not there). It waits until
+// every recorded stream reaches its recorded sequence; a loss is what is
+// still short when ctx ends or has not moved for ClusterSettled. A node
+// without a record passes at once.
 func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
 	path := filepath.Join(dataDir, RecordFile)
 	rec, ok, err := ReadRecord(path)
@@ -279,11 +273,9 @@ func (r *Recorder) loop() {
 	}
 }
 
-// Update runs a sync round and brings the record up to date now (the
-// record is rewritten only when a stream moved). The round runs even when
-// no sequence moved: nats-server replaces a stream's meta.inf on a
-// configuration update without syncing it, and a cut before the next
-// round that syncs it would drop the whole stream at restart.
+// Update runs a sync round and brings the record up to date now. The round
+// runs even when no sequence moved: nats-server replaces a stream's
+// meta.inf on a configuration update without syncing it.
 func (r *Recorder) Update() error {
 	seqs, err := r.srv.StreamSeqs()
 	if err != nil {

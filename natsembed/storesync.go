@@ -16,30 +16,8 @@ import (
 
 // storeSync is one round of the group commit (docs/DESIGN.md "Durability"):
 // it makes every write the embedded server acknowledged before the round
-// began durable. nats-server's file store writes an R1 stream's message to
-// its block file (write(2), the kernel's page cache) before it acks it
-// (flush in place: fileStore.fip = !AsyncFlush, server/filestore.go), so
-// fdatasync of the block files written since the last round makes all those
-// acks durable at once. A restart also needs each stream's meta.inf and
-// meta.sum (without them nats-server drops the stream: "checksums do not
-// match"), the directory entries of new files (a new block, a stream or
-// consumer directory), and each consumer's meta.inf/meta.sum. It needs
-// neither index.db (a stale or torn one is rebuilt from the blocks:
-// recoverFullState) nor a consumer's o.dat (a lost ack state redelivers:
-// at-least-once), so those are left to nats-server's own sync interval.
-//
-// The layout, under the server's StoreDir:
-//
-//	jetstream/<account>/streams/<stream>/{meta.inf,meta.sum}
-//	jetstream/<account>/streams/<stream>/msgs/<n>.blk     (n grows; the last one takes the appends)
-//	jetstream/<account>/streams/<stream>/obs/<consumer>/{meta.inf,meta.sum}
-//
-// A round stats what may have changed (a few stats per stream) and syncs
-// only what did: a block whose inode, size or mtime changed since it was
-// last synced (appends grow the size; nats-server's compaction replaces a
-// block by rename: a new inode), a meta file replaced (rename), a directory
-// whose entries changed. The stamp is taken before the sync: a write that
-// lands meanwhile changes it again, so the next round syncs once more.
+// began durable, by fdatasync of what changed since the last round (which
+// files and why: docs/DESIGN.md "What one group-commit round syncs").
 type storeSync struct {
 	root string // <StoreDir>/jetstream
 
@@ -102,12 +80,10 @@ func newStoreSync(storeDir string) *storeSync {
 	}
 }
 
-// fsyncFile is fdatasync for a file's data (its size included) and fsync
-// for a directory. An fdatasync interrupted by a signal (EINTR: on a FUSE
-// or network file system the Go runtime's preemption signal can interrupt
-// a slow one) is made again, as os.File.Sync does for fsync: an
-// interrupted sync made nothing durable, and a failed round would stop
-// the node's answers until a restart.
+// fsyncFile is fdatasync for a file's data and fsync for a directory. An
+// fdatasync interrupted by a signal (EINTR: on FUSE or network file systems
+// the runtime's preemption signal can) is made again, as os.File.Sync does:
+// a failed round would stop the node's answers until a restart.
 func fsyncFile(f *os.File, data bool) error {
 	if data {
 		for {

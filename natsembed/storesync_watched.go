@@ -8,9 +8,8 @@ import (
 
 // The watched round (docs/DESIGN.md "Durability"): where inotify works
 // (storewatch_linux.go) a round does not stat the store to find what
-// changed; the kernel's queue of events says, and the round syncs only
-// those files. Measured on the 2-core machine, the walk of 30-40 stats
-// per round was a tenth of the edge's CPU under load.
+// changed; the kernel's event queue says, and the round syncs only those
+// files (the walk's stats were a tenth of the edge's CPU: docs/BENCHMARKS.md).
 
 // dirtyItem is a file or directory found changed, waiting for a round.
 type dirtyItem struct {

@@ -15,15 +15,12 @@ import (
 )
 
 // storeWatch tells a round which store files changed since the last one
-// without looking (docs/DESIGN.md "Durability"): an inotify instance
-// watching every directory of the layout the round syncs (storesync.go).
-// The kernel queues a file's IN_MODIFY inside the write(2) that changed it,
-// before the write returns, so every write nats-server made before it acked
-// is in the queue before its caller can call Sync; a round that drains the
-// queue after it began sees every write it must cover. A directory created
-// meanwhile is watched, then listed: whatever was written in it before its
-// watch existed is taken as changed. A queue overflow marks everything
-// changed. Not safe for concurrent use: storeSync's lock guards it.
+// without looking: an inotify instance watching every directory of the
+// layout the round syncs. The kernel queues IN_MODIFY inside the write(2),
+// before it returns, so every write nats-server acked is queued before its
+// caller can call Sync. A directory created meanwhile is watched, then
+// listed (what was written before its watch counts as changed); a queue
+// overflow marks everything changed. storeSync's lock guards it.
 type storeWatch struct {
 	fd   int
 	root string           // the StoreDir

@@ -33,12 +33,9 @@ func (e SettleEvent) Validate() error {
 
 // Lifecycle is the payload of every lifecycle event (claim.*, hook.stored,
 // limit.denied). Tenant, source, key, hook_id and at are always present
-// (empty strings where they do not apply, e.g. hook_id of an expired claim
-// or key of a denied hit); the rest only when set.
-//
-// Key is the stored form of the dedupe key (the key itself, or "sha256:<hex>" of a key over 200 bytes): what the
-// claims bucket holds, so pending and expired events of one claim carry the
-// same key.
+// (empty where they do not apply); the rest only when set. Key is the
+// stored form of the dedupe key (what the claims bucket holds), so the
+// events of one claim carry the same key.
 type Lifecycle struct {
 	Tenant string `json:"tenant"`
 	Source string `json:"source"`

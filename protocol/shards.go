@@ -5,15 +5,11 @@ import (
 	"strings"
 )
 
-// Shards (docs/PROTOCOL.md "Shards"): a fleet created with S shards
-// (--partitions P/S, S dividing P, fixed for the fleet's life) keeps its
-// hooks in S streams and its dedupe claims in S buckets, each with its own
-// Raft group and leader, so that a cluster's writes spread over its
-// servers. A tenant lives in one shard: Shard(tenant, S), which is its
-// quota partition mod S, so the owner of partition p writes to shard
-// p mod S only. Shard 0 keeps the names of a fleet without shards: with
-// S = 1 every name, subject and stream is that of a single stream and
-// bucket.
+// Shards (docs/PROTOCOL.md "Shards"): a fleet of S shards keeps its hooks
+// in S streams and its claims in S buckets, so that a cluster's writes
+// spread over its servers' Raft leaders. A tenant's shard is its quota
+// partition mod S, so partition p's owner writes to shard p mod S only.
+// Shard 0 keeps the names of a fleet without shards.
 
 // MaxShards bounds a fleet's shard count.
 const MaxShards = 16

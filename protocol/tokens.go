@@ -42,22 +42,11 @@ var ErrInvalidToken = errors.New("protocol: invalid token")
 
 // The token codec is the one place where user-supplied strings (tenant,
 // source, dedupe key, namespace, principal …) become parts of KV keys and
-// NATS subjects.
-//
-// An encoded token:
-//   - is never empty;
-//   - contains only [A-Za-z0-9_=-], a subset of what both KV keys
-//     ([-/_=.a-zA-Z0-9]) and subject tokens allow;
-//   - never contains '.', '*', '>', '/', whitespace or any non-ASCII byte, so
-//     no input can add a token, become a wildcard or leave its position;
-//   - is injective and reversible: DecodeToken(EncodeToken(s)) == s for every
-//     byte string s.
-//
-// Bytes in [A-Za-z0-9_-] stand for themselves; every other byte b becomes
-// "=" followed by two upper-case hex digits; the empty string becomes a lone
-// "=" (which no non-empty input can produce, since every escape is three
-// bytes long). Plain identifiers such as tenant names stay readable:
-// "acme" -> "acme", "a.b" -> "a=2Eb".
+// NATS subjects. An encoded token is never empty, holds only [A-Za-z0-9_=-]
+// (so no input can add a token, become a wildcard or leave its position) and
+// is reversible: DecodeToken(EncodeToken(s)) == s. Bytes in [A-Za-z0-9_-]
+// stand for themselves, every other byte is "=" and two upper-case hex
+// digits, and the empty string is a lone "=": "a.b" -> "a=2Eb".
 
 const hexDigits = "0123456789ABCDEF"
 

@@ -11,13 +11,11 @@ import (
 )
 
 // ClaimAnswer turns the outcome of taking a hit's claim (res, err) into the
-// hit's answer: ok with the charges' limits when the claim is ours,
-// duplicate or pending (retry after at least 1 ms) with the holder's hook
-// id and revision, invalid when the store refused the claim, unavailable
-// when it did not answer. Only an ok answer keeps the charges; the caller
-// refunds them otherwise. failure is the answer as a Go error (wrapping
-// protocol.ErrInvalid or ErrUnavailable, and err), nil for an answered hit. The
-// owner (quota/owner) and the Fleet's fallback both answer by it.
+// hit's answer, for the owner and the Fleet's fallback alike: ok with the
+// charges' limits, duplicate or pending (retry after >= 1 ms) with the
+// holder's hook id and revision, invalid or unavailable. Only ok keeps the
+// charges (the caller refunds otherwise). failure is the answer as a Go
+// error, nil for an answered hit.
 func ClaimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.Answer, failure error) {
 	switch {
 	case errors.Is(err, protocol.ErrInvalid):

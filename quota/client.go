@@ -95,12 +95,9 @@ func (c *Client) Partitions() int { return c.p }
 func (c *Client) Budget() time.Duration { return c.budget }
 
 // Hit charges r's GCRA buckets and, if they all admit it and r has a claim,
-// takes the claim as pending, all in one round trip to the tenant's owner.
-// Results that are not failures (rate_limited, duplicate, pending) are in
-// the reply. Errors: protocol.ErrInvalid (wrapped with the reason) for a malformed
-// request, ErrUnavailable when the owner did not answer within the
-// deadline or its store failed (nothing was spent then). A Client made
-// WithLocalOwner decides a hit its worker serves in process.
+// takes the claim as pending, in one round trip to the tenant's owner (or in
+// process, WithLocalOwner). Results that are not failures are in the reply.
+// Errors: protocol.ErrInvalid, or ErrUnavailable (nothing was spent).
 func (c *Client) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	if err := r.Validate(); err != nil {
 		return protocol.HitReply{}, err

@@ -25,24 +25,16 @@ import (
 
 // Fleet is the Client with a node-local fallback: when the partition owner
 // cannot answer within the budget (ErrUnavailable), it decides charges from
-// node-local state — the gcra.Limiter, and a local counter table for
-// reserve/release — and says so: HitReply.Local is set, the fallback is
-// counted in sluice_quota_fallback_total{op}, and one log line marks each
-// transition (degraded, recovered), not each request. While degraded, each
-// node applies 1/M of every limit (rate and burst), M the live members
-// (WithMembers), so the fleet together admits about one limit; without
-// WithMembers, a fleet of N nodes admits up to N × a limit.
+// node-local state (gcra.Limiter, a local counter table) and says so:
+// HitReply.Local, sluice_quota_fallback_total{op}, and one log line per
+// transition. While degraded each node applies 1/M of every limit, M the
+// live members (WithMembers); without it N nodes admit up to N × a limit.
 //
-// A claim is never taken in node-local memory: two nodes would both accept
-// one dedupe key (measured: 67 of 200 keys split in a 64-way race while the
-// owner was slow). The fallback takes it in the fleet's claim store itself
-// (the KV bucket, which usually still answers when an owner is dead or
-// handing over), with a fresh budget; when that store cannot answer either,
-// the hit fails with ErrUnavailable (the edge answers 503, the sender
-// retries) — availability gives way to "at most one winner per key".
-//
-// protocol.ErrInvalid is never a reason to fall back. A Fleet is safe for
-// concurrent use.
+// A claim is never taken in node-local memory (two nodes would both accept
+// one key: 67 of 200 split in a 64-way race): the fallback takes it in the
+// fleet's claim store with a fresh budget, and when that cannot answer the
+// hit fails with ErrUnavailable — "at most one winner per key" beats
+// availability. ErrInvalid never falls back. Safe for concurrent use.
 type Fleet struct {
 	c          *Client
 	local      *gcra.Limiter
@@ -59,10 +51,8 @@ type Fleet struct {
 }
 
 // NewFleet wraps client with node-local fallback state. store is the
-// fleet's claim store (claims.NewKV on the claims bucket), used directly
-// for the claim of a hit the owner could not answer. Options read:
-// WithClock, WithLogger, WithRegisterer, WithPendingTTL, WithCountTTL,
-// WithMembers (the budget is the client's). The error wraps ErrInvalidOption for a bad option or a nil
+// fleet's claim store, used directly for the claim of a hit the owner could
+// not answer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
 func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
@@ -116,15 +106,10 @@ func (f *Fleet) outcome(op string, err error) bool {
 	return true
 }
 
-// Hit is Client.Hit with the local fallback (HitReply.Local set). The
-// fallback charges the local limiter and takes the claim, if any, in the
-// fleet's claim store (see Fleet); protocol.ErrInvalid is returned as is, a
-// protocol.ErrInvalid as protocol.ErrInvalid, and a claim store that cannot answer as
-// ErrUnavailable (charges refunded).
-//
-// The whole call stays within one budget (ctx's deadline, else the
-// Fleet's): a hit that carries a claim gives the owner 60% of it and keeps
-// the rest for the fallback's claim store call.
+// Hit is Client.Hit with the local fallback (HitReply.Local set): the local
+// limiter, and the claim in the fleet's claim store (ErrUnavailable, charges
+// refunded, when that cannot answer). The call stays within one budget;
+// with a claim the owner gets 60% of it, the rest is the fallback's.
 func (f *Fleet) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	ctx, cancel := kvstore.WithBudget(ctx, f.budget)
 	defer cancel()

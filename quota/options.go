@@ -37,13 +37,9 @@ type fleetConfig struct {
 	members func() int
 }
 
-// Options follow nats.go: each constructor takes its own option type, so
-// an option that does not apply to it does not compile, and an option with
-// an invalid argument makes the constructor fail with an error wrapping
-// ErrInvalidOption. An option that several constructors read has a type
-// that is an option of each of them. The owner's constructor (owner.New)
-// takes quota/owner's Option, which the shared options here implement
-// (ApplyOwner).
+// Options follow docs/DESIGN.md "Options"; a bad argument makes the
+// constructor fail with an error wrapping ErrInvalidOption. owner.New takes
+// quota/owner's Option, which the shared options here implement (ApplyOwner).
 
 // ClientOption configures NewClient.
 type ClientOption interface{ applyClient(*clientConfig) error }
@@ -159,10 +155,9 @@ type LocalOwner interface {
 
 // WithLocalOwner gives the client the owner of its own process (an
 // owner.Worker): a hit for a partition it serves right now is decided in
-// process (no encode, no NATS hop; the same routing, fencing and decision
-// core as a frame, see quota/owner's local.go); any other hit, and one it
-// stops serving meanwhile, takes the NATS path. The owner must route like
-// the client (same prefix and partition count). Client.
+// process (quota/owner's local.go); any other takes the NATS path. The
+// owner must route like the client (same prefix and partition count).
+// Client.
 func WithLocalOwner(o LocalOwner) ClientOption {
 	return clientOption(settings.Required(o != nil, "WithLocalOwner needs an owner", func(c *clientConfig) { c.localOwner = o }))
 }
@@ -187,22 +182,19 @@ func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
 }
 
 // WithMembers gives the fallback the number of live members of the fleet
-// (owner.Worker.Members of the node's worker). While no owner answers, every
-// member may be falling back at once: the fallback then divides each
-// charge's rate and burst among them, so the fleet together admits about
-// one limit rather than one per member (docs/DESIGN.md "Failure
-// semantics"). Without it (or while it reports less than 2) the fallback
-// applies the whole limit on each node. Fleet.
+// (owner.Worker.Members): while degraded, each charge's rate and burst are
+// divided among them, so the fleet admits about one limit rather than one
+// per member (docs/DESIGN.md "Failure semantics"); below 2, each node
+// applies the whole limit. Fleet.
 func WithMembers(members func() int) FleetOption {
 	return fleetOption(settings.Required(members != nil, "nil member count", func(c *fleetConfig) { c.members = members }))
 }
 
 // WithReachable tells the Client whether its owners can be reached at all
-// (an edge: whether its hub decides its limits, forward.Route). While it
-// reports false, a call is not sent: it fails at once with ErrUnavailable
-// (after its validation), so a Fleet answers from node-local state with
-// the whole budget instead of after the owner call's share of it ran out
-// on "no responders", and a service answers 503 at once. Client.
+// (an edge: forward.Route). While false, a validated call fails at once
+// with ErrUnavailable, so a Fleet falls back with the whole budget rather
+// than after waiting out "no responders", and a service answers 503 at once.
+// Client.
 func WithReachable(reachable func() bool) ClientOption {
 	return clientOption(settings.Required(reachable != nil, "nil reachability", func(c *clientConfig) { c.reachable = reachable }))
 }

@@ -13,24 +13,15 @@ import (
 
 // Settle commits the pending claim that a Hit took for r.HookID at
 // r.Revision, kept r.TTLMs (0: the owner's --dedupe-ttl): the one path of
-// every claims.settle (the service's endpoint, the settle event, this
-// client). It returns once the committed claim is durable as the node's
-// durability level promises (group commit: on disk).
-//
-// The settle goes to the tenant's partition owner — in process when this
-// client's own worker serves the partition (WithLocalOwner), else in a
-// batch frame with the hits and settles of other callers. The owner
-// commits a claim it granted itself in one revision-checked write, any
-// other after reading the holder (quota/owner's settle.go). A key longer
-// than claims.MaxKeyBytes travels in the form the store keeps it
-// (claims.NormalizeKey).
+// every claims.settle. It goes to the tenant's partition owner (in process
+// with WithLocalOwner, else in a batch frame) and returns once the committed
+// claim is durable as the node's durability level promises. A key longer
+// than claims.MaxKeyBytes travels normalized (claims.NormalizeKey).
 //
 // A ctx without a deadline is bounded by protocol.DefaultSettleTimeout
-// (the Client's budget when that is longer), not by the hits' budget: the
-// settle waits on the store's sync and has no fallback.
-//
-// Errors: protocol.ErrClaimLost when the revision is stale, another hook id holds
-// the claim or it is already committed; protocol.ErrInvalid; ErrUnavailable.
+// (or the Client's longer budget): the settle waits on the sync and has no
+// fallback. Errors: protocol.ErrClaimLost (stale revision, another hook id,
+// already committed), protocol.ErrInvalid, ErrUnavailable.
 func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	if err := r.Validate(); err != nil {
 		return err

@@ -9,30 +9,10 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The owner protocol: JSON requests on partitionSubject(prefix, n), answered
-// by the worker holding partition n's lease. It is internal to sluice
-// (clients in other languages use the sluice.v1.quota.* service): unknown
-// fields are ignored, an unknown op is a 400.
-//
-//	{"op":"hit","timeout_ms":N,"hit":{…HitRequest}}          -> HitReply
-//	{"op":"reset","reset":{"tenant":"t"}}                      -> {"ok":true}
-//	{"op":"reserve","reserve":{…ReserveRequest}}               -> ReserveReply
-//	{"op":"release"|"count","counter":{…CounterRequest}}       -> CountReply
-//
-// timeout_ms is what is left of the caller's budget; the owner bounds its KV
-// calls for the request by it. Errors carry the micro headers
-// Nats-Service-Error-Code (400 or 503) and Nats-Service-Error (the reason)
-// and an empty body. The reason "not_owner" (503) means the receiver is
-// handing the partition over: the client retries like on no-responders.
-//
-// "op":"batch" is the binary batch frame of quota/internal/frame (first byte 0xFA, so
-// never mistaken for JSON): several hits, possibly of several partitions
-// the receiving worker serves, answered item by item in one reply (plus
-// one for the items that waited on a claim). Owners also serve frames on
-// their member subject (memberSubject), which their replies advertise.
-// Clients coalesce concurrent hits into frames (internal/coalesce); a hit
-// goes as JSON with WithCoalescing(false) or when it does not fit a frame.
-//
+// The owner protocol: JSON requests ({"op":"hit"|"reset"|"reserve"|
+// "release"|"count",…}) or binary batch frames (first byte 0xFA) on
+// partitionSubject(prefix, n), answered by the worker holding partition n's
+// lease; internal to sluice (docs/DESIGN.md "The owner protocol").
 // quota/owner serves the protocol; its names are exported for it.
 const (
 	OpHit     = "hit"

@@ -30,24 +30,12 @@ const (
 )
 
 // decodeStrict decodes the JSON object data into the struct v points to,
-// more strictly than encoding/json:
-//
-//   - the body must be exactly one JSON object (not null, an array, a
-//     string, or an object followed by more data);
-//   - member names match the fields' json tags exactly (encoding/json also
-//     accepts other letter cases: "MAX" would set max);
-//   - a member of the wrong type is an error naming its path
-//     ("charges[1].increment_us: want integer, got string"); a number that
-//     does not fit (3.5 or 1e3 for an integer, a negative revision) is too;
-//   - unknown members are ignored, so callers may send fields a later
-//     version adds ("extend, don't change");
-//   - null leaves a field at its zero value (a pointer at nil), i.e. the
-//     same as an absent member.
-//
-// A body over MaxRequestBytes, or an array over maxArrayItems, is refused
-// before it is decoded (nothing proportional to it is allocated).
-//
-// Every error wraps errInvalid.
+// more strictly than encoding/json: exactly one object; member names match
+// the json tags exactly (not case-folded); a wrong type or a number that
+// does not fit is an error naming its path ("charges[1].increment_us: want
+// integer, got string"). Unknown members are ignored ("extend, don't
+// change") and null is the same as absent. A body over MaxRequestBytes or an
+// array over maxArrayItems is refused before decoding. Errors wrap errInvalid.
 func decodeStrict(data []byte, v any) error {
 	if len(data) > MaxRequestBytes {
 		return invalid("request larger than %d bytes", MaxRequestBytes)

@@ -10,17 +10,9 @@ import (
 )
 
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
-// reserve/release counters. quota.Client implements it.
-//
-// Errors: a request the quota package rejects wraps protocol.ErrInvalid
-// (answered 400); an owner that does not answer within the context's
-// deadline wraps quota.ErrUnavailable (503).
-//
-// Hand the service the fleet client rather than a wrapper that falls back
-// to node-local state: a hit answered from node-local state
-// (HitReply.Local) that took a claim is answered 503 (see quotaHit). The
-// fallback (quota.Fleet) takes that claim in the fleet's KV claim store, so
-// the caller's retry with the same hook id gets it back.
+// reserve/release counters (quota.Client or quota.Fleet). Errors wrap
+// protocol.ErrInvalid (400) or quota.ErrUnavailable (503); a hit answered
+// from node-local state that took a claim is answered 503 (see quotaHit).
 type Quota interface {
 	// Hit charges every charge of req and, when req.Claim is set, takes a
 	// pending dedupe claim, in one round trip to the tenant's owner.

@@ -7,16 +7,12 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The fast path of the durable cycle's two requests, quota.hit and
-// claims.settle (also claims.release). A body that is exactly the
-// canonical encoding of what it decodes to — the Go client's bytes — is
-// decoded with one json.Unmarshal: re-encoded, it gives the same bytes, so
-// its member names are exact, none is unknown or repeated, every number is
-// an integer in range and every string valid UTF-8, and decodeStrict would
-// decode it the same. Any other body goes through decodeStrict (its rules
-// and its error texts). Measured on the durable claim cycle
-// (cmd/sluice-bench --profile, row sluice-client): decodeStrict was 8.8%
-// of the node's CPU for settles and 16.8% for hits.
+// The fast path of quota.hit and claims.settle (also claims.release): a
+// body that is exactly the canonical encoding of what it decodes to (the Go
+// client's bytes) is decoded with one json.Unmarshal, since decodeStrict
+// would decode it the same; any other goes through decodeStrict.
+// decodeStrict was 8.8% of the node's CPU for settles and 16.8% for hits
+// (sluice-bench --profile).
 
 // canonical reports whether data (at most MaxRequestBytes) decodes into v
 // and re-encodes to exactly data. v is left dirty when it does not.

@@ -78,13 +78,11 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	if rep.Local && req.Claim != nil {
-		// The owner did not answer: quota.Fleet decided the charges from
-		// this node's local limiter (a degraded fleet of N nodes admits up
-		// to N × a limit) and took the claim in the fleet's KV claim store.
-		// The service's reply cannot say the answer was local, so it says
-		// the fleet is unavailable; the caller's retry with the same hook
-		// id gets its own pending claim back (a claim is idempotent per
-		// hook id), so the claim taken here is not lost.
+		// The owner did not answer and the Fleet decided locally, taking the
+		// claim in the fleet's KV store. The reply cannot say the answer was
+		// local, so it says unavailable; the caller's retry with the same
+		// hook id gets its pending claim back (claims are idempotent per
+		// hook id).
 		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
 	if rep.Result == protocol.ResultRateLimited && s.cfg.Events != nil {

@@ -1,25 +1,13 @@
-// Package service is the sluice NATS micro service: the request/reply
-// interface of PROTOCOL.md ("NATS") for services in any language. It
-// registers a nats.go micro service named "sluice" — discoverable with
-// $SRV.PING|INFO|STATS — whose endpoints decode JSON requests, validate
-// them, call the fleet's stores and answer JSON:
-//
-//	<prefix>.v1.quota.hit|reset|reserve|release|count    Quota
-//	<prefix>.v1.claims.settle|release|get                 claims.Store
-//	<prefix>.v1.replay.claim                              claims.ReplayStore
-//	<prefix>.v1.cooldown.record|penalize|load             Cooldown
-//
-// Errors (the micro error headers: 400 invalid_request, 503
-// store_unavailable, 409 claim_lost, 500 internal_error) and every
-// endpoint's bounds are docs/PROTOCOL.md's ("NATS"); results that are not
-// failures (rate_limited, duplicate, full …) are normal replies. Bodies are
-// decoded strictly (decode.go decodeStrict), then validated by protocol's
-// Validate methods.
+// Package service is the sluice NATS micro service ("sluice", discoverable
+// with $SRV.PING|INFO|STATS): the request/reply interface of PROTOCOL.md
+// ("NATS") for services in any language, its endpoints, bounds and errors
+// as stated there. Bodies are decoded strictly (decodeStrict), then
+// validated by protocol's Validate methods.
 //
 // Every request runs in its own goroutine, under a deadline counted from
 // its arrival, bounded by a semaphore: a slow partition owner or KV write
-// holds up only the requests waiting on it, never the dispatch of the
-// others. Service.Stop stops taking requests and waits for those in flight.
+// holds up only the requests waiting on it. Service.Stop stops taking
+// requests and waits for those in flight.
 package service
 
 import (
@@ -311,12 +299,10 @@ type endpoint struct {
 
 // dispatch is micro's handler of ep. It runs on the endpoint's subscription
 // goroutine, so it only takes a slot and hands the request to a goroutine.
-//
-// The reply is published on the connection directly rather than with
-// micro.Request.Respond: micro reads the request's response state after the
-// handler returns, which would race with a reply sent later from the
-// request's goroutine. micro's own num_errors therefore stays 0; the
-// endpoint's STATS "data" carries the service's counts.
+// The reply is published on the connection directly, not with
+// micro.Request.Respond, which reads the response state after the handler
+// returns and would race with a later reply (so micro's own num_errors
+// stays 0; STATS "data" carries the service's counts).
 func (s *Service) dispatch(ep *endpoint) func(micro.Request) {
 	return func(req micro.Request) {
 		start := time.Now()

@@ -626,11 +626,10 @@ func (a *Admin) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// reseal is POST /v1/admin/secrets/reseal: every secret sealed with
-// another key than this node's current one is sealed again with it (the
-// step of a key rotation after every node has the new key first). Records
-// are rewritten revision-checked; a secret this node cannot open is
-// reported and left as it is.
+// reseal is POST /v1/admin/secrets/reseal: every secret sealed with another
+// key than this node's current one is sealed again with it (a key rotation's
+// step once every node has the new key), revision-checked; a secret this
+// node cannot open is reported and left as it is.
 func (a *Admin) reseal(w http.ResponseWriter, r *http.Request) {
 	keys := a.reg.Keys()
 	if keys == nil {

@@ -13,23 +13,16 @@ import (
 )
 
 // Policy is the edge's view of every tenant: the YAML file's (swapped
-// whole on SIGHUP) and the registry's records (swapped on every change).
-//
-// Which wins: a tenant the file lists is the file's, entirely — its
-// record, if one exists, is ignored and the API refuses to write it (409
-// managed_by_file). Every other tenant is the registry's. The file is per
-// node and read at start and on SIGHUP; records are fleet-wide and live:
-// letting one silently override the other per field would make a node's
-// behaviour depend on which of two places was edited last. The file's
+// whole on SIGHUP) and the registry's records (swapped on every change). A
+// tenant the file lists is the file's entirely (its record is ignored, the
+// API refuses to write it: 409 managed_by_file); a per-field merge would make
+// a node's behaviour depend on which place was edited last. The file's
 // defaults and allow_unknown apply to records too.
 //
-// Admission never widens by removing something (docs/SECURITY.md).
-// The quickstart's open admission (no tenant in the file, allow_unknown
-// not set) holds only while no tenant has ever been listed: once a record
-// exists or has existed in the fleet's bucket (Registry.Closed, durable)
-// or a file this process loaded listed a tenant, unknown tenants are 404
-// unknown_source, also after the last record or file tenant is removed.
-// Only allow_unknown: true in the file, an explicit choice, opens them.
+// Admission never widens by removing something (docs/SECURITY.md): once a
+// record exists or has existed (Registry.Closed, durable) or a loaded file
+// listed a tenant, unknown tenants are 404 unknown_source, also after the
+// last one is removed. Only allow_unknown: true opens them.
 type Policy struct {
 	cfg atomic.Pointer[config.Config]
 	reg *Registry // nil: file only

@@ -1,15 +1,9 @@
 // Package tenants keeps the tenants and sources managed at run time through
-// the admin API: one record per tenant in a KV bucket (fleet-wide),
-// followed by every node, which answers hooks from an immutable snapshot of
-// the records swapped atomically on each change (so no request sees half a
-// record). Source secrets are sealed with AES-256-GCM under keys given to
-// the nodes (--secrets-key-file, see Keyring): the bucket never holds one in
-// the clear, and the admin API never returns one (only a fingerprint).
-//
-// The YAML file keeps its tenants: a tenant listed in the file is managed by
-// the file only (the API refuses to write it, 409 managed_by_file), every
-// other tenant by the API; the file's defaults and allow_unknown apply to
-// both. See Policy.
+// the admin API: one record per tenant in a KV bucket, followed by every
+// node into an immutable snapshot swapped atomically on each change, with
+// source secrets sealed under --secrets-key-file's keys (Keyring) and never
+// returned (only a fingerprint). A tenant the YAML file lists is the file's
+// only (see Policy). docs/DESIGN.md "Tenant records and snapshots".
 package tenants
 
 import (
@@ -261,11 +255,8 @@ func (v *Verify) validate(field string) error {
 	return err
 }
 
-// scheme reads the record's scheme: Scheme names a preset (params override
-// its fields) or a custom scheme's type (hmac, token, basic; params give
-// its fields, "name" a label). Params are the fields of docs/PROTOCOL.md
-// "Declarative verification" as text (webhook.SchemeFromFields, via
-// config.SchemeOf: the file's reading). Errors name the field.
+// scheme reads the record's scheme (see Verify) through config.SchemeOf,
+// the file's reading. Errors name the field.
 func (v *Verify) scheme(field string) (webhook.Scheme, error) {
 	if !webhook.KnownScheme(v.Scheme) {
 		return webhook.Scheme{}, fieldErr(field+".scheme", "unknown scheme %.64q (want one of %s, or hmac, token or basic)", v.Scheme, strings.Join(webhook.Presets(), ", "))

@@ -41,19 +41,13 @@ func WithSyncAlways(on bool) ClusterOption {
 
 // Cluster starts n (>= 1) clustered servers with JetStream, each with a
 // client listener on a random loopback port, waits until JetStream has a
-// meta leader, and stops everything in t.Cleanup.
+// meta leader, and stops everything in t.Cleanup. opts adjust every
+// server's configuration (WithSyncAlways).
 //
 // The servers start one after another, each routing only to those already
-// listening (the mesh completes by gossip): started together, a server
-// whose route dial found its peer not listening yet dialled again a second
-// later, made a duplicate route, and resolving it could drop a live route
-// for about a second, and with it the interest in a stream's subjects on
-// that server: writes through it found no responders (claims
-// TestKVReplicated/SettleRightAfterClaim: all the first claims through one
-// node, a few runs in a hundred under load).
-//
-// opts adjust every server's configuration before it starts
-// (WithSyncAlways).
+// listening: started together, a server's early route dial made a duplicate
+// route whose resolution could drop a live route for about a second, and
+// with it a stream's interest on that server (writes found no responders).
 func Cluster(t testing.TB, n int, opts ...ClusterOption) *ClusterKit {
 	t.Helper()
 	if n < 1 {

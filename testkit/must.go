@@ -1,12 +1,10 @@
 package testkit
 
 // Must turns a constructor's (value, error) into the value, failing the
-// test on the error when the returned function is called:
+// test on the error; the second call takes t, as Go passes two results only
+// as a whole argument list:
 //
 //	m := testkit.Must(claims.NewMemory())(t)
-//
-// (Go passes a call's two results only as a function's whole argument
-// list, hence the second call for t.)
 func Must[V any](v V, err error) func(T) V {
 	return func(t T) V {
 		t.Helper()

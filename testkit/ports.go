@@ -24,15 +24,10 @@ func FreeAddr(t testing.TB) string {
 }
 
 // FreePorts returns n distinct loopback TCP ports that were free a moment
-// ago: each is held until all are found, so no two are the same.
-//
-// The ports are picked below the kernel's ephemeral range (Linux's
-// ip_local_port_range) where it can be read: a port from that range, free
-// when picked, can be taken as the source port of any outgoing connection
-// (another test's client, in this or a parallel test process) in the gap
-// before the server binds it, or while a test has stopped a server that it
-// restarts on the same port. Below the range only an explicit bind can
-// take it. Without the range, the kernel picks (port 0).
+// ago, picked below the kernel's ephemeral range where it can be read: a
+// port from that range can be taken as another connection's source port
+// before the server binds it (or rebinds it after a restart). Without the
+// range, the kernel picks (port 0).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ls := make([]net.Listener, 0, n)

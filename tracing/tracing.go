@@ -1,12 +1,8 @@
-// Package tracing carries W3C trace context (traceparent, tracestate)
-// in NATS headers for sluice's OpenTelemetry spans. It depends on the
-// OpenTelemetry API only; tracing/otlp starts the SDK and its exporter
-// from the environment.
-//
-// Tracing is off unless the environment asks for it; off, there is no
-// tracer at all (a nil trace.Tracer), and the packages that trace (edge,
-// service, client) test for nil before they do anything, so an untraced
-// hook or call costs no allocation.
+// Package tracing carries W3C trace context (traceparent, tracestate) in
+// NATS headers for sluice's OpenTelemetry spans, on the OpenTelemetry API
+// only (tracing/otlp starts the SDK from the environment). Off, there is no
+// tracer (a nil trace.Tracer), and the tracing packages test for nil first,
+// so an untraced hook or call costs no allocation.
 package tracing
 
 import (

@@ -73,25 +73,12 @@ type Dedupe struct {
 	path   []string // kindJSON: object keys (or array indexes)
 }
 
-// ParseDedupe parses a dedupe spec:
-//
-//   - "auto" (or ""): the first present of Idempotency-Key, webhook-id,
-//     X-GitHub-Delivery, svix-id, X-Shopify-Webhook-Id (the behaviour of an
-//     unconfigured source);
-//   - "none": never a key (no dedupe);
-//   - presets "github" (X-GitHub-Delivery), "standard_webhooks" and "svix"
-//     (the id of the signed header family: webhook-id with
-//     webhook-signature, svix-id with only svix-signature; unsigned,
-//     webhook-id resp. svix-id), "shopify" (X-Shopify-Webhook-Id), "stripe"
-//     (the JSON body's top-level "id");
-//   - "header:<Name>": the value of header Name (an HTTP token);
-//   - "json:<dot.path>": the value at the '.'-separated path of object keys in
-//     a JSON body; a segment of decimal digits also indexes an array. A
-//     non-empty string gives the key as is and an integer literal its decimal
-//     form (exactly, however large); floats (1.5, 1e3), booleans, null,
-//     objects and arrays give no key.
-//
-// A malformed spec is an error wrapping ErrInvalidDedupe that names the spec.
+// ParseDedupe parses a dedupe spec, as docs/PROTOCOL.md ("Dedupe key")
+// lists them: "auto" (or ""), "none", a preset (github, standard_webhooks,
+// svix, shopify, stripe), "header:<Name>" (an HTTP token) or
+// "json:<dot.path>" (object keys; a segment of decimal digits also indexes
+// an array; a non-empty string or an integer literal, exactly, gives the
+// key). A malformed spec is an error wrapping ErrInvalidDedupe naming it.
 func ParseDedupe(spec string) (Dedupe, error) {
 	switch spec {
 	case "", DedupeAuto:
@@ -176,11 +163,9 @@ func (d Dedupe) Key(h http.Header, body []byte) (key string, ok bool) {
 }
 
 // Lookup is Key, and also says whether the key is the request's
-// Idempotency-Key header (auto, or header:Idempotency-Key): a key the
-// sender picks for one request, so that a reuse with another request is a
-// conflict (the IETF draft's 422), not a duplicate. Every other key — a
-// provider's event id (X-GitHub-Delivery, webhook-id, a JSON id …), which
-// the provider re-sends and re-signs with each retry — is not.
+// Idempotency-Key header: one the sender picks for one request, so a reuse
+// with another request is a conflict (the IETF draft's 422), not a
+// duplicate. A provider's event id, re-sent with each retry, is not.
 func (d Dedupe) Lookup(h http.Header, body []byte) (key string, idempotency, ok bool) {
 	var k string
 	switch d.kind {

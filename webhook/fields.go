@@ -31,14 +31,12 @@ func schemeFields(s *Scheme) map[string]*string {
 }
 
 // SchemeFromFields builds a Scheme from its fields given as text, keyed by
-// the names of docs/PROTOCOL.md ("Declarative verification"): name, type,
-// header, …; tolerance as a Go duration ("5m") or whole seconds ("300");
-// the fallback's as fallback.header, fallback.timestamp_header and
-// fallback.id_header. {"name": "github"} alone is the github preset. It is
-// the one reading of a scheme written as text (the YAML file and source
-// records); an unknown field, or a bad tolerance, is an error wrapping
-// ErrInvalidScheme naming the field. The result is not validated: see
-// Scheme.Validate and NewSchemeVerifier.
+// the names of docs/PROTOCOL.md ("Declarative verification"); tolerance as a
+// Go duration or whole seconds, the fallback's as fallback.header,
+// fallback.timestamp_header and fallback.id_header; {"name": "github"} alone
+// is the preset. It is the one reading of a scheme as text (YAML, records);
+// an unknown field or bad tolerance wraps ErrInvalidScheme naming the field.
+// The result is not validated (Scheme.Validate, NewSchemeVerifier).
 func SchemeFromFields(fields map[string]string) (Scheme, error) {
 	var s Scheme
 	if len(fields) > MaxSchemeFields {

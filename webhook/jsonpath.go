@@ -7,11 +7,10 @@ import (
 )
 
 // jsonLookup returns the key-worthy value at path in the JSON document body:
-// a non-empty string as is, or an integer literal in canonical decimal form.
-// Anything else — invalid JSON, a missing member, floats, booleans, null,
-// objects, arrays — gives ok=false. Each level is decoded into
-// json.RawMessage values only, so the document is walked, not materialized;
-// with duplicate object members the last one wins (as in encoding/json).
+// a non-empty string as is, or an integer literal in canonical decimal form;
+// anything else gives ok=false. Each level is decoded into json.RawMessage
+// only, so the document is walked, not materialized; with duplicate members
+// the last wins (as in encoding/json).
 func jsonLookup(body []byte, path []string) (string, bool) {
 	raw := json.RawMessage(body)
 	for _, seg := range path {

@@ -113,10 +113,8 @@ func newPreset(name, secret string) (*SchemeVerifier, error) {
 }
 
 // resolve returns s completed from its preset: a Scheme with a Name and no
-// Type is that preset (ErrUnknownVerifier when there is none), with every
-// field s sets overriding the preset's (Twilio's URL, an API key's header).
-// A Scheme with a Type is complete already (custom, or a preset as Preset
-// returns it, possibly adjusted).
+// Type is that preset (ErrUnknownVerifier when there is none) with every
+// field s sets overriding it; a Scheme with a Type is complete already.
 func resolve(s Scheme) (Scheme, error) {
 	if s.Type != "" || s.Name == "" {
 		return s, nil // without either, compile reports the missing type

@@ -22,9 +22,7 @@ import (
 
 // ErrInvalidScheme is returned by Scheme.Validate and NewSchemeVerifier for a
 // scheme that cannot verify correctly (unknown algorithm, missing header, a
-// template that signs no body, a timestamp without a tolerance, …). A scheme
-// that fails it is never turned into a verifier: verification fails closed at
-// start-up.
+// template that signs no body, …): verification fails closed at start-up.
 var ErrInvalidScheme = errors.New("webhook: invalid verification scheme")
 
 // Scheme types.
@@ -485,11 +483,9 @@ type SchemeVerifier struct {
 
 var _ Verifier = (*SchemeVerifier)(nil)
 
-// NewSchemeVerifier resolves s (a preset by Name, see Scheme.Name),
-// validates it and returns its verifier with secret. An invalid scheme is an
-// error wrapping ErrInvalidScheme; an empty, malformed
-// or short secret one wrapping ErrInvalidSecret. Errors never contain the
-// secret.
+// NewSchemeVerifier resolves s (a preset by Name), validates it and returns
+// its verifier with secret. Errors wrap ErrInvalidScheme or
+// ErrInvalidSecret, and never contain the secret.
 func NewSchemeVerifier(s Scheme, secret string) (*SchemeVerifier, error) {
 	c, err := compile(s)
 	if err != nil {

@@ -21,22 +21,16 @@ const (
 const standardSecretPrefix = "whsec_"
 
 // Standard is the verifier of the standard_webhooks preset
-// (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
-// webhook-signature, a space-separated list of
-// "v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>" (several for
-// secret rotation; other versions such as v1a are ignored). The timestamp
-// must be within DefaultTolerance of now, both ways. Svix's svix-id,
-// svix-timestamp and svix-signature (the same scheme) are accepted when
-// webhook-signature is absent.
-//
-// MessageID is webhook-id and Timestamp webhook-timestamp.
+// (https://www.standardwebhooks.com): webhook-signature is a space-separated
+// list of "v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>" (other
+// versions ignored), the timestamp within DefaultTolerance both ways;
+// svix-* headers (the same scheme) are accepted when webhook-signature is
+// absent. MessageID is webhook-id and Timestamp webhook-timestamp.
 type Standard = SchemeVerifier
 
 // NewStandard returns the standard_webhooks preset's verifier for secret,
-// "whsec_<base64 key>" (a secret without the prefix is taken as the base64
-// key itself). The key is the base64-decoded part, at least
-// MinStandardKeyBytes long. An empty, short or non-base64 secret is an error
-// wrapping ErrInvalidSecret.
+// "whsec_<base64 key>" (or the base64 key alone), the key at least
+// MinStandardKeyBytes. A bad secret is an error wrapping ErrInvalidSecret.
 func NewStandard(secret string) (*Standard, error) { return newPreset(PresetStandard, secret) }
 
 // MinStandardKeyBytes is the shortest Standard Webhooks key accepted (the
@@ -54,11 +48,10 @@ func standardHeaders(h http.Header) (id, ts, sig string) {
 	return HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature
 }
 
-// SignStandard returns the webhook-signature value a Standard Webhooks sender
-// would send for message id msgID at Unix time ts with body, signed with
-// secret ("whsec_<base64>"): "v1,<base64>". It fails only for a malformed
-// secret (ErrInvalidSecret). For tests and clients; the request also needs
-// webhook-id: msgID and webhook-timestamp: ts.
+// SignStandard returns the webhook-signature value ("v1,<base64>") a
+// Standard Webhooks sender would send for msgID at Unix time ts with body
+// and secret ("whsec_<base64>"); it fails only for a malformed secret. For
+// tests and clients.
 func SignStandard(secret, msgID string, ts int64, body []byte) (string, error) {
 	v, err := NewStandard(secret)
 	if err != nil {

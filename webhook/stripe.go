@@ -8,15 +8,11 @@ import (
 // HeaderStripeSignature is Stripe's signature header.
 const HeaderStripeSignature = "Stripe-Signature"
 
-// Stripe is the verifier of the stripe preset: Stripe-Signature,
-// "t=<unix>,v1=<hex>[,v1=<hex>…]", where each v1 is the hex HMAC-SHA256 of
-// "<t>.<body>" keyed with the endpoint secret used as its raw bytes (the
-// whole "whsec_…" string is the key). Several v1 values are allowed (secret
-// rotation), other schemes (v0 …) are ignored, and t must be within
-// DefaultTolerance of now, both ways.
-//
-// MessageID is the event's JSON "id" (a string, or an integer in decimal);
-// for a body without one it is "sig:" + the hex signature that matched.
+// Stripe is the verifier of the stripe preset: Stripe-Signature
+// "t=<unix>,v1=<hex>[,v1=<hex>…]", each v1 the hex HMAC-SHA256 of
+// "<t>.<body>" keyed with the whole "whsec_…" secret (other schemes
+// ignored), t within DefaultTolerance both ways. MessageID is the body's
+// JSON "id" (an integer in decimal), else "sig:" + the matching signature.
 type Stripe = SchemeVerifier
 
 // NewStripe returns the stripe preset's verifier for secret (typically

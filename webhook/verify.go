@@ -2,48 +2,23 @@
 // keys from webhook requests. It is pure: no I/O, no clock reads (the current
 // time is an argument), no global state.
 //
-// # Verification
-//
 // A Verifier checks one source's requests with constant-time comparisons
-// and, on success, returns what the edge needs for its replay claim (see
-// Verified). Every verifier is a SchemeVerifier: a declarative Scheme (HMAC
-// signatures over a template of body, timestamp, message id, URL or form
-// parameters; a shared token; basic auth) with its secret. Presets (Preset)
-// describe known providers; NewGitHub, NewStripe and NewStandard build the
-// three original ones. A Scheme that cannot verify
-// correctly is refused at construction (ErrInvalidScheme), never turned into
-// a verifier that accepts more than it should. Every failure wraps the one
-// sentinel ErrVerification, which the edge answers with 401
-// verification_failed; the wrapped reason (missing header, bad format,
-// timestamp outside tolerance, no matching signature) is for logs only and
-// never echoes request data or secrets.
+// and returns what the edge needs for its replay claim (Verified). Every
+// verifier is a SchemeVerifier: a declarative Scheme with its secret;
+// Presets describe known providers. A Scheme that cannot verify correctly is
+// refused at construction (ErrInvalidScheme). Every failure wraps
+// ErrVerification (401 verification_failed); the wrapped reason is for logs
+// only and never echoes request data or secrets.
 //
-// # Replay claims
+// Replay claims: key Verified.ReplayKey() (<message id>/<timestamp>) in
+// namespace httpapi.ReplayNamespace(tenant, source), retained until
+// Verified.RetainUntil() (timestamp + tolerance). GitHub signs no timestamp,
+// so its replay protection is by dedupe only (X-GitHub-Delivery, for as long
+// as the committed claim lives). A genuine retry is re-signed with a fresh
+// timestamp, so it has a new replay key and is answered by dedupe.
 //
-// The edge claims (namespace httpapi.ReplayNamespace(tenant, source), key
-// Verified.ReplayKey()) retained until Verified.RetainUntil(). Per provider:
-//
-//   - stripe: key = <event id>/<t>, where the event id is the body's JSON
-//     "id"; when the body has none, MessageID is "sig:" + the hex signature
-//     that matched (it signs t and the body, so an exact replay has the same
-//     one). Retained until t + 300 s.
-//   - standard_webhooks: key = <webhook-id>/<webhook-timestamp>, retained
-//     until timestamp + 300 s.
-//   - github: GitHub signs no timestamp, so a signature never expires and a
-//     replay claim cannot be bounded in time: Verified.Timestamp is 0,
-//     ReplayKey reports ok=false, and replay protection for GitHub is by
-//     dedupe only (the github dedupe preset on X-GitHub-Delivery answers a
-//     replayed delivery with 200 duplicate for as long as the committed claim
-//     lives, --dedupe-ttl).
-//
-// Providers re-sign each retry with a fresh timestamp, so a genuine retry has
-// a new replay key and is answered by dedupe instead.
-//
-// # Dedupe keys
-//
-// ParseDedupe turns a source's dedupe spec (a preset, header:<Name>,
-// json:<dot.path>, none or auto) into a Dedupe whose Key method extracts the
-// key from a request. Keys longer than MaxKeyBytes are replaced by
+// ParseDedupe turns a source's dedupe spec into a Dedupe whose Key method
+// extracts the key from a request; keys over MaxKeyBytes become
 // "sha256:<lowercase hex>".
 package webhook
 

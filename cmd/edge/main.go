@@ -9,11 +9,8 @@
 //	go run ./cmd/edge tenants list  # tenants and sources through the admin API (see tenants.go)
 //	go run ./cmd/edge --version  # module version and VCS revision of the build
 //
-// SIGHUP re-reads the configuration (the --config file) and the
-// --secrets-key-file keys: tenants, sources, keys,
-// defaults and allow_unknown change at once; a file that does not load
-// leaves the running configuration as it is (the error, with its line, is
-// logged).
+// SIGHUP re-reads the --config file and the --secrets-key-file keys (see
+// reload).
 package main
 
 import (

@@ -10,18 +10,16 @@ import (
 	"github.com/sluice-dev/sluice/config"
 )
 
-// PprofEnv names the environment variable that, when set to a loopback
-// host:port, serves net/http/pprof on its own listener (never on the edge's
-// HTTP listener). Off by default; meant for profiling runs such as
-// cmd/sluice-bench --profile:
+// PprofEnv names the environment variable that, set to a loopback
+// host:port, serves net/http/pprof on its own listener (for profiling runs
+// such as cmd/sluice-bench --profile):
 //
 //	SLUICE_PPROF_ADDR=127.0.0.1:6060 go run ./cmd/edge
 //	go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=10'
 //
-// It is not a configuration flag on purpose: it exposes process internals
-// and is only for the operator at the machine. A non-loopback address is
-// refused, and /debug/pprof/cmdline is not served (the command line may
-// hold secrets such as --admin-token).
+// Not a flag on purpose: it exposes process internals to the operator at
+// the machine only. A non-loopback address is refused, and
+// /debug/pprof/cmdline is not served (it may hold --admin-token).
 const PprofEnv = "SLUICE_PPROF_ADDR"
 
 // startPprof serves pprof on the address getenv(PprofEnv) names, if any

@@ -9,14 +9,11 @@ import (
 )
 
 // versionLine is what `edge --version` prints: the main module's version
-// and the VCS revision the Go toolchain stamped into the binary
-// (runtime/debug.ReadBuildInfo), for example
+// and the VCS stamp of the build (runtime/debug.ReadBuildInfo), e.g.
 //
 //	edge v0.0.0-20261201093000-4cb6b26d1e2f, revision 4cb6b26d1e2f…, 2026-12-01T09:30:00Z, go1.26.8 linux/amd64
 //
-// A build without VCS stamping (-buildvcs=false, a source tree outside git)
-// says "revision unknown"; a build from a tree with uncommitted changes
-// adds "modified".
+// without a stamp "revision unknown", from a modified tree "modified".
 func versionLine(bi *debug.BuildInfo, ok bool) string {
 	version, revision, when, modified := "unknown", "unknown", "", false
 	goVersion := runtime.Version()

@@ -15,15 +15,12 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The owner's decision core. Every hit an owner serves — an item of a batch
-// frame (serveFrame) or a JSON request (tenure.hit, through hitItem) — is a
-// frame.Item that has passed quota.ValidateItem (protocol.HitRequest.Validate's rules), is
-// routed to the tenure of its partition, and is decided by tenure.decide:
-// its charges all or nothing under the tenure's lock, then, for an admitted
-// hit with a claim, a claimJob that writes the claim (claimJob.write) and
-// completes with its outcome (claimJob.complete: quota.ClaimAnswer, the refund,
-// the delivery). What differs between the two paths is only how the answer
-// travels: in a reply frame, or as a JSON protocol.HitReply.
+// The owner's decision core. Every hit an owner serves (a batch frame item
+// or a JSON request, as a frame.Item that passed quota.ValidateItem) is
+// routed to its partition's tenure and decided by tenure.decide: its charges
+// all or nothing under the tenure's lock, then for an admitted hit with a
+// claim a claimJob that writes the claim and completes with its outcome.
+// Only how the answer travels differs: a reply frame or a JSON HitReply.
 
 // chargeScratch is reusable space for deciding one hit's charges.
 type chargeScratch struct {
@@ -33,11 +30,9 @@ type chargeScratch struct {
 }
 
 // decide decides item it, the index-th of its request, at now (t.mu
-// held). It returns the item's answer — rate_limited, or ok for a hit
-// without a claim — or, when the charges were taken and the item carries a
-// claim, the job that takes the claim (its answer comes with the claim).
-// One bucket state per charge is appended to limits; an answer's limits
-// alias it.
+// held): its answer, or, when the charges were taken and it carries a
+// claim, the job that takes the claim. One bucket state per charge is
+// appended to limits; an answer's limits alias it.
 func (t *tenure) decide(it *frame.Item, index int, now int64, sc *chargeScratch, limits []frame.Limit) (frame.Answer, *claimJob, []frame.Limit) {
 	refs, lims, decs := sc.refs[:0], sc.lims[:0], sc.decs[:0]
 	for _, c := range it.Charges {

@@ -73,10 +73,9 @@ func (t *tracker) wait(ctx context.Context) error {
 const runnerIdle = time.Second
 
 // runners runs KV-bound work on reused goroutines: a claim's call chain
-// (JetStream publish, context, events) grows a fresh goroutine's stack
-// every time, which costs more than the create's own CPU on a busy owner.
-// A runner that finds no work for runnerIdle exits. The zero value works
-// (without quit, runners end only by idling).
+// grows a fresh goroutine's stack every time, which costs more than the
+// create's own CPU on a busy owner. A runner idle for runnerIdle exits. The
+// zero value works (without quit, runners end only by idling).
 type runners struct {
 	jobs chan func() // unbuffered: a send succeeds when a runner is idle
 	quit chan struct{}

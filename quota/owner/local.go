@@ -12,22 +12,16 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The local owner: a quota.Client made quota.WithLocalOwner(w) hands a hit for a
-// partition that w serves right now to w in process — no frame encode, no
-// NATS hop, no runner handoff (the caller's goroutine writes the claim; it
-// would wait for the answer anyway). Everything else is the owner's path
-// of a frame item: routeItem (validation, misroute check, the serving
-// tenure, fencing by Lease.Valid), tenure.decide under the tenure's lock,
-// tenure.admit (the KV semaphore: back-pressure), claimJob.write and
-// claimJob.answer (quota.ClaimAnswer, the refund). A hit the worker does not
-// serve — not its partition, a tenure that ended, a lease no longer valid,
-// a claim refused admission — is not answered here: it takes the NATS path
-// (the partition subject, its not_owner retries and its deadline), so a
+// The local owner: a quota.Client made quota.WithLocalOwner(w) hands a hit
+// for a partition that w serves right now to w in process: no frame, no
+// NATS hop, no runner handoff (the caller's goroutine writes the claim).
+// The rest is a frame item's path (routeItem, tenure.decide, tenure.admit,
+// claimJob). A hit w does not serve (another partition, an ended tenure,
+// an invalid lease, a claim refused admission) takes the NATS path, so a
 // lost lease is seen exactly as a remote caller sees it.
 
-// HitLocal decides r (valid, of partition n) in process when w serves n
-// (quota.LocalOwner, see above): done false means w did not take it
-// (nothing was spent) and the caller takes the NATS path. The owner's
+// HitLocal decides r (valid, of partition n) in process when w serves n:
+// done false means w did not take it (nothing was spent). The owner's
 // timeout is ctx's deadline, else budget.
 func (w *Worker) HitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (rep protocol.HitReply, done bool, err error) {
 	a, ok := w.hitLocal(ctx, r, n, budget)
@@ -90,13 +84,10 @@ func (w *Worker) hitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 }
 
 // SettleLocal commits r (valid, of partition n) in process when w serves
-// n (quota.LocalOwner): the settle item's path without the frame — the
-// same routing and fencing as HitLocal, then settleJob.commit (one write
-// for a claim this worker granted, else the holder's read first) and the
-// sync. done false means w did not take it and the caller takes the NATS
-// path. The owner's timeout is ctx's deadline, else budget.
-//
-// Errors: protocol.ErrClaimLost, protocol.ErrInvalid, quota.ErrUnavailable.
+// n: a settle item's path without the frame (HitLocal's routing and
+// fencing, settleJob.commit, the sync). done false means w did not take it.
+// The owner's timeout is ctx's deadline, else budget. Errors:
+// protocol.ErrClaimLost, protocol.ErrInvalid, quota.ErrUnavailable.
 func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error) {
 	if t := w.served[n].Load(); t == nil || !t.serving() {
 		return false, nil

@@ -20,10 +20,9 @@ const (
 )
 
 // Option configures New: the owner's own options below, and quota's
-// options of the routing (quota.WithPrefix, quota.WithPartitions) and of
-// the decisions (quota.WithPendingTTL, quota.WithCountTTL, quota.WithClock,
-// quota.WithLogger, quota.WithRegisterer). An option with an invalid
-// argument makes New fail with an error wrapping quota.ErrInvalidOption.
+// routing (WithPrefix, WithPartitions) and decision options (WithPendingTTL,
+// WithCountTTL, WithClock, WithLogger, WithRegisterer). An invalid argument
+// makes New fail with an error wrapping quota.ErrInvalidOption.
 type Option interface {
 	ApplyOwner(*settings.Config) error
 }
@@ -50,10 +49,9 @@ func WithDedupeTTL(d time.Duration) Option {
 }
 
 // WithSync makes every settle the worker commits, and every reserve it
-// grants, durable through s before it is answered: the node's group commit
-// (kvstore.GroupSync), as claims.settle's. A denied reserve and a release
-// are not synced (a lost one overcounts: it refuses, never grants beyond
-// max). Default nil: the JetStream ack is the promise.
+// grants, durable through s (the node's group commit) before it is
+// answered. A denied reserve and a release are not synced (a lost one
+// overcounts: it refuses, never grants beyond max). Default nil.
 func WithSync(s kvstore.Syncer) Option {
 	return ownerOption(func(c *settings.Config) error {
 		c.Sync = s
@@ -63,10 +61,8 @@ func WithSync(s kvstore.Syncer) Option {
 
 // WithShards records the fleet's shard count s (1..protocol.MaxShards,
 // dividing the partition count; default 1) beside its partition count in
-// the leases bucket: an owner configured with another s than the fleet
-// recorded refuses to start (quota.ErrShardMismatch). The owner writes
-// claims through its claims.Store, which routes them to their shard
-// (claims.NewSharded).
+// the leases bucket; an owner given another s refuses to start
+// (quota.ErrShardMismatch). Claims go through claims.NewSharded.
 func WithShards(s int) Option {
 	return ownerOption(func(c *settings.Config) error {
 		if s < 1 || s > protocol.MaxShards {

@@ -27,11 +27,9 @@ type frameScratch struct {
 var scratchPool = sync.Pool{New: func() any { return new(frameScratch) }}
 
 // claimBatch collects the answers of a frame's claims and settles and
-// sends them together: when the last claim or the last settle is done (the
-// claims' creates do not wait for the settles' syncs, nor the other way
-// round), or claimLinger after an answer is ready while others of its kind
-// still wait on KV (a slow create delays the others of its frame by that
-// much, not by its own deadline).
+// sends them together: when the last of a kind is done (creates do not wait
+// for settles' syncs, nor the other way round), or claimLinger after an
+// answer is ready while others of its kind still wait on KV.
 type claimBatch struct {
 	w       *Worker
 	reply   string
@@ -49,14 +47,12 @@ type claimBatch struct {
 // of its frame.
 const claimLinger = time.Millisecond
 
-// serveFrame serves a batch frame (internal/frame) that reached the worker on its
-// member subject or on a partition subject: every hit is decided by the
-// tenure serving the item's partition — one lock acquisition per run of
-// items of one partition — and answered in one reply; items that take a
-// claim, and settles, are answered together in later replies once their
-// writes are done (a settle's made durable: settle.go). An item whose
-// partition is not served here (any more) is answered not_owner on its
-// own; the client retries it alone.
+// serveFrame serves a batch frame on the member or a partition subject:
+// every hit is decided by its partition's tenure (one lock acquisition per
+// run of items of one partition) and answered in one reply; claims and
+// settles are answered together in later replies once their writes are
+// done. An item whose partition is not served here is answered not_owner
+// on its own; the client retries it alone.
 func (w *Worker) serveFrame(m *nats.Msg) {
 	if m.Reply == "" {
 		return
@@ -86,10 +82,8 @@ func (fs *frameScratch) release() {
 }
 
 // decideItems decides every item of fs: invalid, misrouted and unowned
-// items are answered at once, the others by the decision core (decide)
-// under their tenure's lock, taken once per run of items of one partition.
-// Answers go to fs.answers, claims to take to fs.claims, settles (which
-// take no lock) to fs.settles.
+// items at once, the others by decide under their tenure's lock. Answers go
+// to fs.answers, claims to fs.claims, settles (no lock) to fs.settles.
 func (w *Worker) decideItems(fs *frameScratch) {
 	now := gcra.Micros(w.cfg.Now())
 	answers, limits := fs.answers[:0], fs.limits[:0]
@@ -154,11 +148,10 @@ func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bo
 	return t, frame.Answer{}, true
 }
 
-// admitClaims admits the claims and the settles of fs (this may wait for
-// KV slots: back-pressure) and returns the batch that collects their
-// answers (nil: none admitted). A claim that is refused (its tenure ended
-// meanwhile) is refunded and answered not_owner now; a settle so refused
-// is answered not_owner (it charged nothing).
+// admitClaims admits the claims and settles of fs (this may wait for KV
+// slots: back-pressure) and returns the batch that collects their answers
+// (nil: none admitted). A refused claim is refunded and answered not_owner;
+// a refused settle is answered not_owner (it charged nothing).
 func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	notOwner := func(item int) {
 		fs.answers = append(fs.answers, frame.Answer{Index: item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
@@ -207,12 +200,10 @@ func (w *Worker) replyDecided(fs *frameScratch, reply string, more bool) {
 	_ = w.nc.Publish(reply, buf)
 }
 
-// startClaims writes the admitted claims and settles of fs; each answers
-// into its slot of cb (the claims first, then the settles: startSettles). With the store's started claims (claims.Store.StartClaim: pipelined
-// claim writes) every create of the frame goes out at once as an async
-// publish and one runner collects their acks in order (collectClaims);
-// otherwise, and for a claim that cannot be started, a runner per claim
-// writes it (claimJob.run).
+// startClaims writes the admitted claims and settles of fs into their
+// slots of cb. Claims the store can start (pipelined) all go out at once
+// and one runner collects their acks in order (collectClaims); any other
+// claim gets a runner of its own (claimJob.run).
 func (w *Worker) startClaims(fs *frameScratch, cb *claimBatch) {
 	var started []startedJob
 	now := time.Now()
@@ -241,13 +232,11 @@ type startedJob struct {
 	deadline time.Time // the job's timeout from the start of its create
 }
 
-// collectClaims waits for the creates of started and completes their jobs.
-// One deadline bounds them all, the latest of the frame's: it only ends
-// the wait for an ack that never comes (an ack that is late for its own
-// item still reports a claim that was taken), and one context per frame
-// costs one timer instead of one per claim. A refused create (the key is
-// taken) goes to a runner that takes the claim's full path (claimJob.run:
-// the store reads the holder and answers duplicate or pending).
+// collectClaims waits for the creates of started and completes their jobs,
+// under one deadline, the frame's latest: one timer per frame, and it only
+// ends the wait for an ack that never comes (a late ack still reports a
+// taken claim). A refused create goes to a runner for the full path
+// (claimJob.run: the store reads the holder).
 func (w *Worker) collectClaims(started []startedJob) {
 	deadline := started[0].deadline
 	for _, s := range started[1:] {

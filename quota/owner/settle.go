@@ -13,16 +13,13 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// Settles in frames (frame.OpSettle): the commit of a claim that a hit
-// took, carried to the tenant's partition owner like the hits, so that a
-// client's settles share frames, and answered once the commit is durable
-// (WithSync). The owner remembers the claims it granted to frame hits
-// (grants): a settle that presents exactly one of them — same claim, hook
-// id and revision — is committed in one revision-checked write
-// (claims.Store.SettleOwn), since the record at that revision can only be that
-// pending claim; any other settle is claims.Store.Settle's, which reads the
-// holder first, so a revision learned about another holder (a pending
-// result carries it) is refused as it is on claims.settle.
+// Settles in frames (frame.OpSettle) travel to the partition owner like
+// hits and are answered once durable (WithSync). The owner remembers the
+// claims it granted to frame hits (grants): a settle presenting exactly one
+// (claim, hook id, revision) is one revision-checked write (SettleOwn), as
+// that revision can only be that pending claim; any other is Settle's,
+// which reads the holder first, so a revision learned about another holder
+// is refused as on claims.settle.
 
 // grantBytes bounds the memory of the grants record: two generations of at
 // most half of it each; a claim not settled before it ages out is settled
@@ -151,11 +148,9 @@ func (j *settleJob) answer(err error) {
 }
 
 // startSettles runs the admitted settles of fs, answering into cb from
-// slot first on. The granted ones whose write the store can start
-// (claims.Store.StartSettleOwn: pipelined settle writes) go out at once as async
-// publishes, and one runner collects their acks and makes them durable
-// with one sync (collectSettles); every other settle runs on a runner of
-// its own (settleJob.run).
+// slot first on: the granted ones the store can start go out at once and
+// one runner collects and syncs them (collectSettles); every other settle
+// runs on a runner of its own (settleJob.run).
 func (w *Worker) startSettles(fs *frameScratch, cb *claimBatch, first int) {
 	var started []startedSettle
 	for k, j := range fs.settles {
@@ -180,11 +175,9 @@ type startedSettle struct {
 	c claims.StartedSettle
 }
 
-// collectSettles waits for the writes of started, within the latest of
-// their timeouts (as collectClaims), makes the landed ones durable with one
-// sync, and answers them (kvstore.SyncThen); a refused write goes to a runner that takes
-// SettleOwn's full path (it sends a write again that met a busy key, or
-// reads the key to say why the claim is lost).
+// collectSettles waits for the writes of started (as collectClaims), makes
+// the landed ones durable with one sync and answers them; a refused write
+// goes to a runner for SettleOwn's full path.
 func (w *Worker) collectSettles(started []startedSettle) {
 	timeout := started[0].j.timeout
 	for _, s := range started[1:] {

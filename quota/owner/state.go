@@ -12,18 +12,14 @@ import (
 const maxKindSlots = 32
 
 // bucketState is one partition's GCRA state: one TAT (µs) per (kind,
-// tenant) bucket; a bucket with no entry is full. Not safe for concurrent
-// use (the tenure's mu guards it).
+// tenant) bucket; a bucket with no entry is full. The tenure's mu guards it.
 //
 // Layout, for ≤ 64 bytes per idle bucket: the key is a 64-bit hash of the
-// tenant under a seed of the kind's slot (seeds are random per tenure, so
-// nobody can pick colliding names), the value the TAT — 16 bytes a slot in
-// a Go map, about 38 bytes a bucket with the map's slack, and no tenant
-// string is kept. Two buckets whose hashes collide (probability about
-// n²/2⁶⁵ for n buckets: 3·10⁻⁸ for a million) share one TAT; every charge
-// then sees a TAT at least its own, so a collision can only make a bucket
-// stricter, never admit more than its limit. Kinds are interned in slots
-// so that Reset can find every bucket of a tenant without a tenant index.
+// tenant seeded by the kind's slot (random per tenure, so nobody can pick
+// colliding names), the value the TAT; no tenant string is kept. Colliding
+// buckets (about n²/2⁶⁵) share one TAT, which can only make a bucket
+// stricter, never admit more. Kinds are interned in slots so that Reset can
+// find a tenant's buckets without a tenant index.
 type bucketState struct {
 	tats  map[uint64]int64
 	kinds []string       // slot -> kind

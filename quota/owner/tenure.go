@@ -21,20 +21,12 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/lease"
 )
 
-// tenure is one holding of one partition's lease: from a successful Create
-// to the release or loss. Its state starts empty (GCRA buckets are full,
-// counters load from KV on first access) and dies with it; requests still
-// in flight keep their tenure alive but cannot touch a later one.
-//
-// A partition taken over after its previous holder's lease lapsed (it died:
-// lease.Lease.Lapsed) starts conservatively instead: a bucket this tenure
-// has not touched holds 1/takeoverShare of its burst (at least one charge)
-// at the takeover, as if the rest had just been spent, and refills at its
-// rate from there. The dead owner's buckets and what the fallback admitted
-// meanwhile are unknown; full buckets would add a whole burst
-// (docs/DESIGN.md "Failure semantics"). A tenant below its rate still gets
-// every charge: the eighth absorbs hits that bunch up across the failover
-// (retries that waited for the new owner).
+// tenure is one holding of one partition's lease, from a successful Create
+// to the release or loss. Its state starts empty (full buckets, counters
+// loaded from KV) and dies with it; requests in flight keep it alive but
+// cannot touch a later one. After a lapsed lease (lease.Lease.Lapsed) a
+// bucket it has not touched starts with 1/takeoverShare of its burst (at
+// least one charge): docs/DESIGN.md "Partitions, leases and fencing".
 type tenure struct {
 	w       *Worker
 	n       int
@@ -71,11 +63,10 @@ func (w *Worker) newTenure(l *lease.Lease) *tenure {
 	return t
 }
 
-// tat is the bucket's TAT for a charge of lim: its state, or for a bucket
-// not held after a lapsed takeover, 1/takeoverShare of its burst (at least
-// one charge) left at the takeover (see tenure). A bucket dropped since (refilled, swept) gives a TAT <= now
-// there, so the rule cannot make a refilled bucket stricter. t.mu must be
-// held.
+// tat is the bucket's TAT for a charge of lim: its state, or after a
+// lapsed takeover 1/takeoverShare of its burst left (see tenure). A bucket
+// dropped since gives a TAT <= now, so the rule cannot make a refilled
+// bucket stricter. t.mu must be held.
 func (t *tenure) tat(r *bucketRef, lim gcra.Limit) int64 {
 	tat := t.state.get(r)
 	if tat != 0 || t.lapsedAt == 0 {
@@ -113,10 +104,8 @@ func (t *tenure) serving() bool {
 }
 
 // handle is the subscription callback. It never waits on KV: hits are
-// decided under the tenure lock and answered inline, and anything that
-// needs KV runs in a goroutine (bounded by the worker's semaphore) that
-// replies when done. A batch frame (internal/frame) is served by the worker,
-// which routes each item to the tenure of its partition.
+// answered inline under the tenure lock; anything needing KV runs in a
+// goroutine (bounded by the worker's semaphore) that replies when done.
 func (t *tenure) handle(m *nats.Msg) {
 	if frame.Is(m.Data) {
 		t.w.serveFrame(m)
@@ -166,11 +155,10 @@ func (t *tenure) invalid(m *nats.Msg, req *quota.OwnerRequest, reason string) {
 	respondError(m, 400, reason)
 }
 
-// admit admits one KV-bound request: it takes a slot of the worker's
-// semaphore (blocking the caller while maxInFlight requests wait on KV:
-// back-pressure) and registers with both trackers. False when the tenure
-// or the worker no longer admits requests; then nothing is held. Every
-// true must be paired with finish.
+// admit takes a slot of the worker's semaphore for one KV-bound request
+// (blocking while maxInFlight wait: back-pressure) and registers with both
+// trackers. False (nothing held) when the tenure or worker no longer
+// admits; every true must be paired with finish.
 func (t *tenure) admit() bool {
 	w := t.w
 	w.sem <- struct{}{}
@@ -370,13 +358,10 @@ func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *quota.OwnerReq
 	c.mu.Unlock()
 	t.counterUnref(c)
 	if err == nil && rep.granted {
-		// A grant rests on its count's write: answered once that write is
-		// durable (WithSync), in the group commit's rounds, outside the
-		// counter's lock (the next op on it need not wait for the round;
-		// a later grant's own round covers this write too). A denial and a
-		// release are not synced: a lost one only overcounts, which
-		// refuses until the holder's release or the slot's TTL, and the
-		// next grant's round makes it durable.
+		// A grant is answered once its count's write is durable (WithSync),
+		// outside the counter's lock. A denial and a release are not synced:
+		// a lost one only overcounts (refusing until a release or the TTL),
+		// and the next grant's round makes it durable.
 		err = kvstore.SyncWith(ctx, w.cfg.Sync)
 	}
 	if err != nil {

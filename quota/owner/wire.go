@@ -44,8 +44,7 @@ func parseInt64(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10
 
 // counterValue is a counter's stored value with named slots: the
 // anonymous count and each named slot's expiry (Unix ms). Without named
-// slots a counter is stored as its plain decimal count, as owners before
-// named slots wrote it.
+// slots a counter is stored as its plain decimal count.
 type counterValue struct {
 	N     int64            `json:"n"`
 	Slots map[string]int64 `json:"s,omitempty"`

@@ -33,22 +33,16 @@ var (
 // for a moment, and a request must reach only one of them.
 const queueGroup = "owner"
 
-// Worker is one member of the fleet of partition owners. It heartbeats in
-// the leases bucket, takes the leases of the partitions that rendezvous
-// hashing over the live members gives it, and serves the partition subject
-// of each lease it holds — and only while it holds it.
+// Worker is one member of the fleet of partition owners: it heartbeats,
+// takes the leases rendezvous hashing gives it and serves each held
+// partition's subject only while it holds the lease. GCRA state lives in
+// its memory (lost on failover); counters are written through to the
+// counts bucket before the reply (docs/DESIGN.md "Partitions, leases and
+// fencing").
 //
-// Each partition has a single writer: its GCRA state (one TAT per (kind,
-// tenant)) lives in the owner's memory and is lost on failover (a tenant may
-// then get one extra burst); reserve/release counters are written through to
-// the counts bucket, CAS-protected, before the reply, so failover loses none
-// (and a granted reserve waits for the write's sync, WithSync, so a power
-// cut loses none either).
-//
-// Lifecycle: New, Start (one background loop owned by the worker),
-// Stop (releases the leases so peers take over at once, unsubscribes, waits
-// for in-flight requests). A worker cannot be restarted; make a new one.
-// A Worker is safe for concurrent use.
+// Lifecycle: New, Start (one owned background loop), Stop (releases the
+// leases, unsubscribes, waits for requests in flight). A worker cannot be
+// restarted. Safe for concurrent use.
 type Worker struct {
 	cfg    settings.Config
 	nc     *nats.Conn
@@ -88,12 +82,10 @@ type Worker struct {
 	stopErr error
 }
 
-// New returns a worker serving quota partitions over nc, with leases
-// and heartbeats in the leases bucket, counters in the counts bucket (both
-// opened by quota.OpenBuckets) and dedupe claims in store.
-//
-// Options: see Option. The error wraps quota.ErrInvalidOption for a bad
-// option or a nil dependency.
+// New returns a worker serving quota partitions over nc, with leases and
+// heartbeats in the leases bucket, counters in the counts bucket (both from
+// quota.OpenBuckets) and dedupe claims in store. Errors wrap
+// quota.ErrInvalidOption.
 func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
 		return nil, settings.Invalid("owner.New needs a connection, both buckets and a claims store")
@@ -151,11 +143,9 @@ func (w *Worker) Partitions() []int {
 	return slices.Clone(w.snapshot)
 }
 
-// Start checks the fleet's partition count (recording it if this is the
-// fleet's first worker), heartbeats, and starts the background loop that
-// takes, renews and releases leases. It returns quota.ErrPartitionMismatch when
-// the fleet was created with another partition count, ErrStarted when
-// called twice. ctx bounds the start-up calls only.
+// Start checks (or records, for the first worker) the fleet's partition
+// count, heartbeats, and starts the lease loop. Errors:
+// quota.ErrPartitionMismatch, ErrStarted. ctx bounds the start-up calls only.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
@@ -182,11 +172,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop releases every lease (so peers take the partitions over at once),
-// unsubscribes, waits for in-flight requests, and removes the worker's
-// heartbeat. ctx bounds the wait; Stop returns ctx's error when it ends
-// first (the shutdown then completes in the background). Calling Stop again
-// waits again.
+// Stop releases every lease (so peers take over at once), unsubscribes,
+// waits for requests in flight and removes the heartbeat. When ctx ends
+// first Stop returns its error and the shutdown completes in the
+// background. Calling Stop again waits again.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started {

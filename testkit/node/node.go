@@ -1,15 +1,12 @@
-// Package node runs a whole sluice node — partition owners, the sluice
-// micro service, lifecycle events, the settler and the HTTP edge — on a
-// testkit server, so a team testing its own service against sluice needs
-// one line in its test:
+// Package node runs a whole sluice node (owners, the micro service, events,
+// the settler and the HTTP edge: the fx application cmd/edge runs) on a
+// testkit server's in-process connection, stopped when the test ends:
 //
 //	n := node.Start(t, testkit.New(t))
 //	c, _ := client.New(n.Kit.Conn) // or the edge at n.URL
 //
-// The node is the same fx application cmd/edge runs (package fx), with the
-// kit's in-process connection instead of one of its own; it is stopped when
-// the test ends. It lives apart from testkit because sluice's own package
-// tests use testkit, and the node imports those packages.
+// It lives apart from testkit because sluice's own package tests use
+// testkit, and the node imports those packages.
 package node
 
 import (

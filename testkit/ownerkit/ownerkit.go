@@ -19,12 +19,10 @@ import (
 )
 
 // Start starts an owner on nc over the default prefix's leases and counts
-// buckets (one replica, made or opened through nc) and store; a nil store
-// is the default claims bucket's KV store, opened through nc too (an
-// owner all of whose traffic a test cuts by closing nc). t.Cleanup stops
-// it; Stop's error there is not checked (a test may have stopped it, or
-// cut its connection, already): a test that checks it stops the owner
-// itself.
+// buckets (one replica) and store (nil: the default claims bucket's KV
+// store, through nc too, so closing nc cuts all its traffic). t.Cleanup
+// stops it without checking Stop's error (a test that checks it stops the
+// owner itself).
 func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option) *owner.Worker {
 	t.Helper()
 	ctx := testkit.Context(t)

@@ -68,13 +68,10 @@ func Enabled(getenv func(string) string) (bool, error) {
 }
 
 // FromEnv starts the tracer provider the environment asks for (see
-// Enabled), or returns nil (tracing off). The exporter reads its own
-// settings from the standard variables (OTEL_EXPORTER_OTLP_[TRACES_]
-// ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE …), the
-// provider its sampler (OTEL_TRACES_SAMPLER[_ARG]) and batching
-// (OTEL_BSP_*), the resource OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES; service.name defaults to service. Shut it
-// down to flush the spans still queued.
+// Enabled), or returns nil (tracing off). The exporter, sampler, batching
+// and resource read the standard OTEL_* variables (docs/OPERATIONS.md);
+// service.name defaults to service. Shut it down to flush the spans still
+// queued.
 func FromEnv(ctx context.Context, service string) (*Provider, error) {
 	on, err := Enabled(os.Getenv)
 	if err != nil || !on {

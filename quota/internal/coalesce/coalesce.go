@@ -21,21 +21,15 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// Coalescing of hits (docs/DESIGN.md "The path of a hit"):
-// concurrent hits bound for one owner travel in one batch frame and are
-// answered in one reply. There is no timer: a lane (one per destination
-// subject) sends at once while it has fewer than laneWindow frames
-// awaiting their first reply, and otherwise gathers what arrives until one
-// of them is answered — so a lone hit is never delayed, and under load the
-// batch is whatever accumulated during the previous round trip.
-//
-// Destinations: a hit first goes to its partition's subject (one lane per
-// partition); owners name their member subject in every reply, and the
-// client then sends the hits of every partition that owner answered for to
-// that subject (one lane per owner), which is what makes batches large
-// when load is spread over many partitions. An item answered not_owner, or
-// a frame nobody receives, sends the partition back to its partition
-// subject.
+// Coalescing of hits (docs/DESIGN.md "The path of a hit"): concurrent hits
+// bound for one owner travel in one batch frame, answered in one reply.
+// There is no timer: a lane (one per destination subject) sends at once
+// while fewer than laneWindow frames await their first reply, else gathers
+// until one is answered, so a lone hit is never delayed and under load the
+// batch is what accumulated during the last round trip. A hit goes to its
+// partition's subject until a reply names the owner's member subject (one
+// lane per owner: large batches when load spreads over partitions); a
+// not_owner item or an unreceived frame sends it back there.
 const (
 	// laneWindow is how many frames a lane has awaiting their first reply
 	// before it gathers.

@@ -1,9 +1,6 @@
 // Package frame is the codec of the quota owner protocol's batch frame
-// ("op":"batch"): pure functions over bytes, no NATS, no state. The
-// owner (quota's Worker) decodes request frames and encodes replies; the
-// client's coalescer (quota/internal/coalesce) does the reverse. The
-// layout is below; docs/PROTOCOL.md and docs/DESIGN.md say where it is
-// used.
+// ("op":"batch"): pure functions over bytes, no NATS, no state; the owner
+// decodes requests and encodes replies, the coalescer the reverse.
 package frame
 
 import (
@@ -14,12 +11,10 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The batch frame: the binary form of "op":"batch" on the owner protocol.
-// A client coalesces concurrent hits for one owner into one request frame;
-// the owner decides them in one go and answers with one reply frame for
-// every item it could decide at once, then one more for the items that
-// waited on KV (claims). JSON requests ({…}) stay valid on the same
-// subjects: an owner tells the two apart by the first byte.
+// The batch frame: the binary form of "op":"batch". The owner answers with
+// one reply frame for every item it could decide at once, then one for the
+// items that waited on KV. An owner tells a JSON request ({…}) apart by
+// the first byte.
 //
 // Request frame:
 //
@@ -35,7 +30,7 @@ import (
 //	    charges × {bytes kind, varint increment_us, varint capacity_us}
 //	    byte claim               0 or 1; when 1:
 //	      bytes source, bytes key, bytes hook_id, varint ttl_ms, varint pending_ttl_ms
-//	  op 2 (settle: commit the pending claim a hit took, as claims.settle):
+//	  op 2 (settle):
 //	    bytes source, bytes key, bytes hook_id, uvarint revision,
 //	    varint ttl_ms            the committed claim's TTL (0: the owner's default)
 //
@@ -43,27 +38,21 @@ import (
 //
 //	0xFA 0x01
 //	byte flags                   bit 0: more replies for this frame follow
-//	bytes route                  a subject that reaches this owner's worker
-//	                             for any partition it serves ("" = none)
+//	bytes route                  a subject reaching this owner for any of its partitions ("" = none)
 //	uvarint count
 //	count × Answer:
 //	  uvarint index              of the item in the request frame
-//	  byte status                0 = answered, 1 = invalid (400),
-//	                             2 = unavailable (503), 3 = not_owner,
-//	                             4 = claim_lost (409; settle items only)
+//	  byte status                0 answered, 1 invalid (400), 2 unavailable (503),
+//	                             3 not_owner, 4 claim_lost (409; settles only)
 //	  status 0: byte result (1 ok, 2 duplicate, 3 pending, 4 rate_limited),
 //	            bytes hook_id, uvarint retry_after_ms, uvarint revision,
 //	            uvarint limits, limits × {varint remaining, uvarint reset_ms}
-//	            (one per charge of the item, in its order);
-//	            a settled settle item is answered 0 with result 1 (ok),
-//	            hook_id "", retry 0, revision 0 and no limits
+//	            (one per charge, in order; a settled settle: ok, all empty)
 //	  else:     bytes reason
 //
-// Every item is answered exactly once. Items are independent: one that is
-// invalid, denied or not owned here does not affect the others. A frame
-// that does not parse is answered like a malformed JSON request (400 in
-// the micro error headers), before any item is acted on; a client fails
-// its items as unavailable (quota/internal/coalesce onHeaderReply).
+// Every item is answered exactly once, independently of the others. A
+// frame that does not parse is answered like a malformed JSON request (400
+// in the micro error headers) before any item is acted on.
 const (
 	Magic   = 0xFA
 	Version = 0x01

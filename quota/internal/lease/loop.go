@@ -25,25 +25,14 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The lease loop: one goroutine (Run) owns every lease of the worker.
-//
-//   - Every renewEvery (TTL/3) it heartbeats (member.<id>, TTL), renews each
-//     held lease by CAS+TTL on the lease's revision, lets the owner sweep
-//     (Owner.Tick) and reconciles.
-//   - A watcher on member.* and lease.* keeps a view of live members and
-//     lease holders; every change (a put, a purge, a TTL expiry marker)
-//     triggers a reconcile at once.
-//   - Reconcile computes the assignment (rendezvous hashing with bounded load
-//     over the live members) and takes free partitions assigned to this
-//     worker (Create with TTL), releases held partitions assigned to another
-//     live member (purge by revision), and takes partitions that stayed free
-//     for orphanGrace whoever they are assigned to (a dead member still
-//     heartbeating, views that disagree for a moment).
-//
-// Fencing: a Lease is Valid only while now < its deadline, the send time of
-// its last successful renewal + TTL - margin; a renewal that hits a CAS
-// conflict loses it at once, as does a watched event showing another
-// holder or an expiry.
+// The lease loop: one goroutine (Run) owns every lease of the worker. Every
+// renewEvery (TTL/3) it heartbeats, renews each held lease by CAS+TTL and
+// reconciles; a watcher on member.* and lease.* reconciles on every change.
+// Reconcile takes the free partitions the assignment gives this worker,
+// releases those it gives another live member, and takes any that stayed
+// free for orphanGrace (a dead member still heartbeating, views that
+// disagree for a moment). Fencing: docs/DESIGN.md "Partitions, leases and
+// fencing".
 
 // ErrPartitionMismatch: the fleet was created with another partition count.
 var ErrPartitionMismatch = errors.New("quota: partition count mismatch")
@@ -660,11 +649,9 @@ func (l *Loop) Close() {
 	}
 	l.retireWatcher()
 	// A retired watcher's Stop deletes its consumer with a JetStream API
-	// request; without a meta leader (the last node of a cluster stopping)
-	// nobody answers it and it waits out its whole timeout (5 s). Wait at
-	// most half a second (with a quorum it takes milliseconds): the request
-	// ends at once when the connection closes next, and with it the
-	// goroutine.
+	// request that, without a meta leader (the last node stopping), waits
+	// out its 5 s timeout. Wait at most half a second: the request ends
+	// when the connection closes, and with it the goroutine.
 	waited := make(chan struct{})
 	go func() { l.bg.Wait(); close(waited) }()
 	t := time.NewTimer(min(l.renewEvery, 500*time.Millisecond))

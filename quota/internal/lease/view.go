@@ -5,15 +5,12 @@ import (
 	"time"
 )
 
-// view is the lease loop's picture of the leases bucket, fed by a watcher.
-// Only its methods change it.
-//
-// It never trusts the absence of an event: a heartbeat or a lease that has
-// not been seen rewritten for staleAfter (a TTL plus one renewal period) is
-// presumed gone even if its delete or expiry marker was never seen (the
-// watcher's consumer may be re-created after a server dies, and markers
-// vanish after the bucket's LimitMarkerTTL). Presuming a live lease free
-// costs one failed Create, which refreshes it.
+// view is the lease loop's picture of the leases bucket, fed by a watcher;
+// only its methods change it. It never trusts the absence of an event: a
+// heartbeat or lease not seen rewritten for staleAfter (a TTL plus a
+// renewal period) is presumed gone even without a marker (a watcher's
+// consumer may be re-created, markers vanish after LimitMarkerTTL).
+// Presuming a live lease free costs one failed Create, which refreshes it.
 type view struct {
 	staleAfter time.Duration
 	lapseAfter time.Duration // a lease gone this long (server time) after its last write lapsed
