@@ -19,10 +19,15 @@ import (
 // bucket on the same servers), that every hook answered 2xx is in its
 // shard's stream, once, with one winner per key, and logs how long the
 // move took and what the senders saw meanwhile.
-func TestGrowCluster(t *testing.T) {
-	t.Parallel()
+func TestGrowCluster(t *testing.T) { t.Parallel(); testGrowCluster(t, 3) }
+
+// TestGrowClusterR1 is TestGrowCluster at R1: each new server takes 1
+// shard (a stream update moving it by its placement tag).
+func TestGrowClusterR1(t *testing.T) { t.Parallel(); testGrowCluster(t, 1) }
+
+func testGrowCluster(t *testing.T, replicas int) {
 	const shards = 6
-	h := Start(t, Options{Embedded: true, Partitions: 12, Shards: shards})
+	h := Start(t, Options{Embedded: true, Partitions: 12, Shards: shards, Replicas: replicas})
 	l := NewLedger()
 	run := h.startHooks(l, hookLoad{Tenants: shardTenants(shards, 2), Workers: 12, Redeliver: true})
 	defer run.stop()

@@ -851,19 +851,22 @@ func (h *Harness) AddNodes(t testing.TB, k int) {
 	for _, p := range ports[k:] {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, k)
-	for j := range k {
+	added := make([]*Node, k)
+	for j := range added {
 		e.args = append(e.args, []string{
 			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[j]),
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[k+j]),
 			"--routes", strings.Join(routes, ","),
 		})
 		e.urls = append(e.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[j]))
-		n := &Node{i: len(h.nodes), h: h, dir: filepath.Join(h.dir, "node"+strconv.Itoa(len(h.nodes)))}
-		h.nmu.Lock()
-		h.nodes = append(h.nodes, n)
-		h.nmu.Unlock()
+		added[j] = &Node{i: len(h.nodes) + j, h: h, dir: filepath.Join(h.dir, "node"+strconv.Itoa(len(h.nodes)+j))}
+	}
+	h.nmu.Lock()
+	h.nodes = append(h.nodes, added...)
+	h.nmu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, k)
+	for j, n := range added {
 		wg.Go(func() { errs[j] = n.startProc() })
 	}
 	wg.Wait()

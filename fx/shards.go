@@ -98,14 +98,17 @@ func balanceShards(ctx context.Context, cfg *config.Config, n *NATS, streams []s
 	}
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
-	for {
-		if n.Server.NATS().JetStreamIsLeader() {
-			peers := n.Server.ClusterPeers()
+	for last := []string(nil); ; {
+		// Servers joining one after the other: moved once they all are
+		// in (the same servers two passes running), not once per server.
+		if peers := n.Server.ClusterPeers(); slices.Equal(peers, last) && n.Server.NATS().JetStreamIsLeader() {
 			for i, name := range streams {
 				if err := balanceStream(ctx, n, name, shardServers(peers, i%cfg.Shards, cfg.Replicas), log); err != nil && ctx.Err() == nil {
 					log.Warn("shards: could not move a shard; it stays where it is for now", "stream", name, "error", err)
 				}
 			}
+		} else {
+			last = peers
 		}
 		select {
 		case <-ctx.Done():
