@@ -98,9 +98,10 @@ func balanceShards(ctx context.Context, cfg *config.Config, n *NATS, streams []s
 	}
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
-	for last := []string(nil); ; {
+	for last := n.Server.ClusterPeers(); ; {
 		// Servers joining one after the other: moved once they all are
-		// in (the same servers two passes running), not once per server.
+		// in (the same servers two passes running), not once per server;
+		// the first pass at once (a node starting takes its leaders back).
 		if peers := n.Server.ClusterPeers(); slices.Equal(peers, last) && n.Server.NATS().JetStreamIsLeader() {
 			for i, name := range streams {
 				if err := balanceStream(ctx, n, name, shardServers(peers, i%cfg.Shards, cfg.Replicas), log); err != nil && ctx.Err() == nil {
