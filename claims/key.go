@@ -15,10 +15,6 @@ import (
 // hundred years; longer TTLs are silently shortened to MaxTTL.
 const MaxTTL = 100 * 365 * 24 * time.Hour
 
-// DefaultCommittedTTL is how long a settled claim is kept when its settle
-// names no TTL (PROTOCOL.md: ttl_ms defaults to 72 h; --dedupe-ttl).
-const DefaultCommittedTTL = 72 * time.Hour
-
 // CommittedTTL is the TTL of a claim settled with ttl_ms ttlMs (>= 0,
 // checked by the caller): def when it is 0, at most MaxTTL.
 func CommittedTTL(ttlMs int64, def time.Duration) time.Duration {

@@ -172,7 +172,7 @@ func TestReplayBucketConfig(t *testing.T) {
 	if got.Name != "sluice_replay" || got.MaxMsgs != 42 || got.Replicas != 3 || !got.NoMarkers {
 		t.Fatalf("config %+v", got)
 	}
-	if d := claims.ReplayBucketConfig("r", 0, 1); d.MaxMsgs != claims.DefaultReplayCapacity {
+	if d := claims.ReplayBucketConfig("r", 0, 1); d.MaxMsgs != protocol.DefaultReplayCapacity {
 		t.Fatalf("default capacity %d", d.MaxMsgs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/option"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // ErrInvalidOption is wrapped by the error of NewKV, NewKVReplay,
@@ -63,7 +64,7 @@ type options struct {
 // newOptions applies opts with apply, the constructor's method of them,
 // to the defaults.
 func newOptions[O any](opts []O, apply func(O, *options) error) (options, error) {
-	c := options{now: time.Now, log: slog.New(slog.DiscardHandler), maxEntries: DefaultMaxEntries, capacity: DefaultReplayCapacity}
+	c := options{now: time.Now, log: slog.New(slog.DiscardHandler), maxEntries: DefaultMaxEntries, capacity: protocol.DefaultReplayCapacity}
 	err := option.Apply(&c, opts, apply)
 	return c, err
 }
@@ -91,7 +92,7 @@ func WithMaxEntries(n int) MemOption {
 }
 
 // WithReplayCapacity bounds the pairs a MemoryReplay holds (absent:
-// DefaultReplayCapacity; must be > 0).
+// protocol.DefaultReplayCapacity; must be > 0).
 func WithReplayCapacity(n int) MemReplayOption {
 	return memReplayOption(option.Positive(ErrInvalidOption, "replay capacity", n, func(c *options, n int) { c.capacity = n }))
 }

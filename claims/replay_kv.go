@@ -12,12 +12,8 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// DefaultReplayCapacity is the replay capacity used when none (or a
-// non-positive one) is given; it matches --replay-capacity's default.
-const DefaultReplayCapacity = 1_000_000
-
 // ReplayBucketConfig is the configuration of a replay bucket holding at
-// most capacity claims (capacity < 1: DefaultReplayCapacity): the bucket
+// most capacity claims (capacity < 1: protocol.DefaultReplayCapacity): the bucket
 // stream's MaxMsgs with DiscardNew enforces the capacity. Keys carry
 // per-key TTLs but the bucket has no expiry markers (NoMarkers), so an
 // expired claim frees its slot at once: with markers, an R3 stream at
@@ -26,7 +22,7 @@ const DefaultReplayCapacity = 1_000_000
 // NewKVReplay.
 func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.BucketConfig {
 	if capacity < 1 {
-		capacity = DefaultReplayCapacity
+		capacity = protocol.DefaultReplayCapacity
 	}
 	return kvstore.BucketConfig{
 		Name:           name,

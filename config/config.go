@@ -295,15 +295,10 @@ type NATSUser struct {
 	PlainInFile bool
 }
 
-// Load reads the configuration from args (without the program name), the
+// Parse reads the configuration from args (without the program name), the
 // environment through getenv (nil: no environment) and the --config file.
-// With -h or --help it prints the usage to os.Stderr and returns an error
-// wrapping flag.ErrHelp.
-func Load(args []string, getenv func(string) string) (*Config, error) {
-	return Parse(args, getenv, os.Stderr)
-}
-
-// Parse is Load with the usage written to usage (nil: discarded) on -h.
+// With -h or --help it writes the usage to usage (nil: discarded) and
+// returns an error wrapping flag.ErrHelp.
 func Parse(args []string, getenv func(string) string, usage io.Writer) (*Config, error) {
 	return parse(args, getenv, usage, os.ReadFile)
 }

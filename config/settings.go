@@ -54,7 +54,6 @@ const (
 	MaxShards     = protocol.MaxShards
 	MaxSplitShare = 1000 // --split-share
 	MaxReplicas   = 5    // JetStream's limit
-	MaxPrefix     = protocol.MaxPrefixBytes
 	// MinAdminTokenBytes is the shortest --admin-token accepted.
 	MinAdminTokenBytes = 16
 )
@@ -70,7 +69,7 @@ var settings = []setting{
 		c.HTTPAddr = v
 		return checkHostPort(v)
 	}},
-	{"max-inflight-hooks", "n", "512", "most hooks served at once; beyond it 503 overloaded with Retry-After at once", func(c *Config, v string) error {
+	{"max-inflight-hooks", "n", strconv.Itoa(protocol.DefaultMaxInFlightHooks), "most hooks served at once; beyond it 503 overloaded with Retry-After at once", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<20)
 		c.MaxInFlightHooks = int(n)
 		return err
@@ -126,7 +125,7 @@ var settings = []setting{
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
-	{"partitions", "n[/shards]", "64", "quota partitions, and after a slash the shards (streams and claims buckets) they are spread over, which must divide them (default 1); both fixed for the fleet's life, an edge's must be its hub's", func(c *Config, v string) error {
+	{"partitions", "n[/shards]", strconv.Itoa(protocol.DefaultPartitions), "quota partitions, and after a slash the shards (streams and claims buckets) they are spread over, which must divide them (default 1); both fixed for the fleet's life, an edge's must be its hub's", func(c *Config, v string) error {
 		p, s, hasShards := strings.Cut(v, "/")
 		n, err := parseInt(p, 1, MaxPartitions)
 		c.Partitions, c.Shards = int(n), 1
@@ -150,14 +149,14 @@ var settings = []setting{
 	}},
 	{"admin-token", "secret", "", "bearer token enabling the admin API (at least 16 bytes)", token(func(c *Config) *Secret { return &c.AdminToken }, "; e.g. openssl rand -hex 32")},
 	{"secrets-key-file", "path", "", "file of AES-256 keys (\"<id> <base64 of 32 bytes>\" per line, the first one encrypts) that seal source secrets stored through the admin API", str(func(c *Config) *string { return &c.SecretsKeyFile })},
-	{"replay-capacity", "n", "1000000", "most replay claims held", func(c *Config, v string) error {
+	{"replay-capacity", "n", strconv.Itoa(protocol.DefaultReplayCapacity), "most replay claims held", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<40)
 		c.ReplayCapacity = n
 		return err
 	}},
 	{"store-timeout", "duration", protocol.DefaultTimeout.String(), "budget of one call to the fleet store", dur(func(c *Config) *time.Duration { return &c.StoreTimeout }, 1)},
 	{"pending-ttl", "duration", protocol.DefaultPendingTTL.String(), "TTL of a pending dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.PendingTTL }, 1)},
-	{"dedupe-ttl", "duration", "72h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
+	{"dedupe-ttl", "duration", strconv.Itoa(int(protocol.DefaultCommittedTTL/time.Hour)) + "h", "TTL of a committed dedupe claim (whole seconds, rounded up)", dur(func(c *Config) *time.Duration { return &c.DedupeTTL }, 1)},
 	{"hooks-max-age", "duration", "168h", "how long stored hooks are kept (0 = forever)", dur(func(c *Config) *time.Duration { return &c.HooksMaxAge }, 0)},
 	{"hooks-max-bytes", "bytes", "0", "size bound of the hooks stream; when full, new hooks get 503 (0 = unlimited)", func(c *Config, v string) error {
 		n, err := parseInt(v, 0, 1<<50)

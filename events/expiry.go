@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 )
 
@@ -40,7 +41,7 @@ const recentSeqs = 4096
 // expired.
 //
 // Once fleet-wide: every node's watcher pulls from ONE durable consumer
-// (WithDurable, default DefaultExpiryDurable; DeliverPolicy New when the
+// (DefaultExpiryDurable; DeliverPolicy New when the
 // consumer is first created, AckNone), so the server hands each marker to
 // exactly one node and no node sees a message twice; a node additionally
 // remembers the last recentSeqs reported sequences. Being durable, the
@@ -84,8 +85,8 @@ type ExpiryWatcher struct {
 // NewExpiryWatcher returns a watcher of the claims bucket named bucket
 // (kvstore.BucketNames(prefix).Claims) reporting through pub, which must not
 // be nil (a watcher that cannot report would still take its share of the
-// fleet's markers). Options read: WithLogger, WithRegisterer, WithDurable,
-// WithKeyDecoder. Nothing touches NATS before Start.
+// fleet's markers). Options read: WithLogger, WithRegisterer. Nothing
+// touches NATS before Start.
 func NewExpiryWatcher(js jetstream.JetStream, bucket string, pub *Publisher, opts ...ExpiryOption) (*ExpiryWatcher, error) {
 	if js == nil || pub == nil {
 		return nil, invalid("nil jetstream or publisher")
@@ -168,7 +169,7 @@ func (w *ExpiryWatcher) handle(msg jetstream.Msg) {
 		return
 	}
 	key := strings.TrimPrefix(msg.Subject(), w.prefix)
-	id, err := w.cfg.decodeKey(key)
+	id, err := claims.ParseKVKey(key)
 	if err != nil {
 		w.seen.WithLabelValues(expUndecodable).Inc()
 		w.log.Debug("expiry marker under a key that is not a claim", "key", key, "err", err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/protocol"
@@ -62,7 +61,6 @@ type config struct {
 	retryMin    time.Duration
 	retryMax    time.Duration
 	queueSize   int
-	decodeKey   func(key string) (claims.ID, error)
 	streamName  string
 	maxDeliver  int
 	ackWait     time.Duration
@@ -81,7 +79,6 @@ func defaults() config {
 		retryMin:    time.Second,
 		retryMax:    30 * time.Second,
 		queueSize:   DefaultQueueSize,
-		decodeKey:   claims.ParseKVKey,
 		maxDeliver:  10,
 		ackWait:     30 * time.Second,
 	}
@@ -129,13 +126,6 @@ func (o CommonOption) applyPublisher(c *config) error { return o(c) }
 func (o CommonOption) applySettler(c *config) error   { return o(c) }
 func (o CommonOption) applyExpiry(c *config) error    { return o(c) }
 
-// ConsumerOption is an option of NewSettler and NewExpiryWatcher (their
-// durable consumer).
-type ConsumerOption func(*config) error
-
-func (o ConsumerOption) applySettler(c *config) error { return o(c) }
-func (o ConsumerOption) applyExpiry(c *config) error  { return o(c) }
-
 type publisherOption func(*config) error
 
 func (o publisherOption) applyPublisher(c *config) error { return o(c) }
@@ -143,10 +133,6 @@ func (o publisherOption) applyPublisher(c *config) error { return o(c) }
 type settlerOption func(*config) error
 
 func (o settlerOption) applySettler(c *config) error { return o(c) }
-
-type expiryOption func(*config) error
-
-func (o expiryOption) applyExpiry(c *config) error { return o(c) }
 
 func invalid(format string, a ...any) error {
 	return option.Invalid(ErrInvalidOption, format, a...)
@@ -156,18 +142,6 @@ func invalid(format string, a ...any) error {
 // (else an error wrapping ErrInvalidOption, naming what).
 func count(what string, n int, field func(*config) *int) func(*config) error {
 	return option.Positive(ErrInvalidOption, what, n, func(c *config, n int) { *field(c) = n })
-}
-
-// nameOption is the option setting the stream or consumer name field(c)
-// to name, which must pass checkName.
-func nameOption(name string, field func(*config) *string) func(*config) error {
-	return func(c *config) error {
-		if err := checkName(name); err != nil {
-			return err
-		}
-		*field(c) = name
-		return nil
-	}
 }
 
 // WithLogger sets the logger (all components; nil: discard).
@@ -213,12 +187,6 @@ func WithReplicas(n int) SettlerOption {
 	})
 }
 
-// WithStreamName overrides the name of the settle/release stream (Settler;
-// default StreamName(prefix)).
-func WithStreamName(name string) SettlerOption {
-	return settlerOption(nameOption(name, func(c *config) *string { return &c.streamName }))
-}
-
 // StreamBytesFor is the byte limit of the settle/release stream on a
 // JetStream store of maxStore bytes (0 or less: unknown or unlimited):
 // DefaultStreamMaxBytes, or an eighth of the store when that is less. A
@@ -246,33 +214,6 @@ func WithStreamLimits(maxAge time.Duration, maxMsgs, maxBytes int64) SettlerOpti
 	})
 }
 
-// WithDurable names the shared durable consumer (Settler: default
-// DefaultSettlerDurable; ExpiryWatcher: DefaultExpiryDurable). Every node of
-// a fleet must use the same name, or events are applied (or reported) once
-// per name.
-func WithDurable(name string) ConsumerOption {
-	return ConsumerOption(nameOption(name, func(c *config) *string { return &c.durable }))
-}
-
-// WithCallTimeout bounds one claims.Store call for one event (Settler;
-// default DefaultCallTimeout). It must stay well under the consumer's ack
-// wait (30 s) or the event is redelivered while it is still being applied.
-func WithCallTimeout(d time.Duration) SettlerOption {
-	return settlerOption(func(c *config) error {
-		if d <= 0 || d > 20*time.Second {
-			return invalid("call timeout %s not in (0, 20s]", d)
-		}
-		c.callTimeout = d
-		return nil
-	})
-}
-
-// WithConcurrency sets how many events one Settler applies at once
-// (default DefaultConcurrency).
-func WithConcurrency(n int) SettlerOption {
-	return settlerOption(count("concurrency", n, func(c *config) *int { return &c.concurrency }))
-}
-
 // WithRetryDelay sets the redelivery delay of an event whose store was
 // unavailable (Settler): lo doubled per delivery attempt, capped at hi
 // (defaults 1 s and 30 s).
@@ -290,19 +231,6 @@ func WithRetryDelay(lo, hi time.Duration) SettlerOption {
 // (Settler; default 10). After the last, the event is dropped and counted.
 func WithMaxDeliver(n int) SettlerOption {
 	return settlerOption(count("max deliver", n, func(c *config) *int { return &c.maxDeliver }))
-}
-
-// WithKeyDecoder sets how the ExpiryWatcher turns a claims bucket key into a
-// claim id (default claims.ParseKVKey, the inverse of claims.KVKey). A key
-// it rejects is skipped and counted.
-func WithKeyDecoder(fn func(key string) (claims.ID, error)) ExpiryOption {
-	return expiryOption(func(c *config) error {
-		if fn == nil {
-			return invalid("nil key decoder")
-		}
-		c.decodeKey = fn
-		return nil
-	})
 }
 
 // checkName validates a stream or consumer name: 1..64 bytes, no '.', '*',

@@ -24,31 +24,15 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		})
 	}
 	for name, o := range map[string]events.SettlerOption{
-		"replicas 0":   events.WithReplicas(0),
-		"replicas 6":   events.WithReplicas(6),
-		"stream name":  events.WithStreamName("a.b"),
-		"stream empty": events.WithStreamName(""),
-		"limits":       events.WithStreamLimits(0, 1, 1),
-		"durable":      events.WithDurable("x>"),
-		"timeout":      events.WithCallTimeout(time.Minute),
-		"concurrency":  events.WithConcurrency(0),
-		"retry":        events.WithRetryDelay(2*time.Second, time.Second),
-		"max deliver":  events.WithMaxDeliver(0),
+		"replicas 0":  events.WithReplicas(0),
+		"replicas 6":  events.WithReplicas(6),
+		"limits":      events.WithStreamLimits(0, 1, 1),
+		"retry":       events.WithRetryDelay(2*time.Second, time.Second),
+		"max deliver": events.WithMaxDeliver(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
 				t.Fatalf("NewSettler: %v, want ErrInvalidOption", err)
-			}
-		})
-	}
-	pub := e.publisher(t)
-	for name, o := range map[string]events.ExpiryOption{
-		"key decoder": events.WithKeyDecoder(nil),
-		"durable":     events.WithDurable("x>"),
-	} {
-		t.Run("expiry "+name, func(t *testing.T) {
-			if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), pub, o); !errors.Is(err, events.ErrInvalidOption) {
-				t.Fatalf("NewExpiryWatcher: %v, want ErrInvalidOption", err)
 			}
 		})
 	}

@@ -40,8 +40,8 @@ const (
 // durable before the ack — and one published to Subjects.Release releases
 // it (claims.Store.Release).
 //
-// Stream: both subjects are captured by the stream StreamName(prefix)
-// (WithStreamName): file storage, WorkQueue retention (an event leaves the
+// Stream: both subjects are captured by the stream StreamName(prefix):
+// file storage, WorkQueue retention (an event leaves the
 // stream once acked or termed), replicas WithReplicas, bounded by
 // WithStreamLimits (default 24 h, 1 000 000 events, 1 GiB; the oldest are
 // discarded first). So events published while no settler runs are applied
@@ -49,7 +49,7 @@ const (
 // idempotently by Start on every node.
 //
 // Consumer: every node's Settler pulls from ONE durable consumer
-// (WithDurable, default "settler"; deliver all, explicit ack, ack wait
+// (DefaultSettlerDurable; deliver all, explicit ack, ack wait
 // 30 s, at most WithMaxDeliver deliveries, 10 by default), so each event is
 // handed to one node at a time. The ack is sent AFTER the store call
 // returns:
@@ -104,8 +104,7 @@ type Committer interface {
 
 // NewSettler returns a Settler applying prefix's settle events through
 // commit and its release events to store. Options read: WithLogger,
-// WithRegisterer, WithReplicas, WithStreamName, WithStreamLimits,
-// WithDurable, WithCallTimeout, WithConcurrency, WithRetryDelay,
+// WithRegisterer, WithReplicas, WithStreamLimits, WithRetryDelay,
 // WithMaxDeliver. Nothing touches NATS before Start.
 func NewSettler(js jetstream.JetStream, store claims.Store, commit Committer, prefix string, opts ...SettlerOption) (*Settler, error) {
 	if js == nil || store == nil || commit == nil {

@@ -181,8 +181,8 @@ func TestTwoSettlersApplyEachEventOnce(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := &countingStore{Store: e.store}
 	b := &countingStore{Store: e.store}
-	e.startSettler(t, a, events.WithRegisterer(reg), events.WithConcurrency(4))
-	e.startSettler(t, b, events.WithRegisterer(reg), events.WithConcurrency(4))
+	e.startSettler(t, a, events.WithRegisterer(reg))
+	e.startSettler(t, b, events.WithRegisterer(reg))
 
 	const n = 60
 	ids := make([]claims.ID, n)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/faults/internal/lazyfs"
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
@@ -29,7 +28,7 @@ type powerCutMode struct {
 	young    int // cuts within seconds of a start
 	old      int // cuts after the node ran past nats-server's sync interval
 	// syncLatency is how long each fsync of the disk takes
-	// (lazyfs.Options.SyncLatency): the window in which a group commit
+	// (lazyOptions.SyncLatency): the window in which a group commit
 	// that released its callers before its round's fsync had finished
 	// would lose what it acknowledged. With fsyncs that return at once
 	// there is no such window to cut into.
@@ -46,7 +45,7 @@ var powerCutModes = []powerCutMode{
 }
 
 // TestPowerCut runs the edge (the single binary, embedded server) with its
-// data dir on a lazyfs mount (package faults/internal/lazyfs: file data
+// data dir on a lazyfs mount (lazyfs_test.go: file data
 // written but not fsynced, fdatasynced or written O_SYNC is lost by a
 // cut; names are durable at once), under load from 16 concurrent clients
 // with a dedupe key of their own per hook; then, again and again, kill -9
@@ -70,13 +69,13 @@ type powerCutTotals struct {
 
 // powerCutMount mounts a lazyfs for a test: the mount, where the nodes'
 // data dirs go, over the backing directory disk.
-func powerCutMount(t *testing.T) (fs *lazyfs.FS, mnt, disk string) {
+func powerCutMount(t *testing.T) (fs *lazyFS, mnt, disk string) {
 	t.Helper()
-	return powerCutMountWith(t, lazyfs.Options{})
+	return powerCutMountWith(t, lazyOptions{})
 }
 
 // powerCutMountWith is powerCutMount with the disk's options.
-func powerCutMountWith(t *testing.T, opts lazyfs.Options) (fs *lazyfs.FS, mnt, disk string) {
+func powerCutMountWith(t *testing.T, opts lazyOptions) (fs *lazyFS, mnt, disk string) {
 	t.Helper()
 	dir := t.TempDir()
 	mnt, disk = filepath.Join(dir, "mnt"), filepath.Join(dir, "disk")
@@ -85,14 +84,14 @@ func powerCutMountWith(t *testing.T, opts lazyfs.Options) (fs *lazyfs.FS, mnt, d
 			t.Fatal(err)
 		}
 	}
-	return lazyfs.MountForTestWith(t, mnt, disk, opts), mnt, disk
+	return lazyFSForTestWith(t, mnt, disk, opts), mnt, disk
 }
 
 func (m powerCutMode) run(t *testing.T) {
 	if *longRun && m.lossless {
 		m.young, m.old = 7, 3
 	}
-	fs, mnt, _ := powerCutMountWith(t, lazyfs.Options{SyncLatency: m.syncLatency})
+	fs, mnt, _ := powerCutMountWith(t, lazyOptions{SyncLatency: m.syncLatency})
 	h := Start(t, Options{Servers: 1, Embedded: true, Exclusive: true, DataDir: mnt, Args: append(powerCutSyncArgs(t), m.args...)})
 	node := h.Node(0)
 	l := NewLedger()

@@ -191,7 +191,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
 	if cfg.DedupeTTL <= 0 {
-		cfg.DedupeTTL = claims.DefaultCommittedTTL
+		cfg.DedupeTTL = protocol.DefaultCommittedTTL
 	}
 	local, err := jetstream.New(cfg.Conn)
 	if err != nil {

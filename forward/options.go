@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/option"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // ErrInvalidOption is wrapped by the error NewRoute returns for an option
@@ -28,7 +28,7 @@ type routeOption func(*routeConfig) error
 func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
 
 // WithPartitions sets the edge's partition count, compared with the hub
-// fleet's (default quota.DefaultPartitions; at least 1). It must be the
+// fleet's (default protocol.DefaultPartitions; at least 1). It must be the
 // count the edge's quota Client routes with.
 func WithPartitions(n int) RouteOption {
 	return routeOption(option.Positive(ErrInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
@@ -47,7 +47,7 @@ func WithRegisterer(reg prometheus.Registerer) RouteOption {
 }
 
 func newRouteConfig(opts []RouteOption) (routeConfig, error) {
-	c := routeConfig{partitions: quota.DefaultPartitions, log: slog.New(slog.DiscardHandler)}
+	c := routeConfig{partitions: protocol.DefaultPartitions, log: slog.New(slog.DiscardHandler)}
 	err := option.Apply(&c, opts, RouteOption.applyRoute)
 	return c, err
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/forward"
-	"github.com/sluice-dev/sluice/quota"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // TestRouteOptions: a bad option or a missing function is an error
@@ -27,23 +27,23 @@ func TestRouteOptions(t *testing.T) {
 		t.Errorf("nil linked: %v", err)
 	}
 
-	r, err := forward.NewRoute(linked, count(quota.DefaultPartitions))
+	r, err := forward.NewRoute(linked, count(protocol.DefaultPartitions))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Check(context.Background())
 	if r.State() != forward.RouteHub || !r.Reachable() {
-		t.Fatalf("default partitions against a hub of %d: %q", quota.DefaultPartitions, r.State())
+		t.Fatalf("default partitions against a hub of %d: %q", protocol.DefaultPartitions, r.State())
 	}
 
 	reg := prometheus.NewRegistry()
-	r, err = forward.NewRoute(linked, count(quota.DefaultPartitions), forward.WithPartitions(8), forward.WithRegisterer(reg))
+	r, err = forward.NewRoute(linked, count(protocol.DefaultPartitions), forward.WithPartitions(8), forward.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Check(context.Background())
 	if r.Reachable() || !strings.Contains(r.State(), "this edge 8") {
-		t.Fatalf("8 partitions against %d: reachable %v, %q", quota.DefaultPartitions, r.Reachable(), r.State())
+		t.Fatalf("8 partitions against %d: reachable %v, %q", protocol.DefaultPartitions, r.Reachable(), r.State())
 	}
 	mfs, err := reg.Gather()
 	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "sluice_edge_hub_quota" || mfs[0].GetMetric()[0].GetGauge().GetValue() != 0 {

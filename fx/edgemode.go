@@ -170,7 +170,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
-	local, err := gcra.NewLimiter(gcra.WithMaxKeys(1_000_000))
+	local, err := gcra.NewLimiter(gcra.WithMaxKeys(localMaxKeys))
 	if err != nil {
 		return nil, err
 	}

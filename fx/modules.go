@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,7 +273,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	local, err := gcra.NewLimiter(gcra.WithMaxKeys(1_000_000))
+	local, err := gcra.NewLimiter(gcra.WithMaxKeys(localMaxKeys))
 	if err != nil {
 		return nil, err
 	}
@@ -554,10 +553,8 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	return out, nil
 }
 
-// NewLogger builds the slog logger the configuration asks for, on stderr.
-func NewLogger(cfg *config.Config) *slog.Logger { return NewLoggerTo(cfg, os.Stderr) }
-
-// NewLoggerTo is NewLogger writing to w.
+// NewLoggerTo builds the slog logger the configuration asks for, writing
+// to w.
 func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
@@ -565,3 +562,7 @@ func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
+
+// localMaxKeys bounds the buckets of a node's node-local GCRA limiter (the
+// Fleet's fallback, and an edge's while it decides alone).
+const localMaxKeys = 1_000_000

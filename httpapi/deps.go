@@ -1,4 +1,4 @@
-// Package edge is sluice's HTTP webhook ingress: it verifies, rate limits,
+// Package httpapi is sluice's HTTP webhook ingress: it verifies, rate limits,
 // dedupes and durably stores webhooks, and never answers 2xx for a hook that
 // JetStream has not acknowledged. It also serves the operator endpoints
 // (health, readiness, metrics) and the admin API.

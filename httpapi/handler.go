@@ -58,7 +58,7 @@ type Config struct {
 	StoreTimeout   time.Duration // budget of one fleet call (default 250 ms)
 	PublishTimeout time.Duration // budget of the durable publish (default 5 s)
 	// MaxInFlight bounds the hooks served at once (default
-	// DefaultMaxInFlight): one more is answered 503 overloaded with
+	// protocol.DefaultMaxInFlightHooks): one more is answered 503 overloaded with
 	// Retry-After at once, before its body is read, so that the work a
 	// node starts can finish inside its budgets.
 	MaxInFlight int
@@ -104,9 +104,6 @@ type Lifecycle interface {
 	LimitDenied(tenant, source, kind string, retryAfter time.Duration)
 }
 
-// DefaultMaxInFlight is the default of Config.MaxInFlight.
-const DefaultMaxInFlight = 512
-
 // DefaultVerifyFailures is the default budget of failed signature checks of
 // one source: 10 per second with bursts of 100.
 var DefaultVerifyFailures = Rate{Rate: 10, Burst: 100}
@@ -145,7 +142,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
 	if cfg.DedupeTTL <= 0 {
-		cfg.DedupeTTL = claims.DefaultCommittedTTL
+		cfg.DedupeTTL = protocol.DefaultCommittedTTL
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = protocol.DefaultTimeout
@@ -154,7 +151,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.PublishTimeout = 5 * time.Second
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = DefaultMaxInFlight
+		cfg.MaxInFlight = protocol.DefaultMaxInFlightHooks
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

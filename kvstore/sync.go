@@ -10,19 +10,12 @@ import (
 
 // Syncer makes every write JetStream acknowledged before Sync was called
 // durable on stable storage: a 2xx (or a granted reply that promises
-// durability) is sent only after Sync returned nil. A nil Syncer, or
-// NoSync, promises nothing beyond the ack (external NATS, a cluster,
-// nats-server's own sync always).
+// durability) is sent only after Sync returned nil. A nil Syncer promises
+// nothing beyond the ack (external NATS, a cluster, nats-server's own sync
+// always).
 type Syncer interface {
 	Sync(ctx context.Context) error
 }
-
-// NoSync is the Syncer that returns at once: the ack is the promise.
-var NoSync Syncer = noSync{}
-
-type noSync struct{}
-
-func (noSync) Sync(context.Context) error { return nil }
 
 // ThenSyncer is a Syncer that can also call back instead of blocking:
 // Then arranges for fn to be called with what Sync would have returned —

@@ -16,4 +16,16 @@ const (
 	// DefaultPendingTTL is the TTL of a pending claim whose request names
 	// none (--pending-ttl).
 	DefaultPendingTTL = 30 * time.Second
+	// DefaultCommittedTTL is how long a settled claim is kept when its
+	// settle names no TTL (ttl_ms 0; --dedupe-ttl).
+	DefaultCommittedTTL = 72 * time.Hour
+	// DefaultReplayCapacity is how many replay claims are held at the
+	// most (--replay-capacity).
+	DefaultReplayCapacity = 1_000_000
+	// DefaultPartitions is a fleet's number of quota partitions
+	// (--partitions).
+	DefaultPartitions = 64
+	// DefaultMaxInFlightHooks is how many hooks an edge serves at once
+	// (--max-inflight-hooks).
+	DefaultMaxInFlightHooks = 512
 )

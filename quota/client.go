@@ -170,7 +170,8 @@ func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 	}
 }
 
-// hitJSON sends r as one JSON request (owners that predate frames).
+// hitJSON sends r as one JSON request (WithCoalescing(false), or a hit no
+// frame can carry).
 func (c *Client) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.HitReply, error) {
 	var rep protocol.HitReply
 	err := c.call(ctx, r.Tenant(), &OwnerRequest{Op: OpHit, Hit: r}, &rep)

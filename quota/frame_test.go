@@ -92,7 +92,7 @@ func FuzzDecodeRequestFrame(f *testing.F) {
 			if fe, je := ValidateItem(it), req.Validate(); (fe == nil) != (je == nil) {
 				t.Fatalf("item check says %v, HitRequest.Validate says %v: %+v", fe, je, req)
 			}
-			_ = Partition(it.Tenant, DefaultPartitions)
+			_ = Partition(it.Tenant, protocol.DefaultPartitions)
 		}
 		// Varints have more than one encoding; the canonical form must
 		// decode to the same items.

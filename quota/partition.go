@@ -5,11 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
-	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
-
-// DefaultPartitions is the default number of quota partitions of a fleet.
-const DefaultPartitions = settings.DefaultPartitions
 
 // MaxPartitions bounds the partition count (one lease, one subscription and
 // one KV key per partition).

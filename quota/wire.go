@@ -11,9 +11,8 @@ import (
 
 // The owner protocol: JSON requests on partitionSubject(prefix, n), answered
 // by the worker holding partition n's lease. It is internal to sluice
-// (clients in other languages use the sluice.v1.quota.* service) but stable
-// enough to mix versions during a rolling upgrade: unknown fields are
-// ignored, an unknown op is a 400.
+// (clients in other languages use the sluice.v1.quota.* service): unknown
+// fields are ignored, an unknown op is a 400.
 //
 //	{"op":"hit","timeout_ms":N,"hit":{…HitRequest}}          -> HitReply
 //	{"op":"reset","reset":{"tenant":"t"}}                      -> {"ok":true}
@@ -31,9 +30,8 @@ import (
 // the receiving worker serves, answered item by item in one reply (plus
 // one for the items that waited on a claim). Owners also serve frames on
 // their member subject (memberSubject), which their replies advertise.
-// Clients coalesce concurrent hits into frames (internal/coalesce) and send JSON
-// to an owner that answers a frame with an error header (a version before
-// frames); owners answer JSON as before.
+// Clients coalesce concurrent hits into frames (internal/coalesce); a hit
+// goes as JSON with WithCoalescing(false) or when it does not fit a frame.
 //
 // quota/owner serves the protocol; its names are exported for it.
 const (

@@ -9,44 +9,12 @@
 //	<prefix>.v1.replay.claim                              claims.ReplayStore
 //	<prefix>.v1.cooldown.record|penalize|load             Cooldown
 //
-// A malformed or invalid request is answered with the micro error headers
-// Nats-Service-Error-Code: 400 and Nats-Service-Error: "invalid_request:
-// <reason>"; a store that cannot answer in time with 503
-// "store_unavailable"; a settle or release of a claim the caller no longer
-// holds with 409 "claim_lost"; anything unexpected with 500
-// "internal_error" (and a log line). Results that are not failures
-// (rate_limited, duplicate, full …) are normal replies.
-//
-// # Requests
-//
-// Bodies are decoded strictly: exactly one JSON object; member names match
-// exactly (case-sensitive); unknown members are ignored (clients may send
-// fields a later version adds); a member of the wrong type — "max":"3",
-// a fractional or out-of-range integer, a negative revision — is a 400
-// naming the member; null is the same as absent. Then, per endpoint:
-//
-//   - quota.hit: 1..16 charges or a claim; every charge with a free-form kind of 1..64 bytes,
-//     a tenant of 1..256 bytes, 0 < increment_us <= capacity_us, no kind
-//     twice; all charges for one tenant, the claim's when there is one; a
-//     claim with tenant, source (1..256 bytes), key and hook_id (1..256
-//     bytes), ttl_ms and pending_ttl_ms >= 0. Reply
-//     {"result","hook_id","retry_after_ms","revision"}, every key always
-//     present, plus the extension "limits":[{"kind","remaining","reset_ms"}]
-//     when the owner reports it.
-//   - quota.reset: tenant 1..256 bytes. quota.reserve: principal and key
-//     1..256 bytes, max >= 1, ttl_ms >= 0. quota.release, quota.count:
-//     principal and key 1..256 bytes.
-//   - claims.settle, claims.release: tenant and source 1..256 bytes, key
-//     non-empty, hook_id 1..256 bytes of UTF-8, revision >= 1. settle also
-//     takes ttl_ms (an extension; >= 0, 0 or absent: the owner's --dedupe-ttl).
-//     claims.get: tenant, source, key; an absent claim is
-//     {"state":"absent","hook_id":"","revision":0,"expires_in_ms":0}.
-//   - replay.claim: namespace and key 1..256 bytes, retain_until required,
-//     0..253402300799.
-//   - cooldown.record: account and backend 1..256 bytes, observed_at_ms
-//     required, times 0..253402300799999, at most 64 snapshots with a
-//     finite percent and key and label of at most 256 bytes. cooldown.penalize: until_ms null/absent (clear) or
-//     0..253402300799999. cooldown.load: 1..100 backends of 1..256 bytes.
+// Errors (the micro error headers: 400 invalid_request, 503
+// store_unavailable, 409 claim_lost, 500 internal_error) and every
+// endpoint's bounds are docs/PROTOCOL.md's ("NATS"); results that are not
+// failures (rate_limited, duplicate, full …) are normal replies. Bodies are
+// decoded strictly (decode.go decodeStrict), then validated by protocol's
+// Validate methods.
 //
 // Every request runs in its own goroutine, under a deadline counted from
 // its arrival, bounded by a semaphore: a slow partition owner or KV write
@@ -115,7 +83,7 @@ type Config struct {
 	// Partitions is the fleet's quota partition count, reported in the
 	// $SRV.INFO metadata, 1..quota.MaxPartitions. Default: the Quota's
 	// Partitions() when it has that method (quota.Client does; a different
-	// non-zero value is an error), else quota.DefaultPartitions.
+	// non-zero value is an error), else protocol.DefaultPartitions.
 	Partitions int
 	// Version overrides the package Version (must be SemVer).
 	Version string
@@ -185,7 +153,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Partitions == 0 {
-		c.Partitions = quota.DefaultPartitions
+		c.Partitions = protocol.DefaultPartitions
 	}
 	if c.Partitions < 1 || c.Partitions > quota.MaxPartitions {
 		return c, fmt.Errorf("%w: partitions must be 1..%d, got %d", ErrInvalidConfig, quota.MaxPartitions, c.Partitions)

@@ -121,7 +121,7 @@ func (f *fakeQuota) Settle(ctx context.Context, req protocol.SettleRequest) erro
 		return err
 	}
 	id := claims.ID{Tenant: req.Tenant, Source: req.Source, Key: req.Key}
-	return store.Settle(ctx, id, req.HookID, req.Revision, claims.CommittedTTL(req.TTLMs, claims.DefaultCommittedTTL))
+	return store.Settle(ctx, id, req.HookID, req.Revision, claims.CommittedTTL(req.TTLMs, protocol.DefaultCommittedTTL))
 }
 
 func (f *fakeQuota) setHit(fn func(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)) {

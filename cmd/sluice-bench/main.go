@@ -32,6 +32,7 @@
 //	go run . --profile /tmp/prof   # plus a profiled pass of the sluice rows
 //	go run . --workloads scale --scale-rows 1/1/0.4,3/3/0.4 --duration 10s
 //	go run . --workloads scale-memory --scale-memory-nodes 3,6
+//	go run . --workloads tail --tail-rate 1500 --duration 3m --slices 6
 //
 // Redis rows need redis-server in PATH (apt-get update && apt-get install -y
 // redis-server); without it they are reported as skipped.
@@ -64,6 +65,7 @@ import (
 
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 )
 
@@ -106,6 +108,9 @@ type options struct {
 	scaleMemory     bool // --workloads scale-memory
 	scaleMemNodes   []scaleSpec
 	scaleClaims     int
+
+	tail     bool // --workloads tail
+	tailRate int
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -115,7 +120,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets): not in the default")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets) and tail (one node at a paced --tail-rate: latency percentiles per slice): not in the default")
+	fs.IntVar(&o.tailRate, "tail-rate", 1500, "tail: hooks per second, paced")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -123,7 +129,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout; the tables then go to stderr)")
 	fs.StringVar(&o.svgPath, "svg", "", "also write a bar chart (ops/s and p99 per row, sluice vs Redis or floor; SVG) to this file")
 	fs.StringVar(&o.edgeBin, "edge-bin", "", "use this cmd/edge binary instead of building ./cmd/edge")
-	fs.IntVar(&o.partitions, "partitions", quota.DefaultPartitions, "quota partitions of the edge (and the client)")
+	fs.IntVar(&o.partitions, "partitions", protocol.DefaultPartitions, "quota partitions of the edge (and the client)")
 	fs.IntVar(&o.httpInflight, "http-inflight", 32, "concurrent HTTP clients of the edge row")
 	fs.IntVar(&o.httpTenants, "http-tenants", 1000, "tenants of the edge row (round robin)")
 	fs.IntVar(&o.claims, "memory-claims", 100_000, "claims stored for the bytes-per-claim figure")
@@ -164,11 +170,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.scale = true
 		case "scale-memory":
 			o.scaleMemory = true
+		case "tail":
+			o.tail = true
 		case "":
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory, tail)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -195,6 +203,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			return nil, fmt.Errorf("--scale-memory-nodes: %q is not a count 1..16 (with /sS: S shards, 1..16)", f)
 		}
 		o.scaleMemNodes = append(o.scaleMemNodes, scaleSpec{Nodes: n, Replicas: min(3, n), Shards: k})
+	}
+	if o.tailRate < 1 || o.tailRate > 100_000 {
+		return nil, errors.New("--tail-rate must be 1..100000")
 	}
 	if o.scaleWorkers < 1 || o.scaleTenants < 1 || o.scaleBody < 1 || o.scaleClaims < 1 {
 		return nil, errors.New("--scale-workers, --scale-tenants and --scale-body must be >= 1")
@@ -231,6 +242,9 @@ func (o *options) plannedTime() time.Duration {
 		// Each row starts and stops a fleet (up to a minute on 2 cores).
 		total += time.Duration(len(o.scaleRows)*o.repeat) * (row + time.Minute)
 	}
+	if o.tail {
+		total += row + time.Minute
+	}
 	if o.scaleMemory {
 		// Writing at 1,000 claims/s at worst, then the caches' expiry.
 		total += time.Duration(len(o.scaleMemNodes)) * (time.Duration(o.scaleClaims)*time.Millisecond + 5*time.Minute)
@@ -250,6 +264,7 @@ type report struct {
 	Profiles []profileEntry `json:"profiles,omitempty"`
 	Scale    []scaleRow     `json:"scale,omitempty"`
 	ScaleMem []scaleMemRow  `json:"scale_memory,omitempty"`
+	Tail     *tailResult    `json:"tail,omitempty"`
 }
 
 type settings struct {
@@ -424,7 +439,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory) && o.edgeBin == "") {
+	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory || o.tail) && o.edgeBin == "") {
 		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
@@ -496,6 +511,13 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.scaleMemory {
 		rep.ScaleMem, err = b.scaleMemory(ctx)
 		printScaleMemory(b.out, rep.ScaleMem)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if o.tail {
+		rep.Tail, err = b.tail(ctx)
+		printTail(b.out, rep.Tail)
 		if err != nil {
 			return rep, err
 		}

@@ -20,11 +20,11 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// tenantsIn returns n distinct tenants of partition p (of quota.DefaultPartitions).
+// tenantsIn returns n distinct tenants of partition p (of protocol.DefaultPartitions).
 func tenantsIn(p, n int, stem string) []string {
 	var out []string
 	for i := 0; len(out) < n; i++ {
-		if s := stem + strconv.Itoa(i); quota.Partition(s, quota.DefaultPartitions) == p {
+		if s := stem + strconv.Itoa(i); quota.Partition(s, protocol.DefaultPartitions) == p {
 			out = append(out, s)
 		}
 	}
@@ -137,7 +137,7 @@ func TestFrameMixedItems(t *testing.T) {
 		it := hitItem(&items[i], 5, 1000)
 		fr = frame.AppendItem(fr, &it)
 	}
-	if quota.Partition("elsewhere", quota.DefaultPartitions) == 5 {
+	if quota.Partition("elsewhere", protocol.DefaultPartitions) == 5 {
 		t.Fatal("pick another misrouted tenant")
 	}
 	got := frameExchange(t, k.Conn, quota.MemberSubject(e.prefix, w.ID()), fr, len(items))

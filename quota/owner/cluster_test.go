@@ -99,7 +99,7 @@ func TestCluster(t *testing.T) {
 		for i, m := range ms {
 			got := len(m.w.Partitions())
 			t.Logf("member %d owns %d partitions", i, got)
-			if got > quota.DefaultPartitions*3/2/3 {
+			if got > protocol.DefaultPartitions*3/2/3 {
 				t.Errorf("member %d owns %d > 1.5 × P/N", i, got)
 			}
 		}

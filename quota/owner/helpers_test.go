@@ -172,7 +172,7 @@ func waitServed(t testing.TB, timeout time.Duration, ws ...*Worker) {
 
 func allServed(ws ...*Worker) bool {
 	seen := make(map[int]int)
-	p := quota.DefaultPartitions
+	p := protocol.DefaultPartitions
 	for _, w := range ws {
 		p = w.cfg.Partitions
 		for _, n := range w.Partitions() {

@@ -164,7 +164,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 	// the in-process path sees it as the NATS path does (not served, no
 	// responders, retried until the deadline: unavailable), and spends
 	// nothing.
-	n := quota.Partition("acme", quota.DefaultPartitions)
+	n := quota.Partition("acme", protocol.DefaultPartitions)
 	for _, p := range []*pathEnv{local, remote} {
 		if _, err := p.leases.Put(ctx, fmt.Sprintf("lease.%d", n), []byte(`{"owner":"intruder"}`), 0); err != nil {
 			t.Fatal(err)

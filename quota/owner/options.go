@@ -3,7 +3,6 @@ package owner
 import (
 	"time"
 
-	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
@@ -39,12 +38,12 @@ func defaults() settings.Config {
 	c := settings.Defaults()
 	c.LeaseTTL = DefaultLeaseTTL
 	c.MaxInFlight = DefaultMaxInFlight
-	c.DedupeTTL = claims.DefaultCommittedTTL
+	c.DedupeTTL = protocol.DefaultCommittedTTL
 	return c
 }
 
 // WithDedupeTTL sets how long a claim settled through a frame is kept
-// when its settle names no TTL (default claims.DefaultCommittedTTL, 72 h:
+// when its settle names no TTL (default protocol.DefaultCommittedTTL, 72 h:
 // the node's --dedupe-ttl, as claims.settle's).
 func WithDedupeTTL(d time.Duration) Option {
 	return ownerOption(settings.Positive("dedupe TTL", d, func(c *settings.Config, d time.Duration) { c.DedupeTTL = d }))

@@ -151,11 +151,11 @@ func TestSettleItemsCheckedByTheOwner(t *testing.T) {
 	t.Parallel()
 	k, e, _, c := single(t)
 	r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-	n := quota.Partition("acme", quota.DefaultPartitions)
+	n := quota.Partition("acme", protocol.DefaultPartitions)
 	b := frame.AppendRequestHeader(nil, 4)
 	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "hook-1", 0, 0)
 	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "", rep.Revision, 0)
-	b = frame.AppendSettle(b, (n+1)%quota.DefaultPartitions, 1000, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
+	b = frame.AppendSettle(b, (n+1)%protocol.DefaultPartitions, 1000, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
 	b = frame.AppendSettle(b, n, 1000, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
 	got := frameAnswers(t, k.Conn, quota.PartitionSubject(e.prefix, n), b)
 	want := []frame.Status{frame.StatusInvalid, frame.StatusInvalid, frame.StatusInvalid, frame.StatusAnswered}
@@ -380,7 +380,7 @@ func TestSettleDeadlineWithAStuckSync(t *testing.T) {
 	_, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 	// The settle as a frame of its own with a 200 ms deadline, its answer
 	// read from the owner's reply (not the client's own timer).
-	n := quota.Partition("acme", quota.DefaultPartitions)
+	n := quota.Partition("acme", protocol.DefaultPartitions)
 	b := frame.AppendRequestHeader(nil, 1)
 	b = frame.AppendSettle(b, n, 200, "acme", "s", "k-1", "hook-1", rep.Revision, 0)
 	a := frameAnswers(t, k.Conn, quota.PartitionSubject(e.prefix, n), b)[0]

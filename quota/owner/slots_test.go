@@ -48,7 +48,7 @@ func TestNamedSlots(t *testing.T) {
 	// reads), then the caller's retry with the same id: one slot, the
 	// same grant.
 	lost, _ := json.Marshal(quota.OwnerRequest{Op: quota.OpReserve, Reserve: &protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 3, RequestID: "job-1"}})
-	if err := k.Conn.PublishMsg(&nats.Msg{Subject: quota.PartitionSubject(e.prefix, quota.Partition("acme", quota.DefaultPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
+	if err := k.Conn.PublishMsg(&nats.Msg{Subject: quota.PartitionSubject(e.prefix, quota.Partition("acme", protocol.DefaultPartitions)), Reply: "lost.answer", Data: lost}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return count() == 1 }, "the lost reserve applied")

@@ -103,9 +103,9 @@ func TestHitInvalid(t *testing.T) {
 	// The owner answers 400 with the micro headers (a client that skipped
 	// validation, or another language).
 	body := `{"op":"hit","hit":{"charges":[{"kind":"hooks","tenant":"a","increment_us":1,"capacity_us":1},{"kind":"bytes","tenant":"b","increment_us":1,"capacity_us":1}]}}`
-	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, quota.Partition("a", quota.DefaultPartitions)), []byte(body), "invalid hit")
+	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, quota.Partition("a", protocol.DefaultPartitions)), []byte(body), "invalid hit")
 	// Misrouted (a client with another partition count): 400 too.
-	wrong := (quota.Partition("a", quota.DefaultPartitions) + 1) % quota.DefaultPartitions
+	wrong := (quota.Partition("a", protocol.DefaultPartitions) + 1) % protocol.DefaultPartitions
 	wantRefused(t, k.Conn, quota.PartitionSubject(e.prefix, wrong), []byte(`{"op":"reset","reset":{"tenant":"a"}}`), "misrouted")
 	// A client configured with another P gets protocol.ErrInvalid from the owner.
 	c32 := e.client(t, k.Conn, quota.WithPartitions(32))
@@ -428,11 +428,11 @@ func TestWorkerMetrics(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"sluice_quota_partitions_owned", nil, quota.DefaultPartitions},
+		{"sluice_quota_partitions_owned", nil, protocol.DefaultPartitions},
 		{"sluice_quota_hits_total", map[string]string{"result": "ok"}, 2},
 		{"sluice_quota_hits_total", map[string]string{"result": "rate_limited"}, 1},
 		{"sluice_quota_counter_ops_total", map[string]string{"op": "reserve", "result": "granted"}, 1},
-		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, quota.DefaultPartitions},
+		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, protocol.DefaultPartitions},
 		{"sluice_quota_kv_in_flight", nil, 0},
 	} {
 		if got := metricValue(t, reg, m.name, m.labels); got != m.want {

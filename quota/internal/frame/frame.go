@@ -19,9 +19,7 @@ import (
 // the owner decides them in one go and answers with one reply frame for
 // every item it could decide at once, then one more for the items that
 // waited on KV (claims). JSON requests ({…}) stay valid on the same
-// subjects: an owner tells the two apart by the first byte, and a client
-// whose frame is answered with an error header (an owner that predates
-// frames) falls back to one JSON request per hit.
+// subjects: an owner tells the two apart by the first byte.
 //
 // Request frame:
 //
@@ -64,15 +62,8 @@ import (
 // Every item is answered exactly once. Items are independent: one that is
 // invalid, denied or not owned here does not affect the others. A frame
 // that does not parse is answered like a malformed JSON request (400 in
-// the micro error headers), before any item is acted on: a client reads an
-// error header as "this owner does not speak frames" and resends its items
-// as JSON, so a later version may add ops or fields by bumping the version.
-//
-// The settle op came after the hit: an owner that predates it finds a
-// frame with a settle item malformed. So a client sends settle items only
-// to a partition whose owner has set flag bit 1 in a reply (clients that
-// predate it ignore the bit), and otherwise settles through the service's
-// claims.settle.
+// the micro error headers), before any item is acted on; a client fails
+// its items as unavailable (quota/internal/coalesce onHeaderReply).
 const (
 	Magic   = 0xFA
 	Version = 0x01

@@ -18,11 +18,9 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// Defaults of the shared settings (quota re-exports them).
-const (
-	DefaultPartitions = 64
-	DefaultCountTTL   = time.Hour
-)
+// DefaultCountTTL is the default of the shared settings' CountTTL (quota
+// re-exports it).
+const DefaultCountTTL = time.Hour
 
 // Config is the shared settings and the owner's (LeaseTTL, MemberID,
 // MaxInFlight, DedupeTTL: zero until quota/owner sets its defaults; Sync).
@@ -46,7 +44,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Prefix:     protocol.DefaultPrefix,
-		Partitions: DefaultPartitions,
+		Partitions: protocol.DefaultPartitions,
 		PendingTTL: protocol.DefaultPendingTTL,
 		CountTTL:   DefaultCountTTL,
 		Now:        time.Now,

@@ -1,4 +1,4 @@
-// Package lazyfs is a FUSE file system that models a disk with a volatile
+// lazyFS is a FUSE file system that models a disk with a volatile
 // write cache, after LazyFS (github.com/dsrhaslab/lazyfs): a power cut
 // loses every byte of file data that was written but not made durable. It exists to test that an acknowledged write
 // survives a power cut, with a real process writing through the kernel.
@@ -16,7 +16,7 @@
 //     file it causes) is volatile. It becomes durable by
 //     fsync(2) or fdatasync(2) on any descriptor of the same inode (then
 //     all of the inode's data and its size as of that call are durable,
-//     once the call has taken Options.SyncLatency: none by default), or
+//     once the call has taken lazyOptions.SyncLatency: none by default), or
 //     by a write through a descriptor opened with O_SYNC or O_DSYNC (then
 //     that write's bytes are durable, and the size it extends the file to).
 //     A directory's fsync does nothing (its entries are durable already).
@@ -45,7 +45,8 @@
 // image per inode — its durable size and the durable content of every
 // 4 KiB page written since its last sync — which Cut writes back.
 // Mounting needs root and /dev/fuse (DirectMountStrict: no fusermount).
-package lazyfs
+
+package faults
 
 import (
 	"context"
@@ -67,16 +68,16 @@ import (
 // pageSize is the granularity of the undo image.
 const pageSize = 4096
 
-// FS is a mounted lazyfs. Its methods may be called from any goroutine.
-type FS struct {
+// lazyFS is a mounted lazyfs. Its methods may be called from any goroutine.
+type lazyFS struct {
 	mountpoint, backing string
-	opts                Options
+	opts                lazyOptions
 
 	// cuts counts the unmounts begun: an fsync whose latency spans one
 	// makes nothing durable.
 	cuts atomic.Int64
 
-	mu     sync.Mutex // guards server (Mount, Cut, Close)
+	mu     sync.Mutex // guards server (mountLazyFS, Cut, Close)
 	server *fuse.Server
 
 	// gate: every data operation holds it shared; Cut holds it alone
@@ -91,46 +92,46 @@ type FS struct {
 	fsyncs, syncWrites, writes atomic.Int64
 }
 
-// Stats counts the operations the mount served since Mount.
-type Stats struct {
+// lazyStats counts the operations the mount served since mountLazyFS.
+type lazyStats struct {
 	Writes     int64 // writes (each FUSE WRITE request)
 	SyncWrites int64 // of them through an O_SYNC/O_DSYNC descriptor
 	Fsyncs     int64 // fsync/fdatasync calls on files
 }
 
-// Loss is what a Cut dropped.
-type Loss struct {
+// lazyLoss is what a Cut dropped.
+type lazyLoss struct {
 	Files int   // files whose data or size went back to their durable image
 	Bytes int64 // bytes of unsynced data dropped: size shrunk, plus restored 4 KiB pages
 }
 
-// ErrUnavailable wraps a failure to mount that says FUSE is not available
+// errLazyFSUnavailable wraps a failure to mount that says FUSE is not available
 // here: /dev/fuse cannot be opened, or mount(2) is not permitted (not
 // root). Any other failure is an error of its own.
-var ErrUnavailable = errors.New("lazyfs: cannot mount a FUSE file system here")
+var errLazyFSUnavailable = errors.New("lazyfs: cannot mount a FUSE file system here")
 
-// Options tune a mount (the zero value: an fsync returns at once).
-type Options struct {
+// lazyOptions tune a mount (the zero value: an fsync returns at once).
+type lazyOptions struct {
 	// SyncLatency is how long each fsync/fdatasync of a file takes before
 	// it makes the inode's data durable and returns (at most
-	// MaxSyncLatency): a slow disk's flush, the window in which a caller
+	// maxSyncLatency): a slow disk's flush, the window in which a caller
 	// released before its sync returned can be caught by a cut. A cut
 	// begun during the wait makes nothing of it durable (the call fails
 	// EIO, as to a process killed by then it never returns).
 	SyncLatency time.Duration
 }
 
-// MaxSyncLatency bounds Options.SyncLatency: a Cut waits for the fsyncs
+// maxSyncLatency bounds lazyOptions.SyncLatency: a Cut waits for the fsyncs
 // in flight.
-const MaxSyncLatency = time.Second
+const maxSyncLatency = time.Second
 
-// Mount mounts a lazyfs with opts at mountpoint (an existing empty
+// mountLazyFS mounts a lazyfs with opts at mountpoint (an existing empty
 // directory) over the directory backing, which holds the durable state.
-func Mount(mountpoint, backing string, opts Options) (*FS, error) {
-	if opts.SyncLatency < 0 || opts.SyncLatency > MaxSyncLatency {
-		return nil, fmt.Errorf("lazyfs: sync latency %v out of [0, %v]", opts.SyncLatency, MaxSyncLatency)
+func mountLazyFS(mountpoint, backing string, opts lazyOptions) (*lazyFS, error) {
+	if opts.SyncLatency < 0 || opts.SyncLatency > maxSyncLatency {
+		return nil, fmt.Errorf("lazyfs: sync latency %v out of [0, %v]", opts.SyncLatency, maxSyncLatency)
 	}
-	f := &FS{mountpoint: mountpoint, backing: backing, opts: opts, inodes: map[uint64]*inode{}}
+	f := &lazyFS{mountpoint: mountpoint, backing: backing, opts: opts, inodes: map[uint64]*inode{}}
 	if err := f.mount(); err != nil {
 		return nil, err
 	}
@@ -138,20 +139,20 @@ func Mount(mountpoint, backing string, opts Options) (*FS, error) {
 }
 
 // Mountpoint is where the file system is mounted.
-func (f *FS) Mountpoint() string { return f.mountpoint }
+func (f *lazyFS) Mountpoint() string { return f.mountpoint }
 
 // Backing is the backing directory (the disk).
-func (f *FS) Backing() string { return f.backing }
+func (f *lazyFS) Backing() string { return f.backing }
 
-// Stats returns the counts of operations so far.
-func (f *FS) Stats() Stats {
-	return Stats{Writes: f.writes.Load(), SyncWrites: f.syncWrites.Load(), Fsyncs: f.fsyncs.Load()}
+// lazyStats returns the counts of operations so far.
+func (f *lazyFS) Stats() lazyStats {
+	return lazyStats{Writes: f.writes.Load(), SyncWrites: f.syncWrites.Load(), Fsyncs: f.fsyncs.Load()}
 }
 
-func (f *FS) mount() error {
+func (f *lazyFS) mount() error {
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", errLazyFSUnavailable, err)
 	}
 	_ = dev.Close()
 	var st syscall.Stat_t
@@ -180,7 +181,7 @@ func (f *FS) mount() error {
 	}
 	server, err := fs.Mount(f.mountpoint, root, opts)
 	if errors.Is(err, syscall.EPERM) {
-		return fmt.Errorf("%w: mount %s: %v", ErrUnavailable, f.mountpoint, err)
+		return fmt.Errorf("%w: mount %s: %v", errLazyFSUnavailable, f.mountpoint, err)
 	}
 	if err != nil {
 		return fmt.Errorf("lazyfs: mount %s: %w", f.mountpoint, err)
@@ -196,7 +197,7 @@ func (f *FS) mount() error {
 
 // unmount unmounts and waits until the daemon's loops are gone, then
 // closes the gate.
-func (f *FS) unmount() error {
+func (f *lazyFS) unmount() error {
 	f.cuts.Add(1)
 	f.mu.Lock()
 	server := f.server
@@ -221,9 +222,9 @@ func (f *FS) unmount() error {
 // Cut is a power cut: it unmounts (every process writing through the
 // mount must have exited), reverts every file to its durable image and
 // mounts again. It reports what was dropped.
-func (f *FS) Cut() (Loss, error) {
+func (f *lazyFS) Cut() (lazyLoss, error) {
 	if err := f.unmount(); err != nil {
-		return Loss{}, err
+		return lazyLoss{}, err
 	}
 	loss, err := f.revert()
 	if err != nil {
@@ -233,7 +234,7 @@ func (f *FS) Cut() (Loss, error) {
 }
 
 // Close unmounts, keeping the backing directory as last written (no cut).
-func (f *FS) Close() error {
+func (f *lazyFS) Close() error {
 	if err := f.unmount(); err != nil {
 		return err
 	}
@@ -247,12 +248,12 @@ func (f *FS) Close() error {
 }
 
 // revert writes every dirty inode's durable image back to its file.
-func (f *FS) revert() (Loss, error) {
+func (f *lazyFS) revert() (lazyLoss, error) {
 	f.gate.Lock()
 	defer f.gate.Unlock()
 	f.imu.Lock()
 	defer f.imu.Unlock()
-	var loss Loss
+	var loss lazyLoss
 	var errs []error
 	for _, in := range f.inodes {
 		in.mu.Lock()
@@ -272,7 +273,7 @@ func (f *FS) revert() (Loss, error) {
 }
 
 // inodeOf returns the undo record of inode ino, creating it.
-func (f *FS) inodeOf(ino uint64) *inode {
+func (f *lazyFS) inodeOf(ino uint64) *inode {
 	f.imu.Lock()
 	defer f.imu.Unlock()
 	in := f.inodes[ino]
@@ -404,7 +405,7 @@ func (in *inode) clean() {
 // node is a loopback node whose files are lazyfs files.
 type node struct {
 	*fs.LoopbackNode
-	lfs *FS
+	lfs *lazyFS
 }
 
 var (
@@ -527,7 +528,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 
 // file is an open lazyfs file.
 type file struct {
-	lfs  *FS
+	lfs  *lazyFS
 	f    *os.File
 	fd   int
 	ino  uint64
@@ -545,7 +546,7 @@ var (
 	_ fs.FileLseeker   = (*file)(nil)
 )
 
-func (f *FS) newFile(fd int, ino uint64, flags uint32) *file {
+func (f *lazyFS) newFile(fd int, ino uint64, flags uint32) *file {
 	return &file{lfs: f, f: os.NewFile(uintptr(fd), ""), fd: fd, ino: ino, sync: flags&syscall.O_DSYNC != 0}
 }
 
@@ -597,7 +598,7 @@ func (h *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 }
 
 // Fsync makes all of the inode's data durable (fsync and fdatasync alike),
-// after Options.SyncLatency.
+// after lazyOptions.SyncLatency.
 func (h *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	cuts := h.lfs.cuts.Load()
 	if d := h.lfs.opts.SyncLatency; d > 0 {
@@ -690,21 +691,21 @@ func (h *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, sy
 	return uint64(n), fs.ToErrno(err)
 }
 
-// MountForTest mounts a lazyfs at mountpoint over backing and unmounts it
+// lazyFSForTest mounts a lazyfs at mountpoint over backing and unmounts it
 // at the end of the test. Where FUSE cannot be mounted (no /dev/fuse, not
 // root) the test fails when the environment says CI=true, and is skipped,
 // saying why, elsewhere.
-func MountForTest(t testing.TB, mountpoint, backing string) *FS {
+func lazyFSForTest(t testing.TB, mountpoint, backing string) *lazyFS {
 	t.Helper()
-	return MountForTestWith(t, mountpoint, backing, Options{})
+	return lazyFSForTestWith(t, mountpoint, backing, lazyOptions{})
 }
 
-// MountForTestWith is MountForTest with options.
-func MountForTestWith(t testing.TB, mountpoint, backing string, opts Options) *FS {
+// lazyFSForTestWith is lazyFSForTest with options.
+func lazyFSForTestWith(t testing.TB, mountpoint, backing string, opts lazyOptions) *lazyFS {
 	t.Helper()
-	f, err := Mount(mountpoint, backing, opts)
+	f, err := mountLazyFS(mountpoint, backing, opts)
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true" {
+		if errors.Is(err, errLazyFSUnavailable) && os.Getenv("CI") != "true" {
 			t.Skipf("power-loss harness unavailable (needs root and /dev/fuse; fails instead with CI=true): %v", err)
 		}
 		t.Fatalf("the power-loss harness must run here (CI=true: root and /dev/fuse): %v", err)

@@ -1,4 +1,4 @@
-package lazyfs
+package faults
 
 import (
 	"bytes"
@@ -8,15 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
 // mountT mounts a lazyfs over a fresh backing directory and returns it
 // and a function naming a path in the mount.
-func mountT(t *testing.T) (*FS, func(string) string) {
+func mountT(t *testing.T) (*lazyFS, func(string) string) {
 	t.Helper()
 	dir := t.TempDir()
 	mnt, back := filepath.Join(dir, "mnt"), filepath.Join(dir, "disk")
@@ -25,11 +22,11 @@ func mountT(t *testing.T) (*FS, func(string) string) {
 			t.Fatal(err)
 		}
 	}
-	f := MountForTest(t, mnt, back)
+	f := lazyFSForTest(t, mnt, back)
 	return f, func(name string) string { return filepath.Join(mnt, name) }
 }
 
-func cut(t *testing.T, f *FS) Loss {
+func cut(t *testing.T, f *lazyFS) lazyLoss {
 	t.Helper()
 	loss, err := f.Cut()
 	if err != nil {
@@ -295,8 +292,8 @@ func TestRandomAgainstModel(t *testing.T) {
 	}
 }
 
-// With Options.SyncLatency an fsync takes that long before it returns
-// (and its data is durable once it has); a latency beyond MaxSyncLatency
+// With lazyOptions.SyncLatency an fsync takes that long before it returns
+// (and its data is durable once it has); a latency beyond maxSyncLatency
 // is refused.
 func TestSyncLatency(t *testing.T) {
 	dir := t.TempDir()
@@ -306,11 +303,11 @@ func TestSyncLatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Mount(mnt, back, Options{SyncLatency: 2 * MaxSyncLatency}); err == nil {
-		t.Fatal("a sync latency beyond MaxSyncLatency was accepted")
+	if _, err := mountLazyFS(mnt, back, lazyOptions{SyncLatency: 2 * maxSyncLatency}); err == nil {
+		t.Fatal("a sync latency beyond maxSyncLatency was accepted")
 	}
 	const latency = 100 * time.Millisecond
-	f := MountForTestWith(t, mnt, back, Options{SyncLatency: latency})
+	f := lazyFSForTestWith(t, mnt, back, lazyOptions{SyncLatency: latency})
 	p := filepath.Join(mnt, "slow")
 	start := time.Now()
 	write(t, p, 0, []byte("synced slowly"), 0, true)
