@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,7 +97,8 @@ type Harness struct {
 	dir   string
 	edge  string // binary, with NodeProcs
 	srv   servers
-	nodes []*Node
+	nodes []*Node // appended to by AddNodes, under nmu
+	nmu   sync.Mutex
 	http  *http.Client
 
 	connOnce sync.Once
@@ -435,7 +437,11 @@ func (n *Node) shutdown() {
 }
 
 // Node returns node i.
-func (h *Harness) Node(i int) *Node { return h.nodes[i] }
+func (h *Harness) Node(i int) *Node {
+	h.nmu.Lock()
+	defer h.nmu.Unlock()
+	return h.nodes[i]
+}
 
 // Nodes returns the nodes.
 func (h *Harness) Nodes() []*Node { return h.nodes }
@@ -820,6 +826,55 @@ func routesOf(i int, routePorts []int, scheme string) string {
 		}
 	}
 	return strings.Join(routes, ",")
+}
+
+// AddNodes starts k more embedded nodes, together, and waits until each
+// is ready; nothing of the running nodes restarts. Their routes name every
+// server, running and new: a fresh server expects a meta group of as many
+// servers as it has routes, and new servers naming only the running ones
+// (3) could elect a meta leader of their own (2 of 3) before they found
+// the cluster's; two JetStream clusters answered the same subjects (a
+// joining node's heartbeat put answered by two KV_sluice_leases streams
+// at sequences 405 and 69). With every server named, k new ones need k >
+// N/2 to do that: add at most as many nodes at once as there are.
+func (h *Harness) AddNodes(t testing.TB, k int) {
+	t.Helper()
+	e, ok := h.srv.(*embeddedServers)
+	if !ok || len(e.args) < 2 {
+		t.Fatal("AddNodes: needs an embedded cluster")
+	}
+	ports := testkit.FreePorts(t, 2*k)
+	var routes []string
+	for _, args := range e.args {
+		routes = append(routes, "nats-route://"+args[slices.Index(args, "--cluster-listen")+1])
+	}
+	for _, p := range ports[k:] {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	added := make([]*Node, k)
+	for j := range added {
+		e.args = append(e.args, []string{
+			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[j]),
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[k+j]),
+			"--routes", strings.Join(routes, ","),
+		})
+		e.urls = append(e.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[j]))
+		added[j] = &Node{i: len(h.nodes) + j, h: h, dir: filepath.Join(h.dir, "node"+strconv.Itoa(len(h.nodes)+j))}
+	}
+	h.nmu.Lock()
+	h.nodes = append(h.nodes, added...)
+	h.nmu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, k)
+	for j, n := range added {
+		wg.Go(func() { errs[j] = n.startProc() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (e *embeddedServers) n() int                      { return len(e.urls) }

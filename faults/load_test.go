@@ -42,7 +42,7 @@ func (h *Harness) postHook(ctx context.Context, i int, k HookKey, body []byte) (
 }
 
 func (h *Harness) sendHook(ctx context.Context, i int, k HookKey, body []byte) (int, string, http.Header, error) {
-	u := h.nodes[i].URL()
+	u := h.Node(i).URL()
 	if u == "" {
 		return 0, "", nil, errNodeDown
 	}

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +18,8 @@ func TestKillShardLeader(t *testing.T) {
 	t.Parallel()
 	const shards = 3
 	h := Start(t, Options{Embedded: true, Partitions: 6, Shards: shards})
-	var tenants []string
-	for i := 0; len(tenants) < 2*shards; i++ { // two tenants in each shard
-		ten := fmt.Sprintf("t%d", i)
-		n := 0
-		for _, o := range tenants {
-			if protocol.Shard(o, shards) == protocol.Shard(ten, shards) {
-				n++
-			}
-		}
-		if n < 2 {
-			tenants = append(tenants, ten)
-		}
-	}
 	l := NewLedger()
-	run := h.startHooks(l, hookLoad{Tenants: tenants, Workers: 12, Redeliver: true})
+	run := h.startHooks(l, hookLoad{Tenants: shardTenants(shards, 2), Workers: 12, Redeliver: true})
 	defer run.stop()
 	killStep(t, run, "before the kill")
 	victim := h.leaderNode(t, protocol.HooksStream(1))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -404,12 +405,16 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
 			return nil, err
 		}
-		spreadLeaders(ctx, cfg, n, httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), log)
-		claimStreams := make([]string, len(s.ClaimsBuckets))
-		for k, b := range s.ClaimsBuckets {
-			claimStreams[k] = kvstore.StreamName(b.Name())
+		streams := httpapi.HooksStreams(cfg.HooksStream, cfg.Shards)
+		for _, b := range s.ClaimsBuckets {
+			streams = append(streams, kvstore.StreamName(b.Name()))
 		}
-		spreadLeaders(ctx, cfg, n, claimStreams, log)
+		bctx, stop := context.WithCancel(context.Background())
+		var done sync.WaitGroup
+		lc.Append(fx.Hook{
+			OnStart: func(context.Context) error { done.Go(func() { balanceShards(bctx, cfg, n, streams, log) }); return nil },
+			OnStop:  func(context.Context) error { stop(); done.Wait(); return nil },
+		})
 	}
 	var ready atomic.Bool
 	var readyInfo func() any

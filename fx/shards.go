@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/config"
@@ -26,16 +28,30 @@ func shardBytes(total int64, shards int) int64 {
 	return (total + int64(shards) - 1) / int64(shards)
 }
 
+// shardServers is the balancing rule, the one place that says where the
+// shards go: of the cluster's servers (sorted by name), shard k's
+// replicas are on the replicas servers from server k mod N on (fewer if
+// the cluster has fewer), the first of them leading it. S shards at R
+// replicas on N servers put S·R/N replicas and S/N leaders on each server
+// (rounded): 6 shards R3 are 3 replicas per server on 6 servers, 6 on 3.
+// Shard k's hooks stream and claims bucket go to the same servers.
+func shardServers(servers []string, k, replicas int) []string {
+	out := make([]string, min(max(replicas, 1), len(servers)))
+	for j := range out {
+		out[j] = servers[(k+j)%len(servers)]
+	}
+	return out
+}
+
 // shardPlacement places the streams of shard k (its hooks stream and its
 // claims bucket) when they are created, on an embedded cluster at R1 with
-// more than one shard: on server k mod N of the N servers the cluster
-// knows online, sorted by name (natsembed.PlacementTag), so that the
-// shards' leaders spread over the servers. nats-server itself placed all
-// of them on one server (it picks the server with the most free storage,
-// whose count of streams it learns only later: 3 of 3 shards on one of 3
-// servers in TestShardsCluster). Nil (the server chooses) elsewhere:
-// replicated shards are on every server of a cluster of R nodes anyway.
-// An existing stream keeps where it is.
+// more than one shard: on shardServers' server, by its tag
+// (natsembed.PlacementTag). nats-server itself placed all of them on one
+// server (it picks the server with the most free storage, whose count of
+// streams it learns only later: 3 of 3 shards on one of 3 servers in
+// TestShardsCluster). Nil (the server chooses) elsewhere: tags are
+// AND-ed, so no placement names R > 1 servers; balanceShards moves those
+// replicas. An existing stream keeps where it is.
 func shardPlacement(cfg *config.Config, n *NATS, log *slog.Logger) func(k int) *jetstream.Placement {
 	if n.Server == nil || !cfg.Clustered() || cfg.Shards <= 1 || cfg.Replicas > 1 {
 		return nil
@@ -46,7 +62,7 @@ func shardPlacement(cfg *config.Config, n *NATS, log *slog.Logger) func(k int) *
 	}
 	log.Debug("shards: placing new shard streams over the servers", "servers", peers)
 	return func(k int) *jetstream.Placement {
-		return &jetstream.Placement{Tags: []string{natsembed.PlacementTag(peers[k%len(peers)])}}
+		return &jetstream.Placement{Tags: []string{natsembed.PlacementTag(shardServers(peers, k, 1)[0])}}
 	}
 }
 
@@ -63,56 +79,122 @@ func clusterPeers(cfg *config.Config, n *NATS) []string {
 	}
 }
 
-// spreadLeaders moves the leader of shard k's stream (streams[k]) to
-// server k mod N of the cluster's N servers, on an embedded cluster with
-// replicated shards: there every server holds a replica of every shard,
-// and the elections had put the leaders of all three shards' hooks
-// streams on one server of three (the scale bench, R3). A leader
-// step-down naming the preferred server (nats-server 2.12+) moves it;
-// one that fails is logged and left (the shard keeps its leader). Each
-// node runs it at its start, so a restarted node takes its shards'
-// leadership back (a step-down costs the stream a moment without a
-// leader, which writes retry).
-func spreadLeaders(ctx context.Context, cfg *config.Config, n *NATS, streams []string, log *slog.Logger) {
-	if n.Server == nil || !cfg.Clustered() || len(streams) <= 1 || cfg.Replicas <= 1 {
+// balanceEvery is how often balanceShards compares the shards with the
+// rule.
+const balanceEvery = 2 * time.Second
+
+// balanceShards is the mover, run by every node of an embedded cluster
+// with more than one shard until ctx ends: every balanceEvery, on the
+// node whose server is the JetStream meta leader (one mover at a time; a
+// second one during a leader change only gets "in progress" answers), it
+// makes one step per shard stream (streams[i] is shard i mod shards's)
+// towards shardServers over the servers the cluster knows, offline ones
+// included (a server down for a while keeps its shards; one that joins
+// takes its share). See balanceStream. It is idempotent: a balanced
+// cluster costs one stream info per stream and pass.
+func balanceShards(ctx context.Context, cfg *config.Config, n *NATS, streams []string, log *slog.Logger) {
+	if n.Server == nil || !cfg.Clustered() || cfg.Shards <= 1 {
 		return
 	}
-	peers := clusterPeers(cfg, n)
-	if len(peers) < 2 {
-		return
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	for last := n.Server.ClusterPeers(); ; {
+		// Servers joining one after the other: moved once they all are
+		// in (the same servers two passes running), not once per server;
+		// the first pass at once (a node starting takes its leaders back).
+		if peers := n.Server.ClusterPeers(); slices.Equal(peers, last) && n.Server.NATS().JetStreamIsLeader() {
+			for i, name := range streams {
+				if err := balanceStream(ctx, n, name, shardServers(peers, i%cfg.Shards, cfg.Replicas), log); err != nil && ctx.Err() == nil {
+					log.Warn("shards: could not move a shard; it stays where it is for now", "stream", name, "error", err)
+				}
+			}
+		} else {
+			last = peers
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
-	for k, name := range streams {
-		want := peers[k%len(peers)]
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second) // a request lost to a leader change is not waited out
-		st, err := n.JS.Stream(ictx, name)
-		cancel()
-		if err != nil || st.CachedInfo().Cluster == nil || st.CachedInfo().Cluster.Leader == want {
-			continue
-		}
-		body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		msg, err := n.Conn.RequestWithContext(rctx, "$JS.API.STREAM.LEADER.STEPDOWN."+name, body)
-		cancel()
-		var resp struct {
-			Success bool `json:"success"`
-			Error   *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err == nil {
-			err = json.Unmarshal(msg.Data, &resp)
-		}
-		switch {
-		case err != nil:
-		case resp.Error != nil:
-			err = errors.New(resp.Error.Description)
-		case !resp.Success:
-			err = errors.New("not done")
-		}
-		if err != nil {
-			log.Warn("shards: could not move a shard's leader; it keeps its leader", "stream", name, "to", want, "error", err)
-			continue
-		}
-		log.Debug("shards: moved a shard's leader", "stream", name, "from", st.CachedInfo().Cluster.Leader, "to", want)
+}
+
+// balanceStream makes one step moving stream name onto the servers want
+// (want[0] leading):
+//   - at R1, a stream update placing it on want[0] by its tag;
+//   - at R > 1, the move of one replica from a server not in want to one
+//     in want ($JS.API.ACCOUNT.STREAM.MOVE.<account>.<stream> with the
+//     server to leave and the tag of the one to take: nats-server adds the
+//     new peer, lets it catch up, then drops the old one; the tags are for
+//     that move only, the stream's configuration keeps no placement);
+//   - once on want, a leader step-down naming want[0] if it is current.
+//
+// Nothing while a move is in flight (the server refuses a second one).
+func balanceStream(ctx context.Context, n *NATS, name string, want []string, log *slog.Logger) error {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := n.JS.Stream(ictx, name)
+	if err != nil {
+		return err
 	}
+	info := st.CachedInfo()
+	cl := info.Cluster
+	if cl == nil || cl.Leader == "" || cl.Desired != nil || len(cl.Replicas)+1 > len(want) {
+		return nil // no leader now, or a move in flight
+	}
+	members := []string{cl.Leader}
+	current := map[string]bool{cl.Leader: true}
+	for _, r := range cl.Replicas {
+		members, current[r.Name] = append(members, r.Name), r.Current && !r.Offline
+	}
+	var from, to string
+	for _, s := range members { // a follower rather than the leader
+		if !slices.Contains(want, s) {
+			from = s
+		}
+	}
+	for _, s := range want {
+		if !slices.Contains(members, s) {
+			to = s
+		}
+	}
+	var subject string
+	var body any
+	switch {
+	case from != "" && to != "" && len(want) == 1:
+		sc := info.Config
+		sc.Placement = &jetstream.Placement{Tags: []string{natsembed.PlacementTag(to)}}
+		if _, err := n.JS.UpdateStream(ictx, sc); err != nil {
+			return err
+		}
+		log.Info("shards: moving a shard to its server", "stream", name, "from", from, "to", to)
+		return nil
+	case from != "" && to != "":
+		subject = "$JS.API.ACCOUNT.STREAM.MOVE." + server.DEFAULT_GLOBAL_ACCOUNT + "." + name
+		body = map[string]any{"server": from, "tags": []string{natsembed.PlacementTag(to)}}
+	case to == "" && cl.Leader != want[0] && current[want[0]]:
+		subject = "$JS.API.STREAM.LEADER.STEPDOWN." + name
+		body = map[string]any{"placement": map[string]string{"preferred": want[0]}}
+		from, to = cl.Leader, want[0]
+	default:
+		return nil // where the rule wants it
+	}
+	data, _ := json.Marshal(body)
+	msg, err := n.Conn.RequestWithContext(ictx, subject, data)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return err
+	}
+	if resp.Error != nil {
+		return errors.New(resp.Error.Description)
+	}
+	log.Info("shards: moving a shard towards its servers", "stream", name, "request", subject, "from", from, "to", to)
+	return nil
 }

@@ -646,8 +646,8 @@ func (a *slogAdapter) Tracef(format string, v ...any) {}
 func PlacementTag(serverName string) string { return "sluice-server:" + strings.ToLower(serverName) }
 
 // ClusterPeers are the names of the servers of the JetStream cluster this
-// server knows online (itself included), sorted; nil when it is not
-// clustered.
+// server knows (itself included), offline ones too, sorted; nil when it is
+// not clustered.
 func (s *Server) ClusterPeers() []string {
 	jsz, err := s.ns.Jsz(&server.JSzOptions{})
 	if err != nil || jsz.Meta == nil {
@@ -658,7 +658,7 @@ func (s *Server) ClusterPeers() []string {
 		names = append(names, jsz.Meta.Leader)
 	}
 	for _, p := range jsz.Meta.Replicas {
-		if p != nil && !p.Offline && p.Name != "" {
+		if p != nil && p.Name != "" {
 			names = append(names, p.Name)
 		}
 	}

@@ -39,6 +39,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,7 +106,7 @@ type options struct {
 	scaleDurability string
 	scaleProfile    string
 	scaleMemory     bool // --workloads scale-memory
-	scaleMemNodes   []int
+	scaleMemNodes   []scaleSpec
 	scaleClaims     int
 
 	tail     bool // --workloads tail
@@ -139,7 +140,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.scaleBody, "scale-body", 600, "scale rows: bytes of each hook's JSON body")
 	fs.StringVar(&o.scaleDurability, "scale-durability", "", "scale rows: the nodes' --durability (empty: the edge's default)")
 	fs.StringVar(&o.scaleProfile, "scale-profile", "", "scale rows: take a CPU profile of every node during each row's window into this directory (the rows' figures then include pprof's cost)")
-	memNodes := fs.String("scale-memory-nodes", "3,6", "scale-memory: fleet sizes (R3; R1 for 1 node), comma-separated")
+	memNodes := fs.String("scale-memory-nodes", "3,6", "scale-memory: fleet sizes (R3; R1 for 1 node), comma-separated; N/sS: over S shards (--partitions P/S)")
 	fs.IntVar(&o.scaleClaims, "scale-claims", 1_000_000, "scale-memory: claims stored in each fleet")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
 	fs.Usage = func() {
@@ -195,11 +196,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	for _, f := range strings.Split(*memNodes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 16 {
-			return nil, fmt.Errorf("--scale-memory-nodes: %q is not a count 1..16", f)
+		nodes, shards, _ := strings.Cut(strings.TrimSpace(f), "/s")
+		n, err := strconv.Atoi(nodes)
+		k, kerr := strconv.Atoi(cmp.Or(shards, "1"))
+		if err != nil || kerr != nil || n < 1 || n > 16 || k < 1 || k > 16 {
+			return nil, fmt.Errorf("--scale-memory-nodes: %q is not a count 1..16 (with /sS: S shards, 1..16)", f)
 		}
-		o.scaleMemNodes = append(o.scaleMemNodes, n)
+		o.scaleMemNodes = append(o.scaleMemNodes, scaleSpec{Nodes: n, Replicas: min(3, n), Shards: k})
 	}
 	if o.tailRate < 1 || o.tailRate > 100_000 {
 		return nil, errors.New("--tail-rate must be 1..100000")

@@ -61,8 +61,11 @@ func (s scaleSpec) partitions() string {
 	if s.Shards <= 1 {
 		return ""
 	}
-	return fmt.Sprintf("%d/%d", (64+s.Shards-1)/s.Shards*s.Shards, s.Shards)
+	return fmt.Sprintf("%d/%d", s.partitionCount(), s.Shards)
 }
+
+// partitionCount is P of partitions() (with shards).
+func (s scaleSpec) partitionCount() int { return (64 + s.Shards - 1) / s.Shards * s.Shards }
 
 // defaultScaleRows are issue 32's rows: 1, 3 and 6 nodes at R1 and R3,
 // at 0.4 core per node (at 6 nodes that is more than this 2-core machine

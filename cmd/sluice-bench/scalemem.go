@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,13 +35,14 @@ type scaleMemRow struct {
 	Claims     uint64  `json:"claims_in_stream"` // messages of the claims bucket's stream
 	Written    uint64  `json:"claims_written"`   // hits answered ok
 	WriteSec   float64 `json:"write_s"`
-	// Per node: whether it holds a replica of the claims bucket, and its
-	// heap growth per claim right after writing and once idle.
-	HoldsClaims  []bool    `json:"holds_claims"`
-	FreshPer     []float64 `json:"fresh_heap_bytes_per_claim"`
-	IdlePer      []float64 `json:"idle_heap_bytes_per_claim"`
-	ClaimsLeader string    `json:"claims_leader,omitempty"`
-	Error        string    `json:"error,omitempty"`
+	Shards     int     `json:"shards,omitempty"` // --partitions P/S: S claims buckets
+	// Per node: the claims it holds (in the claims buckets it holds a
+	// replica of), and its heap growth per claim of the fleet right after
+	// writing and once idle.
+	HeldClaims []uint64  `json:"held_claims"`
+	FreshPer   []float64 `json:"fresh_heap_bytes_per_claim"`
+	IdlePer    []float64 `json:"idle_heap_bytes_per_claim"`
+	Error      string    `json:"error,omitempty"`
 }
 
 // heapAlloc is a node's Go heap after a collection: /debug/pprof/heap
@@ -98,8 +100,9 @@ func (b *bench) scaleMemory(ctx context.Context) ([]scaleMemRow, error) {
 		return nil, err
 	}
 	var rows []scaleMemRow
-	for _, n := range b.o.scaleMemNodes {
-		r := b.scaleMemRow(ctx, scaleSpec{Nodes: n, Replicas: min(3, n), Durability: b.o.scaleDurability}, bin)
+	for _, spec := range b.o.scaleMemNodes {
+		spec.Durability = b.o.scaleDurability
+		r := b.scaleMemRow(ctx, spec, bin)
 		rows = append(rows, r)
 		if ctx.Err() != nil {
 			return rows, ctx.Err()
@@ -109,8 +112,8 @@ func (b *bench) scaleMemory(ctx context.Context) ([]scaleMemRow, error) {
 }
 
 func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) scaleMemRow {
-	r := scaleMemRow{Nodes: spec.Nodes, Replicas: spec.Replicas}
-	name := fmt.Sprintf("memory-%dn-r%d", spec.Nodes, spec.Replicas)
+	r := scaleMemRow{Nodes: spec.Nodes, Replicas: spec.Replicas, Shards: spec.Shards}
+	name := fmt.Sprintf("memory-%dn-r%d-s%d", spec.Nodes, spec.Replicas, spec.Shards)
 	b.logf("scale %s: %d claims into %d nodes at R%d (no quota)", name, b.o.scaleClaims, spec.Nodes, spec.Replicas)
 	f := &fleet{}
 	defer func() {
@@ -127,7 +130,11 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 	if r.Durability, _, err = b.startFleet(ctx, f, name, spec, bin, nil, true); err != nil {
 		return fail(err)
 	}
-	qnc, qc, err := connectQuota("nats://"+f.nodes[0].natsAddr, b.o.partitions, true)
+	partitions := b.o.partitions
+	if spec.Shards > 1 {
+		partitions = spec.partitionCount()
+	}
+	qnc, qc, err := connectQuota("nats://"+f.nodes[0].natsAddr, partitions, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -139,19 +146,19 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 	if err != nil {
 		return fail(err)
 	}
-	stream := kvstore.StreamName(kvstore.BucketNames(protocol.DefaultPrefix).Claims)
-	claimsInfo := func() (*jetstream.StreamInfo, error) {
-		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		s, err := js.Stream(ictx, stream)
-		if err != nil {
-			return nil, err
+	// The claims buckets' streams, and the nodes holding each: once the
+	// shards have spread (fx balanceShards: as many on each server).
+	var info0 []*jetstream.StreamInfo
+	for deadline := time.Now().Add(2 * time.Minute); ; sleep(ctx, time.Second) {
+		if info0, err = claimsInfo(ctx, js, max(spec.Shards, 1)); err == nil {
+			err = bucketsSpread(f, info0, spec)
 		}
-		return s.Info(ictx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
 	}
-	info0, err := claimsInfo()
 	if err != nil {
-		return fail(fmt.Errorf("%s info: %w", stream, err))
+		return fail(fmt.Errorf("claims buckets: %w", err))
 	}
 	heap0, err := fleetHeaps(ctx, f)
 	if err != nil {
@@ -216,31 +223,25 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
-	info1, err := claimsInfo()
+	info1, err := claimsInfo(ctx, js, max(spec.Shards, 1))
+	if err == nil {
+		err = bucketsSpread(f, info1, spec) // nothing moved during the writes
+	}
 	if err != nil {
-		return fail(fmt.Errorf("%s info: %w", stream, err))
+		return fail(fmt.Errorf("claims buckets: %w", err))
 	}
-	r.Claims = info1.State.Msgs - info0.State.Msgs
-	if r.Claims < r.Written {
-		return fail(fmt.Errorf("%d claims answered ok, %d in %s", r.Written, r.Claims, stream))
-	}
-	holders := map[string]bool{}
-	if c := info1.Cluster; c != nil {
-		r.ClaimsLeader = c.Leader
-		holders[c.Leader] = true
-		for _, p := range c.Replicas {
-			holders[p.Name] = true
-		}
-	}
-	for _, n := range f.nodes {
-		port := n.clusterAddr[strings.LastIndexByte(n.clusterAddr, ':')+1:]
-		held := len(f.nodes) == 1
-		for h := range holders {
-			if strings.HasSuffix(h, "-"+port) {
-				held = true
+	r.HeldClaims = make([]uint64, len(f.nodes))
+	for k, info := range info1 {
+		claims := info.State.Msgs - info0[k].State.Msgs
+		r.Claims += claims
+		for i, held := range holders(f, info) {
+			if held {
+				r.HeldClaims[i] += claims
 			}
 		}
-		r.HoldsClaims = append(r.HoldsClaims, held)
+	}
+	if r.Claims < r.Written {
+		return fail(fmt.Errorf("%d claims answered ok, %d in the claims buckets", r.Written, r.Claims))
 	}
 	heap1, err := fleetHeaps(ctx, f)
 	if err != nil {
@@ -263,24 +264,83 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 	return r
 }
 
+// claimsInfo reads the streams of the claims buckets of a fleet of
+// shards (shard k at index k).
+func claimsInfo(ctx context.Context, js jetstream.JetStream, shards int) ([]*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out []*jetstream.StreamInfo
+	for k := range shards {
+		name := kvstore.StreamName(protocol.ClaimsBucket(protocol.DefaultPrefix, k))
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// holders reports, per node, whether it holds a replica of the stream.
+func holders(f *fleet, info *jetstream.StreamInfo) []bool {
+	out := make([]bool, len(f.nodes))
+	c := info.Cluster
+	for i, n := range f.nodes {
+		port := n.clusterAddr[strings.LastIndexByte(n.clusterAddr, ':')+1:]
+		out[i] = len(f.nodes) == 1
+		if c == nil {
+			continue
+		}
+		out[i] = out[i] || strings.HasSuffix(c.Leader, "-"+port)
+		for _, p := range c.Replicas {
+			out[i] = out[i] || strings.HasSuffix(p.Name, "-"+port)
+		}
+	}
+	return out
+}
+
+// bucketsSpread checks that the nodes hold as many claims buckets each
+// (S·R/N, ±1) and that no bucket is moving.
+func bucketsSpread(f *fleet, infos []*jetstream.StreamInfo, spec scaleSpec) error {
+	held := make([]int, len(f.nodes))
+	for _, info := range infos {
+		if c := info.Cluster; c != nil && (c.Desired != nil || len(c.Replicas)+1 != spec.Replicas) {
+			return fmt.Errorf("%s is moving", info.Config.Name)
+		}
+		for i, h := range holders(f, info) {
+			if h {
+				held[i]++
+			}
+		}
+	}
+	if slices.Max(held)-slices.Min(held) > 1 {
+		return fmt.Errorf("claims buckets per node %v", held)
+	}
+	return nil
+}
+
 func printScaleMemory(w io.Writer, rows []scaleMemRow) {
 	if len(rows) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\n== scale memory: server heap per stored claim, per node (after a GC; idle: once the file stores dropped their caches) ==")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "nodes\treplicas\tdurability\tclaims\twritten in\tnode\tholds claims\tfresh B/claim\tidle B/claim\terror")
+	fmt.Fprintln(tw, "nodes\treplicas\tshards\tdurability\tclaims\twritten in\tnode\tholds claims\tfresh B/claim\tidle B/claim\terror")
 	for _, r := range rows {
-		if len(r.HoldsClaims) == 0 {
-			fmt.Fprintf(tw, "%d\tR%d\t%s\t%d\t%.0f s\t—\t—\t—\t—\t%s\n", r.Nodes, r.Replicas, r.Durability, r.Claims, r.WriteSec, r.Error)
+		if len(r.HeldClaims) == 0 {
+			fmt.Fprintf(tw, "%d\tR%d\t%d\t%s\t%d\t%.0f s\t—\t—\t—\t—\t%s\n", r.Nodes, r.Replicas, max(r.Shards, 1), r.Durability, r.Claims, r.WriteSec, r.Error)
 			continue
 		}
-		for i := range r.HoldsClaims {
+		for i, held := range r.HeldClaims {
 			fresh, idle := "—", "—"
 			if i < len(r.FreshPer) {
 				fresh, idle = fmt.Sprintf("%.0f", r.FreshPer[i]), fmt.Sprintf("%.0f", r.IdlePer[i])
 			}
-			fmt.Fprintf(tw, "%d\tR%d\t%s\t%d\t%.0f s\tnode%d\t%v\t%s\t%s\t%s\n", r.Nodes, r.Replicas, r.Durability, r.Claims, r.WriteSec, i, r.HoldsClaims[i], fresh, idle, r.Error)
+			fmt.Fprintf(tw, "%d\tR%d\t%d\t%s\t%d\t%.0f s\tnode%d\t%d\t%s\t%s\t%s\n", r.Nodes, r.Replicas, max(r.Shards, 1), r.Durability, r.Claims, r.WriteSec, i, held, fresh, idle, r.Error)
 		}
 	}
 	_ = tw.Flush()
