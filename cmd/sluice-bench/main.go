@@ -33,6 +33,7 @@
 //	go run . --workloads scale --scale-rows 1/1/0.4,3/3/0.4 --duration 10s
 //	go run . --workloads scale-memory --scale-memory-nodes 3,6
 //	go run . --workloads tail --tail-rate 1500 --duration 3m --slices 6
+//	go run . --workloads disk --duration 90s
 //
 // Redis rows need redis-server in PATH (apt-get update && apt-get install -y
 // redis-server); without it they are reported as skipped.
@@ -109,8 +110,10 @@ type options struct {
 	scaleMemNodes   []scaleSpec
 	scaleClaims     int
 
-	tail     bool // --workloads tail
-	tailRate int
+	disk           bool // --workloads disk
+	tail           bool // --workloads tail
+	tailRate       int
+	tailDurability string
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -120,8 +123,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets) and tail (one node at a paced --tail-rate: latency percentiles per slice): not in the default")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets) and tail (one node at a paced --tail-rate: latency percentiles per slice), disk (fdatasync latency of the bench's directory for --duration): not in the default")
 	fs.IntVar(&o.tailRate, "tail-rate", 1500, "tail: hooks per second, paced")
+	fs.StringVar(&o.tailDurability, "tail-durability", "", "tail: the node's --durability (empty: the edge's default)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
 	fs.IntVar(&o.slices, "slices", 5, "cut each row into this many slices, run A B, B A … so both systems see the same background load")
 	fs.BoolVar(&o.drain, "drain", true, "after a hit+claim row, wait until its pending claims have expired on both systems (and report what expiry cost)")
@@ -172,11 +176,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.scaleMemory = true
 		case "tail":
 			o.tail = true
+		case "disk":
+			o.disk = true
 		case "":
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory, tail)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory, tail, disk)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -245,6 +251,9 @@ func (o *options) plannedTime() time.Duration {
 	if o.tail {
 		total += row + time.Minute
 	}
+	if o.disk {
+		total += o.duration
+	}
 	if o.scaleMemory {
 		// Writing at 1,000 claims/s at worst, then the caches' expiry.
 		total += time.Duration(len(o.scaleMemNodes)) * (time.Duration(o.scaleClaims)*time.Millisecond + 5*time.Minute)
@@ -265,6 +274,7 @@ type report struct {
 	Scale    []scaleRow     `json:"scale,omitempty"`
 	ScaleMem []scaleMemRow  `json:"scale_memory,omitempty"`
 	Tail     *tailResult    `json:"tail,omitempty"`
+	Disk     *diskResult    `json:"disk,omitempty"`
 }
 
 type settings struct {
@@ -511,6 +521,13 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.scaleMemory {
 		rep.ScaleMem, err = b.scaleMemory(ctx)
 		printScaleMemory(b.out, rep.ScaleMem)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if o.disk {
+		rep.Disk, err = b.disk(ctx)
+		printDisk(b.out, rep.Disk)
 		if err != nil {
 			return rep, err
 		}

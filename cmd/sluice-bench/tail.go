@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
 )
 
 // The tail workload (--workloads tail): one default node, hooks sent at a
@@ -108,6 +109,10 @@ func newTailSlice(from float64, h *hist) tailSlice {
 func (b *bench) tail(ctx context.Context) (*tailResult, error) {
 	o := b.o
 	res := &tailResult{Rate: o.tailRate, Durability: "synced (default)", Statuses: map[string]uint64{}}
+	var extra []string
+	if o.tailDurability != "" {
+		res.Durability, extra = o.tailDurability, []string{"--durability", o.tailDurability}
+	}
 	bin, err := b.edgeBinary(ctx)
 	if err != nil {
 		return res, err
@@ -116,7 +121,7 @@ func (b *bench) tail(ctx context.Context) (*tailResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	e, err := startEdge(ctx, bin, dir, o.partitions, true)
+	e, err := startEdge(ctx, bin, dir, o.partitions, true, extra...)
 	if err != nil {
 		return res, err
 	}
@@ -252,5 +257,58 @@ func printTail(w io.Writer, r *tailResult) {
 	fmt.Fprintf(w, "barrier: %s; Go GC: %.0f cycles in the window, longest pause since start %.0f µs\n", r.Rounds, r.GCs, r.GCMax)
 	if r.Error != "" {
 		fmt.Fprintln(w, "error:", r.Error)
+	}
+}
+
+// diskResult is the disk workload's: the latency of fdatasync after a
+// 600-byte append, one at a time (2 ms apart), in the bench's temporary
+// directory (where the nodes keep their data), with nothing else of the
+// bench running — what the device alone gives the group commit's rounds.
+type diskResult struct {
+	Syncs  int     `json:"syncs"`
+	P50Us  float64 `json:"p50_us"`
+	P99Us  float64 `json:"p99_us"`
+	P999Us float64 `json:"p999_us"`
+	MaxUs  float64 `json:"max_us"`
+	Over5  int     `json:"over_5ms"`
+	Over50 int     `json:"over_50ms"`
+}
+
+func (b *bench) disk(ctx context.Context) (*diskResult, error) {
+	f, err := os.CreateTemp(b.tmp, "disk-probe")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	var h hist
+	r := &diskResult{}
+	buf := make([]byte, 600)
+	for end := time.Now().Add(b.o.duration); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(2 * time.Millisecond) {
+		if _, err := f.Write(buf); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := unix.Fdatasync(int(f.Fd())); err != nil && err != unix.EINTR {
+			return nil, err
+		}
+		d := time.Since(t0)
+		h.record(d)
+		if d > 5*time.Millisecond {
+			r.Over5++
+		}
+		if d > 50*time.Millisecond {
+			r.Over50++
+		}
+	}
+	s := newTailSlice(0, &h)
+	r.Syncs, r.P50Us, r.P99Us, r.P999Us, r.MaxUs = int(h.total), s.P50Us, s.P99Us, s.P999Us, s.MaxUs
+	return r, nil
+}
+
+func printDisk(w io.Writer, r *diskResult) {
+	if r != nil {
+		fmt.Fprintf(w, "\ndisk: %d fdatasyncs of a 600 B append, one at a time: p50 %s p99 %s p99.9 %s max %s; %d over 5 ms, %d over 50 ms\n",
+			r.Syncs, fmtUs(r.P50Us), fmtUs(r.P99Us), fmtUs(r.P999Us), fmtUs(r.MaxUs), r.Over5, r.Over50)
 	}
 }

@@ -57,3 +57,24 @@ func TestTailRuns(t *testing.T) {
 		t.Errorf("stages %+v, barrier %q: want the edge's histograms read", r.Stages, r.Rounds)
 	}
 }
+
+func TestDiskRuns(t *testing.T) {
+	var out, log bytes.Buffer
+	o, err := parseOptions([]string{"--workloads", "disk", "--duration", "300ms"}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{o: o, out: &out, log: &log, self: os.Getpid()}
+	rep, err := b.run(context.Background())
+	b.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Disk
+	if d == nil || d.Syncs < 10 || d.P50Us <= 0 || d.MaxUs < d.P99Us || d.P99Us < d.P50Us {
+		t.Fatalf("disk result %+v: want syncs measured", d)
+	}
+	if !strings.Contains(out.String(), "fdatasyncs") {
+		t.Errorf("output %q names no fdatasyncs", out.String())
+	}
+}
