@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // syncSample is what the durable edge's /metrics says of its group commit
@@ -23,44 +20,22 @@ type syncSample struct {
 	buckets map[float64]float64
 }
 
-// sampleSync reads base's /metrics; ok is false when it cannot.
+// sampleSync reads base's /metrics (metrics); ok is false when it cannot.
 func sampleSync(ctx context.Context, base string) (syncSample, bool) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return syncSample{}, false
+	m := metrics(ctx, base)
+	s := syncSample{
+		rounds: m["sluice_store_sync_rounds_total"], waits: m["sluice_store_sync_waits_total"],
+		seconds: m["sluice_store_sync_seconds_total"], hookWaits: m["sluice_edge_sync_wait_seconds_count"],
+		hookWaitSum: m["sluice_edge_sync_wait_seconds_sum"], buckets: map[float64]float64{},
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return syncSample{}, false
-	}
-	defer res.Body.Close()
-	s := syncSample{buckets: map[float64]float64{}}
-	fields := map[string]*float64{
-		"sluice_store_sync_rounds_total":      &s.rounds,
-		"sluice_store_sync_waits_total":       &s.waits,
-		"sluice_store_sync_seconds_total":     &s.seconds,
-		"sluice_edge_sync_wait_seconds_count": &s.hookWaits,
-		"sluice_edge_sync_wait_seconds_sum":   &s.hookWaitSum,
-	}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, _ := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if p := fields[name]; p != nil {
-			*p = v
-		} else if le, ok := strings.CutPrefix(name, `sluice_edge_sync_wait_seconds_bucket{le="`); ok {
+	for name, v := range m {
+		if le, ok := strings.CutPrefix(name, `sluice_edge_sync_wait_seconds_bucket{le="`); ok {
 			if b, err := strconv.ParseFloat(strings.TrimSuffix(le, `"}`), 64); err == nil {
 				s.buckets[b] = v
 			}
 		}
 	}
-	return s, res.StatusCode == http.StatusOK
+	return s, len(m) > 0
 }
 
 // syncLine says what the group commit did between a and b: rounds, the

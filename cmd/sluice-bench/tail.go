@@ -78,6 +78,9 @@ func metrics(ctx context.Context, base string) map[string]float64 {
 		return m
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return m
+	}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
