@@ -1,6 +1,8 @@
 package sluicefx_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -8,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
@@ -75,6 +80,49 @@ func testShardsCluster(t *testing.T, replicas int) {
 		}
 		return len(hooksLeaders) == shards && len(claimsLeaders) == shards
 	}, fmt.Sprintf("the shards' leaders on %d servers each (R%d)", shards, replicas))
+	// Each partition's owner on its shard's server: the owner of partition
+	// p writes its claims to shard p mod 3, led from the owner's own
+	// server (the lease assignment follows the shards' balancing rule).
+	hctx, hcancel := context.WithTimeout(context.Background(), 40*time.Second) // its own: ctx serves the rest
+	defer hcancel()
+	leases, err := js.KeyValue(hctx, kvstore.BucketNames("sluice").Leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var away []string
+	home := func() bool {
+		away = nil
+		for p := range 6 {
+			var l struct{ Owner string }
+			var m struct{ Server string }
+			e, err := leases.Get(hctx, fmt.Sprintf("lease.%d", p))
+			if err == nil {
+				err = json.Unmarshal(e.Value(), &l)
+			}
+			if err == nil {
+				if e, err = leases.Get(hctx, "member."+protocol.EncodeToken(l.Owner)); err == nil {
+					err = json.Unmarshal(e.Value(), &m)
+				}
+			}
+			var st jetstream.Stream
+			if err == nil {
+				st, err = js.Stream(hctx, "KV_"+protocol.ClaimsBucket("sluice", p%shards))
+			}
+			if err != nil || st.CachedInfo().Cluster == nil {
+				away = append(away, fmt.Sprintf("partition %d: %v", p, err))
+				continue
+			}
+			if leader := st.CachedInfo().Cluster.Leader; m.Server != leader {
+				away = append(away, fmt.Sprintf("partition %d owned on %s, shard %d led by %s", p, m.Server, p%shards, leader))
+			}
+		}
+		return len(away) == 0
+	}
+	for deadline := time.Now().Add(30 * time.Second); !home(); time.Sleep(50 * time.Millisecond) { // polled, as testkit.Eventually does
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: every partition owned on its shard's leader's server: %v", away)
+		}
+	}
 	for k := range shards {
 		st, err := js.Stream(ctx, protocol.HooksStream(k))
 		if err != nil {

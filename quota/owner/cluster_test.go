@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,12 +49,13 @@ func workers(ms []member) []*Worker {
 // assignment over all their ids gives it (a settled fleet: no handoff).
 func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 	t.Helper()
-	ids := make([]string, len(ws))
+	ws = slices.Clone(ws)
+	slices.SortFunc(ws, func(a, b *Worker) int { return strings.Compare(a.ID(), b.ID()) })
+	ids, hosts := make([]string, len(ws)), make([]string, len(ws))
 	for i, w := range ws {
-		ids[i] = w.ID()
+		ids[i], hosts[i] = w.ID(), w.nc.ConnectedServerName()
 	}
-	slices.Sort(ids)
-	want := lease.Assign(ids, ws[0].cfg.Partitions)
+	want := lease.Assign(ids, hosts, ws[0].cfg.Partitions, ws[0].cfg.Shards)
 	testkit.Eventually(t, timeout, func() bool {
 		for _, w := range ws {
 			var mine []int

@@ -45,6 +45,18 @@ type partitionsRecord struct {
 type memberRecord struct {
 	ID         string `json:"id"`
 	Partitions int    `json:"partitions"`
+	// Server is the NATS server the member is connected to (Assign's
+	// hosts), "" when it is not connected.
+	Server string `json:"server,omitempty"`
+}
+
+// parseServer returns the server a heartbeat names ("" when unreadable).
+func parseServer(val []byte) string {
+	var r memberRecord
+	if json.Unmarshal(val, &r) != nil {
+		return ""
+	}
+	return r.Server
 }
 
 // leaseRecord is the value of a lease.

@@ -224,7 +224,7 @@ func (l *Loop) checkPartitions(ctx context.Context) error {
 // heartbeat writes the member record with a TTL and remembers the oldest
 // revision the watcher has yet to echo (see checkWatcher).
 func (l *Loop) heartbeat(ctx context.Context) error {
-	val, _ := json.Marshal(memberRecord{ID: l.cfg.ID, Partitions: l.cfg.Partitions})
+	val, _ := json.Marshal(memberRecord{ID: l.cfg.ID, Partitions: l.cfg.Partitions, Server: l.server()})
 	rev, err := l.cfg.Bucket.Put(ctx, memberKey(l.cfg.ID), val, l.cfg.TTL)
 	if err == nil {
 		l.beating = true
@@ -233,6 +233,20 @@ func (l *Loop) heartbeat(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// server is the NATS server the member's connection is on now ("" when
+// it is not connected).
+func (l *Loop) server() string {
+	if !l.cfg.Conn.IsConnected() {
+		return ""
+	}
+	return l.cfg.Conn.ConnectedServerName()
+}
+
+// assign is Assign over members as the view has them.
+func (l *Loop) assign(members []string) []string {
+	return Assign(members, l.view.hosts(members, l.cfg.ID, l.server()), l.cfg.Partitions, max(l.cfg.Shards, 1))
 }
 
 func (l *Loop) leaseValue() []byte {
@@ -365,7 +379,11 @@ func (l *Loop) apply(e jetstream.KeyValueEntry) {
 	live := e.Operation() == jetstream.KeyValuePut
 	if strings.HasPrefix(key, memberStem) {
 		if id, err := protocol.DecodeToken(key[len(memberStem):]); err == nil {
-			l.view.heartbeat(id, live, now)
+			server := ""
+			if live {
+				server = parseServer(e.Value())
+			}
+			l.view.heartbeat(id, server, live, now)
 		}
 		return
 	}
@@ -387,7 +405,7 @@ func (l *Loop) apply(e jetstream.KeyValueEntry) {
 		// than when its heartbeat expires.
 		if prev != "" && prev != self && l.view.synced {
 			members := l.view.live(self, now)
-			if _, ok := slices.BinarySearch(members, prev); ok && Assign(members, l.cfg.Partitions)[n] == prev {
+			if _, ok := slices.BinarySearch(members, prev); ok && l.assign(members)[n] == prev {
 				l.view.suspect(prev)
 			}
 		}
@@ -415,7 +433,7 @@ func (l *Loop) reconcile() {
 	l.purgeStrays(now)
 	live := l.view.live(l.cfg.ID, now)
 	l.members.Store(int32(len(live)))
-	want := Assign(live, l.cfg.Partitions)
+	want := l.assign(live)
 	var acquire []int
 	var orphan []bool
 	var release []*Lease

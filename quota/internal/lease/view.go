@@ -17,8 +17,8 @@ type view struct {
 	synced     bool          // the watcher delivered all initial values
 	maxRev     uint64        // highest revision the watcher delivered
 
-	members  map[string]time.Time // member id -> last heartbeat seen
-	suspects map[string]bool      // members that dropped a lease assigned to them
+	members  map[string]member // member id -> its last heartbeat seen
+	suspects map[string]bool   // members that dropped a lease assigned to them
 
 	holders   []string    // partition -> holder id ("" = free)
 	revs      []uint64    // partition -> revision of the holder's last write
@@ -33,7 +33,7 @@ func (v *view) reset(p int, staleAfter, lapseAfter time.Duration) {
 	*v = view{
 		staleAfter: staleAfter,
 		lapseAfter: lapseAfter,
-		members:    make(map[string]time.Time),
+		members:    make(map[string]member),
 		suspects:   make(map[string]bool),
 		holders:    make([]string, p),
 		revs:       make([]uint64, p),
@@ -47,11 +47,18 @@ func (v *view) reset(p int, staleAfter, lapseAfter time.Duration) {
 	}
 }
 
-// heartbeat records a member's heartbeat (live) or its removal.
-func (v *view) heartbeat(id string, live bool, now time.Time) {
+// member is a heartbeat seen: when, and the server it names.
+type member struct {
+	at     time.Time
+	server string
+}
+
+// heartbeat records a member's heartbeat (live), naming the server it is
+// connected to, or its removal.
+func (v *view) heartbeat(id, server string, live bool, now time.Time) {
 	delete(v.suspects, id) // a heartbeat (or its end) settles a suspicion
 	if live {
-		v.members[id] = now
+		v.members[id] = member{at: now, server: server}
 	} else {
 		delete(v.members, id)
 	}
@@ -61,14 +68,30 @@ func (v *view) heartbeat(id string, live bool, now time.Time) {
 // heartbeating within staleAfter and not suspect, plus self.
 func (v *view) live(self string, now time.Time) []string {
 	ms := make([]string, 0, len(v.members)+1)
-	for id, at := range v.members {
-		if id != self && !v.suspects[id] && now.Sub(at) <= v.staleAfter {
+	for id, m := range v.members {
+		if id != self && !v.suspects[id] && now.Sub(m.at) <= v.staleAfter {
 			ms = append(ms, id)
 		}
 	}
 	ms = append(ms, self)
 	slices.Sort(ms)
 	return ms
+}
+
+// hosts returns the server each of ids last named in its heartbeat, self's
+// own (selfServer) where the view has not seen it yet.
+func (v *view) hosts(ids []string, self, selfServer string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		m, ok := v.members[id]
+		switch {
+		case ok:
+			out[i] = m.server
+		case id == self:
+			out[i] = selfServer
+		}
+	}
+	return out
 }
 
 // hold records that id wrote partition n's lease at revision rev, at
