@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,7 +206,11 @@ func storedIDs(hs []StoredHook) map[string]bool {
 // sender's redelivery, recording the answers in l, and counts them: 200
 // naming a hook the key was answered with (a duplicate; dupLost of them
 // name a hook that is not stored: the claim survived, the hook did not),
-// 202 (stored anew: the claim was lost), anything else.
+// 202 (stored anew: the claim was lost), anything else. A 503 is sent
+// again after its Retry-After, as a sender does (a node just up under
+// load may not vouch for an answer within its budget: a 503 is the
+// documented answer then, not a verdict on the key), for up to 30 s; the
+// answer that is not a 503 is the one counted.
 func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string, stored map[string]bool) (dup, dupLost, fresh, other int) {
 	keys := make(chan HookKey)
 	var d, dl, f, o atomic.Int64
@@ -213,8 +218,19 @@ func (h *Harness) redeliver(l *Ledger, answered map[HookKey][]string, stored map
 	for range 16 {
 		wg.Go(func() {
 			for k := range keys {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				code, id, err := h.PostHook(ctx, 0, k, hookBody)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				code, id, hdr, err := h.postHook(ctx, 0, k, hookBody)
+			retry:
+				for err == nil && code == 503 {
+					wait, _ := strconv.Atoi(hdr.Get("Retry-After")) // whole seconds >= 1: postHook checked
+					select {
+					case <-ctx.Done():
+						break retry // counted below as the 503 it is
+					case <-time.After(time.Duration(wait) * time.Second):
+					}
+					l.Hook(k, code, id) // the 503, sent again
+					code, id, hdr, err = h.postHook(ctx, 0, k, hookBody)
+				}
 				cancel()
 				switch {
 				case err != nil && code != 0:
