@@ -66,14 +66,16 @@ func shardPlacement(cfg *config.Config, n *NATS, log *slog.Logger) func(k int) *
 	}
 }
 
-// clusterPeers are the servers of an embedded cluster, sorted by name.
+// clusterPeers are the online servers of an embedded cluster, sorted by
+// name: a new stream is placed on one that can take it now (a server
+// known but down gets its shards from balanceShards once it is back).
 // The cluster's servers start together: it waits a little
 // (placementWait) for those the routes name (a node may list itself) to
 // be known.
 func clusterPeers(cfg *config.Config, n *NATS) []string {
 	var peers []string
 	for deadline := time.Now().Add(placementWait); ; time.Sleep(50 * time.Millisecond) {
-		if peers = n.Server.ClusterPeers(); len(peers) >= len(cfg.Routes) || time.Now().After(deadline) {
+		if peers = n.Server.ClusterPeers(false); len(peers) >= len(cfg.Routes) || time.Now().After(deadline) {
 			return peers
 		}
 	}
@@ -98,11 +100,11 @@ func balanceShards(ctx context.Context, cfg *config.Config, n *NATS, streams []s
 	}
 	t := time.NewTicker(balanceEvery)
 	defer t.Stop()
-	for last := n.Server.ClusterPeers(); ; {
+	for last := n.Server.ClusterPeers(true); ; {
 		// Servers joining one after the other: moved once they all are
 		// in (the same servers two passes running), not once per server;
 		// the first pass at once (a node starting takes its leaders back).
-		if peers := n.Server.ClusterPeers(); slices.Equal(peers, last) && n.Server.NATS().JetStreamIsLeader() {
+		if peers := n.Server.ClusterPeers(true); slices.Equal(peers, last) && n.Server.NATS().JetStreamIsLeader() {
 			for i, name := range streams {
 				if err := balanceStream(ctx, n, name, shardServers(peers, i%cfg.Shards, cfg.Replicas), log); err != nil && ctx.Err() == nil {
 					log.Warn("shards: could not move a shard; it stays where it is for now", "stream", name, "error", err)

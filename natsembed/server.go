@@ -646,9 +646,9 @@ func (a *slogAdapter) Tracef(format string, v ...any) {}
 func PlacementTag(serverName string) string { return "sluice-server:" + strings.ToLower(serverName) }
 
 // ClusterPeers are the names of the servers of the JetStream cluster this
-// server knows (itself included), offline ones too, sorted; nil when it is
-// not clustered.
-func (s *Server) ClusterPeers() []string {
+// server knows (itself included), sorted, those the meta group reports
+// offline only withOffline; nil when it is not clustered.
+func (s *Server) ClusterPeers(withOffline bool) []string {
 	jsz, err := s.ns.Jsz(&server.JSzOptions{})
 	if err != nil || jsz.Meta == nil {
 		return nil
@@ -658,7 +658,7 @@ func (s *Server) ClusterPeers() []string {
 		names = append(names, jsz.Meta.Leader)
 	}
 	for _, p := range jsz.Meta.Replicas {
-		if p != nil && p.Name != "" {
+		if p != nil && p.Name != "" && (withOffline || !p.Offline) {
 			names = append(names, p.Name)
 		}
 	}
