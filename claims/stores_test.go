@@ -380,6 +380,13 @@ type claimingStarted struct {
 
 func (s claimingStarted) Claim(ctx context.Context, id claims.ID, hookID string, ttl time.Duration) (claims.Result, error) {
 	s.calls.Add(1)
+	if ctx.Err() != nil {
+		// StartClaim takes no context: a caller whose context is done
+		// starts nothing (as Claim sends nothing then). Started anyway, the
+		// write lands, and Wait reports an ack that beat its context's end
+		// (kvstore's "resolved meanwhile"): a claim made, not a failure.
+		return s.KV.Claim(ctx, id, hookID, ttl)
+	}
 	out := claimMany(ctx, s.KV, []claimReq{{id, hookID, ttl}})
 	return out[0].res, out[0].err
 }
