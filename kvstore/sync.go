@@ -2,6 +2,7 @@ package kvstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,42 @@ func SyncWith(ctx context.Context, s Syncer) error {
 // so no later round can vouch for them; the node must restart (and recover
 // from what is on disk). It wraps ErrUnavailable (a 503, never a 2xx).
 var ErrSyncFailed = fmt.Errorf("%w: the store's sync failed (restart the node)", ErrUnavailable)
+
+// ErrRoundMissed marks a round error that fails that round only: the
+// round could not vouch for its callers' writes (a cluster node's round
+// that a server did not answer in time), but nothing was lost that a later
+// round cannot cover, so the barrier goes on. It wraps ErrUnavailable.
+var ErrRoundMissed = fmt.Errorf("%w: the store's sync round was not confirmed", ErrUnavailable)
+
+// SyncScope is what a caller's writes went to, for a barrier that can vouch
+// for some streams and not others (a cluster's, with a server down): the
+// streams of a tenant's shard, and the replay nonces' bucket.
+type SyncScope struct {
+	Tenant string // "": no shard's streams
+	Replay bool
+}
+
+// PartialSyncError is a round that vouched for some streams' writes and not
+// others'; Affects reports whether a scope's writes went to any of the
+// others. It is an ErrRoundMissed.
+type PartialSyncError struct {
+	Err     error
+	Affects func(SyncScope) bool
+}
+
+func (e *PartialSyncError) Error() string   { return e.Err.Error() }
+func (e *PartialSyncError) Unwrap() []error { return []error{ErrRoundMissed, e.Err} }
+
+// ForScope is a barrier's answer err (Sync's, SyncThen's) to a caller
+// whose writes went to scope only: nil when err is a PartialSyncError
+// that vouched for all of them, else err.
+func ForScope(err error, scope SyncScope) error {
+	var p *PartialSyncError
+	if errors.As(err, &p) && !p.Affects(scope) {
+		return nil
+	}
+	return err
+}
 
 // ErrSyncClosed is returned by GroupSync.Sync after Close.
 var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailable)
@@ -226,17 +263,23 @@ func (g *GroupSync) loop() {
 // run runs one round for the callers of r. Once a round has failed, no
 // round runs again and every later one answers the failure: a caller who
 // joined while the failing round ran may have written before it began,
-// and the failed sync may have dropped that write's pages.
+// and the failed sync may have dropped that write's pages. A round that
+// failed with ErrRoundMissed fails its own callers only.
 func (g *GroupSync) run(r *syncRound) {
 	g.mu.Lock()
 	failed := g.failed
 	g.mu.Unlock()
+	var missed error
 	if failed == nil {
 		t0 := time.Now()
 		err := g.round()
 		g.nanos.Add(int64(time.Since(t0)))
 		g.rounds.Add(1)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRoundMissed):
+			g.failures.Add(1)
+			missed = err
+		case err != nil:
 			g.failures.Add(1)
 			g.mu.Lock()
 			g.failed = fmt.Errorf("%w: %w", ErrSyncFailed, err)
@@ -245,6 +288,9 @@ func (g *GroupSync) run(r *syncRound) {
 	}
 	g.mu.Lock()
 	r.err = g.failed
+	if missed != nil {
+		r.err = missed
+	}
 	then := r.then
 	r.then = nil
 	g.mu.Unlock()

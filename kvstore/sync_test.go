@@ -111,6 +111,70 @@ func TestGroupSyncFailureLatches(t *testing.T) {
 	}
 }
 
+// A round that failed with ErrRoundMissed fails its own callers only: the
+// next round answers again.
+func TestGroupSyncMissedRoundDoesNotLatch(t *testing.T) {
+	var miss atomic.Bool
+	g := kvstore.NewGroupSync(func() error {
+		if miss.Load() {
+			return fmt.Errorf("%w: server n2 did not answer", kvstore.ErrRoundMissed)
+		}
+		return nil
+	})
+	defer g.Close()
+	ctx := context.Background()
+	miss.Store(true)
+	err := g.Sync(ctx)
+	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, kvstore.ErrUnavailable) || errors.Is(err, kvstore.ErrSyncFailed) {
+		t.Fatalf("missed round: %v", err)
+	}
+	miss.Store(false)
+	if err := g.Sync(ctx); err != nil {
+		t.Fatalf("the round after a missed one: %v", err)
+	}
+	if g.Err() != nil || g.Stats().Failures != 1 {
+		t.Fatalf("Err() %v, failures %d: want nil, 1", g.Err(), g.Stats().Failures)
+	}
+}
+
+// A round that vouched for some streams only fails the callers whose
+// writes went to the others (ForScope), and the next round is whole.
+func TestGroupSyncPartialRound(t *testing.T) {
+	var partial atomic.Bool
+	g := kvstore.NewGroupSync(func() error {
+		if partial.Load() {
+			return &kvstore.PartialSyncError{Err: errors.New("streams [HOOKS_2] unconfirmed"),
+				Affects: func(s kvstore.SyncScope) bool { return s.Tenant == "t2" }}
+		}
+		return nil
+	})
+	defer g.Close()
+	ctx := context.Background()
+	partial.Store(true)
+	err := g.Sync(ctx)
+	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, kvstore.ErrUnavailable) {
+		t.Fatalf("a partial round: %v", err)
+	}
+	if got := kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t1"}); got != nil {
+		t.Fatalf("a partial round for a tenant whose streams it vouched for: %v", got)
+	}
+	if got := kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t2"}); got != err {
+		t.Fatalf("a partial round for a tenant whose streams it did not vouch for: %v", got)
+	}
+	if got := kvstore.ForScope(kvstore.ErrSyncFailed, kvstore.SyncScope{Tenant: "t1"}); got != kvstore.ErrSyncFailed {
+		t.Fatalf("a failed round for any scope: %v", got)
+	}
+	done := make(chan error, 1)
+	kvstore.SyncThen(ctx, g, func(err error) { done <- kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t1"}) })
+	if err := <-done; err != nil {
+		t.Fatalf("SyncThen, then ForScope: %v", err)
+	}
+	partial.Store(false)
+	if err := g.Sync(ctx); err != nil || g.Err() != nil {
+		t.Fatalf("the round after a partial one: %v (barrier %v)", err, g.Err())
+	}
+}
+
 // Close releases waiting callers with ErrSyncClosed.
 func TestGroupSyncClose(t *testing.T) {
 	entered := make(chan struct{})
