@@ -141,11 +141,14 @@ type Server struct {
 	// signIn is how Connect signs in (nil: no authorization).
 	signIn nats.Option
 	store  *storeSync // SyncStore's state
+	// started is when StartServer began (NodeSyncReply.UptimeNS).
+	started time.Time
 }
 
 // StartServer starts an embedded nats-server with JetStream enabled and waits
 // until it accepts connections (and, alone, has JetStream ready).
 func StartServer(cfg ServerConfig) (*Server, error) {
+	started := time.Now()
 	if cfg.StoreDir == "" {
 		return nil, fmt.Errorf("%w: StoreDir is required", ErrServerStart)
 	}
@@ -269,7 +272,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("%w: JetStream for sluice's (global) account: %w", ErrServerStart, err)
 		}
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, store: store}, nil
+	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, store: store, started: started}, nil
 }
 
 // SyncStore is one round of the group commit (kvstore.GroupSync): it makes

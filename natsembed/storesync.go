@@ -170,12 +170,32 @@ func (s *storeSync) walk() error {
 				errs = append(errs, err)
 			}
 		}
+		// A clustered server's Raft logs (the meta group's, a replicated
+		// or moving stream's): every round takes them, whatever only says.
+		raftDir := filepath.Join(s.root, acct, raftDirName)
+		groups, _, err := s.dir(raftDir, false)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, g := range groups {
+			if err := s.stream(filepath.Join(raftDir, g)); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// stream syncs one stream's directory: its meta files, its blocks, its
-// consumers' meta files.
+// raftDirName is the directory of an account (the system account's) that
+// holds a clustered server's Raft groups, one directory each laid out as
+// a stream is (meta.inf, meta.sum, msgs/<n>.blk: the log), plus files
+// nats-server syncs itself (peers.idx, tav.idx, snapshots/).
+const raftDirName = "_js_"
+
+// stream syncs one stream's directory (or a Raft group's: the same
+// layout without consumers): its meta files, its blocks, its consumers'
+// meta files.
 func (s *storeSync) stream(dir string) error {
 	changed, err := s.files(dir, "meta.inf", "meta.sum")
 	if err != nil {

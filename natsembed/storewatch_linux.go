@@ -70,6 +70,9 @@ type place struct {
 //
 //	.                                  jetstream   <account>   streams   <stream>   msgs|obs   <n>.blk|<consumer>   meta.*
 //	depth 0                            1           2           3         4          5          6                    7
+//
+// with _js_/<group> in the place of streams/<stream> for a Raft group
+// (its log: msgs/<n>.blk, meta.inf, meta.sum; it has no obs).
 func (w *storeWatch) placeOf(path string, isDir bool) place {
 	rel, err := filepath.Rel(w.root, path)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
@@ -86,12 +89,15 @@ func (w *storeWatch) placeOf(path string, isDir bool) place {
 	case n == 2: // an account
 		return place{dir: isDir}
 	case n == 3:
-		return place{dir: isDir && parts[2] == "streams"}
+		return place{dir: isDir && (parts[2] == "streams" || parts[2] == raftDirName)}
 	}
-	if parts[0] != "jetstream" || parts[2] != "streams" {
+	if parts[0] != "jetstream" || parts[2] != "streams" && parts[2] != raftDirName {
 		return place{}
 	}
 	st := parts[3]
+	if parts[2] == raftDirName {
+		st = "" // a Raft group's log: every round takes it
+	}
 	last := parts[n-1]
 	switch {
 	case n == 4:

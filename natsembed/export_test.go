@@ -1,0 +1,33 @@
+package natsembed
+
+// RecordSyncs makes s's rounds record the paths they sync (the real fsync
+// still runs), and returns what they synced since the last call.
+func RecordSyncs(s *Server) (take func() []string) {
+	l := &syncLog{}
+	s.store.mu.Lock()
+	s.store.fsync = l.fsync
+	s.store.mu.Unlock()
+	return l.take
+}
+
+// RaftDirName is raftDirName.
+const RaftDirName = raftDirName
+
+// SyncByWalk makes s's rounds find what changed by walking the store (as
+// without inotify).
+func SyncByWalk(s *Server) {
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	if s.store.watch != nil {
+		s.store.stopWatching()
+	}
+	s.store.walkOnly = true
+}
+
+// ReadClusterEveryRound makes r read the cluster's servers and streams at
+// every round.
+func ReadClusterEveryRound(r *NodeSyncRound) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.readAge = 0
+}

@@ -1,0 +1,285 @@
+package natsembed_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/internal/jstest"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+const nodeSyncSubject = "t.node.v1.sync"
+
+// servedNode is one server's side of the cluster's group commit, its
+// rounds counted.
+type servedNode struct {
+	rounds atomic.Int64
+	fail   atomic.Bool
+}
+
+func serveNode(t *testing.T, c *testkit.ClusterKit, i int, streams []string) *servedNode {
+	t.Helper()
+	n := &servedNode{}
+	srv := c.Server(i)
+	g := kvstore.NewGroupSync(func() error {
+		n.rounds.Add(1)
+		if n.fail.Load() {
+			return errors.New("input/output error")
+		}
+		return srv.SyncStore()
+	})
+	t.Cleanup(g.Close)
+	s, err := srv.ServeNodeSync(c.Connect(t, i), nodeSyncSubject, streams, g.Then)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return n
+}
+
+// TestNodeSyncRound: a barrier round on one node runs a round of every
+// server's own group commit and succeeds when every stream's leader
+// answered; a stream whose server is down is unconfirmed (a 503 for the
+// hooks that wrote to it, not for the others), and without a majority of
+// the servers nothing is.
+func TestNodeSyncRound(t *testing.T) {
+	c := testkit.Cluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := c.JetStream(t, 0)
+	streams := []string{"S0", "S1", "S2"}
+	for i, name := range streams {
+		// One R1 stream on each server.
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{strings.ToLower(name) + ".>"},
+			Placement: &jetstream.Placement{Tags: []string{natsembed.PlacementTag(c.Server(i).NATS().Name())}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, strings.ToLower(name)+".x", []byte("hook")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := make([]*servedNode, 3)
+	for i := range nodes {
+		nodes[i] = serveNode(t, c, i, streams)
+	}
+	srv0 := c.Server(0)
+	r, err := natsembed.NewNodeSyncRound(c.Connect(t, 0), nodeSyncSubject, srv0.ClusterPeers, func() ([]string, error) { return streams, nil }, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	natsembed.ReadClusterEveryRound(r)
+
+	if err := r.Round(); err != nil {
+		t.Fatalf("a round over a whole cluster: %v", err)
+	}
+	for i, n := range nodes {
+		if n.rounds.Load() == 0 {
+			t.Fatalf("server %d answered without a round of its own", i)
+		}
+	}
+
+	// A server down: its stream is unconfirmed, the others are.
+	c.Kill(2)
+	err = r.Round()
+	var u *natsembed.UnconfirmedError
+	if !errors.As(err, &u) || !slices.Equal(u.Streams, []string{"S2"}) {
+		t.Fatalf("a round with the server of S2 down: %v, want S2 unconfirmed", err)
+	}
+
+	// And a server whose own round fails: no majority is left.
+	nodes[1].fail.Store(true)
+	err = r.Round()
+	if !errors.Is(err, natsembed.ErrNotConfirmed) || errors.As(err, &u) || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("a round with one server down and one failing: %v, want no majority", err)
+	}
+}
+
+// fakeNode answers sync requests on nc as server name with the given
+// uptime, leads and error.
+func fakeNode(t *testing.T, nc *nats.Conn, reply natsembed.NodeSyncReply) {
+	t.Helper()
+	b, err := json.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe(nodeSyncSubject, func(m *nats.Msg) { _ = m.Respond(b) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+}
+
+// TestNodeSyncRoundRules: what a round counts as confirmed, against
+// answers made up at the seam (one server "a" in the cluster).
+func TestNodeSyncRoundRules(t *testing.T) {
+	one := func(bool) []string { return []string{"a"} }
+	cases := []struct {
+		name  string
+		reply *natsembed.NodeSyncReply // nil: nobody answers
+		want  string                   // "" for a confirmed round
+	}{
+		{"confirmed", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}}, ""},
+		{"its round failed", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Error: "input/output error"}, "input/output error"},
+		// Started after the previous round began: it may have lost what
+		// this round's hooks wrote.
+		{"restarted", &natsembed.NodeSyncReply{Server: "a", UptimeNS: 1, Leads: []string{"S"}}, "started after"},
+		{"nobody answers", nil, "not [a]"},
+		// S exists: it must be confirmed by its leader, even never seen led.
+		{"an existing stream nobody leads", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour)}, "streams [S] unconfirmed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
+				return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+			})
+			if tc.reply != nil {
+				fakeNode(t, nc, *tc.reply)
+			}
+			r, err := natsembed.NewNodeSyncRound(nc, nodeSyncSubject, one, func() ([]string, error) { return []string{"S"}, nil }, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			err = r.Round()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("round: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, natsembed.ErrNotConfirmed) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("round: %v, want ErrNotConfirmed with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodeSyncRoundRequiresALeaderSeen: once a stream was confirmed by its
+// leader, a round without that leader's answer fails, though every server
+// that answered is fine.
+func TestNodeSyncRoundRequiresALeaderSeen(t *testing.T) {
+	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	})
+	var leads atomic.Value
+	leads.Store([]string{"S"})
+	sub, err := nc.Subscribe(nodeSyncSubject, func(m *nats.Msg) {
+		b, _ := json.Marshal(natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: leads.Load().([]string)})
+		_ = m.Respond(b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	r, err := natsembed.NewNodeSyncRound(nc, nodeSyncSubject, func(bool) []string { return []string{"a"} }, func() ([]string, error) { return nil, nil }, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Round(); err != nil {
+		t.Fatal(err)
+	}
+	leads.Store([]string(nil)) // S's leader gone
+	if err := r.Round(); !errors.Is(err, natsembed.ErrNotConfirmed) || !strings.Contains(err.Error(), fmt.Sprint([]string{"S"})) {
+		t.Fatalf("a round without S's leader: %v, want S unconfirmed", err)
+	}
+}
+
+// TestNodeSyncRoundIgnoresStrangers: an answer for a server that is not in
+// the cluster counts for nothing, whatever it claims to lead — here S,
+// whose server b stopped answering — nor toward a majority.
+func TestNodeSyncRoundIgnoresStrangers(t *testing.T) {
+	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	})
+	aReply, err := json.Marshal(natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aSlow atomic.Bool
+	aSub, err := nc.Subscribe(nodeSyncSubject, func(m *nats.Msg) {
+		if aSlow.Load() {
+			time.Sleep(50 * time.Millisecond) // the stranger answers first
+		}
+		_ = m.Respond(aReply)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aSub.Unsubscribe()
+	b, err := json.Marshal(natsembed.NodeSyncReply{Server: "b", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bSub, err := nc.Subscribe(nodeSyncSubject, func(m *nats.Msg) { _ = m.Respond(b) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b stays among the servers up: it just does not answer any more.
+	peers := func(bool) []string { return []string{"a", "b"} }
+	r, err := natsembed.NewNodeSyncRound(nc, nodeSyncSubject, peers, func() ([]string, error) { return nil, nil }, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	natsembed.ReadClusterEveryRound(r)
+	if err := r.Round(); err != nil {
+		t.Fatal(err)
+	}
+	_ = bSub.Unsubscribe()
+	fakeNode(t, nc, natsembed.NodeSyncReply{Server: "x", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	aSlow.Store(true)
+	if err := r.Round(); !errors.Is(err, natsembed.ErrNotConfirmed) {
+		t.Fatalf("a round confirmed by a server outside the cluster: %v", err)
+	}
+}
+
+// A clustered server's round syncs its Raft logs too: the meta group's log
+// holds the stream assignments (a stream whose assignment a power cut lost
+// is deleted as an orphan when the cluster comes back), a replicated or
+// moving stream's log its writes.
+func TestStoreSyncRaftLogs(t *testing.T) {
+	c := testkit.Cluster(t, 3)
+	for i, mode := range []string{"watch", "walk"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := c.Server(0)
+			if mode == "walk" {
+				natsembed.SyncByWalk(srv)
+			}
+			if err := srv.SyncStore(); err != nil {
+				t.Fatal(err)
+			}
+			take := natsembed.RecordSyncs(srv)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			name := fmt.Sprintf("S%d", i)
+			if _, err := c.JetStream(t, 0).CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: 3}); err != nil {
+				t.Fatal(err)
+			}
+			logOf := func(group string) func(string) bool {
+				return func(p string) bool {
+					return strings.Contains(p, natsembed.RaftDirName+"/"+group) && strings.Contains(p, "/msgs/") && strings.HasSuffix(p, ".blk")
+				}
+			}
+			if err := srv.SyncStore(); err != nil {
+				t.Fatal(err)
+			}
+			if got := take(); !slices.ContainsFunc(got, logOf("_meta_")) || !slices.ContainsFunc(got, logOf("S-R3F-")) {
+				t.Fatalf("the round after an R3 stream was created synced %v: not the meta group's log and the stream's", got)
+			}
+		})
+	}
+}
