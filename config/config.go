@@ -193,9 +193,10 @@ var DurabilityLevels = []string{DurabilitySynced, DurabilityAcked, DurabilitySyn
 // DurabilityInForce is the level a 2xx gets: Durability, except that
 // with --nats-url it is acked (sluice cannot sync an external server's
 // disk: the operator configures its sync, docs/RELIABILITY.md "Durability
-// levels"). On an embedded cluster synced is in force as well, carried
-// out by the servers (ServerSyncAlways): each Raft append is fsynced
-// before it counts toward the quorum that acks a write.
+// levels"). On an embedded cluster synced is in force as well: at R1 by
+// the cluster's group commit (every server holding a write syncs it),
+// with replicas by the servers (ServerSyncAlways): each Raft append is
+// fsynced before it counts toward the quorum that acks a write.
 func (c *Config) DurabilityInForce() string {
 	switch {
 	case c.NATSURL != "":
@@ -208,8 +209,9 @@ func (c *Config) DurabilityInForce() string {
 
 // ServerSyncAlways says whether the embedded nats-server fsyncs every
 // write (its jetstream sync_interval: always): at sync-always, and at
-// synced on a cluster, where a quorum's fsynced Raft appends are what a
-// 2xx waits for (a single node's synced is sluice's own group commit).
+// synced on a cluster with --replicas above 1, where a quorum's fsynced
+// Raft appends are what a 2xx waits for. A single node's synced, and an
+// R1 cluster's, is sluice's own group commit.
 func (c *Config) ServerSyncAlways() bool {
 	if c.NATSURL != "" {
 		return false
@@ -218,7 +220,7 @@ func (c *Config) ServerSyncAlways() bool {
 	case DurabilitySyncAlways:
 		return true
 	case DurabilitySynced:
-		return c.Clustered()
+		return c.Clustered() && c.Replicas > 1
 	}
 	return false
 }

@@ -315,7 +315,7 @@ func TestEdgeLeafIsolation(t *testing.T) {
 		m, err := crossed.NextMsg(50 * time.Millisecond)
 		return err == nil && m.Subject == "sluice.hooks.mark"
 	}, "the hub's interest reaches the edge")
-	denied := []string{"sluice.v1.quota.p.0", "$JS.ACK.sluice_events.settler.1.1.1.1.0", "$SRV.PING", "sluice.outbox.t.s", "$KV.sluice_claims.k"}
+	denied := []string{"sluice.v1.quota.p.0", "$JS.ACK.sluice_events.settler.1.1.1.1.0", "$SRV.PING", "sluice.outbox.t.s", "$KV.sluice_claims.k", "sluice.node.v1.sync"}
 	for _, subj := range denied {
 		_ = ed.Publish(subj, nil)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -178,7 +179,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	if out.Server != nil && cfg.Clustered() {
-		if err := startClusterDurability(lc, cfg, out, log); err != nil {
+		if err := startClusterDurability(lc, cfg, out, reg, log); err != nil {
 			return nil, err
 		}
 	}
@@ -206,13 +207,7 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	}
 	// The barrier's rounds sync the streams an answer rests on; the
 	// record's rounds (once a second) sync every stream.
-	names := kvstore.BucketNames(cfg.Prefix)
-	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
-		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts))
-	for k := range max(cfg.Shards, 1) {
-		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
-	}
+	streams := durableStreams(cfg)
 	g := kvstore.NewGroupSync(srv.SyncStreams(streams...))
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
 	// Stop hooks run in reverse: the recorder's last update, then the
@@ -223,7 +218,7 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	if out.Durability == config.DurabilitySynced {
 		out.Sync = g
 	}
-	registerSyncMetrics(reg, g)
+	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
 	meaning := map[string]string{
 		config.DurabilitySynced:     "a 2xx after its writes are on disk (group commit: one fdatasync round shared by concurrent hooks)",
 		config.DurabilityAcked:      "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync",
@@ -231,6 +226,20 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	}[out.Durability]
 	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
 	return nil
+}
+
+// durableStreams are the streams a 2xx (or a granted reply) rests on: the
+// ones a barrier round syncs and, on a cluster, must find led by a server
+// that synced them. The others (events, leases) are the record rounds'.
+func durableStreams(cfg *config.Config) []string {
+	names := kvstore.BucketNames(cfg.Prefix)
+	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
+		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
+		kvstore.StreamName(names.Counts))
+	for k := range max(cfg.Shards, 1) {
+		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
+	}
+	return streams
 }
 
 // ClusterStartWait bounds how long a cluster node waits at start for the
@@ -241,11 +250,13 @@ var ClusterStartWait = time.Minute
 
 // startClusterDurability is startDurability for a node of an embedded
 // cluster: the record is checked against the cluster's view of its streams
-// (natsembed.CheckClusterStart), then the recorder keeps it. A 2xx waits
-// for a quorum's fsynced Raft appends at synced and sync-always; at acked
-// there is neither record nor check.
-func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, log *slog.Logger) error {
-	if !cfg.ServerSyncAlways() {
+// (natsembed.CheckClusterStart), then the recorder keeps it. At synced
+// with R1 streams a 2xx waits for the cluster's group commit
+// (serveNodeSync, startNodeBarrier); with replicas, at synced and sync-always, for a
+// quorum's fsynced Raft appends; at acked there is neither record nor
+// check.
+func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
+	if out.Durability == config.DurabilityAcked {
 		// acked: a replicated stream's writes sit in the servers' buffers
 		// and page caches; nothing local can vouch for them, so no record.
 		log.Warn("durability: acked — a 2xx means a quorum of the cluster acked its writes in memory: a power cut of the whole cluster can lose them, and the cluster then starts on what is left (docs/RELIABILITY.md \"Durability levels\")",
@@ -254,6 +265,13 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, log 
 	}
 	srv := out.Server
 	dlog := log.With("component", "durability")
+	if !cfg.ServerSyncAlways() {
+		// The others' barriers need this server's rounds while it waits
+		// for the cluster below: served from now on.
+		if err := serveNodeSync(lc, cfg, out, reg); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
 	defer cancel()
 	seqs := func(ctx context.Context, names []string) (map[string]uint64, error) {
@@ -277,26 +295,128 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, log 
 	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, seqs); err != nil {
 		return err
 	}
+	// The first round syncs what the store holds now (what a restart
+	// recovered may be in the page cache only).
+	if err := srv.SyncStore(); err != nil {
+		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	}
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, dlog)
 	lc.Append(fx.StopHook(rec.Stop))
-	log.Info("durability: a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)",
-		"durability", out.Durability, "requested", cfg.Durability)
+	if cfg.ServerSyncAlways() {
+		log.Info("durability: a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)",
+			"durability", out.Durability, "requested", cfg.Durability)
+		return nil
+	}
+	if err := startNodeBarrier(lc, cfg, out, reg); err != nil {
+		return err
+	}
+	log.Info("durability: a 2xx after its writes are on disk on the servers holding them (the cluster's group commit: one round per server shared by concurrent hooks)",
+		"durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
 	return nil
 }
 
-// registerSyncMetrics exports the group commit's counters.
-func registerSyncMetrics(reg *Registry, g *kvstore.GroupSync) {
+// NodeSyncTimeout bounds one round of a cluster node's barrier: a server
+// that has not answered by then leaves its streams unconfirmed (503 for the
+// hooks whose writes went to them).
+var NodeSyncTimeout = time.Second
+
+// serveNodeSync serves this server's own group commit (Group) to the
+// other nodes of an R1 cluster (docs/DESIGN.md "Durability on a cluster").
+func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
+	srv := out.Server
+	streams := durableStreams(cfg)
+	local := kvstore.NewGroupSync(srv.SyncStreams(streams...))
+	serving, err := srv.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), streams, local.Then)
+	if err != nil {
+		local.Close()
+		return err
+	}
+	// Stop hooks run in reverse: serving the others, then the rounds.
+	lc.Append(fx.StopHook(local.Close))
+	lc.Append(fx.StopHook(serving.Stop))
+	out.Group = local
+	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", local)
+	return nil
+}
+
+// startNodeBarrier starts the barrier a 2xx waits on in an R1 cluster
+// (Sync): its rounds ask every node for a round of its own group commit.
+func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
+	streams := durableStreams(cfg)
+	subject := natsembed.NodeSyncSubject(cfg.Prefix)
+	// The streams a round must find led: those of streams that exist.
+	existing := func() ([]string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		want := map[string]bool{}
+		for _, s := range streams {
+			want[s] = true
+		}
+		names := out.JS.StreamNames(ctx)
+		var out []string
+		for n := range names.Name() {
+			if want[n] {
+				out = append(out, n)
+			}
+		}
+		return out, names.Err()
+	}
+	round, err := natsembed.NewNodeSyncRound(out.Conn, subject, out.Server.ClusterPeers, existing, NodeSyncTimeout)
+	if err != nil {
+		return err
+	}
+	barrier := kvstore.NewGroupSync(func() error {
+		err := round.Round()
+		var u *natsembed.UnconfirmedError
+		switch {
+		case errors.As(err, &u):
+			unconfirmed := map[string]bool{}
+			for _, s := range u.Streams {
+				unconfirmed[s] = true
+			}
+			return &kvstore.PartialSyncError{Err: err, Affects: func(sc kvstore.SyncScope) bool {
+				return slices.ContainsFunc(scopeStreams(cfg, sc), func(s string) bool { return unconfirmed[s] })
+			}}
+		case err != nil:
+			return fmt.Errorf("%w: %w", kvstore.ErrRoundMissed, err)
+		}
+		return nil
+	})
+	// Stop hooks run in reverse: the barrier, then its answers.
+	lc.Append(fx.StopHook(round.Close))
+	lc.Append(fx.StopHook(barrier.Close))
+	out.Sync = barrier
+	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
+	return nil
+}
+
+// scopeStreams are the streams the writes of scope sc went to: the
+// tenant's shard's hooks stream and claims bucket, the replay bucket.
+func scopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
+	var out []string
+	if sc.Tenant != "" {
+		k := protocol.Shard(sc.Tenant, max(cfg.Shards, 1))
+		out = append(out, protocol.ShardName(cfg.HooksStream, k), kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
+	}
+	if sc.Replay {
+		out = append(out, kvstore.StreamName(kvstore.BucketNames(cfg.Prefix).Replay))
+	}
+	return out
+}
+
+// registerSyncMetrics exports a group commit's counters as
+// sluice_<what>_sync_*; rounds is the help of its rounds.
+func registerSyncMetrics(reg *Registry, what, rounds string, g *kvstore.GroupSync) {
 	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_" + what + "_sync_" + name, Help: help},
 			func() float64 { return v(g.Stats()) }))
 	}
-	counter("sluice_store_sync_rounds_total", "Group commit rounds run (each syncs the store files written since the last).",
-		func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
-	counter("sluice_store_sync_waits_total", "Waits on the group commit (a 2xx or granted reply each; waits/rounds is the coalescing).",
+	counter("rounds_total", rounds, func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
+	counter("waits_total", "Waits on the "+what+" sync (a 2xx or granted reply each; waits/rounds is the coalescing).",
 		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
-	counter("sluice_store_sync_failures_total", "Group commit rounds that failed (the node then answers 503 until restarted).",
+	counter("failures_total", "Rounds of the "+what+" sync that failed (the store's: the node then answers 503 until restarted; the cluster's: that round's hooks get a 503).",
 		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
-	counter("sluice_store_sync_seconds_total", "Time spent in group commit rounds.",
+	counter("seconds_total", "Time spent in rounds of the "+what+" sync.",
 		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
 }
 

@@ -190,6 +190,66 @@ func testShardsCluster(t *testing.T, replicas int) {
 			}
 		}
 	}
+	if replicas == 1 {
+		stopAShardsServer(t, nodes, shards)
+	}
+}
+
+// stopAShardsServer (R1, synced: the cluster's group commit) stops the node
+// whose server holds one shard, and checks that the others' tenants still
+// get 202 from the nodes left — a round that cannot confirm the stopped
+// server's streams still vouches for the others' — while that shard's do
+// not.
+func stopAShardsServer(t *testing.T, nodes []*node, shards int) {
+	ctx := testkit.Context(t)
+	js := nodes[0].n.JS
+	st, err := js.Stream(ctx, protocol.HooksStream(shards-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := -1
+	for i, nd := range nodes {
+		if nd.n.Server.NATS().Name() == st.CachedInfo().Cluster.Leader {
+			down = i
+		}
+	}
+	if down < 0 {
+		t.Fatalf("no node's server holds %s (on %s)", protocol.HooksStream(shards-1), st.CachedInfo().Cluster.Leader)
+	}
+	nodes[down].stop()
+	up := nodes[(down+1)%len(nodes)]
+	for i := range 12 {
+		tenant := fmt.Sprintf("t%d", i)
+		key := tenant + "-while-a-server-is-down"
+		if protocol.Shard(tenant, shards) == shards-1 {
+			if code, _ := postHook(t, up.h, tenant, key); code == 202 {
+				t.Fatalf("%s (shard %d, its server stopped): 202", tenant, shards-1)
+			}
+			continue
+		}
+		var id string
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			var code int
+			code, id = postHook(t, up.h, tenant, key)
+			return code == 202
+		}, fmt.Sprintf("%s (shard %d) answered 202 with the server of shard %d stopped", tenant, protocol.Shard(tenant, shards), shards-1))
+		// Its claim was settled (the owner's settle is vouched for too):
+		// a redelivery is a duplicate, not a hook in flight.
+		if code, dup := postHook(t, up.h, tenant, key); code != 200 || dup != id {
+			t.Fatalf("%s's hook again with a server down: %d %s, want 200 %s", tenant, code, dup, id)
+		}
+		// And a settle through the tenant's owner is answered ok.
+		claim := &protocol.ClaimRequest{Tenant: tenant, Source: "src", Key: key + "-hit", HookID: "h-" + key}
+		var rep protocol.HitReply
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			var err error
+			rep, err = up.q.Client.Hit(ctx, protocol.HitRequest{Claim: claim})
+			return err == nil && rep.Result == protocol.ResultOK
+		}, "a hit takes the claim with a server down")
+		if err := up.q.Client.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: claim.Key, HookID: claim.HookID, Revision: rep.Revision}); err != nil {
+			t.Fatalf("settle %s with the server of shard %d down: %v", tenant, shards-1, err)
+		}
+	}
 }
 
 // TestShardsFixedForTheFleet: a node restarted with another shard count

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -665,7 +666,9 @@ func (h *Handler) durable(q *hookRequest) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), h.cfg.PublishTimeout)
 	defer cancel()
 	t0 := time.Now()
-	err := h.cfg.Sync.Sync(ctx)
+	// A cluster's round that could not vouch for another shard's
+	// streams still vouches for this tenant's.
+	err := kvstore.ForScope(h.cfg.Sync.Sync(ctx), kvstore.SyncScope{Tenant: q.tenant, Replay: q.nonce != nil})
 	h.m.syncLatency.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		h.log.Error("hook not durable: the store's sync failed", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "error", err)

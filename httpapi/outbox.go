@@ -97,6 +97,6 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 // cross (docs/DESIGN.md "Edge mode"); a hub of several shards takes hooks on
 // protocol.ShardHooksSubjects, denied inbound too.
 func LeafDeny(prefix string) (both, imports []string) {
-	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", OutboxSubjects(prefix)},
+	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", prefix + ".node.>", OutboxSubjects(prefix)},
 		[]string{prefix + ".hooks.>", prefix + ".shard.>"}
 }

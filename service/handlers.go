@@ -252,7 +252,7 @@ func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
 	switch out {
 	case protocol.Claimed:
 		// A granted nonce must outlive a power cut, or its replay passes.
-		if err := kvstore.SyncWith(ctx, s.cfg.Sync); err != nil {
+		if err := kvstore.ForScope(kvstore.SyncWith(ctx, s.cfg.Sync), kvstore.SyncScope{Replay: true}); err != nil {
 			return nil, err
 		}
 		return protocol.ReplayReply{Result: out.String()}, nil

@@ -132,7 +132,7 @@ func (j *settleJob) commit(ctx context.Context) error {
 		err = w.store.Settle(ctx, j.id, j.hookID, j.rev, j.ttl)
 	}
 	if err == nil {
-		err = kvstore.SyncWith(ctx, w.cfg.Sync)
+		err = kvstore.ForScope(kvstore.SyncWith(ctx, w.cfg.Sync), kvstore.SyncScope{Tenant: j.id.Tenant})
 	}
 	return err
 }
@@ -207,7 +207,7 @@ func (w *Worker) collectSettles(started []startedSettle) {
 	kvstore.SyncThen(ctx, w.cfg.Sync, func(err error) {
 		cancel()
 		for _, j := range landed {
-			j.answer(err)
+			j.answer(kvstore.ForScope(err, kvstore.SyncScope{Tenant: j.id.Tenant}))
 		}
 	})
 }
