@@ -186,14 +186,9 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 }
 
 // serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
-// outbox copy of a batch only once this answered. A single node answers
-// after a round of its group commit; a node whose acks already mean
-// durable, or that has nothing to sync with (an acked cluster), at once.
+// outbox copy of a batch only once this answered.
 func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
-	var then func(func(error)) func()
-	if n.Group != nil && !cfg.ServerSyncAlways() {
-		then = n.Group.Then
-	}
+	then := hubSyncThen(cfg, n)
 	var srv *forward.SyncServer
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -206,4 +201,19 @@ func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger
 		},
 		OnStop: func(context.Context) error { return srv.Stop() },
 	})
+}
+
+// hubSyncThen is the barrier a hub's sync answer waits on: the one its own
+// 2xx waits on (a single node's group commit, an R1 cluster's), the single
+// node's group commit at acked too; nil — at once — where the acks
+// already mean durable (sync-always, a cluster with replicas) or nothing
+// local can vouch for more (a cluster at acked).
+func hubSyncThen(cfg *config.Config, n *NATS) func(func(error)) func() {
+	if t, ok := n.Sync.(kvstore.ThenSyncer); ok {
+		return t.Then
+	}
+	if n.Group != nil && !cfg.ServerSyncAlways() && !cfg.Clustered() {
+		return n.Group.Then
+	}
+	return nil
 }

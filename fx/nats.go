@@ -38,9 +38,12 @@ type NATS struct {
 	// Durability is the level in force (config.DurabilityInForce).
 	Durability string
 	// Sync is the durability barrier the edge and the service wait on
-	// before a 2xx (nil: the ack is the promise). Group is the embedded
-	// single node's group commit (nil otherwise): Sync at the synced
-	// level, and the stream record's sync at every level.
+	// before a 2xx (nil: the ack is the promise): Group on a single node
+	// at synced, the cluster's barrier on an R1 cluster at synced. Group
+	// is the embedded server's own group commit (nil on a cluster with
+	// replicas or at acked): on a single node also the stream record's
+	// sync at every level, on an R1 cluster the rounds it serves the
+	// other nodes.
 	Sync  kvstore.Syncer
 	Group *kvstore.GroupSync
 }
@@ -353,13 +356,13 @@ func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 			want[s] = true
 		}
 		names := out.JS.StreamNames(ctx)
-		var out []string
+		var found []string
 		for n := range names.Name() {
 			if want[n] {
-				out = append(out, n)
+				found = append(found, n)
 			}
 		}
-		return out, names.Err()
+		return found, names.Err()
 	}
 	round, err := natsembed.NewNodeSyncRound(out.Conn, subject, out.Server.ClusterPeers, existing, NodeSyncTimeout)
 	if err != nil {
