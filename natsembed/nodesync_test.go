@@ -274,12 +274,17 @@ func TestStoreSyncRaftLogs(t *testing.T) {
 					return strings.Contains(p, natsembed.RaftDirName+"/"+group) && strings.Contains(p, "/msgs/") && strings.HasSuffix(p, ".blk")
 				}
 			}
-			if err := srv.SyncStore(); err != nil {
-				t.Fatal(err)
-			}
-			if got := take(); !slices.ContainsFunc(got, logOf("_meta_")) || !slices.ContainsFunc(got, logOf("S-R3F-")) {
-				t.Fatalf("the round after an R3 stream was created synced %v: not the meta group's log and the stream's", got)
-			}
+			// The stream's log gets its first block when its group writes
+			// its first entry, which may come after the create's answer:
+			// rounds until both logs were synced.
+			var got []string
+			testkit.Eventually(t, 10*time.Second, func() bool {
+				if err := srv.SyncStore(); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, take()...)
+				return slices.ContainsFunc(got, logOf("_meta_")) && slices.ContainsFunc(got, logOf("S-R3F-"))
+			}, "the rounds after an R3 stream was created synced the meta group's log and the stream's")
 		})
 	}
 }
