@@ -203,31 +203,42 @@ func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regist
 	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 		return err
 	}
-	// The first round syncs what the store holds now (what a restart
-	// recovered may be in the page cache only).
-	if err := srv.SyncStore(); err != nil {
-		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	g := startGroupCommit(lc, cfg, out, reg)
+	if err := startRecord(lc, cfg, srv, log.With("component", "durability")); err != nil {
+		return err
 	}
-	// The barrier's rounds sync the streams an answer rests on; the
-	// record's rounds (once a second) sync every stream.
-	streams := durableStreams(cfg)
-	g := kvstore.NewGroupSync(srv.SyncStreams(streams...))
-	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log.With("component", "durability"))
-	// Stop hooks run in reverse: the recorder's last update, then the
-	// barrier, before the server stops.
-	lc.Append(fx.StopHook(g.Close))
-	lc.Append(fx.StopHook(rec.Stop))
-	out.Group = g
 	if out.Durability == config.DurabilitySynced {
 		out.Sync = g
 	}
-	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
 	meaning := map[string]string{
 		config.DurabilitySynced:     "a 2xx after its writes are on disk (group commit: one fdatasync round shared by concurrent hooks)",
 		config.DurabilityAcked:      "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync",
 		config.DurabilitySyncAlways: "a 2xx after nats-server fsynced each write",
 	}[out.Durability]
 	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
+	return nil
+}
+
+// startGroupCommit starts the embedded server's own group commit (Group):
+// its rounds sync the streams answers rest on (durableStreams); the
+// record's rounds (once a second) sync every stream.
+func startGroupCommit(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
+	g := kvstore.NewGroupSync(out.Server.SyncStreams(durableStreams(cfg)...))
+	lc.Append(fx.StopHook(g.Close))
+	out.Group = g
+	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
+	return g
+}
+
+// startRecord syncs what the store holds at start (what a restart
+// recovered may be in the page cache only) and starts the stream record's
+// keeper (stopped before the group commit: stop hooks run in reverse).
+func startRecord(lc fx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
+	if err := srv.SyncStore(); err != nil {
+		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	}
+	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
+	lc.Append(fx.StopHook(rec.Stop))
 	return nil
 }
 
@@ -298,13 +309,9 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg 
 	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, seqs); err != nil {
 		return err
 	}
-	// The first round syncs what the store holds now (what a restart
-	// recovered may be in the page cache only).
-	if err := srv.SyncStore(); err != nil {
-		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	if err := startRecord(lc, cfg, srv, dlog); err != nil {
+		return err
 	}
-	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, dlog)
-	lc.Append(fx.StopHook(rec.Stop))
 	if cfg.ServerSyncAlways() {
 		log.Info("durability: a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)",
 			"durability", out.Durability, "requested", cfg.Durability)
@@ -326,19 +333,13 @@ var NodeSyncTimeout = time.Second
 // serveNodeSync serves this server's own group commit (Group) to the
 // other nodes of an R1 cluster (docs/DESIGN.md "Durability on a cluster").
 func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
-	srv := out.Server
-	streams := durableStreams(cfg)
-	local := kvstore.NewGroupSync(srv.SyncStreams(streams...))
-	serving, err := srv.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), streams, local.Then)
+	own := startGroupCommit(lc, cfg, out, reg)
+	serving, err := out.Server.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), durableStreams(cfg), own.Then)
 	if err != nil {
-		local.Close()
 		return err
 	}
-	// Stop hooks run in reverse: serving the others, then the rounds.
-	lc.Append(fx.StopHook(local.Close))
+	// Stopped before the rounds (stop hooks run in reverse).
 	lc.Append(fx.StopHook(serving.Stop))
-	out.Group = local
-	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", local)
 	return nil
 }
 

@@ -160,6 +160,9 @@ type NodeSyncRound struct {
 	all       []string
 	online    []string
 	exist     []string
+	existRead bool           // exist was read once
+	listing   bool           // a read of exist is under way (refresh)
+	refresh   sync.WaitGroup // that read, waited for by Close
 }
 
 // UnconfirmedError is a round that a majority of the servers confirmed,
@@ -202,7 +205,11 @@ func NewNodeSyncRound(nc *nats.Conn, subject string, peers func(withOffline bool
 }
 
 // Close stops listening for answers.
-func (r *NodeSyncRound) Close() error { return r.sub.Unsubscribe() }
+func (r *NodeSyncRound) Close() error {
+	err := r.sub.Unsubscribe()
+	r.refresh.Wait()
+	return err
+}
 
 // Round runs one round (the GroupSync's round function: rounds never
 // overlap).
@@ -304,16 +311,34 @@ func (r *NodeSyncRound) Round() error {
 }
 
 // cluster is the cluster's servers (offline ones included), the servers
-// up and the streams that exist, read at most every clusterMaxAge.
+// up and the streams that exist, read at most every clusterMaxAge. The
+// streams (a JetStream API request, which waits for the meta leader) are
+// read on the round's path only until one read succeeded; after that in
+// the background, so that a meta leader election does not hold up rounds
+// of R1 streams, which do not need it.
 func (r *NodeSyncRound) cluster(now time.Time) (all, online, exist []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.readAt.IsZero() || now.Sub(r.readAt) > r.readAge {
 		r.all, r.online = r.peers(true), r.peers(false)
-		if names, err := r.existing(); err == nil {
-			r.exist = names
-		}
 		r.readAt = now
+		switch {
+		case !r.existRead:
+			if names, err := r.existing(); err == nil {
+				r.exist, r.existRead = names, true
+			}
+		case !r.listing:
+			r.listing = true
+			r.refresh.Go(func() {
+				names, err := r.existing()
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if err == nil {
+					r.exist = names
+				}
+				r.listing = false
+			})
+		}
 	}
 	return r.all, r.online, r.exist
 }

@@ -288,3 +288,52 @@ func TestStoreSyncRaftLogs(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeSyncRoundListsStreamsAside: after the first read, the streams
+// that exist are read beside the rounds — a read that hangs (the meta
+// leader being elected) holds up no round — and a stream created since is
+// required once read.
+func TestNodeSyncRoundListsStreamsAside(t *testing.T) {
+	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) { return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()}) })
+	fakeNode(t, nc, natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	var reads atomic.Int64
+	release := make(chan struct{})
+	existing := func() ([]string, error) {
+		if reads.Add(1) == 1 {
+			return []string{"S"}, nil
+		}
+		<-release // the second read hangs until released
+		return []string{"S", "T"}, nil
+	}
+	r, err := natsembed.NewNodeSyncRound(nc, nodeSyncSubject, func(bool) []string { return []string{"a"} }, existing, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	natsembed.ReadClusterEveryRound(r)
+	done := make(chan error, 1)
+	go func() {
+		for range 3 { // the second read starts, and hangs, under these
+			if err := r.Round(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a round while the streams' read hangs: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a liveness bound, not a timing
+		close(release)
+		<-done
+		t.Fatal("the rounds waited for the hanging read of the streams")
+	}
+	close(release)
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		var u *natsembed.UnconfirmedError
+		return errors.As(r.Round(), &u) && slices.Equal(u.Streams, []string{"T"})
+	}, "a stream read since is required (T, which nobody leads)")
+}
