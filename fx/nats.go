@@ -279,12 +279,10 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg 
 	}
 	srv := out.Server
 	dlog := log.With("component", "durability")
-	if !cfg.ServerSyncAlways() {
-		// The others' barriers need this server's rounds while it waits
-		// for the cluster below: served from now on.
-		if err := serveNodeSync(lc, cfg, out, reg); err != nil {
-			return err
-		}
+	// The others' barriers need this server's answers while it waits for
+	// the cluster below: served from now on.
+	if err := serveNodeSync(lc, cfg, out, reg); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
 	defer cancel()
@@ -331,10 +329,16 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg 
 var NodeSyncTimeout = time.Second
 
 // serveNodeSync serves this server's own group commit (Group) to the
-// other nodes of an R1 cluster (docs/DESIGN.md "Durability on a cluster").
+// other nodes (docs/DESIGN.md "Durability on a cluster"); a server that
+// fsyncs every write (ServerSyncAlways) answers at once, so that a node at
+// sync-always and one at synced serve one R1 cluster (the upgrade to the
+// cluster's group commit, docs/UPGRADES.md).
 func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
-	own := startGroupCommit(lc, cfg, out, reg)
-	serving, err := out.Server.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), durableStreams(cfg), own.Then)
+	var then func(func(error)) func()
+	if !cfg.ServerSyncAlways() {
+		then = startGroupCommit(lc, cfg, out, reg).Then
+	}
+	serving, err := out.Server.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), durableStreams(cfg), then)
 	if err != nil {
 		return err
 	}

@@ -31,17 +31,23 @@ func TestShardsCluster(t *testing.T) { t.Parallel(); testShardsCluster(t, 1) }
 // every shard, and the shards' leaders are moved onto three servers.
 func TestShardsClusterR3(t *testing.T) { t.Parallel(); testShardsCluster(t, 3) }
 
-func testShardsCluster(t *testing.T, replicas int) {
+// startShardNodes starts a cluster of three nodes with 3 shards (6
+// partitions), node i with extra(i) besides.
+func startShardNodes(t *testing.T, what string, extra func(i int) []string) []*node {
 	var routes []string
 	ports := make([]int, 3)
 	for i := range 3 {
 		ports[i] = testkit.FreePort(t)
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
 	}
-	nodes := startTogether(t, 3, 120*time.Second, "shard node", func(i int) []string {
-		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s", "--replicas", fmt.Sprint(replicas)}
+	return startTogether(t, 3, 120*time.Second, what, func(i int) []string {
+		return append([]string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s"}, extra(i)...)
 	})
+}
+
+func testShardsCluster(t *testing.T, replicas int) {
+	nodes := startShardNodes(t, "shard node", func(int) []string { return []string{"--replicas", fmt.Sprint(replicas)} })
 	ctx := testkit.Context(t)
 	const shards, tenants, per = 3, 12, 4
 	ids := map[string][]string{} // tenant -> hook ids in order
@@ -192,6 +198,27 @@ func testShardsCluster(t *testing.T, replicas int) {
 	}
 	if replicas == 1 {
 		stopAShardsServer(t, nodes, shards)
+	}
+}
+
+// TestShardsClusterMixedSync: an R1 cluster with one node at sync-always
+// (as while upgrading to the cluster's group commit, docs/UPGRADES.md) and
+// two at synced: every shard's tenants get 202 at a synced node — the
+// sync-always server answers the rounds at once.
+func TestShardsClusterMixedSync(t *testing.T) {
+	t.Parallel()
+	nodes := startShardNodes(t, "mixed node", func(i int) []string {
+		if i == 2 {
+			return []string{"--durability", "sync-always"}
+		}
+		return nil
+	})
+	for i := range 12 {
+		tenant := fmt.Sprintf("t%d", i)
+		testkit.Eventually(t, 20*time.Second, func() bool {
+			code, _ := postHook(t, nodes[0].h, tenant, tenant+"-mixed")
+			return code == 202 || code == 200
+		}, fmt.Sprintf("%s (shard %d) answered 2xx by a synced node beside a sync-always one", tenant, protocol.Shard(tenant, 3)))
 	}
 }
 

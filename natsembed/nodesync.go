@@ -67,7 +67,8 @@ type NodeSyncServer struct {
 
 // ServeNodeSync serves subject on nc: each request joins the next round
 // of then (the node's own group commit over SyncStore) and is answered
-// with the streams of streams this server leads.
+// with the streams of streams this server leads; with then nil (a server
+// that fsyncs every write) at once.
 func (s *Server) ServeNodeSync(nc *nats.Conn, subject string, streams []string, then func(func(error)) (forget func())) (*NodeSyncServer, error) {
 	ns := &NodeSyncServer{srv: s, streams: slices.Clone(streams), then: then}
 	var err error
@@ -96,6 +97,11 @@ func (ns *NodeSyncServer) serve(m *nats.Msg) {
 		}
 		b, _ := json.Marshal(r)
 		_ = m.Respond(b)
+	}
+	if ns.then == nil {
+		// This server's acks already mean on disk (sync-always).
+		reply(ns.srv.leads(ns.streams), nil)
+		return
 	}
 	if ns.waiting.Add(1) > NodeSyncMaxWaiting {
 		ns.waiting.Add(-1)

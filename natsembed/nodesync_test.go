@@ -294,7 +294,9 @@ func TestStoreSyncRaftLogs(t *testing.T) {
 // leader being elected) holds up no round — and a stream created since is
 // required once read.
 func TestNodeSyncRoundListsStreamsAside(t *testing.T) {
-	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) { return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()}) })
+	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	})
 	fakeNode(t, nc, natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
 	var reads atomic.Int64
 	release := make(chan struct{})
@@ -336,4 +338,30 @@ func TestNodeSyncRoundListsStreamsAside(t *testing.T) {
 		var u *natsembed.UnconfirmedError
 		return errors.As(r.Round(), &u) && slices.Equal(u.Streams, []string{"T"})
 	}, "a stream read since is required (T, which nobody leads)")
+}
+
+// TestNodeSyncServedAtOnce: a server whose acks already mean on disk
+// (sync-always: no group commit to join) answers at once, with the
+// streams it leads, and a round counts it.
+func TestNodeSyncServedAtOnce(t *testing.T) {
+	srv, nc, js := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
+	})
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := srv.ServeNodeSync(nc, nodeSyncSubject, []string{"S"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	name := srv.NATS().Name()
+	r, err := natsembed.NewNodeSyncRound(nc, nodeSyncSubject, func(bool) []string { return []string{name} }, func() ([]string, error) { return []string{"S"}, nil }, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Round(); err != nil {
+		t.Fatalf("a round answered by a sync-always server: %v", err)
+	}
 }
