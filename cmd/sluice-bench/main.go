@@ -107,8 +107,11 @@ type options struct {
 	scaleDurability string
 	scaleProfile    string
 	scaleMemory     bool // --workloads scale-memory
-	scaleMemNodes   []scaleSpec
-	scaleClaims     int
+	// The substrate rows (--workloads substrate, substrate.go).
+	substrate     bool
+	substrateRows []substrateSpec
+	scaleMemNodes []scaleSpec
+	scaleClaims   int
 
 	disk           bool // --workloads disk
 	tail           bool // --workloads tail
@@ -123,7 +126,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each row")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each row")
 	inflight := fs.String("inflight", "1,64", "requests in flight, comma-separated (one row each)")
-	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets) and tail (one node at a paced --tail-rate: latency percentiles per slice), disk (fdatasync latency of the bench's directory for --duration): not in the default")
+	names := fs.String("workloads", "decisions,hit+claim,cycle-durable,hot,edge,memory", "what to run: decisions, hit+claim, cycle-durable, hot (sluice vs Redis), edge (HTTP: durable, acked, floor), memory; scale (N nodes under CPU quotas, as root) and scale-memory (heap per claim per server of N-node R3 fleets) and substrate (bare nats-server under the same quotas: msgs/s one per publish and in atomic batches) and tail (one node at a paced --tail-rate: latency percentiles per slice), disk (fdatasync latency of the bench's directory for --duration): not in the default")
 	fs.IntVar(&o.tailRate, "tail-rate", 1500, "tail: hooks per second, paced")
 	fs.StringVar(&o.tailDurability, "tail-durability", "", "tail: the node's --durability (empty: the edge's default)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run the whole matrix this many times")
@@ -144,6 +147,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.scaleBody, "scale-body", 600, "scale rows: bytes of each hook's JSON body")
 	fs.StringVar(&o.scaleDurability, "scale-durability", "", "scale rows: the nodes' --durability (empty: the edge's default)")
 	fs.StringVar(&o.scaleProfile, "scale-profile", "", "scale rows: take a CPU profile of every node during each row's window into this directory (the rows' figures then include pprof's cost)")
+	substrateRows := fs.String("substrate-rows", defaultSubstrateRows, "substrate: bare nats-server rows servers/replicas/quota/sync/publish (sync default|always, publish single|atomicK), comma-separated; --scale-workers publishers per server, --scale-body bytes")
 	memNodes := fs.String("scale-memory-nodes", "3,6", "scale-memory: fleet sizes (R3; R1 for 1 node), comma-separated; N/sS: over S shards (--partitions P/S)")
 	fs.IntVar(&o.scaleClaims, "scale-claims", 1_000_000, "scale-memory: claims stored in each fleet")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound of the whole run (0: computed from the plan, plus 10 minutes)")
@@ -174,6 +178,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			o.scale = true
 		case "scale-memory":
 			o.scaleMemory = true
+		case "substrate":
+			o.substrate = true
 		case "tail":
 			o.tail = true
 		case "disk":
@@ -182,7 +188,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		default:
 			w, ok := workloadByName(s)
 			if !ok {
-				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory, tail, disk)", s)
+				return nil, fmt.Errorf("--workloads: unknown %q (decisions, hit+claim, cycle-durable, hot, edge, memory, scale, scale-memory, substrate, tail, disk)", s)
 			}
 			o.workloads = append(o.workloads, w)
 		}
@@ -199,6 +205,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	var err error
 	if o.scaleRows, err = parseScaleRows(*scaleRows); err != nil {
+		return nil, err
+	}
+	if o.substrateRows, err = parseSubstrateRows(*substrateRows); err != nil {
 		return nil, err
 	}
 	for _, f := range strings.Split(*memNodes, ",") {
@@ -254,6 +263,9 @@ func (o *options) plannedTime() time.Duration {
 	if o.disk {
 		total += o.duration
 	}
+	if o.substrate {
+		total += time.Duration(len(o.substrateRows)*o.repeat) * (row + time.Minute)
+	}
 	if o.scaleMemory {
 		// Writing at 1,000 claims/s at worst, then the caches' expiry.
 		total += time.Duration(len(o.scaleMemNodes)) * (time.Duration(o.scaleClaims)*time.Millisecond + 5*time.Minute)
@@ -263,18 +275,19 @@ func (o *options) plannedTime() time.Duration {
 
 // report is the JSON output.
 type report struct {
-	Started  time.Time      `json:"started"`
-	Machine  machine        `json:"machine"`
-	Settings settings       `json:"settings"`
-	Runs     []runResult    `json:"runs"`
-	Summary  []summaryRow   `json:"summary"`
-	Goals    []goal         `json:"goals,omitempty"`
-	Memory   *memoryResult  `json:"memory,omitempty"`
-	Profiles []profileEntry `json:"profiles,omitempty"`
-	Scale    []scaleRow     `json:"scale,omitempty"`
-	ScaleMem []scaleMemRow  `json:"scale_memory,omitempty"`
-	Tail     *tailResult    `json:"tail,omitempty"`
-	Disk     *diskResult    `json:"disk,omitempty"`
+	Started   time.Time      `json:"started"`
+	Machine   machine        `json:"machine"`
+	Settings  settings       `json:"settings"`
+	Runs      []runResult    `json:"runs"`
+	Summary   []summaryRow   `json:"summary"`
+	Goals     []goal         `json:"goals,omitempty"`
+	Memory    *memoryResult  `json:"memory,omitempty"`
+	Profiles  []profileEntry `json:"profiles,omitempty"`
+	Scale     []scaleRow     `json:"scale,omitempty"`
+	ScaleMem  []scaleMemRow  `json:"scale_memory,omitempty"`
+	Substrate []substrateRow `json:"substrate,omitempty"`
+	Tail      *tailResult    `json:"tail,omitempty"`
+	Disk      *diskResult    `json:"disk,omitempty"`
 }
 
 type settings struct {
@@ -449,7 +462,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	needQuota := len(o.workloads) > 0 || o.edge
-	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory || o.tail) && o.edgeBin == "") {
+	if (needQuota && o.edgeBin == "") || o.edge || ((o.scale || o.scaleMemory || o.tail) && o.edgeBin == "") || o.substrate {
 		if b.root, b.benchDir, err = moduleDirs(ctx); err != nil {
 			return nil, err
 		}
@@ -514,6 +527,13 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.scale {
 		rep.Scale, err = b.scale(ctx)
 		printScale(b.out, rep.Scale, o)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if o.substrate {
+		rep.Substrate, err = b.substrate(ctx)
+		printSubstrate(b.out, rep.Substrate, o.scaleWorkers, len(scaleBody(o.scaleBody)))
 		if err != nil {
 			return rep, err
 		}

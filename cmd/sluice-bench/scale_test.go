@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -87,24 +85,7 @@ func TestScaleOneNode(t *testing.T) {
 	if _, err := findCPUCgroups(); err != nil {
 		t.Skipf("skipped: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, log bytes.Buffer
-	o, err := parseOptions([]string{"--workloads", "scale", "--scale-rows", "1/1/0.4", "--duration", "1500ms", "--warmup", "500ms"}, &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bench{o: o, out: &out, log: &log, self: os.Getpid()}
-	rep, err := b.run(ctx)
-	tmp := b.tmp
-	b.close()
-	t.Logf("log:\n%s\nout:\n%s", log.String(), out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
-		t.Errorf("the bench's directory %s is still there (%v)", tmp, err)
-	}
+	rep, out := runBench(t, 5*time.Minute, "--workloads", "scale", "--scale-rows", "1/1/0.4", "--duration", "1500ms", "--warmup", "500ms")
 	for _, root := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		left, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+strconv.Itoa(os.Getpid())+"-*"))
 		if len(left) > 0 {
@@ -141,8 +122,8 @@ func TestScaleOneNode(t *testing.T) {
 	if u := r.NodeQuotaUse[0]; u > 1.25 || u <= 0 {
 		t.Errorf("the node used %.0f%% of its quota's time", 100*u)
 	}
-	if !strings.Contains(out.String(), "| 1 | 1 | R1 | 1 | 0.40 core |") {
-		t.Errorf("no table row for 1/R1/0.4 in:\n%s", out.String())
+	if !strings.Contains(out, "| 1 | 1 | R1 | 1 | 0.40 core |") {
+		t.Errorf("no table row for 1/R1/0.4 in:\n%s", out)
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("report: %v", err)

@@ -29,20 +29,7 @@ func TestTailRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the tail test builds and starts cmd/edge")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var out, log bytes.Buffer
-	o, err := parseOptions([]string{"--workloads", "tail", "--tail-rate", "200", "--duration", "1s", "--warmup", "200ms", "--slices", "2"}, &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bench{o: o, out: &out, log: &log, self: os.Getpid()}
-	rep, err := b.run(ctx)
-	b.close()
-	t.Logf("log:\n%s\nout:\n%s", log.String(), out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, _ := runBench(t, 3*time.Minute, "--workloads", "tail", "--tail-rate", "200", "--duration", "1s", "--warmup", "200ms", "--slices", "2")
 	r := rep.Tail
 	if r == nil || r.Error != "" {
 		t.Fatalf("tail result %+v", r)
