@@ -31,7 +31,7 @@ func TestConsumeAll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
+	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards, 1)
 	for n := range per {
 		for i := range tenants {
 			h := httpapi.Hook{ID: fmt.Sprintf("t%d-%d", i, n), Tenant: fmt.Sprintf("t%d", i), Source: "gh", ReceivedAt: time.Now()}

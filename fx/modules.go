@@ -398,7 +398,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	// publishes to the hub.
 	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hooks = httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
+		hooks = httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards, cfg.Replicas)
 		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
 			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),

@@ -87,7 +87,7 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 	if hooksStream == "" {
 		hooksStream = "HOOKS"
 	}
-	return &HookStore{js: js, w: []*kvstore.Writer{kvstore.NewWriter(js.Conn())}, prefix: prefix, stream: OutboxStream(hooksStream), shards: 1, outbox: true}
+	return &HookStore{js: js, w: []*kvstore.Writer{kvstore.NewWriter(js.Conn(), 1)}, prefix: prefix, stream: OutboxStream(hooksStream), shards: 1, outbox: true}
 }
 
 // LeafDeny are the subjects that must not cross an edge's leaf connection

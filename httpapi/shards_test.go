@@ -39,7 +39,7 @@ func TestShardedHooksStreams(t *testing.T) {
 			t.Fatalf("stream %d is %s", i, name)
 		}
 	}
-	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
+	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards, 1)
 	const tenants, per = 12, 5
 	for n := range per {
 		for i := range tenants {
@@ -165,7 +165,7 @@ func TestOneShardStreamUnchanged(t *testing.T) {
 	if len(sts) != 1 || !reflect.DeepEqual(got, want) || got.SubjectTransform != nil || !reflect.DeepEqual(got.Subjects, []string{"sluice.hooks.>"}) {
 		t.Fatalf("one shard: %+v\nwithout shards: %+v", got, want)
 	}
-	seq, err := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", 1).Store(ctx, httpapi.Hook{ID: "h", Tenant: "acme", Source: "gh", ReceivedAt: time.Now()})
+	seq, err := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", 1, 1).Store(ctx, httpapi.Hook{ID: "h", Tenant: "acme", Source: "gh", ReceivedAt: time.Now()})
 	if err != nil || seq != 1 {
 		t.Fatalf("store: %d %v", seq, err)
 	}

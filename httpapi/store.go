@@ -224,21 +224,23 @@ type HookStore struct {
 
 // NewHookStore returns a store that publishes under prefix to stream.
 func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
-	return NewShardedHookStore(js, prefix, stream, 1)
+	return NewShardedHookStore(js, prefix, stream, 1, 1)
 }
 
 // NewShardedHookStore returns a store that publishes under prefix to the
 // hooks streams of a fleet of shards shards (EnsureStreams), each tenant's
 // hooks to its shard's stream (protocol.Shard); stream names shard 0's.
-// Its reads (Find, Rewind) read the tenant's shard's stream.
-func NewShardedHookStore(js jetstream.JetStream, prefix, stream string, shards int) *HookStore {
+// Its reads (Find, Rewind) read the tenant's shard's stream. The streams
+// have replicas replicas: concurrent hooks to a replicated stream travel in
+// atomic batches (kvstore.Batched).
+func NewShardedHookStore(js jetstream.JetStream, prefix, stream string, shards, replicas int) *HookStore {
 	if stream == "" {
 		stream = protocol.HooksStreamName
 	}
 	shards = max(shards, 1)
 	w := make([]*kvstore.Writer, shards)
 	for k := range w {
-		w[k] = kvstore.NewWriter(js.Conn())
+		w[k] = kvstore.NewWriter(js.Conn(), replicas)
 	}
 	return &HookStore{js: js, w: w, prefix: prefix, stream: stream, shards: shards}
 }

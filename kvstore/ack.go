@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,8 +89,13 @@ func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error
 // Safe for concurrent use; its subscription ends with the connection.
 type Writer struct{ a *acker }
 
-// NewWriter returns a Writer on nc.
-func NewWriter(nc *nats.Conn) *Writer { return &Writer{a: newAcker(nc)} }
+// NewWriter returns a Writer on nc for a stream of replicas replicas that
+// allows atomic publish: its writes travel in batches when Batched says so.
+func NewWriter(nc *nats.Conn, replicas int) *Writer {
+	a := newAcker(nc)
+	a.batched = Batched(replicas)
+	return &Writer{a: a}
+}
 
 // Publish publishes data with hdr to subject, which a stream must take,
 // and returns the stream sequence once acked. Errors are MapError's
@@ -99,7 +105,10 @@ func (w *Writer) Publish(ctx context.Context, subject string, hdr nats.Header, d
 	return w.a.write(ctx, subject, hdr, data)
 }
 
-// acker matches the acks of one bucket's writes to their writers.
+// acker matches the acks of one stream's writes to their writers. A write
+// travels in a unit: alone (one message, one ack), or, on a batched acker
+// (batch.go), with the writes queued behind the units in flight as one
+// atomic batch whose commit alone is acked.
 type acker struct {
 	nc *nats.Conn
 
@@ -107,17 +116,23 @@ type acker struct {
 	prefix  string // "<inbox>.": reply subjects are prefix + base-36 id
 	sub     *nats.Subscription
 	next    uint64
-	pending map[uint64]*ackWait
-	// free: ids whose write was acked, with their reply subjects, for the
-	// next writes: few, short reply subjects stay in the server's subject
+	pending map[uint64]*ackUnit
+	// free: ids whose unit was acked, with their reply subjects, for the
+	// next units: few, short reply subjects stay in the server's subject
 	// cache. An unacked id is never reused (its ack may still come). An
-	// acked write can be answered twice (a new leader re-applies an entry
+	// acked unit can be answered twice (a new leader re-applies an entry
 	// its predecessor acked), so each free id keeps the highest sequence
 	// acked on it, and a success ack on it not above that is the stale
 	// second answer, dropped. A stale refusal (no sequence) cannot be told
-	// apart: it fails the write that reused the id, which is safe.
+	// apart: it fails the unit that reused the id, which is safe.
 	free  []freeID
 	stale uint64 // stale success acks dropped (tests)
+
+	// batched: concurrent writes travel as atomic batches (batch.go).
+	batched bool
+	flying  int        // batched: units in flight (at most maxUnitsInFlight)
+	queue   []*ackWait // batched: writes waiting for a unit in flight to end
+	batches uint64     // batched: batches sent (tests)
 }
 
 type freeID struct {
@@ -126,26 +141,39 @@ type freeID struct {
 	seq   uint64 // the highest sequence acked on this id
 }
 
+// ackUnit is what one reply subject waits for: a write alone, or a batch
+// of writes answered by its commit's ack.
+type ackUnit struct {
+	id      uint64
+	reply   string
+	prevSeq uint64     // the highest sequence acked on id before this unit
+	writes  []*ackWait // in batch order
+	counted bool       // counted in acker.flying
+	left    int        // writes still waiting (a unit all of whose waiters left is forgotten)
+}
+
 // ackWait is one write awaiting its ack: seq and err are set before done
 // is closed.
 type ackWait struct {
 	a       *acker
-	id      uint64
-	reply   string
-	prevSeq uint64 // the highest sequence acked on id before this write
+	msg     *nats.Msg // the write (kept until it is resolved: a refused batch sends it again alone)
+	unit    *ackUnit  // nil while queued
 	done    chan struct{}
+	gone    bool // its waiter left
+	settled bool
 	seq     uint64
 	err     error
 }
 
 func newAcker(nc *nats.Conn) *acker {
-	return &acker{nc: nc, pending: make(map[uint64]*ackWait)}
+	return &acker{nc: nc, pending: make(map[uint64]*ackUnit)}
 }
 
-// start publishes a write with a reply subject of its own and registers
-// it. An error means nothing was sent.
+// start sends a write (or, on a batched acker with units in flight,
+// queues it for the next batch) and registers it. An error means nothing
+// was sent.
 func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, error) {
-	w := &ackWait{a: a, done: make(chan struct{})}
+	w := &ackWait{a: a, done: make(chan struct{}), msg: &nats.Msg{Subject: subject, Header: hdr, Data: data}}
 	a.mu.Lock()
 	if a.sub == nil {
 		if err := a.subscribeLocked(); err != nil {
@@ -153,25 +181,56 @@ func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, e
 			return nil, err
 		}
 	}
-	if len(a.pending) >= maxPendingAcks {
+	if len(a.pending)+len(a.queue) >= maxPendingAcks {
 		a.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d writes await their acks", ErrUnavailable, maxPendingAcks)
 	}
-	if n := len(a.free); n > 0 {
-		w.id, w.reply, w.prevSeq = a.free[n-1].id, a.free[n-1].reply, a.free[n-1].seq
-		a.free = a.free[:n-1]
-	} else {
-		a.next++
-		w.id, w.reply = a.next, a.prefix+strconv.FormatUint(a.next, 36)
+	if a.batched && (a.flying >= maxUnitsInFlight || len(a.queue) > 0) {
+		a.queue = append(a.queue, w)
+		a.mu.Unlock()
+		return w, nil
 	}
-	a.pending[w.id] = w
+	u := a.unitLocked([]*ackWait{w}, a.batched)
 	a.mu.Unlock()
-
-	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: w.reply, Header: hdr, Data: data}); err != nil {
-		a.forget(w.id)
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: u.reply, Header: hdr, Data: data}); err != nil {
+		a.mu.Lock()
+		a.dropLocked(u)
+		a.mu.Unlock()
+		a.flush()
 		return nil, MapError(err)
 	}
 	return w, nil
+}
+
+// unitLocked registers a unit for writes under a reply id of its own.
+func (a *acker) unitLocked(writes []*ackWait, counted bool) *ackUnit {
+	u := &ackUnit{writes: writes, counted: counted, left: len(writes)}
+	if n := len(a.free); n > 0 {
+		u.id, u.reply, u.prevSeq = a.free[n-1].id, a.free[n-1].reply, a.free[n-1].seq
+		a.free = a.free[:n-1]
+	} else {
+		a.next++
+		u.id, u.reply = a.next, a.prefix+strconv.FormatUint(a.next, 36)
+	}
+	for _, w := range writes {
+		w.unit = u
+	}
+	if counted {
+		a.flying++
+	}
+	a.pending[u.id] = u
+	return u
+}
+
+// dropLocked forgets a unit whose ack will not be awaited.
+func (a *acker) dropLocked(u *ackUnit) {
+	if a.pending[u.id] != u {
+		return
+	}
+	delete(a.pending, u.id)
+	if u.counted {
+		a.flying--
+	}
 }
 
 func (a *acker) subscribeLocked() error {
@@ -187,42 +246,76 @@ func (a *acker) subscribeLocked() error {
 	return nil
 }
 
-func (a *acker) forget(id uint64) {
+// leave is a write's waiter giving up: a queued write is taken out of the
+// queue (it was never sent); a unit all of whose waiters left is
+// forgotten (its ack, if it comes, is dropped), which lets the queue go on.
+func (a *acker) leave(w *ackWait) {
 	a.mu.Lock()
-	delete(a.pending, id)
+	w.gone = true
+	u := w.unit
+	if u == nil {
+		if i := slices.Index(a.queue, w); i >= 0 {
+			a.queue = slices.Delete(a.queue, i, i+1)
+		}
+		a.mu.Unlock()
+		return
+	}
+	if u.left--; u.left > 0 {
+		a.mu.Unlock()
+		return
+	}
+	a.dropLocked(u)
 	a.mu.Unlock()
+	a.flush()
 }
 
-// handle resolves the write an ack answers (an ack for a write whose
-// waiter gave up is dropped, and so is a stale second answer to the id's
-// previous write: see acker.free).
+// handle resolves the unit an ack answers (an ack for a unit whose
+// waiters all gave up is dropped, and so is a stale second answer to the
+// id's previous unit: see acker.free).
 func (a *acker) handle(m *nats.Msg) {
 	id, ok := parseAckID(m.Subject, len(a.prefix))
 	if !ok {
 		return
 	}
-	var seq uint64
+	var seq, count uint64
 	var err error
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		err = errNoStream
 	} else {
-		seq, err = parseAck(m.Data)
+		seq, count, err = parseAckCount(m.Data)
 	}
 	a.mu.Lock()
-	w := a.pending[id]
-	if w != nil && err == nil && seq <= w.prevSeq {
+	u := a.pending[id]
+	if u != nil && err == nil && seq <= u.prevSeq {
 		a.stale++
 		a.mu.Unlock()
-		return // this write's own answer is still to come
+		return // this unit's own answer is still to come
 	}
-	if w != nil {
-		delete(a.pending, id)
-		a.free = append(a.free, freeID{id: id, reply: w.reply, seq: max(seq, w.prevSeq)})
+	if u != nil {
+		a.dropLocked(u)
+		a.free = append(a.free, freeID{id: id, reply: u.reply, seq: max(seq, u.prevSeq)})
 	}
 	a.mu.Unlock()
-	if w == nil {
+	if u == nil {
 		return
 	}
+	if len(u.writes) == 1 {
+		u.writes[0].resolve(seq, err)
+	} else {
+		a.resolveBatch(u, seq, count, err)
+	}
+	a.flush()
+}
+
+// resolve sets a write's outcome, once.
+func (w *ackWait) resolve(seq uint64, err error) {
+	w.a.mu.Lock()
+	if w.settled {
+		w.a.mu.Unlock()
+		return
+	}
+	w.settled = true
+	w.a.mu.Unlock()
 	w.seq, w.err = seq, err
 	close(w.done)
 }
@@ -239,7 +332,7 @@ func (w *ackWait) wait(ctx context.Context) (uint64, error) {
 	case <-w.done:
 		return w.seq, w.err
 	case <-ctx.Done():
-		w.a.forget(w.id)
+		w.a.leave(w)
 		select {
 		case <-w.done: // resolved meanwhile
 			return w.seq, w.err

@@ -83,7 +83,11 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		changed := sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew ||
 			sc.SubjectDeleteMarkerTTL != markerTTL || !sc.AllowMsgTTL ||
 			sc.Replicas != cfg.Replicas || sc.MaxMsgsPerSubject != 1 ||
-			(cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize)
+			(cfg.MaxValueSize > 0 && sc.MaxMsgSize != cfg.MaxValueSize) ||
+			(Batched(cfg.Replicas) && !sc.AllowAtomicPublish)
+		if Batched(cfg.Replicas) {
+			sc.AllowAtomicPublish = true // its writes travel in batches (batch.go)
+		}
 		sc.MaxMsgs, sc.Discard, sc.SubjectDeleteMarkerTTL, sc.AllowMsgTTL = want, jetstream.DiscardNew, markerTTL, true
 		sc.Replicas, sc.MaxMsgsPerSubject = cfg.Replicas, 1
 		if cfg.MaxValueSize > 0 {

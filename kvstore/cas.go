@@ -166,7 +166,9 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 	if marker <= 0 {
 		marker = time.Second
 	}
-	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker), acks: newAcker(js.Conn())}, nil
+	acks := newAcker(js.Conn())
+	acks.batched = batchable(st.CachedInfo().Config)
+	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker), acks: acks}, nil
 }
 
 // OpenRemoteBucket opens the existing bucket name of another JetStream
@@ -183,8 +185,10 @@ func OpenRemoteBucket(ctx context.Context, js jetstream.JetStream, domain, name 
 	if err != nil {
 		return nil, fmt.Errorf("kvstore: bucket %s stream in domain %s: %w", name, domain, MapError(err))
 	}
+	acks := newAcker(js.Conn())
+	acks.batched = batchable(st.CachedInfo().Config)
 	return &Bucket{js: js, kv: kv, stream: st, name: name, prefix: SubjectPrefix(name),
-		put: "$JS." + domain + ".API." + SubjectPrefix(name), api: "$JS." + domain + ".API.", marker: time.Second, acks: newAcker(js.Conn())}, nil
+		put: "$JS." + domain + ".API." + SubjectPrefix(name), api: "$JS." + domain + ".API.", marker: time.Second, acks: acks}, nil
 }
 
 // Name of the bucket.
