@@ -255,9 +255,9 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			switch {
 			case code == "400":
 				return fmt.Errorf("%w: %s", protocol.ErrInvalid, reason)
-			case code == "503" && reason == ReasonNotOwner:
+			case code == "503" && reason == protocol.NotOwner.Code:
 				again = true
-				err = errors.New(ReasonNotOwner)
+				err = errors.New(protocol.NotOwner.Code)
 			default:
 				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
 			}
