@@ -17,6 +17,12 @@ var (
 	// claim the caller no longer holds (answered 409 claim_lost): the
 	// claims stores', the Go clients'.
 	ErrClaimLost = errors.New("claim lost")
+	// ErrUnavailable is the one unavailable sentinel: every sluice
+	// package's ErrUnavailable (claims, quota, cooldown, kvstore, client)
+	// wraps it, so errors.Is(err, ErrUnavailable) tells any of them: the
+	// store or service could not answer in time (503 store_unavailable),
+	// and a retry may succeed.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Error is one error code of the contract: Code is the "error" member of
