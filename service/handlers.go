@@ -162,8 +162,7 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	}
 	// The one settle path: the tenant's partition owner commits it and
 	// answers once it is durable (quota.Client.Settle).
-	r := protocol.SettleRequest{Tenant: req.Tenant, Source: req.Source, Key: req.Key, HookID: req.HookID, Revision: req.Revision, TTLMs: req.TTLMs}
-	if err := s.cfg.Quota.Settle(ctx, r); err != nil {
+	if err := s.cfg.Quota.Settle(ctx, protocol.SettleRequest(req)); err != nil {
 		return nil, err
 	}
 	return okResult, nil
