@@ -120,3 +120,16 @@ func TestPathCites(t *testing.T) {
 		t.Fatalf("found only %d paths: the pattern no longer matches", n)
 	}
 }
+
+// TestDesignIsAMap: DESIGN.md stays a map a newcomer reads top to bottom
+// (issue 41): at most 400 lines. Figures go to BENCHMARKS.md, test lists
+// to the tests.
+func TestDesignIsAMap(t *testing.T) {
+	src, err := os.ReadFile("DESIGN.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "\n"); n > 400 {
+		t.Fatalf("DESIGN.md has %d lines, at most 400: move figures to BENCHMARKS.md, detail to the code's comments", n)
+	}
+}
