@@ -9,7 +9,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -29,7 +28,7 @@ var (
 	// unexpected server error, a record it did not write, an in-memory
 	// store full of pending claims, a ctx already done). Callers fall back
 	// or answer 503.
-	ErrUnavailable = errors.New("claims: store unavailable")
+	ErrUnavailable = fmt.Errorf("claims: store %w", protocol.ErrUnavailable)
 )
 
 // MaxKeyBytes is the longest dedupe key stored as is; longer keys are stored

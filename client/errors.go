@@ -27,7 +27,7 @@ var (
 	// passed or the context was cancelled (then also wrapping its error),
 	// or the connection is closed or draining. Whether a write was applied
 	// is unknown; callers may retry or fall back.
-	ErrUnavailable = errors.New("client: service unavailable")
+	ErrUnavailable = fmt.Errorf("client: service %w", protocol.ErrUnavailable)
 	// ErrInternal: the service answered 500 "internal_error" (a bug it
 	// logged) or an error code this client does not know.
 	ErrInternal = errors.New("client: service error")

@@ -31,7 +31,7 @@ var (
 	// did not take the write within the call's budget (the write still
 	// landed node-locally). Load never returns it: it answers from
 	// node-local state instead.
-	ErrUnavailable = errors.New("cooldown: store unavailable")
+	ErrUnavailable = fmt.Errorf("cooldown: store %w", protocol.ErrUnavailable)
 )
 
 // Defaults of a Store.

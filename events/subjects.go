@@ -1,7 +1,8 @@
-// Package events names sluice's event subjects and their JSON payloads (the
-// public contract: Subjects, SettleEvent, Lifecycle), publishes lifecycle
-// events, applies settle/release events (the Settler), and reports claim
-// expiry from the claims bucket's markers (the ExpiryWatcher).
+// Package events publishes lifecycle events, applies settle/release events
+// (the Settler), and reports claim expiry from the claims bucket's markers
+// (the ExpiryWatcher). The event subjects and payloads, the public contract,
+// are package protocol's (protocol.Subjects, protocol.SettleEvent,
+// protocol.Lifecycle); this package holds only its stream's name.
 package events
 
 import (

@@ -99,7 +99,6 @@ type Stores struct {
 	ClaimsBucket  *kvstore.Bucket
 	Claims        claims.Store // fleet (KV: claims.Sharded over the shards' buckets)
 	Replay        claims.ReplayStore
-	LocalReplay   claims.ReplayStore
 	Cooldown      *cooldown.Store
 	Overrides     *httpapi.Overrides
 	// Tenants follows the tenant records; Policy combines them with the
@@ -160,10 +159,6 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err := reg.Register(prom); err != nil {
 		return nil, err
 	}
-	localReplay, err := claims.NewMemoryReplay(claims.WithReplayCapacity(int(min(cfg.ReplayCapacity, 100_000))))
-	if err != nil {
-		return nil, err
-	}
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
 	var edgeStore *forward.Claims
@@ -180,7 +175,6 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 		EdgeClaims:    edgeStore,
 		HubShards:     s0,
 		Replay:        replay,
-		LocalReplay:   localReplay,
 		Cooldown:      cd,
 		Overrides:     httpapi.NewOverrides(lb, log),
 		Tenants:       reg,
@@ -438,7 +432,6 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Resetter:       q.Fleet,
 		Claims:         ev.Claims,
 		Replay:         s.Replay,
-		LocalReplay:    s.LocalReplay,
 		Hooks:          hooks,
 		Sync:           n.Sync,
 		Durability:     n.Durability,

@@ -194,24 +194,29 @@ func TestForgedRequestsSpendNothing(t *testing.T) {
 	mustStatus(t, r, 202)
 }
 
+// signedSW returns the headers of a Standard Webhooks request to testYAML's
+// acme/sw source: message id, timestamp ts, body signed.
+func signedSW(t *testing.T, id string, ts int64, body []byte) map[string]string {
+	t.Helper()
+	sig, err := webhook.SignStandard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", id, ts, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"webhook-id": id, "webhook-timestamp": strconv.FormatInt(ts, 10), "webhook-signature": sig}
+}
+
 func TestStandardWebhooksReplay(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, testYAML)
 	body := []byte(`{"type":"x"}`)
 	ts := time.Now().Unix()
-	sig, err := webhook.SignStandard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_1", ts, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := map[string]string{"webhook-id": "msg_1", "webhook-timestamp": strconv.FormatInt(ts, 10), "webhook-signature": sig}
+	h := signedSW(t, "msg_1", ts, body)
 	mustStatus(t, a.post("/v1/hooks/acme/sw", body, h), 202)
 	// The captured request sent again: a replay.
 	r := a.post("/v1/hooks/acme/sw", body, h)
 	mustStatus(t, r, 401)
 	// A genuine retry is re-signed with a new timestamp: dedupe answers.
-	sig2, _ := webhook.SignStandard("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_1", ts+1, body)
-	h2 := map[string]string{"webhook-id": "msg_1", "webhook-timestamp": strconv.FormatInt(ts+1, 10), "webhook-signature": sig2}
-	mustStatus(t, a.post("/v1/hooks/acme/sw", body, h2), 200)
+	mustStatus(t, a.post("/v1/hooks/acme/sw", body, signedSW(t, "msg_1", ts+1, body)), 200)
 }
 
 func TestBadInput(t *testing.T) {

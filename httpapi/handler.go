@@ -29,15 +29,14 @@ import (
 // Config holds a Handler's dependencies. Policy, Limits, Admitter, Claims
 // and Hooks are required; the rest have defaults.
 type Config struct {
-	Policy      Policy
-	Limits      LimitsFunc
-	Overrides   *Overrides // fleet-wide admin overrides (nil: none, admin PUT disabled)
-	Admitter    Admitter
-	Resetter    Resetter           // used by the admin API to reset buckets
-	Claims      claims.Store       // the fleet (KV) claim store; the Admitter takes claims there too
-	Replay      claims.ReplayStore // replay nonces (nil: no replay protection)
-	LocalReplay claims.ReplayStore // replay fallback when Replay is unavailable (nil: answer 503)
-	Hooks       HookStorer
+	Policy    Policy
+	Limits    LimitsFunc
+	Overrides *Overrides // fleet-wide admin overrides (nil: none, admin PUT disabled)
+	Admitter  Admitter
+	Resetter  Resetter           // used by the admin API to reset buckets
+	Claims    claims.Store       // the fleet (KV) claim store; the Admitter takes claims there too
+	Replay    claims.ReplayStore // replay nonces (nil: no replay protection)
+	Hooks     HookStorer
 	// Sync is the durability barrier (nil: none, the JetStream ack is the
 	// promise): a 2xx is sent only after Sync returned nil for the writes
 	// it rests on (the stored hook and its settled claim; for a duplicate,

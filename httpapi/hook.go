@@ -382,7 +382,10 @@ func ReplayNamespace(tenant, source string) string {
 
 // claimNonce claims the verified message's (id, timestamp) so a captured
 // request cannot be replayed; the claim is held in q until the hook is
-// stored (or released).
+// stored (or released). A nonce the replay store cannot claim is refused
+// (503 with Retry-After), never claimed in this node's memory instead: on
+// a fleet another node would then admit the same nonce, and a restart
+// would forget it (fail closed, docs/RELIABILITY.md).
 func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	// Without a signed timestamp (GitHub) an exact replay cannot be told
 	// from a genuine redelivery: the content key's dedupe answers both.
@@ -401,16 +404,10 @@ func (h *Handler) claimNonce(q *hookRequest, v Verified) bool {
 	if retain > protocol.MaxRetainUntil {
 		retain = protocol.MaxRetainUntil
 	}
-	ctx := q.r.Context()
 	store := h.cfg.Replay
-	cctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	cctx, cancel := context.WithTimeout(q.r.Context(), h.cfg.StoreTimeout)
 	out, err := store.Claim(cctx, ns, key, retain)
 	cancel()
-	if err != nil && errors.Is(err, claims.ErrUnavailable) && h.cfg.LocalReplay != nil {
-		h.m.fallback.WithLabelValues("replay").Inc()
-		store = h.cfg.LocalReplay
-		out, err = store.Claim(ctx, ns, key, retain)
-	}
 	if err != nil {
 		h.m.replay.WithLabelValues("error").Inc()
 		if errors.Is(err, protocol.ErrInvalid) {

@@ -17,7 +17,7 @@ type metrics struct {
 	pubLatency   prometheus.Histogram   // seconds of one stream publish+ack
 	syncLatency  prometheus.Histogram   // seconds waited on the durability barrier
 	claimOutcome *prometheus.CounterVec // outcome: ok|duplicate|key_reused|pending|settled|settle_lost|released|release_failed
-	fallback     *prometheus.CounterVec // what: hit|replay
+	fallback     *prometheus.CounterVec // what: hit
 	replay       *prometheus.CounterVec // outcome
 	adminOps     *prometheus.CounterVec // op, code
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Sentinel errors. Every error returned by this package's I/O helpers wraps
@@ -31,7 +33,7 @@ var (
 	ErrFull = errors.New("kvstore: bucket full")
 	// ErrUnavailable: the store did not answer within the caller's deadline,
 	// had no responders, or the connection is closed. A value, never a panic.
-	ErrUnavailable = errors.New("kvstore: store unavailable")
+	ErrUnavailable = fmt.Errorf("kvstore: store %w", protocol.ErrUnavailable)
 	// ErrNoStream comes with ErrUnavailable when no stream took a write
 	// (no responders: a stream leader being elected). The synchronous
 	// writes retry it; AsyncCreate.Wait returns it.

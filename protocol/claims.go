@@ -40,7 +40,7 @@ func ValidateHookID(hookID string) error {
 // ClaimsRequest is the body of claims.settle, claims.release and (tenant,
 // source and key only) claims.get as the Go client encodes it; empty
 // members are left out. The service decodes a body in exactly this
-// encoding on its fast path (service/claimdecode.go).
+// encoding on its fast path (service/fastdecode.go).
 type ClaimsRequest struct {
 	Tenant   string `json:"tenant"`
 	Source   string `json:"source"`

@@ -26,11 +26,10 @@ func errorTable() string {
 	return b.String()
 }
 
-// TestProtocolDocListsTheErrors: docs/PROTOCOL.md's "Errors" section holds
-// the table protocol.Errors makes, row for row; a code added, changed or
-// dropped in one and not the other fails here, printing the table to
-// paste.
-func TestProtocolDocListsTheErrors(t *testing.T) {
+// docErrorRows returns the rows of docs/PROTOCOL.md's "Errors" table,
+// from its heading to the next: each row's cells, backquotes trimmed.
+func docErrorRows(t *testing.T) [][]string {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "docs", "PROTOCOL.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -41,9 +40,69 @@ func TestProtocolDocListsTheErrors(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("docs/PROTOCOL.md has no %q section; it should hold:\n%s", strings.TrimSpace(heading), errorTable())
 	}
-	want := errorTable()
-	if !strings.Contains(doc[i:], "\n"+want) {
-		t.Fatalf("docs/PROTOCOL.md's Errors table is not protocol.Errors; it should read:\n%s", want)
+	section := doc[i+len(heading):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	var rows [][]string
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|---") || strings.HasPrefix(line, "| code |") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for k := range cells {
+			cells[k] = strings.Trim(strings.TrimSpace(cells[k]), "`")
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+// TestProtocolDocListsTheErrors: docs/PROTOCOL.md's "Errors" table is
+// protocol.Errors, row for row: a code in one and not the other (missing
+// or extra), a status or meaning that differs, or another order fails
+// here, printing the table to paste.
+func TestProtocolDocListsTheErrors(t *testing.T) {
+	rows := docErrorRows(t)
+	inDoc := map[string][]string{}
+	var order []string
+	for _, r := range rows {
+		if len(r) != 4 {
+			t.Errorf("docs/PROTOCOL.md Errors: a row of %d cells, want 4: %q", len(r), r)
+			continue
+		}
+		if _, dup := inDoc[r[0]]; dup {
+			t.Errorf("docs/PROTOCOL.md Errors: %s listed twice", r[0])
+		}
+		inDoc[r[0]] = r
+		order = append(order, r[0])
+	}
+	status := func(n int) string {
+		if n == 0 {
+			return "—"
+		}
+		return fmt.Sprint(n)
+	}
+	var want []string
+	for _, e := range protocol.Errors {
+		want = append(want, e.Code)
+		r, ok := inDoc[e.Code]
+		switch {
+		case !ok:
+			t.Errorf("docs/PROTOCOL.md Errors: %s is missing", e.Code)
+		case r[1] != status(e.HTTP) || r[2] != status(e.NATS) || r[3] != e.Meaning:
+			t.Errorf("docs/PROTOCOL.md Errors: %s reads %q, protocol.Errors %q", e.Code, r[1:], []string{status(e.HTTP), status(e.NATS), e.Meaning})
+		}
+		delete(inDoc, e.Code)
+	}
+	for code := range inDoc {
+		t.Errorf("docs/PROTOCOL.md Errors: %s is not in protocol.Errors", code)
+	}
+	if !t.Failed() && strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("docs/PROTOCOL.md Errors: order %v, protocol.Errors %v", order, want)
+	}
+	if t.Failed() {
+		t.Logf("the table, as protocol.Errors makes it:\n%s", errorTable())
 	}
 }
 

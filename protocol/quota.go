@@ -63,12 +63,14 @@ type LimitState struct {
 	ResetAfterMs int64  `json:"reset_ms"`
 }
 
-// HitReply is the reply of sluice.v1.quota.hit.
+// HitReply is the reply of sluice.v1.quota.hit: every PROTOCOL.md key is
+// always present (hook_id "" and zeros when they do not apply); "limits"
+// is an extension present when the owner reports the buckets' state.
 type HitReply struct {
 	Result       string       `json:"result"`
-	HookID       string       `json:"hook_id,omitempty"`
-	RetryAfterMs int64        `json:"retry_after_ms,omitempty"`
-	Revision     uint64       `json:"revision,omitempty"`
+	HookID       string       `json:"hook_id"`
+	RetryAfterMs int64        `json:"retry_after_ms"`
+	Revision     uint64       `json:"revision"`
 	Limits       []LimitState `json:"limits,omitempty"`
 	// Local is set (never on the wire) when the charges were decided from
 	// node-local fallback state (the owner did not answer in time). The

@@ -26,7 +26,7 @@ var (
 	// ErrUnavailable: the partition owner did not answer within the call's
 	// budget (timeout, no responders after retries, handoff in progress).
 	// A value, never a panic: callers fall back to node-local state.
-	ErrUnavailable = errors.New("quota: unavailable")
+	ErrUnavailable = fmt.Errorf("quota: %w", protocol.ErrUnavailable)
 	// ErrPartitionMismatch: the fleet was created with another partition
 	// count; a node configured differently refuses to start.
 	ErrPartitionMismatch = lease.ErrPartitionMismatch
@@ -255,9 +255,9 @@ func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			switch {
 			case code == "400":
 				return fmt.Errorf("%w: %s", protocol.ErrInvalid, reason)
-			case code == "503" && reason == ReasonNotOwner:
+			case code == "503" && reason == protocol.NotOwner.Code:
 				again = true
-				err = errors.New(ReasonNotOwner)
+				err = errors.New(protocol.NotOwner.Code)
 			default:
 				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
 			}

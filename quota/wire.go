@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
 // The owner protocol: JSON requests ({"op":"hit"|"reset"|"reserve"|
@@ -21,10 +20,6 @@ const (
 	OpRelease = "release"
 	OpCount   = "count"
 )
-
-// ReasonNotOwner is the 503 reason of a receiver that no longer holds (or
-// is releasing) the partition.
-const ReasonNotOwner = frame.ReasonNotOwner
 
 // OwnerRequest is a JSON request of the owner protocol.
 type OwnerRequest struct {

@@ -59,6 +59,18 @@ func decodeStrict(data []byte, v any) error {
 	return decodeInto(raw, rv.Elem(), "")
 }
 
+// hasMember reports whether the JSON object data (decodeStrict took it)
+// has the member name, not null: for a member whose zero value is valid
+// and whose absence is not.
+func hasMember(data []byte, name string) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(data, &members) != nil {
+		return false
+	}
+	v, ok := members[name]
+	return ok && string(bytes.TrimSpace(v)) != "null"
+}
+
 // decodeInto decodes raw (valid JSON) into rv, which is settable.
 func decodeInto(raw json.RawMessage, rv reflect.Value, path string) error {
 	raw = bytes.TrimSpace(raw)

@@ -10,11 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/cooldown"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 )
 
 var (
@@ -37,10 +33,12 @@ const (
 // including their message cut from the reason.
 var invalidSentinels = []error{errInvalid, protocol.ErrInvalid}
 
-// unavailableSentinels are the errors answered 503 "store_unavailable".
+// unavailableSentinels are the errors answered 503 "store_unavailable":
+// protocol.ErrUnavailable is every package's ErrUnavailable (quota,
+// claims, cooldown, kvstore).
 var unavailableSentinels = []error{
 	errBusy,
-	quota.ErrUnavailable, claims.ErrUnavailable, cooldown.ErrUnavailable, kvstore.ErrUnavailable,
+	protocol.ErrUnavailable,
 	context.DeadlineExceeded, context.Canceled,
 	nats.ErrTimeout, nats.ErrNoResponders, nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrDisconnected,
 }

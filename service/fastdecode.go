@@ -24,18 +24,14 @@ func canonical(data []byte, v any) bool {
 	return err == nil && bytes.Equal(again, data)
 }
 
-// canonicalClaim is a claims.settle or claims.release body in the encoding
-// the Go client sends.
-type canonicalClaim = protocol.ClaimsRequest
-
-// decodeClaim decodes a settle or release body into req (see above).
-func decodeClaim(data []byte, req *claimRequest) error {
-	var c canonicalClaim
-	if canonical(data, &c) {
-		*req = claimRequest(c)
+// decodeClaim decodes a settle or release body into req (see above): the
+// Go client encodes protocol.ClaimsRequest.
+func decodeClaim(data []byte, req *protocol.ClaimsRequest) error {
+	*req = protocol.ClaimsRequest{}
+	if canonical(data, req) {
 		return nil
 	}
-	*req = claimRequest{}
+	*req = protocol.ClaimsRequest{}
 	return decodeStrict(data, req)
 }
 

@@ -33,7 +33,7 @@ var claimBodies = []string{
 // request, the same error.
 func TestDecodeClaimIsDecodeStrict(t *testing.T) {
 	for _, body := range claimBodies {
-		var fast, strict claimRequest
+		var fast, strict protocol.ClaimsRequest
 		ferr := decodeClaim([]byte(body), &fast)
 		serr := decodeStrict([]byte(body), &strict)
 		if !reflect.DeepEqual(fast, strict) || (ferr == nil) != (serr == nil) || ferr != nil && ferr.Error() != serr.Error() {
@@ -96,11 +96,11 @@ func TestDecodeHitCanonicalIsFast(t *testing.T) {
 
 // The Go client's bytes take the one-Unmarshal path.
 func TestDecodeClaimCanonicalIsFast(t *testing.T) {
-	body, err := json.Marshal(canonicalClaim{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1", Revision: 7, TTLMs: 60000})
+	body, err := json.Marshal(protocol.ClaimsRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1", Revision: 7, TTLMs: 60000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var req claimRequest
+	var req protocol.ClaimsRequest
 	fast := testing.AllocsPerRun(100, func() { _ = decodeClaim(body, &req) })
 	strict := testing.AllocsPerRun(100, func() { _ = decodeStrict(body, &req) })
 	if fast >= strict {
@@ -110,7 +110,7 @@ func TestDecodeClaimCanonicalIsFast(t *testing.T) {
 
 func BenchmarkDecodeClaim(b *testing.B) {
 	body := []byte(claimBodies[1])
-	var req claimRequest
+	var req protocol.ClaimsRequest
 	b.Run("decodeClaim", func(b *testing.B) {
 		for b.Loop() {
 			_ = decodeClaim(body, &req)

@@ -55,17 +55,6 @@ var okResult = protocol.OKReply{OK: true}
 
 // ---- quota.* ----
 
-// hitReply is the reply of quota.hit: every PROTOCOL.md key is always
-// present (hook_id "" and zeros when they do not apply); "limits" is an
-// extension present when the owner reports the buckets' state.
-type hitReply struct {
-	Result       string                `json:"result"`
-	HookID       string                `json:"hook_id"`
-	RetryAfterMs int64                 `json:"retry_after_ms"`
-	Revision     uint64                `json:"revision"`
-	Limits       []protocol.LimitState `json:"limits,omitempty"`
-}
-
 // quotaHit serves quota.hit:
 // {"charges":[{"kind","tenant","increment_us","capacity_us"}],"claim":null|{…}}.
 func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
@@ -92,13 +81,7 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 		}
 		s.cfg.Events.HitDenied(&req, &rep, source)
 	}
-	return hitReply{
-		Result:       rep.Result,
-		HookID:       rep.HookID,
-		RetryAfterMs: rep.RetryAfterMs,
-		Revision:     rep.Revision,
-		Limits:       rep.Limits,
-	}, nil
+	return rep, nil
 }
 
 // quotaReset serves quota.reset: {"tenant"} -> {"ok":true}.
@@ -132,30 +115,19 @@ func (s *Service) quotaCount(ctx context.Context, data []byte) (any, error) {
 
 // ---- claims.* ----
 
-// claimRequest is the body of claims.settle, claims.release and (tenant,
-// source, key only) claims.get.
-type claimRequest struct {
-	Tenant   string `json:"tenant"`
-	Source   string `json:"source"`
-	Key      string `json:"key"`
-	HookID   string `json:"hook_id"`
-	Revision uint64 `json:"revision"`
-	// TTLMs (settle only, an extension of PROTOCOL.md): how long the
-	// committed claim is kept; 0 or absent: the owner's --dedupe-ttl.
-	TTLMs int64 `json:"ttl_ms"`
-}
-
-func (r *claimRequest) id() claims.ID {
+// claimID is the claim a claims.settle, claims.release or claims.get
+// body (protocol.ClaimsRequest) names.
+func claimID(r *protocol.ClaimsRequest) claims.ID {
 	return claims.ID{Tenant: r.Tenant, Source: r.Source, Key: r.Key}
 }
 
-// checkID checks a claims.get request: a claim id.
-func (r *claimRequest) checkID() error { return r.id().Validate() }
+// checkClaimID checks a claims.get request: a claim id.
+func checkClaimID(r *protocol.ClaimsRequest) error { return claimID(r).Validate() }
 
 // checkHeld checks a settle or release request: a claim id, a hook id and
 // a revision >= 1.
-func (r *claimRequest) checkHeld() error {
-	if err := r.id().Validate(); err != nil {
+func checkHeld(r *protocol.ClaimsRequest) error {
+	if err := checkClaimID(r); err != nil {
 		return err
 	}
 	if err := protocol.ValidateHookID(r.HookID); err != nil {
@@ -169,12 +141,12 @@ func (r *claimRequest) checkHeld() error {
 
 // decodeHeld decodes (decodeClaim: the Go client's bytes on a fast path)
 // and checks a settle or release request.
-func decodeHeld(data []byte) (claimRequest, error) {
-	var req claimRequest
+func decodeHeld(data []byte) (protocol.ClaimsRequest, error) {
+	var req protocol.ClaimsRequest
 	if err := decodeClaim(data, &req); err != nil {
 		return req, err
 	}
-	return req, req.checkHeld()
+	return req, checkHeld(&req)
 }
 
 // claimsSettle serves claims.settle:
@@ -190,8 +162,7 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 	}
 	// The one settle path: the tenant's partition owner commits it and
 	// answers once it is durable (quota.Client.Settle).
-	r := protocol.SettleRequest{Tenant: req.Tenant, Source: req.Source, Key: req.Key, HookID: req.HookID, Revision: req.Revision, TTLMs: req.TTLMs}
-	if err := s.cfg.Quota.Settle(ctx, r); err != nil {
+	if err := s.cfg.Quota.Settle(ctx, protocol.SettleRequest(req)); err != nil {
 		return nil, err
 	}
 	return okResult, nil
@@ -205,15 +176,15 @@ func (s *Service) claimsRelease(ctx context.Context, data []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return okOr(s.cfg.Claims.Release(ctx, req.id(), req.HookID, req.Revision))
+	return okOr(s.cfg.Claims.Release(ctx, claimID(&req), req.HookID, req.Revision))
 }
 
 // claimsGet serves claims.get: {"tenant","source","key"} ->
 // {"state","hook_id","revision","expires_in_ms"}; state "absent" has
 // hook_id "" and zeros.
 func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
-	return handle(data, (*claimRequest).checkID, func(req *claimRequest) (any, error) {
-		st, err := s.cfg.Claims.Get(ctx, req.id())
+	return handle(data, checkClaimID, func(req *protocol.ClaimsRequest) (any, error) {
+		st, err := s.cfg.Claims.Get(ctx, claimID(req))
 		if err != nil {
 			return nil, err
 		}
@@ -223,29 +194,27 @@ func (s *Service) claimsGet(ctx context.Context, data []byte) (any, error) {
 
 // ---- replay.claim ----
 
-// replayRequest is the body of replay.claim. RetainUntil is required
-// (0 is a valid instant), hence a pointer.
-type replayRequest struct {
-	Namespace   string `json:"namespace"`
-	Key         string `json:"key"`
-	RetainUntil *int64 `json:"retain_until"`
-}
-
-func (r *replayRequest) check() error {
-	if r.RetainUntil == nil {
-		return invalid("retain_until is required")
+// decodeReplay decodes and checks a replay.claim body. retain_until is
+// required: 0 is a valid instant, so absent (or null) is not 0.
+func decodeReplay(data []byte) (protocol.ReplayRequest, error) {
+	var req protocol.ReplayRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return req, err
 	}
-	return protocol.ValidateReplay(r.Namespace, r.Key, *r.RetainUntil)
+	if !hasMember(data, "retain_until") {
+		return req, invalid("retain_until is required")
+	}
+	return req, protocol.ValidateReplay(req.Namespace, req.Key, req.RetainUntil)
 }
 
 // replayClaim serves replay.claim: {"namespace","key","retain_until"} ->
 // {"result":"claimed"|"already_claimed"|"full"}.
 func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
-	req, err := decode(data, (*replayRequest).check)
+	req, err := decodeReplay(data)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.cfg.Replay.Claim(ctx, req.Namespace, req.Key, *req.RetainUntil)
+	out, err := s.cfg.Replay.Claim(ctx, req.Namespace, req.Key, req.RetainUntil)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func principal(data []byte) ([]string, error) {
 }
 
 func claimTenant(data []byte) ([]string, error) {
-	var r claimRequest
+	var r protocol.ClaimsRequest
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
 	}

@@ -312,17 +312,47 @@ func TestTwilioForm(t *testing.T) {
 // TestCustomSchemes: declarative schemes beyond the presets, each with a
 // hand-computed vector.
 func TestCustomSchemes(t *testing.T) {
-	body := `{"event":"order.paid","id":"ord_7"}`
+	for _, tc := range customCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := webhook.NewSchemeVerifier(tc.s, tc.secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			want.BodySigned = tc.s.Type == webhook.SchemeHMAC
+			if got, err := v.Verify(tc.h, []byte(customBody), t0); err != nil || got != want {
+				t.Fatalf("Verify = %+v, %v; want %+v", got, err, want)
+			}
+			if tc.s.Type == "hmac" {
+				got, err := v.Verify(tc.h, []byte(customBody+" "), t0)
+				reasonIs(t, "tampered", got, err, "no matching signature")
+			}
+			if v.Name() != tc.s.Type || v.Scheme() != tc.s {
+				t.Fatalf("Name = %q, Scheme = %+v", v.Name(), v.Scheme())
+			}
+		})
+	}
+}
+
+// customBody is what customCases sign (at t0).
+const customBody = `{"event":"order.paid","id":"ord_7"}`
+
+// customCase is a declarative scheme beyond the presets with a valid
+// request for customBody at t0.
+type customCase struct {
+	name   string
+	s      webhook.Scheme
+	secret string
+	h      http.Header
+	want   webhook.Verified
+}
+
+func customCases() []customCase {
+	body := customBody
 	ts := "1700000000"
 	secret := "custom-signing-secret-0001"
 	b64Secret := base64.StdEncoding.EncodeToString([]byte("raw key bytes, 24 long!!"))
-	cases := []struct {
-		name   string
-		s      webhook.Scheme
-		secret string
-		h      http.Header
-		want   webhook.Verified
-	}{
+	return []customCase{
 		{
 			"hmac-sha512 hex with prefix",
 			webhook.Scheme{Type: "hmac", Algorithm: "hmac-sha512", Header: "X-Signature", Format: "single", Prefix: "sha512=", Encoding: "hex", Signed: "{body}"},
@@ -359,26 +389,11 @@ func TestCustomSchemes(t *testing.T) {
 			webhook.Scheme{Type: "token", Header: "Authorization", Prefix: "Bearer "},
 			secret, hdr("Authorization", "Bearer "+secret), webhook.Verified{},
 		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			v, err := webhook.NewSchemeVerifier(tc.s, tc.secret)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := tc.want
-			want.BodySigned = tc.s.Type == webhook.SchemeHMAC
-			if got, err := v.Verify(tc.h, []byte(body), t0); err != nil || got != want {
-				t.Fatalf("Verify = %+v, %v; want %+v", got, err, want)
-			}
-			if tc.s.Type == "hmac" {
-				got, err := v.Verify(tc.h, []byte(body+" "), t0)
-				reasonIs(t, "tampered", got, err, "no matching signature")
-			}
-			if v.Name() != tc.s.Type || v.Scheme() != tc.s {
-				t.Fatalf("Name = %q, Scheme = %+v", v.Name(), v.Scheme())
-			}
-		})
+		{
+			"basic",
+			webhook.Scheme{Type: "basic"},
+			"hooks:" + secret, hdr("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("hooks:"+secret))), webhook.Verified{},
+		},
 	}
 }
 

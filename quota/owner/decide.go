@@ -164,7 +164,7 @@ func answerMetric(a *frame.Answer) string {
 	case frame.StatusUnavailable:
 		return "unavailable"
 	}
-	return quota.ReasonNotOwner
+	return protocol.NotOwner.Code
 }
 
 // respondAnswer answers a JSON hit: a protocol.HitReply, or the error headers.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -63,7 +62,7 @@ func settleResult(status frame.Status) string {
 	case frame.StatusUnavailable:
 		return "unavailable"
 	}
-	return quota.ReasonNotOwner
+	return protocol.NotOwner.Code
 }
 
 func (m *workerMetrics) resolve() *workerMetrics {

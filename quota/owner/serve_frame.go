@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
@@ -143,7 +144,7 @@ func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bo
 	}
 	t := w.served[it.N].Load()
 	if t == nil || !t.serving() {
-		return refuse(frame.StatusNotOwner, quota.ReasonNotOwner)
+		return refuse(frame.StatusNotOwner, protocol.NotOwner.Code)
 	}
 	return t, frame.Answer{}, true
 }
@@ -154,7 +155,7 @@ func (w *Worker) routeItem(it *frame.Item, index int) (*tenure, frame.Answer, bo
 // a refused settle is answered not_owner (it charged nothing).
 func (w *Worker) admitClaims(fs *frameScratch, reply string) *claimBatch {
 	notOwner := func(item int) {
-		fs.answers = append(fs.answers, frame.Answer{Index: item, Status: frame.StatusNotOwner, Reason: quota.ReasonNotOwner})
+		fs.answers = append(fs.answers, frame.Answer{Index: item, Status: frame.StatusNotOwner, Reason: protocol.NotOwner.Code})
 	}
 	admitted := fs.claims[:0]
 	for _, j := range fs.claims {

@@ -112,7 +112,7 @@ func (t *tenure) handle(m *nats.Msg) {
 		return
 	}
 	if !t.serving() {
-		respondError(m, 503, quota.ReasonNotOwner)
+		respondError(m, 503, protocol.NotOwner.Code)
 		return
 	}
 	var req quota.OwnerRequest
@@ -188,7 +188,7 @@ func (t *tenure) finish() {
 // no longer admits requests.
 func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.Context)) bool {
 	if !t.admit() {
-		respondError(m, 503, quota.ReasonNotOwner)
+		respondError(m, 503, protocol.NotOwner.Code)
 		return false
 	}
 	t.w.runners.run(func() {
@@ -238,7 +238,7 @@ func (t *tenure) hit(m *nats.Msg, r *protocol.HitRequest, timeout time.Duration)
 	j.msg, j.kinds = m, r.Charges
 	if !t.admit() {
 		t.refund(j.refs, j.lims) // answered not_owner: nothing spent
-		respondError(m, 503, quota.ReasonNotOwner)
+		respondError(m, 503, protocol.NotOwner.Code)
 		return
 	}
 	t.w.runners.run(j.run)

@@ -429,7 +429,7 @@ func (co *Coalescer) onReply(m *nats.Msg) {
 		c := b.calls[a.Index]
 		if a.Status == frame.StatusNotOwner {
 			co.forget(c.n)
-			c.complete(Answer{Status: Retry, Reason: frame.ReasonNotOwner})
+			c.complete(Answer{Status: Retry, Reason: protocol.NotOwner.Code})
 		} else {
 			if learned != nil {
 				co.route[c.n].Store(learned)
@@ -473,8 +473,8 @@ func (co *Coalescer) onHeaderReply(b *frameBatch, m *nats.Msg) {
 	}
 	code, reason := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader)
 	switch {
-	case code == "503" && reason == frame.ReasonNotOwner:
-		co.finish(b, Retry, frame.ReasonNotOwner)
+	case code == "503" && reason == protocol.NotOwner.Code:
+		co.finish(b, Retry, protocol.NotOwner.Code)
 	default:
 		co.finish(b, frame.StatusUnavailable, "owner of "+b.lane.subject+" answered "+code+" "+reason)
 	}

@@ -3,6 +3,7 @@ package coalesce
 import (
 	"testing"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -12,7 +13,7 @@ func TestAnswerOfCopies(t *testing.T) {
 	b := frame.AppendReplyHeader(nil, false, "", 2)
 	b = frame.AppendAnswer(b, &frame.Answer{Index: 0, Result: frame.ResultPending, HookID: "h1", RetryMs: 7, Revision: 3,
 		Limits: []frame.Limit{{Remaining: 1, ResetMs: 2}}})
-	b = frame.AppendAnswer(b, &frame.Answer{Index: 1, Status: frame.StatusNotOwner, Reason: frame.ReasonNotOwner})
+	b = frame.AppendAnswer(b, &frame.Answer{Index: 1, Status: frame.StatusNotOwner, Reason: protocol.NotOwner.Code})
 	rf, err := frame.DecodeReply(b)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func TestAnswerOfCopies(t *testing.T) {
 		a.RetryMs != 7 || a.Revision != 3 || a.NLimits != 1 || a.Limits[0] != (frame.Limit{Remaining: 1, ResetMs: 2}) {
 		t.Errorf("answer 0: %+v", a)
 	}
-	if a := got[1]; a.Status != frame.StatusNotOwner || a.Reason != frame.ReasonNotOwner {
+	if a := got[1]; a.Status != frame.StatusNotOwner || a.Reason != protocol.NotOwner.Code {
 		t.Errorf("answer 1: %+v", a)
 	}
 }

@@ -71,11 +71,6 @@ const (
 	MaxString = 1 << 20
 )
 
-// ReasonNotOwner is the reason of a not_owner answer, and of the 503 error
-// reply of an owner that does not (any more) serve a partition: the client
-// retries like on no responders.
-const ReasonNotOwner = "not_owner"
-
 // Status is an answer's status.
 type Status = byte
 
