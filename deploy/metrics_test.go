@@ -26,7 +26,6 @@ var monitoringFiles = []string{"monitoring/sluice-dashboard.json", "monitoring/s
 var (
 	metricName    = regexp.MustCompile(`\bsluice_[a-z0-9_]+`)
 	docMetricName = regexp.MustCompile(`\bsluice_[a-z0-9_]+\*?`)
-	descName      = regexp.MustCompile(`fqName: "([^"]+)"`)
 )
 
 // node is a running sluice node: the real fx app with its own embedded
