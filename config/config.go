@@ -149,6 +149,9 @@ type Config struct {
 	LogLevel slog.Level
 	// LogFormat is "text" or "json" (--log-format).
 	LogFormat string
+	// AccessLog logs one line per answered hook at info level
+	// (--access-log; off by default).
+	AccessLog bool
 
 	// AllowUnknown accepts tenants and sources the file does not list, with
 	// Defaults (allow_unknown; when not set, true only if the file lists no

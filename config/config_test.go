@@ -165,7 +165,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"http-addr": "127.0.0.9:9", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-context": natsCtx, "cluster-listen": "", "routes": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5",
-		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "error", "log-format": "json",
+		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "debug", "log-format": "json", "access-log": "true",
 		"hooks-max-age": "2h", "hooks-max-bytes": "1000", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
@@ -203,7 +203,7 @@ func TestEveryFlagHasTwins(t *testing.T) {
 	if fmt.Sprint(byFlag.TrustedProxies) != "[10.0.0.0/8 192.168.1.1/32]" || byFlag.ClientIPHeader != "X-Real-IP" {
 		t.Fatalf("proxies not applied: %v %q", byFlag.TrustedProxies, byFlag.ClientIPHeader)
 	}
-	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelError || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
+	if byFlag.NATSListen != "" || byFlag.Partitions != 7 || byFlag.LogLevel != slog.LevelDebug || !byFlag.AccessLog || byFlag.AdminToken.Reveal() != tokX || byFlag.Replicas != 3 ||
 		!byFlag.ClaimExpiryEvents || byFlag.HTTPMaxConns != max(config.MinHTTPConns, 9*config.ConnsPerHookSlot) {
 		t.Fatalf("samples not applied: %+v", byFlag)
 	}
@@ -299,6 +299,7 @@ func TestValidationErrors(t *testing.T) {
 		{[]string{"--replay-capacity", "0"}, nil, "--replay-capacity: must be 1.."},
 		{[]string{"--log-level", "trace"}, nil, `--log-level: invalid level "trace"`},
 		{[]string{"--log-format", "xml"}, nil, `--log-format: invalid format "xml"`},
+		{[]string{"--access-log", "--log-level", "warn"}, nil, "--access-log: its lines are at info level, which --log-level warn drops"},
 		{[]string{"--tls-cert", "c"}, nil, "--tls-cert and --tls-key: give both or neither"},
 		{[]string{"--tls-key", "k"}, nil, "--tls-cert and --tls-key: give both or neither"},
 		{[]string{"--sync-interval", "5s"}, nil, "flag provided but not defined: -sync-interval"},

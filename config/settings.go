@@ -230,6 +230,11 @@ var settings = []setting{
 		c.LogFormat = v
 		return nil
 	}},
+	{"access-log", "bool", "false", "log one line per answered hook (tenant, source, status, id, duration, node) at info level", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.AccessLog = b
+		return err
+	}},
 }
 
 // validHeaderName reports whether s is an HTTP token of 1..128 bytes.
@@ -388,6 +393,9 @@ func checkPrefix(p string) error {
 func (c *Config) check() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("config: --tls-cert and --tls-key: give both or neither")
+	}
+	if c.AccessLog && c.LogLevel > slog.LevelInfo {
+		return fmt.Errorf("config: --access-log: its lines are at info level, which --log-level %s drops: use info or debug", strings.ToLower(c.LogLevel.String()))
 	}
 	if c.NATSURL != "" {
 		for _, f := range []struct{ name, v string }{

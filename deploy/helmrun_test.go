@@ -107,26 +107,7 @@ func TestHelmClusterRuns(t *testing.T) {
 		}
 		return podArgs(c, local)
 	}
-	nodes := make([]*node, 3)
-	errs := make(chan error, 3)
-	for i := range nodes {
-		go func() {
-			// Each start waits for a JetStream meta leader, which needs a
-			// quorum: the pods start together (podManagementPolicy Parallel).
-			var err error
-			nodes[i], err = startNode(t, argsOf(i), func(k string) string { return env[k] })
-			errs <- err
-		}()
-	}
-	var failed []error
-	for range nodes { // every start returns (bounded by its 90 s) before the test may end
-		if err := <-errs; err != nil {
-			failed = append(failed, err)
-		}
-	}
-	if len(failed) > 0 {
-		t.Fatalf("pod start: %v", failed)
-	}
+	nodes := startCluster(t, 3, argsOf, func(k string) string { return env[k] })
 	postSigned(t, nodes[0])
 	st, err := nodes[2].nats.JS.Stream(testkit.Context(t), "HOOKS")
 	if err != nil {

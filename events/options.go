@@ -253,16 +253,6 @@ func counterVec(reg prometheus.Registerer, name, help string, labels []string, v
 	if err := set.Err(); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	var touch func(prefix []string, rest [][]string)
-	touch = func(prefix []string, rest [][]string) {
-		if len(rest) == 0 {
-			c.WithLabelValues(prefix...)
-			return
-		}
-		for _, v := range rest[0] {
-			touch(append(prefix, v), rest[1:])
-		}
-	}
-	touch(nil, values)
+	promreg.Zero(c, values...)
 	return c, nil
 }

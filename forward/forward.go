@@ -182,6 +182,9 @@ func New(cfg Config) (*Forwarder, error) {
 	if err := ms.Err(); err != nil {
 		return nil, err
 	}
+	// Exported at zero from the start (the alert SluiceForwardFailing).
+	promreg.Zero(f.forwarded, []string{"stored", "duplicate", "found", "failed"})
+	promreg.Zero(f.syncs, []string{"synced", "waited", "failed"})
 	f.status.Store(&Status{})
 	return f, nil
 }

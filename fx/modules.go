@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -459,6 +460,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		Gatherer:   reg,
 		Registerer: reg,
 		Logger:     log.With("component", "httpapi"),
+		AccessLog:  accessLog(cfg, n, log),
 	})
 	if err != nil {
 		return nil, err
@@ -553,6 +555,23 @@ func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// accessLog is the access log's logger (--access-log; nil: off): log's
+// handler and format, each line naming the node — the embedded NATS
+// server's name in a cluster or an edge (<host>-<cluster port>, or the
+// edge's name: as in the leases' heartbeats), else the host's name.
+func accessLog(cfg *config.Config, n *NATS, log *slog.Logger) *slog.Logger {
+	if !cfg.AccessLog {
+		return nil
+	}
+	node, _ := os.Hostname()
+	if n.Server != nil {
+		if ns := n.Server.NATS(); ns.Name() != ns.ID() {
+			node = ns.Name()
+		}
+	}
+	return log.With("node", node)
 }
 
 // localMaxKeys bounds the buckets of a node's node-local GCRA limiter (the

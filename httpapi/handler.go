@@ -86,8 +86,11 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	Now        func() time.Time
-	NewID      func() string
+	// AccessLog, when set, gets one info line "hook" per answered hook
+	// (docs/OPERATIONS.md "Logs"); nil: no access log.
+	AccessLog *slog.Logger
+	Now       func() time.Time
+	NewID     func() string
 }
 
 // HookStorer durably stores a hook (HookStore implements it). Any error

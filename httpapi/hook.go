@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -75,6 +76,12 @@ type heldNonce struct {
 // budget and claims no key), admit (charges plus dedupe claim), store
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
+	start := h.cfg.Now()
+	if h.cfg.AccessLog != nil {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		w = rec
+		defer h.logAccess(r, rec, start)
+	}
 	// Load shedding before any work: beyond
 	// MaxInFlight hooks, 503 at once.
 	select {
@@ -85,7 +92,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, "overloaded", protocol.Overloaded, errorBody{})
 		return
 	}
-	q := &hookRequest{w: w, r: r, start: h.cfg.Now(), tenant: r.PathValue("tenant"), source: r.PathValue("source")}
+	q := &hookRequest{w: w, r: r, start: start, tenant: r.PathValue("tenant"), source: r.PathValue("source")}
 	if h.startHookSpan(q); q.span != nil {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		q.w = rec
@@ -97,6 +104,18 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	if !h.admit(q) || !h.store(q) {
 		h.releaseNonce(q)
 	}
+}
+
+// logAccess writes the access log's line of a hook answered rec.code:
+// its tenant and source as the path names them, the hook id (X-Hook-Id:
+// a stored hook's, or the one a duplicate names; "" when refused), the
+// request id and the time from arrival to answer.
+func (h *Handler) logAccess(r *http.Request, rec *statusRecorder, start time.Time) {
+	h.cfg.AccessLog.LogAttrs(r.Context(), slog.LevelInfo, "hook",
+		slog.String("tenant", r.PathValue("tenant")), slog.String("source", r.PathValue("source")),
+		slog.Int("status", rec.code), slog.String("id", rec.Header().Get("X-Hook-Id")),
+		slog.String("request_id", rec.Header().Get("X-Request-Id")),
+		slog.Float64("duration_ms", float64(h.cfg.Now().Sub(start).Microseconds())/1000))
 }
 
 // resolveSource checks the names and finds the source's configuration.

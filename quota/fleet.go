@@ -79,6 +79,7 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
+	promreg.Zero(f.fallbacks, []string{OpHit, OpReserve, OpRelease, OpCount}) // exported at zero (alert SluiceQuotaFallback)
 	return f, nil
 }
 

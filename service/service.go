@@ -218,6 +218,9 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	eps := s.endpoints()
 	for _, ep := range eps { // complete before STATS can ask
 		s.eps[ep.name] = ep
+		// Exported at zero from the start: each endpoint's answers.
+		m.requests.WithLabelValues(ep.subject, outcomeOK)
+		m.duration.WithLabelValues(ep.subject)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        Name,

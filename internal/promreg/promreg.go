@@ -89,3 +89,21 @@ func (s *Set) Histogram(name, help string, buckets []float64) prometheus.Histogr
 func (s *Set) HistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	return add(s, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "sluice", Subsystem: s.subsystem, Name: name, Help: help, Buckets: buckets}, labels))
 }
+
+// Zero creates c's series for every combination of values (one list per
+// label, in label order) at zero, so that the family is exported, and an
+// alert on its rate can be evaluated, before its first count: a vector
+// without children has no line on /metrics at all.
+func Zero(c *prometheus.CounterVec, values ...[]string) {
+	var touch func(prefix []string, rest [][]string)
+	touch = func(prefix []string, rest [][]string) {
+		if len(rest) == 0 {
+			c.WithLabelValues(prefix...)
+			return
+		}
+		for _, v := range rest[0] {
+			touch(append(prefix[:len(prefix):len(prefix)], v), rest[1:])
+		}
+	}
+	touch(nil, values)
+}

@@ -67,3 +67,30 @@ func TestSet(t *testing.T) {
 		}
 	}
 }
+
+// TestZero: every combination of the values is a series at 0 on a
+// gather, and nothing else.
+func TestZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := NewSet(reg, "test")
+	c := s.CounterVec("things_total", "Things.", "op", "result")
+	Zero(c, []string{"a", "b"}, []string{"ok", "failed", "late"})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("gather: %d families, %v", len(mfs), err)
+	}
+	got := map[string]float64{}
+	for _, m := range mfs[0].GetMetric() {
+		got[m.GetLabel()[0].GetValue()+"/"+m.GetLabel()[1].GetValue()] = m.GetCounter().GetValue()
+	}
+	if len(got) != 6 {
+		t.Fatalf("series %v, want the 6 combinations", got)
+	}
+	for _, op := range []string{"a", "b"} {
+		for _, r := range []string{"ok", "failed", "late"} {
+			if v, ok := got[op+"/"+r]; !ok || v != 0 {
+				t.Errorf("%s/%s: %v %v, want 0", op, r, v, ok)
+			}
+		}
+	}
+}

@@ -72,6 +72,10 @@ func (m *workerMetrics) resolve() *workerMetrics {
 	m.hitLimited = m.hits.WithLabelValues(protocol.ResultRateLimited)
 	m.hitInvalid = m.hits.WithLabelValues("invalid")
 	m.hitUnavailable = m.hits.WithLabelValues("unavailable")
+	// Exported at zero from the start: every settle result.
+	promreg.Zero(m.counterOps, []string{quota.OpReserve}, []string{"granted", "denied"})
+	promreg.Zero(m.counterOps, []string{quota.OpRelease, quota.OpCount}, []string{protocol.ResultOK})
+	promreg.Zero(m.settles, []string{protocol.ResultOK, "claim_lost", "invalid", "unavailable", quota.ReasonNotOwner})
 	return m
 }
 
