@@ -41,11 +41,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Exported at zero from the start (docs/OPERATIONS.md, the shipped
 	// alerts): the outcomes every node can have, the claim outcomes and
-	// both fallbacks.
+	// the hit fallback (a replay nonce has none: it fails closed).
 	promreg.Zero(m.requests, []string{"accepted"}, []string{"202"})
 	promreg.Zero(m.requests, []string{"duplicate"}, []string{"200"})
 	promreg.Zero(m.claimOutcome, []string{"ok", "duplicate", "key_reused", "pending", "settled", "settle_lost", "released", "release_failed"})
-	promreg.Zero(m.fallback, []string{"hit", "replay"})
+	promreg.Zero(m.fallback, []string{"hit"})
 	promreg.Zero(m.replay, []string{"claimed", "already_claimed", "full", "error", "released", "release_failed"})
 	// The admin API's token check: the one code every operation answers.
 	promreg.Zero(m.adminOps, []string{"delete_limits", "get_claim", "get_limits", "get_receipt", "other", "put_limits", "rewind"}, []string{"401"})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/protocol"
+	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
@@ -75,7 +76,7 @@ func (m *workerMetrics) resolve() *workerMetrics {
 	// Exported at zero from the start: every settle result.
 	promreg.Zero(m.counterOps, []string{quota.OpReserve}, []string{"granted", "denied"})
 	promreg.Zero(m.counterOps, []string{quota.OpRelease, quota.OpCount}, []string{protocol.ResultOK})
-	promreg.Zero(m.settles, []string{protocol.ResultOK, "claim_lost", "invalid", "unavailable", quota.ReasonNotOwner})
+	promreg.Zero(m.settles, []string{protocol.ResultOK, "claim_lost", "invalid", "unavailable", protocol.NotOwner.Code})
 	return m
 }
 
