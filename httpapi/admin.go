@@ -30,6 +30,10 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}/{key...}", h.admin("get_receipt", h.getReceipt))
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}", h.admin("get_receipt", h.getReceipt))
 	h.mux.HandleFunc("POST /v1/admin/hooks/{tenant}/rewind", h.admin("rewind", h.postRewind))
+	h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}", h.admin("list_consumers", h.consumerOp(false, listConsumers)))
+	h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}", h.admin("get_consumer", h.consumerOp(true, getConsumer)))
+	h.mux.HandleFunc("PUT /v1/admin/consumers/{tenant}/{name}", h.admin("put_consumer", h.consumerOp(true, h.putConsumer)))
+	h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}", h.admin("delete_consumer", h.consumerOp(true, h.deleteConsumer)))
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))
 	}

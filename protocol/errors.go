@@ -45,6 +45,8 @@ var (
 	InFlight             = Error{"in_flight", 409, 0, "the same key is pending on a node: retry after retry_after_ms"}
 	RevisionConflict     = Error{"revision_conflict", 409, 0, "an admin write with If-Match of a revision that is not the record's current one"}
 	ConsumerExists       = Error{"consumer_exists", 409, 0, "a rewind's consumer name is taken"}
+	ConsumerNotFound     = Error{"consumer_not_found", 404, 0, "the admin API: no such managed consumer of the tenant"}
+	TooManyConsumers     = Error{"too_many_consumers", 409, 0, "the admin API: the tenant has its maximum of managed consumers"}
 	TenantNotFound       = Error{"tenant_not_found", 404, 0, "the admin API: no such tenant record"}
 	SourceNotFound       = Error{"source_not_found", 404, 0, "the admin API: no such source in the tenant's record"}
 	SecretNotFound       = Error{"secret_not_found", 404, 0, "the admin API: no such secret of the source"}
@@ -69,6 +71,7 @@ var (
 var Errors = []Error{
 	InvalidRequest, InvalidTenant, InvalidSource, VerificationFailed, Unauthorized, Forbidden,
 	NotFound, UnknownSource, MethodNotAllowed, InFlight, RevisionConflict, ConsumerExists,
+	ConsumerNotFound, TooManyConsumers,
 	TenantNotFound, SourceNotFound, SecretNotFound, TenantExists, ManagedByFile, TooManyTenants, ClaimLost,
 	PayloadTooLarge, UnsupportedMediaType, IdempotencyKeyReused, RateLimited, InternalError,
 	InvalidLimits, StoreUnavailable, Overloaded, SourceUnavailable, ServiceStopping,

@@ -1,0 +1,225 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/protocol"
+	"github.com/sluice-dev/sluice/testkit"
+)
+
+// consumersYAML: two tenants and a reader (consumer role) of each.
+const consumersYAML = `
+tenants:
+  acme:
+    sources:
+      gh:  {dedupe: none}
+      raw: {dedupe: none}
+  globex:
+    sources:
+      gh: {dedupe: none}
+nats_users:
+  acme-reader: {role: consumer, tenants: [acme], password: "acme-reader-password-01"}
+  globex-reader: {role: consumer, tenants: [globex], password: "globex-reader-password-1"}
+`
+
+// startRoles starts a node with consumersYAML's roles on a NATS listener
+// and the admin API; it returns the app and the listener's URL.
+func startRoles(t *testing.T) (*app, string) {
+	t.Helper()
+	port := testkit.FreePort(t)
+	a := startApp(t, consumersYAML, "--admin-token", adminToken, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port))
+	return a, fmt.Sprintf("nats://127.0.0.1:%d", port)
+}
+
+// reader connects as a consumer-role user, as docs/SECURITY.md says: its
+// own inbox prefix; the server's permission errors are kept for LastError.
+func reader(t *testing.T, url, user, pass string) *nats.Conn {
+	t.Helper()
+	return testkit.Dial(t, url, nats.UserInfo(user, pass), nats.CustomInboxPrefix(authz.InboxPrefix(user)),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+}
+
+// violated reports whether the server refused op on subj to nc (the -ERR
+// comes before the flush's PONG, so LastError holds it after Flush).
+func violated(t *testing.T, nc *nats.Conn, subj string, op func() error) bool {
+	t.Helper()
+	if err := op(); err != nil {
+		t.Fatalf("%s: %v", subj, err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	err := nc.LastError()
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), fmt.Sprintf("%q", subj))
+}
+
+// consumerOf decodes a managed consumer reply.
+func consumerOf(t *testing.T, r resp) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.raw), &m); err != nil {
+		t.Fatalf("%s: %v", r.raw, err)
+	}
+	return m
+}
+
+// TestManagedConsumersUnderRoles: the operator (admin API) keeps two named
+// consumers of acme and one of globex; each tenant's reader (the consumer
+// role of the node's nats_users) receives and acks its tenant's hooks on
+// every one of its consumers, whatever their names, and is refused the
+// other tenant's: neither its deliveries nor acking them.
+func TestManagedConsumersUnderRoles(t *testing.T) {
+	t.Parallel()
+	a, url := startRoles(t)
+	put := func(tenant, name, body string, code int) map[string]any {
+		t.Helper()
+		r := a.admin("PUT", "/v1/admin/consumers/"+tenant+"/"+name, adminToken, body)
+		mustStatus(t, r, code)
+		return consumerOf(t, r)
+	}
+	gh := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":2,"ack_wait_ms":60000}`, 201)
+	all := put("acme", "all", `{}`, 201)
+	gx := put("globex", "worker", `{"max_in_flight":8}`, 201)
+	if gh["consumer"] != "acme~gh-worker" || gh["deliver_subject"] != "sluice.redeliver.acme.consumer.gh-worker" || gh["deliver_group"] != "gh-worker" {
+		t.Fatalf("acme/gh-worker: %v", gh)
+	}
+	// Edit: a PUT of an existing name replaces its settings (200).
+	if m := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":3,"ack_wait_ms":60000,"backoff_ms":[1000,2000]}`, 200); m["max_deliver"] != float64(3) || fmt.Sprint(m["backoff_ms"]) != "[1000 2000]" {
+		t.Fatalf("edited: %v", m)
+	}
+	r := a.admin("GET", "/v1/admin/consumers/acme", adminToken, "")
+	mustStatus(t, r, 200)
+	var list struct {
+		Consumers []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(r.raw), &list); err != nil || len(list.Consumers) != 2 || list.Consumers[0].Name != "all" || list.Consumers[1].Name != "gh-worker" {
+		t.Fatalf("acme's consumers: %s", r.raw)
+	}
+
+	acme := reader(t, url, "acme-reader", "acme-reader-password-01")
+	globex := reader(t, url, "globex-reader", "globex-reader-password-1")
+	sub := func(nc *nats.Conn, c map[string]any) *nats.Subscription {
+		t.Helper()
+		s, err := nc.QueueSubscribeSync(c["deliver_subject"].(string), c["deliver_group"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil || nc.LastError() != nil {
+			t.Fatalf("subscribe %s: %v %v", c["deliver_subject"], err, nc.LastError())
+		}
+		return s
+	}
+	ghSub, allSub, gxSub := sub(acme, gh), sub(acme, all), sub(globex, gx)
+	mustStatus(t, a.post("/v1/hooks/acme/gh", []byte(`{"n":1}`), nil), 202)
+	mustStatus(t, a.post("/v1/hooks/acme/raw", []byte(`{"n":2}`), nil), 202)
+	mustStatus(t, a.post("/v1/hooks/globex/gh", []byte(`{"n":3}`), nil), 202)
+	next := func(s *nats.Subscription, want string) *nats.Msg {
+		t.Helper()
+		m, err := s.NextMsg(10 * time.Second)
+		if err != nil || string(m.Data) != want {
+			t.Fatalf("%s: %v %v, want %s", s.Subject, m, err, want)
+		}
+		return m
+	}
+	for _, m := range []*nats.Msg{next(ghSub, `{"n":1}`), next(allSub, `{"n":1}`), next(allSub, `{"n":2}`)} {
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gxMsg := next(gxSub, `{"n":3}`)
+
+	// acme's reader: refused globex's deliveries and acking them.
+	if !violated(t, acme, gx["deliver_subject"].(string), func() error { _, err := acme.SubscribeSync(gx["deliver_subject"].(string)); return err }) {
+		t.Error("acme's reader subscribed to globex's consumer")
+	}
+	if !violated(t, acme, gxMsg.Reply, func() error { return acme.Publish(gxMsg.Reply, []byte("+ACK")) }) {
+		t.Error("acme's reader acked globex's hook")
+	}
+	if !violated(t, globex, gh["deliver_subject"].(string), func() error { _, err := globex.SubscribeSync(gh["deliver_subject"].(string)); return err }) {
+		t.Error("globex's reader subscribed to acme's consumer")
+	}
+	state := func(tenant, name string) map[string]any {
+		t.Helper()
+		r := a.admin("GET", "/v1/admin/consumers/"+tenant+"/"+name, adminToken, "")
+		mustStatus(t, r, 200)
+		return consumerOf(t, r)
+	}
+	if s := state("globex", "worker"); s["num_ack_pending"] != float64(1) {
+		t.Fatalf("globex's hook after acme's reader's ack: %v", s)
+	}
+	if err := gxMsg.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{"acme", "gh-worker"}, {"acme", "all"}, {"globex", "worker"}} {
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			s := state(c[0], c[1])
+			return s["num_ack_pending"] == float64(0) && s["num_pending"] == float64(0)
+		}, c[0]+"/"+c[1]+" acked")
+	}
+
+	mustStatus(t, a.admin("DELETE", "/v1/admin/consumers/acme/all", adminToken, ""), 204)
+	if r := a.admin("GET", "/v1/admin/consumers/acme/all", adminToken, ""); r.code != 404 || r.body["error"] != protocol.ConsumerNotFound.Code {
+		t.Fatalf("deleted consumer: %d %s", r.code, r.raw)
+	}
+}
+
+// TestManagedConsumerBadInput: names, tenants and settings an attacker
+// (or a typo) sends are answered 4xx, and never reach another tenant's
+// consumer.
+func TestManagedConsumerBadInput(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, rewindYAML, "--admin-token", adminToken)
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/acme/w", adminToken, `{}`), 201)
+	for _, c := range []struct {
+		method, path, body string
+		code               int
+		errCode            string
+	}{
+		{"PUT", "/v1/admin/consumers/acme/a.b", `{}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/a~b", `{}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/%2A", `{}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/%3E", `{}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/" + strings.Repeat("x", 65), `{}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/a%2A/w", `{}`, 400, "invalid_tenant"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":-1}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":1001}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"ack_wait_ms":10}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"ack_wait_ms":3600001}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"backoff_ms":[1000]}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":2,"backoff_ms":[1000,1000]}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_in_flight":1025}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"types":["push"]}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"sources":["a b"]}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"sources":["*"]}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"bogus":1}`, 400, "invalid_request"},
+		{"PUT", "/v1/admin/consumers/acme/w", `{"sources":["` + strings.Repeat("s", 1<<17) + `"]}`, 400, "invalid_request"},
+		{"GET", "/v1/admin/consumers/globex/w", ``, 404, "consumer_not_found"},
+		{"DELETE", "/v1/admin/consumers/globex/w", ``, 404, "consumer_not_found"},
+		{"GET", "/v1/admin/consumers/acme/nope", ``, 404, "consumer_not_found"},
+	} {
+		if r := a.admin(c.method, c.path, adminToken, c.body); r.code != c.code || r.body["error"] != c.errCode {
+			t.Errorf("%s %.80s %.80s: %d %.200s, want %d %s", c.method, c.path, c.body, r.code, r.raw, c.code, c.errCode)
+		}
+	}
+	// Without the token: 401, and nothing listed for another tenant.
+	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme", "", ""), 401)
+	if r := a.admin("GET", "/v1/admin/consumers/globex", adminToken, ""); r.code != 200 || !strings.Contains(r.raw, `"consumers":[]`) {
+		t.Fatalf("globex lists: %d %s", r.code, r.raw)
+	}
+	// At most MaxTenantConsumers per tenant.
+	for i := 1; i < 16; i++ {
+		mustStatus(t, a.admin("PUT", fmt.Sprintf("/v1/admin/consumers/acme/w%d", i), adminToken, `{}`), 201)
+	}
+	if r := a.admin("PUT", "/v1/admin/consumers/acme/w16", adminToken, `{}`); r.code != 409 || r.body["error"] != "too_many_consumers" {
+		t.Fatalf("17th consumer: %d %s", r.code, r.raw)
+	}
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/globex/w", adminToken, `{}`), 201)
+}
