@@ -155,6 +155,17 @@ func TestManagedConsumersUnderRoles(t *testing.T) {
 	if s := state("globex", "worker"); s["num_ack_pending"] != float64(1) {
 		t.Fatalf("globex's hook after acme's reader's ack: %v", s)
 	}
+	// The lag on /metrics (the first scrape reads JetStream): globex's
+	// hook delivered, unacked, and its age.
+	if l := testkit.ScrapeLine(t, a.url, `sluice_consumer_ack_pending{consumer="worker",tenant="globex"}`); l == "" || !strings.HasSuffix(l, " 1") {
+		t.Fatalf("ack pending of globex/worker on /metrics: %q", l)
+	}
+	if l := testkit.ScrapeLine(t, a.url, `sluice_consumer_oldest_unacked_age_seconds{consumer="worker",tenant="globex"}`); l == "" || strings.HasSuffix(l, " 0") {
+		t.Fatalf("oldest unacked age of globex/worker on /metrics: %q", l)
+	}
+	if l := testkit.ScrapeLine(t, a.url, `sluice_consumer_pending{consumer="gh-worker",tenant="acme"}`); !strings.HasSuffix(l, " 0") {
+		t.Fatalf("pending of acme/gh-worker on /metrics: %q", l)
+	}
 	if err := gxMsg.Ack(); err != nil {
 		t.Fatal(err)
 	}
