@@ -29,6 +29,7 @@ type consumerLag struct {
 	tenant, name                     string
 	pending, ackPending, redelivered float64
 	oldestAge                        float64 // seconds; 0: nothing unacked
+	dead                             float64 // dead letters kept
 }
 
 // consumerCollector is the managed consumers' lag on /metrics, read from
@@ -38,6 +39,7 @@ type consumerLag struct {
 type consumerCollector struct {
 	s                                        *HookStore
 	pending, ackPending, redelivered, oldest *prometheus.Desc
+	dead                                     *prometheus.Desc
 	dropped, errors                          *prometheus.Desc
 
 	mu      sync.Mutex
@@ -58,6 +60,7 @@ func RegisterConsumerMetrics(reg prometheus.Registerer, s *HookStore) error {
 		pending:     prometheus.NewDesc("sluice_consumer_pending", "Hooks stored and not yet delivered, per managed consumer.", l, nil),
 		ackPending:  prometheus.NewDesc("sluice_consumer_ack_pending", "Hooks delivered and not yet acked, per managed consumer.", l, nil),
 		redelivered: prometheus.NewDesc("sluice_consumer_redelivered", "Hooks delivered more than once and not yet acked, per managed consumer.", l, nil),
+		dead:        prometheus.NewDesc("sluice_consumer_dead_letters", "Dead letters kept in DEADLETTER, per managed consumer.", l, nil),
 		oldest:      prometheus.NewDesc("sluice_consumer_oldest_unacked_age_seconds", "Age of the oldest hook a managed consumer has not had acked (delivered or not); 0 when none.", l, nil),
 		dropped:     prometheus.NewDesc("sluice_consumer_metrics_dropped", "Managed consumers left out of the per-consumer metrics (over 1000).", nil, nil),
 		errors:      prometheus.NewDesc("sluice_consumer_metrics_errors_total", "Readings of the managed consumers that failed (the last good one is shown).", nil, nil),
@@ -68,7 +71,7 @@ func RegisterConsumerMetrics(reg prometheus.Registerer, s *HookStore) error {
 
 // Describe implements prometheus.Collector.
 func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.ackPending, c.redelivered, c.oldest, c.dropped, c.errors} {
+	for _, d := range []*prometheus.Desc{c.pending, c.ackPending, c.redelivered, c.oldest, c.dead, c.dropped, c.errors} {
 		ch <- d
 	}
 }
@@ -93,6 +96,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, l.ackPending, l.tenant, l.name)
 		ch <- prometheus.MustNewConstMetric(c.redelivered, prometheus.GaugeValue, l.redelivered, l.tenant, l.name)
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, l.oldestAge, l.tenant, l.name)
+		ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, l.dead, l.tenant, l.name)
 	}
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.GaugeValue, float64(c.nDrop))
 	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, c.nErrors)
@@ -102,6 +106,14 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *consumerCollector) read(ctx context.Context) ([]consumerLag, int, error) {
 	var out []consumerLag
 	drop := 0
+	dead := map[string]uint64{} // dead letters by subject
+	if st, err := c.s.js.Stream(ctx, DeadLetterStream); err == nil {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(c.s.prefix+".deadletter.>"))
+		if err != nil {
+			return nil, 0, err
+		}
+		dead = info.State.Subjects
+	}
 	for _, name := range HooksStreams(c.s.stream, c.s.shards) {
 		st, err := c.s.js.Stream(ctx, name)
 		if err != nil {
@@ -119,7 +131,7 @@ func (c *consumerCollector) read(ctx context.Context) ([]consumerLag, int, error
 			}
 			out = append(out, consumerLag{tenant: m.Tenant, name: m.Name, pending: float64(info.NumPending),
 				ackPending: float64(info.NumAckPending), redelivered: float64(info.NumRedelivered),
-				oldestAge: oldestUnacked(ctx, st, info)})
+				oldestAge: oldestUnacked(ctx, st, info), dead: float64(dead[DeadLetterSubject(c.s.prefix, m.Tenant, m.Name)])})
 		}
 		if err := l.Err(); err != nil {
 			return nil, 0, err

@@ -346,6 +346,8 @@ func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm Consume
 		switch {
 		case errors.Is(err, ErrConsumerNotFound):
 			protocol.ConsumerNotFound.Write(w, nil)
+		case errors.Is(err, ErrDeadLetterNotFound):
+			protocol.DeadLetterNotFound.Write(w, nil)
 		case errors.Is(err, ErrConsumersOnHub):
 			protocol.NotFound.Write(w, map[string]any{"reason": ErrConsumersOnHub.Error()})
 		case errors.Is(err, ErrTooManyConsumers):

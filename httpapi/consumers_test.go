@@ -234,3 +234,110 @@ func TestManagedConsumerBadInput(t *testing.T) {
 	}
 	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/globex/w", adminToken, `{}`), 201)
 }
+
+// TestDeadLetters: acme's reader naks a hook until its consumer's
+// max_deliver is spent and terminates another; both are kept in
+// DEADLETTER with the reason, the consumer and the deliveries, counted in
+// sluice_dead_letters_total; one is redriven (its reader gets it again),
+// the other purged. Another tenant's path never shows acme's letters.
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	a, url := startRoles(t)
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/acme/dl", adminToken, `{"max_deliver":2,"ack_wait_ms":1000}`), 201)
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/globex/dl", adminToken, `{}`), 201)
+	acme := reader(t, url, "acme-reader", "acme-reader-password-01")
+	sub, err := acme.QueueSubscribeSync("sluice.redeliver.acme.consumer.dl", "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := acme.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nakked := str(a.post("/v1/hooks/acme/gh", []byte(`"nak me"`), nil).body["id"])
+	termed := str(a.post("/v1/hooks/acme/raw", []byte(`"term me"`), nil).body["id"])
+	type letter struct {
+		Seq        uint64
+		HookID     string `json:"hook_id"`
+		Reason     string
+		Deliveries uint64
+		StreamSeq  uint64 `json:"stream_seq"`
+	}
+	list := func(tenant string) []letter {
+		t.Helper()
+		r := a.admin("GET", "/v1/admin/consumers/"+tenant+"/dl/dead", adminToken, "")
+		mustStatus(t, r, 200)
+		var out struct {
+			DeadLetters []letter `json:"dead_letters"`
+		}
+		if err := json.Unmarshal([]byte(r.raw), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.DeadLetters
+	}
+	naks := 0
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		if m, err := sub.NextMsg(100 * time.Millisecond); err == nil {
+			switch string(m.Data) {
+			case `"nak me"`:
+				naks++
+				_ = m.Nak()
+			case `"term me"`:
+				_ = m.Term()
+			}
+		}
+		return len(list("acme")) == 2
+	}, "two dead letters")
+	got := map[string]letter{}
+	for _, l := range list("acme") {
+		got[l.Reason] = l
+	}
+	if l := got["max_deliver"]; l.HookID != nakked || l.Deliveries != 2 || naks != 2 {
+		t.Fatalf("max_deliver letter %+v (naks %d), want hook %s after 2 deliveries", l, naks, nakked)
+	}
+	if l := got["terminated"]; l.HookID != termed || l.Deliveries != 1 {
+		t.Fatalf("terminated letter %+v, want hook %s after 1 delivery", l, termed)
+	}
+	for _, reason := range []string{"max_deliver", "terminated"} {
+		if l := testkit.ScrapeLine(t, a.url, `sluice_dead_letters_total{reason="`+reason+`"}`); !strings.HasSuffix(l, " 1") {
+			t.Errorf("dead letters on /metrics: %q", l)
+		}
+	}
+	if l := testkit.ScrapeLine(t, a.url, `sluice_consumer_dead_letters{consumer="dl",tenant="acme"}`); !strings.HasSuffix(l, " 2") {
+		t.Errorf("acme/dl's dead letters on /metrics: %q", l)
+	}
+	if len(list("globex")) != 0 {
+		t.Fatal("globex's consumer lists acme's dead letters")
+	}
+	seq := fmt.Sprint(got["max_deliver"].Seq)
+	for _, c := range []struct {
+		method, path string
+		code         int
+	}{
+		{"GET", "/v1/admin/consumers/globex/dl/dead/" + seq, 404},
+		{"POST", "/v1/admin/consumers/globex/dl/dead/" + seq + "/redrive", 404},
+		{"GET", "/v1/admin/consumers/acme/dl/dead/x", 400},
+		{"GET", "/v1/admin/consumers/acme/dl/dead/99999", 404},
+		{"GET", "/v1/admin/consumers/acme/dl/dead/" + seq, 200},
+	} {
+		if r := a.admin(c.method, c.path, adminToken, ""); r.code != c.code {
+			t.Errorf("%s %s: %d %.200s, want %d", c.method, c.path, r.code, r.raw, c.code)
+		}
+	}
+	// Redrive: stored again as a new hook, delivered again to the reader.
+	r := a.admin("POST", "/v1/admin/consumers/acme/dl/dead/"+seq+"/redrive", adminToken, "")
+	mustStatus(t, r, 200)
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil || string(m.Data) != `"nak me"` || m.Header.Get("Sluice-Redrive-Of") != seq || m.Header.Get("Sluice-Hook-Id") != nakked {
+		t.Fatalf("redriven hook: %v %v", m, err)
+	}
+	if err := m.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if l := list("acme"); len(l) != 1 || l[0].Reason != "terminated" {
+		t.Fatalf("after the redrive: %+v", l)
+	}
+	mustStatus(t, a.admin("DELETE", "/v1/admin/consumers/acme/dl/dead", adminToken, ""), 204)
+	if l := list("acme"); len(l) != 0 {
+		t.Fatalf("after the purge: %+v", l)
+	}
+}

@@ -47,6 +47,7 @@ var (
 	ConsumerExists       = Error{"consumer_exists", 409, 0, "a rewind's consumer name is taken"}
 	ConsumerNotFound     = Error{"consumer_not_found", 404, 0, "the admin API: no such managed consumer of the tenant"}
 	TooManyConsumers     = Error{"too_many_consumers", 409, 0, "the admin API: the tenant has its maximum of managed consumers"}
+	DeadLetterNotFound   = Error{"dead_letter_not_found", 404, 0, "the admin API: no such dead letter of the consumer"}
 	TenantNotFound       = Error{"tenant_not_found", 404, 0, "the admin API: no such tenant record"}
 	SourceNotFound       = Error{"source_not_found", 404, 0, "the admin API: no such source in the tenant's record"}
 	SecretNotFound       = Error{"secret_not_found", 404, 0, "the admin API: no such secret of the source"}
@@ -71,7 +72,7 @@ var (
 var Errors = []Error{
 	InvalidRequest, InvalidTenant, InvalidSource, VerificationFailed, Unauthorized, Forbidden,
 	NotFound, UnknownSource, MethodNotAllowed, InFlight, RevisionConflict, ConsumerExists,
-	ConsumerNotFound, TooManyConsumers,
+	ConsumerNotFound, TooManyConsumers, DeadLetterNotFound,
 	TenantNotFound, SourceNotFound, SecretNotFound, TenantExists, ManagedByFile, TooManyTenants, ClaimLost,
 	PayloadTooLarge, UnsupportedMediaType, IdempotencyKeyReused, RateLimited, InternalError,
 	InvalidLimits, StoreUnavailable, Overloaded, SourceUnavailable, ServiceStopping,

@@ -27,6 +27,10 @@ Commands:
   put TENANT NAME [flags]
                          create the consumer, or replace its settings
   rm TENANT NAME         delete the consumer
+  dead TENANT NAME       its dead letters (hooks it gave up on: max_deliver spent, or terminated)
+  redrive TENANT NAME SEQ
+                         store dead letter SEQ's hook again (a new hook on its subject) and drop the letter
+  purge TENANT NAME      drop every dead letter of the consumer
 
 Put flags: --sources S1,S2 --types T1,T2 (types need sources) --max-deliver N
 (0: unlimited) --ack-wait 30s --backoff 1s,10s,1m (needs --max-deliver above
@@ -54,7 +58,7 @@ func runConsumers(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stderr, "edge consumers %s: unexpected argument %q (names come before flags)\n", cmd, fs.Arg(0))
 		return 2
 	}
-	want := map[string]int{"list": 1, "get": 2, "put": 2, "rm": 2}
+	want := map[string]int{"list": 1, "get": 2, "put": 2, "rm": 2, "dead": 2, "redrive": 3, "purge": 2}
 	n, ok := want[cmd]
 	switch {
 	case !ok:
@@ -66,7 +70,7 @@ func runConsumers(ctx context.Context, args []string, getenv func(string) string
 	case !config.ValidName(pos[0]):
 		fmt.Fprintf(stderr, "edge consumers %s: invalid tenant %q\n", cmd, pos[0])
 		return 2
-	case n == 2 && !protocol.ValidConsumerName(pos[1]):
+	case n >= 2 && !protocol.ValidConsumerName(pos[1]):
 		fmt.Fprintf(stderr, "edge consumers %s: invalid consumer name %q (1..64 bytes of [A-Za-z0-9_-])\n", cmd, pos[1])
 		return 2
 	}
@@ -75,7 +79,7 @@ func runConsumers(ctx context.Context, args []string, getenv func(string) string
 		return 2
 	}
 	p := "/v1/admin/consumers/" + url.PathEscape(pos[0])
-	if n == 2 {
+	if n >= 2 {
 		p += "/" + pos[1]
 	}
 	var err error
@@ -84,6 +88,12 @@ func runConsumers(ctx context.Context, args []string, getenv func(string) string
 		err = c.call(ctx, "GET", p, nil, 0)
 	case "rm":
 		err = c.call(ctx, "DELETE", p, nil, 0)
+	case "dead":
+		err = c.call(ctx, "GET", p+"/dead", nil, 0)
+	case "purge":
+		err = c.call(ctx, "DELETE", p+"/dead", nil, 0)
+	case "redrive":
+		err = c.call(ctx, "POST", p+"/dead/"+url.PathEscape(pos[2])+"/redrive", nil, 0)
 	case "put":
 		body := map[string]any{"max_deliver": *maxDeliver, "max_in_flight": *inFlight, "deliver_new": *deliverNew,
 			"ack_wait_ms": ackWait.Milliseconds(), "sources": splitList(*sources), "types": splitList(*types)}

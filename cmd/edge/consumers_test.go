@@ -31,6 +31,13 @@ func TestConsumersCLI(t *testing.T) {
 	cli(2, "put", "acme", "a.b")
 	cli(2, "get", "acme")
 	cli(2, "put", "acme", "w", "--backoff", "soon")
+	if got := cli(0, "dead", "acme", "gh-worker"); !strings.Contains(got, `"dead_letters": []`) {
+		t.Fatalf("dead: %s", got)
+	}
+	if got := cli(1, "redrive", "acme", "gh-worker", "7"); !strings.Contains(got, "dead_letter_not_found") {
+		t.Fatalf("redrive of no letter: %s", got)
+	}
+	cli(0, "purge", "acme", "gh-worker")
 	cli(0, "rm", "acme", "gh-worker")
 	if got := cli(1, "get", "acme", "gh-worker"); !strings.Contains(got, "consumer_not_found") {
 		t.Fatalf("get after rm: %s", got)
