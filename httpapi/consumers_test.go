@@ -341,3 +341,37 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("after the purge: %+v", l)
 	}
 }
+
+// TestManagedConsumerSharded: on a fleet of 2 shards a tenant of shard 1
+// has its consumer, its hooks and its dead letters' source on HOOKS_1.
+func TestManagedConsumerSharded(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, "", "--admin-token", adminToken, "--partitions", "4/2")
+	tenant := ""
+	for i := 0; tenant == ""; i++ {
+		if c := fmt.Sprintf("t%d", i); protocol.Shard(c, 2) == 1 {
+			tenant = c
+		}
+	}
+	r := a.admin("PUT", "/v1/admin/consumers/"+tenant+"/w", adminToken, `{"max_deliver":1}`)
+	mustStatus(t, r, 201)
+	if r.body["stream"] != "HOOKS_1" {
+		t.Fatalf("consumer of %s (shard 1): %s", tenant, r.raw)
+	}
+	sub, err := a.nats.Conn.QueueSubscribeSync(str(r.body["deliver_subject"]), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := str(a.post("/v1/hooks/"+tenant+"/gh", []byte(`{}`), nil).body["id"])
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil || m.Header.Get("Sluice-Hook-Id") != id {
+		t.Fatalf("hook of %s: %v %v", tenant, m, err)
+	}
+	if err := m.Term(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		r := a.admin("GET", "/v1/admin/consumers/"+tenant+"/w/dead", adminToken, "")
+		return r.code == 200 && strings.Contains(r.raw, `"stream":"HOOKS_1"`) && strings.Contains(r.raw, id)
+	}, "the dead letter from HOOKS_1")
+}
