@@ -121,7 +121,8 @@ func ForShards(role, user, prefix, stream string, shards int, tenants []string) 
 		p.Subscribe = []string{inbox}
 		// Acks of what the tenants' managed consumers push (to the
 		// redelivery namespace below), whatever the consumers' names.
-		p.Responses = &ConsumerResponses
+		r := ConsumerResponses
+		p.Responses = &r
 		for _, t := range tenants {
 			tok := protocol.TenantToken(t)
 			stream := protocol.ShardName(stream, protocol.Shard(t, shards))
