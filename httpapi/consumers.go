@@ -242,7 +242,7 @@ func (s *HookStore) PutConsumer(ctx context.Context, tenant, name string, spec C
 		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			// Created by another request since: that one's spec stands.
-			return ManagedConsumer{}, false, fmt.Errorf("%w: created meanwhile, retry", ErrConsumerConfig)
+			return ManagedConsumer{}, false, ErrConsumerExists
 		}
 		if err != nil {
 			return ManagedConsumer{}, false, consumerErr(err)
@@ -346,6 +346,8 @@ func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm Consume
 		switch {
 		case errors.Is(err, ErrConsumerNotFound):
 			protocol.ConsumerNotFound.Write(w, nil)
+		case errors.Is(err, ErrConsumerExists):
+			protocol.ConsumerExists.Write(w, map[string]any{"reason": "created by another request meanwhile: PUT again to replace its settings"})
 		case errors.Is(err, ErrDeadLetterNotFound):
 			protocol.DeadLetterNotFound.Write(w, nil)
 		case errors.Is(err, ErrConsumersOnHub):

@@ -220,6 +220,30 @@ func TestManagedConsumerBadInput(t *testing.T) {
 			t.Errorf("%s %.80s %.80s: %d %.200s, want %d %s", c.method, c.path, c.body, r.code, r.raw, c.code, c.errCode)
 		}
 	}
+	// Concurrent creates of one name with different settings: one 201,
+	// the others 200 (replaced it after) or 409 consumer_exists (raced
+	// it), never a 5xx. (Identical settings would all be 201: JetStream's
+	// create is idempotent for an identical consumer.)
+	codes := make(chan int, 8)
+	for i := range 8 {
+		go func() {
+			codes <- a.admin("PUT", "/v1/admin/consumers/globex/race", adminToken, fmt.Sprintf(`{"max_deliver":%d}`, i+1)).code
+		}()
+	}
+	created := 0
+	for range 8 {
+		switch c := <-codes; c {
+		case 201:
+			created++
+		case 200, 409:
+		default:
+			t.Errorf("a concurrent create: %d", c)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d concurrent creates answered 201, want 1", created)
+	}
+	mustStatus(t, a.admin("DELETE", "/v1/admin/consumers/globex/race", adminToken, ""), 204)
 	// Without the token: 401, and nothing listed for another tenant.
 	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme", "", ""), 401)
 	if r := a.admin("GET", "/v1/admin/consumers/globex", adminToken, ""); r.code != 200 || !strings.Contains(r.raw, `"consumers":[]`) {

@@ -44,7 +44,7 @@ var (
 	MethodNotAllowed     = Error{"method_not_allowed", 405, 0, "a method the route or the source does not accept (with Allow)"}
 	InFlight             = Error{"in_flight", 409, 0, "the same key is pending on a node: retry after retry_after_ms"}
 	RevisionConflict     = Error{"revision_conflict", 409, 0, "an admin write with If-Match of a revision that is not the record's current one"}
-	ConsumerExists       = Error{"consumer_exists", 409, 0, "a rewind's consumer name is taken"}
+	ConsumerExists       = Error{"consumer_exists", 409, 0, "a rewind's consumer name is taken, or a managed consumer created by another request meanwhile"}
 	ConsumerNotFound     = Error{"consumer_not_found", 404, 0, "the admin API: no such managed consumer of the tenant"}
 	TooManyConsumers     = Error{"too_many_consumers", 409, 0, "the admin API: the tenant has its maximum of managed consumers"}
 	DeadLetterNotFound   = Error{"dead_letter_not_found", 404, 0, "the admin API: no such dead letter of the consumer"}
