@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -37,7 +38,30 @@ var ErrInvalid = errors.New("authz: invalid")
 type Permissions struct {
 	Publish   []string
 	Subscribe []string
+	// Responses, when set, lets the user also publish one answer to the
+	// reply subject of each message it received, within Expires
+	// (nats-server's allow_responses): how the consumer role acks the
+	// hooks its tenants' managed consumers push to it.
+	Responses *Responses
 }
+
+// Responses is nats-server's allow_responses: at most Max answers to a
+// received message's reply subject, within Expires of its delivery.
+type Responses struct {
+	Max     int
+	Expires time.Duration
+}
+
+// ConsumerResponses is the consumer role's allow_responses: one answer
+// (ack, nak or term) to each pushed hook, within MaxAckWait. One answer
+// keeps the server's table of open reply subjects to the unanswered
+// deliveries (it drops an answered one at its next prune).
+var ConsumerResponses = Responses{Max: 1, Expires: MaxAckWait}
+
+// MaxAckWait is the longest ack wait of a managed consumer: a reader
+// answers a delivery within it, or the server no longer lets it (the
+// hook is delivered again when the ack wait ends).
+const MaxAckWait = time.Hour
 
 // RedeliverPrefix is the subject namespace of tenant's redeliveries:
 // <prefix>.redeliver.<token>. A rewind pushes a tenant's stored hooks only
@@ -95,6 +119,10 @@ func ForShards(role, user, prefix, stream string, shards int, tenants []string) 
 		}
 	case RoleConsumer:
 		p.Subscribe = []string{inbox}
+		// Acks of what the tenants' managed consumers push (to the
+		// redelivery namespace below), whatever the consumers' names.
+		r := ConsumerResponses
+		p.Responses = &r
 		for _, t := range tenants {
 			tok := protocol.TenantToken(t)
 			stream := protocol.ShardName(stream, protocol.Shard(t, shards))
@@ -136,6 +164,9 @@ func ConfigBlock(entries []Entry) string {
 		fmt.Fprintf(&b, "    {\n      %s\n      permissions: {\n", e.Credential)
 		fmt.Fprintf(&b, "        publish: { allow: %s }\n", quoteList(e.Perms.Publish))
 		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", quoteList(e.Perms.Subscribe))
+		if r := e.Perms.Responses; r != nil {
+			fmt.Fprintf(&b, "        allow_responses: { max: %d, expires: %q }\n", r.Max, r.Expires.String())
+		}
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")

@@ -76,6 +76,21 @@ func (s *authzServer) connect(name string) *nats.Conn {
 	return nc
 }
 
+// hooksStream creates the HOOKS stream as the node user, returning the
+// node's JetStream and the stream.
+func (s *authzServer) hooksStream(ctx context.Context) (jetstream.JetStream, jetstream.Stream) {
+	s.t.Helper()
+	js, err := jetstream.New(s.connect("n"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HOOKS", Subjects: []string{"sluice.hooks.>"}})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return js, st
+}
+
 // refused reports the server's verdict on what op did with subj: the
 // server answers a permission violation with -ERR before the flush's PONG,
 // and nats.go records it (LastError) before the flush returns.
@@ -180,14 +195,7 @@ func TestConsumerRefusedOnAnotherTenantsDurable(t *testing.T) {
 	s := startAuthzServer(t, roleUsers...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, err := jetstream.New(s.connect("n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "HOOKS", Subjects: []string{"sluice.hooks.>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, st := s.hooksStream(ctx)
 	for _, tenant := range []string{"acme", "globex"} {
 		tok := protocol.TenantToken(tenant)
 		if _, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: tok, FilterSubject: "sluice.hooks." + tok + ".>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
@@ -304,4 +312,47 @@ func TestConsumerReadsItsShardsStreams(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestConsumerAcksPushedHooks: through the printed block (allow_responses),
+// acme's consumer user acks a hook a push consumer of acme delivered to it
+// under acme's redelivery namespace — whatever the consumer's name, which
+// no permission lists — and globex's consumer user can neither receive
+// nor ack it.
+func TestConsumerAcksPushedHooks(t *testing.T) {
+	s := startAuthzServer(t, roleUsers...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, _ := s.hooksStream(ctx)
+	deliver := protocol.ConsumerDeliverSubject("sluice", "acme", "any-name")
+	c, err := js.CreatePushConsumer(ctx, "HOOKS", jetstream.ConsumerConfig{Durable: protocol.ManagedConsumer("acme", "any-name"),
+		FilterSubject: "sluice.hooks.acme.>", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: deliver, DeliverGroup: "any-name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := s.connect("acme-c"), s.connect("globex-c")
+	if subRefused(t, acme, deliver) || !subRefused(t, globex, deliver) {
+		t.Fatal("acme's deliveries: acme's consumer refused, or globex's allowed")
+	}
+	sub, err := acme.QueueSubscribeSync(deliver, "any-name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "sluice.hooks.acme.src", []byte("acme")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pubRefused(t, globex, m.Reply) {
+		t.Error("globex's consumer acked acme's hook")
+	}
+	if pubRefused(t, acme, m.Reply) {
+		t.Fatal("acme's consumer refused the ack of its own hook")
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		info, err := c.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.AckFloor.Stream == 1
+	}, "the hook acked")
 }

@@ -147,14 +147,27 @@ func documented(t *testing.T, file string) []string {
 
 // TestDocumentedMetricsExposed: every metric family docs/OPERATIONS.md,
 // the dashboard and the alert rules name is on /metrics of a fresh node
-// that has answered nothing yet — a node with the embedded server, one
+// that has answered nothing yet — a node with the embedded server (and
+// one managed consumer, whose lag families have a series each), one
 // with claim expiry events, an edge (edge-mode metrics) and a node of an
 // R1 cluster at synced (the cluster barrier's) — so that an alert on a
 // rate is evaluated from the start, and a renamed or dropped metric fails
 // here, not on an operator's empty panel or silent alert. (That every
 // metric has a panel is not enforced.)
 func TestDocumentedMetricsExposed(t *testing.T) {
-	have := exposed(t)
+	// The per-consumer families (sluice_consumer_*) have a series per
+	// managed consumer, and none before the first: this node has one.
+	const token = "metrics-test-admin-token"
+	n, err := startNode(t, append(testArgs(t), "--admin-token", token), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := testkit.HTTP(t, "PUT", "http://"+*n.http.Addr.Load()+"/v1/admin/consumers/acme/c1", []byte(`{}`),
+		map[string]string{"Authorization": "Bearer " + token})
+	if res.Code != 201 {
+		t.Fatalf("PUT a managed consumer: %d %s", res.Code, res.Body)
+	}
+	have := scrape(t, n)
 	// With claim expiry events: the expiry watcher's metrics.
 	for n := range exposed(t, "--claim-expiry-events=true") {
 		have[n] = true

@@ -295,3 +295,60 @@ func TestClaimsPersistAsync(t *testing.T) {
 		t.Fatalf("start with sync on an async bucket: %v", err)
 	}
 }
+
+// TestDeadLetterRaisedWhileNoNodeListens: on an external server, a hook
+// terminated while no sluice node runs is a dead letter once a node
+// starts: the advisory waited in SLUICE_ADVISORIES.
+func TestDeadLetterRaisedWhileNoNodeListens(t *testing.T) {
+	t.Parallel()
+	k := testkit.New(t, testkit.WithListener())
+	ctx := testkit.Context(t)
+	const token = "dead-admin-token-0123456789"
+	args := []string{"--nats-url", k.Server.ClientURL(), "--data-dir", t.TempDir(), "--admin-token", token}
+	hdr := map[string]string{"Authorization": "Bearer " + token}
+	first := startNode(t, args...)
+	base := "http://" + *first.h.Addr.Load()
+	if r := testkit.HTTP(t, "PUT", base+"/v1/admin/consumers/acme/w", []byte(`{"max_deliver":1}`), hdr); r.Code != 201 {
+		t.Fatalf("put consumer: %d %s", r.Code, r.Body)
+	}
+	sub, err := k.Conn.QueueSubscribeSync(protocol.ConsumerDeliverSubject("sluice", "acme", "w"), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := testkit.HTTP(t, "POST", base+"/v1/hooks/acme/gh", []byte(`{}`), nil); r.Code != 202 {
+		t.Fatalf("hook: %d %s", r.Code, r.Body)
+	}
+	first.stop()
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Term(); err != nil {
+		t.Fatal(err)
+	}
+	adv, err := k.JS.Stream(ctx, "SLUICE_ADVISORIES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		info, err := adv.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	}, "the advisory captured with no node up")
+	dead, err := k.JS.Stream(ctx, "DEADLETTER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := dead.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("a dead letter with no node up: %+v %v", info, err)
+	}
+	second := startNode(t, args...)
+	t.Cleanup(second.stop)
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		info, err := dead.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	}, "the dead letter once a node started")
+	letter, err := dead.GetMsg(ctx, 1)
+	if err != nil || letter.Header.Get("Sluice-Dead-Reason") != "terminated" || letter.Subject != "sluice.deadletter.acme.w" {
+		t.Fatalf("letter: %+v %v", letter, err)
+	}
+}

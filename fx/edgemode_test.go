@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -596,5 +597,23 @@ func TestEdgeModeFromNATSConfig(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if bad.n.Server.LeafConnected() {
 		t.Fatal("an edge with a wrong leaf password linked to the hub")
+	}
+}
+
+// TestEdgeHasNoManagedConsumers: an edge keeps its hooks in an outbox
+// until the hub has them, so its admin API refuses managed consumers
+// (404, naming the hub) rather than making one on the outbox; nor does it
+// serve dead letters.
+func TestEdgeHasNoManagedConsumers(t *testing.T) {
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--edge-name", "e1",
+		"--admin-token", "edge-admin-token-0123456789")
+	t.Cleanup(ed.stop)
+	base := "http://" + *ed.h.Addr.Load() + "/v1/admin/consumers/acme"
+	hdr := map[string]string{"Authorization": "Bearer edge-admin-token-0123456789"}
+	for _, c := range []struct{ method, url string }{{"PUT", base + "/w"}, {"GET", base}, {"GET", base + "/w/dead"}} {
+		r := testkit.HTTP(t, c.method, c.url, []byte(`{}`), hdr)
+		if r.Code != 404 || (c.url != base+"/w/dead" && !strings.Contains(string(r.Body), "manage consumers on the hub")) {
+			t.Errorf("%s %s on an edge: %d %s", c.method, c.url, r.Code, r.Body)
+		}
 	}
 }

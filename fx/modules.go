@@ -393,7 +393,27 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	// publishes to the hub.
 	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hooks = httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
+		hs := httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
+		if err := httpapi.RegisterConsumerMetrics(reg, hs); err != nil {
+			return nil, err
+		}
+		hooks = hs
+		if err := httpapi.EnsureDeadLetters(ctx, n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards, cfg.Replicas); err != nil {
+			return nil, err
+		}
+		var dead *httpapi.DeadLetters
+		lc.Append(fx.Hook{
+			OnStart: func(ctx context.Context) (err error) {
+				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, reg, log.With("component", "deadletters"))
+				return err
+			},
+			OnStop: func(context.Context) error {
+				if dead != nil {
+					dead.Stop()
+				}
+				return nil
+			},
+		})
 		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
 			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,9 +102,13 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 			if err != nil {
 				return nil, fmt.Errorf("config: nats_users.%s: %w", u.Name, err)
 			}
-			srvCfg.Users = append(srvCfg.Users, natsembed.User{
+			nu := natsembed.User{
 				Name: u.Name, Password: u.Password.Reveal(), NKey: u.NKey, Publish: perms.Publish, Subscribe: perms.Subscribe,
-			})
+			}
+			if r := perms.Responses; r != nil {
+				nu.Responses = &server.ResponsePermission{MaxMsgs: r.Max, Expires: r.Expires}
+			}
+			srvCfg.Users = append(srvCfg.Users, nu)
 		}
 		if err := os.MkdirAll(srvCfg.StoreDir, 0o750); err != nil {
 			return nil, fmt.Errorf("data dir: %w", err)

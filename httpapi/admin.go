@@ -30,6 +30,16 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}/{key...}", h.admin("get_receipt", h.getReceipt))
 	h.mux.HandleFunc("GET /v1/admin/hooks/{tenant}/{source}", h.admin("get_receipt", h.getReceipt))
 	h.mux.HandleFunc("POST /v1/admin/hooks/{tenant}/rewind", h.admin("rewind", h.postRewind))
+	h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}", h.admin("list_consumers", h.consumerOp(false, listConsumers)))
+	h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}", h.admin("get_consumer", h.consumerOp(true, getConsumer)))
+	h.mux.HandleFunc("PUT /v1/admin/consumers/{tenant}/{name}", h.admin("put_consumer", h.consumerOp(true, h.putConsumer)))
+	h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}", h.admin("delete_consumer", h.consumerOp(true, h.deleteConsumer)))
+	if hs, ok := h.cfg.Hooks.(*HookStore); ok && !hs.outbox {
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, hs.listDead)))
+		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, hs.purgeDead)))
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, hs.getDead)))
+		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, hs.redriveDead)))
+	}
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))
 	}

@@ -124,6 +124,8 @@ type ServerConfig struct {
 type User struct {
 	Name, Password, NKey string
 	Publish, Subscribe   []string
+	// Responses, when set, is the user's allow_responses.
+	Responses *server.ResponsePermission
 }
 
 // RouteUser is the user name routes authenticate as (with ClusterToken).
@@ -483,6 +485,7 @@ func authOptions(opts *server.Options, cfg ServerConfig) (nats.Option, error) {
 		perms := &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: u.Publish},
 			Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+			Response:  u.Responses,
 		}
 		switch {
 		case u.NKey != "" && u.Password == "":

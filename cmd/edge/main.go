@@ -44,6 +44,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "tenants" {
 		os.Exit(runTenants(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "consumers" {
+		os.Exit(runConsumers(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(runHealthcheck(ctx, os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 	}

@@ -65,23 +65,10 @@ type tenantsCLI struct {
 
 // runTenants is `edge tenants`.
 func runTenants(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, tenantsUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	cmd, pos, rest, fs, base, token, code, done := adminArgs("edge tenants", tenantsUsage, args, stderr)
+	if done {
+		return code
 	}
-	cmd, rest := args[0], args[1:]
-	var pos []string
-	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		pos, rest = append(pos, rest[0]), rest[1:]
-	}
-	fs := flag.NewFlagSet("edge tenants "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tenantsUsage) }
-	base := fs.String("url", "", "admin API base URL ($"+envAdminURL+")")
-	token := fs.String("token", "", "admin token ($"+envAdminToken+")")
 	rev := fs.Uint64("revision", 0, "expected revision (If-Match)")
 	src := sourceFlags(fs)
 	source := fs.String("source", "", "add: a source to create with the tenant")
@@ -95,19 +82,8 @@ func runTenants(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "edge tenants %s: unexpected argument %q (names come before flags)\n", cmd, fs.Arg(0))
 		return 2
 	}
-	c := &tenantsCLI{base: *base, token: *token, stdout: stdout, stderr: stderr, getenv: getenv, client: &http.Client{Timeout: 30 * time.Second}}
-	if c.base == "" {
-		c.base = getenv(envAdminURL)
-	}
-	if c.base == "" {
-		c.base = "http://127.0.0.1:8080"
-	}
-	c.base = strings.TrimRight(c.base, "/")
-	if c.token == "" {
-		c.token = getenv(envAdminToken)
-	}
-	if c.token == "" {
-		fmt.Fprintf(stderr, "edge tenants: no admin token: set $%s (or --token)\n", envAdminToken)
+	c := newAdminCLI("edge tenants", *base, *token, getenv, stdout, stderr)
+	if c == nil {
 		return 2
 	}
 	want := map[string]int{"list": 0, "get": 1, "add": 1, "set-source": 2, "rotate": 2, "retire": 3, "rm": -1, "reseal": 0}
@@ -157,6 +133,52 @@ func runTenants(ctx context.Context, args []string, getenv func(string) string, 
 		return 1
 	}
 	return 0
+}
+
+// adminArgs starts an admin command (`edge tenants`, `edge consumers`):
+// help (exit code 0, or 2 without arguments), the command, the names
+// before the flags, and a flag set with --url and --token. done is true
+// when the caller returns code at once.
+func adminArgs(name, usage string, args []string, stderr io.Writer) (cmd string, pos, rest []string, fs *flag.FlagSet, base, token *string, code int, done bool) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return "", nil, nil, nil, nil, nil, 2, true
+		}
+		return "", nil, nil, nil, nil, nil, 0, true
+	}
+	cmd, rest = args[0], args[1:]
+	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	fs = flag.NewFlagSet(name+" "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	base = fs.String("url", "", "admin API base URL ($"+envAdminURL+")")
+	token = fs.String("token", "", "admin token ($"+envAdminToken+")")
+	return cmd, pos, rest, fs, base, token, 0, false
+}
+
+// newAdminCLI is the admin API client of command (`edge tenants`, `edge
+// consumers`): base or $SLUICE_ADMIN_URL or the local default, token or
+// $SLUICE_ADMIN_TOKEN; nil (said on stderr) without a token.
+func newAdminCLI(command, base, token string, getenv func(string) string, stdout, stderr io.Writer) *tenantsCLI {
+	c := &tenantsCLI{base: base, token: token, stdout: stdout, stderr: stderr, getenv: getenv, client: &http.Client{Timeout: 30 * time.Second}}
+	if c.base == "" {
+		c.base = getenv(envAdminURL)
+	}
+	if c.base == "" {
+		c.base = "http://127.0.0.1:8080"
+	}
+	c.base = strings.TrimRight(c.base, "/")
+	if c.token == "" {
+		c.token = getenv(envAdminToken)
+	}
+	if c.token == "" {
+		fmt.Fprintf(stderr, "%s: no admin token: set $%s (or --token)\n", command, envAdminToken)
+		return nil
+	}
+	return c
 }
 
 func tenantPath(parts ...string) string {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -47,17 +48,24 @@ func startAdminNode(t *testing.T) *node.Node {
 // its stdout and stderr; t fails unless it exits want, or when the output
 // holds any of secrets.
 func tenantsRunner(t *testing.T, env map[string]string, secrets ...string) func(want int, args ...string) string {
+	return adminRunner(t, "edge tenants", runTenants, env, secrets...)
+}
+
+// adminRunner is tenantsRunner for the command name run by run (runTenants,
+// runConsumers).
+func adminRunner(t *testing.T, name string, run func(context.Context, []string, func(string) string, io.Writer, io.Writer) int,
+	env map[string]string, secrets ...string) func(want int, args ...string) string {
 	var out, errb bytes.Buffer
 	return func(want int, args ...string) string {
 		t.Helper()
 		out.Reset()
 		errb.Reset()
-		if code := runTenants(context.Background(), args, func(k string) string { return env[k] }, &out, &errb); code != want {
-			t.Fatalf("edge tenants %v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, want, out.String(), errb.String())
+		if code := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb); code != want {
+			t.Fatalf("%s %v: exit %d, want %d\nstdout: %s\nstderr: %s", name, args, code, want, out.String(), errb.String())
 		}
 		for _, s := range secrets {
 			if strings.Contains(out.String()+errb.String(), s) {
-				t.Fatalf("edge tenants %v printed a secret", args)
+				t.Fatalf("%s %v printed a secret", name, args)
 			}
 		}
 		return out.String() + errb.String()

@@ -12,6 +12,8 @@ Commands:
   edge [flags]                 run a node (the flags above)
   edge tenants <command> ...   manage tenants and sources through a node's admin API
                                (edge tenants -h)
+  edge consumers <command> ... manage a tenant's named consumers of its hooks
+                               (edge consumers -h)
   edge nats-authz --user U --role R [--tenants T,...]
                                print the nats-server authorization of a role, for --nats-url
                                (edge nats-authz -h)

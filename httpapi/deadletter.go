@@ -1,0 +1,348 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/promreg"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
+)
+
+// Dead letters (docs/PROTOCOL.md "Dead letters"): a hook a managed
+// consumer gave up on — its max_deliver exhausted, or terminated by a
+// reader — copied with why into the stream DeadLetterStream, on
+// DeadLetterSubject(prefix, tenant, name).
+const (
+	// DeadLetterStream keeps the dead letters until an operator redrives
+	// or purges them.
+	DeadLetterStream = "DEADLETTER"
+	// AdvisoryStream captures the advisories a dead letter is made from,
+	// so that none raised while a node is up is lost: the nodes consume
+	// it durably (the consumer AdvisoryConsumer, shared).
+	AdvisoryStream   = "SLUICE_ADVISORIES"
+	AdvisoryConsumer = "deadletter"
+	// MaxDeadLetterList bounds one listing.
+	MaxDeadLetterList = 100
+	// AdvisoryMaxAge is how long a captured advisory is kept (a node
+	// copies it at once; this covers a fleet down for days).
+	AdvisoryMaxAge = 7 * 24 * time.Hour
+)
+
+// Headers of a dead letter, besides the hook's own.
+const (
+	HeaderDeadReason     = "Sluice-Dead-Reason" // max_deliver | terminated
+	HeaderDeadConsumer   = "Sluice-Dead-Consumer"
+	HeaderDeadDeliveries = "Sluice-Dead-Deliveries"
+	HeaderDeadStream     = "Sluice-Dead-Stream"
+	HeaderDeadStreamSeq  = "Sluice-Dead-Stream-Seq"
+	HeaderDeadSubject    = "Sluice-Dead-Subject" // the hook's subject in its stream
+	HeaderDeadTermReason = "Sluice-Dead-Term-Reason"
+	// HeaderRedriveOf names the dead letter a redriven hook came from.
+	HeaderRedriveOf = "Sluice-Redrive-Of"
+)
+
+// Dead-letter reasons.
+const (
+	DeadMaxDeliver = "max_deliver"
+	DeadTerminated = "terminated"
+)
+
+// DeadLetterSubject is where tenant's consumer name's dead letters are:
+// "<prefix>.deadletter.<tenant token>.<name>".
+func DeadLetterSubject(prefix, tenant, name string) string {
+	return prefix + ".deadletter." + protocol.TenantToken(tenant) + "." + name
+}
+
+const (
+	advisoryMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+	advisoryTerminated    = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."
+)
+
+// EnsureDeadLetters creates (or updates) the advisory capture of the
+// hooks streams and the dead-letter stream.
+func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stream string, shards, replicas int) error {
+	var subjects []string
+	for _, s := range HooksStreams(stream, shards) {
+		subjects = append(subjects, advisoryMaxDeliveries+s+".*", advisoryTerminated+s+".*")
+	}
+	// Written only when missing or changed (createStream): a restart
+	// rewrites no stream's meta (fx TestRestartRewritesNoStreamMeta).
+	if _, err := createStream(ctx, js, jetstream.StreamConfig{Name: AdvisoryStream, Subjects: subjects,
+		MaxAge: AdvisoryMaxAge, Replicas: max(replicas, 1), Description: "sluice: the hooks streams' max-deliveries and terminated advisories"}); err != nil {
+		return err
+	}
+	if _, err := createStream(ctx, js, jetstream.StreamConfig{Name: DeadLetterStream, Subjects: []string{prefix + ".deadletter.>"},
+		Replicas: max(replicas, 1), Duplicates: time.Hour, Description: "sluice: dead letters of the managed consumers"}); err != nil {
+		return err
+	}
+	if _, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer); err == nil {
+		return nil
+	}
+	_, err := js.CreateConsumer(ctx, AdvisoryStream, jetstream.ConsumerConfig{Durable: AdvisoryConsumer,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("httpapi: advisory consumer: %w", err)
+	}
+	return nil
+}
+
+// DeadLetters copies advisories into dead letters; Stop ends it.
+type DeadLetters struct {
+	js     jetstream.JetStream
+	prefix string
+	log    *slog.Logger
+	total  *prometheus.CounterVec // reason
+	cc     jetstream.ConsumeContext
+}
+
+// StartDeadLetters consumes the advisory stream (EnsureDeadLetters) until
+// Stop, registering sluice_dead_letters_total{reason} on reg.
+func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string, reg prometheus.Registerer, log *slog.Logger) (*DeadLetters, error) {
+	ms := promreg.NewSet(reg, "")
+	d := &DeadLetters{js: js, prefix: prefix, log: log,
+		total: ms.CounterVec("dead_letters_total", "Hooks copied into DEADLETTER, by reason (max_deliver, terminated).", "reason")}
+	if err := ms.Err(); err != nil {
+		return nil, err
+	}
+	for _, r := range []string{DeadMaxDeliver, DeadTerminated} {
+		d.total.WithLabelValues(r)
+	}
+	c, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer)
+	if err != nil {
+		return nil, err
+	}
+	if d.cc, err = c.Consume(d.handle); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Stop stops consuming and waits for the advisory in hand.
+func (d *DeadLetters) Stop() {
+	d.cc.Drain()
+	<-d.cc.Closed()
+}
+
+// handle copies one advisory's hook; an advisory it cannot copy now is
+// left unacked (delivered again after the ack wait).
+func (d *DeadLetters) handle(m jetstream.Msg) {
+	var adv struct {
+		Stream     string `json:"stream"`
+		Consumer   string `json:"consumer"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries uint64 `json:"deliveries"`
+		Reason     string `json:"reason"`
+	}
+	reason := DeadMaxDeliver
+	if strings.HasPrefix(m.Subject(), advisoryTerminated) {
+		reason = DeadTerminated
+	}
+	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+		_ = m.Term() // not an advisory sluice can read
+		return
+	}
+	tok, name, ok := protocol.ManagedConsumerName(adv.Consumer)
+	if !ok {
+		_ = m.Ack() // not a managed consumer's: not sluice's to keep
+		return
+	}
+	tenant, err := protocol.DecodeToken(tok)
+	if err != nil {
+		_ = m.Ack()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := nats.NewMsg(DeadLetterSubject(d.prefix, tenant, name))
+	var hook *jetstream.RawStreamMsg
+	st, err := d.js.Stream(ctx, adv.Stream)
+	if err == nil {
+		hook, err = st.GetMsg(ctx, adv.StreamSeq)
+	}
+	switch {
+	case err == nil:
+		out.Data = hook.Data
+		for k, v := range hook.Header {
+			out.Header[k] = v
+		}
+		out.Header.Set(HeaderDeadSubject, hook.Subject)
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// Gone from its stream (--hooks-max-age): the letter says where it was.
+	default:
+		d.log.Warn("dead letters: reading the hook failed; retried", "stream", adv.Stream, "seq", adv.StreamSeq, "error", err)
+		return
+	}
+	// Not the hook's publish conditions (its stream, its id): the letter's.
+	for k := range out.Header {
+		if strings.HasPrefix(k, "Nats-Expected-") || k == nats.MsgIdHdr {
+			out.Header.Del(k)
+		}
+	}
+	out.Header.Set(HeaderDeadReason, reason)
+	out.Header.Set(HeaderDeadConsumer, name)
+	out.Header.Set(HeaderDeadDeliveries, strconv.FormatUint(adv.Deliveries, 10))
+	out.Header.Set(HeaderDeadStream, adv.Stream)
+	out.Header.Set(HeaderDeadStreamSeq, strconv.FormatUint(adv.StreamSeq, 10))
+	if adv.Reason != "" {
+		out.Header.Set(HeaderDeadTermReason, adv.Reason)
+	}
+	// Idempotent: the same hook of the same consumer is one letter
+	// (the stream's duplicate window), whichever node copies it.
+	pa, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(adv.Stream+"."+strconv.FormatUint(adv.StreamSeq, 10)+"."+adv.Consumer))
+	if err != nil {
+		d.log.Warn("dead letters: storing failed; retried", "consumer", adv.Consumer, "seq", adv.StreamSeq, "error", err)
+		return
+	}
+	if !pa.Duplicate {
+		d.total.WithLabelValues(reason).Inc()
+		d.log.Info("dead letter", "tenant", tenant, "consumer", name, "reason", reason, "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+	}
+	_ = m.Ack()
+}
+
+// DeadLetter is one dead letter as the admin API shows it.
+type DeadLetter struct {
+	Seq        uint64    `json:"seq"`
+	HookID     string    `json:"hook_id"`
+	Reason     string    `json:"reason"`
+	TermReason string    `json:"term_reason,omitempty"`
+	Deliveries uint64    `json:"deliveries"`
+	Stream     string    `json:"stream"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Subject    string    `json:"subject,omitempty"`
+	Time       time.Time `json:"time"`
+	Bytes      int       `json:"bytes"`
+}
+
+func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
+	h := m.Header
+	n, _ := strconv.ParseUint(h.Get(HeaderDeadDeliveries), 10, 64)
+	seq, _ := strconv.ParseUint(h.Get(HeaderDeadStreamSeq), 10, 64)
+	return DeadLetter{Seq: m.Sequence, HookID: h.Get("Sluice-Hook-Id"), Reason: h.Get(HeaderDeadReason), TermReason: h.Get(HeaderDeadTermReason),
+		Deliveries: n, Stream: h.Get(HeaderDeadStream), StreamSeq: seq, Subject: h.Get(HeaderDeadSubject), Time: m.Time, Bytes: len(m.Data)}
+}
+
+// listDead is GET /v1/admin/consumers/{tenant}/{name}/dead?after=SEQ: up
+// to MaxDeadLetterList dead letters from after SEQ.
+func (s *HookStore) listDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	subj := DeadLetterSubject(s.prefix, tenant, name)
+	st, err := s.js.Stream(ctx, DeadLetterStream)
+	if err != nil {
+		return 0, nil, kvstore.MapError(err)
+	}
+	out := []DeadLetter{}
+	next := uint64(0)
+	for seq := after + 1; len(out) < MaxDeadLetterList; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, nil, kvstore.MapError(err)
+		}
+		out = append(out, deadLetterOf(m))
+		seq = m.Sequence + 1
+		next = m.Sequence
+	}
+	body := map[string]any{"tenant": tenant, "consumer": name, "dead_letters": out}
+	if len(out) == MaxDeadLetterList {
+		body["next"] = next
+	}
+	return http.StatusOK, body, nil
+}
+
+// deadMsg is the dead letter {seq} of the path, of tenant's name only,
+// and the dead-letter stream.
+func (s *HookStore) deadMsg(ctx context.Context, r *http.Request, tenant, name string) (*jetstream.RawStreamMsg, jetstream.Stream, error) {
+	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		return nil, nil, fmt.Errorf("%w: seq must be a dead letter's sequence", ErrConsumerConfig)
+	}
+	st, err := s.js.Stream(ctx, DeadLetterStream)
+	if err != nil {
+		return nil, nil, kvstore.MapError(err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, nil, ErrDeadLetterNotFound
+	case err != nil:
+		return nil, nil, kvstore.MapError(err)
+	case m.Subject != DeadLetterSubject(s.prefix, tenant, name):
+		return nil, nil, ErrDeadLetterNotFound // another consumer's (or tenant's): not this path's
+	}
+	return m, st, nil
+}
+
+// ErrDeadLetterNotFound: no such dead letter of the path's consumer.
+var ErrDeadLetterNotFound = errors.New("httpapi: no such dead letter")
+
+// purgeDead is DELETE /v1/admin/consumers/{tenant}/{name}/dead: every
+// dead letter of the consumer deleted (204).
+func (s *HookStore) purgeDead(ctx context.Context, _ ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
+	st, err := s.js.Stream(ctx, DeadLetterStream)
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(DeadLetterSubject(s.prefix, tenant, name)))
+	}
+	if err != nil {
+		return 0, nil, kvstore.MapError(err)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// getDead is GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}: the
+// letter, with the hook's body (base64) and headers.
+func (s *HookStore) getDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+	m, _, err := s.deadMsg(ctx, r, tenant, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"dead_letter": deadLetterOf(m), "headers": m.Header, "body": m.Data}, nil
+}
+
+// redriveDead is POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive:
+// the hook stored again on its subject (a new hook, Nats-Msg-Id
+// "<hook id>.redrive.<seq>", HeaderRedriveOf the letter), then the letter
+// deleted.
+func (s *HookStore) redriveDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+	m, st, err := s.deadMsg(ctx, r, tenant, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	subj := m.Header.Get(HeaderDeadSubject)
+	if subj == "" {
+		return 0, nil, fmt.Errorf("%w: the hook was gone from its stream when it died: nothing to redrive", ErrConsumerConfig)
+	}
+	out := nats.NewMsg(protocol.ShardPublishSubject(s.prefix, protocol.Shard(tenant, s.shards), s.shards, subj))
+	out.Data = m.Data
+	for k, v := range m.Header {
+		out.Header[k] = v
+	}
+	for _, k := range []string{HeaderDeadReason, HeaderDeadConsumer, HeaderDeadDeliveries, HeaderDeadStream, HeaderDeadStreamSeq, HeaderDeadSubject, HeaderDeadTermReason} {
+		out.Header.Del(k)
+	}
+	seq := strconv.FormatUint(m.Sequence, 10)
+	out.Header.Set(HeaderRedriveOf, seq)
+	id := m.Header.Get("Sluice-Hook-Id") + ".redrive." + seq
+	pa, err := s.js.PublishMsg(ctx, out, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.streamOf(tenant)))
+	if err != nil {
+		return 0, nil, kvstore.MapError(err)
+	}
+	if err := st.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil, kvstore.MapError(err)
+	}
+	return http.StatusOK, map[string]any{"redriven": deadLetterOf(m), "stream": pa.Stream, "stream_seq": pa.Sequence}, nil
+}
