@@ -87,12 +87,21 @@ func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stre
 		Replicas: max(replicas, 1), Duplicates: time.Hour, Description: "sluice: dead letters of the managed consumers"}); err != nil {
 		return err
 	}
-	if _, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer); err == nil {
-		return nil
-	}
-	_, err := js.CreateConsumer(ctx, AdvisoryStream, jetstream.ConsumerConfig{Durable: AdvisoryConsumer,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+	// Each attempt bounded (kvstore.Retry): on a forming cluster the new
+	// stream may have no leader yet, and a consumer request to it is
+	// answered by no one until one is elected.
+	err := kvstore.Retry(ctx, func(ctx context.Context) error {
+		if _, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer); err == nil {
+			return nil
+		}
+		_, err := js.CreateConsumer(ctx, AdvisoryStream, jetstream.ConsumerConfig{Durable: AdvisoryConsumer,
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("httpapi: advisory consumer: %w", err)
 	}
 	return nil
@@ -119,7 +128,11 @@ func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string
 	for _, r := range []string{DeadMaxDeliver, DeadTerminated} {
 		d.total.WithLabelValues(r)
 	}
-	c, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer)
+	var c jetstream.Consumer
+	err := kvstore.Retry(ctx, func(ctx context.Context) (err error) {
+		c, err = js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
