@@ -22,11 +22,12 @@ import (
 
 // TestServerStall freezes (SIGSTOP) the nats-server that node 1 is
 // connected to, under load. While it is frozen:
-//   - every quota call of every node (Fleet.Hit with a claim, Reserve,
-//     Count) returns within its budget + callSlack (a fixed slack), with a
-//     node-local fallback answer when the fleet cannot answer (node 1
-//     answers some locally) or ErrUnavailable (a claim its frozen server
-//     cannot take), never another error;
+//   - every quota call of every node (Fleet.Hit with a claim, Client's
+//     Reserve and Count) returns within its budget + callSlack (a fixed
+//     slack), with a node-local fallback answer when the fleet cannot
+//     answer a hit (node 1 answers some locally) or ErrUnavailable (a
+//     claim its frozen server cannot take; a counter call, which has no
+//     fallback), never another error;
 //   - the edge of node 1, which cannot store anything, answers hooks 503
 //     with a Retry-After of at least one second, never 2xx;
 //   - the other nodes keep accepting hooks.
@@ -88,12 +89,10 @@ func TestServerStall(t *testing.T) {
 						isLocal = rep.Local
 					case 1:
 						op = "reserve"
-						_, err = f.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
-						isLocal = f.Degraded()
+						_, err = n.Quota.Client.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
 					default:
 						op = "count"
-						_, err = f.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
-						isLocal = f.Degraded()
+						_, err = n.Quota.Client.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
 					}
 					d := time.Since(start)
 					ccancel()
