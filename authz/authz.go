@@ -56,7 +56,7 @@ type Responses struct {
 // (ack, nak or term) to each pushed hook, within MaxAckWait. One answer
 // keeps the server's table of open reply subjects to the unanswered
 // deliveries (it drops an answered one at its next prune).
-var ConsumerResponses = Responses{Max: 1, Expires: MaxAckWait}
+func ConsumerResponses() *Responses { return &Responses{Max: 1, Expires: MaxAckWait} }
 
 // MaxAckWait is the longest ack wait of a managed consumer: a reader
 // answers a delivery within it, or the server no longer lets it (the
@@ -121,8 +121,7 @@ func ForShards(role, user, prefix, stream string, shards int, tenants []string) 
 		p.Subscribe = []string{inbox}
 		// Acks of what the tenants' managed consumers push (to the
 		// redelivery namespace below), whatever the consumers' names.
-		r := ConsumerResponses
-		p.Responses = &r
+		p.Responses = ConsumerResponses()
 		for _, t := range tenants {
 			tok := protocol.TenantToken(t)
 			stream := protocol.ShardName(stream, protocol.Shard(t, shards))

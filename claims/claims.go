@@ -158,13 +158,13 @@ type StartedSettle interface {
 	Wait(ctx context.Context) (done bool, err error)
 }
 
-// NotStartedClaim and NotStartedSettle are started by a store that does
-// not pipeline (Memory): their Wait is never done, so the caller makes the
-// one call, Claim or SettleOwn.
-var (
-	NotStartedClaim  StartedClaim  = notStartedClaim{}
-	NotStartedSettle StartedSettle = notStartedSettle{}
-)
+// NotStartedClaim and NotStartedSettle are what a store that does not
+// pipeline (Memory) starts: their Wait is never done, so the caller makes
+// the one call, Claim or SettleOwn.
+func NotStartedClaim() StartedClaim { return notStartedClaim{} }
+
+// NotStartedSettle: see NotStartedClaim.
+func NotStartedSettle() StartedSettle { return notStartedSettle{} }
 
 type notStartedClaim struct{}
 

@@ -210,13 +210,13 @@ func (m *Memory) SettleOwn(ctx context.Context, id ID, hookID, digest string, re
 
 // StartClaim starts nothing: a claim in memory is done at once, by Claim.
 func (m *Memory) StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error) {
-	return NotStartedClaim, nil
+	return NotStartedClaim(), nil
 }
 
 // StartSettleOwn starts nothing: a settle in memory is done at once, by
 // SettleOwn.
 func (m *Memory) StartSettleOwn(id ID, hookID string, rev uint64, ttl time.Duration) (StartedSettle, error) {
-	return NotStartedSettle, nil
+	return NotStartedSettle(), nil
 }
 
 // Release drops the claim at rev held by hookID, pending or committed.

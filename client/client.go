@@ -62,10 +62,10 @@ type Client struct {
 }
 
 // newSubjects returns the request subject of every endpoint under prefix:
-// with a tenant, the scoped ones (protocol.Scoped: all but quota.reset).
+// with a tenant, the scoped ones (protocol.Scoped(): all but quota.reset).
 func newSubjects(prefix, tenant string) map[string]string {
 	subj := map[string]string{protocol.QuotaReset: protocol.Subject(prefix, protocol.QuotaReset)}
-	for _, e := range protocol.Scoped {
+	for _, e := range protocol.Scoped() {
 		subj[e] = protocol.Subject(prefix, e)
 		if tenant != "" {
 			subj[e] = protocol.ScopedSubject(prefix, protocol.TenantToken(tenant), e)

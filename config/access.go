@@ -16,9 +16,9 @@ const (
 	MaxIPAllow      = 256
 )
 
-// HookMethods are the methods a source may accept (methods:); POST is the
+// HookMethods returns the methods a source may accept (methods:); POST is the
 // default.
-var HookMethods = []string{"POST", "PUT", "PATCH"}
+func HookMethods() []string { return []string{"POST", "PUT", "PATCH"} }
 
 // Access is a source's request policy, checked before the body is read and
 // before any charge or claim: its methods (405), content types (415) and
@@ -76,8 +76,8 @@ func ParseAccess(methods, contentTypes, ipAllow []string) (Access, error) {
 	var err error
 	a.Methods, err = accessList("methods", methods, 0, "", "give at least one method (or leave it out: POST)", func(m string, got []string) (string, bool, string) {
 		m = strings.ToUpper(m)
-		if !slices.Contains(HookMethods, m) {
-			return "", false, fmt.Sprintf("%.16q is not one of %s", m, strings.Join(HookMethods, ", "))
+		if !slices.Contains(HookMethods(), m) {
+			return "", false, fmt.Sprintf("%.16q is not one of %s", m, strings.Join(HookMethods(), ", "))
 		}
 		return m, !slices.Contains(got, m), ""
 	})

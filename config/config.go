@@ -190,8 +190,10 @@ const (
 	DurabilitySyncAlways = "sync-always"
 )
 
-// DurabilityLevels are the values of --durability.
-var DurabilityLevels = []string{DurabilitySynced, DurabilityAcked, DurabilitySyncAlways}
+// DurabilityLevels returns the values of --durability.
+func DurabilityLevels() []string {
+	return []string{DurabilitySynced, DurabilityAcked, DurabilitySyncAlways}
+}
 
 // DurabilityInForce is the level a 2xx gets: Durability, except that
 // with --nats-url it is acked (sluice cannot sync an external server's

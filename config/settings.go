@@ -164,8 +164,8 @@ var settings = []setting{
 		return err
 	}},
 	{"durability", "level", DurabilitySynced, "what a 2xx waits for: synced (group commit: on disk), acked (JetStream's ack: page cache), sync-always (nats-server fsyncs every write)", func(c *Config, v string) error {
-		if !slices.Contains(DurabilityLevels, v) {
-			return fmt.Errorf("invalid level %q (want %s)", v, strings.Join(DurabilityLevels, ", "))
+		if !slices.Contains(DurabilityLevels(), v) {
+			return fmt.Errorf("invalid level %q (want %s)", v, strings.Join(DurabilityLevels(), ", "))
 		}
 		c.Durability = v
 		return nil

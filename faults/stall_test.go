@@ -22,11 +22,12 @@ import (
 
 // TestServerStall freezes (SIGSTOP) the nats-server that node 1 is
 // connected to, under load. While it is frozen:
-//   - every quota call of every node (Fleet.Hit with a claim, Reserve,
-//     Count) returns within its budget + callSlack (a fixed slack), with a
-//     node-local fallback answer when the fleet cannot answer (node 1
-//     answers some locally) or ErrUnavailable (a claim its frozen server
-//     cannot take), never another error;
+//   - every quota call of every node (Fleet.Hit with a claim, Client's
+//     Reserve and Count) returns within its budget + callSlack (a fixed
+//     slack), with a node-local fallback answer when the fleet cannot
+//     answer a hit (node 1 falls back) or ErrUnavailable (a
+//     claim its frozen server cannot take; a counter call, which has no
+//     fallback), never another error;
 //   - the edge of node 1, which cannot store anything, answers hooks 503
 //     with a Retry-After of at least one second, never 2xx;
 //   - the other nodes keep accepting hooks.
@@ -34,7 +35,7 @@ import (
 // The freeze lasts until it has done its work, not for a fixed while:
 // every stream the frozen server led has a new leader,
 // every node made stallCalls calls of each kind that started after the
-// freeze, and node 1 answered some of them from its fallback (bounded:
+// freeze, and node 1 went to its fallback for some of them (bounded:
 // 60 s).
 //
 // After SIGCONT the fleet recovers and the invariants hold. (A hook
@@ -85,15 +86,15 @@ func TestServerStall(t *testing.T) {
 							Charges: []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: lim.Increment, CapacityUs: lim.Capacity}},
 							Claim:   &protocol.ClaimRequest{Tenant: tenant, Source: "s", Key: fmt.Sprintf("stall-%d-%d-%d", ni, w, i), HookID: fmt.Sprintf("h-%d-%d-%d", ni, w, i)},
 						})
-						isLocal = rep.Local
+						// The fallback ran: answered locally, or unavailable
+						// because the victim's claim store is frozen too.
+						isLocal = rep.Local || f.Degraded()
 					case 1:
 						op = "reserve"
-						_, err = f.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
-						isLocal = f.Degraded()
+						_, err = n.Quota.Client.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
 					default:
 						op = "count"
-						_, err = f.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
-						isLocal = f.Degraded()
+						_, err = n.Quota.Client.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
 					}
 					d := time.Since(start)
 					ccancel()
@@ -193,7 +194,7 @@ func TestServerStall(t *testing.T) {
 		}
 		mu.Unlock()
 		if lastWhy == "" && localSince == 0 {
-			lastWhy = fmt.Sprintf("node %d answered no call from its fallback since the freeze", victim)
+			lastWhy = fmt.Sprintf("node %d went to its fallback for no call since the freeze", victim)
 		}
 		if lastWhy == "" {
 			for _, name := range led {
@@ -224,7 +225,7 @@ func TestServerStall(t *testing.T) {
 			t.Logf("hook %d to the node of the frozen server: %d, Retry-After %s, after %v", i, a.code, a.retry, a.took.Round(time.Millisecond))
 		}
 	}
-	t.Logf("server %d frozen for %v (until %d streams it led had new leaders, every node had made %d calls of each kind into the freeze, node %d had answered from its fallback)", victim, stalledFor.Round(time.Millisecond), len(led), stallCalls, victim)
+	t.Logf("server %d frozen for %v (until %d streams it led had new leaders, every node had made %d calls of each kind into the freeze, node %d had gone to its fallback)", victim, stalledFor.Round(time.Millisecond), len(led), stallCalls, victim)
 
 	// Every call within its budget + a fixed slack. Under the race
 	// detector, with three servers and three edge processes on two cores,
@@ -249,9 +250,9 @@ func TestServerStall(t *testing.T) {
 	for _, e := range callErrs {
 		t.Errorf("call error other than unavailable: %s", e)
 	}
-	// The node whose server froze answered from its fallback.
+	// The node whose server froze went to its fallback.
 	if n := local[fmt.Sprintf("node %d count", victim)] + local[fmt.Sprintf("node %d reserve", victim)] + local[fmt.Sprintf("node %d hit", victim)]; n == 0 {
-		t.Errorf("node %d (frozen server) answered no quota call from its fallback", victim)
+		t.Errorf("node %d (frozen server) went to its fallback for no quota call", victim)
 	}
 
 	// Recovery.

@@ -124,12 +124,12 @@ func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID, digest str
 // StartClaim starts nothing: where a claim goes is Claim's to decide (the
 // hub while it answers, else the edge).
 func (c *Claims) StartClaim(claims.ID, string, time.Duration) (claims.StartedClaim, error) {
-	return claims.NotStartedClaim, nil
+	return claims.NotStartedClaim(), nil
 }
 
 // StartSettleOwn starts nothing: SettleOwn finds where the claim was taken.
 func (c *Claims) StartSettleOwn(claims.ID, string, uint64, time.Duration) (claims.StartedSettle, error) {
-	return claims.NotStartedSettle, nil
+	return claims.NotStartedSettle(), nil
 }
 
 // Release releases the claim where it was taken.

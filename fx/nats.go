@@ -265,7 +265,7 @@ func durableStreams(cfg *config.Config) []string {
 // streams of its record to be back at their recorded sequences (the
 // cluster forming, leaders elected, replicas caught up) before it calls
 // what is still short a loss and refuses to start.
-var ClusterStartWait = time.Minute
+const ClusterStartWait = time.Minute
 
 // startClusterDurability is startDurability for a node of an embedded
 // cluster: the record is checked against the cluster's view of its streams
@@ -331,7 +331,7 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg 
 // NodeSyncTimeout bounds one round of a cluster node's barrier: a server
 // that has not answered by then leaves its streams unconfirmed (503 for the
 // hooks whose writes went to them).
-var NodeSyncTimeout = time.Second
+const NodeSyncTimeout = time.Second
 
 // serveNodeSync serves this server's own group commit (Group) to the
 // other nodes (docs/DESIGN.md "Durability on a cluster"); a server that

@@ -146,6 +146,25 @@ func (c *combined) add(d Decision) {
 	c.d.ResetAfter = max(c.d.ResetAfter, d.ResetAfter)
 }
 
+// Decide is the one all-or-nothing decision of several charges, shared by
+// Limiter.ChargeAll and the quota owner (quota/owner tenure.charge): in
+// order, decs[i] = lims[i].Charge(tat(i), now) (tat(i) may read decs[j].TAT
+// of an earlier j). It reports whether every charge was allowed and the
+// longest RetryAfter of those denied. It applies nothing: the caller stores
+// each decs[i].TAT only when allowed, and none of them otherwise.
+func Decide(lims []Limit, tat func(i int) int64, now int64, decs []Decision) (allowed bool, retry time.Duration) {
+	allowed = true
+	for i := range lims {
+		d := lims[i].Charge(tat(i), now)
+		decs[i] = d
+		if !d.Allowed {
+			allowed = false
+			retry = max(retry, d.RetryAfter)
+		}
+	}
+	return allowed, retry
+}
+
 // result returns the combined decision; no charges is an allowed one.
 func (c *combined) result() Decision {
 	if c.n == 0 {

@@ -142,11 +142,12 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	}
 
 	var idxBuf [smallBatch]uint8
-	var tatBuf [smallBatch]int64
-	idx, tats := idxBuf[:0], tatBuf[:0]
+	var decBuf [smallBatch]Decision
+	idx, decs := idxBuf[:0], decBuf[:]
 	if len(keys) > smallBatch {
-		idx, tats = make([]uint8, 0, len(keys)), make([]int64, 0, len(keys))
+		idx, decs = make([]uint8, 0, len(keys)), make([]Decision, len(keys))
 	}
+	decs = decs[:len(keys)]
 	var mask uint64
 	for _, k := range keys {
 		i := shardIndex(k)
@@ -155,33 +156,29 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	}
 	l.lock(mask)
 
-	var c combined
-	for i, k := range keys {
-		tat, ok := int64(0), false
+	Decide(lims, func(i int) int64 {
 		for j := i - 1; j >= 0; j-- { // an earlier charge on the same key
-			if keys[j] == k {
-				tat, ok = tats[j], true
-				break
+			if keys[j] == keys[i] {
+				return decs[j].TAT
 			}
 		}
-		if !ok {
-			if tat, ok = l.shards[idx[i]].m[k]; !ok {
-				tat = now
-			}
+		if tat, ok := l.shards[idx[i]].m[keys[i]]; ok {
+			return tat
 		}
-		d := lims[i].Charge(tat, now)
+		return now
+	}, now, decs)
+	var c combined
+	for _, d := range decs {
 		c.add(d)
-		tats = append(tats, d.TAT)
 	}
-
 	d := c.result()
 	if d.Allowed {
 		for i, k := range keys {
 			s := &l.shards[idx[i]]
 			if _, ok := s.m[k]; ok {
-				s.m[k] = tats[i]
+				s.m[k] = decs[i].TAT
 			} else {
-				l.insert(s, k, tats[i], now, keys)
+				l.insert(s, k, decs[i].TAT, now, keys)
 			}
 		}
 	} else {

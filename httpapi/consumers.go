@@ -124,7 +124,7 @@ func (spec ConsumerSpec) validate() error {
 }
 
 // validWait: an ack wait or backoff step the consumer role can answer in
-// (authz.ConsumerResponses expires after authz.MaxAckWait).
+// (authz.ConsumerResponses() expires after authz.MaxAckWait).
 func validWait(ms int64) bool {
 	return ms >= MinConsumerAckWait.Milliseconds() && ms <= authz.MaxAckWait.Milliseconds()
 }

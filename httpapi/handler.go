@@ -106,9 +106,9 @@ type Lifecycle interface {
 	LimitDenied(tenant, source, kind string, retryAfter time.Duration)
 }
 
-// DefaultVerifyFailures is the default budget of failed signature checks of
+// DefaultVerifyFailures returns the default budget of failed signature checks of
 // one source: 10 per second with bursts of 100.
-var DefaultVerifyFailures = Rate{Rate: 10, Burst: 100}
+func DefaultVerifyFailures() Rate { return Rate{Rate: 10, Burst: 100} }
 
 // maxFailureKeys bounds the sources tracked by the verification-failure
 // limiter.
@@ -171,7 +171,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.ClientIPHeader = "X-Forwarded-For"
 	}
 	if cfg.VerifyFailures == (Rate{}) {
-		cfg.VerifyFailures = DefaultVerifyFailures
+		cfg.VerifyFailures = DefaultVerifyFailures()
 	}
 	failLimit, err := gcra.LimitFromRate(cfg.VerifyFailures.Rate, cfg.VerifyFailures.Burst)
 	if err != nil {

@@ -146,7 +146,7 @@ func (h *Handler) resolveSource(q *hookRequest) bool {
 }
 
 // hookMethods are the methods routed to serveHook; a source accepts POST
-// unless its Methods say otherwise (config.HookMethods).
+// unless its Methods say otherwise (config.HookMethods()).
 var hookMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet}
 
 // checkAccess applies the source's request policy before any work, in

@@ -150,7 +150,7 @@ func TestVerificationFailuresBounded(t *testing.T) {
 	forged := map[string]string{"X-Hub-Signature-256": "sha256=" + strings.Repeat("0", 64), "X-GitHub-Delivery": "d"}
 	// The budget refills at its rate while the test runs: count the 401s
 	// until the first 429 and compare with burst + rate × elapsed.
-	lim := httpapi.DefaultVerifyFailures
+	lim := httpapi.DefaultVerifyFailures()
 	start, n := time.Now(), int64(0)
 	var r resp
 	for {

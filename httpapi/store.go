@@ -69,7 +69,7 @@ func TypedHooksSubject(prefix, tenant, source, typ string) string {
 // NoTypeToken is the type token of a typed source's hook whose request
 // carries no type: the encoding of the empty string, which no type can
 // produce.
-var NoTypeToken = protocol.EncodeToken("")
+const NoTypeToken = "=" // protocol.EncodeToken("")
 
 // EnsureStream creates or updates the hooks stream.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {

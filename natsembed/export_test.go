@@ -1,5 +1,17 @@
 package natsembed
 
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// CheckClusterStartSettle is CheckClusterStart with settle for
+// ClusterSettled.
+func CheckClusterStartSettle(ctx context.Context, dataDir string, accept bool, settle time.Duration, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
+	return checkClusterStart(ctx, dataDir, accept, settle, log, seqs)
+}
+
 // RecordSyncs makes s's rounds record the paths they sync (the real fsync
 // still runs), and returns what they synced since the last call.
 func RecordSyncs(s *Server) (take func() []string) {

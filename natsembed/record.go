@@ -173,7 +173,7 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 // their record, before CheckClusterStart calls it a loss rather than a
 // cluster still catching up (leaders are elected with every committed
 // write; a stream being caught up moves).
-var ClusterSettled = 5 * time.Second
+const ClusterSettled = 5 * time.Second
 
 // CheckClusterStart is CheckStart for a node of a cluster, whose recorded
 // streams may be led by other servers: seqs reads the leaders' last
@@ -182,6 +182,12 @@ var ClusterSettled = 5 * time.Second
 // still short when ctx ends or has not moved for ClusterSettled. A node
 // without a record passes at once.
 func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
+	return checkClusterStart(ctx, dataDir, accept, ClusterSettled, log, seqs)
+}
+
+// checkClusterStart is CheckClusterStart with settle for ClusterSettled
+// (a test's is shorter).
+func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle time.Duration, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
 	path := filepath.Join(dataDir, RecordFile)
 	rec, ok, err := ReadRecord(path)
 	if err != nil || !ok {
@@ -214,7 +220,7 @@ func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *sl
 			said = time.Now()
 			log.Warn("waiting for the cluster to bring back the streams this node recorded", "short", strings.Join(lost, "; "), "error", last)
 		}
-		settled := now != nil && time.Since(since) >= ClusterSettled
+		settled := now != nil && time.Since(since) >= settle
 		if settled || ctx.Err() != nil {
 			if now == nil {
 				return fmt.Errorf("natsembed: the cluster did not answer for the recorded streams before the start deadline: %w", errors.Join(ctx.Err(), last))

@@ -16,8 +16,7 @@ import (
 // CheckClusterStart waits for a cluster catching up, and calls a loss what
 // stays short once the answers stop moving.
 func TestCheckClusterStart(t *testing.T) {
-	defer func(d time.Duration) { natsembed.ClusterSettled = d }(natsembed.ClusterSettled)
-	natsembed.ClusterSettled = 300 * time.Millisecond
+	const settle = 300 * time.Millisecond // natsembed.ClusterSettled, shortened
 	log := slog.New(slog.DiscardHandler)
 	record := func(t *testing.T) string {
 		dir := t.TempDir()
@@ -30,7 +29,7 @@ func TestCheckClusterStart(t *testing.T) {
 	defer cancel()
 
 	t.Run("no record", func(t *testing.T) {
-		err := natsembed.CheckClusterStart(ctx, t.TempDir(), false, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := natsembed.CheckClusterStartSettle(ctx, t.TempDir(), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			t.Fatal("a node without a record asked the cluster")
 			return nil, nil
 		})
@@ -43,12 +42,12 @@ func TestCheckClusterStart(t *testing.T) {
 		// shorter than ClusterSettled... then there.
 		var calls atomic.Int64
 		start := time.Now()
-		err := natsembed.CheckClusterStart(ctx, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := natsembed.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			n := calls.Add(1)
 			switch {
 			case n < 3:
 				return nil, errors.New("no meta leader")
-			case time.Since(start) < 2*natsembed.ClusterSettled:
+			case time.Since(start) < 2*settle:
 				return map[string]uint64{"HOOKS": uint64(n), "KV_c": 4}, nil
 			}
 			return map[string]uint64{"HOOKS": 12, "KV_c": 4}, nil
@@ -58,7 +57,7 @@ func TestCheckClusterStart(t *testing.T) {
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
-		err := natsembed.CheckClusterStart(ctx, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := natsembed.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return map[string]uint64{"KV_c": 4}, nil
 		})
 		var dl *natsembed.DataLossError
@@ -68,7 +67,7 @@ func TestCheckClusterStart(t *testing.T) {
 	})
 	t.Run("accepted", func(t *testing.T) {
 		dir := record(t)
-		err := natsembed.CheckClusterStart(ctx, dir, true, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := natsembed.CheckClusterStartSettle(ctx, dir, true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return map[string]uint64{"HOOKS": 3, "KV_c": 4}, nil
 		})
 		if err != nil {
@@ -88,8 +87,8 @@ func TestCheckClusterStart(t *testing.T) {
 			moving := func(context.Context, []string) (map[string]uint64, error) {
 				return map[string]uint64{"HOOKS": 3, "KV_c": 4 + n.Add(1)}, nil
 			}
-			deadline, cancel := context.WithTimeout(ctx, 10*natsembed.ClusterSettled)
-			err := natsembed.CheckClusterStart(deadline, record(t), accept, log, moving)
+			deadline, cancel := context.WithTimeout(ctx, 10*settle)
+			err := natsembed.CheckClusterStartSettle(deadline, record(t), accept, settle, log, moving)
 			decided := deadline.Err() == nil
 			cancel()
 			var dl *natsembed.DataLossError
@@ -101,7 +100,7 @@ func TestCheckClusterStart(t *testing.T) {
 	t.Run("no answer", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
-		err := natsembed.CheckClusterStart(short, record(t), false, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := natsembed.CheckClusterStartSettle(short, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return nil, errors.New("no meta leader")
 		})
 		var dl *natsembed.DataLossError

@@ -30,13 +30,15 @@ const (
 // Subject is the request subject of endpoint e under prefix.
 func Subject(prefix, e string) string { return prefix + ".v1." + e }
 
-// Scoped lists the endpoints also served on a tenant-scoped subject (every
+// Scoped returns the endpoints also served on a tenant-scoped subject (every
 // endpoint but quota.reset, which is for operators).
-var Scoped = []string{
-	QuotaHit, QuotaReserve, QuotaRelease, QuotaCount,
-	ClaimsSettle, ClaimsRelease, ClaimsGet,
-	ReplayClaim,
-	CooldownRecord, CooldownPenalize, CooldownLoad,
+func Scoped() []string {
+	return []string{
+		QuotaHit, QuotaReserve, QuotaRelease, QuotaCount,
+		ClaimsSettle, ClaimsRelease, ClaimsGet,
+		ReplayClaim,
+		CooldownRecord, CooldownPenalize, CooldownLoad,
+	}
 }
 
 // ScopedPrefix is the subject prefix of a tenant's scoped endpoints,

@@ -23,7 +23,7 @@ func TestScoped(t *testing.T) {
 			t.Errorf("ScopedToken(%q) = %q", s, tok)
 		}
 	}
-	for _, e := range Scoped {
+	for _, e := range Scoped() {
 		if e == QuotaReset {
 			t.Error("quota.reset is scoped")
 		}

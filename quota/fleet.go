@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +24,7 @@ import (
 
 // Fleet is the Client with a node-local fallback: when the partition owner
 // cannot answer within the budget (ErrUnavailable), it decides charges from
-// node-local state (gcra.Limiter, a local counter table) and says so:
+// node-local state (gcra.Limiter) and says so:
 // HitReply.Local, sluice_quota_fallback_total{op}, and one log line per
 // transition. While degraded each node applies 1/M of every limit, M the
 // live members (WithMembers); without it N nodes admit up to N × a limit.
@@ -34,7 +33,9 @@ import (
 // one key: 67 of 200 split in a 64-way race): the fallback takes it in the
 // fleet's claim store with a fresh budget, and when that cannot answer the
 // hit fails with ErrUnavailable — "at most one winner per key" beats
-// availability. ErrInvalid never falls back. Safe for concurrent use.
+// availability. ErrInvalid never falls back. Counters have none either
+// (each node would grant up to max): Client() serves them. Safe for
+// concurrent use.
 type Fleet struct {
 	c          *Client
 	local      *gcra.Limiter
@@ -43,11 +44,9 @@ type Fleet struct {
 	now        func() time.Time
 	members    func() int // live members (nil: unknown)
 	pendingTTL time.Duration
-	countTTL   time.Duration
 	log        *slog.Logger
 	fallbacks  *prometheus.CounterVec
 	degraded   atomic.Bool
-	counters   localCounters
 }
 
 // NewFleet wraps client with node-local fallback state. store is the
@@ -71,15 +70,13 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 		now:        cfg.Now,
 		members:    cfg.members,
 		pendingTTL: cfg.PendingTTL,
-		countTTL:   cfg.CountTTL,
 		log:        cfg.Log,
 		fallbacks:  ms.CounterVec("fallback_total", "Quota calls answered from node-local state because the fleet was unavailable, by op.", "op"),
-		counters:   localCounters{m: make(map[string]*localCounter)},
 	}
 	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("quota: %w", err)
 	}
-	promreg.Zero(f.fallbacks, []string{OpHit, OpReserve, OpRelease, OpCount}) // exported at zero (alert SluiceQuotaFallback)
+	promreg.Zero(f.fallbacks, []string{OpHit}) // exported at zero (alert SluiceQuotaFallback); counters have no fallback
 	return f, nil
 }
 
@@ -215,106 +212,4 @@ func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 		f.local.Reset(kind + "\x00" + tenant)
 	}
 	return err
-}
-
-// Reserve is Client.Reserve with a node-local counter as fallback.
-func (f *Fleet) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
-	rep, err := f.c.Reserve(ctx, r)
-	if !f.outcome(OpReserve, err) {
-		return rep, err
-	}
-	ttl := DurationMs(r.TTLMs, f.countTTL)
-	g, n := f.counters.reserve(CounterKey(r.Principal, r.Key), r.Max, ttl, f.now())
-	return protocol.ReserveReply{Granted: g, Count: n}, nil
-}
-
-// Release is Client.Release with the node-local counter as fallback.
-func (f *Fleet) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
-	rep, err := f.c.Release(ctx, r)
-	if !f.outcome(OpRelease, err) {
-		return rep, err
-	}
-	return protocol.CountReply{Count: f.counters.release(CounterKey(r.Principal, r.Key), f.now())}, nil
-}
-
-// Count is Client.Count with the node-local counter as fallback.
-func (f *Fleet) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
-	rep, err := f.c.Count(ctx, r)
-	if !f.outcome(OpCount, err) {
-		return rep, err
-	}
-	return protocol.CountReply{Count: f.counters.count(CounterKey(r.Principal, r.Key), f.now())}, nil
-}
-
-// localCounters are the fallback reserve/release counters of one node.
-// Each expires ttl after its last change, like the fleet's.
-type localCounters struct {
-	mu    sync.Mutex
-	m     map[string]*localCounter
-	sweep int // changes since the last sweep
-}
-
-type localCounter struct {
-	n       int64
-	ttl     time.Duration
-	expires time.Time
-}
-
-func (lc *localCounters) get(key string, now time.Time) *localCounter {
-	c := lc.m[key]
-	if c != nil && !now.Before(c.expires) {
-		delete(lc.m, key)
-		c = nil
-	}
-	return c
-}
-
-func (lc *localCounters) maybeSweep(now time.Time) {
-	if lc.sweep++; lc.sweep < 1024 || lc.sweep < len(lc.m) {
-		return
-	}
-	lc.sweep = 0
-	for k, c := range lc.m {
-		if !now.Before(c.expires) || c.n <= 0 {
-			delete(lc.m, k)
-		}
-	}
-}
-
-func (lc *localCounters) reserve(key string, limit int64, ttl time.Duration, now time.Time) (bool, int64) {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	lc.maybeSweep(now)
-	c := lc.get(key, now)
-	if c == nil {
-		c = &localCounter{}
-		lc.m[key] = c
-	}
-	if c.n >= limit {
-		return false, c.n
-	}
-	c.n++
-	c.ttl, c.expires = ttl, now.Add(ttl)
-	return true, c.n
-}
-
-func (lc *localCounters) release(key string, now time.Time) int64 {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	c := lc.get(key, now)
-	if c == nil || c.n <= 0 {
-		return 0
-	}
-	c.n--
-	c.expires = now.Add(c.ttl)
-	return c.n
-}
-
-func (lc *localCounters) count(key string, now time.Time) int64 {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if c := lc.get(key, now); c != nil {
-		return c.n
-	}
-	return 0
 }

@@ -111,12 +111,12 @@ func WithPendingTTL(d time.Duration) WorkerFleetOption {
 }
 
 // WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
-// (default 1 h). owner.New, Fleet.
+// (default 1 h). owner.New (a Fleet, which has no counters, ignores it).
 func WithCountTTL(d time.Duration) WorkerFleetOption {
 	return WorkerFleetOption(settings.Positive("count TTL", d, func(c *settings.Config, d time.Duration) { c.CountTTL = d }))
 }
 
-// WithClock sets the clock of the GCRA decisions and the local counters
+// WithClock sets the clock of the GCRA decisions and the owner's counters
 // (default time.Now). Leases always use the real clock: their TTLs run on
 // the server. owner.New, Fleet.
 func WithClock(now func() time.Time) WorkerFleetOption {

@@ -10,9 +10,9 @@ import (
 )
 
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
-// reserve/release counters (quota.Client or quota.Fleet). Errors wrap
-// protocol.ErrInvalid (400) or quota.ErrUnavailable (503); a hit answered
-// from node-local state that took a claim is answered 503 (see quotaHit).
+// reserve/release counters (quota.Client: every answer is the owner's;
+// quota.Fleet's node-local hit fallback is the edge's, not the service's).
+// Errors wrap protocol.ErrInvalid (400) or quota.ErrUnavailable (503).
 type Quota interface {
 	// Hit charges every charge of req and, when req.Claim is set, takes a
 	// pending dedupe claim, in one round trip to the tenant's owner.

@@ -9,7 +9,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 )
 
 // MaxNameBytes bounds every name of a request that has no tighter bound of
@@ -65,14 +64,6 @@ func (s *Service) quotaHit(ctx context.Context, data []byte) (any, error) {
 	rep, err := s.cfg.Quota.Hit(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if rep.Local && req.Claim != nil {
-		// The owner did not answer and the Fleet decided locally, taking the
-		// claim in the fleet's KV store. The reply cannot say the answer was
-		// local, so it says unavailable; the caller's retry with the same
-		// hook id gets its pending claim back (claims are idempotent per
-		// hook id).
-		return nil, fmt.Errorf("%w: hit with a claim answered from node-local state", quota.ErrUnavailable)
 	}
 	if rep.Result == protocol.ResultRateLimited && s.cfg.Events != nil {
 		source := ""

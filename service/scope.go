@@ -83,7 +83,7 @@ func scoped(prefix string, eps []*endpoint) []*endpoint {
 		byName[ep.name] = ep
 	}
 	var out []*endpoint
-	for _, e := range protocol.Scoped {
+	for _, e := range protocol.Scoped() {
 		ep, ok := byName[protocol.EndpointName(e)]
 		if !ok {
 			continue // a dependency not provided

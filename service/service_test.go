@@ -724,13 +724,6 @@ func TestQuotaHitUnavailable(t *testing.T) {
 			t.Fatalf("answered after %v, want about the 100 ms store timeout", d)
 		}
 	})
-	t.Run("node-local answer with a claim", func(t *testing.T) {
-		e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) {
-			return protocol.HitReply{Result: protocol.ResultOK, HookID: "h", Revision: 1, Local: true}, nil
-		})
-		defer e.quota.setHit(nil)
-		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
-	})
 	t.Run("unexpected error", func(t *testing.T) {
 		e.quota.setErr(errors.New("boom"))
 		defer e.quota.setErr(nil)

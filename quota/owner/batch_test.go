@@ -320,7 +320,7 @@ func (s *slowStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl 
 
 // StartClaim starts nothing, so that every claim goes through Claim.
 func (s *slowStore) StartClaim(claims.ID, string, time.Duration) (claims.StartedClaim, error) {
-	return claims.NotStartedClaim, nil
+	return claims.NotStartedClaim(), nil
 }
 
 func TestBatchItemsKeepTheirDeadlines(t *testing.T) {

@@ -203,15 +203,7 @@ func (t *tenure) async(m *nats.Msg, timeout time.Duration, fn func(ctx context.C
 // charge decides charges (refs[i], lims[i]) at now, all or nothing, and
 // applies them when every one is admitted. t.mu must be held.
 func (t *tenure) charge(refs []bucketRef, lims []gcra.Limit, decs []gcra.Decision, now int64) (allowed bool, retry time.Duration) {
-	allowed = true
-	for i := range refs {
-		d := lims[i].Charge(t.tat(&refs[i], lims[i]), now)
-		decs[i] = d
-		if !d.Allowed {
-			allowed = false
-			retry = max(retry, d.RetryAfter)
-		}
-	}
+	allowed, retry = gcra.Decide(lims, func(i int) int64 { return t.tat(&refs[i], lims[i]) }, now, decs)
 	if allowed {
 		for i := range refs {
 			t.state.set(&refs[i], decs[i].TAT, now)
