@@ -581,12 +581,16 @@ func TestEdgeHubSync(t *testing.T) {
 func TestEdgeModeFromNATSConfig(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
-	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf,
+	// A store budget of 1 s, as TestEdgeModeHubOutage's: this test is about
+	// the config files, and 250 ms calls that ran out on a loaded machine
+	// (a fresh-clone CI run) left pending claims on the hub whose keys
+	// answered 409 past the sender's retries.
+	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--store-timeout", "1s",
 		"--nats-config", natsConf(t, `leafnodes { authorization { user: sluice-leaf, password: "leaf-secret-0123456789" } }`))
 	remote := func(password string) string {
 		return natsConf(t, fmt.Sprintf(`leafnodes { remotes: [ { url: "nats-leaf://sluice-leaf:%s@%s" } ] }`, password, leaf))
 	}
-	ed := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e1", "--nats-config", remote("leaf-secret-0123456789"))
+	ed := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e1", "--store-timeout", "1s", "--nats-config", remote("leaf-secret-0123456789"))
 	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
 	acked := postMany(t, ed.h, "file", 5)
 	waitOutboxDrained(t, ed, 20*time.Second)
