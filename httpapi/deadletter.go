@@ -125,9 +125,7 @@ func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string
 	if err := ms.Err(); err != nil {
 		return nil, err
 	}
-	for _, r := range []string{DeadMaxDeliver, DeadTerminated} {
-		d.total.WithLabelValues(r)
-	}
+	promreg.Zero(d.total, []string{DeadMaxDeliver, DeadTerminated}) // exported at zero (alert SluiceDeadLetters)
 	var c jetstream.Consumer
 	err := kvstore.Retry(ctx, func(ctx context.Context) (err error) {
 		c, err = js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer)
