@@ -15,12 +15,6 @@ import (
 // owner.New when an option has an invalid argument.
 var ErrInvalidOption = settings.ErrInvalidOption
 
-// Defaults.
-const (
-	// DefaultCountTTL is how long a reserve/release counter lives untouched.
-	DefaultCountTTL = settings.DefaultCountTTL
-)
-
 // clientConfig is what NewClient reads: the shared settings and the
 // Client's own.
 type clientConfig struct {
@@ -108,12 +102,6 @@ func WithBudget(d time.Duration) ClientOption {
 // pending_ttl_ms (default 30 s). owner.New, Fleet.
 func WithPendingTTL(d time.Duration) WorkerFleetOption {
 	return WorkerFleetOption(settings.Positive("pending TTL", d, func(c *settings.Config, d time.Duration) { c.PendingTTL = d }))
-}
-
-// WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
-// (default 1 h). owner.New (a Fleet, which has no counters, ignores it).
-func WithCountTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(settings.Positive("count TTL", d, func(c *settings.Config, d time.Duration) { c.CountTTL = d }))
 }
 
 // WithClock sets the clock of the GCRA decisions and the owner's counters

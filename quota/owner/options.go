@@ -17,12 +17,16 @@ const (
 	// DefaultMaxInFlight bounds a worker's concurrent KV-bound requests
 	// (claims and counter operations).
 	DefaultMaxInFlight = 256
+	// DefaultCountTTL is how long a reserve/release counter lives untouched
+	// when its reserve has no ttl_ms.
+	DefaultCountTTL = settings.DefaultCountTTL
 )
 
-// Option configures New: the owner's own options below, and quota's
-// routing (WithPrefix, WithPartitions) and decision options (WithPendingTTL,
-// WithCountTTL, WithClock, WithLogger, WithRegisterer). An invalid argument
-// makes New fail with an error wrapping quota.ErrInvalidOption.
+// Option configures New: the owner's own options below (WithCountTTL
+// among them), and quota's routing (WithPrefix, WithPartitions) and
+// decision options (WithPendingTTL, WithClock, WithLogger,
+// WithRegisterer). An invalid argument makes New fail with an error
+// wrapping quota.ErrInvalidOption.
 type Option interface {
 	ApplyOwner(*settings.Config) error
 }
@@ -46,6 +50,13 @@ func defaults() settings.Config {
 // the node's --dedupe-ttl, as claims.settle's).
 func WithDedupeTTL(d time.Duration) Option {
 	return ownerOption(settings.Positive("dedupe TTL", d, func(c *settings.Config, d time.Duration) { c.DedupeTTL = d }))
+}
+
+// WithCountTTL sets the TTL of a counter whose reserve has no ttl_ms
+// (default DefaultCountTTL, 1 h). Counters live in the owners only, so this
+// is an option of New alone.
+func WithCountTTL(d time.Duration) Option {
+	return ownerOption(settings.Positive("count TTL", d, func(c *settings.Config, d time.Duration) { c.CountTTL = d }))
 }
 
 // WithSync makes every settle the worker commits, and every reserve it

@@ -220,7 +220,7 @@ func TestReserveRelease(t *testing.T) {
 	}
 	// Written through before the reply.
 	rec, err := e.counts.Get(ctx, quota.CounterKey("acme", "jobs"))
-	if err != nil || string(rec.Value) != "3" || rec.TTL != quota.DefaultCountTTL {
+	if err != nil || string(rec.Value) != "3" || rec.TTL != DefaultCountTTL {
 		t.Fatalf("stored count: %+v %v", rec, err)
 	}
 	cr := protocol.CounterRequest{Principal: "acme", Key: "jobs"}
@@ -334,7 +334,7 @@ func TestOptionsValidate(t *testing.T) {
 	for name, o := range map[string]Option{
 		"prefix": quota.WithPrefix("a..b"), "partitions": quota.WithPartitions(0),
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
-		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
+		"pending": quota.WithPendingTTL(0), "count": WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
 		if _, err := New(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("worker %s: %v", name, err)
@@ -346,7 +346,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	local := mustLimiter(t)
 	for name, o := range map[string]quota.FleetOption{
-		"pending": quota.WithPendingTTL(0), "count": quota.WithCountTTL(0), "clock": quota.WithClock(nil),
+		"pending": quota.WithPendingTTL(0), "clock": quota.WithClock(nil),
 	} {
 		if _, err := quota.NewFleet(client, local, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("fleet %s: %v", name, err)
