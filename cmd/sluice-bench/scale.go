@@ -35,13 +35,16 @@ import (
 // scaleSpec is one row of the scale matrix: nodes, replicas of every
 // bucket and stream, each node's CPU quota in cores (0: no quota), and the
 // nodes' --durability ("": --scale-durability, else the edge's default)
-// and shards (--partitions P/S; 0 or 1: none).
+// and shards (--partitions P/S; 0 or 1: none). ToLeader sends each
+// tenant's hooks to the node beside its shard's hooks-stream leader instead
+// of round-robin: the ceiling of handing a hook whole to that node.
 type scaleSpec struct {
 	Nodes      int
 	Replicas   int
 	Quota      float64
 	Durability string
 	Shards     int
+	ToLeader   bool
 }
 
 func (s scaleSpec) String() string {
@@ -51,6 +54,9 @@ func (s scaleSpec) String() string {
 	}
 	if s.Shards > 1 {
 		out += "/s" + strconv.Itoa(s.Shards)
+	}
+	if s.ToLeader {
+		out += "/leader"
 	}
 	return out
 }
@@ -72,8 +78,9 @@ func (s scaleSpec) partitionCount() int { return (64 + s.Shards - 1) / s.Shards 
 // has: 0.25 core instead) and at 0.25 core.
 const defaultScaleRows = "1/1/0.4,3/1/0.4,3/3/0.4,1/1/0.25,3/1/0.25,3/3/0.25,6/1/0.25,6/3/0.25"
 
-// parseScaleRows parses "N/R/quota[/durability][/sS],…" (quota in cores
-// per node; 0 runs the row without a quota; sS: S shards).
+// parseScaleRows parses "N/R/quota[/durability][/sS][/leader],…" (quota
+// in cores per node; 0 runs the row without a quota; sS: S shards; leader:
+// each tenant's hooks sent to the node beside its shard's leader).
 func parseScaleRows(s string) ([]scaleSpec, error) {
 	var out []scaleSpec
 	for _, item := range strings.Split(s, ",") {
@@ -82,10 +89,17 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 			continue
 		}
 		f := strings.Split(item, "/")
-		durability, shards := "", 0
+		durability, shards, toLeader := "", 0, false
 		for len(f) > 3 {
 			last := f[len(f)-1]
 			f = f[:len(f)-1]
+			if last == "leader" {
+				if toLeader {
+					return nil, fmt.Errorf("--scale-rows: %q: leader twice", item)
+				}
+				toLeader = true
+				continue
+			}
 			if k, ok := strings.CutPrefix(last, "s"); ok && shards == 0 {
 				n, err := strconv.Atoi(k)
 				if err != nil || n < 1 || n > 16 {
@@ -95,7 +109,7 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 				continue
 			}
 			if last == "" || durability != "" {
-				return nil, fmt.Errorf("--scale-rows: %q: want nodes/replicas/quota[/durability][/sN]", item)
+				return nil, fmt.Errorf("--scale-rows: %q: want nodes/replicas/quota[/durability][/sN][/leader]", item)
 			}
 			durability = last
 		}
@@ -115,7 +129,10 @@ func parseScaleRows(s string) ([]scaleSpec, error) {
 		case q < 0 || q > 64:
 			return nil, fmt.Errorf("--scale-rows: %q: quota must be 0 (none) or cores > 0", item)
 		}
-		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q, Durability: durability, Shards: shards})
+		if toLeader && n < 2 {
+			return nil, fmt.Errorf("--scale-rows: %q: leader needs 2 or more nodes", item)
+		}
+		out = append(out, scaleSpec{Nodes: n, Replicas: r, Quota: q, Durability: durability, Shards: shards, ToLeader: toLeader})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("--scale-rows: no rows")
@@ -493,6 +510,47 @@ func shardLeaders(ctx context.Context, nc *nats.Conn, shards int) []string {
 	return out
 }
 
+// leaderNodes is, for each tenant, the index of the node whose server leads
+// the tenant's shard's hooks stream (ToLeader rows).
+func leaderNodes(ctx context.Context, f *fleet, shards int, tenants []string) ([]int, error) {
+	byServer := map[string]int{}
+	for i, n := range f.nodes {
+		nc, err := nats.Connect("nats://" + n.natsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("node%d: %w", n.idx, err)
+		}
+		byServer[nc.ConnectedServerName()] = i
+		nc.Close()
+	}
+	js, err := jetstream.New(f.nc)
+	if err != nil {
+		return nil, err
+	}
+	shardNode := make([]int, max(shards, 1))
+	for k := range shardNode {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := js.Stream(ictx, protocol.HooksStream(k))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", protocol.HooksStream(k), err)
+		}
+		c := st.CachedInfo().Cluster
+		i, ok := 0, false
+		if c != nil {
+			i, ok = byServer[c.Leader]
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: leader %v is no node of the fleet", protocol.HooksStream(k), c)
+		}
+		shardNode[k] = i
+	}
+	pin := make([]int, len(tenants))
+	for j, t := range tenants {
+		pin[j] = shardNode[protocol.Shard(t, max(shards, 1))]
+	}
+	return pin, nil
+}
+
 // streamMsgs is one stream's message count.
 func streamMsgs(ctx context.Context, nc *nats.Conn, stream string) (uint64, error) {
 	js, err := jetstream.New(nc)
@@ -543,9 +601,10 @@ func (s *statusCounts) nonZero() map[string]uint64 {
 	return out
 }
 
-// scaleHookOp POSTs one hook to node seq % len(bases), tenant seq % tenants,
-// with a fresh Idempotency-Key, and counts its answer in counts.
-func scaleHookOp(client *http.Client, bases []string, tenants int, body []byte, keyPrefix string, counts *statusCounts, errs *firstError) opFunc {
+// scaleHookOp POSTs one hook for tenant seq % tenants to node seq %
+// len(bases) (or, with pin, to node pin[tenant]), with a fresh
+// Idempotency-Key, and counts its answer in counts.
+func scaleHookOp(client *http.Client, bases []string, pin []int, tenants int, body []byte, keyPrefix string, counts *statusCounts, errs *firstError) opFunc {
 	urls := make([][]string, len(bases))
 	names := tenantNames(tenants)
 	for i, base := range bases {
@@ -555,7 +614,11 @@ func scaleHookOp(client *http.Client, bases []string, tenants int, body []byte, 
 		}
 	}
 	return func(ctx context.Context, seq uint64) outcome {
-		url := urls[seq%uint64(len(bases))][seq%uint64(tenants)]
+		node, tenant := int(seq%uint64(len(bases))), int(seq%uint64(tenants))
+		if pin != nil {
+			node = pin[tenant]
+		}
+		url := urls[node][tenant]
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			counts.add(0)
@@ -606,7 +669,13 @@ func (b *bench) loadFleet(ctx context.Context, f *fleet, name string, spec scale
 	defer client.CloseIdleConnections()
 	var counts statusCounts
 	errs := &firstError{}
-	op := scaleHookOp(client, bases, o.scaleTenants, scaleBody(o.scaleBody), keyPrefix(), &counts, errs)
+	var pin []int
+	if spec.ToLeader {
+		if pin, err = leaderNodes(ctx, f, spec.Shards, tenantNames(o.scaleTenants)); err != nil {
+			return err
+		}
+	}
+	op := scaleHookOp(client, bases, pin, o.scaleTenants, scaleBody(o.scaleBody), keyPrefix(), &counts, errs)
 
 	var self0, self1 time.Duration
 	var host0, host1 procstat.HostCPU

@@ -28,11 +28,11 @@ func TestFleetCPU(t *testing.T) {
 }
 
 func TestParseScaleRows(t *testing.T) {
-	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0/acked,3/1/0.4/s3,3/3/0.4/acked/s3")
+	got, err := parseScaleRows("1/1/0.4, 3/R3/0.25,6/3/0/acked,3/1/0.4/s3,3/3/0.4/acked/s3,3/1/0.4/s3/leader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []scaleSpec{{1, 1, 0.4, "", 0}, {3, 3, 0.25, "", 0}, {6, 3, 0, "acked", 0}, {3, 1, 0.4, "", 3}, {3, 3, 0.4, "acked", 3}}
+	want := []scaleSpec{{1, 1, 0.4, "", 0, false}, {3, 3, 0.25, "", 0, false}, {6, 3, 0, "acked", 0, false}, {3, 1, 0.4, "", 3, false}, {3, 3, 0.4, "acked", 3, false}, {3, 1, 0.4, "", 3, true}}
 	if len(got) != len(want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
@@ -41,7 +41,7 @@ func TestParseScaleRows(t *testing.T) {
 			t.Fatalf("%v, want %v", got, want)
 		}
 	}
-	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c", "3/3/0.4/", "3/3/0.4/acked/x", "3/1/0.4/s0", "3/1/0.4/s17", "3/1/0.4/s3/s3/acked"} {
+	for _, bad := range []string{"", "3/3", "1/3/0.4", "0/1/0.4", "3/1/-1", "a/b/c", "3/3/0.4/", "3/3/0.4/acked/x", "3/1/0.4/s0", "3/1/0.4/s17", "3/1/0.4/s3/s3/acked", "1/1/0.4/leader", "3/1/0.4/leader/leader/s3"} {
 		if _, err := parseScaleRows(bad); err == nil {
 			t.Errorf("parseScaleRows(%q): want an error", bad)
 		}
