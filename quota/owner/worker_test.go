@@ -435,37 +435,10 @@ func TestWorkerMetrics(t *testing.T) {
 		{"sluice_quota_lease_events_total", map[string]string{"event": "acquired"}, protocol.DefaultPartitions},
 		{"sluice_quota_kv_in_flight", nil, 0},
 	} {
-		if got := metricValue(t, reg, m.name, m.labels); got != m.want {
+		if got := testkit.MetricValue(t, reg, m.name, m.labels); got != m.want {
 			t.Errorf("%s%v = %v, want %v", m.name, m.labels, got, m.want)
 		}
 	}
-}
-
-// metricValue reads one counter or gauge sample (labels must all match).
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue next
-				}
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return -1
 }
 
 func TestRestartWithSameIDTakesOverAtOnce(t *testing.T) {
