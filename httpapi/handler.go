@@ -62,6 +62,10 @@ type Config struct {
 	// node starts can finish inside its budgets.
 	MaxInFlight int
 
+	// Handoff, when set, hands a hook for a shard another server leads
+	// to the node beside that server (nil: every hook is served here).
+	Handoff *Handoff
+
 	// MaxPayload returns the NATS connection's max payload (nil: not
 	// checked): a body over it minus HookOverheadBytes is answered 413.
 	MaxPayload func() int64
