@@ -300,7 +300,7 @@ func TestLimiterChargeAllCombines(t *testing.T) {
 			keys := make([]string, len(tt.tats))
 			for i, tat := range tt.tats {
 				keys[i] = fmt.Sprintf("k%d", i)
-				s := &l.shards[shardIndex(keys[i])]
+				s := &l.stripes[stripeIndex(keys[i])]
 				if s.m == nil {
 					s.m = map[string]int64{}
 				}
@@ -314,7 +314,7 @@ func TestLimiterChargeAllCombines(t *testing.T) {
 				t.Fatalf("decision = %+v, want %+v", got, tt.want)
 			}
 			for i, k := range keys {
-				if tat := l.shards[shardIndex(k)].m[k]; tat != tt.wantTATs[i] {
+				if tat := l.stripes[stripeIndex(k)].m[k]; tat != tt.wantTATs[i] {
 					t.Fatalf("bucket %d: TAT %d, want %d", i, tat, tt.wantTATs[i])
 				}
 			}

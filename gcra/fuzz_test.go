@@ -160,7 +160,7 @@ func FuzzCharge(f *testing.F) {
 		// All-or-nothing agrees with the single charges.
 		var lim Limiter
 		for k, v := range map[string]int64{"a": tat, "b": d.TAT} {
-			s := &lim.shards[shardIndex(k)]
+			s := &lim.stripes[stripeIndex(k)]
 			if s.m == nil {
 				s.m = map[string]int64{}
 			}
@@ -173,7 +173,7 @@ func FuzzCharge(f *testing.F) {
 		if all.Allowed != d2.Allowed || all.Remaining != min(d.Remaining, d2.Remaining) {
 			t.Fatalf("ChargeAll = %+v, singles %+v %+v", all, d, d2)
 		}
-		if a, b := lim.shards[shardIndex("a")].m["a"], lim.shards[shardIndex("b")].m["b"]; !all.Allowed && (a != tat || b != d.TAT || all.RetryAfter != d2.RetryAfter) {
+		if a, b := lim.stripes[stripeIndex("a")].m["a"], lim.stripes[stripeIndex("b")].m["b"]; !all.Allowed && (a != tat || b != d.TAT || all.RetryAfter != d2.RetryAfter) {
 			t.Fatalf("denied ChargeAll = %+v, tats %d %d", all, a, b)
 		}
 	})

@@ -13,24 +13,24 @@ import (
 )
 
 const (
-	// numShards is fixed so that ChargeAll can name its shards in a uint64.
-	numShards = 64
-	// minSweep is the least number of new keys a shard takes between two
+	// numStripes is fixed so that ChargeAll can name its stripes in a uint64.
+	numStripes = 64
+	// minSweep is the least number of new keys a stripe takes between two
 	// lazy sweeps.
 	minSweep = 64
 	// evictSample is how many entries WithMaxKeys eviction looks at.
 	evictSample = 8
-	// shrinkMin is the peak size from which a shard's map is rebuilt once a
+	// shrinkMin is the peak size from which a stripe's map is rebuilt once a
 	// sweep leaves it at under a quarter of that peak (Go maps never shrink).
 	shrinkMin = 1024
 	// smallBatch is the ChargeAll size served without allocating.
 	smallBatch = 8
 )
 
-// hashSeed picks shards; per process, so keys cannot be chosen to collide.
+// hashSeed picks stripes; per process, so keys cannot be chosen to collide.
 var hashSeed = maphash.MakeSeed()
 
-type shardState struct {
+type stripeState struct {
 	mu      sync.Mutex
 	m       map[string]int64 // key -> TAT (µs); nil until the first insert
 	inserts int              // new keys since the last sweep
@@ -38,10 +38,10 @@ type shardState struct {
 	peak    int              // the largest len since the map was made
 }
 
-// shard is padded to two cache lines so neighbouring locks do not share one.
-type shard struct {
-	shardState
-	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+// stripe is padded to two cache lines so neighbouring locks do not share one.
+type stripe struct {
+	stripeState
+	_ [128 - unsafe.Sizeof(stripeState{})%128]byte
 }
 
 // Limiter is a node-local set of GCRA buckets named by string keys: the
@@ -50,7 +50,7 @@ type shard struct {
 // It never reads a clock: methods take now, in microseconds (see Micros).
 //
 // Memory: a bucket whose TAT is <= now is full and is dropped. Each of the
-// 64 shards sweeps itself once it has taken as many new keys as it held
+// 64 stripes sweeps itself once it has taken as many new keys as it held
 // after its previous sweep (at least 64), so it holds at most about twice
 // its non-idle buckets plus 64, at amortized O(1) per new key; WithMaxKeys
 // adds a hard bound. Eviction trusts now: a now far ahead drops buckets not
@@ -59,8 +59,8 @@ type shard struct {
 // Safe for concurrent use; starts no goroutines. The zero value is ready to
 // use, with no key bound. It must not be copied after first use.
 type Limiter struct {
-	shards   [numShards]shard
-	perShard int // max keys per shard; 0 = unbounded
+	stripes   [numStripes]stripe
+	perStripe int // max keys per stripe; 0 = unbounded
 }
 
 // Option configures NewLimiter.
@@ -70,14 +70,14 @@ type limiterOption func(*Limiter) error
 
 func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 
-// WithMaxKeys bounds the number of buckets to about n: each of the 64 shards
-// holds at most ceil(n/64) (an all-or-nothing ChargeAll may exceed its shard's
-// share by its own keys). A new key in a shard at its bound first evicts, from
-// a small random sample of that shard, an idle bucket or else the one closest
+// WithMaxKeys bounds the number of buckets to about n: each of the 64 stripes
+// holds at most ceil(n/64) (an all-or-nothing ChargeAll may exceed its stripe's
+// share by its own keys). A new key in a stripe at its bound first evicts, from
+// a small random sample of that stripe, an idle bucket or else the one closest
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perShard = n/numShards + min(n%numShards, 1) }))
+	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perStripe = n/numStripes + min(n%numStripes, 1) }))
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
@@ -90,8 +90,8 @@ func NewLimiter(opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-func shardIndex(key string) int {
-	return int(maphash.String(hashSeed, key) & (numShards - 1))
+func stripeIndex(key string) int {
+	return int(maphash.String(hashSeed, key) & (numStripes - 1))
 }
 
 // Charge applies one charge of lim to the bucket key at now (µs since the
@@ -102,7 +102,7 @@ func (l *Limiter) Charge(key string, lim Limit, now int64) (Decision, error) {
 	if !lim.valid() {
 		return Decision{}, lim.Validate()
 	}
-	s := &l.shards[shardIndex(key)]
+	s := &l.stripes[stripeIndex(key)]
 	s.mu.Lock()
 	tat, ok := s.m[key]
 	if !ok {
@@ -150,7 +150,7 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	decs = decs[:len(keys)]
 	var mask uint64
 	for _, k := range keys {
-		i := shardIndex(k)
+		i := stripeIndex(k)
 		idx = append(idx, uint8(i))
 		mask |= 1 << i
 	}
@@ -162,7 +162,7 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 				return decs[j].TAT
 			}
 		}
-		if tat, ok := l.shards[idx[i]].m[keys[i]]; ok {
+		if tat, ok := l.stripes[idx[i]].m[keys[i]]; ok {
 			return tat
 		}
 		return now
@@ -174,7 +174,7 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	d := c.result()
 	if d.Allowed {
 		for i, k := range keys {
-			s := &l.shards[idx[i]]
+			s := &l.stripes[idx[i]]
 			if _, ok := s.m[k]; ok {
 				s.m[k] = decs[i].TAT
 			} else {
@@ -184,7 +184,7 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	} else {
 		d.ResetAfter = 0 // nothing was applied: report the buckets as they are
 		for i, k := range keys {
-			if tat, ok := l.shards[idx[i]].m[k]; ok {
+			if tat, ok := l.stripes[idx[i]].m[k]; ok {
 				d.ResetAfter = max(d.ResetAfter, microsDuration(ahead(tat, now)))
 			}
 		}
@@ -193,30 +193,30 @@ func (l *Limiter) ChargeAll(keys []string, lims []Limit, now int64) (Decision, e
 	return d, nil
 }
 
-// lock takes the shard locks in mask in ascending order (so that two
+// lock takes the stripe locks in mask in ascending order (so that two
 // ChargeAll calls cannot deadlock).
 func (l *Limiter) lock(mask uint64) {
 	for m := mask; m != 0; m &= m - 1 {
-		l.shards[bits.TrailingZeros64(m)].mu.Lock()
+		l.stripes[bits.TrailingZeros64(m)].mu.Lock()
 	}
 }
 
 func (l *Limiter) unlock(mask uint64) {
 	for m := mask; m != 0; m &= m - 1 {
-		l.shards[bits.TrailingZeros64(m)].mu.Unlock()
+		l.stripes[bits.TrailingZeros64(m)].mu.Unlock()
 	}
 }
 
 // insert adds a new key to s (locked), sweeping and evicting as documented on
 // Limiter and WithMaxKeys. protect lists keys that must not be evicted.
-func (l *Limiter) insert(s *shard, key string, tat, now int64, protect []string) {
+func (l *Limiter) insert(s *stripe, key string, tat, now int64, protect []string) {
 	if s.m == nil {
 		s.m = make(map[string]int64)
 	}
 	if s.inserts >= max(s.next, minSweep) {
 		s.sweep(now)
 	}
-	if l.perShard > 0 && len(s.m) >= l.perShard {
+	if l.perStripe > 0 && len(s.m) >= l.perStripe {
 		s.evict(now, protect)
 	}
 	s.m[key] = tat
@@ -225,7 +225,7 @@ func (l *Limiter) insert(s *shard, key string, tat, now int64, protect []string)
 }
 
 // sweep drops the idle buckets of s (locked) and returns how many.
-func (s *shard) sweep(now int64) int {
+func (s *stripe) sweep(now int64) int {
 	n := 0
 	for k, tat := range s.m {
 		if tat <= now {
@@ -243,7 +243,7 @@ func (s *shard) sweep(now int64) int {
 
 // evict drops one bucket of s (locked) that is not in protect: the first idle
 // one met, else the smallest TAT among evictSample entries.
-func (s *shard) evict(now int64, protect []string) {
+func (s *stripe) evict(now int64, protect []string) {
 	var victim string
 	var best int64
 	found, seen := false, 0
@@ -267,7 +267,7 @@ func (s *shard) evict(now int64, protect []string) {
 // Limit.Refund does (never fuller than full). An absent key is already full;
 // a bucket that becomes full is dropped; an invalid lim refunds nothing.
 func (l *Limiter) Refund(key string, lim Limit, now int64) {
-	s := &l.shards[shardIndex(key)]
+	s := &l.stripes[stripeIndex(key)]
 	s.mu.Lock()
 	if tat, ok := s.m[key]; ok {
 		if tat = lim.Refund(tat, now); tat <= now {
@@ -281,18 +281,18 @@ func (l *Limiter) Refund(key string, lim Limit, now int64) {
 
 // Reset drops the bucket key, making it full.
 func (l *Limiter) Reset(key string) {
-	s := &l.shards[shardIndex(key)]
+	s := &l.stripes[stripeIndex(key)]
 	s.mu.Lock()
 	delete(s.m, key)
 	s.mu.Unlock()
 }
 
 // Sweep drops every idle bucket (TAT <= now) and returns how many it dropped.
-// It locks one shard at a time.
+// It locks one stripe at a time.
 func (l *Limiter) Sweep(now int64) int {
 	n := 0
-	for i := range l.shards {
-		s := &l.shards[i]
+	for i := range l.stripes {
+		s := &l.stripes[i]
 		s.mu.Lock()
 		n += s.sweep(now)
 		s.mu.Unlock()
@@ -301,11 +301,11 @@ func (l *Limiter) Sweep(now int64) int {
 }
 
 // Len returns the number of buckets held, idle ones included. It locks one
-// shard at a time, so under concurrent use the count is approximate.
+// stripe at a time, so under concurrent use the count is approximate.
 func (l *Limiter) Len() int {
 	n := 0
-	for i := range l.shards {
-		s := &l.shards[i]
+	for i := range l.stripes {
+		s := &l.stripes[i]
 		s.mu.Lock()
 		n += len(s.m)
 		s.mu.Unlock()

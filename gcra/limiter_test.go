@@ -155,7 +155,7 @@ func TestLimiterChargeAll(t *testing.T) {
 }
 
 func TestLimiterChargeAllMany(t *testing.T) {
-	// More keys than the allocation-free path, spread over many shards.
+	// More keys than the allocation-free path, spread over many stripes.
 	var l Limiter
 	lim := Limit{Increment: 1, Capacity: 1}
 	keys := make([]string, 100)
@@ -223,7 +223,7 @@ func TestLimiterEvictsIdle(t *testing.T) {
 	var l Limiter
 	lim := Limit{Increment: 1000, Capacity: 1000}
 	const n = 200_000
-	bound := numShards * (2*minSweep + 1)
+	bound := numStripes * (2*minSweep + 1)
 	most := 0
 	now := t0
 	for i := range n {
@@ -258,16 +258,16 @@ func TestLimiterShrinksAfterPeak(t *testing.T) {
 		}
 	}
 	peak := 0
-	for i := range l.shards {
-		peak = max(peak, l.shards[i].peak)
+	for i := range l.stripes {
+		peak = max(peak, l.stripes[i].peak)
 	}
 	if peak < shrinkMin {
 		t.Fatalf("peak %d: test does not reach shrinkMin", peak)
 	}
 	l.Sweep(t0 + 1000)
-	for i := range l.shards {
-		if s := &l.shards[i]; s.peak != 0 || len(s.m) != 0 {
-			t.Fatalf("shard %d: peak %d, len %d after sweeping everything", i, s.peak, len(s.m))
+	for i := range l.stripes {
+		if s := &l.stripes[i]; s.peak != 0 || len(s.m) != 0 {
+			t.Fatalf("stripe %d: peak %d, len %d after sweeping everything", i, s.peak, len(s.m))
 		}
 	}
 }
@@ -287,20 +287,20 @@ func TestLimiterMaxKeys(t *testing.T) {
 			t.Fatalf("charge %d: the new bucket was evicted at once", i)
 		}
 	}
-	if n := l.Len(); n > 1000+numShards-1 {
-		t.Fatalf("Len = %d, want <= %d", n, 1000+numShards-1)
+	if n := l.Len(); n > 1000+numStripes-1 {
+		t.Fatalf("Len = %d, want <= %d", n, 1000+numStripes-1)
 	}
 }
 
 func TestLimiterMaxKeysPrefersIdle(t *testing.T) {
-	l, err := NewLimiter(WithMaxKeys(numShards)) // one key per shard
+	l, err := NewLimiter(WithMaxKeys(numStripes)) // one key per stripe
 	if err != nil {
 		t.Fatal(err)
 	}
 	live := mustLimit(t, 1e-6, 1)
 	idle := Limit{Increment: 1, Capacity: 1}
-	// Fill every shard with a live key or an idle one, then push new keys:
-	// a shard at its bound gives up its key, live or idle, but never grows.
+	// Fill every stripe with a live key or an idle one, then push new keys:
+	// a stripe at its bound gives up its key, live or idle, but never grows.
 	for i := range 10_000 {
 		lim := idle
 		if i%2 == 0 {
@@ -310,11 +310,11 @@ func TestLimiterMaxKeysPrefersIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := l.Len(); n > numShards {
-		t.Fatalf("Len = %d, want <= %d", n, numShards)
+	if n := l.Len(); n > numStripes {
+		t.Fatalf("Len = %d, want <= %d", n, numStripes)
 	}
 	// An idle key is the victim before a live one in the same sample.
-	s := &shard{}
+	s := &stripe{}
 	s.m = map[string]int64{"live": t0 + 1e9, "idle": t0 - 1, "live2": t0 + 5e8}
 	s.evict(t0, nil)
 	if _, ok := s.m["idle"]; ok || len(s.m) != 2 {
@@ -338,11 +338,11 @@ func TestNewLimiterOptions(t *testing.T) {
 	}
 	for n, want := range map[int]int{1: 1, 64: 1, 65: 2, 1000: 16, math.MaxInt: math.MaxInt/64 + 1} {
 		l, err := NewLimiter(WithMaxKeys(n))
-		if err != nil || l.perShard != want {
-			t.Errorf("WithMaxKeys(%d): perShard = %d, %v; want %d", n, l.perShard, err, want)
+		if err != nil || l.perStripe != want {
+			t.Errorf("WithMaxKeys(%d): perStripe = %d, %v; want %d", n, l.perStripe, err, want)
 		}
 	}
-	if l, err := NewLimiter(); err != nil || l.perShard != 0 {
+	if l, err := NewLimiter(); err != nil || l.perStripe != 0 {
 		t.Fatalf("NewLimiter() = %+v, %v", l, err)
 	}
 }
