@@ -459,7 +459,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	var admitter httpapi.Admitter = q.Fleet
 	if s.EdgeClaims != nil {
 		// A claim the hub's owners took is settled in the hub's bucket.
-		admitter = forward.Admitter{Fleet: q.Fleet, Claims: s.EdgeClaims}
+		admitter = forward.Admission{Fleet: q.Fleet, Claims: s.EdgeClaims}
 	}
 	admin, err := tenants.NewAdmin(s.Tenants, s.Policy, tenants.WithLogger(log.With("component", "admin")), tenants.WithTimeout(cfg.StoreTimeout))
 	if err != nil {
