@@ -205,7 +205,7 @@ func TestHitSettle(t *testing.T) {
 	}
 
 	rep := mustHit(t, e.c, claimHit("d-1", "h1"), protocol.ResultOK)
-	if rep.HookID != "h1" || rep.Revision == 0 || rep.RetryAfterMs != 0 || rep.Local {
+	if rep.HookID != "h1" || rep.Revision == 0 || rep.RetryAfterMs != 0 || rep.Fallback {
 		t.Fatalf("ok: %+v", rep)
 	}
 	if len(rep.Limits) != 1 || rep.Limits[0].Kind != protocol.KindHooks || rep.Limits[0].Remaining != 99 {
@@ -417,7 +417,7 @@ func TestCooldown(t *testing.T) {
 		len(b1.Snapshots) != 1 || b1.Snapshots[0] != snap || b1.PenaltyUntilMs != nil {
 		t.Fatalf("b1: %+v", b1)
 	}
-	if n := got[2]; n.Backend != "never" || n.LastCheckedMs != nil || n.PenaltyUntilMs != nil || len(n.Snapshots) != 0 || n.Local {
+	if n := got[2]; n.Backend != "never" || n.LastCheckedMs != nil || n.PenaltyUntilMs != nil || len(n.Snapshots) != 0 || n.Fallback {
 		t.Fatalf("never: %+v", n)
 	}
 

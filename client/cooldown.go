@@ -24,7 +24,7 @@ func (c *Client) Penalize(ctx context.Context, account, backend string, untilMs 
 
 // Load sends <prefix>.v1.cooldown.load: the fleet's view of each of the
 // account's backends, one entry per requested backend, in order (a backend
-// never recorded or penalized has nil times and no snapshots). Entry.Local
+// never recorded or penalized has nil times and no snapshots). Entry.Fallback
 // is never set: the wire does not say when the service answered from
 // node-local state. ErrBadReply also when the reply's entries do not match.
 func (c *Client) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
@@ -36,7 +36,7 @@ func (c *Client) Load(ctx context.Context, account string, backends []string) ([
 		return nil, fmt.Errorf("%w: %s: %d entries for %d backends", ErrBadReply, c.subj[protocol.CooldownLoad], len(rep.Backends), len(backends))
 	}
 	for i := range rep.Backends {
-		rep.Backends[i].Local = false
+		rep.Backends[i].Fallback = false
 	}
 	return rep.Backends, nil
 }

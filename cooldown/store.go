@@ -278,7 +278,7 @@ func (s *Store) lockKey(ctx context.Context, key string) (unlock func(), err err
 // requested backend, in order (duplicates repeat); a backend never recorded
 // nor penalized has null times and empty snapshots, and a passed penalty is
 // not reported. An entry the shared store cannot answer within the budget
-// comes from node-local state with Local set; Load does not fail for that.
+// comes from node-local state with Fallback set; Load does not fail for that.
 // A store failure other than unavailability is returned wrapped.
 func (s *Store) Load(ctx context.Context, account string, backends []string) ([]protocol.Entry, error) {
 	req := protocol.LoadRequest{Account: account, Backends: backends}
@@ -314,7 +314,7 @@ func (s *Store) Load(ctx context.Context, account string, backends []string) ([]
 		case errors.Is(err, kvstore.ErrUnavailable):
 			r, p := s.local.view(Key(account, backends[i]), nowMs)
 			out[i] = entry(backends[i], r, p)
-			out[i].Local = true
+			out[i].Fallback = true
 			local++
 		default:
 			return nil, fmt.Errorf("cooldown: load %q: %w", backends[i], err)

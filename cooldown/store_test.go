@@ -143,7 +143,7 @@ func TestLoadEmptyGivesDefaults(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", js, want)
 	}
 	for _, en := range got {
-		if en.Local {
+		if en.Fallback {
 			t.Fatalf("entry %q answered locally", en.Backend)
 		}
 	}
@@ -258,7 +258,7 @@ func TestNarrowerLoadLosesNothing(t *testing.T) {
 			t.Fatalf("load %v: %v %v", bs, got, err)
 		}
 		check(got)
-		if !got[0].Local {
+		if !got[0].Fallback {
 			t.Fatal("expected a node-local answer")
 		}
 	}
@@ -283,9 +283,9 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 		}
 	}
 	want := []protocol.Entry{
-		{Backend: "a", LastCheckedMs: i64(t0), Snapshots: snaps, Local: true},
-		{Backend: "b", PenaltyUntilMs: i64(t0 + 60_000), Snapshots: []protocol.Snapshot{}, Local: true},
-		{Backend: "c", Snapshots: []protocol.Snapshot{}, Local: true},
+		{Backend: "a", LastCheckedMs: i64(t0), Snapshots: snaps, Fallback: true},
+		{Backend: "b", PenaltyUntilMs: i64(t0 + 60_000), Snapshots: []protocol.Snapshot{}, Fallback: true},
+		{Backend: "c", Snapshots: []protocol.Snapshot{}, Fallback: true},
 	}
 
 	e.kit.Server.Shutdown()
@@ -333,7 +333,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 
 func entryEqual(a, b protocol.Entry) bool {
 	return a.Backend == b.Backend && eq(a.LastCheckedMs, b.LastCheckedMs) && eq(a.PenaltyUntilMs, b.PenaltyUntilMs) &&
-		slices.Equal(a.Snapshots, b.Snapshots) && a.Local == b.Local
+		slices.Equal(a.Snapshots, b.Snapshots) && a.Fallback == b.Fallback
 }
 
 func TestLocalOnlyStore(t *testing.T) {
@@ -349,7 +349,7 @@ func TestLocalOnlyStore(t *testing.T) {
 	}
 	// Bounded: "a" was evicted.
 	got := load(t, s, "x", "a", "b", "c")
-	if got[0].LastCheckedMs != nil || !eq(got[1].LastCheckedMs, i64(t0+1)) || !eq(got[2].LastCheckedMs, i64(t0+2)) || !got[0].Local {
+	if got[0].LastCheckedMs != nil || !eq(got[1].LastCheckedMs, i64(t0+1)) || !eq(got[2].LastCheckedMs, i64(t0+2)) || !got[0].Fallback {
 		t.Fatalf("after eviction: %+v", got)
 	}
 	// Touch "b" so that "c" is the least recently used, then add "d".
@@ -378,7 +378,7 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 			t.Fatalf("write reached the shared store: %+v", got)
 		}
 		got := load(t, s1, "acct", "w")[0]
-		if got.Local || !eq(got.PenaltyUntilMs, i64(t0+60_000)) {
+		if got.Fallback || !eq(got.PenaltyUntilMs, i64(t0+60_000)) {
 			t.Fatalf("successful read lost the local penalty: %+v", got)
 		}
 		// The later of the shared and the local penalty wins.
@@ -516,7 +516,7 @@ func TestKeyTTLCoversReadingAndPenalty(t *testing.T) {
 	// The reading goes after ~1 s while the key lives on for the penalty.
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		got := load(t, e.store(), "acct", "llm")[0]
-		return !got.Local && got.LastCheckedMs == nil
+		return !got.Fallback && got.LastCheckedMs == nil
 	}, "reading expires")
 	got := load(t, s, "acct", "llm")[0]
 	if time.Now().UnixMilli() < until && (got.LastCheckedMs != nil || !eq(got.PenaltyUntilMs, &until)) {

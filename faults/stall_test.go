@@ -88,7 +88,7 @@ func TestServerStall(t *testing.T) {
 						})
 						// The fallback ran: answered locally, or unavailable
 						// because the victim's claim store is frozen too.
-						isLocal = rep.Local || f.Degraded()
+						isLocal = rep.Fallback || f.Degraded()
 					case 1:
 						op = "reserve"
 						_, err = n.Quota.Client.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})

@@ -14,8 +14,8 @@ type Hitter interface {
 // Admission is an edge's admission: the Fleet's hit (its Client routed to
 // the hub's owners while Route says so, else the edge's own state), and
 // where the hit's claim was taken told to Claims. A hit the hub's owners
-// answered (not Local) took its claim in the hub's bucket, so the hook's
-// settle or release goes there; a Local hit took it through Claims, which
+// answered (not Fallback) took its claim in the hub's bucket, so the hook's
+// settle or release goes there; a Fallback hit took it through Claims, which
 // knows already.
 type Admission struct {
 	Fleet  Hitter
@@ -25,7 +25,7 @@ type Admission struct {
 // Hit is Fleet.Hit, remembering a claim the hub's owners took.
 func (a Admission) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	rep, err := a.Fleet.Hit(ctx, r)
-	if err == nil && r.Claim != nil && !rep.Local && rep.Result == protocol.ResultOK {
+	if err == nil && r.Claim != nil && !rep.Fallback && rep.Result == protocol.ResultOK {
 		a.Claims.takenOnHub(r.Claim.HookID)
 	}
 	return rep, err

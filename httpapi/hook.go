@@ -507,7 +507,7 @@ func (h *Handler) admit(q *hookRequest) bool {
 		return h.unavailable(q)
 	}
 	q.req, q.rep = req, rep
-	if rep.Local {
+	if rep.Fallback {
 		h.m.fallback.WithLabelValues("hit").Inc()
 	}
 	return h.answerHit(q)

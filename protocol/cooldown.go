@@ -165,9 +165,9 @@ type Entry struct {
 	// PenaltyUntilMs is the instant until which the upstream refuses us, nil
 	// when there is no penalty or its instant has passed.
 	PenaltyUntilMs *int64 `json:"penalty_until_ms"`
-	// Local is set (never on the wire) when the shared store could not answer
+	// Fallback is set (never on the wire) when the shared store could not answer
 	// within the budget and the entry comes from node-local state.
-	Local bool `json:"-"`
+	Fallback bool `json:"-"`
 }
 
 // MarshalJSON encodes the entry with "snapshots":[] rather than null when it

@@ -128,7 +128,7 @@ func TestWireShapes(t *testing.T) {
 	}
 
 	reply := protocol.LoadReply{Backends: []protocol.Entry{
-		{Backend: "b1", LastCheckedMs: i64(5), Snapshots: []protocol.Snapshot{{Key: "k", Percent: 1}}, PenaltyUntilMs: i64(9), Local: true},
+		{Backend: "b1", LastCheckedMs: i64(5), Snapshots: []protocol.Snapshot{{Key: "k", Percent: 1}}, PenaltyUntilMs: i64(9), Fallback: true},
 		{Backend: "b2"},
 	}}
 	out, err := json.Marshal(reply)

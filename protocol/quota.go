@@ -72,10 +72,12 @@ type HitReply struct {
 	RetryAfterMs int64        `json:"retry_after_ms"`
 	Revision     uint64       `json:"revision"`
 	Limits       []LimitState `json:"limits,omitempty"`
-	// Local is set (never on the wire) when the charges were decided from
-	// node-local fallback state (the owner did not answer in time). The
-	// claim, if any, still lives in the fleet's claim store.
-	Local bool `json:"-"`
+	// Fallback is set (never on the wire) when the charges were decided
+	// from node-local fallback state (the owner did not answer in time):
+	// not authoritative, unlike a hit decided in process by the owner
+	// (owner.Worker.HitLocal). The claim, if any, still lives in the
+	// fleet's claim store.
+	Fallback bool `json:"-"`
 }
 
 // Tenant is the tenant that routes the request (the claim's or the first

@@ -25,7 +25,7 @@ import (
 // Fleet is the Client with a node-local fallback: when the partition owner
 // cannot answer within the budget (ErrUnavailable), it decides charges from
 // node-local state (gcra.Limiter) and says so:
-// HitReply.Local, sluice_quota_fallback_total{op}, and one log line per
+// HitReply.Fallback, sluice_quota_fallback_total{op}, and one log line per
 // transition. While degraded each node applies 1/M of every limit, M the
 // live members (WithMembers); without it N nodes admit up to N × a limit.
 //
@@ -104,7 +104,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 	return true
 }
 
-// Hit is Client.Hit with the local fallback (HitReply.Local set): the local
+// Hit is Client.Hit with the local fallback (HitReply.Fallback set): the local
 // limiter, and the claim in the fleet's claim store (ErrUnavailable, charges
 // refunded, when that cannot answer). The call stays within one budget;
 // with a claim the owner gets 60% of it, the rest is the fallback's.
@@ -140,10 +140,10 @@ func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.H
 		return protocol.HitReply{}, fmt.Errorf("%w: %w", protocol.ErrInvalid, err)
 	}
 	if !d.Allowed {
-		return protocol.HitReply{Result: protocol.ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Local: true}, nil
+		return protocol.HitReply{Result: protocol.ResultRateLimited, RetryAfterMs: max(1, timeconv.CeilMs(d.RetryAfter)), Fallback: true}, nil
 	}
 	if r.Claim == nil {
-		return protocol.HitReply{Result: protocol.ResultOK, Local: true}, nil
+		return protocol.HitReply{Result: protocol.ResultOK, Fallback: true}, nil
 	}
 	cl := r.Claim
 	// What is left of the budget (about 40% of it, see Hit); nothing left
@@ -173,7 +173,7 @@ func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.H
 		return protocol.HitReply{}, err
 	}
 	rep := AnswerReply(&a, nil)
-	rep.Local = true
+	rep.Fallback = true
 	return rep, nil
 }
 

@@ -636,9 +636,9 @@ func TestQuotaHitReplies(t *testing.T) {
 			wantJSON(t, e.ok(t, subHit, hit), tc.want)
 		})
 	}
-	t.Run("local answer without claim", func(t *testing.T) {
+	t.Run("fallback answer without claim", func(t *testing.T) {
 		e.quota.setHit(func(context.Context, protocol.HitRequest) (protocol.HitReply, error) {
-			return protocol.HitReply{Result: protocol.ResultOK, Local: true}, nil
+			return protocol.HitReply{Result: protocol.ResultOK, Fallback: true}, nil
 		})
 		defer e.quota.setHit(nil)
 		got := e.ok(t, subHit, `{"charges":[{"kind":"hooks","tenant":"acme","increment_us":1,"capacity_us":1}]}`)

@@ -40,7 +40,7 @@ func TestAllOrNothingOnBothPaths(t *testing.T) {
 		var reps [2]protocol.HitReply
 		for p, hit := range []func(context.Context, protocol.HitRequest) (protocol.HitReply, error){owner.Hit, fleet.Hit} {
 			rep, err := hit(ctx, protocol.HitRequest{Charges: s.charges})
-			if err != nil || rep.Result != s.want || rep.Local != (p == 1) {
+			if err != nil || rep.Result != s.want || rep.Fallback != (p == 1) {
 				t.Fatalf("step %d (%s), path %d (0 owner, 1 fallback): %+v %v, want %s", i, s.name, p, rep, err, s.want)
 			}
 			reps[p] = rep

@@ -172,7 +172,7 @@ func TestFleetSharesLimit(t *testing.T) {
 		got := 0
 		for range 25 {
 			rep, err := f.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 20)}})
-			if err != nil || !rep.Local {
+			if err != nil || !rep.Fallback {
 				t.Fatalf("members %d: %+v %v", m, rep, err)
 			}
 			if rep.Result == protocol.ResultOK {

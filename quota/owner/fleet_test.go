@@ -73,7 +73,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 		start := time.Now()
 		rep, err := f.Hit(ctx, s.req)
 		el := time.Since(start)
-		if err != nil || rep.Result != s.want || !rep.Local {
+		if err != nil || rep.Result != s.want || !rep.Fallback {
 			t.Fatalf("step %d: %+v %v, want local %s", i, rep, err, s.want)
 		}
 		if el > budget+slack {
@@ -101,7 +101,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	waitServed(t, 10*time.Second, w)
 	for range 3 {
 		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 5)}})
-		if err != nil || rep.Local || rep.Result != protocol.ResultOK {
+		if err != nil || rep.Fallback || rep.Result != protocol.ResultOK {
 			t.Fatalf("after recovery: %+v %v", rep, err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("zeta", 5)}}); err != nil || !rep.Local {
+		if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("zeta", 5)}}); err != nil || !rep.Fallback {
 			t.Fatalf("after the worker stopped: %+v %v", rep, err)
 		}
 	}
@@ -132,7 +132,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	const budget = 500 * time.Millisecond
 	f, reg, logs := newTestFleet(t, e.client(t, k.Conn, quota.WithBudget(budget)))
 	ctx := context.Background()
-	if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); err != nil || rep.Local || rep.Result != protocol.ResultOK {
+	if rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); err != nil || rep.Fallback || rep.Result != protocol.ResultOK {
 		t.Fatalf("fleet up: %+v %v", rep, err)
 	}
 	// The server goes away, and the worker with it (its process dies: its
@@ -147,7 +147,7 @@ func TestFleetFallbackServerDown(t *testing.T) {
 		if i > 0 {
 			want = protocol.ResultRateLimited
 		}
-		if err != nil || !rep.Local || rep.Result != want {
+		if err != nil || !rep.Fallback || rep.Result != want {
 			t.Fatalf("server down, hit %d: %+v %v, want local %s", i, rep, err, want)
 		}
 		if el > budget+fleetSlack {
@@ -192,7 +192,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	claim := &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k1", HookID: "h1"}
 	for i, want := range []string{protocol.ResultOK, protocol.ResultRateLimited} {
 		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: claim})
-		if err != nil || !rep.Local || rep.Result != want {
+		if err != nil || !rep.Fallback || rep.Result != want {
 			t.Fatalf("unreachable, hit %d: %+v %v, want local %s", i, rep, err, want)
 		}
 	}
@@ -232,7 +232,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	// the local charges).
 	reachable.Store(true)
 	rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}})
-	if err != nil || rep.Local || rep.Result != protocol.ResultOK {
+	if err != nil || rep.Fallback || rep.Result != protocol.ResultOK {
 		t.Fatalf("reachable: %+v %v", rep, err)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return sent.Load() > 0 }, "a request on the owners' subjects")

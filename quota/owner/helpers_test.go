@@ -244,7 +244,7 @@ func (c *tally) add(rep protocol.HitReply, err error) {
 		c.failed.Add(1)
 	case rep.Result == protocol.ResultOK:
 		c.ok.Add(1)
-		if rep.Local {
+		if rep.Fallback {
 			c.local.Add(1)
 		}
 	default:
