@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
@@ -337,6 +338,63 @@ func TestDeadLetters(t *testing.T) {
 	}
 	if len(list("globex")) != 0 {
 		t.Fatal("globex's consumer lists acme's dead letters")
+	}
+	// Each reader reads its tenant's letters (the consumer of DEADLETTER
+	// named after the tenant) and is refused the other's.
+	globex := reader(t, url, "globex-reader", "globex-reader-password-1")
+	readDead := func(nc *nats.Conn, tenant string) ([]jetstream.Msg, error) {
+		t.Helper()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, "DEADLETTER", tenant)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		var out []jetstream.Msg
+		for m := range b.Messages() {
+			out = append(out, m)
+		}
+		return out, b.Error()
+	}
+	ms, err := readDead(acme, "acme")
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("acme's reader on its dead letters: %d letters, %v", len(ms), err)
+	}
+	for _, m := range ms {
+		if m.Headers().Get("Sluice-Dead-Consumer") != "dl" || got[m.Headers().Get("Sluice-Dead-Reason")].HookID != m.Headers().Get("Sluice-Hook-Id") {
+			t.Errorf("acme's letter %s: %v", m.Subject(), m.Headers())
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms, err := readDead(globex, "globex"); err != nil || len(ms) != 0 {
+		t.Fatalf("globex's reader on its dead letters: %d letters, %v", len(ms), err)
+	}
+	for _, c := range []struct {
+		nc    *nats.Conn
+		other string
+	}{{acme, "globex"}, {globex, "acme"}} {
+		if ms, err := readDead(c.nc, c.other); err == nil {
+			t.Errorf("a reader read %s's dead letters: %d", c.other, len(ms))
+		}
+		if !violated(t, c.nc, "$JS.API.CONSUMER.INFO.DEADLETTER."+c.other, func() error {
+			_, err := c.nc.Request("$JS.API.CONSUMER.INFO.DEADLETTER."+c.other, nil, 100*time.Millisecond)
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+				err = nil
+			}
+			return err
+		}) {
+			t.Errorf("a reader was not refused %s's dead letters", c.other)
+		}
 	}
 	seq := fmt.Sprint(got["max_deliver"].Seq)
 	for _, c := range []struct {

@@ -28,7 +28,7 @@ import (
 const (
 	// DeadLetterStream keeps the dead letters until an operator redrives
 	// or purges them.
-	DeadLetterStream = "DEADLETTER"
+	DeadLetterStream = protocol.DeadLetterStream
 	// AdvisoryStream captures the advisories a dead letter is made from,
 	// so that none raised while a node is up is lost: the nodes consume
 	// it durably (the consumer AdvisoryConsumer, shared).
@@ -60,10 +60,30 @@ const (
 	DeadTerminated = "terminated"
 )
 
-// DeadLetterSubject is where tenant's consumer name's dead letters are:
-// "<prefix>.deadletter.<tenant token>.<name>".
+// DeadLetterSubject is where tenant's consumer name's dead letters are
+// (protocol.DeadLetterSubject).
 func DeadLetterSubject(prefix, tenant, name string) string {
-	return prefix + ".deadletter." + protocol.TenantToken(tenant) + "." + name
+	return protocol.DeadLetterSubject(prefix, tenant, name)
+}
+
+// ensureDeadReader creates tenant's reader of its dead letters, the
+// durable pull consumer protocol.DeadLetterReader of DEADLETTER filtered
+// to the tenant's letters, which the tenant's consumer role may read (and
+// ack: each reader's position) and nothing else may; an existing one is
+// kept as it is. Letters stay until an operator redrives or purges them.
+func (s *HookStore) ensureDeadReader(ctx context.Context, tenant string) error {
+	name := protocol.DeadLetterReader(tenant)
+	if _, err := s.js.Consumer(ctx, DeadLetterStream, name); err == nil {
+		return nil
+	}
+	_, err := s.js.CreateConsumer(ctx, DeadLetterStream, jetstream.ConsumerConfig{Durable: name,
+		Description:   "sluice: the dead letters of tenant " + tenant + ", for its readers",
+		FilterSubject: protocol.DeadLetterReaderFilter(s.prefix, tenant),
+		AckPolicy:     jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy, AckWait: DefaultConsumerAckWait})
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("httpapi: the dead-letter reader of %s: %w", tenant, kvstore.MapError(err))
+	}
+	return nil
 }
 
 const (
