@@ -139,6 +139,12 @@ func ForShards(role, user, prefix, stream string, shards int, tenants []string) 
 				"$JS.API.CONSUMER.INFO."+stream+"."+tok,
 				"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+tok,
 				"$JS.ACK."+stream+"."+tok+".>",
+				// The tenant's dead letters: the consumer of DEADLETTER
+				// named after the tenant, filtered to its letters, which
+				// sluice creates with the tenant's first managed consumer.
+				"$JS.API.CONSUMER.INFO."+protocol.DeadLetterStream+"."+protocol.DeadLetterReader(t),
+				"$JS.API.CONSUMER.MSG.NEXT."+protocol.DeadLetterStream+"."+protocol.DeadLetterReader(t),
+				"$JS.ACK."+protocol.DeadLetterStream+"."+protocol.DeadLetterReader(t)+".>",
 			)
 		}
 	default:

@@ -229,7 +229,8 @@ func TestConsumerRefusedOnAnotherTenantsDurable(t *testing.T) {
 		t.Fatalf("acme's consumer read globex's durable: %q", m.Data())
 	}
 	nc := s.connect("acme-c")
-	for _, subj := range []string{"$JS.API.CONSUMER.INFO.HOOKS.globex", "$JS.API.CONSUMER.MSG.NEXT.HOOKS.globex", "$JS.ACK.HOOKS.globex.1.2.2.0.0.0.0", "$JS.API.CONSUMER.CREATE.HOOKS.globex", "$JS.API.CONSUMER.DURABLE.CREATE.HOOKS.acmex"} {
+	for _, subj := range []string{"$JS.API.CONSUMER.INFO.HOOKS.globex", "$JS.API.CONSUMER.MSG.NEXT.HOOKS.globex", "$JS.ACK.HOOKS.globex.1.2.2.0.0.0.0", "$JS.API.CONSUMER.CREATE.HOOKS.globex", "$JS.API.CONSUMER.DURABLE.CREATE.HOOKS.acmex",
+		"$JS.API.CONSUMER.INFO.DEADLETTER.globex", "$JS.API.CONSUMER.MSG.NEXT.DEADLETTER.globex", "$JS.ACK.DEADLETTER.globex.1.2.2.0.0.0.0", "$JS.API.CONSUMER.CREATE.DEADLETTER.acme"} {
 		if !pubRefused(t, nc, subj) {
 			t.Errorf("acme's consumer: publish %s allowed", subj)
 		}

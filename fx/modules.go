@@ -423,7 +423,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		var dead *httpapi.DeadLetters
 		lc.Append(fx.Hook{
 			OnStart: func(ctx context.Context) (err error) {
-				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, reg, log.With("component", "deadletters"))
+				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
 				return err
 			},
 			OnStop: func(context.Context) error {

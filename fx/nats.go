@@ -247,14 +247,15 @@ func startRecord(lc fx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log
 	return nil
 }
 
-// durableStreams are the streams a 2xx (or a granted reply) rests on: the
-// ones a barrier round syncs and, on a cluster, must find led by a server
-// that synced them. The others (events, leases) are the record rounds'.
+// durableStreams are the streams a 2xx (a granted reply, a dead letter's
+// acked advisory) rests on: the ones a barrier round syncs and, on a
+// cluster, must find led by a server that synced them. The others
+// (events, leases, the captured advisories) are the record rounds'.
 func durableStreams(cfg *config.Config) []string {
 	names := kvstore.BucketNames(cfg.Prefix)
 	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
 		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts))
+		kvstore.StreamName(names.Counts), httpapi.DeadLetterStream)
 	for k := range max(cfg.Shards, 1) {
 		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
 	}
@@ -404,7 +405,8 @@ func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 }
 
 // scopeStreams are the streams the writes of scope sc went to: the
-// tenant's shard's hooks stream and claims bucket, the replay bucket.
+// tenant's shard's hooks stream and claims bucket, the replay bucket, the
+// dead letters' stream.
 func scopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
 	var out []string
 	if sc.Tenant != "" {
@@ -413,6 +415,9 @@ func scopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
 	}
 	if sc.Replay {
 		out = append(out, kvstore.StreamName(kvstore.BucketNames(cfg.Prefix).Replay))
+	}
+	if sc.DeadLetters {
+		out = append(out, httpapi.DeadLetterStream)
 	}
 	return out
 }

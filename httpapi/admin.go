@@ -38,7 +38,9 @@ func (h *Handler) mountAdmin() {
 		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, hs.listDead)))
 		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, hs.purgeDead)))
 		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, hs.getDead)))
-		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, hs.redriveDead)))
+		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, func(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+			return hs.redriveDead(ctx, h.cfg.Sync, r, tenant, name)
+		})))
 	}
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))

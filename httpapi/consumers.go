@@ -258,6 +258,11 @@ func (s *HookStore) PutConsumer(ctx context.Context, tenant, name string, spec C
 			return ManagedConsumer{}, false, consumerErr(err)
 		}
 	}
+	// The tenant's readers read its dead letters through one consumer of
+	// DEADLETTER, there from its first managed consumer on.
+	if err := s.ensureDeadReader(ctx, tenant); err != nil {
+		return ManagedConsumer{}, false, err
+	}
 	m, _ := managedOf(stream, info)
 	return m, created, nil
 }

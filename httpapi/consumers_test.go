@@ -1,16 +1,23 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
+	sluicefx "github.com/sluice-dev/sluice/fx"
+	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -332,6 +339,63 @@ func TestDeadLetters(t *testing.T) {
 	if len(list("globex")) != 0 {
 		t.Fatal("globex's consumer lists acme's dead letters")
 	}
+	// Each reader reads its tenant's letters (the consumer of DEADLETTER
+	// named after the tenant) and is refused the other's.
+	globex := reader(t, url, "globex-reader", "globex-reader-password-1")
+	readDead := func(nc *nats.Conn, tenant string) ([]jetstream.Msg, error) {
+		t.Helper()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, "DEADLETTER", tenant)
+		if err != nil {
+			return nil, err
+		}
+		b, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		var out []jetstream.Msg
+		for m := range b.Messages() {
+			out = append(out, m)
+		}
+		return out, b.Error()
+	}
+	ms, err := readDead(acme, "acme")
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("acme's reader on its dead letters: %d letters, %v", len(ms), err)
+	}
+	for _, m := range ms {
+		if m.Headers().Get("Sluice-Dead-Consumer") != "dl" || got[m.Headers().Get("Sluice-Dead-Reason")].HookID != m.Headers().Get("Sluice-Hook-Id") {
+			t.Errorf("acme's letter %s: %v", m.Subject(), m.Headers())
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms, err := readDead(globex, "globex"); err != nil || len(ms) != 0 {
+		t.Fatalf("globex's reader on its dead letters: %d letters, %v", len(ms), err)
+	}
+	for _, c := range []struct {
+		nc    *nats.Conn
+		other string
+	}{{acme, "globex"}, {globex, "acme"}} {
+		if ms, err := readDead(c.nc, c.other); err == nil {
+			t.Errorf("a reader read %s's dead letters: %d", c.other, len(ms))
+		}
+		if !violated(t, c.nc, "$JS.API.CONSUMER.INFO.DEADLETTER."+c.other, func() error {
+			_, err := c.nc.Request("$JS.API.CONSUMER.INFO.DEADLETTER."+c.other, nil, 100*time.Millisecond)
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+				err = nil
+			}
+			return err
+		}) {
+			t.Errorf("a reader was not refused %s's dead letters", c.other)
+		}
+	}
 	seq := fmt.Sprint(got["max_deliver"].Seq)
 	for _, c := range []struct {
 		method, path string
@@ -364,6 +428,93 @@ func TestDeadLetters(t *testing.T) {
 	if l := list("acme"); len(l) != 0 {
 		t.Fatalf("after the purge: %+v", l)
 	}
+}
+
+// gateSync is the node's durability barrier at its seam (Config.Sync):
+// each wait counted, answered ErrRoundMissed while fail is set (a round
+// that could not vouch for the writes), else by the real barrier.
+type gateSync struct {
+	real  kvstore.Syncer
+	fail  atomic.Bool
+	waits atomic.Int64
+}
+
+func (g *gateSync) Sync(ctx context.Context) error {
+	g.waits.Add(1)
+	if g.fail.Load() {
+		return kvstore.ErrRoundMissed
+	}
+	return kvstore.SyncWith(ctx, g.real)
+}
+
+// TestDeadLettersWaitForTheBarrier: while the node's barrier fails, the
+// copier stores a terminated hook's letter but does not ack its advisory
+// (nor count it), and a redrive answers 503 and keeps the letter; once
+// the barrier vouches again the redrive answers 200 and deletes it.
+func TestDeadLettersWaitForTheBarrier(t *testing.T) {
+	t.Parallel()
+	gate := &gateSync{}
+	seam := fx.Decorate(func(n *sluicefx.NATS) *sluicefx.NATS {
+		gate.real, n.Sync = n.Sync, gate
+		return n
+	})
+	a := startAppWith(t, t.TempDir(), "", []fx.Option{seam}, "--admin-token", adminToken)
+	if gate.real == nil {
+		t.Fatal("the node has no barrier: it is not at durability synced")
+	}
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/acme/dl", adminToken, `{"max_deliver":1}`), 201)
+	sub, err := a.nats.Conn.QueueSubscribeSync("sluice.redeliver.acme.consumer.dl", "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The redriven hooks are left unread: their pending delivery would
+	// hold the node's connection's drain at stop.
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	id := str(a.post("/v1/hooks/acme/gh", []byte(`"term me"`), nil).body["id"])
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil || m.Header.Get("Sluice-Hook-Id") != id {
+		t.Fatalf("hook %s: %v %v", id, m, err)
+	}
+	gate.fail.Store(true)
+	waits := gate.waits.Load()
+	if err := m.Term(); err != nil {
+		t.Fatal(err)
+	}
+	var letters []httpapi.DeadLetter
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		r := a.admin("GET", "/v1/admin/consumers/acme/dl/dead", adminToken, "")
+		var out struct {
+			DeadLetters []httpapi.DeadLetter `json:"dead_letters"`
+		}
+		_ = json.Unmarshal([]byte(r.raw), &out)
+		letters = out.DeadLetters
+		return len(letters) == 1 && gate.waits.Load() > waits
+	}, "the letter stored and the copier waiting on the barrier")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.nats.JS.Consumer(ctx, "SLUICE_ADVISORIES", "deadletter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(ctx); err != nil || info.NumAckPending != 1 {
+		t.Fatalf("the advisory of a letter the barrier did not vouch for: %+v %v, want it unacked", info, err)
+	}
+	if l := testkit.ScrapeLine(t, a.url, `sluice_dead_letters_total{reason="terminated"}`); !strings.HasSuffix(l, " 0") {
+		t.Fatalf("a letter the barrier did not vouch for counted: %q", l)
+	}
+
+	redrive := "/v1/admin/consumers/acme/dl/dead/" + fmt.Sprint(letters[0].Seq) + "/redrive"
+	waits = gate.waits.Load()
+	if r := a.admin("POST", redrive, adminToken, ""); r.code != 503 || r.body["error"] != "store_unavailable" {
+		t.Fatalf("redrive while the barrier fails: %d %s, want 503 store_unavailable", r.code, r.raw)
+	}
+	if gate.waits.Load() == waits {
+		t.Fatal("the redrive answered without waiting on the barrier")
+	}
+	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme/dl/dead/"+fmt.Sprint(letters[0].Seq), adminToken, ""), 200)
+	gate.fail.Store(false)
+	mustStatus(t, a.admin("POST", redrive, adminToken, ""), 200)
+	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme/dl/dead/"+fmt.Sprint(letters[0].Seq), adminToken, ""), 404)
 }
 
 // TestManagedConsumerSharded: on a fleet of 2 shards a tenant of shard 1

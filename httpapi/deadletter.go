@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/promreg"
@@ -27,7 +28,7 @@ import (
 const (
 	// DeadLetterStream keeps the dead letters until an operator redrives
 	// or purges them.
-	DeadLetterStream = "DEADLETTER"
+	DeadLetterStream = protocol.DeadLetterStream
 	// AdvisoryStream captures the advisories a dead letter is made from,
 	// so that none raised while a node is up is lost: the nodes consume
 	// it durably (the consumer AdvisoryConsumer, shared).
@@ -59,10 +60,30 @@ const (
 	DeadTerminated = "terminated"
 )
 
-// DeadLetterSubject is where tenant's consumer name's dead letters are:
-// "<prefix>.deadletter.<tenant token>.<name>".
+// DeadLetterSubject is where tenant's consumer name's dead letters are
+// (protocol.DeadLetterSubject).
 func DeadLetterSubject(prefix, tenant, name string) string {
-	return prefix + ".deadletter." + protocol.TenantToken(tenant) + "." + name
+	return protocol.DeadLetterSubject(prefix, tenant, name)
+}
+
+// ensureDeadReader creates tenant's reader of its dead letters, the
+// durable pull consumer protocol.DeadLetterReader of DEADLETTER filtered
+// to the tenant's letters, which the tenant's consumer role may read (and
+// ack: each reader's position) and nothing else may; an existing one is
+// kept as it is. Letters stay until an operator redrives or purges them.
+func (s *HookStore) ensureDeadReader(ctx context.Context, tenant string) error {
+	name := protocol.DeadLetterReader(tenant)
+	if _, err := s.js.Consumer(ctx, DeadLetterStream, name); err == nil {
+		return nil
+	}
+	_, err := s.js.CreateConsumer(ctx, DeadLetterStream, jetstream.ConsumerConfig{Durable: name,
+		Description:   "sluice: the dead letters of tenant " + tenant + ", for its readers",
+		FilterSubject: protocol.DeadLetterReaderFilter(s.prefix, tenant),
+		AckPolicy:     jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy, AckWait: DefaultConsumerAckWait})
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("httpapi: the dead-letter reader of %s: %w", tenant, kvstore.MapError(err))
+	}
+	return nil
 }
 
 const (
@@ -112,15 +133,19 @@ type DeadLetters struct {
 	js     jetstream.JetStream
 	prefix string
 	log    *slog.Logger
+	sync   kvstore.Syncer         // the node's barrier (nil: the ack is the promise)
 	total  *prometheus.CounterVec // reason
 	cc     jetstream.ConsumeContext
 }
 
 // StartDeadLetters consumes the advisory stream (EnsureDeadLetters) until
-// Stop, registering sluice_dead_letters_total{reason} on reg.
-func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string, reg prometheus.Registerer, log *slog.Logger) (*DeadLetters, error) {
+// Stop, registering sluice_dead_letters_total{reason} on reg. An advisory
+// is acked once its letter is stored and sync (the node's durability
+// barrier, as a hook's 2xx waits for it; nil: JetStream's ack is the
+// promise) has vouched for it.
+func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string, sync kvstore.Syncer, reg prometheus.Registerer, log *slog.Logger) (*DeadLetters, error) {
 	ms := promreg.NewSet(reg, "")
-	d := &DeadLetters{js: js, prefix: prefix, log: log,
+	d := &DeadLetters{js: js, prefix: prefix, log: log, sync: sync,
 		total: ms.CounterVec("dead_letters_total", "Hooks copied into DEADLETTER, by reason (max_deliver, terminated).", "reason")}
 	if err := ms.Err(); err != nil {
 		return nil, err
@@ -146,8 +171,9 @@ func (d *DeadLetters) Stop() {
 	<-d.cc.Closed()
 }
 
-// handle copies one advisory's hook; an advisory it cannot copy now is
-// left unacked (delivered again after the ack wait).
+// handle copies one advisory's hook; an advisory it cannot copy now, or
+// whose letter the barrier did not vouch for, is left unacked (delivered
+// again after the ack wait).
 func (d *DeadLetters) handle(m jetstream.Msg) {
 	var adv struct {
 		Stream     string `json:"stream"`
@@ -214,6 +240,11 @@ func (d *DeadLetters) handle(m jetstream.Msg) {
 	pa, err := d.js.PublishMsg(ctx, out, jetstream.WithMsgID(adv.Stream+"."+strconv.FormatUint(adv.StreamSeq, 10)+"."+adv.Consumer))
 	if err != nil {
 		d.log.Warn("dead letters: storing failed; retried", "consumer", adv.Consumer, "seq", adv.StreamSeq, "error", err)
+		return
+	}
+	// A duplicate too: the first copy may be in the page cache only.
+	if err := kvstore.ForScope(kvstore.SyncWith(ctx, d.sync), kvstore.SyncScope{DeadLetters: true}); err != nil {
+		d.log.Warn("dead letters: the store's sync failed; retried", "consumer", adv.Consumer, "seq", adv.StreamSeq, "error", err)
 		return
 	}
 	if !pa.Duplicate {
@@ -325,10 +356,17 @@ func (s *HookStore) getDead(ctx context.Context, _ ConsumerManager, r *http.Requ
 }
 
 // redriveDead is POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive:
-// the hook stored again on its subject (a new hook, Nats-Msg-Id
-// "<hook id>.redrive.<seq>", HeaderRedriveOf the letter), then the letter
-// deleted.
-func (s *HookStore) redriveDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+// the hook stored again on its subject through the hook store's one write
+// path (a new hook, Nats-Msg-Id "<hook id>.redrive.<seq>.<nuid>",
+// HeaderRedriveOf the letter), the node's barrier waited as for a hook of
+// the tenant (sync nil: JetStream's ack is the promise), and only then the
+// letter deleted: a power cut keeps the letter or the hook, never neither.
+// A failed barrier answers 503 and keeps the letter; a redrive again
+// stores the hook again (at least once). Each attempt's id is its own:
+// the write path takes an ack naming an older message for a stale answer
+// (kvstore.Writer), so a retry deduplicated to the first attempt would
+// wait out its deadline.
+func (s *HookStore) redriveDead(ctx context.Context, sync kvstore.Syncer, r *http.Request, tenant, name string) (int, any, error) {
 	m, st, err := s.deadMsg(ctx, r, tenant, name)
 	if err != nil {
 		return 0, nil, err
@@ -337,23 +375,26 @@ func (s *HookStore) redriveDead(ctx context.Context, _ ConsumerManager, r *http.
 	if subj == "" {
 		return 0, nil, fmt.Errorf("%w: the hook was gone from its stream when it died: nothing to redrive", ErrConsumerConfig)
 	}
-	out := nats.NewMsg(protocol.ShardPublishSubject(s.prefix, protocol.Shard(tenant, s.shards), s.shards, subj))
-	out.Data = m.Data
+	shard := protocol.Shard(tenant, s.shards)
+	hdr := nats.Header{}
 	for k, v := range m.Header {
-		out.Header[k] = v
+		hdr[k] = v
 	}
 	for _, k := range []string{HeaderDeadReason, HeaderDeadConsumer, HeaderDeadDeliveries, HeaderDeadStream, HeaderDeadStreamSeq, HeaderDeadSubject, HeaderDeadTermReason} {
-		out.Header.Del(k)
+		hdr.Del(k)
 	}
 	seq := strconv.FormatUint(m.Sequence, 10)
-	out.Header.Set(HeaderRedriveOf, seq)
-	id := m.Header.Get("Sluice-Hook-Id") + ".redrive." + seq
-	pa, err := s.js.PublishMsg(ctx, out, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.streamOf(tenant)))
+	hdr.Set(HeaderRedriveOf, seq)
+	id := m.Header.Get(HeaderHookID) + ".redrive." + seq + "." + nuid.Next()
+	stored, err := s.put(ctx, shard, protocol.ShardPublishSubject(s.prefix, shard, s.shards, subj), id, hdr, m.Data)
 	if err != nil {
 		return 0, nil, kvstore.MapError(err)
+	}
+	if err := kvstore.ForScope(kvstore.SyncWith(ctx, sync), kvstore.SyncScope{Tenant: tenant}); err != nil {
+		return 0, nil, fmt.Errorf("redrive of dead letter %s: the store's sync: %w", seq, err)
 	}
 	if err := st.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil, kvstore.MapError(err)
 	}
-	return http.StatusOK, map[string]any{"redriven": deadLetterOf(m), "stream": pa.Stream, "stream_seq": pa.Sequence}, nil
+	return http.StatusOK, map[string]any{"redriven": deadLetterOf(m), "stream": s.streamOf(tenant), "stream_seq": stored}, nil
 }

@@ -280,11 +280,20 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 		m.Header.Set("Content-Type", h.ContentType)
 	}
 	tracing.Inject(ctx, m.Header) // traceparent: only when ctx is traced
-	m.Header.Set(jetstream.MsgIDHeader, h.ID)
-	m.Header.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
-	seq, err := s.w[shard].Publish(ctx, publish, m.Header, m.Data)
+	seq, err := s.put(ctx, shard, publish, h.ID, m.Header, m.Data)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
 	return seq, nil
+}
+
+// put is the one way a hook is written (Store, a dead letter's redrive):
+// hdr and data published on publish, id its Nats-Msg-Id, expecting shard's
+// stream, on that stream's lean write path; its stream sequence once
+// acked. The ack is JetStream's only: a 2xx waits for the node's barrier
+// too (Config.Sync).
+func (s *HookStore) put(ctx context.Context, shard int, publish, id string, hdr nats.Header, data []byte) (uint64, error) {
+	hdr.Set(jetstream.MsgIDHeader, id)
+	hdr.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
+	return s.w[shard].Publish(ctx, publish, hdr, data)
 }

@@ -88,10 +88,12 @@ var ErrRoundMissed = fmt.Errorf("%w: the store's sync round was not confirmed", 
 
 // SyncScope is what a caller's writes went to, for a barrier that can vouch
 // for some streams and not others (a cluster's, with a server down): the
-// streams of a tenant's shard, and the replay nonces' bucket.
+// streams of a tenant's shard, the replay nonces' bucket, the dead letters'
+// stream.
 type SyncScope struct {
-	Tenant string // "": no shard's streams
-	Replay bool
+	Tenant      string // "": no shard's streams
+	Replay      bool
+	DeadLetters bool
 }
 
 // PartialSyncError is a round that vouched for some streams' writes and not

@@ -52,3 +52,25 @@ func ManagedConsumerName(consumer string) (token, name string, ok bool) {
 func ConsumerDeliverSubject(prefix, tenant, name string) string {
 	return prefix + ".redeliver." + TenantToken(tenant) + ".consumer." + name
 }
+
+// DeadLetterStream keeps the dead letters of every tenant's managed
+// consumers, each on DeadLetterSubject.
+const DeadLetterStream = "DEADLETTER"
+
+// DeadLetterSubject is where tenant's managed consumer name's dead letters
+// are: "<prefix>.deadletter.<tenant token>.<name>".
+func DeadLetterSubject(prefix, tenant, name string) string {
+	return prefix + ".deadletter." + TenantToken(tenant) + "." + name
+}
+
+// DeadLetterReader is the durable consumer of DeadLetterStream through
+// which tenant's readers (the consumer role) read its dead letters, and
+// only its: named as its tenant's token, filtered to
+// DeadLetterReaderFilter.
+func DeadLetterReader(tenant string) string { return TenantToken(tenant) }
+
+// DeadLetterReaderFilter is the filter of tenant's DeadLetterReader:
+// "<prefix>.deadletter.<tenant token>.>".
+func DeadLetterReaderFilter(prefix, tenant string) string {
+	return prefix + ".deadletter." + TenantToken(tenant) + ".>"
+}

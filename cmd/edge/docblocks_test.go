@@ -130,6 +130,9 @@ type docPage struct {
 	// as the page says next ("The same delivery again is a duplicate"),
 	// with what that second answer must contain.
 	again map[string][]string
+	// natsOnly: the page's blocks need the nats CLI (without it the page
+	// is skipped, not run half).
+	natsOnly bool
 }
 
 var docPages = map[string]docPage{
@@ -143,7 +146,32 @@ var docPages = map[string]docPage{
 	"docs/DEPLOY.md": {
 		expect: map[string][]string{"## The binary": {"edge ", "tenants", "healthcheck"}},
 	},
+	// The production procedure under the roles (issue 42): each reader
+	// refused the other tenant's deliveries and dead letters, the operator
+	// JetStream's API; two dead letters, one redriven; the metrics.
+	"docs/CONSUMING.md": {natsOnly: true, natsExpect: map[string][]string{
+		consumingRoles + " (3)": {
+			`Permissions Violation for Subscription to "sluice.redeliver.globex.consumer.worker"`,
+			`Permissions Violation for Subscription to "sluice.redeliver.acme.consumer.gh-worker"`,
+			`Permissions Violation for Publish to "$JS.API.`, "refused",
+		},
+		consumingRoles + " (4)": {
+			"Sluice-Dead-Reason: max_deliver", "Sluice-Dead-Reason: terminated",
+			`Permissions Violation for Publish to "$JS.API.CONSUMER.INFO.DEADLETTER.acme"`, "refused",
+			`"reason": "max_deliver"`, `"reason": "terminated"`, `"redriven"`, "Sluice-Redrive-Of: ",
+		},
+		consumingRoles + " (5)": {
+			`sluice_dead_letters_total{reason="max_deliver"} 1`, `sluice_dead_letters_total{reason="terminated"} 1`,
+			`sluice_consumer_dead_letters{consumer="audit",tenant="acme"} 1`,
+			`sluice_consumer_ack_pending{consumer="audit",tenant="acme"} 0`,
+			`sluice_consumer_ack_pending{consumer="worker",tenant="globex"} 0`,
+			`sluice_consumer_pending{consumer="worker",tenant="globex"} 0`,
+		},
+	}},
 }
+
+// consumingRoles is the heading of CONSUMING.md's production procedure.
+const consumingRoles = "## Managed consumers (the production procedure)"
 
 // The ports the docs use (a three-node cluster on one machine: 8080–8082,
 // 4222–4224, 6222–6224), each replaced by a free one (the same within a
@@ -216,7 +244,12 @@ func TestDocBlocks(t *testing.T) {
 		t.Logf("the nats CLI is not installed (go install github.com/nats-io/natscli/nats@%s): the docs' nats commands only say they were skipped", "v0.5.1")
 	}
 	for _, file := range order {
-		t.Run(file, func(t *testing.T) { runDocPage(t, file, pages[file], docPages[file], bin, nats) })
+		t.Run(file, func(t *testing.T) {
+			if docPages[file].natsOnly && nats == "" {
+				t.Skip("the page's blocks need the nats CLI")
+			}
+			runDocPage(t, file, pages[file], docPages[file], bin, nats)
+		})
 	}
 }
 
@@ -318,9 +351,11 @@ doc_wait_ready() {
 	if nats == "" {
 		add(`nats() { echo "(nats CLI not installed: skipped nats $*)"; }`, "", 0)
 	} else {
-		// A live subscription runs until the reader stops it: here, 2 s.
+		// A live subscription runs until the reader stops it: here, 2 s;
+		// one that stops itself (--count, --wait) is only bounded.
 		add(`nats() {
   case " $* " in
+    *" sub "*" --count "*|*" sub "*" --wait "*) timeout 60 "$DOC_NATS" "$@";;
     *" sub "*) timeout 2 "$DOC_NATS" "$@" || [ $? = 124 ];;
     *) "$DOC_NATS" "$@";;
   esac
@@ -346,6 +381,9 @@ doc_wait_ready`, "", 0)
 		"PATH=" + binDir + ":" + os.Getenv("PATH"), "HOME=" + dir, "DOC_EDGE=" + bin,
 		"SLUICE_HTTP_ADDR=127.0.0.1:" + ports["8080"], "SLUICE_NATS_LISTEN=127.0.0.1:" + ports["4222"],
 		"NATS_URL=nats://127.0.0.1:" + ports["4222"], "DOC_NATS=" + nats,
+		// The nats CLI's contexts: the page's own (it finds its config
+		// dir by XDG_CONFIG_HOME or the user's home, not HOME).
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, ".config"),
 	}
 	if nats != "" {
 		if err := os.Symlink(nats, filepath.Join(binDir, "nats")); err != nil {
