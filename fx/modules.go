@@ -378,25 +378,6 @@ type HTTP struct {
 	Addr atomic.Pointer[string]
 }
 
-// startHandoff is the hand-off of hooks to the node beside their shard's
-// leader (httpapi.Handoff) on an embedded cluster with shards (nil
-// elsewhere: with --nats-url no node is known to run beside a leader, an
-// edge stores in its outbox, and without shards one server leads every
-// stream), with the loop that follows the leaders.
-func startHandoff(lc fx.Lifecycle, cfg *config.Config, n *NATS, fw *Forward, log *slog.Logger) *httpapi.Handoff {
-	if n.Server == nil || fw.Forwarder != nil || !cfg.Clustered() || cfg.Shards < 2 {
-		return nil
-	}
-	leaders := httpapi.NewShardLeaders(n.JS, cfg.HooksStream, cfg.Shards, log.With("component", "handoff"))
-	ctx, stop := context.WithCancel(context.Background())
-	var done sync.WaitGroup
-	lc.Append(fx.Hook{
-		OnStart: func(context.Context) error { done.Go(func() { leaders.Run(ctx, time.Second) }); return nil },
-		OnStop:  func(context.Context) error { stop(); done.Wait(); return nil },
-	})
-	return &httpapi.Handoff{Conn: n.Conn, Prefix: cfg.Prefix, Shards: cfg.Shards, Leader: leaders.Of, Self: n.Server.NATS().Name()}
-}
-
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
@@ -450,7 +431,6 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			OnStop:  func(context.Context) error { stop(); done.Wait(); return nil },
 		})
 	}
-	handoff := startHandoff(lc, cfg, n, fw, log)
 	var ready atomic.Bool
 	var readyInfo func() any
 	if fw.Forwarder != nil {
@@ -483,7 +463,6 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		StoreTimeout:   cfg.StoreTimeout,
 		MaxInFlight:    cfg.MaxInFlightHooks,
 		MaxPayload:     n.Conn.MaxPayload,
-		Handoff:        handoff,
 		TrustedProxies: cfg.TrustedProxies,
 		ClientIPHeader: cfg.ClientIPHeader,
 		AdminToken:     cfg.AdminToken.Reveal(),
@@ -505,18 +484,6 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	})
 	if err != nil {
 		return nil, err
-	}
-	if handoff != nil {
-		var stop func()
-		lc.Append(fx.Hook{
-			OnStart: func(context.Context) (err error) { stop, err = h.ServeHandoffs(); return err },
-			OnStop: func(context.Context) error {
-				if stop != nil {
-					stop()
-				}
-				return nil
-			},
-		})
 	}
 	srv := &http.Server{
 		Handler:           h,

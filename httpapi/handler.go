@@ -62,10 +62,6 @@ type Config struct {
 	// node starts can finish inside its budgets.
 	MaxInFlight int
 
-	// Handoff, when set, hands a hook for a shard another server leads
-	// to the node beside that server (nil: every hook is served here).
-	Handoff *Handoff
-
 	// MaxPayload returns the NATS connection's max payload (nil: not
 	// checked): a body over it minus HookOverheadBytes is answered 413.
 	MaxPayload func() int64

@@ -77,7 +77,7 @@ type heldNonce struct {
 // durably and only then answer 2xx.
 func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 	start := h.cfg.Now()
-	if h.cfg.AccessLog != nil && !handedOff(r) { // the node it came through logs it
+	if h.cfg.AccessLog != nil {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		w = rec
 		defer h.logAccess(r, rec, start)
@@ -98,7 +98,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		q.w = rec
 		defer func() { q.endHookSpan(rec.code) }()
 	}
-	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || h.handOff(q) || !h.verify(q) || !h.answerChallenge(q) {
+	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
 	if !h.admit(q) || !h.store(q) {

@@ -20,7 +20,6 @@ type metrics struct {
 	fallback     *prometheus.CounterVec // what: hit
 	replay       *prometheus.CounterVec // outcome
 	adminOps     *prometheus.CounterVec // op, code
-	handoffs     *prometheus.CounterVec // result
 }
 
 // newMetrics creates the collectors and registers them on reg (nil: not
@@ -36,7 +35,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		fallback:     ms.CounterVec("fallback_total", "Requests answered from node-local state because the fleet store was unavailable.", "what"),
 		replay:       ms.CounterVec("replay_claims_total", "Replay-nonce claims by outcome.", "outcome"),
 		adminOps:     ms.CounterVec("admin_requests_total", "Admin API requests by operation and status code.", "op", "code"),
-		handoffs:     ms.CounterVec("handoffs_total", "Hooks for a shard led by another server, by what became of their hand-off to the node beside it.", "result"),
 	}
 	if err := ms.Err(); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
@@ -48,7 +46,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	promreg.Zero(m.requests, []string{"duplicate"}, []string{"200"})
 	promreg.Zero(m.claimOutcome, []string{"ok", "duplicate", "key_reused", "pending", "settled", "settle_lost", "released", "release_failed"})
 	promreg.Zero(m.fallback, []string{"hit"})
-	promreg.Zero(m.handoffs, []string{"handed", "no_node", "too_large", "failed"})
 	promreg.Zero(m.replay, []string{"claimed", "already_claimed", "full", "error", "released", "release_failed"})
 	// The admin API's token check: the one code every operation answers.
 	promreg.Zero(m.adminOps, []string{"delete_limits", "get_claim", "get_limits", "get_receipt", "other", "put_limits", "rewind"}, []string{"401"})

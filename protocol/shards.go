@@ -102,23 +102,3 @@ func ShardPublishSubject(prefix string, shard, shards int, subject string) strin
 	}
 	return prefix + ".shard." + strconv.Itoa(shard) + ".hooks." + rest
 }
-
-// HandoffSubject is where the node beside server serves the hooks other
-// nodes hand it whole (a hook whose shard's hooks stream server leads):
-// <prefix>.node.v1.handoff.<server as one token>. A node-to-node subject
-// (docs/PROTOCOL.md "Shards"): no role but node may use it.
-func HandoffSubject(prefix, server string) string {
-	return prefix + ".node.v1.handoff." + EncodeToken(server)
-}
-
-// The headers of a hook handed to another node (HandoffSubject): the
-// request's own headers travel beside them, its body is the message's.
-// The answer carries the HTTP answer's headers, its status in
-// HeaderHandoffStatus and its body as the message's.
-const (
-	HeaderHandoffMethod = "Sluice-Handoff-Method" // the request's method
-	HeaderHandoffURI    = "Sluice-Handoff-Uri"    // its request URI (path and query)
-	HeaderHandoffHost   = "Sluice-Handoff-Host"   // its Host
-	HeaderHandoffRemote = "Sluice-Handoff-Remote" // its peer's address (ip:port)
-	HeaderHandoffStatus = "Sluice-Handoff-Status" // the answer's HTTP status
-)
