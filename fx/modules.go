@@ -103,7 +103,7 @@ type Stores struct {
 	Cooldown      *cooldown.Store
 	Overrides     *httpapi.Overrides
 	// Tenants follows the tenant records; Policy combines them with the
-	// file's tenants (SetConfig on SIGHUP).
+	// file's tenants (Policy.Reload on SIGHUP).
 	Tenants *tenants.Registry
 	Policy  *tenants.Policy
 	// HubClaims is an edge's view of its hub's claims bucket (nil unless

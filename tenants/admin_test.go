@@ -275,9 +275,9 @@ func TestValidationAndConflicts(t *testing.T) {
 		t.Fatalf("log:\n%s", g.log.String())
 	}
 	// Given the key (SIGHUP re-reads --secrets-key-file), it verifies.
-	g.reg.SetKeys(f.reg.Keys())
+	g.reg.ReloadKeys(f.reg.Keys())
 	if !verifies(t, g.pol, "acme", "gh", oldSecret, g.clock.Now()) {
-		t.Fatal("not verifying after SetKeys")
+		t.Fatal("not verifying after ReloadKeys")
 	}
 }
 

@@ -88,11 +88,11 @@ func TestReloadWithoutTenantsKeepsClosed(t *testing.T) {
 	if admits(pol, "other", "raw") || !admits(pol, "acme", "raw") {
 		t.Fatal("a file with tenants admits only them")
 	}
-	pol.SetConfig(parseConfig(t, ""))
+	pol.Reload(parseConfig(t, ""))
 	if admits(pol, "other", "raw") || admits(pol, "acme", "raw") || pol.OpenToUnknown() {
 		t.Fatal("reloading a file without tenants reopened the node")
 	}
-	pol.SetConfig(parseConfig(t, "allow_unknown: true\n"))
+	pol.Reload(parseConfig(t, "allow_unknown: true\n"))
 	if !admits(pol, "other", "raw") {
 		t.Fatal("allow_unknown: true should open the node")
 	}

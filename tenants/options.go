@@ -42,7 +42,7 @@ func (o LoggerOption) applyRegistry(r *Registry) {
 func WithLogger(l *slog.Logger) LoggerOption { return LoggerOption{l} }
 
 // WithKeys opens the records' secrets with keys (nil or absent: no
-// keyring; Registry.SetKeys replaces it).
+// keyring; Registry.ReloadKeys replaces it).
 func WithKeys(keys *Keyring) RegistryOption {
 	return registryOption(func(r *Registry) { r.keys.Store(keys) })
 }

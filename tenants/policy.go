@@ -33,15 +33,15 @@ type Policy struct {
 // NewPolicy returns the policy of cfg and reg (nil: the file only).
 func NewPolicy(cfg *config.Config, reg *Registry) *Policy {
 	p := &Policy{reg: reg}
-	p.SetConfig(cfg)
+	p.Reload(cfg)
 	return p
 }
 
 // Config is the file's configuration in force.
 func (p *Policy) Config() *config.Config { return p.cfg.Load() }
 
-// SetConfig swaps the file's configuration (SIGHUP).
-func (p *Policy) SetConfig(c *config.Config) {
+// Reload swaps the file's configuration (SIGHUP).
+func (p *Policy) Reload(c *config.Config) {
 	if len(c.Tenants) > 0 {
 		p.listed.Store(true)
 	}

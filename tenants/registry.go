@@ -40,7 +40,7 @@ func BucketConfig(prefix string, replicas int) kvstore.BucketConfig {
 type Registry struct {
 	b    *kvstore.Bucket
 	keys atomic.Pointer[Keyring]
-	// wmu serialises the writers of snap: the follower and SetKeys.
+	// wmu serialises the writers of snap: the follower and ReloadKeys.
 	wmu sync.Mutex
 	log *slog.Logger
 
@@ -109,9 +109,9 @@ func NewRegistry(b *kvstore.Bucket, opts ...RegistryOption) *Registry {
 // Keys is the registry's keyring (nil: none).
 func (r *Registry) Keys() *Keyring { return r.keys.Load() }
 
-// SetKeys replaces the keyring (SIGHUP re-reads --secrets-key-file) and
+// ReloadKeys replaces the keyring (SIGHUP re-reads --secrets-key-file) and
 // opens every record's secrets again with it, in one new snapshot.
-func (r *Registry) SetKeys(k *Keyring) {
+func (r *Registry) ReloadKeys(k *Keyring) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	r.keys.Store(k)

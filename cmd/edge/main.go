@@ -160,7 +160,7 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 	}
 	applied, restart := cfg.Changes(st.Policy.Config())
 	wasOpen := st.Policy.OpenToUnknown()
-	st.Policy.SetConfig(cfg)
+	st.Policy.Reload(cfg)
 	switch open := st.Policy.OpenToUnknown(); {
 	case open && !wasOpen:
 		log.Warn("reload: the file says allow_unknown: true: tenants nobody listed are accepted now, with the defaults")
@@ -187,7 +187,7 @@ func reload(args []string, getenv func(string) string, st *sluicefx.Stores, log 
 			log.Error("reload: keeping the running secrets keys", "error", err)
 			return
 		}
-		st.Tenants.SetKeys(keys)
+		st.Tenants.ReloadKeys(keys)
 	}
 }
 
