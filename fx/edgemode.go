@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/httpapi"
@@ -188,7 +189,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 // serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
 // outbox copy of a batch only once this answered.
 func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
-	then := hubSyncThen(cfg, n)
+	then := durability.HubThen(n.Mode, n.Sync, n.Group)
 	var srv *forward.SyncServer
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
@@ -201,19 +202,4 @@ func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger
 		},
 		OnStop: func(context.Context) error { return srv.Stop() },
 	})
-}
-
-// hubSyncThen is the barrier a hub's sync answer waits on: the one its own
-// 2xx waits on (a single node's group commit, an R1 cluster's), the single
-// node's group commit at acked too; nil — at once — where the acks
-// already mean durable (sync-always, a cluster with replicas) or nothing
-// local can vouch for more (a cluster at acked).
-func hubSyncThen(cfg *config.Config, n *NATS) func(func(error)) func() {
-	if t, ok := n.Sync.(kvstore.ThenSyncer); ok {
-		return t.Then
-	}
-	if n.Group != nil && !cfg.ServerSyncAlways() && !cfg.Clustered() {
-		return n.Group.Then
-	}
-	return nil
 }
