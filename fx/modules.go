@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/placement"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
@@ -199,7 +200,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 // the store routing each claim to its tenant's shard.
 func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logger) ([]*kvstore.Bucket, claims.Store, error) {
 	shards := max(cfg.Shards, 1)
-	place := shardPlacement(cfg, n, log)
+	place := placement.For(cfg, n.Server, log)
 	buckets := make([]*kvstore.Bucket, 0, shards)
 	stores := make([]claims.Store, 0, shards)
 	for k := range shards {
@@ -416,8 +417,8 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		})
 		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),
-		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
+			MaxAge: maxAge, MaxBytes: placement.Bytes(cfg.HooksMaxBytes, cfg.Shards),
+		}, cfg.Shards, placement.For(cfg, n.Server, log)); err != nil {
 			return nil, err
 		}
 		streams := httpapi.HooksStreams(cfg.HooksStream, cfg.Shards)
@@ -427,8 +428,11 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		bctx, stop := context.WithCancel(context.Background())
 		var done sync.WaitGroup
 		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { done.Go(func() { balanceShards(bctx, cfg, n, streams, log) }); return nil },
-			OnStop:  func(context.Context) error { stop(); done.Wait(); return nil },
+			OnStart: func(context.Context) error {
+				done.Go(func() { placement.Balance(bctx, cfg, n.Server, n.Conn, n.JS, streams, log) })
+				return nil
+			},
+			OnStop: func(context.Context) error { stop(); done.Wait(); return nil },
 		})
 	}
 	var ready atomic.Bool
