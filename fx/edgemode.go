@@ -186,17 +186,18 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	return &Quota{Client: client, Fleet: fleet, Local: local, Route: route}, nil
 }
 
-// serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
+// serveHubSync serves protocol.HubSyncSubject on a hub node: an edge drops its
 // outbox copy of a batch only once this answered.
 func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
 	then := durability.HubThen(n.Mode, n.Sync, n.Group)
-	var srv *forward.SyncServer
+	var srv *durability.Server
 	lc.Append(fx.Hook{
 		OnStart: func(context.Context) error {
 			var err error
-			srv, err = forward.ServeSync(n.Conn, cfg.Prefix, n.Durability, then)
+			subject := protocol.HubSyncSubject(cfg.Prefix)
+			srv, err = durability.Serve(n.Conn, subject, protocol.HubSyncQueue, then, durability.HubAnswer(n.Durability))
 			if err == nil {
-				log.Debug("hub: serving the edges' sync barrier", "subject", forward.SyncSubject(cfg.Prefix), "group_commit", then != nil)
+				log.Debug("hub: serving the edges' sync barrier", "subject", subject, "group_commit", then != nil)
 			}
 			return err
 		},

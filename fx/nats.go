@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // NATS is the connection every part uses, and the embedded server when
@@ -322,7 +323,7 @@ func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry
 	if out.Mode == durability.ClusterRounds {
 		then = startGroupCommit(lc, cfg, out, reg).Then
 	}
-	serving, err := out.Server.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), durability.Streams(cfg), then)
+	serving, err := durability.Serve(out.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, out.Server.NodeAnswer(durability.Streams(cfg)))
 	if err != nil {
 		return err
 	}
@@ -336,7 +337,7 @@ func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry
 // own group commit.
 func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) (*kvstore.GroupSync, error) {
 	streams := durability.Streams(cfg)
-	subject := natsembed.NodeSyncSubject(cfg.Prefix)
+	subject := protocol.NodeSyncSubject(cfg.Prefix)
 	// The streams a round must find led: those of streams that exist.
 	existing := func() ([]string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -9,17 +9,18 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // The cluster's group commit (docs/DESIGN.md "Durability on a cluster"):
 // on an embedded cluster whose streams are R1, a write is acknowledged by
 // the one server that holds its stream, from its page cache. Every node
-// serves NodeSyncSubject: a request joins the next round of that node's
+// serves protocol.NodeSyncSubject: a request joins the next round of that node's
 // own group commit (the streams answers rest on, and the Raft logs) and
 // is answered with the streams the node leads. A node's barrier round
 // (NodeSyncRound) asks every node at once and succeeds when the answers
@@ -32,94 +33,22 @@ import (
 // not a failed disk: the next round may succeed).
 var ErrNotConfirmed = errors.New("natsembed: the cluster's sync round was not confirmed")
 
-// NodeSyncSubject is where the nodes of an embedded cluster serve their
-// sync rounds to each other (docs/PROTOCOL.md "Subjects").
-func NodeSyncSubject(prefix string) string { return prefix + ".node.v1.sync" }
-
-// NodeSyncReply is a node's answer to a sync request.
-type NodeSyncReply struct {
-	// Server is the answering server's name.
-	Server string `json:"server"`
-	// UptimeNS is how long the server has run: a server that started
-	// after a write was acknowledged may not hold it (its machine lost
-	// power), so its answer covers nothing yet.
-	UptimeNS int64 `json:"uptime_ns"`
-	// Leads are the streams (of those a 2xx rests on) the server led
-	// before and after its round: their acknowledged writes are durable.
-	Leads []string `json:"leads,omitempty"`
-	// Error is why the round failed ("" when it succeeded).
-	Error string `json:"error,omitempty"`
-}
-
-// NodeSyncMaxWaiting bounds the requests a node holds waiting for its next
-// round; beyond it a request is answered with an error at once (its
-// requester's round fails, its hooks get a 503 and are sent again).
-const NodeSyncMaxWaiting = 10000
-
-// NodeSyncServer serves NodeSyncSubject on one node.
-type NodeSyncServer struct {
-	srv     *Server
-	streams []string
-	then    func(func(error)) (forget func())
-	sub     *nats.Subscription
-	waiting atomic.Int64
-}
-
-// ServeNodeSync serves subject on nc: each request joins the next round
-// of then (the node's own group commit over SyncStore) and is answered
-// with the streams of streams this server leads; with then nil (a server
-// that fsyncs every write) at once.
-func (s *Server) ServeNodeSync(nc *nats.Conn, subject string, streams []string, then func(func(error)) (forget func())) (*NodeSyncServer, error) {
-	ns := &NodeSyncServer{srv: s, streams: slices.Clone(streams), then: then}
-	var err error
-	if ns.sub, err = nc.Subscribe(subject, ns.serve); err != nil {
-		return nil, fmt.Errorf("natsembed: serve %s: %w", subject, err)
-	}
-	if err := ns.sub.SetPendingLimits(2*NodeSyncMaxWaiting, 4<<20); err != nil {
-		_ = ns.sub.Unsubscribe()
-		return nil, err
-	}
-	return ns, nil
-}
-
-// Stop stops serving (a request waiting for its round may still be
-// answered by it).
-func (ns *NodeSyncServer) Stop() error { return ns.sub.Unsubscribe() }
-
-func (ns *NodeSyncServer) serve(m *nats.Msg) {
-	if m.Reply == "" {
-		return
-	}
-	reply := func(leads []string, err error) {
-		r := NodeSyncReply{Server: ns.srv.ns.Name(), UptimeNS: int64(time.Since(ns.srv.started)), Leads: leads}
-		if err != nil {
-			r.Error, r.Leads = err.Error(), nil
+// NodeAnswer is a cluster node's reply to a sync request
+// (durability.Serve on protocol.NodeSyncSubject): the streams of streams
+// this server led when the request arrived and still leads after its
+// round.
+func (s *Server) NodeAnswer(streams []string) func() func(error) protocol.SyncReply {
+	streams = slices.Clone(streams)
+	return func() func(error) protocol.SyncReply {
+		before := s.leads(streams)
+		return func(err error) protocol.SyncReply {
+			r := protocol.SyncReply{OK: true, Server: s.ns.Name(), UptimeNS: int64(time.Since(s.started))}
+			if err == nil {
+				r.Leads = s.leads(before)
+			}
+			return r
 		}
-		b, _ := json.Marshal(r)
-		_ = m.Respond(b)
 	}
-	if ns.then == nil {
-		// This server's acks already mean on disk (sync-always).
-		reply(ns.srv.leads(ns.streams), nil)
-		return
-	}
-	if ns.waiting.Add(1) > NodeSyncMaxWaiting {
-		ns.waiting.Add(-1)
-		reply(nil, errors.New("too many sync requests waiting"))
-		return
-	}
-	// Led before the round: the stream's writes acknowledged so far are
-	// in this server's files when the round begins.
-	before := ns.srv.leads(ns.streams)
-	ns.then(func(err error) { // on the barrier's goroutine: no blocking
-		ns.waiting.Add(-1)
-		if err != nil {
-			reply(nil, err)
-			return
-		}
-		after := ns.srv.leads(before)
-		reply(after, nil)
-	})
 }
 
 // leads are the streams of names this server leads now (an R1 stream:
@@ -136,7 +65,7 @@ func (s *Server) leads(names []string) []string {
 }
 
 // NodeSyncRound is one round of a cluster node's barrier: it asks every
-// node (NodeSyncSubject) to run a round of its group commit, and succeeds
+// node (protocol.NodeSyncSubject) to run a round of its group commit, and succeeds
 // once a majority of all the cluster's servers (peers(true): the meta
 // group's log) and the leader of every stream that exists (existing(),
 // and every stream ever seen led) have answered OK. When a majority
@@ -288,7 +217,7 @@ func (r *NodeSyncRound) Round() error {
 			if m.Subject != r.inbox+"."+token {
 				continue
 			}
-			var a NodeSyncReply
+			var a protocol.SyncReply
 			if err := json.Unmarshal(m.Data, &a); err != nil || !slices.Contains(all, a.Server) || answered[a.Server] || slices.Contains(refused, a.Server) {
 				continue // not a server of this cluster, or answered already
 			}

@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/internal/jstest"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -41,7 +43,7 @@ func serveNode(t *testing.T, c *testkit.ClusterKit, i int, streams []string) *se
 		return srv.SyncStore()
 	})
 	t.Cleanup(g.Close)
-	s, err := srv.ServeNodeSync(c.Connect(t, i), nodeSyncSubject, streams, g.Then)
+	s, err := durability.Serve(c.Connect(t, i), nodeSyncSubject, "", g.Then, srv.NodeAnswer(streams))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestNodeSyncRound(t *testing.T) {
 
 // fakeNode answers sync requests on nc as server name with the given
 // uptime, leads and error.
-func fakeNode(t *testing.T, nc *nats.Conn, reply natsembed.NodeSyncReply) {
+func fakeNode(t *testing.T, nc *nats.Conn, reply protocol.SyncReply) {
 	t.Helper()
 	b, err := json.Marshal(reply)
 	if err != nil {
@@ -128,17 +130,17 @@ func TestNodeSyncRoundRules(t *testing.T) {
 	one := func(bool) []string { return []string{"a"} }
 	cases := []struct {
 		name  string
-		reply *natsembed.NodeSyncReply // nil: nobody answers
-		want  string                   // "" for a confirmed round
+		reply *protocol.SyncReply // nil: nobody answers
+		want  string              // "" for a confirmed round
 	}{
-		{"confirmed", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}}, ""},
-		{"its round failed", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Error: "input/output error"}, "input/output error"},
+		{"confirmed", &protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}}, ""},
+		{"its round failed", &protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour), Error: "input/output error"}, "input/output error"},
 		// Started after the previous round began: it may have lost what
 		// this round's hooks wrote.
-		{"restarted", &natsembed.NodeSyncReply{Server: "a", UptimeNS: 1, Leads: []string{"S"}}, "started after"},
+		{"restarted", &protocol.SyncReply{Server: "a", UptimeNS: 1, Leads: []string{"S"}}, "started after"},
 		{"nobody answers", nil, "not [a]"},
 		// S exists: it must be confirmed by its leader, even never seen led.
-		{"an existing stream nobody leads", &natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour)}, "streams [S] unconfirmed"},
+		{"an existing stream nobody leads", &protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour)}, "streams [S] unconfirmed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +179,7 @@ func TestNodeSyncRoundRequiresALeaderSeen(t *testing.T) {
 	var leads atomic.Value
 	leads.Store([]string{"S"})
 	sub, err := nc.Subscribe(nodeSyncSubject, func(m *nats.Msg) {
-		b, _ := json.Marshal(natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: leads.Load().([]string)})
+		b, _ := json.Marshal(protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: leads.Load().([]string)})
 		_ = m.Respond(b)
 	})
 	if err != nil {
@@ -205,7 +207,7 @@ func TestNodeSyncRoundIgnoresStrangers(t *testing.T) {
 	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
 		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
 	})
-	aReply, err := json.Marshal(natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour)})
+	aReply, err := json.Marshal(protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +222,7 @@ func TestNodeSyncRoundIgnoresStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer aSub.Unsubscribe()
-	b, err := json.Marshal(natsembed.NodeSyncReply{Server: "b", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	b, err := json.Marshal(protocol.SyncReply{Server: "b", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +242,7 @@ func TestNodeSyncRoundIgnoresStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = bSub.Unsubscribe()
-	fakeNode(t, nc, natsembed.NodeSyncReply{Server: "x", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	fakeNode(t, nc, protocol.SyncReply{Server: "x", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
 	aSlow.Store(true)
 	if err := r.Round(); !errors.Is(err, natsembed.ErrNotConfirmed) {
 		t.Fatalf("a round confirmed by a server outside the cluster: %v", err)
@@ -297,7 +299,7 @@ func TestNodeSyncRoundListsStreamsAside(t *testing.T) {
 	_, nc, _ := jstest.Start(t, func() (*natsembed.Server, error) {
 		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
 	})
-	fakeNode(t, nc, natsembed.NodeSyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
+	fakeNode(t, nc, protocol.SyncReply{Server: "a", UptimeNS: int64(time.Hour), Leads: []string{"S"}})
 	var reads atomic.Int64
 	release := make(chan struct{})
 	existing := func() ([]string, error) {
@@ -350,7 +352,7 @@ func TestNodeSyncServedAtOnce(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := srv.ServeNodeSync(nc, nodeSyncSubject, []string{"S"}, nil)
+	s, err := durability.Serve(nc, nodeSyncSubject, "", nil, srv.NodeAnswer([]string{"S"}))
 	if err != nil {
 		t.Fatal(err)
 	}
