@@ -12,7 +12,7 @@
 //	ClusterAcked    cluster, acked                         a quorum's ack (memory); no record                nil
 //	ClusterFsync    cluster, sync-always or synced with    the ack, after a quorum fsynced its Raft appends  nil
 //	                --replicas > 1
-//	ClusterRounds   R1 cluster, synced                     a round of the cluster barrier: every node        ClusterBarrier over natsembed.NodeSyncRound
+//	ClusterRounds   R1 cluster, synced                     a round of the cluster barrier: every node        ClusterBarrier over Rounds
 //	                                                       holding a durable stream runs a group commit round
 //
 // A round syncs Streams (the streams answers rest on); on a cluster a
@@ -28,7 +28,6 @@ import (
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -131,14 +130,14 @@ func ScopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
 }
 
 // ClusterBarrier is the ClusterRounds barrier: each of its rounds runs
-// round (a natsembed.NodeSyncRound's). A round that left streams
+// round (a Rounds's Round). A round that left streams
 // unconfirmed fails only the callers whose scope wrote to them
 // (kvstore.PartialSyncError); any other failed round is
 // kvstore.ErrRoundMissed for its callers and does not latch.
 func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
 	return kvstore.NewGroupSync(func() error {
 		err := round()
-		var u *natsembed.UnconfirmedError
+		var u *UnconfirmedError
 		switch {
 		case errors.As(err, &u):
 			unconfirmed := map[string]bool{}

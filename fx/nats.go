@@ -308,11 +308,6 @@ func startCluster(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry,
 	return startNodeBarrier(lc, cfg, out, reg)
 }
 
-// NodeSyncTimeout bounds one round of a cluster node's barrier: a server
-// that has not answered by then leaves its streams unconfirmed (503 for the
-// hooks whose writes went to them).
-const NodeSyncTimeout = time.Second
-
 // serveNodeSync serves this server's own group commit (Group) to the
 // other nodes (docs/DESIGN.md "Durability on a cluster"); a server that
 // fsyncs every write (ServerSyncAlways) answers at once, so that a node at
@@ -355,7 +350,7 @@ func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 		}
 		return found, names.Err()
 	}
-	round, err := natsembed.NewNodeSyncRound(out.Conn, subject, out.Server.ClusterPeers, existing, NodeSyncTimeout)
+	round, err := durability.NewRounds(out.Conn, subject, out.Server.ClusterPeers, existing, durability.RoundTimeout)
 	if err != nil {
 		return nil, err
 	}
