@@ -1,4 +1,4 @@
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
@@ -54,7 +54,7 @@ type Forward struct {
 // ProvideForward creates an edge's outbox and its forwarder (started with
 // the app, stopped before the NATS connection drains); on a hub
 // (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
-func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
+func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if !cfg.Edge() {
 		if cfg.Hub() {
 			serveHubSync(lc, cfg, n, log)
@@ -77,7 +77,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.Hook{OnStart: f.Start, OnStop: f.Stop})
+	lc.Append(uberfx.Hook{OnStart: f.Start, OnStop: f.Stop})
 	return &Forward{Forwarder: f}, nil
 }
 
@@ -188,10 +188,10 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 
 // serveHubSync serves protocol.HubSyncSubject on a hub node: an edge drops its
 // outbox copy of a batch only once this answered.
-func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
+func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
 	then := durability.HubThen(n.Mode, n.Sync, n.Group)
 	var srv *durability.Server
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			var err error
 			subject := protocol.HubSyncSubject(cfg.Prefix)

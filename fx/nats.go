@@ -1,7 +1,7 @@
-// Package sluicefx wires sluice's packages into a go.uber.org/fx application.
+// Package fx wires sluice's packages into a go.uber.org/fx application.
 // It is the only package (besides cmd/edge) that imports fx; every wired
 // part is usable without it.
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
@@ -52,7 +52,7 @@ type NATS struct {
 // ProvideNATS starts the embedded server (unless --nats-url is set),
 // connects, and waits for JetStream. On stop it drains the connection, then
 // shuts the embedded server down.
-func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
+func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg)}
@@ -120,13 +120,13 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		if err != nil {
 			return nil, err
 		}
-		lc.Append(fx.StopHook(unlock))
+		lc.Append(uberfx.StopHook(unlock))
 		srv, err := natsembed.StartServer(srvCfg)
 		if err != nil {
 			unlock()
 			return nil, err
 		}
-		lc.Append(fx.StopHook(srv.Shutdown))
+		lc.Append(uberfx.StopHook(srv.Shutdown))
 		out.Server = srv
 		if !out.Mode.Clustered() {
 			if barrier, err = startNode(lc, cfg, out, reg, log); err != nil {
@@ -161,7 +161,7 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		out.Conn = nc
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
 	}
-	lc.Append(fx.StopHook(func(ctx context.Context) error {
+	lc.Append(uberfx.StopHook(func(ctx context.Context) error {
 		done := make(chan struct{})
 		out.Conn.SetClosedHandler(func(*nats.Conn) { close(done) })
 		if err := out.Conn.Drain(); err != nil {
@@ -217,7 +217,7 @@ func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
 // (natsembed.CheckStart: refuse to come up silently empty), starts its
 // group commit and the record keeper, and returns the barrier of
 // durability.GroupCommit (nil in the other modes).
-func startNode(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
+func startNode(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
 	srv := out.Server
 	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 		return nil, err
@@ -235,9 +235,9 @@ func startNode(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, lo
 // startGroupCommit starts the embedded server's own group commit (Group):
 // its rounds sync the streams answers rest on (durability.Streams); the
 // record's rounds (once a second) sync every stream.
-func startGroupCommit(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
+func startGroupCommit(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
 	g := kvstore.NewGroupSync(out.Server.SyncStreams(durability.Streams(cfg)...))
-	lc.Append(fx.StopHook(g.Close))
+	lc.Append(uberfx.StopHook(g.Close))
 	out.Group = g
 	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
 	return g
@@ -246,12 +246,12 @@ func startGroupCommit(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 // startRecord syncs what the store holds at start (what a restart
 // recovered may be in the page cache only) and starts the stream record's
 // keeper (stopped before the group commit: stop hooks run in reverse).
-func startRecord(lc fx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
+func startRecord(lc uberfx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
 	if err := srv.SyncStore(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
 	}
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
-	lc.Append(fx.StopHook(rec.Stop))
+	lc.Append(uberfx.StopHook(rec.Stop))
 	return nil
 }
 
@@ -268,7 +268,7 @@ const ClusterStartWait = time.Minute
 // (natsembed.CheckClusterStart), then the recorder keeps it; it returns
 // the barrier of durability.ClusterRounds (serveNodeSync,
 // startNodeBarrier), nil at ClusterFsync.
-func startCluster(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
+func startCluster(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
 	srv := out.Server
 	dlog := log.With("component", "durability")
 	// The others' barriers need this server's answers while it waits for
@@ -313,7 +313,7 @@ func startCluster(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry,
 // fsyncs every write (ServerSyncAlways) answers at once, so that a node at
 // sync-always and one at synced serve one R1 cluster (the upgrade to the
 // cluster's group commit, docs/UPGRADES.md).
-func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
+func serveNodeSync(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
 	var then func(func(error)) func()
 	if out.Mode == durability.ClusterRounds {
 		then = startGroupCommit(lc, cfg, out, reg).Then
@@ -323,14 +323,14 @@ func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry
 		return err
 	}
 	// Stopped before the rounds (stop hooks run in reverse).
-	lc.Append(fx.StopHook(serving.Stop))
+	lc.Append(uberfx.StopHook(serving.Stop))
 	return nil
 }
 
 // startNodeBarrier starts the barrier a 2xx waits on at
 // durability.ClusterRounds: its rounds ask every node for a round of its
 // own group commit.
-func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) (*kvstore.GroupSync, error) {
+func startNodeBarrier(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) (*kvstore.GroupSync, error) {
 	streams := durability.Streams(cfg)
 	subject := protocol.NodeSyncSubject(cfg.Prefix)
 	// The streams a round must find led: those of streams that exist.
@@ -356,8 +356,8 @@ func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 	}
 	barrier := durability.ClusterBarrier(cfg, round.Round)
 	// Stop hooks run in reverse: the barrier, then its answers.
-	lc.Append(fx.StopHook(round.Close))
-	lc.Append(fx.StopHook(barrier.Close))
+	lc.Append(uberfx.StopHook(round.Close))
+	lc.Append(uberfx.StopHook(barrier.Close))
 	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
 	return barrier, nil
 }
