@@ -17,7 +17,10 @@
 //
 // A round syncs Streams (the streams answers rest on); on a cluster a
 // round a node did not confirm fails only the callers whose writes went to
-// that node's streams (ScopeStreams).
+// that node's streams (ScopeStreams). ClusterRounds' barrier runs Rounds,
+// which ask every node; each node answers with Serve over its own group
+// commit. A hub answers its edges with the same Serve over HubThen: an
+// edge drops a forwarded batch from its outbox only after that answer.
 package durability
 
 import (
@@ -76,10 +79,6 @@ func For(cfg *config.Config) Mode {
 
 // Clustered says whether the mode is an embedded cluster's.
 func (m Mode) Clustered() bool { return m >= ClusterAcked }
-
-// Barrier says whether a 2xx waits on a barrier of sluice's (a group
-// commit round, or a cluster barrier round) rather than on the ack.
-func (m Mode) Barrier() bool { return m == GroupCommit || m == ClusterRounds }
 
 // Meaning is the start-up log's sentence for the mode; warn says the log
 // should warn (a power cut can lose a 2xx's writes).

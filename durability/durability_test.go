@@ -36,9 +36,6 @@ func TestFor(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%v: mode %v, want %v", c.args, got, c.want)
 		}
-		if got.Barrier() != (got == durability.GroupCommit || got == durability.ClusterRounds) {
-			t.Errorf("%v: %v barrier %v", c.args, got, got.Barrier())
-		}
 	}
 }
 

@@ -202,7 +202,7 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 // logMode says at start what a 2xx waits for.
 func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
 	meaning, warn := out.Mode.Meaning()
-	attrs := []any{"durability", out.Durability, "requested", cfg.Durability}
+	attrs := []any{"durability", out.Durability, "requested", cfg.Durability, "mode", out.Mode}
 	if out.Server != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
 		attrs = append(attrs, "sync_rounds_find_changes_by", out.Server.SyncFinder())
 	}
