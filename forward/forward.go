@@ -73,7 +73,7 @@ type Config struct {
 	// in Status.
 	Route *Route
 	// HubSyncFallback is how long after a batch's ack the outbox copy is
-	// kept when the hub does not serve its sync barrier (SyncSubject: an
+	// kept when the hub does not serve its sync barrier (protocol.HubSyncSubject: an
 	// older hub) before it is dropped (default 2 s: twice an older
 	// single-node hub's record round, natsembed.RecordInterval, which
 	// syncs every stream).

@@ -11,9 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -25,9 +27,9 @@ type link struct {
 	hubSrv, edgeSrv *natsembed.Server
 	hub, edge       *nats.Conn
 	hubJS, edgeJS   jetstream.JetStream
-	// sync is the hub's barrier (forward.ServeSync on hub): each request
+	// sync is the hub's barrier (durability.Serve on hub): each request
 	// is answered by syncThen; nil answers at once.
-	sync     *forward.SyncServer
+	sync     *durability.Server
 	syncThen atomic.Pointer[func(func(error)) func()]
 }
 
@@ -56,13 +58,13 @@ func newLink(t *testing.T) *link {
 	t.Cleanup(l.edge.Close)
 	l.hubJS, _ = jetstream.New(l.hub)
 	l.edgeJS, _ = jetstream.New(l.edge)
-	if l.sync, err = forward.ServeSync(l.hub, "sluice", "synced", func(fn func(error)) func() {
+	if l.sync, err = durability.Serve(l.hub, protocol.HubSyncSubject("sluice"), protocol.HubSyncQueue, func(fn func(error)) func() {
 		if then := l.syncThen.Load(); then != nil {
 			return (*then)(fn)
 		}
 		fn(nil)
 		return func() {}
-	}); err != nil {
+	}, durability.HubAnswer("synced")); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, l.edgeSrv.LeafConnected, "leaf connected")

@@ -1,7 +1,6 @@
 package forward_test
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -9,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/forward"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -153,86 +150,5 @@ func TestOlderHubWithoutSync(t *testing.T) {
 	}
 	if s := counters(t, reg, "sluice_edge_hub_syncs_total"); s["waited"] != 1 || s["synced"] != 0 {
 		t.Errorf("hub_syncs_total %v, want waited 1", s)
-	}
-}
-
-// ServeSync: answers at once without a barrier, with the micro error
-// headers when the round fails, and answers a flood beyond SyncMaxWaiting
-// requests waiting for one round with 503 at once.
-func TestServeSync(t *testing.T) {
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-
-	at := func(prefix string) (*nats.Msg, error) {
-		return nc.Request(forward.SyncSubject(prefix), nil, 5*time.Second)
-	}
-	if _, err := forward.ServeSync(nc, "now", "sync-always", nil); err != nil {
-		t.Fatal(err)
-	}
-	m, err := at("now")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep forward.SyncReply
-	if err := json.Unmarshal(m.Data, &rep); err != nil || !rep.OK || rep.Durability != "sync-always" {
-		t.Errorf("reply %s (%v), want ok at sync-always", m.Data, err)
-	}
-
-	if _, err := forward.ServeSync(nc, "bad", "synced", func(fn func(error)) func() { fn(errors.New("fsync: EIO")); return func() {} }); err != nil {
-		t.Fatal(err)
-	}
-	if m, err = at("bad"); err != nil {
-		t.Fatal(err)
-	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "503" {
-		t.Errorf("a failed round answered %q %q, want 503", code, m.Header.Get("Nats-Service-Error"))
-	}
-
-	// A round that never ends: the requests beyond the bound are refused.
-	var mu sync.Mutex
-	var waiting []func(error)
-	if _, err := forward.ServeSync(nc, "slow", "synced", func(fn func(error)) func() {
-		mu.Lock()
-		waiting = append(waiting, fn)
-		mu.Unlock()
-		return func() {}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	inbox := nats.NewInbox()
-	replies, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range forward.SyncMaxWaiting + 5 {
-		if err := nc.PublishRequest(forward.SyncSubject("slow"), inbox, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 5 {
-		m, err := replies.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("no refusal of the requests beyond %d waiting: %v", forward.SyncMaxWaiting, err)
-		}
-		if m.Header.Get("Nats-Service-Error-Code") != "503" {
-			t.Fatalf("a request beyond the bound answered %q", m.Data)
-		}
-	}
-	mu.Lock()
-	n := len(waiting)
-	for _, fn := range waiting {
-		fn(nil)
-	}
-	mu.Unlock()
-	if n != forward.SyncMaxWaiting {
-		t.Errorf("%d requests waiting for the round, want %d", n, forward.SyncMaxWaiting)
 	}
 }

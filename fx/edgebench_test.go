@@ -1,6 +1,6 @@
 //go:build unix
 
-package sluicefx_test
+package fx_test
 
 import (
 	"context"

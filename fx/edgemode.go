@@ -1,4 +1,4 @@
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/httpapi"
@@ -53,7 +54,7 @@ type Forward struct {
 // ProvideForward creates an edge's outbox and its forwarder (started with
 // the app, stopped before the NATS connection drains); on a hub
 // (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
-func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
+func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if !cfg.Edge() {
 		if cfg.Hub() {
 			serveHubSync(lc, cfg, n, log)
@@ -76,7 +77,7 @@ func ProvideForward(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev 
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.Hook{OnStart: f.Start, OnStop: f.Stop})
+	lc.Append(uberfx.Hook{OnStart: f.Start, OnStop: f.Stop})
 	return &Forward{Forwarder: f}, nil
 }
 
@@ -185,35 +186,21 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	return &Quota{Client: client, Fleet: fleet, Local: local, Route: route}, nil
 }
 
-// serveHubSync serves forward.SyncSubject on a hub node: an edge drops its
+// serveHubSync serves protocol.HubSyncSubject on a hub node: an edge drops its
 // outbox copy of a batch only once this answered.
-func serveHubSync(lc fx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
-	then := hubSyncThen(cfg, n)
-	var srv *forward.SyncServer
-	lc.Append(fx.Hook{
+func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
+	then := durability.HubThen(n.Mode, n.Sync, n.Group)
+	var srv *durability.Server
+	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			var err error
-			srv, err = forward.ServeSync(n.Conn, cfg.Prefix, n.Durability, then)
+			subject := protocol.HubSyncSubject(cfg.Prefix)
+			srv, err = durability.Serve(n.Conn, subject, protocol.HubSyncQueue, then, durability.HubAnswer(n.Durability))
 			if err == nil {
-				log.Debug("hub: serving the edges' sync barrier", "subject", forward.SyncSubject(cfg.Prefix), "group_commit", then != nil)
+				log.Debug("hub: serving the edges' sync barrier", "subject", subject, "group_commit", then != nil)
 			}
 			return err
 		},
 		OnStop: func(context.Context) error { return srv.Stop() },
 	})
-}
-
-// hubSyncThen is the barrier a hub's sync answer waits on: the one its own
-// 2xx waits on (a single node's group commit, an R1 cluster's), the single
-// node's group commit at acked too; nil — at once — where the acks
-// already mean durable (sync-always, a cluster with replicas) or nothing
-// local can vouch for more (a cluster at acked).
-func hubSyncThen(cfg *config.Config, n *NATS) func(func(error)) func() {
-	if t, ok := n.Sync.(kvstore.ThenSyncer); ok {
-		return t.Then
-	}
-	if n.Group != nil && !cfg.ServerSyncAlways() && !cfg.Clustered() {
-		return n.Group.Then
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package sluicefx_test
+package fx_test
 
 import (
 	"bytes"
@@ -21,10 +21,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/forward"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -534,7 +534,7 @@ func TestEdgeLeafTLS(t *testing.T) {
 	}
 }
 
-// A hub serves its edges' sync barrier (forward.SyncSubject) across the
+// A hub serves its edges' sync barrier (protocol.HubSyncSubject) across the
 // leaf connection: at synced with a round of its group commit, at
 // sync-always at once (its acks already mean on disk). An edge does not
 // serve it itself: with its hub gone, nothing answers it there.
@@ -546,7 +546,9 @@ func TestEdgeHubSync(t *testing.T) {
 			hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--durability", level)
 			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1")
 			testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
-			ask := func() (*nats.Msg, error) { return ed.n.Conn.Request(forward.SyncSubject("sluice"), nil, 5*time.Second) }
+			ask := func() (*nats.Msg, error) {
+				return ed.n.Conn.Request(protocol.HubSyncSubject("sluice"), nil, 5*time.Second)
+			}
 			waits := hub.n.Group.Stats().Waits
 			var m *nats.Msg
 			testkit.Eventually(t, 10*time.Second, func() bool {
@@ -554,7 +556,7 @@ func TestEdgeHubSync(t *testing.T) {
 				m, err = ask()
 				return err == nil
 			}, "the hub's barrier reachable from the edge")
-			var rep forward.SyncReply
+			var rep protocol.SyncReply
 			if err := json.Unmarshal(m.Data, &rep); err != nil || !rep.OK || rep.Durability != level {
 				t.Fatalf("the hub answered %q (%v), want ok at %s", m.Data, err, level)
 			}

@@ -1,4 +1,4 @@
-package sluicefx_test
+package fx_test
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
@@ -51,7 +51,7 @@ func TestHTTPMaxConnsFlag(t *testing.T) {
 	}
 	cfg.HTTPMaxConns = config.ConnsPerHookSlot
 	var h *sluicefx.HTTP
-	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), fx.Populate(&h))
+	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), uberfx.Populate(&h))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	addr := *h.Addr.Load()

@@ -1,4 +1,4 @@
-package sluicefx
+package fx
 
 import (
 	"net"

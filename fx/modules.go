@@ -1,4 +1,4 @@
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
 	"github.com/sluice-dev/sluice/claims"
@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/placement"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
@@ -36,8 +37,8 @@ import (
 
 // Module is the whole edge: NATS, stores, quota worker, events, the micro
 // service and the HTTP server. Supply a *config.Config and a *slog.Logger.
-var Module = fx.Options(
-	fx.Provide(
+var Module = uberfx.Options(
+	uberfx.Provide(
 		ProvideRegistry,
 		ProvideTracing,
 		ProvideNATS,
@@ -52,17 +53,17 @@ var Module = fx.Options(
 	// answers 200 only once every part has started. The service is
 	// resolved before the HTTP server so that, stopping in reverse order,
 	// the HTTP server stops first.
-	fx.Invoke(StartSettler),
-	fx.Invoke(func(*Service, *HTTP) {}),
-	fx.Invoke(WatchStorage),
+	uberfx.Invoke(StartSettler),
+	uberfx.Invoke(func(*Service, *HTTP) {}),
+	uberfx.Invoke(WatchStorage),
 )
 
 // Options returns the fx options of a complete edge for cfg, with fx's own
 // log routed through log.
-func Options(cfg *config.Config, log *slog.Logger) fx.Option {
-	return fx.Options(
-		fx.Supply(cfg, log),
-		fx.WithLogger(func() fxevent.Logger {
+func Options(cfg *config.Config, log *slog.Logger) uberfx.Option {
+	return uberfx.Options(
+		uberfx.Supply(cfg, log),
+		uberfx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
 			l.UseLogLevel(slog.LevelDebug)
 			// A failed constructor or hook is returned to the caller, which
@@ -71,7 +72,7 @@ func Options(cfg *config.Config, log *slog.Logger) fx.Option {
 			l.UseErrorLevel(slog.LevelDebug)
 			return l
 		}),
-		fx.StopTimeout(10*time.Second),
+		uberfx.StopTimeout(10*time.Second),
 		undoOnBuildFailure(),
 		Module,
 	)
@@ -116,7 +117,7 @@ type Stores struct {
 }
 
 // ProvideStores opens the buckets and builds the stores.
-func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
+func ProvideStores(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
@@ -184,11 +185,11 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 	if err := s.Policy.Register(prom); err != nil {
 		return nil, err
 	}
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: s.Overrides.Start,
 		OnStop:  func(context.Context) error { s.Overrides.Stop(); return nil },
 	})
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: reg.Start,
 		OnStop:  func(context.Context) error { reg.Stop(); return nil },
 	})
@@ -199,7 +200,7 @@ func ProvideStores(lc fx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry,
 // the store routing each claim to its tenant's shard.
 func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logger) ([]*kvstore.Bucket, claims.Store, error) {
 	shards := max(cfg.Shards, 1)
-	place := shardPlacement(cfg, n, log)
+	place := placement.For(cfg, n.Server, log)
 	buckets := make([]*kvstore.Bucket, 0, shards)
 	stores := make([]claims.Store, 0, shards)
 	for k := range shards {
@@ -244,7 +245,7 @@ type Quota struct {
 // of partition leases; stopped first among the NATS users: it releases
 // them), the client and the fleet wrapper. An edge has no worker: its
 // client routes to the hub's owners while its Route says so.
-func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
+func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	if cfg.Edge() {
 		return edgeQuota(cfg, n, ev, reg, log)
 	}
@@ -276,7 +277,7 @@ func ProvideQuota(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *E
 	if err != nil {
 		return nil, err
 	}
-	lc.Append(fx.Hook{OnStart: w.Start, OnStop: w.Stop})
+	lc.Append(uberfx.Hook{OnStart: w.Start, OnStop: w.Stop})
 	return &Quota{Worker: w, Client: client, Fleet: fleet, Local: local}, nil
 }
 
@@ -289,7 +290,7 @@ type Events struct {
 }
 
 // ProvideEvents builds and starts the events parts.
-func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
+func ProvideEvents(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg *Registry, log *slog.Logger) (*Events, error) {
 	elog := log
 	pub, err := events.NewPublisher(n.Conn, cfg.Prefix, events.WithLogger(elog), events.WithRegisterer(reg))
 	if err != nil {
@@ -306,17 +307,17 @@ func ProvideEvents(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, reg 
 			return nil, err
 		}
 		exps = append(exps, exp)
-		lc.Append(fx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
+		lc.Append(uberfx.Hook{OnStart: exp.Start, OnStop: func(context.Context) error { exp.Stop(); return nil }})
 	}
-	lc.Append(fx.StopHook(pub.Close))
+	lc.Append(uberfx.StopHook(pub.Close))
 	return &Events{Publisher: pub, Expiry: exps, Claims: observed}, nil
 }
 
 // StartSettler builds and starts the settle-by-subject consumer (settles
 // through the quota client, releases to the claims store). It starts after
 // the quota worker and stops before it, the service and the HTTP server
-// (Module's fx.Invoke order): /readyz is 200 only once it runs.
-func StartSettler(lc fx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
+// (Module's uberfx.Invoke order): /readyz is 200 only once it runs.
+func StartSettler(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
 	opts := []events.SettlerOption{events.WithLogger(log), events.WithReplicas(cfg.Replicas), events.WithRegisterer(reg)}
 	if n.Server != nil {
 		// The stream's byte limit is reserved from the store: fit it.
@@ -326,7 +327,7 @@ func StartSettler(lc fx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Q
 	if err != nil {
 		return storageError(n, err)
 	}
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: func(ctx context.Context) error { return storageError(n, settler.Start(ctx)) },
 		OnStop:  func(context.Context) error { settler.Stop(); return nil },
 	})
@@ -339,9 +340,9 @@ type Service struct {
 }
 
 // ProvideService registers the `sluice` micro service on start.
-func ProvideService(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, tr *Tracing, log *slog.Logger) (*Service, error) {
+func ProvideService(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, tr *Tracing, log *slog.Logger) (*Service, error) {
 	out := &Service{}
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			svc, err := service.New(n.Conn, service.Config{
 				Prefix:       cfg.Prefix,
@@ -381,7 +382,7 @@ type HTTP struct {
 // ProvideEdge builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
+func ProvideEdge(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
@@ -402,7 +403,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 			return nil, err
 		}
 		var dead *httpapi.DeadLetters
-		lc.Append(fx.Hook{
+		lc.Append(uberfx.Hook{
 			OnStart: func(ctx context.Context) (err error) {
 				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
 				return err
@@ -416,8 +417,8 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		})
 		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-			MaxAge: maxAge, MaxBytes: shardBytes(cfg.HooksMaxBytes, cfg.Shards),
-		}, cfg.Shards, shardPlacement(cfg, n, log)); err != nil {
+			MaxAge: maxAge, MaxBytes: placement.Bytes(cfg.HooksMaxBytes, cfg.Shards),
+		}, cfg.Shards, placement.For(cfg, n.Server, log)); err != nil {
 			return nil, err
 		}
 		streams := httpapi.HooksStreams(cfg.HooksStream, cfg.Shards)
@@ -426,9 +427,12 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 		}
 		bctx, stop := context.WithCancel(context.Background())
 		var done sync.WaitGroup
-		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { done.Go(func() { balanceShards(bctx, cfg, n, streams, log) }); return nil },
-			OnStop:  func(context.Context) error { stop(); done.Wait(); return nil },
+		lc.Append(uberfx.Hook{
+			OnStart: func(context.Context) error {
+				done.Go(func() { placement.Balance(bctx, cfg, n.Server, n.Conn, n.JS, streams, log) })
+				return nil
+			},
+			OnStop: func(context.Context) error { stop(); done.Wait(); return nil },
 		})
 	}
 	var ready atomic.Bool
@@ -496,7 +500,7 @@ func ProvideEdge(lc fx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Ev
 	}
 	out := &HTTP{Server: srv, Handler: h}
 	served := make(chan struct{})
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			// A body over the NATS max payload could never be stored:
 			// refuse a configured limit that does not fit rather than

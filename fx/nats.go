@@ -1,7 +1,7 @@
-// Package sluicefx wires sluice's packages into a go.uber.org/fx application.
+// Package fx wires sluice's packages into a go.uber.org/fx application.
 // It is the only package (besides cmd/edge) that imports fx; every wired
 // part is usable without it.
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -12,18 +12,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
@@ -38,13 +37,14 @@ type NATS struct {
 	Server *natsembed.Server
 	// Durability is the level in force (config.DurabilityInForce).
 	Durability string
-	// Sync is the durability barrier the edge and the service wait on
-	// before a 2xx (nil: the ack is the promise): Group on a single node
-	// at synced, the cluster's barrier on an R1 cluster at synced. Group
-	// is the embedded server's own group commit (nil on a cluster with
-	// replicas or at acked): on a single node also the stream record's
-	// sync at every level, on an R1 cluster the rounds it serves the
-	// other nodes.
+	// Mode is what a 2xx waits for (durability.For).
+	Mode durability.Mode
+	// Sync is the barrier the edge and the service wait on before a 2xx
+	// (nil: the ack is the promise; the durability package's table).
+	// Group is the embedded server's own group commit (nil on a cluster
+	// with replicas or at acked): on a single node also the stream
+	// record's sync at every level, on an R1 cluster the rounds it serves
+	// the other nodes.
 	Sync  kvstore.Syncer
 	Group *kvstore.GroupSync
 }
@@ -52,10 +52,11 @@ type NATS struct {
 // ProvideNATS starts the embedded server (unless --nats-url is set),
 // connects, and waits for JetStream. On stop it drains the connection, then
 // shuts the embedded server down.
-func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
+func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out := &NATS{Durability: cfg.DurabilityInForce()}
+	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg)}
+	var barrier *kvstore.GroupSync
 	copts := []nats.Option{
 		nats.Name("sluice-edge"),
 		nats.MaxReconnects(-1),
@@ -119,18 +120,20 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		if err != nil {
 			return nil, err
 		}
-		lc.Append(fx.StopHook(unlock))
+		lc.Append(uberfx.StopHook(unlock))
 		srv, err := natsembed.StartServer(srvCfg)
 		if err != nil {
 			unlock()
 			return nil, err
 		}
-		lc.Append(fx.StopHook(srv.Shutdown))
+		lc.Append(uberfx.StopHook(srv.Shutdown))
 		out.Server = srv
-		if err := startDurability(lc, cfg, out, reg, log); err != nil {
-			srv.Shutdown()
-			unlock()
-			return nil, err
+		if !out.Mode.Clustered() {
+			if barrier, err = startNode(lc, cfg, out, reg, log); err != nil {
+				srv.Shutdown()
+				unlock()
+				return nil, err
+			}
 		}
 		nc, err := srv.Connect(copts...)
 		if err != nil {
@@ -157,10 +160,8 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		out.Conn = nc
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted())
-		log.Warn("durability: acked — sluice cannot sync an external server's disk; for a 2xx to survive a power cut, run that server with jetstream sync_interval: always (docs/RELIABILITY.md \"Durability levels\")",
-			"durability", out.Durability, "requested", cfg.Durability)
 	}
-	lc.Append(fx.StopHook(func(ctx context.Context) error {
+	lc.Append(uberfx.StopHook(func(ctx context.Context) error {
 		done := make(chan struct{})
 		out.Conn.SetClosedHandler(func(*nats.Conn) { close(done) })
 		if err := out.Conn.Drain(); err != nil {
@@ -186,50 +187,57 @@ func ProvideNATS(lc fx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.L
 		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
-	if out.Server != nil && cfg.Clustered() {
-		if err := startClusterDurability(lc, cfg, out, reg, log); err != nil {
+	if out.Mode.Clustered() && out.Mode != durability.ClusterAcked {
+		if barrier, err = startCluster(lc, cfg, out, reg, log); err != nil {
 			return nil, err
 		}
 	}
+	if barrier != nil {
+		out.Sync = barrier
+	}
+	logMode(cfg, out, log)
 	return out, nil
 }
 
-// startDurability checks the embedded server's streams against the data
-// dir's record (natsembed.CheckStart: refuse to come up silently empty),
-// starts the single node's group commit and the record keeper, and logs
-// the level in force.
-func startDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
-	srv := out.Server
-	if cfg.Clustered() {
-		// The record is checked once the cluster answers
-		// (startClusterDurability): its streams may be led elsewhere.
-		return nil
+// logMode says at start what a 2xx waits for.
+func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
+	meaning, warn := out.Mode.Meaning()
+	attrs := []any{"durability", out.Durability, "requested", cfg.Durability, "mode", out.Mode}
+	if out.Server != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
+		attrs = append(attrs, "sync_rounds_find_changes_by", out.Server.SyncFinder())
 	}
+	if warn {
+		log.Warn("durability: "+meaning, attrs...)
+		return
+	}
+	log.Info("durability: "+meaning, attrs...)
+}
+
+// startNode checks a single node's streams against the data dir's record
+// (natsembed.CheckStart: refuse to come up silently empty), starts its
+// group commit and the record keeper, and returns the barrier of
+// durability.GroupCommit (nil in the other modes).
+func startNode(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
+	srv := out.Server
 	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
-		return err
+		return nil, err
 	}
 	g := startGroupCommit(lc, cfg, out, reg)
 	if err := startRecord(lc, cfg, srv, log.With("component", "durability")); err != nil {
-		return err
+		return nil, err
 	}
-	if out.Durability == config.DurabilitySynced {
-		out.Sync = g
+	if out.Mode != durability.GroupCommit {
+		return nil, nil
 	}
-	meaning := map[string]string{
-		config.DurabilitySynced:     "a 2xx after its writes are on disk (group commit: one fdatasync round shared by concurrent hooks)",
-		config.DurabilityAcked:      "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync",
-		config.DurabilitySyncAlways: "a 2xx after nats-server fsynced each write",
-	}[out.Durability]
-	log.Info("durability: "+meaning, "durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
-	return nil
+	return g, nil
 }
 
 // startGroupCommit starts the embedded server's own group commit (Group):
-// its rounds sync the streams answers rest on (durableStreams); the
+// its rounds sync the streams answers rest on (durability.Streams); the
 // record's rounds (once a second) sync every stream.
-func startGroupCommit(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
-	g := kvstore.NewGroupSync(out.Server.SyncStreams(durableStreams(cfg)...))
-	lc.Append(fx.StopHook(g.Close))
+func startGroupCommit(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
+	g := kvstore.NewGroupSync(out.Server.SyncStreams(durability.Streams(cfg)...))
+	lc.Append(uberfx.StopHook(g.Close))
 	out.Group = g
 	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
 	return g
@@ -238,28 +246,13 @@ func startGroupCommit(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 // startRecord syncs what the store holds at start (what a restart
 // recovered may be in the page cache only) and starts the stream record's
 // keeper (stopped before the group commit: stop hooks run in reverse).
-func startRecord(lc fx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
+func startRecord(lc uberfx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
 	if err := srv.SyncStore(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
 	}
 	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
-	lc.Append(fx.StopHook(rec.Stop))
+	lc.Append(uberfx.StopHook(rec.Stop))
 	return nil
-}
-
-// durableStreams are the streams a 2xx (a granted reply, a dead letter's
-// acked advisory) rests on: the ones a barrier round syncs and, on a
-// cluster, must find led by a server that synced them. The others
-// (events, leases, the captured advisories) are the record rounds'.
-func durableStreams(cfg *config.Config) []string {
-	names := kvstore.BucketNames(cfg.Prefix)
-	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
-		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts), httpapi.DeadLetterStream)
-	for k := range max(cfg.Shards, 1) {
-		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
-	}
-	return streams
 }
 
 // ClusterStartWait bounds how long a cluster node waits at start for the
@@ -268,27 +261,20 @@ func durableStreams(cfg *config.Config) []string {
 // what is still short a loss and refuses to start.
 const ClusterStartWait = time.Minute
 
-// startClusterDurability is startDurability for a node of an embedded
-// cluster: the record is checked against the cluster's view of its streams
-// (natsembed.CheckClusterStart), then the recorder keeps it. At synced
-// with R1 streams a 2xx waits for the cluster's group commit
-// (serveNodeSync, startNodeBarrier); with replicas, at synced and sync-always, for a
-// quorum's fsynced Raft appends; at acked there is neither record nor
-// check.
-func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) error {
-	if out.Durability == config.DurabilityAcked {
-		// acked: a replicated stream's writes sit in the servers' buffers
-		// and page caches; nothing local can vouch for them, so no record.
-		log.Warn("durability: acked — a 2xx means a quorum of the cluster acked its writes in memory: a power cut of the whole cluster can lose them, and the cluster then starts on what is left (docs/RELIABILITY.md \"Durability levels\")",
-			"durability", out.Durability, "requested", cfg.Durability)
-		return nil
-	}
+// startCluster is startNode for a node of an embedded cluster at
+// ClusterFsync or ClusterRounds (at ClusterAcked there is neither record
+// nor check: nothing local can vouch for a replicated stream's writes):
+// the record is checked against the cluster's view of its streams
+// (natsembed.CheckClusterStart), then the recorder keeps it; it returns
+// the barrier of durability.ClusterRounds (serveNodeSync,
+// startNodeBarrier), nil at ClusterFsync.
+func startCluster(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
 	srv := out.Server
 	dlog := log.With("component", "durability")
 	// The others' barriers need this server's answers while it waits for
 	// the cluster below: served from now on.
 	if err := serveNodeSync(lc, cfg, out, reg); err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
 	defer cancel()
@@ -311,53 +297,42 @@ func startClusterDurability(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg 
 		return now, nil
 	}
 	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, seqs); err != nil {
-		return err
+		return nil, err
 	}
 	if err := startRecord(lc, cfg, srv, dlog); err != nil {
-		return err
+		return nil, err
 	}
-	if cfg.ServerSyncAlways() {
-		log.Info("durability: a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)",
-			"durability", out.Durability, "requested", cfg.Durability)
-		return nil
+	if out.Mode != durability.ClusterRounds {
+		return nil, nil
 	}
-	if err := startNodeBarrier(lc, cfg, out, reg); err != nil {
-		return err
-	}
-	log.Info("durability: a 2xx after its writes are on disk on the servers holding them (the cluster's group commit: one round per server shared by concurrent hooks)",
-		"durability", out.Durability, "requested", cfg.Durability, "sync_rounds_find_changes_by", srv.SyncFinder())
-	return nil
+	return startNodeBarrier(lc, cfg, out, reg)
 }
-
-// NodeSyncTimeout bounds one round of a cluster node's barrier: a server
-// that has not answered by then leaves its streams unconfirmed (503 for the
-// hooks whose writes went to them).
-const NodeSyncTimeout = time.Second
 
 // serveNodeSync serves this server's own group commit (Group) to the
 // other nodes (docs/DESIGN.md "Durability on a cluster"); a server that
 // fsyncs every write (ServerSyncAlways) answers at once, so that a node at
 // sync-always and one at synced serve one R1 cluster (the upgrade to the
 // cluster's group commit, docs/UPGRADES.md).
-func serveNodeSync(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
+func serveNodeSync(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
 	var then func(func(error)) func()
-	if !cfg.ServerSyncAlways() {
+	if out.Mode == durability.ClusterRounds {
 		then = startGroupCommit(lc, cfg, out, reg).Then
 	}
-	serving, err := out.Server.ServeNodeSync(out.Conn, natsembed.NodeSyncSubject(cfg.Prefix), durableStreams(cfg), then)
+	serving, err := durability.Serve(out.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, out.Server.NodeAnswer(durability.Streams(cfg)))
 	if err != nil {
 		return err
 	}
 	// Stopped before the rounds (stop hooks run in reverse).
-	lc.Append(fx.StopHook(serving.Stop))
+	lc.Append(uberfx.StopHook(serving.Stop))
 	return nil
 }
 
-// startNodeBarrier starts the barrier a 2xx waits on in an R1 cluster
-// (Sync): its rounds ask every node for a round of its own group commit.
-func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
-	streams := durableStreams(cfg)
-	subject := natsembed.NodeSyncSubject(cfg.Prefix)
+// startNodeBarrier starts the barrier a 2xx waits on at
+// durability.ClusterRounds: its rounds ask every node for a round of its
+// own group commit.
+func startNodeBarrier(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) (*kvstore.GroupSync, error) {
+	streams := durability.Streams(cfg)
+	subject := protocol.NodeSyncSubject(cfg.Prefix)
 	// The streams a round must find led: those of streams that exist.
 	existing := func() ([]string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -375,51 +350,16 @@ func startNodeBarrier(lc fx.Lifecycle, cfg *config.Config, out *NATS, reg *Regis
 		}
 		return found, names.Err()
 	}
-	round, err := natsembed.NewNodeSyncRound(out.Conn, subject, out.Server.ClusterPeers, existing, NodeSyncTimeout)
+	round, err := durability.NewRounds(out.Conn, subject, out.Server.ClusterPeers, existing, durability.RoundTimeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	barrier := kvstore.NewGroupSync(func() error {
-		err := round.Round()
-		var u *natsembed.UnconfirmedError
-		switch {
-		case errors.As(err, &u):
-			unconfirmed := map[string]bool{}
-			for _, s := range u.Streams {
-				unconfirmed[s] = true
-			}
-			return &kvstore.PartialSyncError{Err: err, Affects: func(sc kvstore.SyncScope) bool {
-				return slices.ContainsFunc(scopeStreams(cfg, sc), func(s string) bool { return unconfirmed[s] })
-			}}
-		case err != nil:
-			return fmt.Errorf("%w: %w", kvstore.ErrRoundMissed, err)
-		}
-		return nil
-	})
+	barrier := durability.ClusterBarrier(cfg, round.Round)
 	// Stop hooks run in reverse: the barrier, then its answers.
-	lc.Append(fx.StopHook(round.Close))
-	lc.Append(fx.StopHook(barrier.Close))
-	out.Sync = barrier
+	lc.Append(uberfx.StopHook(round.Close))
+	lc.Append(uberfx.StopHook(barrier.Close))
 	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
-	return nil
-}
-
-// scopeStreams are the streams the writes of scope sc went to: the
-// tenant's shard's hooks stream and claims bucket, the replay bucket, the
-// dead letters' stream.
-func scopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
-	var out []string
-	if sc.Tenant != "" {
-		k := protocol.Shard(sc.Tenant, max(cfg.Shards, 1))
-		out = append(out, protocol.ShardName(cfg.HooksStream, k), kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
-	}
-	if sc.Replay {
-		out = append(out, kvstore.StreamName(kvstore.BucketNames(cfg.Prefix).Replay))
-	}
-	if sc.DeadLetters {
-		out = append(out, httpapi.DeadLetterStream)
-	}
-	return out
+	return barrier, nil
 }
 
 // registerSyncMetrics exports a group commit's counters as

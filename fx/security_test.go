@@ -1,4 +1,4 @@
-package sluicefx_test
+package fx_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/sluice-dev/sluice/config"
@@ -423,7 +423,7 @@ func TestNATSAsyncErrorsInTheLog(t *testing.T) {
 	}
 	buf := &testkit.LogBuffer{}
 	var n *sluicefx.NATS
-	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))), fx.Populate(&n))
+	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))), uberfx.Populate(&n))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	report := n.Conn.ErrorHandler()

@@ -1,4 +1,4 @@
-package sluicefx_test
+package fx_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sluicefx
+package fx
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 )
 
 // storageExitCode is the exit status of a process whose embedded
@@ -39,7 +39,7 @@ func storageReadyErr(n *NATS) error {
 // 64 MiB) sluice says so and exits with status 3 for a supervisor to
 // restart it: never ready and answering 503 forever, nor restarting into a
 // full disk.
-func WatchStorage(lc fx.Lifecycle, n *NATS, reg *Registry, sd fx.Shutdowner, log *slog.Logger) {
+func WatchStorage(lc uberfx.Lifecycle, n *NATS, reg *Registry, sd uberfx.Shutdowner, log *slog.Logger) {
 	if n.Server == nil {
 		return
 	}
@@ -55,7 +55,7 @@ func WatchStorage(lc fx.Lifecycle, n *NATS, reg *Registry, sd fx.Shutdowner, log
 	need := max(1<<20, min(64<<20, n.Server.MaxStore()/16))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	lc.Append(fx.Hook{
+	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			wg.Go(func() {
 				t := time.NewTicker(storageCheckEvery)
@@ -81,7 +81,7 @@ func WatchStorage(lc fx.Lifecycle, n *NATS, reg *Registry, sd fx.Shutdowner, log
 					}
 					log.Error("JetStream cannot write, and the data dir has room again: the embedded server recovers only by a restart; exiting for the supervisor to restart sluice",
 						"error", err, "free_bytes", free, "exit_code", storageExitCode)
-					_ = sd.Shutdown(fx.ExitCode(storageExitCode))
+					_ = sd.Shutdown(uberfx.ExitCode(storageExitCode))
 					return
 				}
 			})

@@ -1,10 +1,10 @@
-package sluicefx
+package fx
 
 import (
 	"context"
 	"log/slog"
 
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/tracing/otlp"
 )
@@ -22,14 +22,14 @@ type Tracing struct {
 // ProvideTracing starts tracing from the OTEL_* environment. Its stop,
 // after the edge's and the service's (it is resolved before them),
 // flushes the spans still queued.
-func ProvideTracing(lc fx.Lifecycle, log *slog.Logger) (*Tracing, error) {
+func ProvideTracing(lc uberfx.Lifecycle, log *slog.Logger) (*Tracing, error) {
 	p, err := otlp.FromEnv(context.Background(), ServiceName)
 	if err != nil {
 		return nil, err
 	}
 	if p != nil {
 		log.Info("tracing on: OTLP/HTTP exporter from the OTEL_* environment")
-		lc.Append(fx.Hook{OnStop: p.Shutdown})
+		lc.Append(uberfx.Hook{OnStop: p.Shutdown})
 	}
 	return &Tracing{P: p}, nil
 }

@@ -1,24 +1,24 @@
-package sluicefx
+package fx
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	"go.uber.org/fx"
+	uberfx "go.uber.org/fx"
 )
 
 // buildUndo undoes what the constructors of an app that failed to build
 // had already started (the embedded server, its connection, the data-dir
 // lock register a stop hook without a start hook, and fx runs stop hooks
-// only for an app that started): HandleError, an fx.ErrorHook, runs those
+// only for an app that started): HandleError, an uberfx.ErrorHook, runs those
 // stop hooks, the last registered first.
 type buildUndo struct {
 	mu    sync.Mutex
 	stops []func(context.Context) error
 }
 
-// HandleError runs the recorded stop hooks (fx.ErrorHandler).
+// HandleError runs the recorded stop hooks (uberfx.ErrorHandler).
 func (u *buildUndo) HandleError(error) {
 	u.mu.Lock()
 	stops := u.stops
@@ -31,15 +31,15 @@ func (u *buildUndo) HandleError(error) {
 	}
 }
 
-// undoLifecycle is the fx.Lifecycle constructors see: it records each
+// undoLifecycle is the uberfx.Lifecycle constructors see: it records each
 // stop hook that has no start hook (what the constructor itself started)
 // for buildUndo as well.
 type undoLifecycle struct {
-	fx.Lifecycle
+	uberfx.Lifecycle
 	u *buildUndo
 }
 
-func (l undoLifecycle) Append(h fx.Hook) {
+func (l undoLifecycle) Append(h uberfx.Hook) {
 	l.Lifecycle.Append(h)
 	if h.OnStart == nil && h.OnStop != nil {
 		l.u.mu.Lock()
@@ -49,10 +49,10 @@ func (l undoLifecycle) Append(h fx.Hook) {
 }
 
 // undoOnBuildFailure is the option that wires buildUndo into an app.
-func undoOnBuildFailure() fx.Option {
+func undoOnBuildFailure() uberfx.Option {
 	u := &buildUndo{}
-	return fx.Options(
-		fx.ErrorHook(u),
-		fx.Decorate(func(lc fx.Lifecycle) fx.Lifecycle { return undoLifecycle{lc, u} }),
+	return uberfx.Options(
+		uberfx.ErrorHook(u),
+		uberfx.Decorate(func(lc uberfx.Lifecycle) uberfx.Lifecycle { return undoLifecycle{lc, u} }),
 	)
 }

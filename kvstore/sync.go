@@ -12,8 +12,8 @@ import (
 // Syncer makes every write JetStream acknowledged before Sync was called
 // durable on stable storage: a 2xx (or a granted reply that promises
 // durability) is sent only after Sync returned nil. A nil Syncer promises
-// nothing beyond the ack (external NATS, a cluster, nats-server's own sync
-// always).
+// nothing beyond the ack: the modes of package durability without a
+// barrier (external NATS, acked, nats-server's own fsync of every write).
 type Syncer interface {
 	Sync(ctx context.Context) error
 }

@@ -35,11 +35,3 @@ func SyncByWalk(s *Server) {
 	}
 	s.store.walkOnly = true
 }
-
-// ReadClusterEveryRound makes r read the cluster's servers and streams at
-// every round.
-func ReadClusterEveryRound(r *NodeSyncRound) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.readAge = 0
-}

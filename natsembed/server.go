@@ -143,7 +143,7 @@ type Server struct {
 	// signIn is how Connect signs in (nil: no authorization).
 	signIn nats.Option
 	store  *storeSync // SyncStore's state
-	// started is when StartServer began (NodeSyncReply.UptimeNS).
+	// started is when StartServer began (protocol.SyncReply.UptimeNS).
 	started time.Time
 }
 

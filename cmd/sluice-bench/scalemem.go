@@ -147,7 +147,7 @@ func (b *bench) scaleMemRow(ctx context.Context, spec scaleSpec, bin string) sca
 		return fail(err)
 	}
 	// The claims buckets' streams, and the nodes holding each: once the
-	// shards have spread (fx balanceShards: as many on each server).
+	// shards have spread (placement.Balance: as many on each server).
 	var info0 []*jetstream.StreamInfo
 	for deadline := time.Now().Add(2 * time.Minute); ; sleep(ctx, time.Second) {
 		if info0, err = claimsInfo(ctx, js, max(spec.Shards, 1)); err == nil {

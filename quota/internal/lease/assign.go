@@ -18,7 +18,7 @@ import (
 // partition's own server comes first: partition n's shard is n mod shards
 // (protocol.Shard of its tenants), and of the members' servers (sorted,
 // distinct) shard k's is server k mod their count — the rule that places
-// an embedded cluster's shard leaders (fx's shardServers) — so the owner of
+// an embedded cluster's shard leaders (placement.Servers) — so the owner of
 // a partition writes its claims to a leader on its own server where the
 // load bound allows (docs/DESIGN.md "Shards").
 func Assign(members, hosts []string, p, shards int) []string {

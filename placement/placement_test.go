@@ -1,4 +1,4 @@
-package sluicefx
+package placement
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // TestShardServers: the rule spreads S shards' R replicas and leaders
 // evenly (S·R/N and S/N per server when N divides them), a shard's
 // replicas on distinct servers, fewer when the cluster has fewer than R.
-func TestShardServers(t *testing.T) {
+func TestServers(t *testing.T) {
 	for _, c := range []struct{ servers, shards, replicas, held, led int }{
 		{3, 6, 3, 6, 2}, {6, 6, 3, 3, 1}, {6, 6, 1, 1, 1}, {3, 3, 1, 1, 1}, {2, 4, 3, 4, 2}, {1, 4, 1, 4, 4},
 	} {
@@ -19,7 +19,7 @@ func TestShardServers(t *testing.T) {
 		}
 		held, led := map[string]int{}, map[string]int{}
 		for k := range c.shards {
-			got := shardServers(servers, k, c.replicas)
+			got := Servers(servers, k, c.replicas)
 			if len(got) != min(c.replicas, c.servers) || len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got) {
 				t.Fatalf("%+v: shard %d on %v", c, k, got)
 			}
