@@ -214,6 +214,14 @@ func Start(t testing.TB, o Options) *Harness {
 	// never stay frozen.
 	t.Cleanup(func() {
 		for _, n := range h.nodes {
+			if n.proc != nil {
+				// kill -9, as every restarted incarnation already is at
+				// cleanup: a graceful stop here proves nothing, and a
+				// cluster's last nodes wait on their lost peers (1.8 s in
+				// TestKillNode, 4 s in TestKillShardLeader).
+				n.proc.kill()
+				continue
+			}
 			n.shutdown()
 		}
 	})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,24 +66,10 @@ func powerCutCluster(t *testing.T, cuts, replicas int) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("cut %d: restart: %v", c, err)
 		}
-		answered := l.Answered(prefix)
-		stored := storedIDs(h.Stored(t))
-		lost := 0
-		for _, ids := range answered {
-			if !slices.ContainsFunc(ids, func(id string) bool { return stored[id] }) {
-				lost++
-			}
-		}
-		dup, dupLost, fresh, other := h.redeliver(l, answered, stored)
-		tot.cuts++
-		tot.acked += len(answered)
-		tot.lost += lost
-		tot.dup += dup
-		tot.dupLost += dupLost
-		tot.fresh += fresh
-		tot.other += other
+		cut := h.afterCut(t, l, prefix)
+		tot.add(cut)
 		t.Logf("cut %d: %d hooks answered 2xx, %d lost; redelivered: %d duplicate (%d of them naming a lost hook), %d stored anew, %d other; the cut dropped %d bytes of %d files",
-			c, len(answered), lost, dup, dupLost, fresh, other, loss.Bytes, loss.Files)
+			c, cut.acked, cut.lost, cut.dup, cut.dupLost, cut.fresh, cut.other, loss.Bytes, loss.Files)
 	}
 	if tot.acked == 0 {
 		t.Fatal("no hook answered 2xx")

@@ -78,6 +78,10 @@ func (m reserveCutMode) run(t *testing.T) {
 		principals[i] = h.Principal(fmt.Sprintf("slots%d", i), parts[i])
 	}
 	var grants, over, overCuts int
+	// The load goes to the partitions' owner, not to the node-local
+	// fallback (which answers reserves with an error): wait for node 0 to
+	// hold their leases, as after each restart.
+	h.waitOwned(t, 30*time.Second, parts...)
 	for c := range m.cuts {
 		key := fmt.Sprintf("cut%d", c)
 		b := newSlotBook()
@@ -89,9 +93,16 @@ func (m reserveCutMode) run(t *testing.T) {
 				h.slotWorker(ctx, t, b, principals[0], key, 0, fmt.Sprintf("w%d", w), &granted, &errs)
 			})
 		}
+		// Until enough grants, or until every worker has stopped on a
+		// failed call (nothing more would come: fail below, at once).
 		deadline := time.Now().Add(30 * time.Second)
-		for granted.Load() < int64(scale(100)) && time.Now().Before(deadline) {
+		for granted.Load() < int64(scale(100)) && errs.Load() < slotWorkers && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
+		}
+		if n := errs.Load(); n == slotWorkers {
+			cancel()
+			wg.Wait()
+			t.Fatalf("cut %d: every worker stopped on a failed call before the cut (%d granted)", c, granted.Load())
 		}
 		// A moment into the next second of load: the cut falls at a
 		// different place of the record's one-second round each time.

@@ -68,6 +68,35 @@ type powerCutTotals struct {
 	cuts, acked, lost, dup, dupLost, fresh, other int
 }
 
+// add adds c (one cut's totals) into t.
+func (t *powerCutTotals) add(c powerCutTotals) {
+	t.cuts += c.cuts
+	t.acked += c.acked
+	t.lost += c.lost
+	t.dup += c.dup
+	t.dupLost += c.dupLost
+	t.fresh += c.fresh
+	t.other += c.other
+}
+
+// afterCut checks, once the nodes are up again after a cut, the hooks of
+// the cut's load (ids starting with prefix): each hook answered 2xx is
+// stored or lost, and each key is redelivered once (redeliver). The
+// counts are one cut's totals.
+func (h *Harness) afterCut(t *testing.T, l *Ledger, prefix string) powerCutTotals {
+	t.Helper()
+	answered := l.Answered(prefix)
+	stored := storedIDs(h.Stored(t))
+	c := powerCutTotals{cuts: 1, acked: len(answered)}
+	for _, ids := range answered {
+		if !slices.ContainsFunc(ids, func(id string) bool { return stored[id] }) {
+			c.lost++
+		}
+	}
+	c.dup, c.dupLost, c.fresh, c.other = h.redeliver(l, answered, stored)
+	return c
+}
+
 // powerCutMount mounts a lazyfs for a test: the mount, where the nodes'
 // data dirs go, over the backing directory disk.
 func powerCutMount(t *testing.T) (fs *lazyFS, mnt, disk string) {
@@ -120,28 +149,14 @@ func (m powerCutMode) run(t *testing.T) {
 		}
 		node.Restart(t)
 		up = time.Now()
-		answered := l.Answered(prefix)
-		stored := storedIDs(h.Stored(t))
-		lost := 0
-		for _, ids := range answered {
-			if !slices.ContainsFunc(ids, func(id string) bool { return stored[id] }) {
-				lost++
-			}
-		}
-		dup, dupLost, fresh, other := h.redeliver(l, answered, stored)
-		tot.cuts++
-		tot.acked += len(answered)
-		tot.lost += lost
-		tot.dup += dup
-		tot.dupLost += dupLost
-		tot.fresh += fresh
-		tot.other += other
+		cut := h.afterCut(t, l, prefix)
+		tot.add(cut)
 		kind := "young"
 		if old {
 			kind = "old"
 		}
 		t.Logf("cut %d (%s, node up %v): %d hooks answered 2xx, %d lost; redelivered: %d duplicate (%d of them naming a lost hook), %d stored anew, %d other; the cut dropped %d bytes of %d files",
-			c, kind, uptime.Round(100*time.Millisecond), len(answered), lost, dup, dupLost, fresh, other, loss.Bytes, loss.Files)
+			c, kind, uptime.Round(100*time.Millisecond), cut.acked, cut.lost, cut.dup, cut.dupLost, cut.fresh, cut.other, loss.Bytes, loss.Files)
 	}
 	st := fs.Stats()
 	t.Logf("%s: %d cuts, %d hooks answered 2xx, %d lost, %d redeliveries answered as duplicates naming a lost hook, %d not answered as duplicates (%d stored anew, %d other); lazyfs served %d writes (%d O_SYNC) and %d fsyncs",

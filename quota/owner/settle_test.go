@@ -262,12 +262,12 @@ func (g *gateSync) Sync(ctx context.Context) error {
 // round is Sync as a GroupSync's round (no ctx: release ends it).
 func (g *gateSync) round() error { return g.Sync(context.Background()) }
 
-// A settle is answered only once the sync after its write returned; a
-// failed sync is unavailable (a 503, never an ok). Both ways a worker
-// waits: a plain Syncer (a runner blocks in Sync) and the group commit,
-// whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
-func TestSettleWaitsForTheSync(t *testing.T) {
-	t.Parallel()
+// eachSyncWay runs test as a parallel subtest for each way a worker waits
+// for its sync: a plain Syncer (the worker blocks in g's Sync) and the
+// group commit over g's rounds. Each subtest has a gate of its own, closed
+// until the test releases it, and a single worker syncing through it.
+func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Client)) {
+	t.Helper()
 	for _, tc := range []struct {
 		name string
 		sync func(t *testing.T, g *gateSync) kvstore.Syncer
@@ -284,31 +284,42 @@ func TestSettleWaitsForTheSync(t *testing.T) {
 			t.Parallel()
 			g := &gateSync{open: make(chan struct{})}
 			_, _, _, c := single(t, WithSync(tc.sync(t, g)))
-			ctx := testkit.Context(t)
-			r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
-			if g.calls.Load() != 0 {
-				t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
-			}
-			done := make(chan error, 1)
-			go func() { done <- c.Settle(ctx, settleOf(r, rep.Revision)) }()
-			testkit.Eventually(t, 5*time.Second, func() bool { return g.calls.Load() == 1 }, "the settle waits on the sync")
-			select {
-			case err := <-done:
-				t.Fatalf("the settle was answered before its sync returned: %v", err)
-			default:
-			}
-			g.release()
-			if err := <-done; err != nil {
-				t.Fatalf("settle: %v", err)
-			}
-
-			g.fail.Store(true)
-			r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
-			if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
-				t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
-			}
+			test(t, g, c)
 		})
 	}
+}
+
+// A settle is answered only once the sync after its write returned; a
+// failed sync is unavailable (a 503, never an ok). Both ways a worker
+// waits: a plain Syncer (a runner blocks in Sync) and the group commit,
+// whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
+func TestSettleWaitsForTheSync(t *testing.T) {
+	t.Parallel()
+	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Client) {
+		ctx := testkit.Context(t)
+		r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
+		if g.calls.Load() != 0 {
+			t.Fatalf("a pending claim was synced (%d calls): no 2xx rests on it", g.calls.Load())
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Settle(ctx, settleOf(r, rep.Revision)) }()
+		testkit.Eventually(t, 5*time.Second, func() bool { return g.calls.Load() == 1 }, "the settle waits on the sync")
+		select {
+		case err := <-done:
+			t.Fatalf("the settle was answered before its sync returned: %v", err)
+		default:
+		}
+		g.release()
+		if err := <-done; err != nil {
+			t.Fatalf("settle: %v", err)
+		}
+
+		g.fail.Store(true)
+		r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
+		if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
+			t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
+		}
+	})
 }
 
 // The grants record keeps within its bytes: a generation that would pass
