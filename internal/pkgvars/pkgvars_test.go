@@ -24,7 +24,8 @@ var allowed = map[string]string{
 // fails on an exported package-level var that is not an error sentinel
 // (errors.New, fmt.Errorf, a type assertion to error, Err… = pkg.Err…),
 // a compiled regexp,
-// a sync or atomic value, an fx module (fx.Options), or in allowed.
+// a sync or atomic value, an fx module (go.uber.org/fx's Options or
+// Module, imported as fx or uberfx), or in allowed.
 // Unexported vars (lookup tables, pools, interface checks) are the
 // package's own and are not held here.
 func TestNoMutablePackageVars(t *testing.T) {
@@ -99,7 +100,7 @@ func exempt(name string, typ, value ast.Expr) bool {
 	}
 	if call, ok := value.(*ast.CallExpr); ok {
 		switch selector(call.Fun) {
-		case "errors.New", "fmt.Errorf", "regexp.MustCompile", "fx.Options", "fx.Module":
+		case "errors.New", "fmt.Errorf", "regexp.MustCompile", "fx.Options", "fx.Module", "uberfx.Options", "uberfx.Module":
 			return true
 		}
 	}
