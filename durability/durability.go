@@ -1,7 +1,8 @@
 // Package durability says what a 2xx waits for. The mode is chosen in one
-// place (For) from the configuration; fx starts what the mode needs and
-// hands its barrier (a kvstore.Syncer, nil where the ack is the promise)
-// to the edge, the service and the owner. docs/RELIABILITY.md "Durability
+// place (For) from the configuration; Start starts what the mode needs on
+// a node with an embedded server, and fx hands its barrier (a
+// kvstore.Syncer, nil where the ack is the promise) to the edge, the
+// service and the owner. docs/RELIABILITY.md "Durability
 // levels" says what each level promises.
 //
 //	mode            configuration                          a 2xx waits for                                   barrier

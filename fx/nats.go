@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
@@ -25,7 +24,6 @@ import (
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
-	"github.com/sluice-dev/sluice/protocol"
 )
 
 // NATS is the connection every part uses, and the embedded server when
@@ -56,7 +54,6 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg)}
-	var barrier *kvstore.GroupSync
 	copts := []nats.Option{
 		nats.Name("sluice-edge"),
 		nats.MaxReconnects(-1),
@@ -128,13 +125,6 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 		}
 		lc.Append(uberfx.StopHook(srv.Shutdown))
 		out.Server = srv
-		if !out.Mode.Clustered() {
-			if barrier, err = startNode(lc, cfg, out, reg, log); err != nil {
-				srv.Shutdown()
-				unlock()
-				return nil, err
-			}
-		}
 		nc, err := srv.Connect(copts...)
 		if err != nil {
 			srv.Shutdown()
@@ -187,13 +177,16 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 		}
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
-	if out.Mode.Clustered() && out.Mode != durability.ClusterAcked {
-		if barrier, err = startCluster(lc, cfg, out, reg, log); err != nil {
+	if out.Server != nil {
+		node, err := durability.Start(cfg, out.Mode, out.Server, out.Conn, js, reg, log)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if barrier != nil {
-		out.Sync = barrier
+		lc.Append(uberfx.StopHook(node.Stop))
+		out.Group = node.Group
+		if node.Barrier != nil {
+			out.Sync = node.Barrier
+		}
 	}
 	logMode(cfg, out, log)
 	return out, nil
@@ -211,171 +204,6 @@ func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
 		return
 	}
 	log.Info("durability: "+meaning, attrs...)
-}
-
-// startNode checks a single node's streams against the data dir's record
-// (natsembed.CheckStart: refuse to come up silently empty), starts its
-// group commit and the record keeper, and returns the barrier of
-// durability.GroupCommit (nil in the other modes).
-func startNode(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
-	srv := out.Server
-	if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
-		return nil, err
-	}
-	g := startGroupCommit(lc, cfg, out, reg)
-	if err := startRecord(lc, cfg, srv, log.With("component", "durability")); err != nil {
-		return nil, err
-	}
-	if out.Mode != durability.GroupCommit {
-		return nil, nil
-	}
-	return g, nil
-}
-
-// startGroupCommit starts the embedded server's own group commit (Group):
-// its rounds sync the streams answers rest on (durability.Streams); the
-// record's rounds (once a second) sync every stream.
-func startGroupCommit(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) *kvstore.GroupSync {
-	g := kvstore.NewGroupSync(out.Server.SyncStreams(durability.Streams(cfg)...))
-	lc.Append(uberfx.StopHook(g.Close))
-	out.Group = g
-	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
-	return g
-}
-
-// startRecord syncs what the store holds at start (what a restart
-// recovered may be in the page cache only) and starts the stream record's
-// keeper (stopped before the group commit: stop hooks run in reverse).
-func startRecord(lc uberfx.Lifecycle, cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
-	if err := srv.SyncStore(); err != nil {
-		return fmt.Errorf("durability: syncing the store at start: %w", err)
-	}
-	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
-	lc.Append(uberfx.StopHook(rec.Stop))
-	return nil
-}
-
-// ClusterStartWait bounds how long a cluster node waits at start for the
-// streams of its record to be back at their recorded sequences (the
-// cluster forming, leaders elected, replicas caught up) before it calls
-// what is still short a loss and refuses to start.
-const ClusterStartWait = time.Minute
-
-// startCluster is startNode for a node of an embedded cluster at
-// ClusterFsync or ClusterRounds (at ClusterAcked there is neither record
-// nor check: nothing local can vouch for a replicated stream's writes):
-// the record is checked against the cluster's view of its streams
-// (natsembed.CheckClusterStart), then the recorder keeps it; it returns
-// the barrier of durability.ClusterRounds (serveNodeSync,
-// startNodeBarrier), nil at ClusterFsync.
-func startCluster(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry, log *slog.Logger) (*kvstore.GroupSync, error) {
-	srv := out.Server
-	dlog := log.With("component", "durability")
-	// The others' barriers need this server's answers while it waits for
-	// the cluster below: served from now on.
-	if err := serveNodeSync(lc, cfg, out, reg); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
-	defer cancel()
-	seqs := func(ctx context.Context, names []string) (map[string]uint64, error) {
-		now := make(map[string]uint64, len(names))
-		for _, name := range names {
-			ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := out.JS.Stream(ictx, name)
-			if err == nil {
-				var info *jetstream.StreamInfo
-				if info, err = st.Info(ictx); err == nil {
-					now[name] = info.State.LastSeq
-				}
-			}
-			icancel()
-			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return nil, err
-			}
-		}
-		return now, nil
-	}
-	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, seqs); err != nil {
-		return nil, err
-	}
-	if err := startRecord(lc, cfg, srv, dlog); err != nil {
-		return nil, err
-	}
-	if out.Mode != durability.ClusterRounds {
-		return nil, nil
-	}
-	return startNodeBarrier(lc, cfg, out, reg)
-}
-
-// serveNodeSync serves this server's own group commit (Group) to the
-// other nodes (docs/DESIGN.md "Durability on a cluster"); a server that
-// fsyncs every write (ServerSyncAlways) answers at once, so that a node at
-// sync-always and one at synced serve one R1 cluster (the upgrade to the
-// cluster's group commit, docs/UPGRADES.md).
-func serveNodeSync(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) error {
-	var then func(func(error)) func()
-	if out.Mode == durability.ClusterRounds {
-		then = startGroupCommit(lc, cfg, out, reg).Then
-	}
-	serving, err := durability.Serve(out.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, out.Server.NodeAnswer(durability.Streams(cfg)))
-	if err != nil {
-		return err
-	}
-	// Stopped before the rounds (stop hooks run in reverse).
-	lc.Append(uberfx.StopHook(serving.Stop))
-	return nil
-}
-
-// startNodeBarrier starts the barrier a 2xx waits on at
-// durability.ClusterRounds: its rounds ask every node for a round of its
-// own group commit.
-func startNodeBarrier(lc uberfx.Lifecycle, cfg *config.Config, out *NATS, reg *Registry) (*kvstore.GroupSync, error) {
-	streams := durability.Streams(cfg)
-	subject := protocol.NodeSyncSubject(cfg.Prefix)
-	// The streams a round must find led: those of streams that exist.
-	existing := func() ([]string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		want := map[string]bool{}
-		for _, s := range streams {
-			want[s] = true
-		}
-		names := out.JS.StreamNames(ctx)
-		var found []string
-		for n := range names.Name() {
-			if want[n] {
-				found = append(found, n)
-			}
-		}
-		return found, names.Err()
-	}
-	round, err := durability.NewRounds(out.Conn, subject, out.Server.ClusterPeers, existing, durability.RoundTimeout)
-	if err != nil {
-		return nil, err
-	}
-	barrier := durability.ClusterBarrier(cfg, round.Round)
-	// Stop hooks run in reverse: the barrier, then its answers.
-	lc.Append(uberfx.StopHook(round.Close))
-	lc.Append(uberfx.StopHook(barrier.Close))
-	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
-	return barrier, nil
-}
-
-// registerSyncMetrics exports a group commit's counters as
-// sluice_<what>_sync_*; rounds is the help of its rounds.
-func registerSyncMetrics(reg *Registry, what, rounds string, g *kvstore.GroupSync) {
-	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_" + what + "_sync_" + name, Help: help},
-			func() float64 { return v(g.Stats()) }))
-	}
-	counter("rounds_total", rounds, func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
-	counter("waits_total", "Waits on the "+what+" sync (a 2xx or granted reply each; waits/rounds is the coalescing).",
-		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
-	counter("failures_total", "Rounds of the "+what+" sync that failed (the store's: the node then answers 503 until restarted; the cluster's: that round's hooks get a 503).",
-		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
-	counter("seconds_total", "Time spent in rounds of the "+what+" sync.",
-		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
 }
 
 // clientAuth turns --nats-context's credentials and TLS files into

@@ -1,0 +1,199 @@
+package durability
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
+)
+
+// ClusterStartWait bounds how long a cluster node waits at start for the
+// streams of its record to be back at their recorded sequences (the
+// cluster forming, leaders elected, replicas caught up) before it calls
+// what is still short a loss and refuses to start.
+const ClusterStartWait = time.Minute
+
+// Node is what Start started on a node with an embedded server.
+type Node struct {
+	// Barrier is what a 2xx waits on: the GroupCommit and ClusterRounds
+	// rows of the package doc's table, nil in the others.
+	Barrier *kvstore.GroupSync
+	// Group is the embedded server's own group commit (nil on a cluster
+	// at ClusterFsync or ClusterAcked): on a single node also the
+	// record's sync at every level, on an R1 cluster the rounds it serves
+	// the other nodes.
+	Group *kvstore.GroupSync
+
+	stops []func() // in the order they were started
+}
+
+// Stop stops what Start started, last first.
+func (n *Node) Stop() {
+	for i := len(n.stops) - 1; i >= 0; i-- {
+		n.stops[i]()
+	}
+	n.stops = nil
+}
+
+// Start starts what mode m needs on a node whose embedded server is srv
+// (connected by nc and js): the start check against the data dir's record
+// (refuse to come up silently empty), the record's keeper, the server's
+// own group commit, and on an R1 cluster the answers to the other nodes'
+// rounds and the cluster barrier. Its counters are registered on reg as
+// sluice_store_sync_* and sluice_cluster_sync_*. A failed Start leaves
+// nothing running.
+func Start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) (*Node, error) {
+	n := &Node{}
+	if err := n.start(cfg, m, srv, nc, js, reg, log); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) error {
+	dlog := log.With("component", "durability")
+	if !m.Clustered() {
+		if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
+			return err
+		}
+		g := n.startGroupCommit(cfg, srv, reg)
+		if err := n.startRecord(cfg, srv, dlog); err != nil {
+			return err
+		}
+		if m == GroupCommit {
+			n.Barrier = g
+		}
+		return nil
+	}
+	if m == ClusterAcked {
+		return nil // nothing local can vouch for a replicated stream's writes: no record
+	}
+	// The others' barriers need this server's answers while it waits for
+	// the cluster below: served from now on.
+	var then func(func(error)) func()
+	if m == ClusterRounds {
+		then = n.startGroupCommit(cfg, srv, reg).Then
+	}
+	serving, err := Serve(nc, protocol.NodeSyncSubject(cfg.Prefix), "", then, srv.NodeAnswer(Streams(cfg)))
+	if err != nil {
+		return err
+	}
+	n.stops = append(n.stops, func() { _ = serving.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
+	defer cancel()
+	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(js)); err != nil {
+		return err
+	}
+	if err := n.startRecord(cfg, srv, dlog); err != nil {
+		return err
+	}
+	if m == ClusterRounds {
+		n.Barrier, err = n.startClusterBarrier(cfg, srv, nc, js, reg)
+		return err
+	}
+	return nil
+}
+
+// streamSeqs reads the last sequence of each named stream that exists,
+// as the cluster sees it.
+func streamSeqs(js jetstream.JetStream) func(ctx context.Context, names []string) (map[string]uint64, error) {
+	return func(ctx context.Context, names []string) (map[string]uint64, error) {
+		now := make(map[string]uint64, len(names))
+		for _, name := range names {
+			ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := js.Stream(ictx, name)
+			if err == nil {
+				var info *jetstream.StreamInfo
+				if info, err = st.Info(ictx); err == nil {
+					now[name] = info.State.LastSeq
+				}
+			}
+			icancel()
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, err
+			}
+		}
+		return now, nil
+	}
+}
+
+// startGroupCommit starts the embedded server's own group commit (Group):
+// its rounds sync the streams answers rest on (Streams); the record's
+// rounds (once a second) sync every stream.
+func (n *Node) startGroupCommit(cfg *config.Config, srv *natsembed.Server, reg prometheus.Registerer) *kvstore.GroupSync {
+	g := kvstore.NewGroupSync(srv.SyncStreams(Streams(cfg)...))
+	n.stops = append(n.stops, g.Close)
+	n.Group = g
+	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
+	return g
+}
+
+// startRecord syncs what the store holds at start (what a restart
+// recovered may be in the page cache only) and starts the stream record's
+// keeper (stopped before the group commit).
+func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
+	if err := srv.SyncStore(); err != nil {
+		return fmt.Errorf("durability: syncing the store at start: %w", err)
+	}
+	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
+	n.stops = append(n.stops, rec.Stop)
+	return nil
+}
+
+// startClusterBarrier starts the barrier a 2xx waits on at ClusterRounds:
+// its rounds ask every node for a round of its own group commit.
+func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*kvstore.GroupSync, error) {
+	want := map[string]bool{}
+	for _, s := range Streams(cfg) {
+		want[s] = true
+	}
+	// The streams a round must find led: those of Streams that exist.
+	existing := func() ([]string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		names := js.StreamNames(ctx)
+		var found []string
+		for name := range names.Name() {
+			if want[name] {
+				found = append(found, name)
+			}
+		}
+		return found, names.Err()
+	}
+	round, err := NewRounds(nc, protocol.NodeSyncSubject(cfg.Prefix), srv.ClusterPeers, existing, RoundTimeout)
+	if err != nil {
+		return nil, err
+	}
+	n.stops = append(n.stops, func() { _ = round.Close() })
+	barrier := ClusterBarrier(cfg, round.Round)
+	n.stops = append(n.stops, barrier.Close) // the barrier stops before its answers
+	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
+	return barrier, nil
+}
+
+// registerSyncMetrics exports a group commit's counters as
+// sluice_<what>_sync_*; rounds is the help of its rounds.
+func registerSyncMetrics(reg prometheus.Registerer, what, rounds string, g *kvstore.GroupSync) {
+	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_" + what + "_sync_" + name, Help: help},
+			func() float64 { return v(g.Stats()) }))
+	}
+	counter("rounds_total", rounds, func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
+	counter("waits_total", "Waits on the "+what+" sync (a 2xx or granted reply each; waits/rounds is the coalescing).",
+		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
+	counter("failures_total", "Rounds of the "+what+" sync that failed (the store's: the node then answers 503 until restarted; the cluster's: that round's hooks get a 503).",
+		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
+	counter("seconds_total", "Time spent in rounds of the "+what+" sync.",
+		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
+}

@@ -1,0 +1,100 @@
+package durability_test
+
+import (
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/durability"
+	"github.com/sluice-dev/sluice/natsembed"
+)
+
+// startServer starts an embedded server in dataDir's jetstream directory,
+// as fx does, and connects to it.
+func startServer(t *testing.T, dataDir string) (*natsembed.Server, jetstream.JetStream) {
+	t.Helper()
+	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: filepath.Join(dataDir, "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, js
+}
+
+// TestStartSingleNode: Start gives each single-node mode its row of the
+// table (a barrier at GroupCommit only, the server's group commit in
+// every one), registers the store sync's counters, and refuses a data
+// dir whose record says it held more than its store does.
+func TestStartSingleNode(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, level := range []string{"synced", "acked", "sync-always"} {
+		t.Run(level, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg, err := config.Parse([]string{"--data-dir", dir, "--durability", level}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := durability.For(cfg)
+			srv, js := startServer(t, dir)
+			reg := prometheus.NewRegistry()
+			node, err := durability.Start(cfg, m, srv, nil, js, reg, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer node.Stop()
+			if (node.Barrier != nil) != (m == durability.GroupCommit) {
+				t.Errorf("mode %v: barrier %v", m, node.Barrier)
+			}
+			if node.Group == nil {
+				t.Errorf("mode %v: no group commit", m)
+			}
+			if node.Barrier != nil && node.Barrier != node.Group {
+				t.Errorf("mode %v: the barrier is not the server's group commit", m)
+			}
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range families {
+				names = append(names, f.GetName())
+			}
+			if !strings.Contains(strings.Join(names, " "), "sluice_store_sync_rounds_total") {
+				t.Errorf("counters registered: %v", names)
+			}
+		})
+	}
+	t.Run("refuses a store emptier than its record", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse([]string{"--data-dir", dir}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, js := startServer(t, dir)
+		node, err := durability.Start(cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
+		if err == nil {
+			node.Stop()
+			t.Fatal("started over a store that lost the recorded HOOKS")
+		}
+		if !strings.Contains(err.Error(), "HOOKS") {
+			t.Errorf("the refusal does not name the stream: %v", err)
+		}
+	})
+}
