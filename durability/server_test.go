@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/durability"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -27,16 +26,7 @@ func reply(t *testing.T, m *nats.Msg) protocol.SyncReply {
 // error reply when the round fails, and answers a flood beyond
 // SyncMaxWaiting requests waiting for one round with an error at once.
 func TestServe(t *testing.T) {
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc, _ := startServer(t, t.TempDir())
 
 	at := func(prefix string) (*nats.Msg, error) {
 		return nc.Request(protocol.HubSyncSubject(prefix), nil, 5*time.Second)

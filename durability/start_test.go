@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,7 +17,7 @@ import (
 
 // startServer starts an embedded server in dataDir's jetstream directory,
 // as fx does, and connects to it.
-func startServer(t *testing.T, dataDir string) (*natsembed.Server, jetstream.JetStream) {
+func startServer(t *testing.T, dataDir string) (*natsembed.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: filepath.Join(dataDir, "jetstream")})
 	if err != nil {
@@ -32,7 +33,7 @@ func startServer(t *testing.T, dataDir string) (*natsembed.Server, jetstream.Jet
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, js
+	return srv, nc, js
 }
 
 // TestStartSingleNode: Start gives each single-node mode its row of the
@@ -49,7 +50,7 @@ func TestStartSingleNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := durability.For(cfg)
-			srv, js := startServer(t, dir)
+			srv, _, js := startServer(t, dir)
 			reg := prometheus.NewRegistry()
 			node, err := durability.Start(cfg, m, srv, nil, js, reg, log)
 			if err != nil {
@@ -87,7 +88,7 @@ func TestStartSingleNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, js := startServer(t, dir)
+		srv, _, js := startServer(t, dir)
 		node, err := durability.Start(cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
 		if err == nil {
 			node.Stop()
