@@ -131,10 +131,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Stop(context.Background()) }()
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		info, err := outbox.Info(ctx)
-		return err == nil && info.State.Msgs == 0
-	}, "outbox drained")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, outbox) == 0 }, "outbox drained")
 	hubStream, err := l.hubJS.Stream(ctx, "HOOKS")
 	if err != nil {
 		t.Fatal(err)
@@ -149,15 +146,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 			t.Errorf("OnHub(%s) = %v, %v; want %v", id, on, err, want)
 		}
 	}
-	found, _ := reg.Gather()
-	results := map[string]float64{}
-	for _, mf := range found {
-		if mf.GetName() == "sluice_edge_forwarded_total" {
-			for _, m := range mf.GetMetric() {
-				results[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-			}
-		}
-	}
+	results := testkit.MetricSeries(t, reg, "sluice_edge_forwarded_total")
 	// (failed: publishes before the hub's interest reached the edge, sent again)
 	if results["found"] != 1 || results["stored"] != 1 || results["duplicate"] != 0 {
 		t.Errorf("forwarded_total: %v, want found=1 stored=1", results)

@@ -14,36 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// counters reads the values of the counter vector name from reg by its
-// one label.
-func counters(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-			}
-		}
-	}
-	return out
-}
-
 func body(int) []byte { return []byte("x") }
-
-// hubMsgs is the number of hooks in the hub's HOOKS.
-func (r *orderRig) hubMsgs(t *testing.T) uint64 {
-	t.Helper()
-	info, err := r.hubStream.Info(testkit.Context(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
-}
 
 // The edge drops its outbox copy of a batch only once the hub's sync
 // barrier answered: while the barrier holds, the hub has stored the batch
@@ -68,12 +39,12 @@ func TestOutboxKeptUntilHubSynced(t *testing.T) {
 	r.syncThen.Store(&then)
 	ids := r.storeHooks(t, "k", 50, body)
 	r.start(t, forward.Config{Batch: 20})
-	testkit.Eventually(t, 10*time.Second, func() bool { return r.hubMsgs(t) == 20 }, "the hub stored the first batch")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.hubStream) == 20 }, "the hub stored the first batch")
 	time.Sleep(300 * time.Millisecond)
-	if n := r.outboxMsgs(t); n != 50 {
+	if n := testkit.Msgs(t, r.outbox); n != 50 {
 		t.Fatalf("the outbox holds %d hooks while the hub has not synced the first batch, want all 50", n)
 	}
-	if got := r.hubMsgs(t); got != 20 {
+	if got := testkit.Msgs(t, r.hubStream); got != 20 {
 		t.Fatalf("the hub holds %d hooks: the forwarder moved past a batch the hub had not synced", got)
 	}
 	mu.Lock()
@@ -82,7 +53,7 @@ func TestOutboxKeptUntilHubSynced(t *testing.T) {
 		fn(nil)
 	}
 	mu.Unlock()
-	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 	if got := r.hubOrder(t); !slices.Equal(got, ids) {
 		t.Errorf("hub order %v, want %v", got, ids)
 	}
@@ -110,20 +81,20 @@ func TestHubSyncFailureKeepsCopy(t *testing.T) {
 	ids := r.storeHooks(t, "f", 30, body)
 	reg := prometheus.NewRegistry()
 	r.start(t, forward.Config{Batch: 30, Registerer: reg, MaxBackoff: 100 * time.Millisecond})
-	testkit.Eventually(t, 10*time.Second, func() bool { return counters(t, reg, "sluice_edge_hub_syncs_total")["failed"] >= 3 }, "the barrier failed thrice")
-	if n := r.outboxMsgs(t); n != 30 {
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.MetricSeries(t, reg, "sluice_edge_hub_syncs_total")["failed"] >= 3 }, "the barrier failed thrice")
+	if n := testkit.Msgs(t, r.outbox); n != 30 {
 		t.Fatalf("the outbox holds %d hooks after failed barriers, want 30", n)
 	}
 	failing.Store(false)
-	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 	if got := r.hubOrder(t); !slices.Equal(got, ids) {
 		t.Errorf("hub order %v, want %v", got, ids)
 	}
-	fw := counters(t, reg, "sluice_edge_forwarded_total")
+	fw := testkit.MetricSeries(t, reg, "sluice_edge_forwarded_total")
 	if fw["stored"] != 30 || fw["duplicate"] != 0 {
 		t.Errorf("forwarded_total %v: want the batch sent once (stored 30, no duplicates)", fw)
 	}
-	if s := counters(t, reg, "sluice_edge_hub_syncs_total"); s["synced"] != 1 {
+	if s := testkit.MetricSeries(t, reg, "sluice_edge_hub_syncs_total"); s["synced"] != 1 {
 		t.Errorf("hub_syncs_total %v, want synced 1", s)
 	}
 }
@@ -139,16 +110,16 @@ func TestOlderHubWithoutSync(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	wait := time.Second
 	r.start(t, forward.Config{Registerer: reg, HubSyncFallback: wait})
-	testkit.Eventually(t, 10*time.Second, func() bool { return r.hubMsgs(t) == 10 }, "the hub stored the batch")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.hubStream) == 10 }, "the hub stored the batch")
 	stored := time.Now()
-	if n := r.outboxMsgs(t); n != 10 {
+	if n := testkit.Msgs(t, r.outbox); n != 10 {
 		t.Fatalf("the outbox holds %d hooks right after an older hub's ack, want 10", n)
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 	if d := time.Since(stored); d < wait/2 {
 		t.Errorf("the outbox drained %v after the older hub's ack, want about %v", d, wait)
 	}
-	if s := counters(t, reg, "sluice_edge_hub_syncs_total"); s["waited"] != 1 || s["synced"] != 0 {
+	if s := testkit.MetricSeries(t, reg, "sluice_edge_hub_syncs_total"); s["waited"] != 1 || s["synced"] != 0 {
 		t.Errorf("hub_syncs_total %v, want waited 1", s)
 	}
 }

@@ -113,15 +113,6 @@ func (r *orderRig) hubOrder(t *testing.T) []string {
 	return ids
 }
 
-func (r *orderRig) outboxMsgs(t *testing.T) uint64 {
-	t.Helper()
-	info, err := r.outbox.Info(testkit.Context(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
-}
-
 func (r *orderRig) start(t *testing.T, cfg forward.Config) *forward.Forwarder {
 	t.Helper()
 	cfg.Conn, cfg.Prefix, cfg.HubDomain, cfg.Name, cfg.Linked = r.edge, "sluice", "hub", "e1", r.edgeSrv.LeafConnected
@@ -158,16 +149,16 @@ func TestMiddleOfBatchRefused(t *testing.T) {
 			return small(i)
 		})
 		f := r.start(t, forward.Config{})
-		testkit.Eventually(t, 10*time.Second, func() bool { return f.Status().LastError != "" || r.outboxMsgs(t) == 0 },
+		testkit.Eventually(t, 10*time.Second, func() bool { return f.Status().LastError != "" || testkit.Msgs(t, r.outbox) == 0 },
 			"a failed forwarding attempt")
 		if got := r.hubOrder(t); !slices.Equal(got, ids[:len(got)]) || len(got) > 2 {
 			t.Fatalf("while hook 2 is refused the hub holds %v; want a prefix of %v up to hook 1", got, ids[:2])
 		}
-		if n := r.outboxMsgs(t); n != 4 {
+		if n := testkit.Msgs(t, r.outbox); n != 4 {
 			t.Errorf("outbox holds %d hooks while the hub refuses hook 2", n)
 		}
 		r.updateHub(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = -1 })
-		testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+		testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 		if got := r.hubOrder(t); !slices.Equal(got, ids) {
 			t.Errorf("hub order %v, want %v", got, ids)
 		}
@@ -192,7 +183,7 @@ func TestHubOrderIsOutboxOrder(t *testing.T) {
 			}
 		}
 		ids = append(ids, r.storeHooks(t, "b", 200, small)...)
-		testkit.Eventually(t, 20*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+		testkit.Eventually(t, 20*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 		got := r.hubOrder(t)
 		if edgeHooks := slices.DeleteFunc(got, func(id string) bool { return strings.HasPrefix(id, "hub-") }); !slices.Equal(edgeHooks, ids) {
 			t.Errorf("hub holds the edge's %d hooks in another order than the edge's %d:\n%v", len(edgeHooks), len(ids), edgeHooks)
@@ -216,19 +207,19 @@ func TestHubRefusesHooks(t *testing.T) {
 		r.updateHub(t, func(c *jetstream.StreamConfig) { c.MaxMsgs = 3 })
 		ids := r.storeHooks(t, "h", 8, small)
 		f := r.start(t, forward.Config{})
-		testkit.Eventually(t, 10*time.Second, func() bool { return f.Status().LastError != "" || r.outboxMsgs(t) == 0 },
+		testkit.Eventually(t, 10*time.Second, func() bool { return f.Status().LastError != "" || testkit.Msgs(t, r.outbox) == 0 },
 			"a failed forwarding attempt")
 		if got := r.hubOrder(t); !slices.Equal(got, ids[:3]) {
 			t.Fatalf("the full hub holds %v, want %v", got, ids[:3])
 		}
-		if n := r.outboxMsgs(t); n != 5 {
+		if n := testkit.Msgs(t, r.outbox); n != 5 {
 			t.Fatalf("outbox holds %d hooks, want the 5 the hub refused", n)
 		}
 		if e := f.Status().LastError; !strings.Contains(e, "h-3") {
 			t.Errorf("last error %q does not name the refused hook h-3", e)
 		}
 		r.updateHub(t, func(c *jetstream.StreamConfig) { c.MaxMsgs = -1 })
-		testkit.Eventually(t, 10*time.Second, func() bool { return r.outboxMsgs(t) == 0 }, "outbox drained")
+		testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 		if got := r.hubOrder(t); !slices.Equal(got, ids) {
 			t.Errorf("hub order %v, want %v", got, ids)
 		}

@@ -330,23 +330,17 @@ func TestDeadLetterRaisedWhileNoNodeListens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		info, err := adv.Info(ctx)
-		return err == nil && info.State.Msgs == 1
-	}, "the advisory captured with no node up")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, adv) == 1 }, "the advisory captured with no node up")
 	dead, err := k.JS.Stream(ctx, "DEADLETTER")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := dead.Info(ctx); err != nil || info.State.Msgs != 0 {
-		t.Fatalf("a dead letter with no node up: %+v %v", info, err)
+	if n := testkit.Msgs(t, dead); n != 0 {
+		t.Fatalf("%d dead letters with no node up", n)
 	}
 	second := startNode(t, args...)
 	t.Cleanup(second.stop)
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		info, err := dead.Info(ctx)
-		return err == nil && info.State.Msgs == 1
-	}, "the dead letter once a node started")
+	testkit.Eventually(t, 10*time.Second, func() bool { return testkit.Msgs(t, dead) == 1 }, "the dead letter once a node started")
 	letter, err := dead.GetMsg(ctx, 1)
 	if err != nil || letter.Header.Get("Sluice-Dead-Reason") != "terminated" || letter.Subject != "sluice.deadletter.acme.w" {
 		t.Fatalf("letter: %+v %v", letter, err)

@@ -158,24 +158,12 @@ func readHubOrder(ctx context.Context, js jetstream.JetStream) ([]string, error)
 // sequence: the outbox is a work queue, its consumer the forwarder's).
 func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
-	ctx := testkit.Context(t)
-	st, err := js.Stream(ctx, httpapi.OutboxStream("HOOKS"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
+	st, err := js.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range testkit.StoredMsgs(t, st) {
 		ids = append(ids, m.Header.Get(httpapi.HeaderHookID))
 	}
 	return ids

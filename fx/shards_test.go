@@ -136,11 +136,7 @@ func testShardsCluster(t *testing.T, replicas int) {
 		}
 		info := st.CachedInfo()
 		next := map[string]int{}
-		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range testkit.StoredMsgs(t, st) {
 			tenant := m.Header.Get(httpapi.HeaderTenant)
 			if s := protocol.Shard(tenant, shards); s != k {
 				t.Fatalf("a hook of %s (shard %d) in %s", tenant, s, protocol.HooksStream(k))
@@ -373,12 +369,7 @@ func TestEdgeModeShardedHub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := st.CachedInfo()
-		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range testkit.StoredMsgs(t, st) {
 			tenant := m.Header.Get(httpapi.HeaderTenant)
 			if s := protocol.Shard(tenant, 2); s != k {
 				t.Fatalf("a hook of %s (shard %d) in the hub's %s", tenant, s, protocol.HooksStream(k))

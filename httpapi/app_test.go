@@ -123,16 +123,8 @@ func (a *app) stored() map[string]*jetstream.RawStreamMsg {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		a.t.Fatal(err)
-	}
 	out := map[string]*jetstream.RawStreamMsg{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
+	for _, m := range testkit.StoredMsgs(a.t, st) {
 		id := m.Header.Get("Sluice-Hook-Id")
 		if _, dup := out[id]; dup {
 			a.t.Fatalf("hook %s stored twice", id)

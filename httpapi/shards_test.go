@@ -51,15 +51,7 @@ func TestShardedHooksStreams(t *testing.T) {
 	}
 	seen := make(map[string]int)
 	for k, st := range sts {
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, m := range testkit.StoredMsgs(t, st) {
 			tenant := m.Header.Get(httpapi.HeaderTenant)
 			if want := protocol.Shard(tenant, shards); want != k {
 				t.Fatalf("a hook of %s (shard %d) is in stream %s", tenant, want, protocol.HooksStream(k))

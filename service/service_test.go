@@ -1194,32 +1194,9 @@ func TestMetrics(t *testing.T) {
 	defer svc2.Stop()
 
 	testkit.Eventually(t, 2*time.Second, func() bool {
-		c := counts(t, reg)
+		c := testkit.MetricSeries(t, reg, "sluice_service_requests_total")
 		return c[subReplay+"/ok"] == 2 && c[subReplay+"/invalid"] == 1 && c[subCount+"/unavailable"] == 1
 	}, "request counters by endpoint and outcome")
-}
-
-// counts reads sluice_service_requests_total as "endpoint/outcome" -> value.
-func counts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_service_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			out[l["endpoint"]+"/"+l["outcome"]] = m.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 // TestOversizedRequest: a request over MaxRequestBytes is a 400 from the
