@@ -17,6 +17,7 @@ import (
 type runningEdge struct {
 	url    string
 	stderr *testkit.LogBuffer
+	hup    chan os.Signal // a send is a SIGHUP (a reload)
 	cancel context.CancelFunc
 	done   chan struct{} // closed once run returned code
 	code   int
@@ -27,12 +28,12 @@ type runningEdge struct {
 func runEdge(t *testing.T, data string, ready bool, extra ...string) *runningEdge {
 	t.Helper()
 	port := testkit.FreePort(t)
-	e := &runningEdge{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &testkit.LogBuffer{}, done: make(chan struct{})}
+	e := &runningEdge{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &testkit.LogBuffer{}, hup: make(chan os.Signal, 1), done: make(chan struct{})}
 	args := append([]string{"--data-dir", data, "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--nats-listen", "off",
 		"--partitions", "4", "--log-level", "warn"}, extra...)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.code = run(ctx, args, func(string) string { return "" }, e.stderr, nil); close(e.done) }()
+	go func() { e.code = run(ctx, args, func(string) string { return "" }, e.stderr, e.hup); close(e.done) }()
 	t.Cleanup(func() { cancel(); <-e.done })
 	if !ready {
 		return e

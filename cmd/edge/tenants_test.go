@@ -403,30 +403,14 @@ func TestRemovingTenantsNeverReopens(t *testing.T) {
 // (it never did).
 func TestReloadAfterAdminTenants(t *testing.T) {
 	file := testkit.WriteTemp(t, "edge.yaml", []byte("# no tenants\n"))
-	addr := testkit.FreeAddr(t)
-	log := &testkit.LogBuffer{}
-	hup := make(chan os.Signal, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"--config", file, "--http-addr", addr, "--nats-listen", "off", "--data-dir", t.TempDir(), "--partitions", "4", "--admin-token", adminToken},
-			func(string) string { return "" }, log, hup)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			t.Errorf("exit %d\n%s", code, log.String())
-		}
-	})
-	base := "http://" + addr
-	if err := testkit.WaitHTTP(base+"/readyz", 30*time.Second); err != nil {
-		t.Fatalf("edge not ready: %v\n%s", err, log.String())
-	}
+	e := runEdge(t, t.TempDir(), true, "--config", file, "--admin-token", adminToken, "--log-level", "info")
+	t.Cleanup(func() { e.stop(t) })
+	base, log := e.url, e.stderr
 	if r := testkit.HTTP(t, "PUT", base+"/v1/admin/tenants/acme", []byte(`{}`), map[string]string{"Authorization": "Bearer " + adminToken}); r.Code != 201 {
 		t.Fatalf("PUT tenant: %d %s", r.Code, r.Body)
 	}
 	testkit.Eventually(t, 5*time.Second, func() bool { return post(t, base, "/v1/hooks/nobody/x", "") == 404 }, "the quickstart closed by the record")
-	hup <- syscall.SIGHUP
+	e.hup <- syscall.SIGHUP
 	testkit.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(log.String(), "configuration reloaded")
 	}, "the reload logged")
