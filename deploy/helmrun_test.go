@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
@@ -107,7 +108,7 @@ func TestHelmClusterRuns(t *testing.T) {
 		}
 		return podArgs(c, local)
 	}
-	nodes := startCluster(t, 3, argsOf, func(k string) string { return env[k] })
+	nodes := testkit.StartTogether(t, 3, 2*time.Minute, "pod", func(i int) (*node, error) { return startNode(t, argsOf(i), func(k string) string { return env[k] }) })
 	postSigned(t, nodes[0])
 	st, err := nodes[2].nats.JS.Stream(testkit.Context(t), "HOOKS")
 	if err != nil {

@@ -64,33 +64,6 @@ func startNode(t *testing.T, args []string, getenv func(string) string) (*node, 
 	return &n, nil
 }
 
-// startCluster starts n nodes together, node i with argsOf(i) and getenv:
-// each start waits for a JetStream meta leader, which needs a quorum (as
-// pods of a StatefulSet with podManagementPolicy Parallel). A failed start
-// fails the test.
-func startCluster(t *testing.T, n int, argsOf func(i int) []string, getenv func(string) string) []*node {
-	t.Helper()
-	nodes := make([]*node, n)
-	errs := make(chan error, n)
-	for i := range nodes {
-		go func() {
-			var err error
-			nodes[i], err = startNode(t, argsOf(i), getenv)
-			errs <- err
-		}()
-	}
-	var failed []error
-	for range nodes { // every start returns (bounded by its 90 s) before the test may end
-		if err := <-errs; err != nil {
-			failed = append(failed, err)
-		}
-	}
-	if len(failed) > 0 {
-		t.Fatalf("cluster start: %v", failed)
-	}
-	return nodes
-}
-
 // exposed starts a real node with args (its own embedded nats-server, a
 // fresh data dir), scrapes its GET /metrics as Prometheus would, and
 // returns the metric families the text shows (its "# TYPE" lines): a
@@ -180,9 +153,9 @@ func TestDocumentedMetricsExposed(t *testing.T) {
 	// A node of a two-node R1 cluster at synced: the cluster barrier's
 	// counters.
 	routes := []string{"127.0.0.1:" + strconv.Itoa(testkit.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))}
-	cluster := startCluster(t, 2, func(i int) []string {
-		return append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced")
-	}, nil)
+	cluster := testkit.StartTogether(t, 2, 2*time.Minute, "cluster node", func(i int) (*node, error) {
+		return startNode(t, append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced"), nil)
+	})
 	for n := range scrape(t, cluster[0]) {
 		have[n] = true
 	}

@@ -80,14 +80,14 @@ func TestEmbeddedCluster(t *testing.T) {
 		}
 		routes += fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
-	nodes := startTogether(t, 3, 90*time.Second, "cluster node", func(i int) []string {
-		return []string{
+	nodes := testkit.StartTogether(t, 3, 90*time.Second, "cluster node", func(i int) (*node, error) {
+		return startNodeErr(t,
 			"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)),
 			"--nats-listen", "off",
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--routes", routes,
 			"--replicas", "3",
-		}
+		)
 	})
 	if code := post(t, nodes[0].h, "/v1/hooks/t/s", "shared"); code != 202 {
 		t.Fatalf("node 0: %d", code)

@@ -26,10 +26,10 @@ func TestEdgeModeHubCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i]))
 		leafs = append(leafs, testkit.FreeAddr(t))
 	}
-	hubs := startTogether(t, 3, 120*time.Second, "hub node", func(i int) []string {
-		return []string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
+	hubs := testkit.StartTogether(t, 3, 120*time.Second, "hub node", func(i int) (*node, error) {
+		return startNodeErr(t, "--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 			"--routes", strings.Join(routes, ","), "--replicas", "3",
-			"--leaf-listen", leafs[i]}
+			"--leaf-listen", leafs[i])
 	})
 	urls := make([]string, 3)
 	for i, l := range leafs {

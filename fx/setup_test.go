@@ -99,35 +99,6 @@ func startNodeErr(t testing.TB, args ...string) (*node, error) {
 	return nd, nil
 }
 
-// startTogether starts n nodes at once, node i with args(i): each blocks
-// in its start until JetStream has a meta leader, which needs a quorum of
-// them. It fails the test (what: which nodes) if a start fails or they
-// have not all started within timeout.
-func startTogether(t *testing.T, n int, timeout time.Duration, what string, args func(i int) []string) []*node {
-	t.Helper()
-	nodes := make([]*node, n)
-	errs := make(chan error, n)
-	for i := range nodes {
-		go func() {
-			var err error
-			nodes[i], err = startNodeErr(t, args(i)...)
-			errs <- err
-		}()
-	}
-	deadline := time.After(timeout) // one bound for all of them
-	for range nodes {
-		select {
-		case err := <-errs:
-			if err != nil {
-				t.Fatalf("%s start: %v", what, err)
-			}
-		case <-deadline:
-			t.Fatalf("%s did not start", what)
-		}
-	}
-	return nodes
-}
-
 // waitOutboxDrained waits until edge node ed's outbox holds no hook.
 func waitOutboxDrained(t *testing.T, ed *node, timeout time.Duration) {
 	t.Helper()

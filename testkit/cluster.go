@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -240,4 +241,37 @@ func (c *ClusterKit) shutdown() {
 	for i := range c.cfgs {
 		c.Kill(i)
 	}
+}
+
+// StartTogether runs start(i) for each i below n at once (nodes that each
+// wait for a quorum of the others) and returns what they started. It
+// fails the test, naming what, if a start fails or they have not all
+// returned within timeout.
+func StartTogether[N any](t testing.TB, n int, timeout time.Duration, what string, start func(i int) (N, error)) []N {
+	t.Helper()
+	out := make([]N, n)
+	errs := make(chan error, n)
+	for i := range out {
+		go func() {
+			var err error
+			out[i], err = start(i)
+			errs <- err
+		}()
+	}
+	deadline := time.After(timeout) // one bound for all of them
+	var failed []error
+	for range out {
+		select {
+		case err := <-errs:
+			if err != nil {
+				failed = append(failed, err)
+			}
+		case <-deadline:
+			t.Fatalf("%s: not all started within %s", what, timeout)
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%s start: %v", what, errors.Join(failed...))
+	}
+	return out
 }
