@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -271,7 +270,7 @@ func StartTogether[N any](t testing.TB, n int, timeout time.Duration, what strin
 		}
 	}
 	if len(failed) > 0 {
-		t.Fatalf("%s start: %v", what, errors.Join(failed...))
+		t.Fatalf("%s start: %v", what, failed)
 	}
 	return out
 }

@@ -13,11 +13,7 @@ func Msgs(t T, st jetstream.Stream) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatalf("testkit: stream info: %v", err)
-	}
-	return info.State.Msgs
+	return state(ctx, t, st).Msgs
 }
 
 // StoredMsgs is every message st holds now in sequence order (a deleted
@@ -27,12 +23,9 @@ func StoredMsgs(t T, st jetstream.Stream) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatalf("testkit: stream info: %v", err)
-	}
+	s := state(ctx, t, st)
 	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+	for seq := s.FirstSeq; s.Msgs > 0 && seq <= s.LastSeq; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -43,4 +36,14 @@ func StoredMsgs(t T, st jetstream.Stream) []*jetstream.RawStreamMsg {
 		out = append(out, m)
 	}
 	return out
+}
+
+// state reads st's state, failing the test on an error.
+func state(ctx context.Context, t T, st jetstream.Stream) jetstream.StreamState {
+	t.Helper()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("testkit: stream info: %v", err)
+	}
+	return info.State
 }
