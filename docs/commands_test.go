@@ -48,29 +48,44 @@ func docCommands(src []byte) []string {
 	return out
 }
 
+// docFile is a page a reader runs commands from and its text.
+type docFile struct {
+	name string
+	src  []byte
+}
+
+// docFiles is README.md, CONTRIBUTING.md and docs/*.md, read.
+func docFiles(t *testing.T) []docFile {
+	t.Helper()
+	names, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []docFile
+	for _, name := range append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md")}, names...) {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, docFile{name, src})
+	}
+	return out
+}
+
 // natsCommands returns each `nats …` command of README.md and docs/*.md
 // that matches sub (a regexp on the command from "nats" to the line's end),
 // with the file it is in.
 func natsCommands(t *testing.T, sub string) map[string][]string {
 	t.Helper()
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md")}, files...)
 	re := regexp.MustCompile(`\bnats\s[^\n]*?` + sub + `[^\n]*`)
 	found := map[string][]string{}
-	for _, file := range files {
-		src, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range docCommands(src) {
+	for _, f := range docFiles(t) {
+		for _, l := range docCommands(f.src) {
 			for _, cmd := range re.FindAllString(l, -1) {
 				if c, _, _ := strings.Cut(cmd, " #"); c != "" {
 					cmd = c
 				}
-				found[file] = append(found[file], strings.TrimSpace(cmd))
+				found[f.name] = append(found[f.name], strings.TrimSpace(cmd))
 			}
 		}
 	}
@@ -126,24 +141,15 @@ func TestNoPagingStreamView(t *testing.T) {
 // node its kill had not stopped). A program started in the background is
 // started on a line of its own.
 func TestNoBackgroundedLists(t *testing.T) {
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
 	list := regexp.MustCompile(`(&&|\|\|)[^&|#]*[^&]&\s*(#.*)?$`)
 	seen := 0
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range docCommands(src) {
+	for _, f := range docFiles(t) {
+		for _, l := range docCommands(f.src) {
 			if strings.HasSuffix(strings.TrimSpace(strings.SplitN(l, "#", 2)[0]), "&") {
 				seen++
 			}
 			if list.MatchString(l) {
-				t.Errorf("%s: %q backgrounds a list: start the program on a line of its own", f, l)
+				t.Errorf("%s: %q backgrounds a list: start the program on a line of its own", f.name, l)
 			}
 		}
 	}
@@ -158,20 +164,11 @@ func TestNoBackgroundedLists(t *testing.T) {
 // otherwise leave a command that runs nothing and passes (`go test ./edge`
 // outlived the edge package's rename to httpapi).
 func TestGoTestCommandsNameRealTests(t *testing.T) {
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
 	cmdRe := regexp.MustCompile(`go test\s[^;&|#]*`)
 	nameRe := regexp.MustCompile(`^['"]?\^?([A-Za-z][A-Za-z0-9_]*)`)
 	n := 0
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range docCommands(src) {
+	for _, f := range docFiles(t) {
+		for _, l := range docCommands(f.src) {
 			for _, cmd := range cmdRe.FindAllString(l, -1) {
 				fields := strings.Fields(cmd)
 				var pkgs, names []string
@@ -191,7 +188,7 @@ func TestGoTestCommandsNameRealTests(t *testing.T) {
 					dir := filepath.Join("..", p)
 					tests, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
 					if p != "." && len(tests) == 0 {
-						t.Errorf("%s: `%s`: %s has no tests (no such package?)", f, strings.TrimSpace(cmd), p)
+						t.Errorf("%s: `%s`: %s has no tests (no such package?)", f.name, strings.TrimSpace(cmd), p)
 						continue
 					}
 					for _, name := range names {
@@ -200,7 +197,7 @@ func TestGoTestCommandsNameRealTests(t *testing.T) {
 							re = regexp.MustCompile(`func ` + name)
 						}
 						if p != "." && !anyFileMatches(t, tests, re) {
-							t.Errorf("%s: `%s`: no test of %s matches %s", f, strings.TrimSpace(cmd), p, name)
+							t.Errorf("%s: `%s`: no test of %s matches %s", f.name, strings.TrimSpace(cmd), p, name)
 						}
 					}
 				}

@@ -132,11 +132,10 @@ var scheme = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
 
 // TestLinks checks every relative link of README.md and docs/*.md.
 func TestLinks(t *testing.T) {
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, f := range docFiles(t) {
+		files = append(files, f.name)
 	}
-	files = append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md")}, files...)
 	if len(files) < 3 {
 		t.Fatalf("found only %v", files)
 	}
@@ -202,22 +201,13 @@ func TestLinks(t *testing.T) {
 // directory of the repository called NAME (`go build -o edge` once wrote
 // the binary into the edge/ package and `./edge` then failed).
 func TestBuildOutputsAreFiles(t *testing.T) {
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join("..", "README.md"), filepath.Join("..", "CONTRIBUTING.md"))
 	out := regexp.MustCompile(`go build\b[^\n` + "`" + `]*?\s-o\s+(\S+)`)
 	n := 0
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range out.FindAllStringSubmatch(string(src), -1) {
+	for _, f := range docFiles(t) {
+		for _, m := range out.FindAllStringSubmatch(string(f.src), -1) {
 			n++
 			if fi, err := os.Stat(filepath.Join("..", m[1])); err == nil && fi.IsDir() {
-				t.Errorf("%s: `go build -o %s` writes into the directory %s/, not a binary %s", f, m[1], m[1], m[1])
+				t.Errorf("%s: `go build -o %s` writes into the directory %s/, not a binary %s", f.name, m[1], m[1], m[1])
 			}
 		}
 	}
