@@ -66,22 +66,23 @@ func (f *Forwarder) durable(ctx context.Context, acked time.Time) error {
 		if err := retry.Sleep(ctx, time.Until(acked.Add(f.cfg.HubSyncFallback))); err != nil {
 			return err
 		}
-		if !f.linkedSince(acked) {
-			f.syncs.WithLabelValues("failed").Inc()
-			return errLinkChanged
-		}
-		f.syncs.WithLabelValues("waited").Inc()
-		return nil
+		return f.synced(acked, "waited")
 	}
 	if err := syncAnswer(m, err); err != nil {
 		f.syncs.WithLabelValues("failed").Inc()
 		return err
 	}
+	return f.synced(acked, "synced")
+}
+
+// synced counts a barrier done as result when the link stayed up since
+// acked; else it counts it failed and returns errLinkChanged.
+func (f *Forwarder) synced(acked time.Time, result string) error {
 	if !f.linkedSince(acked) {
 		f.syncs.WithLabelValues("failed").Inc()
 		return errLinkChanged
 	}
-	f.syncs.WithLabelValues("synced").Inc()
+	f.syncs.WithLabelValues(result).Inc()
 	return nil
 }
 
