@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // env returns a getenv over m.
@@ -24,11 +25,7 @@ func env(m map[string]string) func(string) string {
 // writeFile writes a YAML file into a temp dir and returns its path.
 func writeFile(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteTemp(t, "edge.yaml", []byte(body))
 }
 
 func mustLoad(t *testing.T, args []string, getenv func(string) string) *config.Config {
@@ -507,11 +504,7 @@ leafnodes { authorization { user: sluice-leaf, password: "leaf-0123456789ab" } }
 // natsConf writes a nats-server configuration file.
 func natsConf(t *testing.T, text string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(p, []byte(text+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteTemp(t, "nats.conf", []byte(text+"\n"))
 }
 
 // TestNATSConfigFile: testdata/nats.conf loads, and what it sets is what

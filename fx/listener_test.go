@@ -2,10 +2,10 @@ package fx
 
 import (
 	"net"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // TestLimitListener: at most n connections are accepted at once; closing
@@ -40,7 +40,7 @@ func TestLimitListener(t *testing.T) {
 	// is seen waiting for a slot (its stack), with the third connection
 	// dialed, so it can only accept once a slot frees.
 	deadline := time.After(5 * time.Second)
-	for !waitingForASlot() {
+	for !testkit.Blocked("[select", "(*limitListener).Accept(") { // waiting for a slot
 		select {
 		case <-accepted:
 			t.Fatal("third connection accepted over the limit of 2")
@@ -64,19 +64,4 @@ func TestLimitListener(t *testing.T) {
 	got[1].Close()
 	l.Close()
 	<-done
-}
-
-// waitingForASlot reports whether a goroutine is blocked in
-// limitListener.Accept's select (its top frame): waiting for a slot.
-func waitingForASlot() bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		header, rest, _ := strings.Cut(g, "\n")
-		top, _, _ := strings.Cut(rest, "\n")
-		if strings.Contains(header, "[select") && strings.Contains(top, "(*limitListener).Accept(") {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -31,4 +33,21 @@ func VerifyTestMain(m *testing.M, extra ...goleak.Option) {
 func FindLeaks(extra ...goleak.Option) error {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	return goleak.Find(extra...)
+}
+
+// Blocked reports whether a goroutine is in state (its stack header holds
+// it, e.g. "[select" or "[chan receive") with top (e.g.
+// "(*limitListener).Accept(") in its top frame: parked where a test waits
+// for it to be.
+func Blocked(state, top string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, rest, _ := strings.Cut(g, "\n")
+		frame, _, _ := strings.Cut(rest, "\n")
+		if strings.Contains(header, state) && strings.Contains(frame, top) {
+			return true
+		}
+	}
+	return false
 }
