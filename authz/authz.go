@@ -75,17 +75,12 @@ func RedeliverPrefix(prefix, tenant string) string {
 // InboxPrefix is the reply inbox prefix of user.
 func InboxPrefix(user string) string { return "_INBOX." + user }
 
-// For returns the permissions of a user named user with role in a fleet
-// with subject prefix and hooks stream, confined to tenants (service and
-// consumer: required; others: none allowed).
-func For(role, user, prefix, stream string, tenants []string) (Permissions, error) {
-	return ForShards(role, user, prefix, stream, 1, tenants)
-}
-
-// ForShards is For in a fleet of shards shards (--partitions P/S): a
-// consumer reads each of its tenants in that tenant's shard's stream
-// (protocol.ShardName(stream, protocol.Shard(tenant, shards)); stream is
-// shard 0's), and no other.
+// ForShards returns the permissions of a user named user with role in a
+// fleet with subject prefix, hooks stream and shards shards (--partitions
+// P/S), confined to tenants (service and consumer: required; others: none
+// allowed). A consumer reads each of its tenants in that tenant's shard's
+// stream (protocol.ShardName(stream, protocol.Shard(tenant, shards));
+// stream is shard 0's), and no other.
 func ForShards(role, user, prefix, stream string, shards int, tenants []string) (Permissions, error) {
 	if user == "" || strings.ContainsAny(user, ".*> \t\r\n") {
 		return Permissions{}, fmt.Errorf("%w: user %q must be one subject token", ErrInvalid, user)

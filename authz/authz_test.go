@@ -11,7 +11,7 @@ import (
 )
 
 func TestFor(t *testing.T) {
-	p, err := authz.For(authz.RoleService, "acme-svc", "sluice", "HOOKS", []string{"acme", "a.b"})
+	p, err := authz.ForShards(authz.RoleService, "acme-svc", "sluice", "HOOKS", 1, []string{"acme", "a.b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestFor(t *testing.T) {
 		{authz.RoleNode, "a.b", nil},
 		{authz.RoleService, "s", []string{""}},
 	} {
-		if _, err := authz.For(c.role, c.user, "sluice", "HOOKS", c.tenants); !errors.Is(err, authz.ErrInvalid) {
+		if _, err := authz.ForShards(c.role, c.user, "sluice", "HOOKS", 1, c.tenants); !errors.Is(err, authz.ErrInvalid) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
