@@ -156,38 +156,29 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	}
 
 	b := claims.ID{Tenant: "a.b", Source: "gh", Key: "k2"}
-	rb, err := st.Claim(ctx, b, "h4", 30*time.Second)
-	if err != nil || rb.Outcome != claims.OK {
-		t.Fatalf("claim b: %+v %v", rb, err)
-	}
-	if err := st.Release(ctx, b, "h4", rb.Revision); err != nil {
+	revB := claimOK(t, ctx, st, b, "h4", 30*time.Second)
+	if err := st.Release(ctx, b, "h4", revB); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := st.Release(ctx, b, "h4", rb.Revision); err == nil {
+	if err := st.Release(ctx, b, "h4", revB); err == nil {
 		t.Fatal("second release succeeded")
 	}
 
 	// SettleOwn (the edge's one-write settle) publishes like Settle.
 	c3 := claims.ID{Tenant: "a.b", Source: "gh", Key: "k3"}
-	rc, err := st.Claim(ctx, c3, "h5", 30*time.Second)
-	if err != nil || rc.Outcome != claims.OK {
-		t.Fatalf("claim c: %+v %v", rc, err)
-	}
-	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); err != nil {
+	revC3 := claimOK(t, ctx, st, c3, "h5", 30*time.Second)
+	if err := st.SettleOwn(ctx, c3, "h5", "", revC3, time.Hour); err != nil {
 		t.Fatalf("settle own: %v", err)
 	}
-	if err := st.SettleOwn(ctx, c3, "h5", "", rc.Revision, time.Hour); !errors.Is(err, protocol.ErrClaimLost) {
+	if err := st.SettleOwn(ctx, c3, "h5", "", revC3, time.Hour); !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("second settle own: %v, want ErrLost", err)
 	}
 
 	// SettleOwn with a digest (an Idempotency-Key's settle) publishes like Settle
 	// and keeps the digest in the inner store.
 	c5 := claims.ID{Tenant: "a.b", Source: "api", Key: "k5"}
-	r5, err := st.Claim(ctx, c5, "h7", 30*time.Second)
-	if err != nil || r5.Outcome != claims.OK {
-		t.Fatalf("claim c5: %+v %v", r5, err)
-	}
-	if err := st.SettleOwn(ctx, c5, "h7", "sha256:ab", r5.Revision, time.Hour); err != nil {
+	revC5 := claimOK(t, ctx, st, c5, "h7", 30*time.Second)
+	if err := st.SettleOwn(ctx, c5, "h7", "sha256:ab", revC5, time.Hour); err != nil {
 		t.Fatalf("settle own digest: %v", err)
 	}
 	if got, err := st.Get(ctx, c5); err != nil || got.State != protocol.StateCommitted || got.Digest != "sha256:ab" {
@@ -237,13 +228,13 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 	if n := s.count(e.subj.ClaimCommitted("a.b")); n != 4 {
 		t.Fatalf("committed events = %d, want 4 (a stale settle publishes nothing)", n)
 	}
-	if c := s.on(e.subj.ClaimCommitted("a.b"))[2].ev; c.Key != "k5" || c.HookID != "h7" || c.Revision != r5.Revision {
+	if c := s.on(e.subj.ClaimCommitted("a.b"))[2].ev; c.Key != "k5" || c.HookID != "h7" || c.Revision != revC5 {
 		t.Fatalf("committed payload of SettleOwn with a digest %+v", c)
 	}
 	if n := s.count(e.subj.ClaimReleased("a.b")); n != 1 {
 		t.Fatalf("released events = %d, want 1", n)
 	}
-	if c := s.on(e.subj.ClaimCommitted("a.b"))[1].ev; c.Key != "k3" || c.HookID != "h5" || c.Revision != rc.Revision {
+	if c := s.on(e.subj.ClaimCommitted("a.b"))[1].ev; c.Key != "k3" || c.HookID != "h5" || c.Revision != revC3 {
 		t.Fatalf("committed payload of SettleOwn %+v", c)
 	}
 	c := s.on(e.subj.ClaimCommitted("a.b"))[0].ev
@@ -251,7 +242,7 @@ func TestObserveStorePublishesStateChanges(t *testing.T) {
 		t.Fatalf("committed payload %+v", c)
 	}
 	r := s.on(e.subj.ClaimReleased("a.b"))[0].ev
-	if r.Key != "k2" || r.HookID != "h4" || r.Revision != rb.Revision {
+	if r.Key != "k2" || r.HookID != "h4" || r.Revision != revB {
 		t.Fatalf("released payload %+v", r)
 	}
 }
