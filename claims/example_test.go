@@ -15,8 +15,8 @@ import (
 
 // ExampleKV takes a webhook's dedupe key through both phases on an
 // embedded nats-server: claim, store the hook, settle; a redelivery is then
-// a duplicate. (testkit.New wants a *testing.T, which examples do not
-// have; this is the same wiring written out.)
+// a duplicate. (testkit.New with a testkit.Standalone does this wiring;
+// here it is written out.)
 func ExampleKV() {
 	dir, err := os.MkdirTemp("", "claims-example")
 	if err != nil {

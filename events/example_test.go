@@ -4,18 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/owner"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // A node wires a Publisher, a claims store that reports its state changes,
@@ -23,24 +20,13 @@ import (
 // applying settle/release events and an ExpiryWatcher. Any client can then
 // settle a claim by publishing to <prefix>.v1.events.settle.
 func Example() {
-	dir, _ := os.MkdirTemp("", "sluice-events-example")
-	defer os.RemoveAll(dir)
-	srv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t := testkit.NewStandalone() // an embedded nats-server (claims.ExampleKV writes it out)
+	defer t.Close()
+	k := testkit.New(t)
+	nc, js, ctx := k.Conn, k.JS, testkit.Context(t)
 
 	const prefix = "sluice"
-	bucket, err := kvstore.OpenBucket(ctx, js, kvstore.BucketConfig{Name: kvstore.BucketNames(prefix).Claims})
-	if err != nil {
-		panic(err)
-	}
+	bucket := k.Bucket(t, kvstore.BucketConfig{Name: kvstore.BucketNames(prefix).Claims})
 	pub, _ := events.NewPublisher(nc, prefix)
 	defer pub.Close()
 	kv, err := claims.NewKV(bucket)
