@@ -380,7 +380,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	// the unavailable answer one probe decides: 5 of 5 left before it (4
 	// after) when refunded, 4 (3) when not.
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		return testkit.MetricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "unavailable"}) >= 1
+		return testkit.MetricSeries(t, reg, "sluice_quota_hits_total")["unavailable"] >= 1
 	}, "the owner answered the timed-out claim")
 	rep, err := c.Hit(testkit.Context(t), protocol.HitRequest{Charges: []protocol.Charge{hooks(ts[0], 5)}})
 	if err != nil || len(rep.Limits) == 0 {
@@ -435,7 +435,7 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	// decided by the joining worker once the partitions are split, and
 	// after the first worker stopped (answers beyond those counted then).
 	decidedBy := func(reg *prometheus.Registry) float64 {
-		return testkit.MetricValue(t, reg, "sluice_quota_hits_total", map[string]string{"result": "ok"})
+		return testkit.MetricSeries(t, reg, "sluice_quota_hits_total")["ok"]
 	}
 	testkit.Eventually(t, 15*time.Second, func() bool { return oks.Load() >= 100 }, "hits answered before the join")
 	w2 := e.startWorker(t, nc2, WithMemberID("two"), quota.WithRegisterer(reg2))
@@ -458,8 +458,8 @@ func TestBatchStraddlingHandoff(t *testing.T) {
 	}
 	// Every hit was decided exactly once: the owners counted as many ok
 	// decisions as the callers got answers.
-	decided := testkit.MetricValue(t, reg1, "sluice_quota_hits_total", map[string]string{"result": "ok"}) +
-		testkit.MetricValue(t, reg2, "sluice_quota_hits_total", map[string]string{"result": "ok"})
+	decided := testkit.MetricSeries(t, reg1, "sluice_quota_hits_total")["ok"] +
+		testkit.MetricSeries(t, reg2, "sluice_quota_hits_total")["ok"]
 	if int64(decided) != oks.Load() || oks.Load() != sent.Load() {
 		t.Fatalf("owners decided %v ok, callers got %d of %d", decided, oks.Load(), sent.Load())
 	}

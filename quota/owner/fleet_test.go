@@ -21,7 +21,7 @@ import (
 // fallbacks reads sluice_quota_fallback_total{op} from reg.
 func fallbacks(t *testing.T, reg *prometheus.Registry, op string) float64 {
 	t.Helper()
-	return max(0, testkit.MetricValue(t, reg, "sluice_quota_fallback_total", map[string]string{"op": op}))
+	return testkit.MetricSeries(t, reg, "sluice_quota_fallback_total")[op]
 }
 
 const (
