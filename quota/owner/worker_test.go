@@ -279,18 +279,25 @@ func TestConcurrentReserveOneCounter(t *testing.T) {
 func TestPartitionMismatchRefusesStart(t *testing.T) {
 	t.Parallel()
 	k, e, _, _ := single(t)
-	w, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), quota.WithPartitions(32))
+	if err := startRefused(t, k, e, quota.WithPartitions(32)); !errors.Is(err, quota.ErrPartitionMismatch) {
+		t.Fatalf("start with P=32 on a P=64 fleet: %v", err)
+	}
+}
+
+// startRefused makes an owner on e's buckets with opts and returns its
+// Start's error; a Stop after it must succeed or say ErrNotStarted.
+func startRefused(t *testing.T, k *testkit.Kit, e *fleetEnv, opts ...Option) error {
+	t.Helper()
+	w, err := New(k.Conn, e.leases, e.counts, e.store, append([]Option{quota.WithPrefix(e.prefix)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = w.Start(testkit.Context(t))
-	if !errors.Is(err, quota.ErrPartitionMismatch) {
-		t.Fatalf("start with P=32 on a P=64 fleet: %v", err)
-	}
 	t.Log(err)
 	if err := w.Stop(testkit.Context(t)); err != nil && !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("stop after a failed start: %v", err)
 	}
+	return err
 }
 
 // TestShardMismatchRefusesStart: the shard count is recorded beside the
@@ -306,17 +313,8 @@ func TestShardMismatchRefusesStart(t *testing.T) {
 	if err != nil || p != 64 || s != 1 {
 		t.Fatalf("fleet shape %d/%d, %v; want 64/1", p, s, err)
 	}
-	w, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), WithShards(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = w.Start(testkit.Context(t))
-	if !errors.Is(err, quota.ErrShardMismatch) || !strings.Contains(err.Error(), "the fleet has 1 shards, this node is configured with 4") {
+	if err := startRefused(t, k, e, WithShards(4)); !errors.Is(err, quota.ErrShardMismatch) || !strings.Contains(err.Error(), "the fleet has 1 shards, this node is configured with 4") {
 		t.Fatalf("start with S=4 on an S=1 fleet: %v", err)
-	}
-	t.Log(err)
-	if err := w.Stop(testkit.Context(t)); err != nil && !errors.Is(err, ErrNotStarted) {
-		t.Fatalf("stop after a failed start: %v", err)
 	}
 }
 
