@@ -33,7 +33,8 @@ type fleetConfig struct {
 
 // Options follow docs/DESIGN.md "Options"; a bad argument makes the
 // constructor fail with an error wrapping ErrInvalidOption. owner.New takes
-// quota/owner's Option, which the shared options here implement (ApplyOwner).
+// quota/owner's Option, which the shared options here are too: they embed
+// the settings' option body, whose unexported method owner.New applies.
 
 // ClientOption configures NewClient.
 type ClientOption interface{ applyClient(*clientConfig) error }
@@ -41,21 +42,31 @@ type ClientOption interface{ applyClient(*clientConfig) error }
 // FleetOption configures NewFleet.
 type FleetOption interface{ applyFleet(*fleetConfig) error }
 
+// shared is the body of an option several constructors take; embedded,
+// it makes the option one of owner.New's.
+type shared = settings.Func
+
+// applyShared applies o's body to c (a zero option does nothing).
+func applyShared(o shared, c *settings.Config) error {
+	if o == nil {
+		return nil
+	}
+	return o(c)
+}
+
 // WorkerClientOption is an option of both owner.New and NewClient (the
 // routing: prefix and partition count).
-type WorkerClientOption func(*settings.Config) error
+type WorkerClientOption struct{ shared }
 
-// ApplyOwner makes o an option of owner.New.
-func (o WorkerClientOption) ApplyOwner(c *settings.Config) error { return o(c) }
-func (o WorkerClientOption) applyClient(c *clientConfig) error   { return o(&c.Config) }
+func (o WorkerClientOption) applyClient(c *clientConfig) error {
+	return applyShared(o.shared, &c.Config)
+}
 
 // WorkerFleetOption is an option of both owner.New and NewFleet (the
 // decisions' clock and TTLs, logging, metrics).
-type WorkerFleetOption func(*settings.Config) error
+type WorkerFleetOption struct{ shared }
 
-// ApplyOwner makes o an option of owner.New.
-func (o WorkerFleetOption) ApplyOwner(c *settings.Config) error { return o(c) }
-func (o WorkerFleetOption) applyFleet(c *fleetConfig) error     { return o(&c.Config) }
+func (o WorkerFleetOption) applyFleet(c *fleetConfig) error { return applyShared(o.shared, &c.Config) }
 
 type clientOption func(*clientConfig) error
 
@@ -70,26 +81,26 @@ func invalid(format string, args ...any) error { return settings.Invalid(format,
 // WithPrefix sets the subject prefix (default "sluice"); see
 // protocol.ValidatePrefix. owner.New, Client.
 func WithPrefix(prefix string) WorkerClientOption {
-	return WorkerClientOption(func(c *settings.Config) error {
+	return WorkerClientOption{func(c *settings.Config) error {
 		if err := protocol.ValidatePrefix(prefix); err != nil {
 			return invalid("%v", err)
 		}
 		c.Prefix = prefix
 		return nil
-	})
+	}}
 }
 
 // WithPartitions sets the partition count P, 1..MaxPartitions (default 64).
 // It is fixed for the fleet's life: an owner configured with another P than
 // the fleet recorded refuses to start (ErrPartitionMismatch). owner.New, Client.
 func WithPartitions(p int) WorkerClientOption {
-	return WorkerClientOption(func(c *settings.Config) error {
+	return WorkerClientOption{func(c *settings.Config) error {
 		if p < 1 || p > MaxPartitions {
 			return invalid("partitions must be 1..%d, got %d", MaxPartitions, p)
 		}
 		c.Partitions = p
 		return nil
-	})
+	}}
 }
 
 // WithBudget bounds a client call whose context has no deadline (default
@@ -101,14 +112,14 @@ func WithBudget(d time.Duration) ClientOption {
 // WithPendingTTL sets the pending TTL of a claim whose request has no
 // pending_ttl_ms (default 30 s). owner.New, Fleet.
 func WithPendingTTL(d time.Duration) WorkerFleetOption {
-	return WorkerFleetOption(settings.Positive("pending TTL", d, func(c *settings.Config, d time.Duration) { c.PendingTTL = d }))
+	return WorkerFleetOption{settings.Positive("pending TTL", d, func(c *settings.Config, d time.Duration) { c.PendingTTL = d })}
 }
 
 // WithClock sets the clock of the GCRA decisions and the owner's counters
 // (default time.Now). Leases always use the real clock: their TTLs run on
 // the server. owner.New, Fleet.
 func WithClock(now func() time.Time) WorkerFleetOption {
-	return WorkerFleetOption(settings.Required(now != nil, "nil clock", func(c *settings.Config) { c.Now = now }))
+	return WorkerFleetOption{settings.Required(now != nil, "nil clock", func(c *settings.Config) { c.Now = now })}
 }
 
 // WithCoalescing turns the client's coalescing of concurrent hits on (the
@@ -152,21 +163,21 @@ func WithLocalOwner(o LocalOwner) ClientOption {
 
 // WithLogger sets the logger (default: discard). owner.New, Fleet.
 func WithLogger(l *slog.Logger) WorkerFleetOption {
-	return WorkerFleetOption(func(c *settings.Config) error {
+	return WorkerFleetOption{func(c *settings.Config) error {
 		if l == nil {
 			l = slog.New(slog.DiscardHandler)
 		}
 		c.Log = l
 		return nil
-	})
+	}}
 }
 
 // WithRegisterer registers the metrics on r (default: none). owner.New, Fleet.
 func WithRegisterer(r prometheus.Registerer) WorkerFleetOption {
-	return WorkerFleetOption(func(c *settings.Config) error {
+	return WorkerFleetOption{func(c *settings.Config) error {
 		c.Reg = r
 		return nil
-	})
+	}}
 }
 
 // WithMembers gives the fallback the number of live members of the fleet

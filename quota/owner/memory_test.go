@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/internal/footprint"
-	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
+	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
 // idleTenants is how many tenants BenchmarkIdleBucketMemory fills one
@@ -88,7 +88,7 @@ func idleBucketBytes(b *testing.B, kinds []string) float64 {
 	b.Helper()
 	t0 := time.Unix(1_700_000_000, 0)
 	cfg := defaults()
-	if err := option.Apply(&cfg, []Option{quota.WithClock(func() time.Time { return t0 })}, Option.ApplyOwner); err != nil {
+	if err := settings.Apply(&cfg, []Option{quota.WithClock(func() time.Time { return t0 })}); err != nil {
 		b.Fatal(err)
 	}
 	met, err := newWorkerMetrics(nil)

@@ -26,15 +26,14 @@ const (
 // among them), and quota's routing (WithPrefix, WithPartitions) and
 // decision options (WithPendingTTL, WithClock, WithLogger,
 // WithRegisterer). An invalid argument makes New fail with an error
-// wrapping quota.ErrInvalidOption.
+// wrapping quota.ErrInvalidOption. Its method is unexported (in
+// quota/internal/settings, which quota's shared options embed).
 type Option interface {
-	ApplyOwner(*settings.Config) error
+	settings.OwnerOption
 }
 
 // ownerOption is an option of New only.
-type ownerOption func(*settings.Config) error
-
-func (o ownerOption) ApplyOwner(c *settings.Config) error { return o(c) }
+type ownerOption = settings.Func
 
 // defaults is the owner's configuration before its options.
 func defaults() settings.Config {

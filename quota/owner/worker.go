@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/lease"
@@ -91,7 +90,7 @@ func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts
 		return nil, settings.Invalid("owner.New needs a connection, both buckets and a claims store")
 	}
 	cfg := defaults()
-	if err := option.Apply(&cfg, opts, Option.ApplyOwner); err != nil {
+	if err := settings.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	if cfg.Shards > 1 && cfg.Partitions%cfg.Shards != 0 {

@@ -70,3 +70,28 @@ func Positive[C any, T ~int | ~int64](what string, v T, set func(*C, T)) func(*C
 func Required[C any](ok bool, msg string, set func(*C)) func(*C) error {
 	return option.Required(ErrInvalidOption, ok, msg, set)
 }
+
+// OwnerOption is an option of owner.New (owner.Option embeds it): its
+// method is unexported here, so only Func and the types embedding it
+// (quota's shared options, owner's own) are options of owner.New.
+type OwnerOption interface {
+	applyOwner(*Config) error
+}
+
+// Func is the body of an option writing the settings. It is an
+// OwnerOption; quota's options shared with owner.New embed it beside
+// their own constructor's method.
+type Func func(*Config) error
+
+func (f Func) applyOwner(c *Config) error {
+	if f == nil {
+		return nil
+	}
+	return f(c)
+}
+
+// Apply applies opts (owner.New's) to c: a nil option is skipped, the
+// first error is returned.
+func Apply[O OwnerOption](c *Config, opts []O) error {
+	return option.Apply(c, opts, func(o O, c *Config) error { return o.applyOwner(c) })
+}
