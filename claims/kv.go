@@ -26,33 +26,25 @@ type KV struct {
 
 var _ Store = (*KV)(nil)
 
-// BucketOptions are the settings of the dedupe claims bucket.
-type BucketOptions struct {
-	// Replicas of the stream (default 1).
-	Replicas int
-	// ExpiryEvents keeps expiry markers (LimitMarkerTTL 1 s) for
-	// events.ExpiryWatcher. Without it an expired claim vanishes at once and
-	// nothing is written for it. Reopening an existing bucket with the other
-	// setting switches it in place, keeping its claims.
-	ExpiryEvents bool
-	// AsyncPersist puts the stream in async persist mode (R1 file storage
-	// only, fixed at creation): a claim write is acked before it reaches the
-	// file, so a hard kill or power loss can lose the last acked claims (a
-	// key may be accepted once more); hooks are not affected.
-	AsyncPersist bool
-}
-
 // BucketConfig is the configuration of the dedupe claims bucket named
-// name (kvstore.BucketNames(prefix).Claims).
-func BucketConfig(name string, o BucketOptions) kvstore.BucketConfig {
-	return kvstore.BucketConfig{
+// name (kvstore.BucketNames(prefix).Claims) with replicas copies (0: 1; a
+// negative count is refused when the bucket is opened). Without
+// WithExpiryEvents an expired claim vanishes at once and nothing is
+// written for it.
+func BucketConfig(name string, replicas int, opts ...BucketOption) kvstore.BucketConfig {
+	c := kvstore.BucketConfig{
 		Name:           name,
 		Description:    "sluice dedupe claims",
-		Replicas:       o.Replicas,
+		Replicas:       replicas,
 		LimitMarkerTTL: time.Second,
-		NoMarkers:      !o.ExpiryEvents,
-		AsyncPersist:   o.AsyncPersist,
+		NoMarkers:      true,
 	}
+	for _, o := range opts {
+		if o != nil {
+			o.applyBucket(&c)
+		}
+	}
+	return c
 }
 
 // NewKV returns a Store on b, a bucket opened with kvstore.OpenBucket

@@ -245,7 +245,7 @@ func TestBucketConfigSwitchesExpiryMarkers(t *testing.T) {
 	}
 	kept := id("acme", "gh", "kept")
 	for i, on := range []bool{true, false, true} {
-		b := k.Bucket(t, claims.BucketConfig(name, claims.BucketOptions{Replicas: 1, ExpiryEvents: on}))
+		b := k.Bucket(t, claims.BucketConfig(name, 1, claims.WithExpiryEvents(on)))
 		s := newKV(t, b)
 		cfg := st().CachedInfo().Config
 		wantTTL := time.Duration(0)
@@ -294,7 +294,7 @@ func TestKVStartedWrites(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	s := newKV(t, k.Bucket(t, claims.BucketConfig("started", claims.BucketOptions{})))
+	s := newKV(t, k.Bucket(t, claims.BucketConfig("started", 0)))
 
 	t.Run("claim", func(t *testing.T) {
 		cid := id("acme", "gh", "d1")

@@ -33,7 +33,7 @@ func BenchmarkClaimFootprint(b *testing.B) {
 	k := testkit.New(b)
 	ctx := context.Background()
 	name := kvstore.BucketNames(protocol.DefaultPrefix).Claims
-	s := newKV(b, k.Bucket(b, claims.BucketConfig(name, claims.BucketOptions{Replicas: 1})))
+	s := newKV(b, k.Bucket(b, claims.BucketConfig(name, 1)))
 	// Claims are made up on the fly, so the benchmark holds nothing per
 	// claim itself and the heap's growth is the server's.
 	nonce := uuid()

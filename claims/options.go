@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/option"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -43,6 +44,31 @@ type LoggerOption func(*options) error
 
 func (o LoggerOption) applyKV(c *options) error       { return o(c) }
 func (o LoggerOption) applyKVReplay(c *options) error { return o(c) }
+
+// BucketOption configures BucketConfig. Its options take no argument
+// that could be invalid.
+type BucketOption interface{ applyBucket(*kvstore.BucketConfig) }
+
+type bucketOption func(*kvstore.BucketConfig)
+
+func (o bucketOption) applyBucket(c *kvstore.BucketConfig) { o(c) }
+
+// WithExpiryEvents keeps the claims bucket's expiry markers (LimitMarkerTTL
+// 1 s) for events.ExpiryWatcher when on (default off). Reopening an
+// existing bucket with the other setting switches it in place, keeping its
+// claims. BucketConfig.
+func WithExpiryEvents(on bool) BucketOption {
+	return bucketOption(func(c *kvstore.BucketConfig) { c.NoMarkers = !on })
+}
+
+// WithAsyncPersist puts the claims bucket's stream in async persist mode
+// when on (default off; R1 file storage only, fixed at creation): a claim
+// write is acked before it reaches the file, so a hard kill or power loss
+// can lose the last acked claims (a key may be accepted once more); hooks
+// are not affected. BucketConfig.
+func WithAsyncPersist(on bool) BucketOption {
+	return bucketOption(func(c *kvstore.BucketConfig) { c.AsyncPersist = on })
+}
 
 type memOption func(*options) error
 

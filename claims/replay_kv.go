@@ -13,12 +13,13 @@ import (
 )
 
 // ReplayBucketConfig is the configuration of a replay bucket holding at
-// most capacity claims (< 1: protocol.DefaultReplayCapacity), enforced by
+// most capacity claims (0: protocol.DefaultReplayCapacity; a negative
+// capacity or replica count is refused when the bucket is opened), enforced by
 // MaxMsgs with DiscardNew. Keys carry per-key TTLs but the bucket has no
 // expiry markers: an R3 stream at capacity would refuse the marker and the
 // expired claim would hold its slot forever. Pass the bucket to NewKVReplay.
 func ReplayBucketConfig(name string, capacity int64, replicas int) kvstore.BucketConfig {
-	if capacity < 1 {
+	if capacity == 0 {
 		capacity = protocol.DefaultReplayCapacity
 	}
 	return kvstore.BucketConfig{

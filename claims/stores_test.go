@@ -76,7 +76,7 @@ func TestKVStoreNoMarkers(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
-		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), claims.BucketOptions{Replicas: 1}))
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_nomark"), 1))
 		return storeFixture{store: newKV(t, b), elapse: noElapse}
 	})
 }
@@ -137,13 +137,13 @@ func TestKVReplicated(t *testing.T) {
 		wantAtLeast(t, &own, 10, "settles took SettleOwn")
 		runStoreSuite(t, func(t *testing.T) storeFixture {
 			// The default claims bucket: no expiry markers.
-			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), claims.BucketOptions{Replicas: 3}))
+			b := cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_own"), 3))
 			return storeFixture{store: newOwnSettling(newKV(t, b), &own), elapse: noElapse}
 		})
 	})
 	t.Run("StartClaimBatch", func(t *testing.T) {
 		t.Parallel()
-		testStartClaimBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{Replicas: 3}))))
+		testStartClaimBatch(t, newKV(t, cl.Bucket(t, next(), claims.BucketConfig(bucketName("claims_batch"), 3))))
 	})
 	t.Run("SettleRightAfterClaim", func(t *testing.T) {
 		t.Parallel()
@@ -277,7 +277,7 @@ func runWrappedKVSuite(t *testing.T, what string, wrap func(*claims.KV, *atomic.
 	wantAtLeast(t, &n, 10, what)
 	runStoreSuite(t, func(t *testing.T) storeFixture {
 		// The default claims bucket (no expiry markers), as the edge runs it.
-		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_wrapped"), claims.BucketOptions{}))
+		b := k.Bucket(t, claims.BucketConfig(bucketName("claims_wrapped"), 0))
 		return storeFixture{store: wrap(newKV(t, b), &n), elapse: noElapse}
 	})
 }
@@ -454,7 +454,7 @@ func testStartClaimBatch(t *testing.T, s claims.Store) {
 func TestKVStartClaimBatch(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
-	testStartClaimBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), claims.BucketOptions{}))))
+	testStartClaimBatch(t, newKV(t, k.Bucket(t, claims.BucketConfig(bucketName("claims_batch"), 0))))
 }
 
 func TestMemoryStartClaimBatch(t *testing.T) {

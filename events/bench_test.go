@@ -29,7 +29,7 @@ func BenchmarkClaimLife(b *testing.B) {
 			k := testkit.New(b)
 			ctx := context.Background()
 			bucket := "bench_claims"
-			s := testkit.ClaimsKV(b, k.Bucket(b, claims.BucketConfig(bucket, claims.BucketOptions{Replicas: 1, ExpiryEvents: on})))
+			s := testkit.ClaimsKV(b, k.Bucket(b, claims.BucketConfig(bucket, 1, claims.WithExpiryEvents(on))))
 			if on {
 				pub, err := events.NewPublisher(k.Conn, prefix)
 				if err != nil {

@@ -205,9 +205,8 @@ func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logg
 	stores := make([]claims.Store, 0, shards)
 	for k := range shards {
 		name := protocol.ClaimsBucket(cfg.Prefix, k)
-		bc := claims.BucketConfig(name, claims.BucketOptions{
-			Replicas: cfg.Replicas, ExpiryEvents: cfg.ClaimExpiryEvents, AsyncPersist: cfg.ClaimsPersist == config.PersistAsync,
-		})
+		bc := claims.BucketConfig(name, cfg.Replicas,
+			claims.WithExpiryEvents(cfg.ClaimExpiryEvents), claims.WithAsyncPersist(cfg.ClaimsPersist == config.PersistAsync))
 		if place != nil {
 			bc.Placement = place(k)
 		}

@@ -11,7 +11,10 @@ import (
 )
 
 // BucketConfig describes a KV bucket as sluice uses it: History 1 (a longer
-// history clamps short TTLs), per-key TTLs and expiry markers enabled.
+// history clamps short TTLs), per-key TTLs and expiry markers enabled. It
+// is a server resource's whole configuration, as nats.go's
+// jetstream.KeyValueConfig is (docs/DESIGN.md "Options"): a zero field
+// keeps its default, a negative one is refused (Validate).
 type BucketConfig struct {
 	// Name of the bucket (KV naming rules: [-_a-zA-Z0-9]+).
 	Name        string
@@ -45,6 +48,31 @@ type BucketConfig struct {
 	Placement *jetstream.Placement
 }
 
+// ErrInvalidConfig is wrapped by the error of Validate, and so of
+// EnsureBucket and OpenBucket, for an unusable BucketConfig.
+var ErrInvalidConfig = errors.New("kvstore: invalid bucket config")
+
+// Validate refuses a configuration with no name or a negative Replicas,
+// LimitMarkerTTL, MaxMsgs or MaxValueSize; zero keeps the default.
+func (c BucketConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: bucket %q: %s", ErrInvalidConfig, c.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Name == "":
+		return bad("no name")
+	case c.Replicas < 0:
+		return bad("replicas must be >= 0, got %d", c.Replicas)
+	case c.LimitMarkerTTL < 0:
+		return bad("limit marker TTL must be >= 0, got %v", c.LimitMarkerTTL)
+	case c.MaxMsgs < 0:
+		return bad("max msgs must be >= 0, got %d", c.MaxMsgs)
+	case c.MaxValueSize < 0:
+		return bad("max value size must be >= 0, got %d", c.MaxValueSize)
+	}
+	return nil
+}
+
 // ErrPersistMode is returned by EnsureBucket for an existing bucket whose
 // persist mode differs from the configuration's (the server cannot change
 // it).
@@ -57,16 +85,20 @@ func StreamName(bucket string) string { return "KV_" + bucket }
 func SubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
 
 // EnsureBucket creates the bucket, or updates it to cfg when it exists.
-// It is idempotent: every node of a fleet calls it at start.
+// It is idempotent: every node of a fleet calls it at start. Errors:
+// ErrInvalidConfig (Validate), ErrPersistMode, the server's.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
-	if cfg.Replicas <= 0 {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
-	if cfg.LimitMarkerTTL <= 0 {
+	if cfg.LimitMarkerTTL == 0 {
 		cfg.LimitMarkerTTL = time.Second
 	}
 	want := cfg.MaxMsgs
-	if want <= 0 {
+	if want == 0 {
 		want = -1
 	}
 	persist := jetstream.DefaultPersistMode

@@ -87,3 +87,28 @@ func TestBucketAsyncPersist(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketConfigValidate: a negative count or duration is refused (not
+// defaulted), zero keeps the default, and EnsureBucket refuses before it
+// asks the server.
+func TestBucketConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := kvstore.BucketConfig{Name: "b"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("zero fields: %v", err)
+	}
+	for name, c := range map[string]kvstore.BucketConfig{
+		"no name":        {},
+		"replicas":       {Name: "b", Replicas: -1},
+		"marker TTL":     {Name: "b", LimitMarkerTTL: -time.Second},
+		"max msgs":       {Name: "b", MaxMsgs: -1},
+		"max value size": {Name: "b", MaxValueSize: -1},
+	} {
+		if err := c.Validate(); !errors.Is(err, kvstore.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+		if _, err := kvstore.EnsureBucket(t.Context(), nil, c); !errors.Is(err, kvstore.ErrInvalidConfig) {
+			t.Errorf("EnsureBucket, %s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}

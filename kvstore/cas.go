@@ -165,7 +165,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 		return nil, fmt.Errorf("kvstore: bucket %s stream: %w", cfg.Name, MapError(err))
 	}
 	marker := cfg.LimitMarkerTTL
-	if marker <= 0 {
+	if marker == 0 {
 		marker = time.Second
 	}
 	return &Bucket{js: js, kv: kv, stream: st, name: cfg.Name, prefix: SubjectPrefix(cfg.Name), put: SubjectPrefix(cfg.Name), api: "$JS.API.", marker: RoundTTL(marker), acks: newAcker(js.Conn())}, nil

@@ -207,7 +207,7 @@ func claimsStoreMemory(ctx context.Context, dir string, n int) (*claimsMemory, e
 		return nil, err
 	}
 	name := kvstore.BucketNames(protocol.DefaultPrefix).Claims
-	b, err := kvstore.OpenBucket(ctx, js, claims.BucketConfig(name, claims.BucketOptions{}))
+	b, err := kvstore.OpenBucket(ctx, js, claims.BucketConfig(name, 0))
 	if err != nil {
 		return nil, err
 	}
