@@ -2,6 +2,7 @@ package durability
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -35,21 +38,20 @@ var ErrNotConfirmed = errors.New("durability: the cluster's sync round was not c
 
 // Rounds are the rounds of a cluster node's barrier: each asks every
 // node (protocol.NodeSyncSubject) to run a round of its group commit, and succeeds
-// once a majority of all the cluster's servers (peers(true): the meta
-// group's log) and the leader of every stream that exists (existing(),
+// once a majority of all the cluster's servers (Peers(true): the meta
+// group's log) and the leader of every stream that exists (Streams(),
 // and every stream ever seen led) have answered OK. When a majority
 // answered but some streams' leaders did not (a server down, restarted,
 // or its round failed), it returns an *UnconfirmedError naming those
 // streams: a caller whose writes went to none of them is durable. Without
 // a majority it returns ErrNotConfirmed. It stops waiting as soon as it
-// has succeeded, when every server up (peers(false)) has answered, or
-// after timeout.
+// has succeeded, when every server up (Peers(false)) has answered, or
+// after the round timeout.
 type Rounds struct {
-	nc       *nats.Conn
-	subject  string
-	peers    func(withOffline bool) []string
-	existing func() ([]string, error)
-	timeout  time.Duration
+	nc      *nats.Conn
+	subject string
+	cl      Cluster
+	timeout time.Duration
 
 	inbox   string
 	sub     *nats.Subscription
@@ -83,17 +85,80 @@ func (e *UnconfirmedError) Error() string {
 // Unwrap makes it an ErrNotConfirmed.
 func (e *UnconfirmedError) Unwrap() error { return ErrNotConfirmed }
 
-// NewRounds prepares the rounds (Round) of a barrier on nc; Close
-// releases its subscription. existing lists the streams a round must find
-// led (a failed call keeps the last list).
-func NewRounds(nc *nats.Conn, subject string, peers func(withOffline bool) []string, existing func() ([]string, error), timeout time.Duration) (*Rounds, error) {
+// Cluster is what a round reads of the cluster (natsembed's server and the
+// JetStream API; ClusterOf).
+type Cluster interface {
+	// Peers is the cluster's servers, offline ones too when withOffline.
+	Peers(withOffline bool) []string
+	// Streams lists the streams a round must find led (an error keeps the
+	// last list).
+	Streams() ([]string, error)
+}
+
+// ClusterOf is a node's Cluster: srv's peers (natsembed.Server), and of
+// streams those that exist, listed through js (a second at most per read).
+func ClusterOf(srv interface {
+	ClusterPeers(withOffline bool) []string
+}, js jetstream.JetStream, streams []string) Cluster {
+	return nodeCluster{srv: srv, js: js, streams: streams}
+}
+
+type nodeCluster struct {
+	srv interface {
+		ClusterPeers(withOffline bool) []string
+	}
+	js      jetstream.JetStream
+	streams []string
+}
+
+func (c nodeCluster) Peers(withOffline bool) []string { return c.srv.ClusterPeers(withOffline) }
+
+func (c nodeCluster) Streams() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	names := c.js.StreamNames(ctx)
+	var found []string
+	for n := range names.Name() {
+		if slices.Contains(c.streams, n) {
+			found = append(found, n)
+		}
+	}
+	return found, names.Err()
+}
+
+// ErrInvalidOption is wrapped by the error of NewRounds for an option
+// with an invalid argument or a missing dependency.
+var ErrInvalidOption = errors.New("durability: invalid option")
+
+// RoundsOption configures NewRounds.
+type RoundsOption interface{ applyRounds(*Rounds) error }
+
+type roundsOption func(*Rounds) error
+
+func (o roundsOption) applyRounds(r *Rounds) error { return o(r) }
+
+// WithRoundTimeout bounds one round (default RoundTimeout; must be > 0).
+func WithRoundTimeout(d time.Duration) RoundsOption {
+	return roundsOption(option.Positive(ErrInvalidOption, "round timeout", d, func(r *Rounds, d time.Duration) { r.timeout = d }))
+}
+
+// NewRounds prepares the rounds (Round) of a barrier on nc, asking on
+// subject and reading c; Close releases its subscription. Errors:
+// ErrInvalidOption, the subscription's.
+func NewRounds(nc *nats.Conn, subject string, c Cluster, opts ...RoundsOption) (*Rounds, error) {
 	r := &Rounds{
-		nc: nc, subject: subject, peers: peers, existing: existing, timeout: timeout,
+		nc: nc, subject: subject, cl: c, timeout: RoundTimeout,
 		inbox:     nats.NewInbox() + "." + nuid.Next(),
 		replies:   make(chan *nats.Msg, 64),
 		lastStart: time.Now(),
 		seen:      map[string]bool{},
 		readAge:   clusterMaxAge,
+	}
+	if err := option.Apply(r, opts, RoundsOption.applyRounds); err != nil {
+		return nil, err
+	}
+	if nc == nil || c == nil {
+		return nil, option.Invalid(ErrInvalidOption, "NewRounds needs a connection and a cluster")
 	}
 	var err error
 	r.sub, err = nc.Subscribe(r.inbox+".*", func(m *nats.Msg) {
@@ -224,17 +289,17 @@ func (r *Rounds) cluster(now time.Time) (all, online, exist []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.readAt.IsZero() || now.Sub(r.readAt) > r.readAge {
-		r.all, r.online = r.peers(true), r.peers(false)
+		r.all, r.online = r.cl.Peers(true), r.cl.Peers(false)
 		r.readAt = now
 		switch {
 		case !r.existRead:
-			if names, err := r.existing(); err == nil {
+			if names, err := r.cl.Streams(); err == nil {
 				r.exist, r.existRead = names, true
 			}
 		case !r.listing:
 			r.listing = true
 			r.refresh.Go(func() {
-				names, err := r.existing()
+				names, err := r.cl.Streams()
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				if err == nil {

@@ -77,7 +77,7 @@ func TestRounds(t *testing.T) {
 		nodes[i] = serveNode(t, c, i, streams)
 	}
 	srv0 := c.Server(0)
-	r, err := durability.NewRounds(c.Connect(t, 0), nodeSyncSubject, srv0.ClusterPeers, func() ([]string, error) { return streams, nil }, 2*time.Second)
+	r, err := durability.NewRounds(c.Connect(t, 0), nodeSyncSubject, clusterFuncs{srv0.ClusterPeers, func() ([]string, error) { return streams, nil }}, durability.WithRoundTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRoundRules(t *testing.T) {
 			if tc.reply != nil {
 				fakeNode(t, nc, *tc.reply)
 			}
-			r, err := durability.NewRounds(nc, nodeSyncSubject, one, func() ([]string, error) { return []string{"S"}, nil }, 200*time.Millisecond)
+			r, err := durability.NewRounds(nc, nodeSyncSubject, clusterFuncs{one, func() ([]string, error) { return []string{"S"}, nil }}, durability.WithRoundTimeout(200*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +186,7 @@ func TestRoundRequiresALeaderSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	r, err := durability.NewRounds(nc, nodeSyncSubject, func(bool) []string { return []string{"a"} }, func() ([]string, error) { return nil, nil }, 200*time.Millisecond)
+	r, err := durability.NewRounds(nc, nodeSyncSubject, clusterFuncs{func(bool) []string { return []string{"a"} }, func() ([]string, error) { return nil, nil }}, durability.WithRoundTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestRoundIgnoresStrangers(t *testing.T) {
 	}
 	// b stays among the servers up: it just does not answer any more.
 	peers := func(bool) []string { return []string{"a", "b"} }
-	r, err := durability.NewRounds(nc, nodeSyncSubject, peers, func() ([]string, error) { return nil, nil }, 200*time.Millisecond)
+	r, err := durability.NewRounds(nc, nodeSyncSubject, clusterFuncs{peers, func() ([]string, error) { return nil, nil }}, durability.WithRoundTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestRoundListsStreamsAside(t *testing.T) {
 		<-release // the second read hangs until released
 		return []string{"S", "T"}, nil
 	}
-	r, err := durability.NewRounds(nc, nodeSyncSubject, func(bool) []string { return []string{"a"} }, existing, 200*time.Millisecond)
+	r, err := durability.NewRounds(nc, nodeSyncSubject, clusterFuncs{func(bool) []string { return []string{"a"} }, existing}, durability.WithRoundTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestNodeServedAtOnce(t *testing.T) {
 	}
 	defer s.Stop()
 	name := srv.NATS().Name()
-	r, err := durability.NewRounds(nc, nodeSyncSubject, func(bool) []string { return []string{name} }, func() ([]string, error) { return []string{"S"}, nil }, 2*time.Second)
+	r, err := durability.NewRounds(nc, nodeSyncSubject, clusterFuncs{func(bool) []string { return []string{name} }, func() ([]string, error) { return []string{"S"}, nil }}, durability.WithRoundTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,3 +325,30 @@ func TestNodeServedAtOnce(t *testing.T) {
 		t.Fatalf("a round answered by a sync-always server: %v", err)
 	}
 }
+
+// clusterFuncs is a durability.Cluster of two functions.
+type clusterFuncs struct {
+	peers   func(withOffline bool) []string
+	streams func() ([]string, error)
+}
+
+func (c clusterFuncs) Peers(withOffline bool) []string { return c.peers(withOffline) }
+func (c clusterFuncs) Streams() ([]string, error)      { return c.streams() }
+
+// TestNewRoundsRefusesBadOptions: a round timeout ≤ 0 and a missing
+// cluster are ErrInvalidOption, before the connection is used.
+func TestNewRoundsRefusesBadOptions(t *testing.T) {
+	nc := new(nats.Conn) // never used: every case fails first
+	cl := clusterFuncs{func(bool) []string { return nil }, func() ([]string, error) { return nil, nil }}
+	for name, err := range map[string]error{
+		"negative timeout": second(durability.NewRounds(nc, nodeSyncSubject, cl, durability.WithRoundTimeout(-time.Second))),
+		"zero timeout":     second(durability.NewRounds(nc, nodeSyncSubject, cl, durability.WithRoundTimeout(0))),
+		"nil cluster":      second(durability.NewRounds(nc, nodeSyncSubject, nil)),
+	} {
+		if !errors.Is(err, durability.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

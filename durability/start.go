@@ -154,24 +154,7 @@ func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.
 // startClusterBarrier starts the barrier a 2xx waits on at ClusterRounds:
 // its rounds ask every node for a round of its own group commit.
 func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*kvstore.GroupSync, error) {
-	want := map[string]bool{}
-	for _, s := range Streams(cfg) {
-		want[s] = true
-	}
-	// The streams a round must find led: those of Streams that exist.
-	existing := func() ([]string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		names := js.StreamNames(ctx)
-		var found []string
-		for name := range names.Name() {
-			if want[name] {
-				found = append(found, name)
-			}
-		}
-		return found, names.Err()
-	}
-	round, err := NewRounds(nc, protocol.NodeSyncSubject(cfg.Prefix), srv.ClusterPeers, existing, RoundTimeout)
+	round, err := NewRounds(nc, protocol.NodeSyncSubject(cfg.Prefix), ClusterOf(srv, js, Streams(cfg)))
 	if err != nil {
 		return nil, err
 	}
