@@ -35,7 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/tenants"
 )
 
-// Module is the whole edge: NATS, stores, quota worker, events, the micro
+// Module is the whole node: NATS, stores, quota worker, events, the micro
 // service and the HTTP server. Supply a *config.Config and a *slog.Logger.
 var Module = uberfx.Options(
 	uberfx.Provide(
@@ -47,7 +47,7 @@ var Module = uberfx.Options(
 		ProvideEvents,
 		ProvideForward,
 		ProvideService,
-		ProvideEdge,
+		ProvideHTTP,
 	),
 	// The settler starts before the service and the HTTP server: /readyz
 	// answers 200 only once every part has started. The service is
@@ -58,7 +58,7 @@ var Module = uberfx.Options(
 	uberfx.Invoke(WatchStorage),
 )
 
-// Options returns the fx options of a complete edge for cfg, with fx's own
+// Options returns the fx options of a complete node for cfg, with fx's own
 // log routed through log.
 func Options(cfg *config.Config, log *slog.Logger) uberfx.Option {
 	return uberfx.Options(
@@ -263,7 +263,7 @@ func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, e
 	if err != nil {
 		return nil, err
 	}
-	// The edge and the service reach this node's own partitions in process.
+	// The HTTP handler and the service reach this node's own partitions in process.
 	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout), quota.WithLocalOwner(w))
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func ProvideService(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 	return out, nil
 }
 
-// HTTP is the edge's HTTP server.
+// HTTP is the node's HTTP server.
 type HTTP struct {
 	Server  *http.Server
 	Handler *httpapi.Handler
@@ -378,10 +378,10 @@ type HTTP struct {
 	Addr atomic.Pointer[string]
 }
 
-// ProvideEdge builds the handler and the HTTP server. OnStart binds the
+// ProvideHTTP builds the handler and the HTTP server. OnStart binds the
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
-func ProvideEdge(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
+func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge

@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/webhook"
 )
 
-// fuzzApp is the whole edge (fx app, embedded server) for a fuzz target:
+// fuzzApp is the whole node (fx app, embedded server) for a fuzz target:
 // started once per fuzzing process, requests go straight to its handler.
 type fuzzApp struct {
 	h    http.Handler
