@@ -178,7 +178,7 @@ type Config struct {
 
 // Values of --durability.
 const (
-	// DurabilitySynced: a 2xx after a group commit made its writes durable
+	// DurabilitySynced: a 2xx after a group sync made its writes durable
 	// (one round of fdatasync shared by every caller whose acks came
 	// before it). The embedded single node only.
 	DurabilitySynced = "synced"
@@ -199,7 +199,7 @@ func DurabilityLevels() []string {
 // with --nats-url it is acked (sluice cannot sync an external server's
 // disk: the operator configures its sync, docs/RELIABILITY.md "Durability
 // levels"). On an embedded cluster synced is in force as well: at R1 by
-// the cluster's group commit (every server holding a write syncs it),
+// the cluster's group sync (every server holding a write syncs it),
 // with replicas by the servers (ServerSyncAlways): each Raft append is
 // fsynced before it counts toward the quorum that acks a write.
 func (c *Config) DurabilityInForce() string {
@@ -216,7 +216,7 @@ func (c *Config) DurabilityInForce() string {
 // write (its jetstream sync_interval: always): at sync-always, and at
 // synced on a cluster with --replicas above 1, where a quorum's fsynced
 // Raft appends are what a 2xx waits for. A single node's synced, and an
-// R1 cluster's, is sluice's own group commit.
+// R1 cluster's, is sluice's own group sync.
 func (c *Config) ServerSyncAlways() bool {
 	if c.NATSURL != "" {
 		return false

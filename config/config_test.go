@@ -243,7 +243,7 @@ func TestDurability(t *testing.T) {
 		{[]string{"--nats-url", "nats://x:4222"}, config.DurabilitySynced, config.DurabilityAcked, false},
 		{[]string{"--nats-url", "nats://x:4222", "--durability", "sync-always"}, config.DurabilitySyncAlways, config.DurabilityAcked, false},
 		// A cluster is synced by default: at R1 by the cluster's group
-		// commit, with replicas by the servers fsyncing each Raft append.
+		// sync, with replicas by the servers fsyncing each Raft append.
 		{cluster, config.DurabilitySynced, config.DurabilitySynced, false},
 		{append(cluster, "--replicas", "3"), config.DurabilitySynced, config.DurabilitySynced, true},
 		{append(cluster, "--durability", "sync-always"), config.DurabilitySyncAlways, config.DurabilitySyncAlways, true},
@@ -519,7 +519,7 @@ func TestNATSConfigFile(t *testing.T) {
 		t.Fatalf("file options: %+v", f)
 	}
 	if cfg.NATSListen != "127.0.0.1:4222" || !cfg.Clustered() || !cfg.Hub() || cfg.Edge() || cfg.ServerSyncAlways() {
-		t.Fatalf("the file's listeners: listen %q clustered %v hub %v server sync %v (an R1 cluster: sluice's group commit)", cfg.NATSListen, cfg.Clustered(), cfg.Hub(), cfg.ServerSyncAlways())
+		t.Fatalf("the file's listeners: listen %q clustered %v hub %v server sync %v (an R1 cluster: sluice's group sync)", cfg.NATSListen, cfg.Clustered(), cfg.Hub(), cfg.ServerSyncAlways())
 	}
 	// An edge's file: its remotes make it an edge.
 	cfg = mustLoad(t, []string{"--edge-name", "e1", "--nats-config", natsConf(t, `leafnodes { remotes: [ { url: "nats-leaf://u:p@hub:7422" } ] }`)}, nil)

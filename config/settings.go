@@ -163,7 +163,7 @@ var settings = []setting{
 		c.HooksMaxBytes = n
 		return err
 	}},
-	{"durability", "level", DurabilitySynced, "what a 2xx waits for: synced (group commit: on disk), acked (JetStream's ack: page cache), sync-always (nats-server fsyncs every write)", func(c *Config, v string) error {
+	{"durability", "level", DurabilitySynced, "what a 2xx waits for: synced (group sync: on disk), acked (JetStream's ack: page cache), sync-always (nats-server fsyncs every write)", func(c *Config, v string) error {
 		if !slices.Contains(DurabilityLevels(), v) {
 			return fmt.Errorf("invalid level %q (want %s)", v, strings.Join(DurabilityLevels(), ", "))
 		}

@@ -9,18 +9,18 @@
 //	External        --nats-url                             the external server's ack (its sync is its own)   nil
 //	Acked           single node, acked                     the ack (page cache; the record round syncs <=1 s) nil
 //	ServerFsync     single node, sync-always               the ack, sent after nats-server's fsync           nil
-//	GroupCommit     single node, synced (default)          a round of the node's group commit                kvstore.GroupSync over Server.SyncStreams
+//	NodeRounds      single node, synced (default)          a round of the node's group sync                  kvstore.GroupSync over Server.SyncStreams
 //	ClusterAcked    cluster, acked                         a quorum's ack (memory); no record                nil
 //	ClusterFsync    cluster, sync-always or synced with    the ack, after a quorum fsynced its Raft appends  nil
 //	                --replicas > 1
 //	ClusterRounds   R1 cluster, synced                     a round of the cluster barrier: every node        ClusterBarrier over Rounds
-//	                                                       holding a durable stream runs a group commit round
+//	                                                       holding a durable stream runs a sync round
 //
 // A round syncs Streams (the streams answers rest on); on a cluster a
 // round a node did not confirm fails only the callers whose writes went to
 // that node's streams (ScopeStreams). ClusterRounds' barrier runs Rounds,
 // which ask every node; each node answers with Serve over its own group
-// commit. A hub answers its edges with the same Serve over HubThen: an
+// sync. A hub answers its edges with the same Serve over HubThen: an
 // edge drops a forwarded batch from its outbox only after that answer.
 package durability
 
@@ -43,13 +43,13 @@ const (
 	External Mode = iota
 	Acked
 	ServerFsync
-	GroupCommit
+	NodeRounds
 	ClusterAcked
 	ClusterFsync
 	ClusterRounds
 )
 
-var modeNames = [...]string{"external", "acked", "server-fsync", "group-commit", "cluster-acked", "cluster-fsync", "cluster-rounds"}
+var modeNames = [...]string{"external", "acked", "server-fsync", "node-rounds", "cluster-acked", "cluster-fsync", "cluster-rounds"}
 
 func (m Mode) String() string {
 	if m < 0 || int(m) >= len(modeNames) {
@@ -69,7 +69,7 @@ func For(cfg *config.Config) Mode {
 	case !cfg.Clustered() && level == config.DurabilitySyncAlways:
 		return ServerFsync
 	case !cfg.Clustered():
-		return GroupCommit
+		return NodeRounds
 	case level == config.DurabilityAcked:
 		return ClusterAcked
 	case cfg.ServerSyncAlways():
@@ -91,14 +91,14 @@ func (m Mode) Meaning() (meaning string, warn bool) {
 		return "a 2xx after JetStream's ack (page cache): a power cut loses what the last record round (<= 1 s) or nats-server's sync interval did not sync", false
 	case ServerFsync:
 		return "a 2xx after nats-server fsynced each write", false
-	case GroupCommit:
-		return "a 2xx after its writes are on disk (group commit: one fdatasync round shared by concurrent hooks)", false
+	case NodeRounds:
+		return "a 2xx after its writes are on disk (group sync: one fdatasync round shared by concurrent hooks)", false
 	case ClusterAcked:
 		return "acked — a 2xx means a quorum of the cluster acked its writes in memory: a power cut of the whole cluster can lose them, and the cluster then starts on what is left (docs/RELIABILITY.md \"Durability levels\")", true
 	case ClusterFsync:
 		return "a 2xx means a quorum of the cluster fsynced its writes (nats-server fsyncs each Raft append, batched)", false
 	}
-	return "a 2xx after its writes are on disk on the servers holding them (the cluster's group commit: one round per server shared by concurrent hooks)", false
+	return "a 2xx after its writes are on disk on the servers holding them (the cluster's group sync: one round per server shared by concurrent hooks)", false
 }
 
 // Streams are the streams a 2xx (a granted reply, a dead letter's acked
@@ -160,8 +160,8 @@ func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
 }
 
 // HubThen is what a hub's answer to an edge's sync request waits on: the
-// barrier its own 2xx waits on (sync, in GroupCommit and ClusterRounds),
-// the single node's group commit (group) at Acked too; nil — answered at
+// barrier its own 2xx waits on (sync, in NodeRounds and ClusterRounds),
+// the single node's group sync (group) at Acked too; nil — answered at
 // once — where the acks already mean durable (ServerFsync, ClusterFsync)
 // or nothing local can vouch for more (External, ClusterAcked).
 func HubThen(m Mode, sync kvstore.Syncer, group *kvstore.GroupSync) func(func(error)) func() {

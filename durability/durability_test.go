@@ -18,7 +18,7 @@ func TestFor(t *testing.T) {
 	}{
 		{[]string{"--nats-url", "nats://127.0.0.1:4222"}, durability.External},
 		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--durability", "sync-always"}, durability.External},
-		{nil, durability.GroupCommit},
+		{nil, durability.NodeRounds},
 		{[]string{"--durability", "acked"}, durability.Acked},
 		{[]string{"--durability", "sync-always"}, durability.ServerFsync},
 		{cluster, durability.ClusterRounds},
@@ -41,8 +41,8 @@ func TestFor(t *testing.T) {
 
 // TestHubThen: a hub's sync answer waits on the barrier its own 2xx
 // waits on — on an R1 cluster the cluster's, not the server's own group
-// commit, which covers only the streams on that server — a single node's
-// group commit also at acked, and nothing where the acks already say it.
+// sync, which covers only the streams on that server — a single node's
+// group sync also at acked, and nothing where the acks already say it.
 func TestHubThen(t *testing.T) {
 	newGroup := func() *kvstore.GroupSync {
 		g := kvstore.NewGroupSync(func() error { return nil })

@@ -20,11 +20,11 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The cluster's group commit (docs/DESIGN.md "Durability on a cluster"):
+// The cluster's group sync (docs/DESIGN.md "Durability on a cluster"):
 // on an embedded cluster whose streams are R1, a write is acknowledged by
 // the one server that holds its stream, from its page cache. Every node
 // serves protocol.NodeSyncSubject: a request joins the next round of that node's
-// own group commit (the streams answers rest on, and the Raft logs) and
+// own group sync (the streams answers rest on, and the Raft logs) and
 // is answered with the streams the node leads. A node's barrier round
 // (Rounds.Round) asks every node at once and succeeds when the answers
 // cover every stream that exists and a majority of the cluster's servers
@@ -37,7 +37,7 @@ import (
 var ErrNotConfirmed = errors.New("durability: the cluster's sync round was not confirmed")
 
 // Rounds are the rounds of a cluster node's barrier: each asks every
-// node (protocol.NodeSyncSubject) to run a round of its group commit, and succeeds
+// node (protocol.NodeSyncSubject) to run a round of its group sync, and succeeds
 // once a majority of all the cluster's servers (Peers(true): the meta
 // group's log) and the leader of every stream that exists (Streams(),
 // and every stream ever seen led) have answered OK. When a majority

@@ -24,7 +24,7 @@ import (
 
 const nodeSyncSubject = "t.node.v1.sync"
 
-// servedNode is one server's side of the cluster's group commit, its
+// servedNode is one server's side of the cluster's group sync, its
 // rounds counted.
 type servedNode struct {
 	rounds atomic.Int64
@@ -52,7 +52,7 @@ func serveNode(t *testing.T, c *testkit.ClusterKit, i int, streams []string) *se
 }
 
 // TestRounds: a barrier round on one node runs a round of every
-// server's own group commit and succeeds when every stream's leader
+// server's own group sync and succeeds when every stream's leader
 // answered; a stream whose server is down is unconfirmed (a 503 for the
 // hooks that wrote to it, not for the others), and without a majority of
 // the servers nothing is.
@@ -301,7 +301,7 @@ func TestRoundListsStreamsAside(t *testing.T) {
 }
 
 // TestNodeServedAtOnce: a server whose acks already mean on disk
-// (sync-always: no group commit to join) answers at once, with the
+// (sync-always: no group sync to join) answers at once, with the
 // streams it leads, and a round counts it.
 func TestNodeServedAtOnce(t *testing.T) {
 	srv, nc, js := jstest.Start(t, func() (*natsembed.Server, error) {

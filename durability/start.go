@@ -25,10 +25,10 @@ const ClusterStartWait = time.Minute
 
 // Node is what Start started on a node with an embedded server.
 type Node struct {
-	// Barrier is what a 2xx waits on: the GroupCommit and ClusterRounds
+	// Barrier is what a 2xx waits on: the NodeRounds and ClusterRounds
 	// rows of the package doc's table, nil in the others.
 	Barrier *kvstore.GroupSync
-	// Group is the embedded server's own group commit (nil on a cluster
+	// Group is the embedded server's own group sync (nil on a cluster
 	// at ClusterFsync or ClusterAcked): on a single node also the
 	// record's sync at every level, on an R1 cluster the rounds it serves
 	// the other nodes.
@@ -48,7 +48,7 @@ func (n *Node) Stop() {
 // Start starts what mode m needs on a node whose embedded server is srv
 // (connected by nc and js): the start check against the data dir's record
 // (refuse to come up silently empty), the record's keeper, the server's
-// own group commit, and on an R1 cluster the answers to the other nodes'
+// own group sync, and on an R1 cluster the answers to the other nodes'
 // rounds and the cluster barrier. Its counters are registered on reg as
 // sluice_store_sync_* and sluice_cluster_sync_*. A failed Start leaves
 // nothing running.
@@ -67,11 +67,11 @@ func (n *Node) start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats
 		if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 			return err
 		}
-		g := n.startGroupCommit(cfg, srv, reg)
+		g := n.startGroupSync(cfg, srv, reg)
 		if err := n.startRecord(cfg, srv, dlog); err != nil {
 			return err
 		}
-		if m == GroupCommit {
+		if m == NodeRounds {
 			n.Barrier = g
 		}
 		return nil
@@ -83,7 +83,7 @@ func (n *Node) start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats
 	// the cluster below: served from now on.
 	var then func(func(error)) func()
 	if m == ClusterRounds {
-		then = n.startGroupCommit(cfg, srv, reg).Then
+		then = n.startGroupSync(cfg, srv, reg).Then
 	}
 	serving, err := Serve(nc, protocol.NodeSyncSubject(cfg.Prefix), "", then, srv.NodeAnswer(Streams(cfg)))
 	if err != nil {
@@ -128,20 +128,20 @@ func streamSeqs(js jetstream.JetStream) func(ctx context.Context, names []string
 	}
 }
 
-// startGroupCommit starts the embedded server's own group commit (Group):
+// startGroupSync starts the embedded server's own group sync (Group):
 // its rounds sync the streams answers rest on (Streams); the record's
 // rounds (once a second) sync every stream.
-func (n *Node) startGroupCommit(cfg *config.Config, srv *natsembed.Server, reg prometheus.Registerer) *kvstore.GroupSync {
+func (n *Node) startGroupSync(cfg *config.Config, srv *natsembed.Server, reg prometheus.Registerer) *kvstore.GroupSync {
 	g := kvstore.NewGroupSync(srv.SyncStreams(Streams(cfg)...))
 	n.stops = append(n.stops, g.Close)
 	n.Group = g
-	registerSyncMetrics(reg, "store", "Group commit rounds run (each syncs the store files written since the last).", g)
+	registerSyncMetrics(reg, "store", "Group sync rounds run (each syncs the store files written since the last).", g)
 	return g
 }
 
 // startRecord syncs what the store holds at start (what a restart
 // recovered may be in the page cache only) and starts the stream record's
-// keeper (stopped before the group commit).
+// keeper (stopped before the group sync).
 func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
 	if err := srv.SyncStore(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
@@ -152,7 +152,7 @@ func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.
 }
 
 // startClusterBarrier starts the barrier a 2xx waits on at ClusterRounds:
-// its rounds ask every node for a round of its own group commit.
+// its rounds ask every node for a round of its own group sync.
 func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*kvstore.GroupSync, error) {
 	round, err := NewRounds(nc, protocol.NodeSyncSubject(cfg.Prefix), ClusterOf(srv, js, Streams(cfg)))
 	if err != nil {
@@ -161,11 +161,11 @@ func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc
 	n.stops = append(n.stops, func() { _ = round.Close() })
 	barrier := ClusterBarrier(cfg, round.Round)
 	n.stops = append(n.stops, barrier.Close) // the barrier stops before its answers
-	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group commit).", barrier)
+	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group sync).", barrier)
 	return barrier, nil
 }
 
-// registerSyncMetrics exports a group commit's counters as
+// registerSyncMetrics exports a group sync's counters as
 // sluice_<what>_sync_*; rounds is the help of its rounds.
 func registerSyncMetrics(reg prometheus.Registerer, what, rounds string, g *kvstore.GroupSync) {
 	counter := func(name, help string, v func(kvstore.SyncStats) float64) {

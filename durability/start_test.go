@@ -37,7 +37,7 @@ func startServer(t *testing.T, dataDir string) (*natsembed.Server, *nats.Conn, j
 }
 
 // TestStartSingleNode: Start gives each single-node mode its row of the
-// table (a barrier at GroupCommit only, the server's group commit in
+// table (a barrier at NodeRounds only, the server's group sync in
 // every one), registers the store sync's counters, and refuses a data
 // dir whose record says it held more than its store does.
 func TestStartSingleNode(t *testing.T) {
@@ -57,14 +57,14 @@ func TestStartSingleNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer node.Stop()
-			if (node.Barrier != nil) != (m == durability.GroupCommit) {
+			if (node.Barrier != nil) != (m == durability.NodeRounds) {
 				t.Errorf("mode %v: barrier %v", m, node.Barrier)
 			}
 			if node.Group == nil {
-				t.Errorf("mode %v: no group commit", m)
+				t.Errorf("mode %v: no group sync", m)
 			}
 			if node.Barrier != nil && node.Barrier != node.Group {
-				t.Errorf("mode %v: the barrier is not the server's group commit", m)
+				t.Errorf("mode %v: the barrier is not the server's group sync", m)
 			}
 			families, err := reg.Gather()
 			if err != nil {

@@ -197,7 +197,7 @@ func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Lo
 			subject := protocol.HubSyncSubject(cfg.Prefix)
 			srv, err = durability.Serve(n.Conn, subject, protocol.HubSyncQueue, then, durability.HubAnswer(n.Durability))
 			if err == nil {
-				log.Debug("hub: serving the edges' sync barrier", "subject", subject, "group_commit", then != nil)
+				log.Debug("hub: serving the edges' sync barrier", "subject", subject, "group_sync", then != nil)
 			}
 			return err
 		},

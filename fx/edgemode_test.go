@@ -523,7 +523,7 @@ func TestEdgeLeafTLS(t *testing.T) {
 }
 
 // A hub serves its edges' sync barrier (protocol.HubSyncSubject) across the
-// leaf connection: at synced with a round of its group commit, at
+// leaf connection: at synced with a round of its group sync, at
 // sync-always at once (its acks already mean on disk). An edge does not
 // serve it itself: with its hub gone, nothing answers it there.
 func TestEdgeHubSync(t *testing.T) {
@@ -550,10 +550,10 @@ func TestEdgeHubSync(t *testing.T) {
 			}
 			joined := hub.n.Group.Stats().Waits - waits
 			if level == "synced" && joined == 0 {
-				t.Error("the hub answered the barrier without a round of its group commit")
+				t.Error("the hub answered the barrier without a round of its group sync")
 			}
 			if level == "sync-always" && joined != 0 {
-				t.Errorf("a sync-always hub ran %d group commit waits for the barrier: its acks are already durable", joined)
+				t.Errorf("a sync-always hub ran %d group sync waits for the barrier: its acks are already durable", joined)
 			}
 			hub.stop()
 			testkit.Eventually(t, 10*time.Second, func() bool { return !ed.n.Server.LeafConnected() }, "link down")

@@ -22,7 +22,7 @@ import (
 
 // --durability sync-always reaches the embedded server: its JetStream
 // fsyncs every write before acking it; at the default (synced, the single
-// node's group commit) it does not.
+// node's group sync) it does not.
 func TestSyncAlwaysReachesServer(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

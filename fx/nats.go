@@ -39,7 +39,7 @@ type NATS struct {
 	Mode durability.Mode
 	// Sync is the barrier the edge and the service wait on before a 2xx
 	// (nil: the ack is the promise; the durability package's table).
-	// Group is the embedded server's own group commit (nil on a cluster
+	// Group is the embedded server's own group sync (nil on a cluster
 	// with replicas or at acked): on a single node also the stream
 	// record's sync at every level, on an R1 cluster the rounds it serves
 	// the other nodes.

@@ -208,7 +208,7 @@ func testShardsCluster(t *testing.T, replicas int) {
 }
 
 // TestShardsClusterMixedSync: an R1 cluster with one node at sync-always
-// (as while upgrading to the cluster's group commit, docs/UPGRADES.md) and
+// (as while upgrading to the cluster's group sync, docs/UPGRADES.md) and
 // two at synced: every shard's tenants get 202 at a synced node — the
 // sync-always server answers the rounds at once.
 func TestShardsClusterMixedSync(t *testing.T) {
@@ -228,7 +228,7 @@ func TestShardsClusterMixedSync(t *testing.T) {
 	}
 }
 
-// stopAShardsServer (R1, synced: the cluster's group commit) stops the node
+// stopAShardsServer (R1, synced: the cluster's group sync) stops the node
 // whose server holds one shard, and checks that the others' tenants still
 // get 202 from the nodes left — a round that cannot confirm the stopped
 // server's streams still vouches for the others' — while that shard's do

@@ -80,7 +80,7 @@ func TestConcurrentHooksShareSyncRounds(t *testing.T) {
 	a := startApp(t, testYAML)
 	g := a.nats.Group
 	if g == nil || a.nats.Sync == nil {
-		t.Fatal("the default node has no group commit")
+		t.Fatal("the default node has no group sync")
 	}
 	before := g.Stats()
 	const clients, each = 64, 4

@@ -121,7 +121,7 @@ func ForScope(err error, scope SyncScope) error {
 // ErrSyncClosed is returned by GroupSync.Sync after Close.
 var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailable)
 
-// GroupSync is a group commit barrier: Sync waits for the next round of the
+// GroupSync is a group sync barrier: Sync waits for the next round of the
 // round function, and one round serves every caller that called Sync before
 // it began. Callers arriving during a round gather for the next, which
 // begins as soon as it ends. One owned goroutine runs the rounds on itself

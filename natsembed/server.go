@@ -277,7 +277,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, store: store, started: started}, nil
 }
 
-// SyncStore is one round of the group commit (kvstore.GroupSync): it makes
+// SyncStore is one round of the group sync (kvstore.GroupSync): it makes
 // every write this server acknowledged before the call durable, for the
 // streams this server's file store writes in place (R1; not a stream in
 // the async persist mode, nor a replicated one: their writes may not have
@@ -295,7 +295,7 @@ func (s *Server) SyncFinder() string {
 }
 
 // SyncStreams returns a round like SyncStore's over the named streams
-// only (and the directories above them): the group commit of the writes
+// only (and the directories above them): the group sync of the writes
 // an answer rests on, leaving the others (events, leases) to the
 // rounds of SyncStore.
 func (s *Server) SyncStreams(names ...string) func() error {

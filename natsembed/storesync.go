@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// storeSync is one round of the group commit (docs/DESIGN.md "Durability"):
+// storeSync is one round of the group sync (docs/DESIGN.md "Durability"):
 // it makes every write the embedded server acknowledged before the round
 // began durable, by fdatasync of what changed since the last round (which
-// files and why: docs/DESIGN.md "What one group-commit round syncs").
+// files and why: docs/DESIGN.md "What one sync round syncs").
 type storeSync struct {
 	root string // <StoreDir>/jetstream
 

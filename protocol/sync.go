@@ -2,7 +2,7 @@ package protocol
 
 // The sync barriers (docs/PROTOCOL.md "Subjects" and "Edge mode"): a
 // request on either subject joins the next round of the answering node's
-// group commit and is answered with a SyncReply once it completed. The
+// group sync and is answered with a SyncReply once it completed. The
 // hub's is asked by its edges, the node's by the other nodes of an
 // embedded R1 cluster; one server (durability.Serve) answers both.
 
@@ -15,7 +15,7 @@ func HubSyncSubject(prefix string) string { return prefix + ".hub.v1.sync" }
 const HubSyncQueue = "sluice_hub_sync"
 
 // NodeSyncSubject is where the nodes of an embedded cluster serve their
-// group commit to each other (every node, not a queue group).
+// group sync to each other (every node, not a queue group).
 func NodeSyncSubject(prefix string) string { return prefix + ".node.v1.sync" }
 
 // SyncMaxWaiting bounds the sync requests one node holds waiting for its

@@ -138,7 +138,7 @@ func (b *bench) quotaPair(ctx context.Context, run int, w workload, n int) []pai
 // edgePair measures the edge row: the edge (durable default), the edge
 // with --durability acked (no barrier) and the floor, interleaved. Pairs:
 // each edge against the floor, and "edge-barrier": durable against acked
-// (what the group commit costs).
+// (what the group sync costs).
 func (b *bench) edgePair(ctx context.Context, run int) []pair {
 	n := b.o.httpInflight
 	client := httpClient(n)

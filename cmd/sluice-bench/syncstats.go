@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// syncSample is what the durable edge's /metrics says of its group commit
+// syncSample is what the durable edge's /metrics says of its group sync
 // at one instant (fx's sluice_store_sync_* counters, and the edge's
 // histogram of the time a hook waited on the barrier).
 type syncSample struct {
@@ -38,7 +38,7 @@ func sampleSync(ctx context.Context, base string) (syncSample, bool) {
 	return s, len(m) > 0
 }
 
-// syncLine says what the group commit did between a and b: rounds, the
+// syncLine says what the group sync did between a and b: rounds, the
 // waits each served, a round's mean length and a hook's mean wait.
 func syncLine(a, b syncSample) string {
 	rounds, waits := b.rounds-a.rounds, b.waits-a.waits

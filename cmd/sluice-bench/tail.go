@@ -49,7 +49,7 @@ type tailResult struct {
 	Stored     uint64            `json:"hooks_stream_msgs"`
 	// Stages: of the edge's own histograms (sluice_edge_<stage>_seconds)
 	// in the window, how many observations took over 5 ms and over 50 ms;
-	// with the group commit's rounds and the Go GC's cycles.
+	// with the group sync's rounds and the Go GC's cycles.
 	Stages []tailStage `json:"stages"`
 	Rounds string      `json:"barrier"`
 	GCs    float64     `json:"gc_cycles"`
@@ -266,7 +266,7 @@ func printTail(w io.Writer, r *tailResult) {
 // diskResult is the disk workload's: the latency of fdatasync after a
 // 600-byte append, one at a time (2 ms apart), in the bench's temporary
 // directory (where the nodes keep their data), with nothing else of the
-// bench running — what the device alone gives the group commit's rounds.
+// bench running — what the device alone gives the group sync's rounds.
 type diskResult struct {
 	Syncs  int     `json:"syncs"`
 	P50Us  float64 `json:"p50_us"`

@@ -59,7 +59,7 @@ func WithCountTTL(d time.Duration) Option {
 }
 
 // WithSync makes every settle the worker commits, and every reserve it
-// grants, durable through s (the node's group commit) before it is
+// grants, durable through s (the node's group sync) before it is
 // answered. A denied reserve and a release are not synced (a lost one
 // overcounts: it refuses, never grants beyond max). Default nil.
 func WithSync(s kvstore.Syncer) Option {

@@ -13,7 +13,7 @@ import (
 // A granted reserve is answered only once the sync after its count's write
 // returned; a failed sync is unavailable (an error, never a grant). A
 // denied reserve, a release and a count wait for no sync: they grant
-// nothing. Both ways a worker waits: a plain Syncer and the group commit.
+// nothing. Both ways a worker waits: a plain Syncer and the group sync.
 func TestReserveWaitsForTheSync(t *testing.T) {
 	t.Parallel()
 	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Client) {

@@ -200,7 +200,7 @@ func (w *Worker) collectSettles(started []startedSettle) {
 		cancel()
 		return
 	}
-	// With the group commit, the round's own goroutine answers them: no
+	// With the group sync, the round's own goroutine answers them: no
 	// wake-up of this runner between the round and the reply. A round
 	// that has not ended by the deadline (a stuck disk) answers them
 	// unavailable (SyncThen), so the jobs finish and the worker can stop.

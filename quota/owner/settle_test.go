@@ -264,7 +264,7 @@ func (g *gateSync) round() error { return g.Sync(context.Background()) }
 
 // eachSyncWay runs test as a parallel subtest for each way a worker waits
 // for its sync: a plain Syncer (the worker blocks in g's Sync) and the
-// group commit over g's rounds. Each subtest has a gate of its own, closed
+// group sync over g's rounds. Each subtest has a gate of its own, closed
 // until the test releases it, and a single worker syncing through it.
 func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Client)) {
 	t.Helper()
@@ -273,7 +273,7 @@ func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Cli
 		sync func(t *testing.T, g *gateSync) kvstore.Syncer
 	}{
 		{"a blocking Syncer", func(_ *testing.T, g *gateSync) kvstore.Syncer { return g }},
-		{"the group commit", func(t *testing.T, g *gateSync) kvstore.Syncer {
+		{"the group sync", func(t *testing.T, g *gateSync) kvstore.Syncer {
 			gs := kvstore.NewGroupSync(g.round)
 			t.Cleanup(gs.Close)
 			t.Cleanup(g.release) // before Close, also when the test fails early
@@ -291,7 +291,7 @@ func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Cli
 
 // A settle is answered only once the sync after its write returned; a
 // failed sync is unavailable (a 503, never an ok). Both ways a worker
-// waits: a plain Syncer (a runner blocks in Sync) and the group commit,
+// waits: a plain Syncer (a runner blocks in Sync) and the group sync,
 // whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
 func TestSettleWaitsForTheSync(t *testing.T) {
 	t.Parallel()
