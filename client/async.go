@@ -25,11 +25,11 @@ func (c *Client) SettleAsync(tenant, source, key, hookID string, revision uint64
 	return c.publish(c.events.Settle(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
 }
 
-// ReleaseAsync publishes an protocol.SettleEvent to
+// ReleaseClaimAsync publishes an protocol.SettleEvent to
 // <prefix>.v1.events.release (core NATS, no reply): the fleet's settler
 // releases the claim exactly as ReleaseClaim would, some time later. What a
 // nil error means, and the errors, are as for SettleAsync.
-func (c *Client) ReleaseAsync(tenant, source, key, hookID string, revision uint64) error {
+func (c *Client) ReleaseClaimAsync(tenant, source, key, hookID string, revision uint64) error {
 	return c.publish(c.events.Release(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})
 }
 

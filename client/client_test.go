@@ -787,9 +787,9 @@ func sinkEvents(t *testing.T, nc *nats.Conn) *eventSink {
 	return s
 }
 
-// TestSettleReleaseAsync: the events are published on the subjects of the
+// TestSettleReleaseClaimAsync: the events are published on the subjects of the
 // contract with its payload, and a running settler applies them.
-func TestSettleReleaseAsync(t *testing.T) {
+func TestSettleReleaseClaimAsync(t *testing.T) {
 	e := start(t, nil)
 	ctx := ctxT(t)
 	settler, err := events.NewSettler(e.kit.JS, e.claims, e.quota, protocol.DefaultPrefix)
@@ -805,7 +805,7 @@ func TestSettleReleaseAsync(t *testing.T) {
 	// Invalid events are refused and never published.
 	for name, err := range map[string]error{
 		"revision 0":    e.c.SettleAsync("acme", "gh", "k", "h", 0),
-		"no hook id":    e.c.ReleaseAsync("acme", "gh", "k", "", 1),
+		"no hook id":    e.c.ReleaseClaimAsync("acme", "gh", "k", "", 1),
 		"no tenant":     e.c.SettleAsync("", "gh", "k", "h", 1),
 		"bad hook id":   e.c.SettleAsync("acme", "gh", "k", "\xff", 1),
 		"key too large": e.c.SettleAsync("acme", "gh", strings.Repeat("k", 70<<10), "h", 1),
@@ -820,7 +820,7 @@ func TestSettleReleaseAsync(t *testing.T) {
 	if err := e.c.SettleAsync("acme", "gh", "async-s", "h1", s.Revision); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.ReleaseAsync("acme", "gh", "async-r", "h2", r.Revision); err != nil {
+	if err := e.c.ReleaseClaimAsync("acme", "gh", "async-r", "h2", r.Revision); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.nc.Flush(); err != nil {

@@ -29,7 +29,7 @@ func (w *Worker) shutdown() {
 		drainAll(ctx, []*nats.Subscription{w.routeSub})
 		cancel()
 	}
-	w.leases.ReleaseAll()
+	w.leases.HandBackAll()
 	// Retired tenures' requests and anything else still in flight.
 	w.inflight.close()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaseTTL)
@@ -84,10 +84,10 @@ func (o leaseOwner) Lost(l *lease.Lease, _ string) {
 	w.held(l.N, false)
 }
 
-// Release ends the tenures of ls (late requests get not_owner and are
+// HandBack ends the tenures of ls (late requests get not_owner and are
 // retried by their clients), drains their subscriptions and waits for
 // their requests in flight.
-func (o leaseOwner) Release(ctx context.Context, ls []*lease.Lease, connected bool) {
+func (o leaseOwner) HandBack(ctx context.Context, ls []*lease.Lease, connected bool) {
 	w := o.w
 	ts := make([]*tenure, 0, len(ls))
 	for _, l := range ls {
@@ -116,8 +116,8 @@ func (o leaseOwner) Release(ctx context.Context, ls []*lease.Lease, connected bo
 	}
 }
 
-// Released forgets the tenures of ls.
-func (o leaseOwner) Released(ls []*lease.Lease) {
+// HandedBack forgets the tenures of ls.
+func (o leaseOwner) HandedBack(ls []*lease.Lease) {
 	w := o.w
 	for _, l := range ls {
 		delete(w.tenures, l.N)

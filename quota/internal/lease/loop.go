@@ -50,7 +50,7 @@ func shardsField(n int) int {
 }
 
 // Owner is told what happens to the leases. Every call is made on the
-// loop's goroutine (Run, ReleaseAll), one at a time.
+// loop's goroutine (Run, HandBackAll), one at a time.
 type Owner interface {
 	// Acquired starts serving l's partition: its lease was just created.
 	// An error gives the lease back at once.
@@ -58,13 +58,13 @@ type Owner interface {
 	// Lost stops serving l's partition at once: its lease is gone
 	// (expired, purged, taken by another member, a renewal conflict).
 	Lost(l *Lease, why string)
-	// Release stops serving the partitions of ls and returns when their
+	// HandBack stops serving the partitions of ls and returns when their
 	// requests in flight are done or ctx ends; their leases are purged
 	// then. connected is false when the connection is down (nothing can be
 	// drained; the leases will expire).
-	Release(ctx context.Context, ls []*Lease, connected bool)
-	// Released: the leases of ls were handed back.
-	Released(ls []*Lease)
+	HandBack(ctx context.Context, ls []*Lease, connected bool)
+	// HandedBack: the leases of ls were handed back.
+	HandedBack(ls []*Lease)
 	// Tick runs once per renewal period.
 	Tick()
 }
@@ -101,7 +101,7 @@ type Config struct {
 }
 
 // Loop keeps one member's leases (see the package comment). Start, then
-// Run on one goroutine; after Run returns, ReleaseAll and Close.
+// Run on one goroutine; after Run returns, HandBackAll and Close.
 type Loop struct {
 	cfg         Config
 	owner       Owner
@@ -255,7 +255,7 @@ func (l *Loop) leaseValue() []byte {
 }
 
 // Run runs the loop until stop is closed. The leases are still held then:
-// ReleaseAll hands them back.
+// HandBackAll hands them back.
 func (l *Loop) Run(stop <-chan struct{}) {
 	tick := time.NewTicker(l.renewEvery)
 	defer tick.Stop()
@@ -621,13 +621,13 @@ func (l *Loop) lose(h *Lease, why string) {
 }
 
 // release hands leases back: the owner stops serving them and waits for
-// their requests in flight (Owner.Release), then each lease is purged by
+// their requests in flight (Owner.HandBack), then each lease is purged by
 // revision so a peer can take it at once.
 func (l *Loop) release(hs []*Lease) {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.TTL)
 	defer cancel()
 	connected := l.cfg.Conn.IsConnected()
-	l.owner.Release(ctx, hs, connected)
+	l.owner.HandBack(ctx, hs, connected)
 	if connected {
 		parallel(ctx, l.renewEvery, len(hs), func(pctx context.Context, i int) {
 			h := hs[i]
@@ -641,12 +641,12 @@ func (l *Loop) release(hs []*Lease) {
 		l.view.free(h.N, time.Now(), false)
 		l.cfg.Log.Debug("quota: partition released", "partition", h.N)
 	}
-	l.owner.Released(hs)
+	l.owner.HandedBack(hs)
 }
 
-// ReleaseAll hands every lease back, in partition order (Stop). Call it
+// HandBackAll hands every lease back, in partition order (Stop). Call it
 // after Run returned, on the same goroutine.
-func (l *Loop) ReleaseAll() {
+func (l *Loop) HandBackAll() {
 	hs := make([]*Lease, 0, len(l.held))
 	for _, h := range l.held {
 		hs = append(hs, h)
