@@ -3,7 +3,7 @@
 // request/reply, plus the fire-and-forget settle and release events. It
 // speaks the public contract only (package protocol's types; it imports no
 // other package of sluice), so it works against any sluice fleet. Go code
-// inside a sluice node uses quota.Client instead.
+// inside a sluice node uses quota.Router instead.
 //
 //	c, err := client.New(nc)
 //	rep, err := c.Hit(ctx, protocol.HitRequest{Charges: …, Claim: …})

@@ -38,14 +38,14 @@ const (
 )
 
 // env is the real sluice service on an embedded server — the real quota
-// Worker and routing Client, the KV claims, replay and cooldown stores —
+// Worker and quota Router, the KV claims, replay and cooldown stores —
 // and a client.Client on a connection of its own, as another service
 // would have.
 type env struct {
 	kit    *testkit.Kit
 	svc    *service.Service
 	claims *claims.KV
-	quota  *quota.Client // the service's, the owner's settle
+	quota  *quota.Router // the service's, the owner's settle
 	nc     *nats.Conn    // the client's connection
 	c      *client.Client
 }

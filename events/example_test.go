@@ -46,7 +46,7 @@ func Example() {
 		panic(err)
 	}
 	defer func() { _ = w.Stop(context.Background()) }()
-	qc, _ := quota.NewClient(nc, quota.WithLocalOwner(w))
+	qc, _ := quota.NewRouter(nc, quota.WithLocalOwner(w))
 
 	settler, _ := events.NewSettler(js, store, qc, prefix)
 	if err := settler.Start(ctx); err != nil {

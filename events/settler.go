@@ -64,7 +64,7 @@ type Settler struct {
 }
 
 // Committer commits the pending claim a hit took, durably, at the
-// tenant's partition owner: *quota.Client (Settle), the path of every
+// tenant's partition owner: *quota.Router (Settle), the path of every
 // claims.settle. Errors: protocol.ErrClaimLost, protocol.ErrInvalid,
 // quota.ErrUnavailable.
 type Committer interface {

@@ -77,7 +77,7 @@ func settleEvent(id claims.ID, hookID string, rev uint64) protocol.SettleEvent {
 }
 
 // TestSettleBySubjectCommits: a settle event takes the one settle path,
-// the partition owner's (a real worker and quota client), which commits
+// the partition owner's (a real worker and quota Router), which commits
 // the claim with the owner's dedupe TTL; another hook id's event for the
 // same claim is lost.
 func TestSettleBySubjectCommits(t *testing.T) {

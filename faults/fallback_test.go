@@ -79,7 +79,7 @@ func fallbackWinners(t *testing.T, k *testkit.Kit) {
 	}
 	winners := 0
 	for node := range 2 {
-		client, err := quota.NewClient(k.Conn, quota.WithBudget(budget), quota.WithPartitions(4))
+		client, err := quota.NewRouter(k.Conn, quota.WithBudget(budget), quota.WithPartitions(4))
 		if err != nil {
 			t.Fatal(err)
 		}

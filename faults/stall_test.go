@@ -91,10 +91,10 @@ func TestServerStall(t *testing.T) {
 						isLocal = rep.Fallback || f.Degraded()
 					case 1:
 						op = "reserve"
-						_, err = n.Quota.Client.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
+						_, err = n.Quota.Router.Reserve(cctx, protocol.ReserveRequest{Principal: tenant, Key: "slots", Max: 1 << 30})
 					default:
 						op = "count"
-						_, err = n.Quota.Client.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
+						_, err = n.Quota.Router.Count(cctx, protocol.CounterRequest{Principal: tenant, Key: "slots"})
 					}
 					d := time.Since(start)
 					ccancel()

@@ -29,7 +29,7 @@ func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
 
 // WithPartitions sets the edge's partition count, compared with the hub
 // fleet's (default protocol.DefaultPartitions; at least 1). It must be the
-// count the edge's quota Client routes with.
+// count the edge's quota Router routes with.
 func WithPartitions(n int) RouteOption {
 	return routeOption(option.Positive(ErrInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
 }

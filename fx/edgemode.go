@@ -166,7 +166,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
-	client, err := quota.NewClient(n.Conn, quota.WithPrefix(quota.HubPrefix(cfg.Prefix)), quota.WithPartitions(cfg.Partitions),
+	client, err := quota.NewRouter(n.Conn, quota.WithPrefix(quota.HubPrefix(cfg.Prefix)), quota.WithPartitions(cfg.Partitions),
 		quota.WithBudget(cfg.StoreTimeout), quota.WithReachable(route.Reachable))
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
-	return &Quota{Client: client, Fleet: fleet, Local: local, Route: route}, nil
+	return &Quota{Router: client, Fleet: fleet, Local: local, Route: route}, nil
 }
 
 // serveHubSync serves protocol.HubSyncSubject on a hub node: an edge drops its

@@ -231,10 +231,10 @@ func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logg
 	return buckets, sharded, err
 }
 
-// Quota is this node's partition worker and the routing client.
+// Quota is this node's partition worker and the Router to the owners.
 type Quota struct {
 	Worker *owner.Worker // nil on an edge (--hub-url): its hub's owners decide
-	Client *quota.Client
+	Router *quota.Router
 	Fleet  *quota.Fleet
 	Local  *gcra.Limiter
 	Route  *forward.Route // an edge's: hub or local (nil on other nodes)
@@ -264,7 +264,7 @@ func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, e
 		return nil, err
 	}
 	// The HTTP handler and the service reach this node's own partitions in process.
-	client, err := quota.NewClient(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout), quota.WithLocalOwner(w))
+	client, err := quota.NewRouter(n.Conn, prefix, partitions, quota.WithBudget(cfg.StoreTimeout), quota.WithLocalOwner(w))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, e
 		return nil, err
 	}
 	lc.Append(uberfx.Hook{OnStart: w.Start, OnStop: w.Stop})
-	return &Quota{Worker: w, Client: client, Fleet: fleet, Local: local}, nil
+	return &Quota{Worker: w, Router: client, Fleet: fleet, Local: local}, nil
 }
 
 // Events are the lifecycle publisher, the
@@ -313,7 +313,7 @@ func ProvideEvents(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, 
 }
 
 // StartSettler builds and starts the settle-by-subject consumer (settles
-// through the quota client, releases to the claims store). It starts after
+// through the quota Router, releases to the claims store). It starts after
 // the quota worker and stops before it, the service and the HTTP server
 // (Module's uberfx.Invoke order): /readyz is 200 only once it runs.
 func StartSettler(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, q *Quota, reg *Registry, log *slog.Logger) error {
@@ -322,7 +322,7 @@ func StartSettler(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, ev *Events, 
 		// The stream's byte limit is reserved from the store: fit it.
 		opts = append(opts, events.WithStreamLimits(events.DefaultStreamMaxAge, events.DefaultStreamMaxMsgs, events.StreamBytesFor(n.Server.MaxStore())))
 	}
-	settler, err := events.NewSettler(n.JS, ev.Claims, q.Client, cfg.Prefix, opts...)
+	settler, err := events.NewSettler(n.JS, ev.Claims, q.Router, cfg.Prefix, opts...)
 	if err != nil {
 		return storageError(n, err)
 	}
@@ -346,7 +346,7 @@ func ProvideService(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 			svc, err := service.New(n.Conn, service.Config{
 				Prefix:       cfg.Prefix,
 				Partitions:   cfg.Partitions,
-				Quota:        q.Client,
+				Quota:        q.Router,
 				Claims:       ev.Claims,
 				Replay:       s.Replay,
 				Cooldown:     s.Cooldown,

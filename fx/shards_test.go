@@ -178,10 +178,10 @@ func testShardsCluster(t *testing.T, replicas int) {
 		var rep protocol.HitReply
 		testkit.Eventually(t, 20*time.Second, func() bool {
 			var err error
-			rep, err = nd.q.Client.Hit(ctx, protocol.HitRequest{Claim: claim})
+			rep, err = nd.q.Router.Hit(ctx, protocol.HitRequest{Claim: claim})
 			return err == nil && rep.Result == protocol.ResultOK
 		}, "a hit takes the claim")
-		if err := nd.q.Client.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: "k", HookID: claim.HookID, Revision: rep.Revision}); err != nil {
+		if err := nd.q.Router.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: "k", HookID: claim.HookID, Revision: rep.Revision}); err != nil {
 			t.Fatalf("settle %s: %v", tenant, err)
 		}
 		for k := range shards {
@@ -289,7 +289,7 @@ func stopAShardsServer(t *testing.T, nodes []*node, shards int) {
 		for try, deadline := 0, time.Now().Add(20*time.Second); ; try++ {
 			claim = &protocol.ClaimRequest{Tenant: tenant, Source: "src", Key: fmt.Sprintf("%s-hit-%d", key, try), HookID: "h-" + key}
 			var err error
-			rep, err = up.q.Client.Hit(ctx, protocol.HitRequest{Claim: claim})
+			rep, err = up.q.Router.Hit(ctx, protocol.HitRequest{Claim: claim})
 			if err == nil && rep.Result == protocol.ResultOK {
 				break
 			}
@@ -298,7 +298,7 @@ func stopAShardsServer(t *testing.T, nodes []*node, shards int) {
 			}
 			time.Sleep(50 * time.Millisecond) // polled, as testkit.Eventually does
 		}
-		if err := up.q.Client.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: claim.Key, HookID: claim.HookID, Revision: rep.Revision}); err != nil {
+		if err := up.q.Router.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "src", Key: claim.Key, HookID: claim.HookID, Revision: rep.Revision}); err != nil {
 			t.Fatalf("settle %s with the server of shard %d down: %v", tenant, gone, err)
 		}
 	}

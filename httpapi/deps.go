@@ -128,7 +128,7 @@ type Admitter interface {
 	Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error)
 }
 
-// Resetter forgets a tenant's rate-limit buckets fleet-wide (quota.Client
+// Resetter forgets a tenant's rate-limit buckets fleet-wide (quota.Router
 // and quota.Fleet implement it).
 type Resetter interface {
 	Reset(ctx context.Context, tenant string) error

@@ -117,7 +117,7 @@ func TestLostAnswerReleasesClaim(t *testing.T) {
 // all yet: it waits in held for the test to deliver it late (an owner
 // that writes the claim after the edge gave up and released it).
 type lossyOwner struct {
-	c      *quota.Client
+	c      *quota.Router
 	nc     *nats.Conn
 	prefix string
 	parts  int
@@ -346,7 +346,7 @@ func TestLostAnswerRealOwner(t *testing.T) {
 
 // realOwner starts a partition owner (quota.Worker, four partitions) on k
 // with a claims store of its own and returns the store and a client.
-func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Client) {
+func realOwner(t *testing.T, k *testkit.Kit) (*claims.KV, *quota.Router) {
 	t.Helper()
 	const parts = 4
 	store := testkit.ClaimsKV(t, k.Bucket(t, kvstore.BucketConfig{Name: "real_owner_claims"}))

@@ -28,7 +28,7 @@ type ClaimRequest struct {
 	PendingTTLMs int64  `json:"pending_ttl_ms,omitempty"`
 }
 
-// SettleRequest commits the pending claim a hit took (quota.Client.Settle):
+// SettleRequest commits the pending claim a hit took (quota.Router.Settle):
 // the claims.settle of PROTOCOL.md, sent to the tenant's partition owner.
 type SettleRequest struct {
 	Tenant   string

@@ -6,7 +6,7 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The Client's side of coalescing (quota/internal/coalesce sends the
+// The Router's side of coalescing (quota/internal/coalesce sends the
 // frames): which hits go in a frame, how one is written, and its answer as
 // a HitReply.
 

@@ -22,7 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
-// Fleet is the Client with a node-local fallback: when the partition owner
+// Fleet is the Router with a node-local fallback: when the partition owner
 // cannot answer within the budget (ErrUnavailable), it decides charges from
 // node-local state (gcra.Limiter) and says so:
 // HitReply.Fallback, sluice_quota_fallback_total{op}, and one log line per
@@ -34,10 +34,10 @@ import (
 // fleet's claim store with a fresh budget, and when that cannot answer the
 // hit fails with ErrUnavailable — "at most one winner per key" beats
 // availability. ErrInvalid never falls back. Counters have none either
-// (each node would grant up to max): Client() serves them. Safe for
+// (each node would grant up to max): Router() serves them. Safe for
 // concurrent use.
 type Fleet struct {
-	c          *Client
+	c          *Router
 	local      *gcra.Limiter
 	claims     claims.Store // the fleet's claim store (KV): the fallback takes claims there, never in node memory
 	budget     time.Duration
@@ -53,7 +53,7 @@ type Fleet struct {
 // fleet's claim store, used directly for the claim of a hit the owner could
 // not answer. The error wraps ErrInvalidOption for a bad option or a nil
 // dependency.
-func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
+func NewFleet(client *Router, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
 		return nil, invalid("NewFleet needs a client, a local limiter and the fleet's claims store")
 	}
@@ -80,8 +80,8 @@ func NewFleet(client *Client, local *gcra.Limiter, store claims.Store, opts ...F
 	return f, nil
 }
 
-// Client is the wrapped client.
-func (f *Fleet) Client() *Client { return f.c }
+// Router is the wrapped Router.
+func (f *Fleet) Router() *Router { return f.c }
 
 // Degraded reports whether the last call fell back to local state.
 func (f *Fleet) Degraded() bool { return f.degraded.Load() }
@@ -104,7 +104,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 	return true
 }
 
-// Hit is Client.Hit with the local fallback (HitReply.Fallback set): the local
+// Hit is Router.Hit with the local fallback (HitReply.Fallback set): the local
 // limiter, and the claim in the fleet's claim store (ErrUnavailable, charges
 // refunded, when that cannot answer). The call stays within one budget;
 // with a claim the owner gets 60% of it, the rest is the fallback's.

@@ -11,13 +11,13 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
-// ErrInvalidOption is wrapped by the error of NewClient, NewFleet and
+// ErrInvalidOption is wrapped by the error of NewRouter, NewFleet and
 // owner.New when an option has an invalid argument.
 var ErrInvalidOption = settings.ErrInvalidOption
 
-// clientConfig is what NewClient reads: the shared settings and the
-// Client's own.
-type clientConfig struct {
+// routerConfig is what NewRouter reads: the shared settings and the
+// Router's own.
+type routerConfig struct {
 	settings.Config
 	budget     time.Duration
 	noCoalesce bool
@@ -36,8 +36,8 @@ type fleetConfig struct {
 // quota/owner's Option, which the shared options here are too: they embed
 // the settings' option body, whose unexported method owner.New applies.
 
-// ClientOption configures NewClient.
-type ClientOption interface{ applyClient(*clientConfig) error }
+// RouterOption configures NewRouter.
+type RouterOption interface{ applyRouter(*routerConfig) error }
 
 // FleetOption configures NewFleet.
 type FleetOption interface{ applyFleet(*fleetConfig) error }
@@ -54,11 +54,11 @@ func applyShared(o shared, c *settings.Config) error {
 	return o(c)
 }
 
-// WorkerClientOption is an option of both owner.New and NewClient (the
+// WorkerRouterOption is an option of both owner.New and NewRouter (the
 // routing: prefix and partition count).
-type WorkerClientOption struct{ shared }
+type WorkerRouterOption struct{ shared }
 
-func (o WorkerClientOption) applyClient(c *clientConfig) error {
+func (o WorkerRouterOption) applyRouter(c *routerConfig) error {
 	return applyShared(o.shared, &c.Config)
 }
 
@@ -68,9 +68,9 @@ type WorkerFleetOption struct{ shared }
 
 func (o WorkerFleetOption) applyFleet(c *fleetConfig) error { return applyShared(o.shared, &c.Config) }
 
-type clientOption func(*clientConfig) error
+type routerOption func(*routerConfig) error
 
-func (o clientOption) applyClient(c *clientConfig) error { return o(c) }
+func (o routerOption) applyRouter(c *routerConfig) error { return o(c) }
 
 type fleetOption func(*fleetConfig) error
 
@@ -79,9 +79,9 @@ func (o fleetOption) applyFleet(c *fleetConfig) error { return o(c) }
 func invalid(format string, args ...any) error { return settings.Invalid(format, args...) }
 
 // WithPrefix sets the subject prefix (default "sluice"); see
-// protocol.ValidatePrefix. owner.New, Client.
-func WithPrefix(prefix string) WorkerClientOption {
-	return WorkerClientOption{func(c *settings.Config) error {
+// protocol.ValidatePrefix. owner.New, Router.
+func WithPrefix(prefix string) WorkerRouterOption {
+	return WorkerRouterOption{func(c *settings.Config) error {
 		if err := protocol.ValidatePrefix(prefix); err != nil {
 			return invalid("%v", err)
 		}
@@ -92,9 +92,9 @@ func WithPrefix(prefix string) WorkerClientOption {
 
 // WithPartitions sets the partition count P, 1..MaxPartitions (default 64).
 // It is fixed for the fleet's life: an owner configured with another P than
-// the fleet recorded refuses to start (ErrPartitionMismatch). owner.New, Client.
-func WithPartitions(p int) WorkerClientOption {
-	return WorkerClientOption{func(c *settings.Config) error {
+// the fleet recorded refuses to start (ErrPartitionMismatch). owner.New, Router.
+func WithPartitions(p int) WorkerRouterOption {
+	return WorkerRouterOption{func(c *settings.Config) error {
 		if p < 1 || p > MaxPartitions {
 			return invalid("partitions must be 1..%d, got %d", MaxPartitions, p)
 		}
@@ -104,9 +104,9 @@ func WithPartitions(p int) WorkerClientOption {
 }
 
 // WithBudget bounds a client call whose context has no deadline (default
-// 250 ms). Client, Fleet (through its Client).
-func WithBudget(d time.Duration) ClientOption {
-	return clientOption(settings.Positive("budget", d, func(c *clientConfig, d time.Duration) { c.budget = d }))
+// 250 ms). Router, Fleet (through its Router).
+func WithBudget(d time.Duration) RouterOption {
+	return routerOption(settings.Positive("budget", d, func(c *routerConfig, d time.Duration) { c.budget = d }))
 }
 
 // WithPendingTTL sets the pending TTL of a claim whose request has no
@@ -125,15 +125,15 @@ func WithClock(now func() time.Time) WorkerFleetOption {
 // WithCoalescing turns the client's coalescing of concurrent hits on (the
 // default) or off. On, hits bound for one owner travel in one batch frame
 // (see the owner protocol in wire.go); off, every hit is one JSON request.
-// Settles travel in frames either way (they have no other path). Client.
-func WithCoalescing(on bool) ClientOption {
-	return clientOption(func(c *clientConfig) error {
+// Settles travel in frames either way (they have no other path). Router.
+func WithCoalescing(on bool) RouterOption {
+	return routerOption(func(c *routerConfig) error {
 		c.noCoalesce = !on
 		return nil
 	})
 }
 
-// LocalOwner is the partition owner of the Client's own process
+// LocalOwner is the partition owner of the Router's own process
 // (owner.Worker; WithLocalOwner): it decides a hit for a partition it
 // serves right now in process.
 type LocalOwner interface {
@@ -156,9 +156,9 @@ type LocalOwner interface {
 // owner.Worker): a hit for a partition it serves right now is decided in
 // process (quota/owner's local.go); any other takes the NATS path. The
 // owner must route like the client (same prefix and partition count).
-// Client.
-func WithLocalOwner(o LocalOwner) ClientOption {
-	return clientOption(settings.Required(o != nil, "WithLocalOwner needs an owner", func(c *clientConfig) { c.localOwner = o }))
+// Router.
+func WithLocalOwner(o LocalOwner) RouterOption {
+	return routerOption(settings.Required(o != nil, "WithLocalOwner needs an owner", func(c *routerConfig) { c.localOwner = o }))
 }
 
 // WithLogger sets the logger (default: discard). owner.New, Fleet.
@@ -189,11 +189,11 @@ func WithMembers(members func() int) FleetOption {
 	return fleetOption(settings.Required(members != nil, "nil member count", func(c *fleetConfig) { c.members = members }))
 }
 
-// WithReachable tells the Client whether its owners can be reached at all
+// WithReachable tells the Router whether its owners can be reached at all
 // (an edge: forward.Route). While false, a validated call fails at once
 // with ErrUnavailable, so a Fleet falls back with the whole budget rather
 // than after waiting out "no responders", and a service answers 503 at once.
-// Client.
-func WithReachable(reachable func() bool) ClientOption {
-	return clientOption(settings.Required(reachable != nil, "nil reachability", func(c *clientConfig) { c.reachable = reachable }))
+// Router.
+func WithReachable(reachable func() bool) RouterOption {
+	return routerOption(settings.Required(reachable != nil, "nil reachability", func(c *routerConfig) { c.reachable = reachable }))
 }

@@ -64,14 +64,14 @@ func CounterKey(principal, key string) string { return protocol.Join(principal, 
 // not cross its leaf connection (edge and hub serve the same names), and
 // this namespace has no subscriber on the edge.
 
-// HubPrefix is the prefix an edge's Client routes to its hub's owners
+// HubPrefix is the prefix an edge's Router routes to its hub's owners
 // with: its partition subjects are "<prefix>.hub.v1.quota.p.<n>".
 func HubPrefix(prefix string) string { return prefix + ".hub" }
 
 // HubMapping is the subject mapping a hub serving edges applies: an
 // edge's partition subject to the owners' ("<prefix>.hub.v1.quota.p.*"
 // to "<prefix>.v1.quota.p.{{wildcard(1)}}"). Member subjects are not
-// mapped: an edge's Client (prefix HubPrefix) does not follow an owner's
+// mapped: an edge's Router (prefix HubPrefix) does not follow an owner's
 // member subject, so it keeps to the partition subjects.
 func HubMapping(prefix string) (from, to string) {
 	return partitionStem(HubPrefix(prefix)) + "*", partitionStem(prefix) + "{{wildcard(1)}}"

@@ -19,10 +19,10 @@ import (
 // than claims.MaxKeyBytes travels normalized (claims.NormalizeKey).
 //
 // A ctx without a deadline is bounded by protocol.DefaultSettleTimeout
-// (or the Client's longer budget): the settle waits on the sync and has no
+// (or the Router's longer budget): the settle waits on the sync and has no
 // fallback. Errors: protocol.ErrClaimLost (stale revision, another hook id,
 // already committed), protocol.ErrInvalid, ErrUnavailable.
-func (c *Client) Settle(ctx context.Context, r protocol.SettleRequest) error {
+func (c *Router) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}

@@ -120,9 +120,9 @@ func TestClientMemberTableBounded(t *testing.T) {
 }
 
 // e2client is a coalescing client of prefix on k with a short budget.
-func e2client(t *testing.T, k *testkit.Kit, prefix string, opts ...ClientOption) *Client {
+func e2client(t *testing.T, k *testkit.Kit, prefix string, opts ...RouterOption) *Router {
 	t.Helper()
-	c, err := NewClient(k.Conn, append([]ClientOption{WithPrefix(prefix), WithBudget(2 * time.Second)}, opts...)...)
+	c, err := NewRouter(k.Conn, append([]RouterOption{WithPrefix(prefix), WithBudget(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
-// reserve/release counters (quota.Client: every answer is the owner's;
+// reserve/release counters (quota.Router: every answer is the owner's;
 // quota.Fleet's node-local hit fallback is the edge's, not the service's).
 // Errors wrap protocol.ErrInvalid (400) or quota.ErrUnavailable (503).
 type Quota interface {

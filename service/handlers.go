@@ -152,7 +152,7 @@ func (s *Service) claimsSettle(ctx context.Context, data []byte) (any, error) {
 		return nil, invalid("ttl_ms must be >= 0, got %d", req.TTLMs)
 	}
 	// The one settle path: the tenant's partition owner commits it and
-	// answers once it is durable (quota.Client.Settle).
+	// answers once it is durable (quota.Router.Settle).
 	if err := s.cfg.Quota.Settle(ctx, protocol.SettleRequest(req)); err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ type Config struct {
 	Prefix string
 	// Partitions is the fleet's quota partition count, reported in the
 	// $SRV.INFO metadata, 1..quota.MaxPartitions. Default: the Quota's
-	// Partitions() when it has that method (quota.Client does; a different
+	// Partitions() when it has that method (quota.Router does; a different
 	// non-zero value is an error), else protocol.DefaultPartitions.
 	Partitions int
 	// Version overrides the package Version (must be SemVer).
@@ -80,7 +80,7 @@ type Config struct {
 	QueueGroup string
 
 	// Quota serves quota.* and claims.settle (the partition owner's
-	// settle: quota.Client.Settle).
+	// settle: quota.Router.Settle).
 	Quota Quota
 	// Claims serves claims.release and claims.get (the fleet store,
 	// claims.NewKV).
@@ -137,7 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 		case c.Partitions == 0:
 			c.Partitions = p
 		case c.Partitions != p:
-			return c, fmt.Errorf("%w: partitions %d, but the quota client routes with %d", ErrInvalidConfig, c.Partitions, p)
+			return c, fmt.Errorf("%w: partitions %d, but the quota Router routes with %d", ErrInvalidConfig, c.Partitions, p)
 		}
 	}
 	if c.Partitions == 0 {

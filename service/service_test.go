@@ -166,7 +166,7 @@ const testPartitions = 8
 
 // realQuota (a start mutator) serves quota.* with the real quota package: a
 // Worker owning every partition (leases and counts buckets on the kit, the
-// env's claims store) and the routing Client.
+// env's claims store) and the quota Router.
 func (e *env) realQuota(c *Config) {
 	t := e.t
 	t.Helper()
@@ -439,7 +439,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := New(nil, Config{Quota: fq}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("nil conn: %v", err)
 	}
-	qc, err := quota.NewClient(kit.Conn, quota.WithPartitions(8))
+	qc, err := quota.NewRouter(kit.Conn, quota.WithPartitions(8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if _, err := New(kit.Conn, Config{Quota: fq, Version: "not-semver"}); err == nil {
 		t.Error("non-SemVer version accepted")
 	}
-	// The partition count defaults to the quota client's.
+	// The partition count defaults to the quota Router's.
 	svc, err := New(kit.Conn, Config{Quota: qc})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 // run, with the same workload:
 //
 //   - quota rows: sluice's quota.hit (a cmd/edge process; this process is
-//     the load generator, talking to it over TCP loopback with quota.Client)
+//     the load generator, talking to it over TCP loopback with quota.Router)
 //     against a redis-server driven with go-redis (GCRA in one Lua script,
 //     GCRA + SET NX PX claim in one Lua script), for the workloads
 //     decisions, hit+claim and hot at each --inflight;
@@ -325,12 +325,12 @@ type bench struct {
 	edge      *edgeProc
 	edgeAcked *edgeProc // --durability acked: the edge without the barrier
 	nc        *nats.Conn
-	qc        *quota.Client
+	qc        *quota.Router
 	cl        *client.Client // claims.settle of the claim cycle
 	ncAcked   *nats.Conn     // to edgeAcked: the durable rows' sluice-acked
-	qcAcked   *quota.Client
+	qcAcked   *quota.Router
 	ncJSON    *nats.Conn
-	qcJSON    *quota.Client // WithCoalescing(false), with --json-client
+	qcJSON    *quota.Router // WithCoalescing(false), with --json-client
 	redis     *child
 	rdb       *redis.Client
 	redisAddr string

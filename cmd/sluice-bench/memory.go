@@ -131,7 +131,7 @@ func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64,
 	if err != nil {
 		return 0, err
 	}
-	routing := []quota.WorkerClientOption{quota.WithPrefix(prefix), quota.WithPartitions(1)}
+	routing := []quota.WorkerRouterOption{quota.WithPrefix(prefix), quota.WithPartitions(1)}
 	w, err := owner.New(nc, leases, counts, store, routing[0], routing[1])
 	if err != nil {
 		return 0, err
@@ -144,7 +144,7 @@ func idleBucketBytes(ctx context.Context, kinds []string, tenants int) (float64,
 		defer cancel()
 		_ = w.Stop(sctx)
 	}()
-	c, err := quota.NewClient(nc, routing[0], routing[1], quota.WithLocalOwner(w), quota.WithCoalescing(false))
+	c, err := quota.NewRouter(nc, routing[0], routing[1], quota.WithLocalOwner(w), quota.WithCoalescing(false))
 	if err != nil {
 		return 0, err
 	}

@@ -97,15 +97,15 @@ func cleanEnv() []string {
 }
 
 // connectQuota opens a TCP connection to the edge's embedded NATS server and
-// a quota client for it (coalescing: the default client; off: one JSON
+// a quota Router for it (coalescing: the default client; off: one JSON
 // request per hit) (budget: long enough that an overloaded 2-core
 // machine slows the rows down instead of failing them).
-func connectQuota(natsURL string, partitions int, coalescing bool) (*nats.Conn, *quota.Client, error) {
+func connectQuota(natsURL string, partitions int, coalescing bool) (*nats.Conn, *quota.Router, error) {
 	nc, err := nats.Connect(natsURL, nats.Name("sluice-bench"), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", natsURL, err)
 	}
-	c, err := quota.NewClient(nc, quota.WithPrefix("sluice"), quota.WithPartitions(partitions), quota.WithBudget(2*time.Second), quota.WithCoalescing(coalescing))
+	c, err := quota.NewRouter(nc, quota.WithPrefix("sluice"), quota.WithPartitions(partitions), quota.WithBudget(2*time.Second), quota.WithCoalescing(coalescing))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -115,7 +115,7 @@ func connectQuota(natsURL string, partitions int, coalescing bool) (*nats.Conn, 
 
 // waitPartitions hits one tenant of every partition until each answers:
 // /readyz says the node serves, but leases are taken one by one.
-func waitPartitions(ctx context.Context, c *quota.Client) error {
+func waitPartitions(ctx context.Context, c *quota.Router) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	p := c.Partitions()

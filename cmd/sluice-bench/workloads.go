@@ -80,9 +80,9 @@ func tenantNames(n int) []string {
 // settler commits the claim of a cycle's hit.
 type settler func(ctx context.Context, tenant, key, hookID string, rev uint64) error
 
-// frameSettle settles through the quota client: in a batch frame to the
+// frameSettle settles through the quota Router: in a batch frame to the
 // partition owner, with the hits.
-func frameSettle(c *quota.Client) settler {
+func frameSettle(c *quota.Router) settler {
 	return func(ctx context.Context, tenant, key, hookID string, rev uint64) error {
 		return c.Settle(ctx, protocol.SettleRequest{Tenant: tenant, Source: "bench", Key: key, HookID: hookID, Revision: rev, TTLMs: pendingTTL.Milliseconds()})
 	}
@@ -96,7 +96,7 @@ func clientSettle(cl *client.Client) settler {
 	}
 }
 
-// hitter takes a hit: quota.Client.Hit (a frame to the owner) or
+// hitter takes a hit: quota.Router.Hit (a frame to the owner) or
 // client.Client.Hit (the service's quota.hit, one JSON request).
 type hitter func(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error)
 

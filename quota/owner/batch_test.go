@@ -177,7 +177,7 @@ func TestFrameMixedItems(t *testing.T) {
 
 // holdLane makes the lane of partition n gather (as if its window were
 // full) and returns a function that sends what gathered as one frame.
-func holdLane(c *quota.Client, n int) (queued func() int, flush func()) { return c.Coalescer().Hold(n) }
+func holdLane(c *quota.Router, n int) (queued func() int, flush func()) { return c.Coalescer().Hold(n) }
 
 func TestCoalescedCallsShareAFrame(t *testing.T) {
 	t.Parallel()
@@ -270,7 +270,7 @@ func TestLoneHitIsSentAtOnce(t *testing.T) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	cnc := connect(t, k)
-	c, err := quota.NewClient(cnc, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
+	c, err := quota.NewRouter(cnc, quota.WithPrefix(prefix), quota.WithBudget(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// BenchmarkHit measures one quota.Client.Hit round trip against one worker on an
+// BenchmarkHit measures one quota.Router.Hit round trip against one worker on an
 // in-process nats-server (file-backed JetStream): charges only (GCRA in the
 // owner's memory) and hit+claim (plus one KV create), serially and with 64
 // calls in flight, for a coalescing client (batch frames, the default) and
@@ -31,7 +31,7 @@ func BenchmarkHit(b *testing.B) {
 	w := e.startWorker(b, k.Conn)
 	waitServed(b, 10*time.Second, w)
 	cnc := connect(b, k)
-	clients := map[string]*quota.Client{
+	clients := map[string]*quota.Router{
 		"frames": e.client(b, cnc, quota.WithBudget(5*time.Second)),
 		"json":   e.client(b, cnc, quota.WithBudget(5*time.Second), quota.WithCoalescing(false)),
 		"local":  e.client(b, cnc, quota.WithBudget(5*time.Second), quota.WithLocalOwner(w)),
@@ -47,7 +47,7 @@ func BenchmarkHit(b *testing.B) {
 		return []protocol.Charge{{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: 1, CapacityUs: 1 << 50}}
 	}
 	var seq atomic.Int64
-	hit := func(c *quota.Client, withClaim bool) error {
+	hit := func(c *quota.Router, withClaim bool) error {
 		n := seq.Add(1)
 		tenant := names[n%tenants]
 		r := protocol.HitRequest{Charges: charge(tenant)}

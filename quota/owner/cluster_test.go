@@ -73,20 +73,20 @@ func waitBalanced(t testing.TB, timeout time.Duration, ws ...*Worker) {
 }
 
 // clientsOn returns one client per server, on connections of their own.
-func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.ClientOption) []*quota.Client {
-	cs := make([]*quota.Client, cl.N())
+func clientsOn(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.RouterOption) []*quota.Router {
+	cs := make([]*quota.Router, cl.N())
 	for i := range cs {
-		cs[i] = e.client(t, cl.Connect(t, i), append([]quota.ClientOption{quota.WithBudget(5 * time.Second)}, opts...)...)
+		cs[i] = e.client(t, cl.Connect(t, i), append([]quota.RouterOption{quota.WithBudget(5 * time.Second)}, opts...)...)
 	}
 	return cs
 }
 
 // fleet16 starts three workers of e over 16 partitions on cl and a client
 // per server (with opts).
-func fleet16(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.ClientOption) ([]member, []*quota.Client) {
+func fleet16(t *testing.T, cl *testkit.ClusterKit, e *fleetEnv, opts ...quota.RouterOption) ([]member, []*quota.Router) {
 	t.Helper()
 	ms := fleetOf(t, cl, e, 3, quota.WithPartitions(16))
-	return ms, clientsOn(t, cl, e, append([]quota.ClientOption{quota.WithPartitions(16)}, opts...)...)
+	return ms, clientsOn(t, cl, e, append([]quota.RouterOption{quota.WithPartitions(16)}, opts...)...)
 }
 
 func TestCluster(t *testing.T) {
@@ -226,7 +226,7 @@ func TestCluster(t *testing.T) {
 
 // reserveEach reserves r n times, the i-th (from 1) through cs[i%len(cs)],
 // and wants each granted with count i.
-func reserveEach(t *testing.T, cs []*quota.Client, r protocol.ReserveRequest, n int) {
+func reserveEach(t *testing.T, cs []*quota.Router, r protocol.ReserveRequest, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
 		if rep, err := cs[i%len(cs)].Reserve(testkit.Context(t), r); err != nil || !rep.Granted || rep.Count != int64(i) {
@@ -237,7 +237,7 @@ func reserveEach(t *testing.T, cs []*quota.Client, r protocol.ReserveRequest, n 
 
 // checkServed sends a request to each partition in ps (through a tenant
 // that routes there) and expects an answer.
-func checkServed(t *testing.T, c *quota.Client, ps []int) {
+func checkServed(t *testing.T, c *quota.Router, ps []int) {
 	t.Helper()
 	ctx := testkit.Context(t)
 	for _, n := range ps {
@@ -278,7 +278,7 @@ func TestClusterServerKill(t *testing.T) {
 	cl.Kill(owner)
 	ms[owner].nc.Close() // the member's process dies with its server
 	var alive []*Worker
-	var client *quota.Client
+	var client *quota.Router
 	for i, m := range ms {
 		if i != owner {
 			alive = append(alive, m.w)

@@ -29,7 +29,7 @@ const (
 	logRecovered = "fleet reachable again"
 )
 
-func newTestFleet(t *testing.T, c *quota.Client) (*quota.Fleet, *prometheus.Registry, *testkit.LogBuffer) {
+func newTestFleet(t *testing.T, c *quota.Router) (*quota.Fleet, *prometheus.Registry, *testkit.LogBuffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	buf := &testkit.LogBuffer{}
@@ -82,7 +82,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	}
 	// Counter calls have no fallback: a node-local counter would let
 	// each node grant up to max.
-	if _, err := f.Client().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("reserve without an owner: %v, want ErrUnavailable", err)
 	}
 	// Invalid requests are never answered locally.
@@ -162,9 +162,9 @@ func TestFleetFallbackServerDown(t *testing.T) {
 	}
 }
 
-// While the quota.Client's quota.WithReachable says the owners are out of reach (an
+// While the quota.Router's quota.WithReachable says the owners are out of reach (an
 // edge cut off from its hub), a quota.Fleet answers every call from node-local
-// state without a request to an owner, and the quota.Client alone fails at once;
+// state without a request to an owner, and the quota.Router alone fails at once;
 // once it says they are back, calls reach the owners.
 func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	t.Parallel()
@@ -209,14 +209,14 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if err := f.Reset(ctx, ""); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("invalid reset: %v", err)
 	}
-	// The quota.Client alone (a service's) fails at once, invalid requests first.
-	if _, err := f.Client().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
+	// The quota.Router alone (a service's) fails at once, invalid requests first.
+	if _, err := f.Router().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client hit while unreachable: %v", err)
 	}
-	if _, err := f.Client().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
-	if _, err := f.Client().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
+	if _, err := f.Router().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
 		t.Fatalf("client invalid hit while unreachable: %v", err)
 	}
 	if err := k.Conn.Flush(); err != nil {

@@ -155,9 +155,9 @@ func startStopped(t testing.TB, w *Worker) {
 	})
 }
 
-func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...quota.ClientOption) *quota.Client {
+func (e *fleetEnv) client(t testing.TB, nc *nats.Conn, opts ...quota.RouterOption) *quota.Router {
 	t.Helper()
-	c, err := quota.NewClient(nc, append([]quota.ClientOption{quota.WithPrefix(e.prefix)}, opts...)...)
+	c, err := quota.NewRouter(nc, append([]quota.RouterOption{quota.WithPrefix(e.prefix)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func hooks(tenant string, burst int64) protocol.Charge {
 
 // single starts one server, the env's buckets on it, one worker (with
 // opts) and a client; it waits until the worker serves every partition.
-func single(t testing.TB, opts ...Option) (*testkit.Kit, *fleetEnv, *Worker, *quota.Client) {
+func single(t testing.TB, opts ...Option) (*testkit.Kit, *fleetEnv, *Worker, *quota.Router) {
 	t.Helper()
 	k, e := kitEnv(t)
 	w := e.startWorker(t, k.Conn, opts...)
@@ -303,7 +303,7 @@ func (l *load) stop() {
 // reserveRace makes n reserves of r at once, the i-th through
 // cs[i%len(cs)], and returns how many were granted; a denied one must
 // report the count at r.Max.
-func reserveRace(t *testing.T, cs []*quota.Client, r protocol.ReserveRequest, n int) int64 {
+func reserveRace(t *testing.T, cs []*quota.Router, r protocol.ReserveRequest, n int) int64 {
 	t.Helper()
 	ctx := testkit.Context(t)
 	var granted atomic.Int64

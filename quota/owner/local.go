@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/frame"
 )
 
-// The local owner: a quota.Client made quota.WithLocalOwner(w) hands a hit
+// The local owner: a quota.Router made quota.WithLocalOwner(w) hands a hit
 // for a partition that w serves right now to w in process: no frame, no
 // NATS hop, no runner handoff (the caller's goroutine writes the claim).
 // The rest is a frame item's path (routeItem, tenure.decide, tenure.admit,

@@ -26,7 +26,7 @@ type pathEnv struct {
 	env    *fleetEnv
 	w      *Worker
 	store  *claims.KV
-	c      *quota.Client
+	c      *quota.Router
 	wire   atomic.Int64 // owner requests seen on the fleet's quota subjects
 	leases *kvstore.Bucket
 }
@@ -53,7 +53,7 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	opts := []quota.ClientOption{quota.WithBudget(300 * time.Millisecond)}
+	opts := []quota.RouterOption{quota.WithBudget(300 * time.Millisecond)}
 	if local {
 		opts = append(opts, quota.WithLocalOwner(w))
 	}

@@ -16,7 +16,7 @@ import (
 // nothing. Both ways a worker waits: a plain Syncer and the group sync.
 func TestReserveWaitsForTheSync(t *testing.T) {
 	t.Parallel()
-	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Client) {
+	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Router) {
 		ctx := testkit.Context(t)
 		slot := protocol.ReserveRequest{Principal: "acme", Key: "jobs", Max: 1}
 

@@ -30,7 +30,7 @@ func settleOf(r protocol.HitRequest, rev uint64) protocol.SettleRequest {
 }
 
 // mustHit is c.Hit wanting ok.
-func mustHit(t *testing.T, c *quota.Client, r protocol.HitRequest) protocol.HitReply {
+func mustHit(t *testing.T, c *quota.Router, r protocol.HitRequest) protocol.HitReply {
 	t.Helper()
 	rep, err := c.Hit(testkit.Context(t), r)
 	if err != nil || rep.Result != protocol.ResultOK || rep.Revision == 0 {
@@ -41,7 +41,7 @@ func mustHit(t *testing.T, c *quota.Client, r protocol.HitRequest) protocol.HitR
 
 // hitClaim is mustHit of claimHit(tenant, key, hookID): the hit and its
 // reply.
-func hitClaim(t *testing.T, c *quota.Client, tenant, key, hookID string) (protocol.HitRequest, protocol.HitReply) {
+func hitClaim(t *testing.T, c *quota.Router, tenant, key, hookID string) (protocol.HitRequest, protocol.HitReply) {
 	t.Helper()
 	r := claimHit(tenant, key, hookID)
 	return r, mustHit(t, c, r)
@@ -266,7 +266,7 @@ func (g *gateSync) round() error { return g.Sync(context.Background()) }
 // for its sync: a plain Syncer (the worker blocks in g's Sync) and the
 // group sync over g's rounds. Each subtest has a gate of its own, closed
 // until the test releases it, and a single worker syncing through it.
-func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Client)) {
+func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Router)) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -295,7 +295,7 @@ func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Cli
 // whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
 func TestSettleWaitsForTheSync(t *testing.T) {
 	t.Parallel()
-	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Client) {
+	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Router) {
 		ctx := testkit.Context(t)
 		r, rep := hitClaim(t, c, "acme", "k-1", "hook-1")
 		if g.calls.Load() != 0 {

@@ -271,7 +271,7 @@ func TestReserveLeakedSlotExpires(t *testing.T) {
 func TestConcurrentReserveOneCounter(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := single(t)
-	if granted := reserveRace(t, []*quota.Client{c}, protocol.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
+	if granted := reserveRace(t, []*quota.Router{c}, protocol.ReserveRequest{Principal: "p", Key: "k", Max: 7}, 50); granted != 7 {
 		t.Fatalf("granted %d, want 7", granted)
 	}
 }
@@ -322,10 +322,10 @@ func TestShardMismatchRefusesStart(t *testing.T) {
 // it applies to with quota.ErrInvalidOption (an option that does not apply to a
 // constructor does not compile).
 func TestOptionsValidate(t *testing.T) {
-	for name, o := range map[string]quota.ClientOption{
+	for name, o := range map[string]quota.RouterOption{
 		"prefix": quota.WithPrefix("a..b"), "partitions": quota.WithPartitions(0), "budget": quota.WithBudget(0),
 	} {
-		if _, err := quota.NewClient(&nats.Conn{}, o); !errors.Is(err, quota.ErrInvalidOption) {
+		if _, err := quota.NewRouter(&nats.Conn{}, o); !errors.Is(err, quota.ErrInvalidOption) {
 			t.Errorf("client %s: %v", name, err)
 		}
 	}
@@ -338,7 +338,7 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("worker %s: %v", name, err)
 		}
 	}
-	client, err := quota.NewClient(&nats.Conn{})
+	client, err := quota.NewRouter(&nats.Conn{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestOptionsValidate(t *testing.T) {
 func TestClientUnavailableWithinBudget(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
-	c, err := quota.NewClient(k.Conn, quota.WithPrefix(newPrefix()), quota.WithBudget(100*time.Millisecond))
+	c, err := quota.NewRouter(k.Conn, quota.WithPrefix(newPrefix()), quota.WithBudget(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,12 +55,12 @@ func Start(t testkit.T, nc *nats.Conn, store claims.Store, opts ...owner.Option)
 
 // Serving starts the one owner of p partitions on k's connection (Start
 // with quota.WithPartitions(p), then opts), waits until it serves every
-// partition, and returns it with a routing client on k's connection.
-func Serving(t testkit.T, k *testkit.Kit, store claims.Store, p int, opts ...owner.Option) (*owner.Worker, *quota.Client) {
+// partition, and returns it with a quota Router on k's connection.
+func Serving(t testkit.T, k *testkit.Kit, store claims.Store, p int, opts ...owner.Option) (*owner.Worker, *quota.Router) {
 	t.Helper()
 	w := Start(t, k.Conn, store, append([]owner.Option{quota.WithPartitions(p)}, opts...)...)
 	testkit.Eventually(t, 10*time.Second, func() bool { return len(w.Partitions()) == p }, "the quota owner serves every partition")
-	c, err := quota.NewClient(k.Conn, quota.WithPartitions(p))
+	c, err := quota.NewRouter(k.Conn, quota.WithPartitions(p))
 	if err != nil {
 		t.Fatalf("ownerkit: client: %v", err)
 	}

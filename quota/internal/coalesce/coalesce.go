@@ -1,4 +1,4 @@
-// Package coalesce is the quota client's coalescing of concurrent hits
+// Package coalesce is the quota Router's coalescing of concurrent hits
 // into batch frames (quota/internal/frame): lanes per destination, frames in
 // flight, their replies and deadlines. It knows frames, not requests: a
 // hit is an Item that appends itself to a frame, and its answer comes back

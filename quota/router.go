@@ -34,13 +34,13 @@ var (
 	ErrShardMismatch = lease.ErrShardMismatch
 )
 
-// Client calls the partition owners directly: it routes each request to
+// Router calls the partition owners directly: it routes each request to
 // <prefix>.v1.quota.p.<Partition(tenant or principal, P)> in one round
 // trip. Every call has a deadline: ctx's, or the budget when ctx has none.
 // No responders (a partition changing hands) is retried with a short backoff
 // inside the deadline; past it the call fails with ErrUnavailable.
-// A Client is safe for concurrent use.
-type Client struct {
+// A Router is safe for concurrent use.
+type Router struct {
 	nc       *nats.Conn
 	p        int
 	budget   time.Duration
@@ -56,17 +56,17 @@ type Client struct {
 var errUnreachable = fmt.Errorf("%w: the owners are not reachable", ErrUnavailable)
 
 // unreachable reports whether calls are not to be sent (WithReachable).
-func (c *Client) unreachable() bool { return c.reach != nil && !c.reach() }
+func (c *Router) unreachable() bool { return c.reach != nil && !c.reach() }
 
-// NewClient returns a client over nc. Options read: WithPrefix,
+// NewRouter returns a Router over nc. Options read: WithPrefix,
 // WithPartitions (must be the fleet's: a misrouted request is answered
 // protocol.ErrInvalid), WithBudget, WithCoalescing, WithLocalOwner, WithReachable.
-func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
+func NewRouter(nc *nats.Conn, opts ...RouterOption) (*Router, error) {
 	if nc == nil {
-		return nil, invalid("NewClient needs a connection")
+		return nil, invalid("NewRouter needs a connection")
 	}
-	cfg := clientConfig{Config: settings.Defaults(), budget: protocol.DefaultTimeout}
-	if err := option.Apply(&cfg, opts, ClientOption.applyClient); err != nil {
+	cfg := routerConfig{Config: settings.Defaults(), budget: protocol.DefaultTimeout}
+	if err := option.Apply(&cfg, opts, RouterOption.applyRouter); err != nil {
 		return nil, err
 	}
 	if o := cfg.localOwner; o != nil {
@@ -74,7 +74,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 			return nil, invalid("WithLocalOwner: the owner routes with prefix %q and %d partitions, the client with %q and %d", prefix, p, cfg.Prefix, cfg.Partitions)
 		}
 	}
-	c := &Client{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable,
+	c := &Router{nc: nc, p: cfg.Partitions, budget: cfg.budget, subjects: make([]string, cfg.Partitions), local: cfg.localOwner, reach: cfg.reachable,
 		jsonHits: cfg.noCoalesce}
 	for n := range c.subjects {
 		c.subjects[n] = PartitionSubject(cfg.Prefix, n)
@@ -84,21 +84,21 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	return c, nil
 }
 
-// Coalescer is the client's coalescer, for
+// Coalescer is the Router's coalescer, for
 // the tests and diagnostics of the quota tree (its type is internal).
-func (c *Client) Coalescer() *coalesce.Coalescer { return c.co }
+func (c *Router) Coalescer() *coalesce.Coalescer { return c.co }
 
-// Partitions is the partition count the client routes with.
-func (c *Client) Partitions() int { return c.p }
+// Partitions is the partition count the Router routes with.
+func (c *Router) Partitions() int { return c.p }
 
 // Budget is the deadline of a call whose context has none.
-func (c *Client) Budget() time.Duration { return c.budget }
+func (c *Router) Budget() time.Duration { return c.budget }
 
 // Hit charges r's GCRA buckets and, if they all admit it and r has a claim,
 // takes the claim as pending, in one round trip to the tenant's owner (or in
 // process, WithLocalOwner). Results that are not failures are in the reply.
 // Errors: protocol.ErrInvalid, or ErrUnavailable (nothing was spent).
-func (c *Client) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
+func (c *Router) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	if err := r.Validate(); err != nil {
 		return protocol.HitReply{}, err
 	}
@@ -134,7 +134,7 @@ func (c *Client) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitRe
 // frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.TooBig
 // (the owner does not speak frames: send it as JSON); any other outcome is
 // an error wrapping protocol.ErrInvalid or ErrUnavailable.
-func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
+func (c *Router) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
 	// No context per call: the frame's timer answers an item at its
 	// deadline, the budget when ctx has none.
 	deadline, ok := ctx.Deadline()
@@ -169,7 +169,7 @@ func (c *Client) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 
 // hitJSON sends r as one JSON request (WithCoalescing(false), or a hit no
 // frame can carry).
-func (c *Client) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.HitReply, error) {
+func (c *Router) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.HitReply, error) {
 	var rep protocol.HitReply
 	err := c.call(ctx, r.Tenant(), &OwnerRequest{Op: OpHit, Hit: r}, &rep)
 	return rep, err
@@ -177,7 +177,7 @@ func (c *Client) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.
 
 // Reset forgets the tenant's GCRA buckets (they are full again).
 // Errors: protocol.ErrInvalid, ErrUnavailable.
-func (c *Client) Reset(ctx context.Context, tenant string) error {
+func (c *Router) Reset(ctx context.Context, tenant string) error {
 	r := protocol.ResetRequest{Tenant: tenant}
 	if err := r.Validate(); err != nil {
 		return err
@@ -191,24 +191,24 @@ func (c *Client) Reset(ctx context.Context, tenant string) error {
 // the count that blocked it. The count is durable (written through to KV)
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
 // change. Errors: protocol.ErrInvalid (max < 1 …), ErrUnavailable.
-func (c *Client) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
+func (c *Router) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	return counterCall[protocol.ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
 }
 
 // Release gives one slot back and returns the count after it; at zero it
 // is a no-op. Errors: protocol.ErrInvalid, ErrUnavailable.
-func (c *Client) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
+func (c *Router) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
 }
 
 // Count reads the counter. Errors: protocol.ErrInvalid, ErrUnavailable.
-func (c *Client) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
+func (c *Router) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
 }
 
 // counterCall is a counter's call: invalid (the request's validation) or
 // the owner's reply to req, sent for principal's partition.
-func counterCall[R any](ctx context.Context, c *Client, invalid error, principal string, req *OwnerRequest) (R, error) {
+func counterCall[R any](ctx context.Context, c *Router, invalid error, principal string, req *OwnerRequest) (R, error) {
 	var rep R
 	if invalid != nil {
 		return rep, invalid
@@ -224,7 +224,7 @@ const (
 )
 
 // call sends req to the owner of key's partition and decodes the reply.
-func (c *Client) call(ctx context.Context, key string, req *OwnerRequest, reply any) error {
+func (c *Router) call(ctx context.Context, key string, req *OwnerRequest, reply any) error {
 	if c.unreachable() {
 		return errUnreachable
 	}
