@@ -82,11 +82,11 @@ type Config struct {
 	LeafListen string
 	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port; or
 	// the file's leafnodes remotes: Edge): its embedded server is a leaf
-	// node of the hub with the JetStream domain EdgeName (--edge-name);
+	// node of the hub with the JetStream domain LeafName (--edge-name);
 	// hooks are stored in a local outbox stream and forwarded to the hub's
 	// HooksStream, whose JetStream domain is HubDomain.
 	HubURLs   []string
-	EdgeName  string
+	LeafName  string
 	HubDomain string
 	// SplitShare is the share of each limit an edge applies while it
 	// decides its limits itself (--split-share n: 1/n of each limit).
@@ -253,9 +253,10 @@ func (c *Config) Clustered() bool { return c.ClusterListen != "" || c.NATSFile.c
 // leafnodes listen in --nats-config).
 func (c *Config) Hub() bool { return c.LeafListen != "" || c.NATSFile.leafPort() }
 
-// Edge says whether this node is an edge (--hub-url, or leafnodes remotes
-// in --nats-config).
-func (c *Config) Edge() bool { return len(c.HubURLs) > 0 || c.NATSFile.remotes() }
+// Leaf says whether this node runs in leaf mode (--hub-url, or leafnodes
+// remotes in --nats-config): its embedded server joins its hub as a NATS
+// leaf node and forwards its hooks there.
+func (c *Config) Leaf() bool { return len(c.HubURLs) > 0 || c.NATSFile.remotes() }
 
 // Values of --claims-persist.
 const (

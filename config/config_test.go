@@ -518,12 +518,12 @@ func TestNATSConfigFile(t *testing.T) {
 	if f := cfg.NATSFile; f == nil || f.Options().Users[0].Username != "app" || f.Options().JetStreamMaxStore != 1<<30 {
 		t.Fatalf("file options: %+v", f)
 	}
-	if cfg.NATSListen != "127.0.0.1:4222" || !cfg.Clustered() || !cfg.Hub() || cfg.Edge() || cfg.ServerSyncAlways() {
+	if cfg.NATSListen != "127.0.0.1:4222" || !cfg.Clustered() || !cfg.Hub() || cfg.Leaf() || cfg.ServerSyncAlways() {
 		t.Fatalf("the file's listeners: listen %q clustered %v hub %v server sync %v (an R1 cluster: sluice's group sync)", cfg.NATSListen, cfg.Clustered(), cfg.Hub(), cfg.ServerSyncAlways())
 	}
 	// An edge's file: its remotes make it an edge.
 	cfg = mustLoad(t, []string{"--edge-name", "e1", "--nats-config", natsConf(t, `leafnodes { remotes: [ { url: "nats-leaf://u:p@hub:7422" } ] }`)}, nil)
-	if !cfg.Edge() || cfg.Hub() {
+	if !cfg.Leaf() || cfg.Hub() {
 		t.Fatal("leafnodes remotes: not an edge")
 	}
 }
@@ -580,7 +580,7 @@ func TestNATSConfigErrors(t *testing.T) {
 func TestLeafConfig(t *testing.T) {
 	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}
 	cfg := mustLoad(t, edge, nil)
-	if len(cfg.HubURLs) != 2 || cfg.EdgeName != "e-1" || cfg.HubDomain != "hub" || !cfg.Edge() {
+	if len(cfg.HubURLs) != 2 || cfg.LeafName != "e-1" || cfg.HubDomain != "hub" || !cfg.Leaf() {
 		t.Fatalf("edge: %+v", cfg)
 	}
 	cfg = mustLoad(t, []string{"--leaf-listen", "127.0.0.1:7422"}, nil)

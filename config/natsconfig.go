@@ -137,10 +137,10 @@ func (c *Config) applyNATSFile(listenGiven bool) error {
 		return both("leafnodes remotes", "--hub-url")
 	}
 	switch d := o.JetStreamDomain; {
-	case c.Edge() && d != "" && d != c.EdgeName:
-		return bad("jetstream domain", fmt.Sprintf("an edge's JetStream domain is its --edge-name %q: remove domain", c.EdgeName))
-	case c.Edge() && o.ServerName != "" && o.ServerName != c.EdgeName:
-		return bad("server_name", fmt.Sprintf("an edge's server name is its --edge-name %q: remove server_name", c.EdgeName))
+	case c.Leaf() && d != "" && d != c.LeafName:
+		return bad("jetstream domain", fmt.Sprintf("an edge's JetStream domain is its --edge-name %q: remove domain", c.LeafName))
+	case c.Leaf() && o.ServerName != "" && o.ServerName != c.LeafName:
+		return bad("server_name", fmt.Sprintf("an edge's server name is its --edge-name %q: remove server_name", c.LeafName))
 	case c.Hub() && d != "" && d != HubDomainName:
 		return bad("jetstream domain", fmt.Sprintf("a hub's JetStream domain is %q (its edges address it so): remove domain", HubDomainName))
 	}

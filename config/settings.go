@@ -110,7 +110,7 @@ var settings = []setting{
 	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", optional(func(c *Config) *string { return &c.LeafListen }, checkHostPort)},
 	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", urls(func(c *Config) *[]string { return &c.HubURLs }, "nats-leaf", "tls")},
 	{"edge-name", "name", "", "edge mode: this edge's name, unique among the hub's edges (its JetStream domain)", func(c *Config, v string) error {
-		c.EdgeName = v
+		c.LeafName = v
 		if v == "" {
 			return nil
 		}
@@ -423,8 +423,8 @@ func (c *Config) check() error {
 
 // checkLeaf validates the hub and edge settings (docs/EDGE-MODE.md).
 func (c *Config) checkLeaf() error {
-	if !c.Edge() {
-		if c.EdgeName != "" {
+	if !c.Leaf() {
+		if c.LeafName != "" {
 			return errors.New("config: --edge-name: needs --hub-url")
 		}
 		if c.SplitShare > 1 {
@@ -433,14 +433,14 @@ func (c *Config) checkLeaf() error {
 		return nil
 	}
 	switch {
-	case c.EdgeName == "":
+	case c.LeafName == "":
 		return errors.New("config: --hub-url: needs --edge-name (this edge's name and JetStream domain)")
 	case c.NATSURL != "":
 		return errors.New("config: --hub-url: an edge runs the embedded server, not with --nats-url")
 	case c.Clustered() || c.Hub():
 		return errors.New("config: --hub-url: an edge is a single node: not with --cluster-listen or --leaf-listen")
-	case c.EdgeName == c.HubDomain:
-		return fmt.Errorf("config: --edge-name: %q is the hub's JetStream domain: every domain must be unique", c.EdgeName)
+	case c.LeafName == c.HubDomain:
+		return fmt.Errorf("config: --edge-name: %q is the hub's JetStream domain: every domain must be unique", c.LeafName)
 	}
 	return nil
 }

@@ -110,8 +110,8 @@ type Stores struct {
 	// HubClaims is an edge's view of its hub's claims bucket (nil unless
 	// --hub-url): Claims then takes claims there while the hub answers.
 	HubClaims *forward.Lazy
-	// EdgeClaims is Claims on an edge (nil unless --hub-url).
-	EdgeClaims *forward.Claims
+	// LeafClaims is Claims on an edge (nil unless --hub-url).
+	LeafClaims *forward.Claims
 	// HubShards reads an edge's hub's shard count (nil unless --hub-url).
 	HubShards func(context.Context) (int, error)
 }
@@ -163,18 +163,18 @@ func ProvideStores(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, prom *Regis
 	}
 	var fleetClaims claims.Store = store
 	var hubClaims *forward.Lazy
-	var edgeStore *forward.Claims
+	var leafStore *forward.Claims
 	var s0 func(context.Context) (int, error)
-	if cfg.Edge() {
-		hubClaims, edgeStore, s0 = edgeClaims(cfg, n, store, log)
-		fleetClaims = edgeStore
+	if cfg.Leaf() {
+		hubClaims, leafStore, s0 = leafClaims(cfg, n, store, log)
+		fleetClaims = leafStore
 	}
 	s := &Stores{
 		ClaimsBuckets: cbs,
 		ClaimsBucket:  cbs[0],
 		Claims:        fleetClaims,
 		HubClaims:     hubClaims,
-		EdgeClaims:    edgeStore,
+		LeafClaims:    leafStore,
 		HubShards:     s0,
 		Replay:        replay,
 		Cooldown:      cd,
@@ -245,8 +245,8 @@ type Quota struct {
 // them), the client and the fleet wrapper. An edge has no worker: its
 // client routes to the hub's owners while its Route says so.
 func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
-	if cfg.Edge() {
-		return edgeQuota(cfg, n, ev, reg, log)
+	if cfg.Leaf() {
+		return leafQuota(cfg, n, ev, reg, log)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -440,9 +440,9 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 		readyInfo = func() any { return fw.Forwarder.Status() }
 	}
 	var admitter httpapi.Admitter = q.Fleet
-	if s.EdgeClaims != nil {
+	if s.LeafClaims != nil {
 		// A claim the hub's owners took is settled in the hub's bucket.
-		admitter = forward.Admission{Fleet: q.Fleet, Claims: s.EdgeClaims}
+		admitter = forward.Admission{Fleet: q.Fleet, Claims: s.LeafClaims}
 	}
 	admin, err := tenants.NewAdmin(s.Tenants, s.Policy, tenants.WithLogger(log.With("component", "admin")), tenants.WithTimeout(cfg.StoreTimeout))
 	if err != nil {

@@ -131,8 +131,8 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 			return nil, fmt.Errorf("connect to embedded server: %w", err)
 		}
 		out.Conn = nc
-		if cfg.Edge() {
-			log.Info("edge mode: hooks are stored in the local outbox and forwarded to the hub", "edge", cfg.EdgeName, "hub_domain", cfg.HubDomain)
+		if cfg.Leaf() {
+			log.Info("edge mode: hooks are stored in the local outbox and forwarded to the hub", "edge", cfg.LeafName, "hub_domain", cfg.HubDomain)
 		}
 		if u := srv.ClientURL(); u != "" {
 			log.Info("embedded nats-server ready", "client_url", u, "store_dir", srvCfg.StoreDir)

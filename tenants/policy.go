@@ -84,7 +84,7 @@ func (p *Policy) Source(tenant, source string) (httpapi.Source, error) {
 		if err != nil {
 			return httpapi.Source{}, fmt.Errorf("%w: %w", httpapi.ErrUnknownSource, err)
 		}
-		return EdgeSource(s), nil
+		return HTTPSource(s), nil
 	}
 	rt := p.record(tenant)
 	// The quickstart's "accept anything" ends as soon as tenants are
@@ -95,7 +95,7 @@ func (p *Policy) Source(tenant, source string) (httpapi.Source, error) {
 			if rs.unavailable != nil {
 				return httpapi.Source{}, fmt.Errorf("%w: %s/%s: %w", httpapi.ErrSourceUnavailable, tenant, source, rs.unavailable)
 			}
-			return EdgeSource(rs.config(cfg, tenantLimits(rt, cfg))), nil
+			return HTTPSource(rs.config(cfg, tenantLimits(rt, cfg))), nil
 		}
 		switch {
 		case rt.rec.AllowUnknown != nil:
@@ -107,7 +107,7 @@ func (p *Policy) Source(tenant, source string) (httpapi.Source, error) {
 	if !allow {
 		return httpapi.Source{}, fmt.Errorf("%w: %s/%s", httpapi.ErrUnknownSource, tenant, source)
 	}
-	return EdgeSource(config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes}), nil
+	return HTTPSource(config.Source{Dedupe: cfg.Defaults.Source.Dedupe, MaxBodyBytes: cfg.Defaults.Source.MaxBodyBytes}), nil
 }
 
 // Limits implements httpapi.LimitsFunc: the file's tenant's, a record's, or
@@ -143,8 +143,8 @@ func (rs *resolvedSource) config(cfg *config.Config, tenant config.Limits) confi
 	return s
 }
 
-// EdgeSource adapts a source's configuration to httpapi.Source.
-func EdgeSource(s config.Source) httpapi.Source {
+// HTTPSource adapts a source's configuration to httpapi.Source.
+func HTTPSource(s config.Source) httpapi.Source {
 	out := httpapi.Source{Dedupe: s.Dedupe.Lookup, MaxBodyBytes: s.MaxBodyBytes,
 		Methods: s.Access.Methods, ContentTypes: s.Access.ContentTypes, IPAllow: s.Access.IPAllow}
 	if s.EventType.IsSet() {

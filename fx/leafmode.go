@@ -27,7 +27,7 @@ import (
 // edge's remote to its hub (--hub-url, or the file's remotes; --edge-name:
 // docs/EDGE-MODE.md).
 func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
-	if !cfg.Edge() {
+	if !cfg.Leaf() {
 		sc.LeafListen = cfg.LeafListen
 		if cfg.Hub() {
 			// Edges address this hub by its domain, and reach its owners on
@@ -40,7 +40,7 @@ func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	}
 	// The edge's server name and JetStream domain are its name (unique
 	// among the hub's edges).
-	sc.Name, sc.JetStreamDomain = cfg.EdgeName, cfg.EdgeName
+	sc.Name, sc.JetStreamDomain = cfg.LeafName, cfg.LeafName
 	sc.LeafRemotes = cfg.HubURLs
 	sc.LeafDeny, sc.LeafDenyImports = httpapi.LeafDeny(cfg.Prefix)
 }
@@ -55,7 +55,7 @@ type Forward struct {
 // the app, stopped before the NATS connection drains); on a hub
 // (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
 func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
-	if !cfg.Edge() {
+	if !cfg.Leaf() {
 		if cfg.Hub() {
 			serveHubSync(lc, cfg, n, log)
 		}
@@ -69,7 +69,7 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 		return nil, storageError(n, err)
 	}
 	f, err := forward.New(forward.Config{
-		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.EdgeName,
+		Conn: n.Conn, Prefix: cfg.Prefix, HooksStream: cfg.HooksStream, HubDomain: cfg.HubDomain, Name: cfg.LeafName,
 		Linked: n.Server.LeafConnected, Logger: log.With("component", "forward"), Registerer: reg,
 		HubClaims: s.HubClaims.Get, HubShards: s.HubShards, PendingTTL: cfg.PendingTTL, DedupeTTL: cfg.DedupeTTL, OnSplit: ev.Publisher.ClaimSplit,
 		Route: q.Route,
@@ -81,10 +81,10 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 	return &Forward{Forwarder: f}, nil
 }
 
-// edgeClaims is an edge's claim store: the hub's claims bucket (opened
+// leafClaims is an edge's claim store: the hub's claims bucket (opened
 // through the hub's JetStream domain on first use) while the link is up
 // and it answers, the edge's own (local) otherwise (forward.Claims).
-func edgeClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims, func(context.Context) (int, error)) {
+func leafClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims, func(context.Context) (int, error)) {
 	shards := hubShards(cfg, n)
 	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
 		js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
@@ -149,12 +149,12 @@ func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucke
 	return kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
 }
 
-// edgeQuota is an edge's quota: no worker of its own; a Client routed to
+// leafQuota is an edge's quota: no worker of its own; a Client routed to
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
 // Fleet's node-local state otherwise, with 1/--split-share of each limit
 // (docs/EDGE-MODE.md).
-func edgeQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
+func leafQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
 		b, err := hubLeases(ctx, cfg, n)
