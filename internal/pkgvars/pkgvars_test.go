@@ -1,5 +1,6 @@
-// Package pkgvars holds DESIGN.md's options rule "no mutable package
-// variables" with a test; it has no code.
+// Package pkgvars holds DESIGN.md's "Options" rules with tests (the
+// option types, config structs, and no mutable package variables); it
+// has no code.
 package pkgvars
 
 import (
@@ -29,27 +30,8 @@ var allowed = map[string]string{
 // Unexported vars (lookup tables, pools, interface checks) are the
 // package's own and are not held here.
 func TestNoMutablePackageVars(t *testing.T) {
-	root := filepath.Join("..", "..")
-	fset := token.NewFileSet()
-	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (n == "testdata" || strings.HasPrefix(n, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		files++
+	fset, files := moduleFiles(t, false)
+	for _, f := range files {
 		for _, decl := range f.Decls {
 			g, ok := decl.(*ast.GenDecl)
 			if !ok || g.Tok != token.VAR {
@@ -77,14 +59,43 @@ func TestNoMutablePackageVars(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// moduleFiles parses every non-test Go file of the module outside
+// testdata (and outside internal/ directories with skipInternal).
+func moduleFiles(t *testing.T, skipInternal bool) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	var files []*ast.File
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "testdata" || strings.HasPrefix(n, ".") || (skipInternal && n == "internal")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files = append(files, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 100 {
-		t.Fatalf("parsed %d files: is the module root %s?", files, root)
+	if len(files) < 100 {
+		t.Fatalf("parsed %d files: is the module root %s?", len(files), root)
 	}
+	return fset, files
 }
 
 // exempt reports whether var name of type typ (or nil) and value (or nil)
