@@ -81,7 +81,7 @@ type Config struct {
 	// hub's JetStream domain is HubDomain.
 	LeafListen string
 	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port; or
-	// the file's leafnodes remotes: Edge): its embedded server is a leaf
+	// the file's leafnodes remotes: Leaf): its embedded server is a leaf
 	// node of the hub with the JetStream domain LeafName (--edge-name);
 	// hooks are stored in a local outbox stream and forwarded to the hub's
 	// HooksStream, whose JetStream domain is HubDomain.
