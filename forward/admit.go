@@ -6,13 +6,13 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// Hitter is the quota call an edge admits hooks with (quota.Fleet).
+// Hitter is the quota call a leaf admits hooks with (quota.Fleet).
 type Hitter interface {
 	Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error)
 }
 
-// Admission is an edge's admission: the Fleet's hit (its Client routed to
-// the hub's owners while Route says so, else the edge's own state), and
+// Admission is a leaf's admission: the Fleet's hit (its Router routed to
+// the hub's owners while Route says so, else the leaf's own state), and
 // where the hit's claim was taken told to Claims. A hit the hub's owners
 // answered (not Fallback) took its claim in the hub's bucket, so the hook's
 // settle or release goes there; a Fallback hit took it through Claims, which

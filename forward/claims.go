@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 )
 
-// Claims is an edge's dedupe claim store: the hub's claims bucket while
+// Claims is a leaf's dedupe claim store: the hub's claims bucket while
 // the link is up and it answers, the edge's own otherwise (docs/DESIGN.md
 // "Edge mode"). Revisions are per bucket, so Claims remembers the hook ids
 // it claimed on the hub until they are settled or released.
@@ -29,7 +29,7 @@ type Claims struct {
 // hub's pending claim expires).
 const maxOnHub = 1 << 16
 
-// NewClaims returns the edge store over local (the edge's bucket) and the
+// NewClaims returns the leaf store over local (the leaf's bucket) and the
 // hub's store, which hub opens (called again after an error).
 func NewClaims(local claims.Store, hub func(ctx context.Context) (claims.Store, error), linked func() bool) *Claims {
 	return &Claims{local: local, hub: hub, linked: linked, onHub: map[string]struct{}{}}
@@ -37,7 +37,7 @@ func NewClaims(local claims.Store, hub func(ctx context.Context) (claims.Store, 
 
 // hubStore is the hub's store when the link is up and it can be opened
 // within ctx (the hub's share of the caller's budget: opening it waits
-// for an attempt under way, and must not eat the edge's share).
+// for an attempt under way, and must not eat the leaf's share).
 func (c *Claims) hubStore(ctx context.Context) claims.Store {
 	if !c.linked() {
 		return nil
@@ -50,7 +50,7 @@ func (c *Claims) hubStore(ctx context.Context) claims.Store {
 }
 
 // Claim takes the claim on the hub while it answers within half of ctx's
-// budget — opening the hub's store included — else on the edge, which
+// budget — opening the hub's store included — else on the leaf, which
 // keeps the other half whatever the hub does.
 func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pendingTTL time.Duration) (claims.Result, error) {
 	hctx, cancel := halfBudget(ctx)
@@ -122,7 +122,7 @@ func (c *Claims) SettleOwn(ctx context.Context, id claims.ID, hookID, digest str
 }
 
 // StartClaim starts nothing: where a claim goes is Claim's to decide (the
-// hub while it answers, else the edge).
+// hub while it answers, else the leaf).
 func (c *Claims) StartClaim(claims.ID, string, time.Duration) (claims.StartedClaim, error) {
 	return claims.NotStartedClaim(), nil
 }
@@ -138,7 +138,7 @@ func (c *Claims) Release(ctx context.Context, id claims.ID, hookID string, rev u
 }
 
 // Get reads the claim from the hub while it answers within half of ctx's
-// budget, else from the edge.
+// budget, else from the leaf.
 func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
 	hctx, cancel := halfBudget(ctx)
 	defer cancel()
@@ -153,8 +153,8 @@ func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
 }
 
 // Lazy opens a store on first use (the hub's, which may be away when the
-// edge starts) and keeps it. Callers arriving during an attempt wait for
-// it (within their ctx) rather than claim on the edge while the hub is
+// leaf starts) and keeps it. Callers arriving during an attempt wait for
+// it (within their ctx) rather than claim on the leaf while the hub is
 // about to answer; after a failure the next attempt is made 250 ms later at
 // the earliest, and callers meanwhile get its error at once.
 type Lazy struct {

@@ -20,7 +20,7 @@ func (downStore) Claim(context.Context, claims.ID, string, time.Duration) (claim
 	return claims.Result{}, claims.ErrUnavailable
 }
 
-// An edge's claims: on the hub while linked, on the edge while not or
+// A leaf's claims: on the hub while linked, on the leaf while not or
 // while the hub's store does not answer; settled where taken.
 func TestEdgeClaimsRoute(t *testing.T) {
 	ctx := context.Background()
@@ -57,7 +57,7 @@ func TestEdgeClaimsRoute(t *testing.T) {
 		t.Fatalf("a: hub %v, local %v", state(hub, "a"), state(local, "a"))
 	}
 
-	// Unlinked, then linked with a hub store that does not answer: on the edge.
+	// Unlinked, then linked with a hub store that does not answer: on the leaf.
 	for i, k := range []string{"b", "c"} {
 		if i == 1 {
 			linked.Store(true)
@@ -75,7 +75,7 @@ func TestEdgeClaimsRoute(t *testing.T) {
 		}
 	}
 
-	// A key the hub holds is a duplicate at the edge while linked.
+	// A key the hub holds is a duplicate at the leaf while linked.
 	down.Store(false)
 	res, err = c.Claim(ctx, id("a"), "h-other", time.Minute)
 	if err != nil || res.Outcome != claims.Duplicate || res.HookID != "h-a" {
@@ -134,7 +134,7 @@ func (s *budgetStore) Claim(ctx context.Context, id claims.ID, hookID string, tt
 
 // A hub whose store is slow to open (a Lazy waiting for an attempt under
 // way) or slow to answer takes at most half of the caller's budget: the
-// edge's own claim keeps the other half (it once got what the hub left,
+// leaf's own claim keeps the other half (it once got what the hub left,
 // and a hook under load was answered 503 where a local claim would have
 // been taken).
 func TestEdgeClaimKeepsItsShare(t *testing.T) {

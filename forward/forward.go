@@ -1,4 +1,4 @@
-// Package forward moves an edge's hooks from its outbox (a local
+// Package forward moves a leaf's hooks from its outbox (a local
 // work-queue stream, httpapi.EnsureOutbox) to the hub's hooks stream across
 // the leaf-node connection, in order and none twice: one owned goroutine
 // publishes each batch as one JetStream atomic batch and acks the outbox only
@@ -35,14 +35,14 @@ const Durable = "sluice_forwarder"
 
 // Config configures a Forwarder.
 type Config struct {
-	// Conn is the edge's connection to its embedded server (the outbox is
+	// Conn is the leaf's connection to its embedded server (the outbox is
 	// local; the hub is reached through the leaf connection).
 	Conn *nats.Conn
 	// Prefix is the subject prefix, HooksStream the hub's hooks stream
 	// (the outbox is httpapi.OutboxStream of it), HubDomain the hub's
 	// JetStream domain.
 	Prefix, HooksStream, HubDomain string
-	// Name is this edge's name (the message id of an outbox message
+	// Name is this leaf's name (the message id of an outbox message
 	// without a hook id: "<name>-<outbox sequence>").
 	Name string
 	// Linked reports whether the leaf connection to the hub is up; while it
@@ -93,8 +93,8 @@ type Status struct {
 	Backlog   uint64  `json:"backlog"`
 	OldestAge float64 `json:"backlog_oldest_age_seconds"`
 	LastError string  `json:"last_error,omitempty"`
-	// Quota is who decides the edge's rate limits and quotas: "hub", or
-	// why the edge decides them itself (Route).
+	// Quota is who decides the leaf's rate limits and quotas: "hub", or
+	// why the leaf decides them itself (Route).
 	Quota string `json:"quota,omitempty"`
 }
 
@@ -657,7 +657,7 @@ func (f *Forwarder) settle(ctx context.Context, msgs []jetstream.Msg, ok int, er
 
 // ackDurable acks msgs (acknowledged by the hub, their claims registered)
 // in the outbox once the hub has them on disk, in order up to the first
-// failure, so an edge drops a hook only when a hub power cut can no longer
+// failure, so a leaf drops a hook only when a hub power cut can no longer
 // lose it. *unsynced: the hub did not confirm them durable, none acked.
 func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked time.Time) (int, error) {
 	if len(msgs) == 0 {
@@ -730,7 +730,7 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 	if err != nil {
 		return false, fmt.Errorf("hub stream: %w", err)
 	}
-	start := since.Add(-time.Second) // clocks of edge and hub
+	start := since.Add(-time.Second) // clocks of leaf and hub
 	c, err := st.OrderedConsumer(sctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy,
 		OptStartTime: &start, HeadersOnly: true,
@@ -780,7 +780,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	if h.Get(httpapi.HeaderDedupeKey+"-Encoding") == "percent" {
 		k, err := url.PathUnescape(key)
 		if err != nil {
-			return nil // not written by an edge: nothing to register
+			return nil // not written by a leaf: nothing to register
 		}
 		key = k
 	}

@@ -147,7 +147,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 		}
 	}
 	results := testkit.MetricSeries(t, reg, "sluice_edge_forwarded_total")
-	// (failed: publishes before the hub's interest reached the edge, sent again)
+	// (failed: publishes before the hub's interest reached the leaf, sent again)
 	if results["found"] != 1 || results["stored"] != 1 || results["duplicate"] != 0 {
 		t.Errorf("forwarded_total: %v, want found=1 stored=1", results)
 	}

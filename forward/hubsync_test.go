@@ -16,7 +16,7 @@ import (
 
 func body(int) []byte { return []byte("x") }
 
-// The edge drops its outbox copy of a batch only once the hub's sync
+// The leaf drops its outbox copy of a batch only once the hub's sync
 // barrier answered: while the barrier holds, the hub has stored the batch
 // and the outbox still has all of it; one barrier request per batch.
 func TestOutboxKeptUntilHubSynced(t *testing.T) {

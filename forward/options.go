@@ -27,9 +27,9 @@ type routeOption func(*routeConfig) error
 
 func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
 
-// WithPartitions sets the edge's partition count, compared with the hub
+// WithPartitions sets the leaf's partition count, compared with the hub
 // fleet's (default protocol.DefaultPartitions; at least 1). It must be the
-// count the edge's quota Router routes with.
+// count the leaf's quota Router routes with.
 func WithPartitions(n int) RouteOption {
 	return routeOption(option.Positive(ErrInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// orderRig is a link with the hub's HOOKS stream, the edge's outbox and a
+// orderRig is a link with the hub's HOOKS stream, the leaf's outbox and a
 // store into it.
 type orderRig struct {
 	*link
@@ -136,8 +136,8 @@ func bothHubs(t *testing.T, test func(t *testing.T, atomic bool)) {
 
 // The hub refuses one hook in the middle of a batch (larger than its
 // MaxMsgSize) and would store the ones after it: it must hold only a
-// prefix of the edge's hooks while it refuses, and every hook in the
-// edge's order once it takes them.
+// prefix of the leaf's hooks while it refuses, and every hook in the
+// leaf's order once it takes them.
 func TestMiddleOfBatchRefused(t *testing.T) {
 	bothHubs(t, func(t *testing.T, atomic bool) {
 		r := newOrderRig(t, atomic)
@@ -165,9 +165,9 @@ func TestMiddleOfBatchRefused(t *testing.T) {
 	})
 }
 
-// The hub's HOOKS holds one edge's hooks in the order the edge stored
+// The hub's HOOKS holds one leaf's hooks in the order the leaf stored
 // them, over many batches, with hooks stored on the hub directly in
-// between (the stream is shared) and more hooks stored at the edge while
+// between (the stream is shared) and more hooks stored at the leaf while
 // it forwards.
 func TestHubOrderIsOutboxOrder(t *testing.T) {
 	bothHubs(t, func(t *testing.T, atomic bool) {

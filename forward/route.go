@@ -13,10 +13,10 @@ import (
 	"github.com/sluice-dev/sluice/internal/promreg"
 )
 
-// Route says whether an edge's quota calls go to its hub's partition
+// Route says whether a leaf's quota calls go to its hub's partition
 // owners (quota.WithReachable): while the leaf is up and the hub's fleet has
-// the edge's partition count (another count would answer every hit
-// "misrouted"); else the edge decides itself and says why (a log line,
+// the leaf's partition count (another count would answer every hit
+// "misrouted"); else the leaf decides itself and says why (a log line,
 // /readyz's "quota", sluice_edge_hub_quota). Check reads the count once per
 // link-up; Reachable reads two flags and does no I/O.
 type Route struct {
@@ -37,7 +37,7 @@ const (
 	RouteChecking = "local: reading the hub's partition count"
 )
 
-// NewRoute returns the route of an edge: linked reports whether the leaf
+// NewRoute returns the route of a leaf: linked reports whether the leaf
 // connection to the hub is up, read reads the hub fleet's partition count
 // (quota.FleetPartitions on the hub's leases bucket). Options:
 // WithPartitions, WithLogger, WithRegisterer; a bad one is an error
@@ -65,7 +65,7 @@ func NewRoute(linked func() bool, read func(ctx context.Context) (int, error), o
 // Reachable reports whether quota calls go to the hub's owners.
 func (r *Route) Reachable() bool { return r.verified.Load() && r.linked() }
 
-// State is the route's state (RouteHub, or why the edge decides itself).
+// State is the route's state (RouteHub, or why the leaf decides itself).
 func (r *Route) State() string { return *r.state.Load() }
 
 func (r *Route) set(s string, hub bool) {

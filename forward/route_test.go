@@ -13,7 +13,7 @@ import (
 )
 
 // TestRouteOptions: a bad option or a missing function is an error
-// wrapping ErrInvalidOption; without WithPartitions the edge expects the
+// wrapping ErrInvalidOption; without WithPartitions the leaf expects the
 // default count, and WithPartitions overrides it.
 func TestRouteOptions(t *testing.T) {
 	linked := func() bool { return true }

@@ -23,14 +23,14 @@ import (
 )
 
 // leafConfig sets the embedded server's JetStream domain and leaf
-// connections: a hub's listener (--leaf-listen, or the file's), or an
-// edge's remote to its hub (--hub-url, or the file's remotes; --edge-name:
+// connections: a hub's listener (--leaf-listen, or the file's), or a
+// leaf's remote to its hub (--hub-url, or the file's remotes; --edge-name:
 // docs/EDGE-MODE.md).
 func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	if !cfg.Leaf() {
 		sc.LeafListen = cfg.LeafListen
 		if cfg.Hub() {
-			// Edges address this hub by its domain, and reach its owners on
+			// Leaves address this hub by its domain, and reach its owners on
 			// their own subjects.
 			sc.JetStreamDomain = cfg.HubDomain
 			from, to := quota.HubMapping(cfg.Prefix)
@@ -38,22 +38,22 @@ func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 		}
 		return
 	}
-	// The edge's server name and JetStream domain are its name (unique
-	// among the hub's edges).
+	// The leaf's server name and JetStream domain are its name (unique
+	// among the hub's leaves).
 	sc.Name, sc.JetStreamDomain = cfg.LeafName, cfg.LeafName
 	sc.LeafRemotes = cfg.HubURLs
 	sc.LeafDeny, sc.LeafDenyImports = httpapi.LeafDeny(cfg.Prefix)
 }
 
-// Forward is an edge's forwarder (nil Forwarder when the node is not an
-// edge).
+// Forward is a leaf's forwarder (nil Forwarder when the node is not a
+// leaf).
 type Forward struct {
 	Forwarder *forward.Forwarder
 }
 
-// ProvideForward creates an edge's outbox and its forwarder (started with
+// ProvideForward creates a leaf's outbox and its forwarder (started with
 // the app, stopped before the NATS connection drains); on a hub
-// (--leaf-listen) it serves the edges' sync barrier (serveHubSync).
+// (--leaf-listen) it serves the leaves' sync barrier (serveHubSync).
 func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if !cfg.Leaf() {
 		if cfg.Hub() {
@@ -81,9 +81,9 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 	return &Forward{Forwarder: f}, nil
 }
 
-// leafClaims is an edge's claim store: the hub's claims bucket (opened
+// leafClaims is a leaf's claim store: the hub's claims bucket (opened
 // through the hub's JetStream domain on first use) while the link is up
-// and it answers, the edge's own (local) otherwise (forward.Claims).
+// and it answers, the leaf's own (local) otherwise (forward.Claims).
 func leafClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logger) (*forward.Lazy, *forward.Claims, func(context.Context) (int, error)) {
 	shards := hubShards(cfg, n)
 	hub := forward.NewLazy(func(ctx context.Context) (claims.Store, error) {
@@ -116,7 +116,7 @@ func leafClaims(cfg *config.Config, n *NATS, local claims.Store, log *slog.Logge
 }
 
 // hubShards reads the hub's shard count from its fleet record (the
-// leases bucket, through the hub's domain) once it can: an edge sends each
+// leases bucket, through the hub's domain) once it can: a leaf sends each
 // hook, and takes each claim, in its tenant's shard on the hub, whatever
 // its own --partitions says. The count is fixed for the hub's life, so
 // the first answer is kept.
@@ -139,7 +139,7 @@ func hubShards(cfg *config.Config, n *NATS) func(context.Context) (int, error) {
 	}
 }
 
-// hubLeases is an edge's view of its hub's leases bucket (the fleet
+// hubLeases is a leaf's view of its hub's leases bucket (the fleet
 // record), through the hub's JetStream domain.
 func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucket, error) {
 	js, err := jetstream.NewWithDomain(n.Conn, cfg.HubDomain)
@@ -149,7 +149,7 @@ func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucke
 	return kvstore.OpenRemoteBucket(ctx, js, cfg.HubDomain, kvstore.BucketNames(cfg.Prefix).Leases)
 }
 
-// leafQuota is an edge's quota: no worker of its own; a Client routed to
+// leafQuota is a leaf's quota: no worker of its own; a Router routed to
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
 // Fleet's node-local state otherwise, with 1/--split-share of each limit
@@ -175,7 +175,7 @@ func leafQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	if err != nil {
 		return nil, err
 	}
-	// Deciding alone, the edge applies 1/--split-share of each limit (the
+	// Deciding alone, the leaf applies 1/--split-share of each limit (the
 	// fallback's share among "members": the sides that may be cut off).
 	share := cfg.SplitShare
 	fleet, err := quota.NewFleet(client, local, ev.Claims, quota.WithPendingTTL(cfg.PendingTTL), quota.WithLogger(qlog),
@@ -186,7 +186,7 @@ func leafQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	return &Quota{Router: client, Fleet: fleet, Local: local, Route: route}, nil
 }
 
-// serveHubSync serves protocol.HubSyncSubject on a hub node: an edge drops its
+// serveHubSync serves protocol.HubSyncSubject on a hub node: a leaf drops its
 // outbox copy of a batch only once this answered.
 func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
 	then := durability.HubThen(n.Mode, n.Sync, n.Group)

@@ -11,14 +11,14 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The outbox of an edge (docs/EDGE-MODE.md): an edge
+// The outbox of a leaf (docs/EDGE-MODE.md): a leaf
 // stores every hook in a local work-queue stream first, on the subject of
 // its hub subject with "hooks" replaced by "outbox", and a forwarder moves
 // it to the hub's hooks stream. Local subjects differ from the hub's so
 // that no stream on either side captures the other's messages across the
 // leaf connection (nats-server#3161), and the outbox never crosses it.
 
-// OutboxStream is the name of an edge's outbox stream for the hub's hooks
+// OutboxStream is the name of a leaf's outbox stream for the hub's hooks
 // stream hooksStream.
 func OutboxStream(hooksStream string) string { return hooksStream + "_OUTBOX" }
 
@@ -41,7 +41,7 @@ func HubSubject(prefix, outboxSubject string) (string, bool) {
 	return prefix + ".hooks." + rest, true
 }
 
-// OutboxConfig describes an edge's outbox stream.
+// OutboxConfig describes a leaf's outbox stream.
 type OutboxConfig struct {
 	// HooksStream is the hub's hooks stream (default "HOOKS"): the outbox
 	// is OutboxStream(HooksStream).
@@ -53,7 +53,7 @@ type OutboxConfig struct {
 	MaxBytes int64
 }
 
-// EnsureOutbox creates or updates an edge's outbox: a work-queue stream
+// EnsureOutbox creates or updates a leaf's outbox: a work-queue stream
 // (a hook leaves it when the forwarder acks it, after the hub's ack),
 // file storage, no age limit, new hooks refused when full.
 func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig) (jetstream.Stream, error) {
@@ -81,7 +81,7 @@ func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig)
 	return createStream(ctx, js, sc)
 }
 
-// NewOutboxStore returns a store that publishes hooks to an edge's outbox
+// NewOutboxStore returns a store that publishes hooks to a leaf's outbox
 // (see EnsureOutbox) instead of the hooks stream.
 func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookStore {
 	if hooksStream == "" {
@@ -90,8 +90,8 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 	return &HookStore{js: js, w: []*kvstore.Writer{kvstore.NewWriter(js.Conn())}, prefix: prefix, stream: OutboxStream(hooksStream), shards: 1, outbox: true}
 }
 
-// LeafDeny are the subjects that must not cross an edge's leaf connection
-// to its hub, in either direction (imports: not from the hub). Edge and hub
+// LeafDeny are the subjects that must not cross a leaf's connection
+// to its hub, in either direction (imports: not from the hub). Leaf and hub
 // have the same stream, bucket, consumer and service names, so only the
 // forwarder's publishes to the hub's hooks subjects (and inbox replies) may
 // cross (docs/DESIGN.md "Edge mode"); a hub of several shards takes hooks on

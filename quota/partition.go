@@ -60,18 +60,18 @@ func CounterKey(principal, key string) string { return protocol.Join(principal, 
 
 // Edges reach their hub's owners (docs/EDGE-MODE.md)
 // through a subject namespace of their own, which the hub maps onto the
-// owners' partition subjects: an edge's own "<prefix>.v1.>" subjects do
-// not cross its leaf connection (edge and hub serve the same names), and
-// this namespace has no subscriber on the edge.
+// owners' partition subjects: a leaf's own "<prefix>.v1.>" subjects do
+// not cross its leaf connection (leaf and hub serve the same names), and
+// this namespace has no subscriber on the leaf.
 
-// HubPrefix is the prefix an edge's Router routes to its hub's owners
+// HubPrefix is the prefix a leaf's Router routes to its hub's owners
 // with: its partition subjects are "<prefix>.hub.v1.quota.p.<n>".
 func HubPrefix(prefix string) string { return prefix + ".hub" }
 
-// HubMapping is the subject mapping a hub serving edges applies: an
-// edge's partition subject to the owners' ("<prefix>.hub.v1.quota.p.*"
+// HubMapping is the subject mapping a hub serving leaves applies: a
+// leaf's partition subject to the owners' ("<prefix>.hub.v1.quota.p.*"
 // to "<prefix>.v1.quota.p.{{wildcard(1)}}"). Member subjects are not
-// mapped: an edge's Router (prefix HubPrefix) does not follow an owner's
+// mapped: a leaf's Router (prefix HubPrefix) does not follow an owner's
 // member subject, so it keeps to the partition subjects.
 func HubMapping(prefix string) (from, to string) {
 	return partitionStem(HubPrefix(prefix)) + "*", partitionStem(prefix) + "{{wildcard(1)}}"

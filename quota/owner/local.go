@@ -39,7 +39,7 @@ func (w *Worker) HitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 }
 
 // Routing is the worker's subject prefix and partition count
-// (quota.LocalOwner: a Client made WithLocalOwner must route alike).
+// (quota.LocalOwner: a Router made WithLocalOwner must route alike).
 func (w *Worker) Routing() (prefix string, partitions int) {
 	return w.cfg.Prefix, w.cfg.Partitions
 }

@@ -2,7 +2,7 @@
 // of quota and quota/owner read: one struct, so that an option several
 // constructors take (the routing, the decisions' clock and TTLs, logging,
 // metrics, the owner's own settings) is written once. Options of one
-// constructor only (a Client's budget, a Fleet's member count) live with
+// constructor only (a Router's budget, a Fleet's member count) live with
 // that constructor.
 package settings
 
