@@ -447,7 +447,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if o.edge {
 		rep.Settings.Workloads["edge"] = fmt.Sprintf("POST /v1/hooks/{tenant}/bench, %d B JSON body, unique Idempotency-Key, %d tenants; edge (durable default) and edge-acked (--durability acked) vs floor-server", len(hookBody), o.httpTenants)
-		rep.Settings.Workloads["edge-barrier"] = "the same hooks: edge (durable default: group commit before the 202) vs edge-acked (no barrier)"
+		rep.Settings.Workloads["edge-barrier"] = "the same hooks: edge (durable default: a group sync round before the 202) vs edge-acked (no barrier)"
 	}
 	if o.scale {
 		ss := &scaleSettings{Workers: o.scaleWorkers, Tenants: o.scaleTenants, BodyBytes: len(scaleBody(o.scaleBody)), Durability: o.scaleDurability}

@@ -52,7 +52,7 @@ var allWorkloads = []workload{
 	},
 	{
 		Name: "cycle-durable", Tenants: 1000, Claim: true, Settle: true, Durable: true, IncrementUs: 1000, CapacityUs: 1_000_000,
-		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then the settle in a batch frame to the owner, behind the group commit — sluice-client: quota.hit and claims.settle through the service, as a NATS client runs them; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
+		Doc: "the durable claim cycle: hit + claim, then the settle, each answered once on disk (sluice: quota.hit, then the settle in a batch frame to the owner, behind the group sync — sluice-client: quota.hit and claims.settle through the service, as a NATS client runs them; Redis appendfsync always: the Lua hit + claim, then SET … XX PX)",
 	},
 	{
 		Name: "hot", Tenants: 1, IncrementUs: 5, CapacityUs: 1_000_000,
