@@ -129,24 +129,42 @@ type Forwarder struct {
 	linkGauge prometheus.Gauge
 }
 
-// New returns a forwarder for cfg.
+// ErrInvalidConfig is wrapped by the error of Config.Validate, and so of
+// New.
+var ErrInvalidConfig = errors.New("forward: invalid config")
+
+// Validate refuses a Config without a connection, Linked, a prefix or the
+// hub's domain, or with a negative batch, timeout, backoff or TTL; zero
+// keeps the default.
+func (cfg *Config) Validate() error {
+	switch {
+	case cfg.Conn == nil || cfg.Linked == nil || cfg.Prefix == "" || cfg.HubDomain == "":
+		return fmt.Errorf("%w: needs a connection, Linked, a prefix and the hub's domain", ErrInvalidConfig)
+	case cfg.Batch < 0, cfg.PublishTimeout < 0, cfg.HubSyncFallback < 0, cfg.MinBackoff < 0, cfg.MaxBackoff < 0,
+		cfg.PendingTTL < 0, cfg.DedupeTTL < 0:
+		return fmt.Errorf("%w: negative batch, timeout, backoff or TTL", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// New returns a forwarder for cfg. Errors: ErrInvalidConfig, JetStream's.
 func New(cfg Config) (*Forwarder, error) {
-	if cfg.Conn == nil || cfg.Linked == nil || cfg.Prefix == "" || cfg.HubDomain == "" {
-		return nil, errors.New("forward: needs a connection, Linked, a prefix and the hub's domain")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.HooksStream == "" {
 		cfg.HooksStream = "HOOKS"
 	}
-	if cfg.Batch <= 0 {
+	if cfg.Batch == 0 {
 		cfg.Batch = 256
 	}
-	if cfg.PublishTimeout <= 0 {
+	if cfg.PublishTimeout == 0 {
 		cfg.PublishTimeout = 5 * time.Second
 	}
-	if cfg.HubSyncFallback <= 0 {
+	if cfg.HubSyncFallback == 0 {
 		cfg.HubSyncFallback = 2 * time.Second
 	}
-	if cfg.MinBackoff <= 0 {
+	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = 50 * time.Millisecond
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
@@ -155,10 +173,10 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.PendingTTL <= 0 {
+	if cfg.PendingTTL == 0 {
 		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
-	if cfg.DedupeTTL <= 0 {
+	if cfg.DedupeTTL == 0 {
 		cfg.DedupeTTL = protocol.DefaultCommittedTTL
 	}
 	local, err := jetstream.New(cfg.Conn)

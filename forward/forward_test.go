@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,5 +151,31 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	// (failed: publishes before the hub's interest reached the leaf, sent again)
 	if results["found"] != 1 || results["stored"] != 1 || results["duplicate"] != 0 {
 		t.Errorf("forwarded_total: %v, want found=1 stored=1", results)
+	}
+}
+
+// TestConfigRefusesNegatives: a negative batch, timeout, backoff or TTL is
+// ErrInvalidConfig (never silently the default), as is a missing
+// connection; nothing is created.
+func TestConfigRefusesNegatives(t *testing.T) {
+	base := forward.Config{Conn: new(nats.Conn), Linked: func() bool { return true }, Prefix: "sluice", HubDomain: "hub"}
+	if err := base.Validate(); err != nil {
+		t.Fatalf("zero fields: %v", err)
+	}
+	for name, edit := range map[string]func(*forward.Config){
+		"no connection":     func(c *forward.Config) { c.Conn = nil },
+		"batch":             func(c *forward.Config) { c.Batch = -1 },
+		"publish timeout":   func(c *forward.Config) { c.PublishTimeout = -time.Second },
+		"hub sync fallback": func(c *forward.Config) { c.HubSyncFallback = -time.Second },
+		"min backoff":       func(c *forward.Config) { c.MinBackoff = -time.Second },
+		"max backoff":       func(c *forward.Config) { c.MaxBackoff = -time.Second },
+		"pending TTL":       func(c *forward.Config) { c.PendingTTL = -time.Second },
+		"dedupe TTL":        func(c *forward.Config) { c.DedupeTTL = -time.Second },
+	} {
+		c := base
+		edit(&c)
+		if _, err := forward.New(c); !errors.Is(err, forward.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
 	}
 }

@@ -126,33 +126,49 @@ type Handler struct {
 	slots     chan struct{} // hooks in flight (Config.MaxInFlight)
 }
 
-// New validates cfg and returns a Handler.
-func New(cfg Config) (*Handler, error) {
+// ErrInvalidConfig is wrapped by the error of Config.Validate, and so of
+// New.
+var ErrInvalidConfig = errors.New("httpapi: invalid config")
+
+// Validate refuses a Config without a required dependency or with a
+// negative TTL, timeout or bound; zero keeps the default.
+func (cfg *Config) Validate() error {
+	bad := func(what string) error { return fmt.Errorf("%w: %s", ErrInvalidConfig, what) }
 	switch {
 	case cfg.Policy == nil:
-		return nil, errors.New("httpapi: Config.Policy is required")
+		return bad("Policy is required")
 	case cfg.Limits == nil:
-		return nil, errors.New("httpapi: Config.Limits is required")
+		return bad("Limits is required")
 	case cfg.Admitter == nil:
-		return nil, errors.New("httpapi: Config.Admitter is required")
+		return bad("Admitter is required")
 	case cfg.Claims == nil:
-		return nil, errors.New("httpapi: Config.Claims is required")
+		return bad("Claims is required")
 	case cfg.Hooks == nil:
-		return nil, errors.New("httpapi: Config.Hooks is required")
+		return bad("Hooks is required")
+	case cfg.PendingTTL < 0, cfg.DedupeTTL < 0, cfg.StoreTimeout < 0, cfg.PublishTimeout < 0, cfg.MaxInFlight < 0:
+		return bad("negative TTL, timeout or max in flight")
 	}
-	if cfg.PendingTTL <= 0 {
+	return nil
+}
+
+// New validates cfg and returns a Handler. Errors: ErrInvalidConfig.
+func New(cfg Config) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.PendingTTL == 0 {
 		cfg.PendingTTL = protocol.DefaultPendingTTL
 	}
-	if cfg.DedupeTTL <= 0 {
+	if cfg.DedupeTTL == 0 {
 		cfg.DedupeTTL = protocol.DefaultCommittedTTL
 	}
-	if cfg.StoreTimeout <= 0 {
+	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = protocol.DefaultTimeout
 	}
-	if cfg.PublishTimeout <= 0 {
+	if cfg.PublishTimeout == 0 {
 		cfg.PublishTimeout = 5 * time.Second
 	}
-	if cfg.MaxInFlight <= 0 {
+	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = protocol.DefaultMaxInFlightHooks
 	}
 	if cfg.Logger == nil {

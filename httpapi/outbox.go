@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -53,10 +54,22 @@ type OutboxConfig struct {
 	MaxBytes int64
 }
 
+// Validate refuses a negative MaxBytes (ErrInvalidConfig); zero is
+// unlimited.
+func (cfg OutboxConfig) Validate() error {
+	if cfg.MaxBytes < 0 {
+		return fmt.Errorf("%w: outbox: negative max bytes %d", ErrInvalidConfig, cfg.MaxBytes)
+	}
+	return nil
+}
+
 // EnsureOutbox creates or updates a leaf's outbox: a work-queue stream
 // (a hook leaves it when the forwarder acks it, after the hub's ack),
 // file storage, no age limit, new hooks refused when full.
 func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig) (jetstream.Stream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.HooksStream == "" {
 		cfg.HooksStream = "HOOKS"
 	}
@@ -64,7 +77,7 @@ func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig)
 		cfg.Prefix = protocol.DefaultPrefix
 	}
 	maxBytes := cfg.MaxBytes
-	if maxBytes <= 0 {
+	if maxBytes == 0 {
 		maxBytes = -1
 	}
 	sc := jetstream.StreamConfig{

@@ -71,15 +71,28 @@ func TypedHooksSubject(prefix, tenant, source, typ string) string {
 // produce.
 const NoTypeToken = "=" // protocol.EncodeToken("")
 
-// EnsureStream creates or updates the hooks stream.
+// Validate refuses a negative Replicas, MaxBytes, Duplicates, Shard or
+// Shards (a negative MaxAge is "forever"); zero keeps the default.
+func (cfg StreamConfig) Validate() error {
+	if cfg.Replicas < 0 || cfg.MaxBytes < 0 || cfg.Duplicates < 0 || cfg.Shard < 0 || cfg.Shards < 0 {
+		return fmt.Errorf("%w: hooks stream: negative replicas, max bytes, duplicates window or shard", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// EnsureStream creates or updates the hooks stream. Errors:
+// ErrInvalidConfig (Validate), the server's.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Name == "" {
 		cfg.Name = "HOOKS"
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
 	}
-	if cfg.Replicas <= 0 {
+	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
 	switch {
@@ -88,11 +101,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 	case cfg.MaxAge < 0:
 		cfg.MaxAge = 0
 	}
-	if cfg.Duplicates <= 0 {
+	if cfg.Duplicates == 0 {
 		cfg.Duplicates = 2 * time.Minute
 	}
 	maxBytes := cfg.MaxBytes
-	if maxBytes <= 0 {
+	if maxBytes == 0 {
 		maxBytes = -1
 	}
 	sc := jetstream.StreamConfig{
