@@ -76,19 +76,19 @@ type Config struct {
 	ClusterListen string
 	Routes        []string
 
-	// LeafListen is the embedded server's leaf-node listener for edges
+	// LeafListen is the embedded server's leaf-node listener for leaves
 	// (--leaf-listen, a hub; or the file's leafnodes listen: Hub). The
 	// hub's JetStream domain is HubDomain.
 	LeafListen string
-	// HubURLs make this node an edge (--hub-url, nats-leaf://host:port; or
+	// HubURLs make this node a leaf (--hub-url, nats-leaf://host:port; or
 	// the file's leafnodes remotes: Leaf): its embedded server is a leaf
-	// node of the hub with the JetStream domain LeafName (--edge-name);
+	// node of the hub with the JetStream domain LeafName (--leaf-name);
 	// hooks are stored in a local outbox stream and forwarded to the hub's
 	// HooksStream, whose JetStream domain is HubDomain.
 	HubURLs   []string
 	LeafName  string
 	HubDomain string
-	// SplitShare is the share of each limit an edge applies while it
+	// SplitShare is the share of each limit a leaf applies while it
 	// decides its limits itself (--split-share n: 1/n of each limit).
 	SplitShare int
 
@@ -232,10 +232,10 @@ func (c *Config) ServerSyncAlways() bool {
 
 // Names sluice decides (no flag).
 const (
-	// HooksStreamName is the stream of accepted hooks (an edge's outbox is
+	// HooksStreamName is the stream of accepted hooks (a leaf's outbox is
 	// HOOKS_OUTBOX).
 	HooksStreamName = protocol.HooksStreamName
-	// HubDomainName is a hub's JetStream domain: its edges address it by
+	// HubDomainName is a hub's JetStream domain: its leaves address it by
 	// it, and no edge may be named so.
 	HubDomainName = "hub"
 	// ConnsPerHookSlot is how many HTTP connections may be open per
@@ -249,7 +249,7 @@ const (
 // (--cluster-listen, or the cluster block of --nats-config).
 func (c *Config) Clustered() bool { return c.ClusterListen != "" || c.NATSFile.clusterPort() }
 
-// Hub says whether the embedded server serves edges (--leaf-listen, or a
+// Hub says whether the embedded server serves leaves (--leaf-listen, or a
 // leafnodes listen in --nats-config).
 func (c *Config) Hub() bool { return c.LeafListen != "" || c.NATSFile.leafPort() }
 

@@ -166,9 +166,9 @@ func TestEveryFlagHasTwins(t *testing.T) {
 		"hooks-max-age": "2h", "hooks-max-bytes": "1000", "secrets-key-file": "keys",
 		"claim-expiry-events": "true", "claims-persist": "sync", "durability": "acked", "accept-data-loss": "true",
 		"trusted-proxies": "10.0.0.0/8, 192.168.1.1", "client-ip-header": "X-Real-IP",
-		// The embedded server's file, hub and edge flags: TestNATSConfig*,
+		// The embedded server's file, hub and leaf flags: TestNATSConfig*,
 		// TestLeafConfig.
-		"nats-config": "", "leaf-listen": "", "hub-url": "", "edge-name": "", "split-share": "1",
+		"nats-config": "", "leaf-listen": "", "hub-url": "", "leaf-name": "", "split-share": "1",
 	}
 	for _, name := range config.Flags() {
 		if name == "config" {
@@ -476,7 +476,7 @@ leafnodes { authorization { user: sluice-leaf, password: "leaf-0123456789ab" } }
 	}{
 		{[]string{"--nats-listen", "0.0.0.0:4222"}, "--nats-listen: 0.0.0.0:4222 is not a loopback address and the embedded server would accept any client: add nats_users"},
 		{[]string{"--cluster-listen", "0.0.0.0:6222"}, "--cluster-listen: 0.0.0.0:6222 is not a loopback address and any host could join as a route: give cluster an authorization block"},
-		{[]string{"--leaf-listen", "0.0.0.0:7422"}, "--leaf-listen: 0.0.0.0:7422 is not a loopback address and any host could join as an edge: give leafnodes an authorization block"},
+		{[]string{"--leaf-listen", "0.0.0.0:7422"}, "--leaf-listen: 0.0.0.0:7422 is not a loopback address and any host could join as a leaf: give leafnodes an authorization block"},
 		{[]string{"--nats-config", natsConf(t, "port: 4222")}, "--nats-listen: 0.0.0.0:4222 is not a loopback address"},
 		{[]string{"--nats-config", natsConf(t, "cluster { listen: 0.0.0.0:6222, routes: [nats-route://a:6222] }")}, "--cluster-listen: 0.0.0.0:6222 is not a loopback"},
 	}
@@ -521,10 +521,10 @@ func TestNATSConfigFile(t *testing.T) {
 	if cfg.NATSListen != "127.0.0.1:4222" || !cfg.Clustered() || !cfg.Hub() || cfg.Leaf() || cfg.ServerSyncAlways() {
 		t.Fatalf("the file's listeners: listen %q clustered %v hub %v server sync %v (an R1 cluster: sluice's group sync)", cfg.NATSListen, cfg.Clustered(), cfg.Hub(), cfg.ServerSyncAlways())
 	}
-	// An edge's file: its remotes make it an edge.
-	cfg = mustLoad(t, []string{"--edge-name", "e1", "--nats-config", natsConf(t, `leafnodes { remotes: [ { url: "nats-leaf://u:p@hub:7422" } ] }`)}, nil)
+	// A leaf's file: its remotes make it a leaf.
+	cfg = mustLoad(t, []string{"--leaf-name", "e1", "--nats-config", natsConf(t, `leafnodes { remotes: [ { url: "nats-leaf://u:p@hub:7422" } ] }`)}, nil)
 	if !cfg.Leaf() || cfg.Hub() {
-		t.Fatal("leafnodes remotes: not an edge")
+		t.Fatal("leafnodes remotes: not a leaf")
 	}
 }
 
@@ -548,9 +548,9 @@ func TestNATSConfigErrors(t *testing.T) {
 		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, "cluster { listen: 127.0.0.1:6223 }", "cluster listen: set both here and by --cluster-listen"},
 		{[]string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://a:6222"}, "cluster { routes: [nats-route://b:6222] }", "cluster routes: set both here and by --routes"},
 		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "leafnodes { listen: 127.0.0.1:7423 }", "leafnodes listen: set both here and by --leaf-listen"},
-		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, `leafnodes { remotes: [ { url: "nats-leaf://hub:7422" } ] }`, "leafnodes remotes: set both here and by --hub-url"},
-		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, "jetstream { domain: other }", `an edge's JetStream domain is its --edge-name "e1"`},
-		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e1"}, "server_name: other", "an edge's server name is its --edge-name"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--leaf-name", "e1"}, `leafnodes { remotes: [ { url: "nats-leaf://hub:7422" } ] }`, "leafnodes remotes: set both here and by --hub-url"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--leaf-name", "e1"}, "jetstream { domain: other }", `a leaf's JetStream domain is its --leaf-name "e1"`},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--leaf-name", "e1"}, "server_name: other", "a leaf's server name is its --leaf-name"},
 		{[]string{"--leaf-listen", "127.0.0.1:7422"}, "jetstream { domain: central }", `a hub's JetStream domain is "hub"`},
 		{nil, "jetstream { sync_interval: always }", "jetstream sync_interval: always contradicts --durability synced: use --durability sync-always"},
 		{[]string{"--durability", "sync-always"}, "jetstream { sync_interval: 5s }", "jetstream sync_interval: 5s contradicts --durability sync-always"},
@@ -578,7 +578,7 @@ func TestNATSConfigErrors(t *testing.T) {
 // TestLeafConfig: the hub's and the edge's flags and their combinations
 // (the listener's exposure: TestEmbeddedServerExposure).
 func TestLeafConfig(t *testing.T) {
-	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--edge-name", "e-1"}
+	edge := []string{"--hub-url", "nats-leaf://hub:7422,tls://hub2:7422", "--leaf-name", "e-1"}
 	cfg := mustLoad(t, edge, nil)
 	if len(cfg.HubURLs) != 2 || cfg.LeafName != "e-1" || cfg.HubDomain != "hub" || !cfg.Leaf() {
 		t.Fatalf("edge: %+v", cfg)
@@ -591,18 +591,18 @@ func TestLeafConfig(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--edge-name", "e1"}, "--edge-name: needs --hub-url"},
+		{[]string{"--leaf-name", "e1"}, "--leaf-name: needs --hub-url"},
 		{[]string{"--split-share", "3"}, "--split-share: needs --hub-url"},
 		{append(edge, "--split-share", "0"), "--split-share"},
 		{append(edge, "--split-share", "1001"), "--split-share"},
-		{[]string{"--hub-url", "nats-leaf://hub:7422"}, "--hub-url: needs --edge-name"},
-		{append(edge, "--nats-url", "nats://n:4222"), "--hub-url: an edge runs the embedded server"},
-		{append(edge, "--cluster-listen", "127.0.0.1:6222"), "an edge is a single node"},
-		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "hub"}, `--edge-name: "hub" is the hub's JetStream domain`},
-		{[]string{"--hub-url", "nats-leaf://u:p@hub:7422", "--edge-name", "e1"}, "credentials in the URL are not accepted"},
-		{[]string{"--hub-url", "http://hub:7422", "--edge-name", "e1"}, "scheme must be one of nats-leaf, tls"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422"}, "--hub-url: needs --leaf-name"},
+		{append(edge, "--nats-url", "nats://n:4222"), "--hub-url: a leaf runs the embedded server"},
+		{append(edge, "--cluster-listen", "127.0.0.1:6222"), "a leaf is a single node"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--leaf-name", "hub"}, `--leaf-name: "hub" is the hub's JetStream domain`},
+		{[]string{"--hub-url", "nats-leaf://u:p@hub:7422", "--leaf-name", "e1"}, "credentials in the URL are not accepted"},
+		{[]string{"--hub-url", "http://hub:7422", "--leaf-name", "e1"}, "scheme must be one of nats-leaf, tls"},
 		{[]string{"--leaf-listen", "127.0.0.1:x"}, "--leaf-listen: invalid port"},
-		{[]string{"--hub-url", "nats-leaf://hub:7422", "--edge-name", "e.1"}, "--edge-name: invalid name"},
+		{[]string{"--hub-url", "nats-leaf://hub:7422", "--leaf-name", "e.1"}, "--leaf-name: invalid name"},
 		{[]string{"--nats-url", "nats://n:4222", "--leaf-listen", "127.0.0.1:7422"}, "only for the embedded server"},
 	}
 	for _, c := range bad {

@@ -20,8 +20,8 @@ import (
 // its sync following --durability; listen, cluster listen and routes,
 // leafnodes listen and remotes given by their flag (--nats-listen,
 // --cluster-listen, --routes, --leaf-listen, --hub-url) or the file, not
-// both (--nats-listen's default yields); an edge's server name and domain
-// its --edge-name, a hub's domain HubDomainName. Everything else (tls,
+// both (--nats-listen's default yields); a leaf's server name and domain
+// its --leaf-name, a hub's domain HubDomainName. Everything else (tls,
 // authorization, accounts, JetStream limits, monitoring) is the file's.
 //
 // Its fields are unexported: the options hold the file's passwords.
@@ -138,11 +138,11 @@ func (c *Config) applyNATSFile(listenGiven bool) error {
 	}
 	switch d := o.JetStreamDomain; {
 	case c.Leaf() && d != "" && d != c.LeafName:
-		return bad("jetstream domain", fmt.Sprintf("an edge's JetStream domain is its --edge-name %q: remove domain", c.LeafName))
+		return bad("jetstream domain", fmt.Sprintf("a leaf's JetStream domain is its --leaf-name %q: remove domain", c.LeafName))
 	case c.Leaf() && o.ServerName != "" && o.ServerName != c.LeafName:
-		return bad("server_name", fmt.Sprintf("an edge's server name is its --edge-name %q: remove server_name", c.LeafName))
+		return bad("server_name", fmt.Sprintf("a leaf's server name is its --leaf-name %q: remove server_name", c.LeafName))
 	case c.Hub() && d != "" && d != HubDomainName:
-		return bad("jetstream domain", fmt.Sprintf("a hub's JetStream domain is %q (its edges address it so): remove domain", HubDomainName))
+		return bad("jetstream domain", fmt.Sprintf("a hub's JetStream domain is %q (its leaves address it so): remove domain", HubDomainName))
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func (c *Config) checkEmbeddedSecurity() error {
 			"add nats_users (roles) in --config or an authorization block (or tls with verify) in --nats-config, or listen on 127.0.0.1", c.NATSListen)
 	}
 	if l := c.leafListen(); l != "" && !IsLoopback(l) && !f.leafAuth() {
-		return fmt.Errorf("config: --leaf-listen: %s is not a loopback address and any host could join as an edge: "+
+		return fmt.Errorf("config: --leaf-listen: %s is not a loopback address and any host could join as a leaf: "+
 			"give leafnodes an authorization block (or tls with verify) in --nats-config, or listen on 127.0.0.1", l)
 	}
 	if l := c.clusterListen(); l != "" && !IsLoopback(l) && !f.clusterAuth() {
@@ -107,16 +107,16 @@ var settings = []setting{
 	{"nats-context", "path", "", "NATS CLI context file (JSON: url, creds, nkey, user/password, token, cert/key/ca) for --nats-url", str(func(c *Config) *string { return &c.NATSContext })},
 	{"cluster-listen", "host:port", "", "embedded server's cluster (routes) listener", optional(func(c *Config) *string { return &c.ClusterListen }, checkHostPort)},
 	{"routes", "urls", "", "comma-separated routes to other sluice nodes (nats-route://host:port)", urls(func(c *Config) *[]string { return &c.Routes }, "nats-route", "nats", "tls")},
-	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for edges (a hub)", optional(func(c *Config) *string { return &c.LeafListen }, checkHostPort)},
-	{"hub-url", "urls", "", "edge mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", urls(func(c *Config) *[]string { return &c.HubURLs }, "nats-leaf", "tls")},
-	{"edge-name", "name", "", "edge mode: this edge's name, unique among the hub's edges (its JetStream domain)", func(c *Config, v string) error {
+	{"leaf-listen", "host:port", "", "embedded server's leaf-node listener for leaves (a hub)", optional(func(c *Config) *string { return &c.LeafListen }, checkHostPort)},
+	{"hub-url", "urls", "", "leaf mode: the hub's leaf-node listener(s) (comma-separated nats-leaf://host:port); hooks are stored locally and forwarded", urls(func(c *Config) *[]string { return &c.HubURLs }, "nats-leaf", "tls")},
+	{"leaf-name", "name", "", "leaf mode: this leaf's name, unique among the hub's leaves (its JetStream domain)", func(c *Config, v string) error {
 		c.LeafName = v
 		if v == "" {
 			return nil
 		}
 		return names.ValidateDomain(v)
 	}},
-	{"split-share", "n", "1", "edge mode: while this edge decides its limits itself (cut off from its hub), it applies 1/n of each limit", func(c *Config, v string) error {
+	{"split-share", "n", "1", "leaf mode: while this leaf decides its limits itself (cut off from its hub), it applies 1/n of each limit", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, MaxSplitShare)
 		c.SplitShare = int(n)
 		return err
@@ -125,7 +125,7 @@ var settings = []setting{
 		c.Prefix = v
 		return checkPrefix(v)
 	}},
-	{"partitions", "n[/shards]", strconv.Itoa(protocol.DefaultPartitions), "quota partitions, and after a slash the shards (streams and claims buckets) they are spread over, which must divide them (default 1); both fixed for the fleet's life, an edge's must be its hub's", func(c *Config, v string) error {
+	{"partitions", "n[/shards]", strconv.Itoa(protocol.DefaultPartitions), "quota partitions, and after a slash the shards (streams and claims buckets) they are spread over, which must divide them (default 1); both fixed for the fleet's life, a leaf's must be its hub's", func(c *Config, v string) error {
 		p, s, hasShards := strings.Cut(v, "/")
 		n, err := parseInt(p, 1, MaxPartitions)
 		c.Partitions, c.Shards = int(n), 1
@@ -421,26 +421,26 @@ func (c *Config) check() error {
 	return nil
 }
 
-// checkLeaf validates the hub and edge settings (docs/EDGE-MODE.md).
+// checkLeaf validates the hub and leaf settings (docs/LEAF-MODE.md).
 func (c *Config) checkLeaf() error {
 	if !c.Leaf() {
 		if c.LeafName != "" {
-			return errors.New("config: --edge-name: needs --hub-url")
+			return errors.New("config: --leaf-name: needs --hub-url")
 		}
 		if c.SplitShare > 1 {
-			return errors.New("config: --split-share: needs --hub-url (only an edge decides its limits alone)")
+			return errors.New("config: --split-share: needs --hub-url (only a leaf decides its limits alone)")
 		}
 		return nil
 	}
 	switch {
 	case c.LeafName == "":
-		return errors.New("config: --hub-url: needs --edge-name (this edge's name and JetStream domain)")
+		return errors.New("config: --hub-url: needs --leaf-name (this leaf's name and JetStream domain)")
 	case c.NATSURL != "":
-		return errors.New("config: --hub-url: an edge runs the embedded server, not with --nats-url")
+		return errors.New("config: --hub-url: a leaf runs the embedded server, not with --nats-url")
 	case c.Clustered() || c.Hub():
-		return errors.New("config: --hub-url: an edge is a single node: not with --cluster-listen or --leaf-listen")
+		return errors.New("config: --hub-url: a leaf is a single node: not with --cluster-listen or --leaf-listen")
 	case c.LeafName == c.HubDomain:
-		return fmt.Errorf("config: --edge-name: %q is the hub's JetStream domain: every domain must be unique", c.LeafName)
+		return fmt.Errorf("config: --leaf-name: %q is the hub's JetStream domain: every domain must be unique", c.LeafName)
 	}
 	return nil
 }

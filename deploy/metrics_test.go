@@ -122,7 +122,7 @@ func documented(t *testing.T, file string) []string {
 // the dashboard and the alert rules name is on /metrics of a fresh node
 // that has answered nothing yet — a node with the embedded server (and
 // one managed consumer, whose lag families have a series each), one
-// with claim expiry events, an edge (edge-mode metrics) and a node of an
+// with claim expiry events, a leaf (leaf-mode metrics) and a node of an
 // R1 cluster at synced (the cluster barrier's) — so that an alert on a
 // rate is evaluated from the start, and a renamed or dropped metric fails
 // here, not on an operator's empty panel or silent alert. (That every
@@ -145,9 +145,9 @@ func TestDocumentedMetricsExposed(t *testing.T) {
 	for n := range exposed(t, "--claim-expiry-events=true") {
 		have[n] = true
 	}
-	// An edge whose hub is not there (yet): it starts, registers its
-	// edge-mode metrics and keeps accepting into its outbox.
-	for n := range exposed(t, "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--edge-name", "e1") {
+	// A leaf whose hub is not there (yet): it starts, registers its
+	// leaf-mode metrics and keeps accepting into its outbox.
+	for n := range exposed(t, "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--leaf-name", "e1") {
 		have[n] = true
 	}
 	// A node of a two-node R1 cluster at synced: the cluster barrier's

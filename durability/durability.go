@@ -20,7 +20,7 @@
 // round a node did not confirm fails only the callers whose writes went to
 // that node's streams (ScopeStreams). ClusterRounds' barrier runs Rounds,
 // which ask every node; each node answers with Serve over its own group
-// sync. A hub answers its edges with the same Serve over HubThen: an
+// sync. A hub answers its leaves with the same Serve over HubThen: an
 // edge drops a forwarded batch from its outbox only after that answer.
 package durability
 
@@ -159,7 +159,7 @@ func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
 	})
 }
 
-// HubThen is what a hub's answer to an edge's sync request waits on: the
+// HubThen is what a hub's answer to a leaf's sync request waits on: the
 // barrier its own 2xx waits on (sync, in NodeRounds and ClusterRounds),
 // the single node's group sync (group) at Acked too; nil — answered at
 // once — where the acks already mean durable (ServerFsync, ClusterFsync)

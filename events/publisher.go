@@ -125,7 +125,7 @@ func (p *Publisher) ClaimExpired(id claims.ID, hookID string) {
 	p.claim(protocol.ClaimExpired, id, hookID, 0)
 }
 
-// ClaimSplit reports that an edge accepted id for hookID while the hub's
+// ClaimSplit reports that a leaf accepted id for hookID while the hub's
 // side had accepted it for hubHookID ("claim.split.<tenant>"): both hooks
 // are stored, the key was accepted once per side of a split.
 func (p *Publisher) ClaimSplit(id claims.ID, hookID, hubHookID string) {

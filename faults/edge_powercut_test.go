@@ -41,7 +41,7 @@ func TestEdgeHubPowerCut(t *testing.T) {
 	}
 	hubLeaf, edgeLeaf := leafArgs(t, leaf)
 	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
-	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--edge-name", "e1", "--config", cfgPath}, edgeLeaf...)
+	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, edgeLeaf...)
 
 	hub := startEdgeProc(t, bin, "hub", hubArgs...)
 	ed := startEdgeProc(t, bin, "edge", edgeArgs...)

@@ -33,7 +33,7 @@ type edgeProc struct {
 const leafToken = "faults-leaf-token-0123456789"
 
 // leafArgs are a hub's and its edge's flags for a leaf connection on leaf
-// that signs in with leafToken, as docs/EDGE-MODE.md sets it up: the hub's
+// that signs in with leafToken, as docs/LEAF-MODE.md sets it up: the hub's
 // --nats-config requires it ($NATS_LEAF_TOKEN, which startEdgeProc
 // sets), the edge's names it in its remote's URL.
 func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
@@ -80,7 +80,7 @@ type edgeStatus struct {
 		Linked  bool   `json:"hub_linked"`
 		Backlog uint64 `json:"backlog"`
 		Quota   string `json:"quota"`
-	} `json:"edge"`
+	} `json:"leaf"`
 }
 
 func readyz(url string) (edgeStatus, int, error) {
@@ -257,7 +257,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	}
 	hubLeaf, edgeLeaf := leafArgs(t, leaf)
 	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
-	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--edge-name", "e1", "--config", cfgPath}, edgeLeaf...)
+	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, edgeLeaf...)
 
 	hub := startEdgeProc(t, bin, "hub", hubArgs...)
 	ed := startEdgeProc(t, bin, "edge", edgeArgs...)

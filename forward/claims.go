@@ -12,8 +12,8 @@ import (
 )
 
 // Claims is a leaf's dedupe claim store: the hub's claims bucket while
-// the link is up and it answers, the edge's own otherwise (docs/DESIGN.md
-// "Edge mode"). Revisions are per bucket, so Claims remembers the hook ids
+// the link is up and it answers, the leaf's own otherwise (docs/DESIGN.md
+// "Leaf mode"). Revisions are per bucket, so Claims remembers the hook ids
 // it claimed on the hub until they are settled or released.
 type Claims struct {
 	local  claims.Store

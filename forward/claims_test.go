@@ -158,7 +158,7 @@ func TestEdgeClaimKeepsItsShare(t *testing.T) {
 				t.Fatalf("claim: %+v %v", res, err)
 			}
 			if left := time.Duration(local.left.Load()); left < budget/2-50*time.Millisecond {
-				t.Fatalf("the edge's claim got %v of a %v budget, want about half", left, budget)
+				t.Fatalf("the leaf's claim got %v of a %v budget, want about half", left, budget)
 			}
 		})
 	}

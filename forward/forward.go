@@ -3,7 +3,7 @@
 // the leaf-node connection, in order and none twice: one owned goroutine
 // publishes each batch as one JetStream atomic batch and acks the outbox only
 // after the hub's ack and sync barrier. Why atomic batches, the fallback to one
-// hook at a time and the duplicate lookup: docs/DESIGN.md "Edge mode".
+// hook at a time and the duplicate lookup: docs/DESIGN.md "Leaf mode".
 package forward
 
 import (
@@ -192,9 +192,9 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg: cfg, local: local, hub: hub, log: cfg.Logger, stop: make(chan struct{}),
 		forwarded: ms.CounterVec("forwarded_total", "Outbox hooks by forwarding result: stored (the hub stored it), duplicate (the hub already had it: a resend inside its duplicate window), found (a late redelivery found on the hub, not sent again), failed (a publish the hub did not acknowledge; sent again).", "result"),
 		syncs:     ms.CounterVec("hub_syncs_total", "Sync barriers asked of the hub before an outbox ack, by result: synced (the hub answered: on its disk), waited (no barrier on an older hub: its record round waited for), failed (the copy kept, asked again).", "result"),
-		backlog:   ms.Gauge("outbox_messages", "Hooks stored at this edge and not yet acknowledged by the hub."),
+		backlog:   ms.Gauge("outbox_messages", "Hooks stored at this leaf and not yet acknowledged by the hub."),
 		oldest:    ms.Gauge("outbox_oldest_age_seconds", "Age of the oldest hook in the outbox (0 when it is empty)."),
-		splits:    ms.Counter("split_keys_total", "Dedupe keys this edge accepted while the hub's side had accepted them for another hook (found when forwarding)."),
+		splits:    ms.Counter("split_keys_total", "Dedupe keys this leaf accepted while the hub's side had accepted them for another hook (found when forwarding)."),
 		linkGauge: ms.Gauge("hub_linked", "1 while the leaf connection to the hub is up, else 0."),
 	}
 	if err := ms.Err(); err != nil {
@@ -305,10 +305,10 @@ func (f *Forwarder) run() {
 		linked := f.cfg.Linked()
 		if linked != wasLinked {
 			if linked {
-				f.log.Info("edge: hub link up; forwarding the outbox")
+				f.log.Info("leaf: hub link up; forwarding the outbox")
 				f.learnWindow(ctx)
 			} else {
-				f.log.Warn("edge: hub link down; hooks stay in the outbox")
+				f.log.Warn("leaf: hub link down; hooks stay in the outbox")
 				f.hubWindow.Store(0)
 				f.hubKnown.Store(false)
 				f.legacySync.Store(false)
@@ -378,7 +378,7 @@ func (f *Forwarder) learnHub(ctx context.Context) {
 	f.hubWindow.Store(int64(cfg.Duplicates))
 	f.hubAtomic.Store(cfg.AllowAtomicPublish)
 	if !cfg.AllowAtomicPublish {
-		f.log.Warn("edge: the hub's hooks stream does not allow atomic batches (allow_atomic); forwarding one hook at a time",
+		f.log.Warn("leaf: the hub's hooks stream does not allow atomic batches (allow_atomic); forwarding one hook at a time",
 			"stream", f.cfg.HooksStream)
 	}
 	f.hubKnown.Store(true)
@@ -445,7 +445,7 @@ func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 			return false
 		}
 		if clean { // once per failing batch, not per retry
-			f.log.Warn("edge: forwarding to the hub failed; retrying", "error", err, "pending", len(msgs))
+			f.log.Warn("leaf: forwarding to the hub failed; retrying", "error", err, "pending", len(msgs))
 		}
 		clean = false
 		e := err.Error()
@@ -460,7 +460,7 @@ func (f *Forwarder) forward(ctx context.Context, msgs []jetstream.Msg) bool {
 	}
 	if !clean {
 		f.lastErr.Store(nil)
-		f.log.Info("edge: forwarding to the hub resumed")
+		f.log.Info("leaf: forwarding to the hub resumed")
 	}
 	return clean
 }
@@ -520,7 +520,7 @@ const atomicMax = 1000
 // publish stores items on the hub in their order and never lets the hub
 // store one while an earlier one is missing: atomic batches when the hub's
 // stream allows them, else, and after a refused batch, one hook at a time
-// (docs/DESIGN.md "Edge mode"), each shard's hooks apart (docs/DESIGN.md
+// (docs/DESIGN.md "Leaf mode"), each shard's hooks apart (docs/DESIGN.md
 // "Shards"). It returns how many leading messages (of n, by index:
 // items[k].at) are done and the first failure.
 func (f *Forwarder) publish(ctx context.Context, items []hubItem, n int) (int, error) {
@@ -561,7 +561,7 @@ func (f *Forwarder) publishRun(ctx context.Context, items []hubItem) (int, error
 			// Refused (a hook the hub will not take, or some it has
 			// already: a batch holding a duplicate is refused whole): one
 			// at a time, as far as the hub takes them.
-			f.log.Debug("edge: the hub refused a batch; sending it one hook at a time", "error", err, "hooks", len(chunk))
+			f.log.Debug("leaf: the hub refused a batch; sending it one hook at a time", "error", err, "hooks", len(chunk))
 		}
 		k, err := f.publishEach(ctx, chunk)
 		done += k
@@ -810,7 +810,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	}
 	res, err := store.Claim(ctx, id, hookID, f.cfg.PendingTTL)
 	if errors.Is(err, protocol.ErrInvalid) {
-		f.log.Warn("edge: a forwarded hook's claim is invalid; not registered on the hub", "hook_id", hookID, "error", err)
+		f.log.Warn("leaf: a forwarded hook's claim is invalid; not registered on the hub", "hook_id", hookID, "error", err)
 		return nil
 	}
 	if err != nil {
@@ -823,7 +823,7 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 		}
 	case res.HookID != hookID:
 		f.splits.Inc()
-		f.log.Warn("edge: a dedupe key was accepted on both sides of a split", "tenant", id.Tenant, "source", id.Source,
+		f.log.Warn("leaf: a dedupe key was accepted on both sides of a split", "tenant", id.Tenant, "source", id.Source,
 			"hook_id", hookID, "hub_hook_id", res.HookID)
 		if f.cfg.OnSplit != nil {
 			f.cfg.OnSplit(id, hookID, res.HookID)

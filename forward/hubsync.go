@@ -60,7 +60,7 @@ func (f *Forwarder) durable(ctx context.Context, acked time.Time) error {
 	cancel()
 	if errors.Is(err, nats.ErrNoResponders) {
 		if f.legacySync.CompareAndSwap(false, true) {
-			f.log.Warn("edge: nothing answers the hub's sync barrier (a hub older than it, or one still starting): each batch's outbox copy is kept for the hub's record round before it is dropped; upgrade an older hub",
+			f.log.Warn("leaf: nothing answers the hub's sync barrier (a hub older than it, or one still starting): each batch's outbox copy is kept for the hub's record round before it is dropped; upgrade an older hub",
 				"subject", protocol.HubSyncSubject(f.cfg.Prefix), "wait", f.cfg.HubSyncFallback)
 		}
 		if err := retry.Sleep(ctx, time.Until(acked.Add(f.cfg.HubSyncFallback))); err != nil {

@@ -186,7 +186,7 @@ func TestHubOrderIsOutboxOrder(t *testing.T) {
 		testkit.Eventually(t, 20*time.Second, func() bool { return testkit.Msgs(t, r.outbox) == 0 }, "outbox drained")
 		got := r.hubOrder(t)
 		if edgeHooks := slices.DeleteFunc(got, func(id string) bool { return strings.HasPrefix(id, "hub-") }); !slices.Equal(edgeHooks, ids) {
-			t.Errorf("hub holds the edge's %d hooks in another order than the edge's %d:\n%v", len(edgeHooks), len(ids), edgeHooks)
+			t.Errorf("hub holds the leaf's %d hooks in another order than the leaf's %d:\n%v", len(edgeHooks), len(ids), edgeHooks)
 		}
 		if f.Status().LastError != "" {
 			t.Errorf("last error %q", f.Status().LastError)

@@ -52,7 +52,7 @@ func NewRoute(linked func() bool, read func(ctx context.Context) (int, error), o
 	}
 	m := promreg.NewSet(cfg.reg, "edge")
 	r := &Route{linked: linked, read: read, want: cfg.partitions, log: cfg.log,
-		gauge: m.Gauge("hub_quota", "1 while the edge's rate limits and quotas are decided by the hub's owners, 0 while by the edge itself."),
+		gauge: m.Gauge("hub_quota", "1 while the leaf's rate limits and quotas are decided by the hub's owners, 0 while by the leaf itself."),
 	}
 	if err := m.Err(); err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
@@ -74,9 +74,9 @@ func (r *Route) set(s string, hub bool) {
 		case hub:
 			r.log.Info("quota: limits decided by the hub's owners")
 		case s == RouteLinkDown || s == RouteChecking:
-			r.log.Info("quota: limits decided by this edge", "reason", s)
+			r.log.Info("quota: limits decided by this leaf", "reason", s)
 		default:
-			r.log.Error("quota: limits decided by this edge", "reason", s)
+			r.log.Error("quota: limits decided by this leaf", "reason", s)
 		}
 	}
 	if hub {
@@ -111,7 +111,7 @@ func (r *Route) Check(ctx context.Context) {
 		r.log.Debug("quota: reading the hub's partition count", "error", err)
 	case n != r.want:
 		r.next = time.Now().Add(10 * time.Second)
-		r.set("local: the hub's fleet has "+strconv.Itoa(n)+" partitions, this edge "+strconv.Itoa(r.want)+" (set --partitions to the hub's)", false)
+		r.set("local: the hub's fleet has "+strconv.Itoa(n)+" partitions, this leaf "+strconv.Itoa(r.want)+" (set --partitions to the hub's)", false)
 	default:
 		r.verified.Store(true)
 		r.set(RouteHub, true)

@@ -42,7 +42,7 @@ func TestRouteOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Check(context.Background())
-	if r.Reachable() || !strings.Contains(r.State(), "this edge 8") {
+	if r.Reachable() || !strings.Contains(r.State(), "this leaf 8") {
 		t.Fatalf("8 partitions against %d: reachable %v, %q", protocol.DefaultPartitions, r.Reachable(), r.State())
 	}
 	mfs, err := reg.Gather()

@@ -33,7 +33,7 @@ func BenchmarkEdgeHooks(b *testing.B) {
 	benchHooks(b, h, nil)
 }
 
-// BenchmarkEdgeModeHooks is BenchmarkEdgeHooks against an edge (--hub-url)
+// BenchmarkEdgeModeHooks is BenchmarkEdgeHooks against a leaf (--hub-url)
 // whose hub runs in this process too: a hook's CPU includes its store in
 // the outbox, its forwarding and its store in the hub's HOOKS (the
 // benchmark waits until the outbox is empty).
@@ -43,7 +43,7 @@ func BenchmarkEdgeModeHooks(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
 	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf, "--config", benchConfig(b, dir))
-	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
+	ed := startNode(b, "--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1",
 		"--config", benchConfig(b, dir))
 	testkit.Eventually(b, 10*time.Second, ed.n.Server.LeafConnected, "edge linked")
 	benchHooks(b, ed.h, func() {

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// BenchmarkEdgeDrain measures an edge draining a backlog of b.N hooks
+// BenchmarkEdgeDrain measures a leaf draining a backlog of b.N hooks
 // (1 KiB, unique hook ids and dedupe keys: each hook's claim is written
 // into the hub's bucket as it is forwarded) into its hub after an outage: the hooks are
 // written into the outbox while the hub is stopped (as the edge's HookStore
@@ -29,7 +29,7 @@ func BenchmarkEdgeDrain(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
 	hubArgs := []string{"--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf}
-	edgeArgs := []string{"--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
+	edgeArgs := []string{"--data-dir", filepath.Join(dir, "edge"), "--hub-url", "nats-leaf://" + leaf, "--leaf-name", "e1"}
 	hub := startNode(b, hubArgs...)
 	hub.stop() // the hub's HOOKS exists; now the outage
 	ed := startNode(b, edgeArgs...)

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// An edge of a hub cluster of three: it lists every hub
+// A leaf of a hub cluster of three: it lists every hub
 // node's leaf URL; the hub node it is linked to goes away under load, the
 // edge keeps answering 202 and relinks to another node, where the hub's
 // owners decide its limits again (the hub maps the edge's owner subjects
@@ -37,7 +37,7 @@ func TestEdgeModeHubCluster(t *testing.T) {
 	}
 	// A budget no hit outlasts on a loaded machine: a hit the owners
 	// answer late would be decided on the edge.
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--edge-name", "e1",
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", strings.Join(urls, ","), "--leaf-name", "e1",
 		"--store-timeout", "3s")
 	testkit.Eventually(t, 20*time.Second, func() bool { return quotaOf(t, ed) == forward.RouteHub }, "the hub decides the edge's limits")
 	linkedTo := func() int {

@@ -19,14 +19,14 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// quotaOf is who decides an edge's limits, as its /readyz says.
+// quotaOf is who decides a leaf's limits, as its /readyz says.
 func quotaOf(t *testing.T, ed *node) string {
 	t.Helper()
 	_, body := getBody(t, ed.h, "/readyz")
 	var r struct {
 		Edge *struct {
 			Quota string `json:"quota"`
-		} `json:"edge"`
+		} `json:"leaf"`
 	}
 	if json.Unmarshal([]byte(body), &r) != nil || r.Edge == nil {
 		return ""
@@ -70,10 +70,10 @@ func metricSum(metrics string, re *regexp.Regexp) float64 {
 	return sum
 }
 
-// Limits across the link: while linked, two edges
+// Limits across the link: while linked, two leaves
 // charge the hub's owners, so a tenant gets one budget across them (not
-// one per edge) and a claim the hub's owners took is settled in the hub's
-// bucket at once; cut off, an edge decides from its own state, the same
+// one per leaf) and a claim the hub's owners took is settled in the hub's
+// bucket at once; cut off, a leaf decides from its own state, the same
 // limit, without a request toward the hub; linked again, the hub's owners
 // decide again.
 func TestEdgeModeFleetLimits(t *testing.T) {
@@ -85,7 +85,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	// answers late would be decided on the edge (a test of timing, not of
 	// who decides).
 	edgeArgs := func(name string) []string {
-		return []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", name,
+		return []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--leaf-name", name,
 			"--config", cfgPath, "--store-timeout", "3s"}
 	}
 	hub := startNode(t, hubArgs...)
@@ -99,10 +99,10 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	}
 	hubServes(hub)
 
-	// One budget for both edges: 10 of 16 accepted, alternating edges.
+	// One budget for both leaves: 10 of 16 accepted, alternating leaves.
 	both := func(i int) *node { return []*node{e1, e2}[i%2] }
 	if got := statuses(t, "acme", "linked", 16, both); got[http.StatusAccepted] != 10 || got[http.StatusTooManyRequests] != 6 {
-		t.Fatalf("linked, two edges: %v, want 10 × 202 and 6 × 429 (one budget)", got)
+		t.Fatalf("linked, two leaves: %v, want 10 × 202 and 6 × 429 (one budget)", got)
 	}
 	settled := regexp.MustCompile(`(?m)^sluice_edge_claims_total\{outcome="settled"\} (\S+)$`)
 	lost := regexp.MustCompile(`(?m)^sluice_edge_claims_total\{outcome="settle_lost"\} (\S+)$`)
@@ -114,7 +114,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	}
 	if s != 10 || l != 0 || fb != 0 {
 		t.Fatalf("linked: %v settled, %v settles lost, %v local decisions; want 10, 0, 0 (the hub's owners took the claims, "+
-			"the edges settled them in the hub's bucket)", s, l, fb)
+			"the leaves settled them in the hub's bucket)", s, l, fb)
 	}
 
 	// An Idempotency-Key accepted at e1 and reused with another body at
@@ -129,7 +129,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 		t.Fatalf("key accepted at e1, the same body at e2: %d, want 200 duplicate", code)
 	}
 
-	// The edges' `sluice` services count through the hub's owners too.
+	// The leaves' `sluice` services count through the hub's owners too.
 	c1, err := client.New(e1.n.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	}
 
 	// Linked again (the hub restarted): the hub's owners decide again,
-	// one budget for both edges.
+	// one budget for both leaves.
 	hubServes(startNode(t, hubArgs...)) // stopped by the cleanup
 	if got := statuses(t, "globex", "rejoined", 16, both); got[http.StatusAccepted] != 10 || got[http.StatusTooManyRequests] != 6 {
 		t.Fatalf("linked again: %v, want 10 × 202 and 6 × 429 (one budget)", got)
@@ -191,15 +191,15 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 	}
 }
 
-// An edge whose partition count is not its hub's would be answered
+// A leaf whose partition count is not its hub's would be answered
 // "misrouted" by every owner: it decides from its own state instead and
 // says why.
 func TestEdgeModePartitionMismatch(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf)
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--partitions", "8")
-	want := "local: the hub's fleet has 4 partitions, this edge 8 (set --partitions to the hub's)"
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1", "--partitions", "8")
+	want := "local: the hub's fleet has 4 partitions, this leaf 8 (set --partitions to the hub's)"
 	testkit.Eventually(t, 15*time.Second, func() bool { return quotaOf(t, ed) == want }, "readyz: "+want)
 	if code, _ := postHook(t, ed.h, "acme", "k"); code != http.StatusAccepted {
 		t.Fatalf("hook: %d, want 202 decided by the edge", code)
@@ -210,14 +210,14 @@ func TestEdgeModePartitionMismatch(t *testing.T) {
 	}
 }
 
-// --split-share n: an edge deciding alone applies 1/n of each limit, so
+// --split-share n: a leaf deciding alone applies 1/n of each limit, so
 // the sides of a split together stay near one limit.
 func TestEdgeModeSplitShare(t *testing.T) {
 	t.Parallel()
 	cfgPath := writeLimits(t)
 	// No hub listens there: the edge is cut off from the start.
 	leaf := testkit.FreeAddr(t)
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1",
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1",
 		"--config", cfgPath, "--split-share", "2")
 	if got := statuses(t, "acme", "alone", 8, func(int) *node { return ed }); got[http.StatusAccepted] != 5 || got[http.StatusTooManyRequests] != 3 {
 		t.Fatalf("cut off, --split-share 2: %v, want 5 × 202 and 3 × 429 (half of the burst of 10)", got)

@@ -154,7 +154,7 @@ func readHubOrder(ctx context.Context, js jetstream.JetStream) ([]string, error)
 	return order, nil
 }
 
-// outboxOrder is the hook ids in an edge's outbox in its order (read by
+// outboxOrder is the hook ids in a leaf's outbox in its order (read by
 // sequence: the outbox is a work queue, its consumer the forwarder's).
 func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
@@ -169,7 +169,7 @@ func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
 	return ids
 }
 
-// Edge mode: an edge keeps answering 202 from its local outbox
+// Leaf mode: a leaf keeps answering 202 from its local outbox
 // while the hub is stopped, survives an abrupt stop of its own server
 // during the outage, and once the hub is back every acked hook reaches the
 // hub's HOOKS exactly once.
@@ -182,7 +182,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	// beside it) 250 ms calls ran out, leaving pending claims whose keys
 	// answered 409 past the sender's retries.
 	hubArgs := []string{"--data-dir", hubDir, "--leaf-listen", leaf, "--store-timeout", "1s"}
-	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1", "--store-timeout", "1s"}
+	edgeArgs := []string{"--data-dir", edgeDir, "--hub-url", "nats-leaf://" + leaf, "--leaf-name", "e1", "--store-timeout", "1s"}
 
 	hub := startNode(t, hubArgs...)
 	ed := startNode(t, edgeArgs...)
@@ -258,7 +258,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 	}
 }
 
-// What crosses an edge's leaf connection (httpapi.LeafDeny): only the hub's
+// What crosses a leaf's connection to its hub (httpapi.LeafDeny): only the hub's
 // hooks subjects from the edge, and inbox replies; not the owners,
 // service, events, consumer acks or the outbox, and no hooks from the hub.
 func TestEdgeLeafIsolation(t *testing.T) {
@@ -354,7 +354,7 @@ func TestEdgeLeafIsolation(t *testing.T) {
 		t.Fatalf("%s crossed the leaf connection to the edge", m.Subject)
 	}
 	// Each side's JetStream API is reachable from the other by its domain
-	// (docs/EDGE-MODE.md: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
+	// (docs/LEAF-MODE.md: nats --js-domain e1 stream info HOOKS_OUTBOX on the hub).
 	for name, js := range map[string]func() (jetstream.JetStream, error){
 		"the edge's from the hub": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(hub, "e1") },
 		"the hub's from the edge": func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(ed, "hub") },
@@ -381,7 +381,7 @@ func backlogOf(body string) int {
 	var r struct {
 		Edge *struct {
 			Backlog int `json:"backlog"`
-		} `json:"edge"`
+		} `json:"leaf"`
 	}
 	if json.Unmarshal([]byte(body), &r) != nil || r.Edge == nil {
 		return -1
@@ -409,7 +409,7 @@ func TestEdgeModeSplitKey(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	hubArgs := []string{"--data-dir", t.TempDir(), "--leaf-listen", leaf}
-	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--edge-name", "e1"}
+	edgeArgs := []string{"--data-dir", t.TempDir(), "--hub-url", "nats-leaf://" + leaf, "--leaf-name", "e1"}
 	hub := startNode(t, hubArgs...)
 
 	// The hub accepts "split" itself, then goes away.
@@ -481,7 +481,7 @@ func TestEdgeModeSplitKey(t *testing.T) {
 	}
 }
 
-// The leaf connection with mutual TLS and the token: an edge presenting a
+// The leaf connection with mutual TLS and the token: a leaf presenting a
 // certificate the hub's CA signed, verifying the hub with it, connects;
 // one without a certificate, or with the wrong token, does not.
 func TestEdgeLeafTLS(t *testing.T) {
@@ -515,16 +515,16 @@ func TestEdgeLeafTLS(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, good.LeafConnected, "the edge with a certificate and the token connected")
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(noCertLog.String(), "Leafnode connection closed") && strings.Contains(badTokenLog.String(), "Authorization Violation")
-	}, "the other edges tried and were refused")
+	}, "the other leaves tried and were refused")
 	if noCert.LeafConnected() || badToken.LeafConnected() || hub.NATS().NumLeafNodes() != 1 {
 		t.Fatalf("without a certificate: %v, wrong token: %v, hub's leaf connections: %d",
 			noCert.LeafConnected(), badToken.LeafConnected(), hub.NATS().NumLeafNodes())
 	}
 }
 
-// A hub serves its edges' sync barrier (protocol.HubSyncSubject) across the
+// A hub serves its leaves' sync barrier (protocol.HubSyncSubject) across the
 // leaf connection: at synced with a round of its group sync, at
-// sync-always at once (its acks already mean on disk). An edge does not
+// sync-always at once (its acks already mean on disk). A leaf does not
 // serve it itself: with its hub gone, nothing answers it there.
 func TestEdgeHubSync(t *testing.T) {
 	t.Parallel()
@@ -532,7 +532,7 @@ func TestEdgeHubSync(t *testing.T) {
 		t.Run(level, func(t *testing.T) {
 			leaf := testkit.FreeAddr(t)
 			hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--durability", level)
-			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1")
+			ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1")
 			testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
 			ask := func() (*nats.Msg, error) {
 				return ed.n.Conn.Request(protocol.HubSyncSubject("sluice"), nil, 5*time.Second)
@@ -558,14 +558,14 @@ func TestEdgeHubSync(t *testing.T) {
 			hub.stop()
 			testkit.Eventually(t, 10*time.Second, func() bool { return !ed.n.Server.LeafConnected() }, "link down")
 			if _, err := ask(); !errors.Is(err, nats.ErrNoResponders) {
-				t.Errorf("the barrier on an edge cut off from its hub: %v, want no responders (an edge never serves it)", err)
+				t.Errorf("the barrier on a leaf cut off from its hub: %v, want no responders (a leaf never serves it)", err)
 			}
 		})
 	}
 }
 
 // TestEdgeModeFromNATSConfig: a hub's leaf authorization and an edge's
-// remote come from their --nats-config files: an edge whose remote names
+// remote come from their --nats-config files: a leaf whose remote names
 // the file's user and password links and forwards its hooks to the hub;
 // one with a wrong password never links.
 func TestEdgeModeFromNATSConfig(t *testing.T) {
@@ -580,17 +580,17 @@ func TestEdgeModeFromNATSConfig(t *testing.T) {
 	remote := func(password string) string {
 		return natsConf(t, fmt.Sprintf(`leafnodes { remotes: [ { url: "nats-leaf://sluice-leaf:%s@%s" } ] }`, password, leaf))
 	}
-	ed := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e1", "--store-timeout", "1s", "--nats-config", remote("leaf-secret-0123456789"))
+	ed := startNode(t, "--data-dir", t.TempDir(), "--leaf-name", "e1", "--store-timeout", "1s", "--nats-config", remote("leaf-secret-0123456789"))
 	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
 	acked := postMany(t, ed.h, "file", 5)
 	waitOutboxDrained(t, ed, 20*time.Second)
 	if got := hubHooks(t, hub.n.JS); len(got) != len(acked) {
 		t.Fatalf("the hub holds %d hooks, want the edge's %d", len(got), len(acked))
 	}
-	bad := startNode(t, "--data-dir", t.TempDir(), "--edge-name", "e2", "--nats-config", remote("wrong-password-0123456"))
+	bad := startNode(t, "--data-dir", t.TempDir(), "--leaf-name", "e2", "--nats-config", remote("wrong-password-0123456"))
 	time.Sleep(2 * time.Second)
 	if bad.n.Server.LeafConnected() {
-		t.Fatal("an edge with a wrong leaf password linked to the hub")
+		t.Fatal("a leaf with a wrong leaf password linked to the hub")
 	}
 }
 
@@ -599,7 +599,7 @@ func TestEdgeModeFromNATSConfig(t *testing.T) {
 // (404, naming the hub) rather than making one on the outbox; nor does it
 // serve dead letters.
 func TestEdgeHasNoManagedConsumers(t *testing.T) {
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--edge-name", "e1",
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--leaf-name", "e1",
 		"--admin-token", "edge-admin-token-0123456789")
 	t.Cleanup(ed.stop)
 	base := "http://" + *ed.h.Addr.Load() + "/v1/admin/consumers/acme"
@@ -607,7 +607,7 @@ func TestEdgeHasNoManagedConsumers(t *testing.T) {
 	for _, c := range []struct{ method, url string }{{"PUT", base + "/w"}, {"GET", base}, {"GET", base + "/w/dead"}} {
 		r := testkit.HTTP(t, c.method, c.url, []byte(`{}`), hdr)
 		if r.Code != 404 || (c.url != base+"/w/dead" && !strings.Contains(string(r.Body), "manage consumers on the hub")) {
-			t.Errorf("%s %s on an edge: %d %s", c.method, c.url, r.Code, r.Body)
+			t.Errorf("%s %s on a leaf: %d %s", c.method, c.url, r.Code, r.Body)
 		}
 	}
 }

@@ -24,8 +24,8 @@ import (
 
 // leafConfig sets the embedded server's JetStream domain and leaf
 // connections: a hub's listener (--leaf-listen, or the file's), or a
-// leaf's remote to its hub (--hub-url, or the file's remotes; --edge-name:
-// docs/EDGE-MODE.md).
+// leaf's remote to its hub (--hub-url, or the file's remotes; --leaf-name:
+// docs/LEAF-MODE.md).
 func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	if !cfg.Leaf() {
 		sc.LeafListen = cfg.LeafListen
@@ -153,7 +153,7 @@ func hubLeases(ctx context.Context, cfg *config.Config, n *NATS) (*kvstore.Bucke
 // the hub's owners through the hub's mapping (quota.HubPrefix), used while
 // the Route says the hub decides (link up, same partition count), and the
 // Fleet's node-local state otherwise, with 1/--split-share of each limit
-// (docs/EDGE-MODE.md).
+// (docs/LEAF-MODE.md).
 func leafQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	qlog := log.With("component", "quota")
 	route, err := forward.NewRoute(n.Server.LeafConnected, func(ctx context.Context) (int, error) {
@@ -197,7 +197,7 @@ func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Lo
 			subject := protocol.HubSyncSubject(cfg.Prefix)
 			srv, err = durability.Serve(n.Conn, subject, protocol.HubSyncQueue, then, durability.HubAnswer(n.Durability))
 			if err == nil {
-				log.Debug("hub: serving the edges' sync barrier", "subject", subject, "group_sync", then != nil)
+				log.Debug("hub: serving the leaves' sync barrier", "subject", subject, "group_sync", then != nil)
 			}
 			return err
 		},

@@ -107,12 +107,12 @@ type Stores struct {
 	// file's tenants (Policy.Reload on SIGHUP).
 	Tenants *tenants.Registry
 	Policy  *tenants.Policy
-	// HubClaims is an edge's view of its hub's claims bucket (nil unless
+	// HubClaims is a leaf's view of its hub's claims bucket (nil unless
 	// --hub-url): Claims then takes claims there while the hub answers.
 	HubClaims *forward.Lazy
-	// LeafClaims is Claims on an edge (nil unless --hub-url).
+	// LeafClaims is Claims on a leaf (nil unless --hub-url).
 	LeafClaims *forward.Claims
-	// HubShards reads an edge's hub's shard count (nil unless --hub-url).
+	// HubShards reads a leaf's hub's shard count (nil unless --hub-url).
 	HubShards func(context.Context) (int, error)
 }
 
@@ -233,16 +233,16 @@ func openClaims(ctx context.Context, cfg *config.Config, n *NATS, log *slog.Logg
 
 // Quota is this node's partition worker and the Router to the owners.
 type Quota struct {
-	Worker *owner.Worker // nil on an edge (--hub-url): its hub's owners decide
+	Worker *owner.Worker // nil on a leaf (--hub-url): its hub's owners decide
 	Router *quota.Router
 	Fleet  *quota.Fleet
 	Local  *gcra.Limiter
-	Route  *forward.Route // an edge's: hub or local (nil on other nodes)
+	Route  *forward.Route // a leaf's: hub or local (nil on other nodes)
 }
 
 // ProvideQuota builds the worker (started with the app: it takes its share
 // of partition leases; stopped first among the NATS users: it releases
-// them), the client and the fleet wrapper. An edge has no worker: its
+// them), the client and the fleet wrapper. A leaf has no worker: its
 // client routes to the hub's owners while its Route says so.
 func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, reg *Registry, log *slog.Logger) (*Quota, error) {
 	if cfg.Leaf() {
@@ -388,7 +388,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 	if maxAge == 0 { // --hooks-max-age 0: keep forever
 		maxAge = -1
 	}
-	// An edge stores hooks in its outbox (ProvideForward), never in a local
+	// A leaf stores hooks in its outbox (ProvideForward), never in a local
 	// stream on the hub's subjects: that would capture the forwarder's
 	// publishes to the hub.
 	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
@@ -582,7 +582,7 @@ func NewLoggerTo(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // accessLog is the access log's logger (--access-log; nil: off): log's
 // handler and format, each line naming the node — the embedded NATS
-// server's name in a cluster or an edge (<host>-<cluster port>, or the
+// server's name in a cluster or a leaf (<host>-<cluster port>, or the
 // edge's name: as in the leases' heartbeats), else the host's name.
 func accessLog(cfg *config.Config, n *NATS, log *slog.Logger) *slog.Logger {
 	if !cfg.AccessLog {
@@ -598,5 +598,5 @@ func accessLog(cfg *config.Config, n *NATS, log *slog.Logger) *slog.Logger {
 }
 
 // localMaxKeys bounds the buckets of a node's node-local GCRA limiter (the
-// Fleet's fallback, and an edge's while it decides alone).
+// Fleet's fallback, and a leaf's while it decides alone).
 const localMaxKeys = 1_000_000

@@ -132,7 +132,7 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *sl
 		}
 		out.Conn = nc
 		if cfg.Leaf() {
-			log.Info("edge mode: hooks are stored in the local outbox and forwarded to the hub", "edge", cfg.LeafName, "hub_domain", cfg.HubDomain)
+			log.Info("leaf mode: hooks are stored in the local outbox and forwarded to the hub", "leaf", cfg.LeafName, "hub_domain", cfg.HubDomain)
 		}
 		if u := srv.ClientURL(); u != "" {
 			log.Info("embedded nats-server ready", "client_url", u, "store_dir", srvCfg.StoreDir)

@@ -40,7 +40,7 @@ func startErr(t testing.TB, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, err
 	return nd.h, nd.n, nil
 }
 
-// node is one sluice app of an edge-mode test, stopped by stop (once).
+// node is one sluice app of a leaf-mode test, stopped by stop (once).
 type node struct {
 	h    *sluicefx.HTTP
 	n    *sluicefx.NATS

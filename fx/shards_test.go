@@ -352,13 +352,13 @@ func TestShardsFixedForTheFleet(t *testing.T) {
 // TestEdgeModeShardedHub: an edge (one outbox) of a hub of 2 shards reads
 // the hub's shard count from its fleet record and forwards each hook to
 // its tenant's shard's stream on the hub, every acknowledged hook once;
-// its claims are in the hub's shard buckets, so the hub answers an edge
+// its claims are in the hub's shard buckets, so the hub answers a leaf
 // hook's key as a duplicate of the edge's hook.
 func TestEdgeModeShardedHub(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--partitions", "4/2", "--store-timeout", "1s")
-	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--edge-name", "e1", "--store-timeout", "1s")
+	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1", "--store-timeout", "1s")
 	testkit.Eventually(t, 10*time.Second, ed.n.Server.LeafConnected, "edge linked to the hub")
 	acked := postMany(t, ed.h, "sh", 200)
 	waitOutboxDrained(t, ed, 30*time.Second)

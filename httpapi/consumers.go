@@ -73,9 +73,9 @@ var (
 	ErrConsumerNotFound = errors.New("httpapi: no such managed consumer")
 	ErrTooManyConsumers = errors.New("httpapi: the tenant has its maximum of managed consumers")
 	ErrConsumerConfig   = errors.New("httpapi: consumer configuration refused")
-	// ErrConsumersOnHub: an edge's store keeps its hooks in an outbox until
+	// ErrConsumersOnHub: a leaf's store keeps its hooks in an outbox until
 	// the hub has them; a tenant's consumers live on the hub.
-	ErrConsumersOnHub = errors.New("httpapi: an edge keeps no hooks stream: manage consumers on the hub")
+	ErrConsumersOnHub = errors.New("httpapi: a leaf keeps no hooks stream: manage consumers on the hub")
 )
 
 // ConsumerManager keeps managed consumers (HookStore implements it).
@@ -326,7 +326,7 @@ func (s *HookStore) DeleteConsumer(ctx context.Context, tenant, name string) err
 
 // consumerOp is an admin handler of managed consumers: the {tenant} (and,
 // named, the {name}) of the path checked (400), the node's
-// ConsumerManager found (404 when it has none: an edge keeps no hooks
+// ConsumerManager found (404 when it has none: a leaf keeps no hooks
 // stream), then op's answer — its status and value, or its error mapped
 // by writeConsumerErr.
 func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error)) http.HandlerFunc {

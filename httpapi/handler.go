@@ -79,9 +79,9 @@ type Config struct {
 	AdminToken  string       // enables the admin API when set
 	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
 	Ready       func() error // readiness check for /readyz (nil: always ready)
-	// ReadyInfo, when set, is shown in /readyz's body as "edge" whether
-	// ready or not (an edge's hub link and outbox backlog: a hub outage
-	// leaves an edge ready).
+	// ReadyInfo, when set, is shown in /readyz's body as "leaf" whether
+	// ready or not (a leaf's hub link and outbox backlog: a hub outage
+	// leaves a leaf ready).
 	ReadyInfo  func() any
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
@@ -268,7 +268,7 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 		body["durability"] = h.cfg.Durability
 	}
 	if h.cfg.ReadyInfo != nil {
-		body["edge"] = h.cfg.ReadyInfo()
+		body["leaf"] = h.cfg.ReadyInfo()
 	}
 	if h.cfg.Ready != nil {
 		if err := h.cfg.Ready(); err != nil {

@@ -199,7 +199,7 @@ func (o *lossyOwner) deliverHeld(t *testing.T) []protocol.HitReply {
 // TestLostAnswerRealOwner: the answers a real owner sends are lost after
 // it applied the hit. A lost answer's release gives back only the lost
 // hit's own pending claim: another hook's pending claim and a committed
-// key are left as they were (an edge that dropped the key whatever held
+// key are left as they were (a handler that dropped the key whatever held
 // it would let a second hook in). An owner that writes the claim late,
 // after the edge released it, holds the key for the pending TTL only
 // (409 with Retry-After, then accepted), and a late write after the

@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// The outbox of a leaf (docs/EDGE-MODE.md): a leaf
+// The outbox of a leaf (docs/LEAF-MODE.md): a leaf
 // stores every hook in a local work-queue stream first, on the subject of
 // its hub subject with "hooks" replaced by "outbox", and a forwarder moves
 // it to the hub's hooks stream. Local subjects differ from the hub's so
@@ -107,7 +107,7 @@ func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookSto
 // to its hub, in either direction (imports: not from the hub). Leaf and hub
 // have the same stream, bucket, consumer and service names, so only the
 // forwarder's publishes to the hub's hooks subjects (and inbox replies) may
-// cross (docs/DESIGN.md "Edge mode"); a hub of several shards takes hooks on
+// cross (docs/DESIGN.md "Leaf mode"); a hub of several shards takes hooks on
 // protocol.ShardHooksSubjects, denied inbound too.
 func LeafDeny(prefix string) (both, imports []string) {
 	return []string{"$JS.ACK.>", "$JS.FC.>", "$JS.EVENT.>", "$SRV.>", prefix + ".v1.>", prefix + ".node.>", OutboxSubjects(prefix)},

@@ -119,7 +119,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  cfg.Duplicates,
 		Retention:   jetstream.LimitsPolicy,
-		// An edge's forwarder sends its hooks in atomic batches, so that
+		// A leaf's forwarder sends its hooks in atomic batches, so that
 		// the hub never stores one of them after a later one
 		// (forward.Forwarder).
 		AllowAtomicPublish: true,
@@ -232,7 +232,7 @@ type HookStore struct {
 	prefix string
 	stream string
 	shards int  // the fleet's shards: a tenant's hooks are in stream ShardName(stream, its shard)
-	outbox bool // an edge's outbox: OutboxSubject of the hub subject
+	outbox bool // a leaf's outbox: OutboxSubject of the hub subject
 }
 
 // NewHookStore returns a store that publishes under prefix to stream.

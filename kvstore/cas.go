@@ -172,7 +172,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 }
 
 // OpenRemoteBucket opens the existing bucket name of another JetStream
-// domain (an edge's view of its hub's bucket), js made for that domain.
+// domain (a leaf's view of its hub's bucket), js made for that domain.
 // Reads go through its API; writes are published to
 // "$JS.<domain>.API.$KV.<name>.<key>", which the domain maps to the bucket
 // ($KV.> itself is denied between domains). The bucket is not changed.

@@ -25,7 +25,7 @@ const (
 	// DefaultPartitions is a fleet's number of quota partitions
 	// (--partitions).
 	DefaultPartitions = 64
-	// DefaultMaxInFlightHooks is how many hooks an edge serves at once
+	// DefaultMaxInFlightHooks is how many hooks a node serves at once
 	// (--max-inflight-hooks).
 	DefaultMaxInFlightHooks = 512
 )

@@ -70,7 +70,7 @@ const (
 	ClaimCommitted = "committed"
 	ClaimReleased  = "released"
 	ClaimExpired   = "expired"
-	// ClaimSplit: an edge forwarding a hook found its dedupe key held on
+	// ClaimSplit: a leaf forwarding a hook found its dedupe key held on
 	// the hub for another hook (accepted on both sides of a split).
 	ClaimSplit = "split"
 )

@@ -1,13 +1,13 @@
 package protocol
 
-// The sync barriers (docs/PROTOCOL.md "Subjects" and "Edge mode"): a
+// The sync barriers (docs/PROTOCOL.md "Subjects" and "Leaf mode"): a
 // request on either subject joins the next round of the answering node's
 // group sync and is answered with a SyncReply once it completed. The
-// hub's is asked by its edges, the node's by the other nodes of an
+// hub's is asked by its leaves, the node's by the other nodes of an
 // embedded R1 cluster; one server (durability.Serve) answers both.
 
 // HubSyncSubject is a hub's sync barrier, served in the queue group
-// HubSyncQueue. It is under the hub prefix, which nothing on an edge
+// HubSyncQueue. It is under the hub prefix, which nothing on a leaf
 // serves: the edge runs the same service and would answer itself.
 func HubSyncSubject(prefix string) string { return prefix + ".hub.v1.sync" }
 

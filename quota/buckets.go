@@ -48,7 +48,7 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, rep
 
 // FleetPartitions reads the partition count the fleet recorded in its
 // leases bucket (its first member writes it; kvstore.ErrNotFound before
-// that). An edge compares it with its own before routing to its hub.
+// that). A leaf compares it with its own before routing to its hub.
 func FleetPartitions(ctx context.Context, leases *kvstore.Bucket) (int, error) {
 	p, _, err := lease.Partitions(ctx, leases)
 	return p, err
@@ -56,7 +56,7 @@ func FleetPartitions(ctx context.Context, leases *kvstore.Bucket) (int, error) {
 
 // FleetShape reads the partition and shard counts the fleet recorded in
 // its leases bucket (shards 1 for a fleet without shards;
-// kvstore.ErrNotFound before its first member). An edge routes its hooks
+// kvstore.ErrNotFound before its first member). A leaf routes its hooks
 // and claims to its hub's shards by it.
 func FleetShape(ctx context.Context, leases *kvstore.Bucket) (partitions, shards int, err error) {
 	return lease.Partitions(ctx, leases)

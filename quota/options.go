@@ -190,7 +190,7 @@ func WithMembers(members func() int) FleetOption {
 }
 
 // WithReachable tells the Router whether its owners can be reached at all
-// (an edge: forward.Route). While false, a validated call fails at once
+// (a leaf: forward.Route). While false, a validated call fails at once
 // with ErrUnavailable, so a Fleet falls back with the whole budget rather
 // than after waiting out "no responders", and a service answers 503 at once.
 // Router.

@@ -58,7 +58,7 @@ func ValidMemberID(id string) bool { return id != "" && len(id) <= MaxMemberIDBy
 // CounterKey is the counts-bucket key of a (principal, key) counter.
 func CounterKey(principal, key string) string { return protocol.Join(principal, key) }
 
-// Edges reach their hub's owners (docs/EDGE-MODE.md)
+// Leaves reach their hub's owners (docs/LEAF-MODE.md)
 // through a subject namespace of their own, which the hub maps onto the
 // owners' partition subjects: a leaf's own "<prefix>.v1.>" subjects do
 // not cross its leaf connection (leaf and hub serve the same names), and

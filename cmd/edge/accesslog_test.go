@@ -26,7 +26,7 @@ func accessLines(t *testing.T, e *runningEdge) []map[string]any {
 	return out
 }
 
-// TestAccessLog: with --access-log an edge logs one info line per answered
+// TestAccessLog: with --access-log a node logs one info line per answered
 // hook — a 202, a 4xx and a duplicate — with its tenant, source, status,
 // hook id, duration and node, in the --log-format's form; without it, none.
 func TestAccessLog(t *testing.T) {

@@ -35,7 +35,7 @@ func ValidName(s string) bool {
 	return true
 }
 
-// MaxDomain bounds a JetStream domain and an edge name (--edge-name; a
+// MaxDomain bounds a JetStream domain and a leaf name (--leaf-name; a
 // hub's domain is "hub").
 const MaxDomain = 32
 

@@ -238,13 +238,13 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, func() bool { return sent.Load() > 0 }, "a request on the owners' subjects")
 }
 
-// A hub maps its edges' partition subjects (quota.HubPrefix) onto its owners'.
+// A hub maps its leaves' partition subjects (quota.HubPrefix) onto its owners'.
 func TestHubMapping(t *testing.T) {
 	from, to := quota.HubMapping("sluice")
 	if from != "sluice.hub.v1.quota.p.*" || to != "sluice.v1.quota.p.{{wildcard(1)}}" {
 		t.Fatalf("HubMapping = %q -> %q", from, to)
 	}
 	if got := quota.PartitionSubject(quota.HubPrefix("sluice"), 7); got != "sluice.hub.v1.quota.p.7" {
-		t.Fatalf("an edge's partition subject = %q", got)
+		t.Fatalf("a leaf's partition subject = %q", got)
 	}
 }
