@@ -564,7 +564,7 @@ func TestEdgeHubSync(t *testing.T) {
 	}
 }
 
-// TestEdgeModeFromNATSConfig: a hub's leaf authorization and an edge's
+// TestEdgeModeFromNATSConfig: a hub's leaf authorization and a leaf's
 // remote come from their --nats-config files: a leaf whose remote names
 // the file's user and password links and forwards its hooks to the hub;
 // one with a wrong password never links.
@@ -594,7 +594,7 @@ func TestEdgeModeFromNATSConfig(t *testing.T) {
 	}
 }
 
-// TestEdgeHasNoManagedConsumers: an edge keeps its hooks in an outbox
+// TestEdgeHasNoManagedConsumers: a leaf keeps its hooks in an outbox
 // until the hub has them, so its admin API refuses managed consumers
 // (404, naming the hub) rather than making one on the outbox; nor does it
 // serve dead letters.

@@ -349,7 +349,7 @@ func TestShardsFixedForTheFleet(t *testing.T) {
 	}
 }
 
-// TestEdgeModeShardedHub: an edge (one outbox) of a hub of 2 shards reads
+// TestEdgeModeShardedHub: a leaf (one outbox) of a hub of 2 shards reads
 // the hub's shard count from its fleet record and forwards each hook to
 // its tenant's shard's stream on the hub, every acknowledged hook once;
 // its claims are in the hub's shard buckets, so the hub answers a leaf
