@@ -384,7 +384,7 @@ func splitsReported(edges []*edgeProc) map[[2]string]bool {
 				HookID    string `json:"hook_id"`
 				HubHookID string `json:"hub_hook_id"`
 			}
-			if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "edge: a dedupe key was accepted on both sides of a split" {
+			if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "leaf: a dedupe key was accepted on both sides of a split" {
 				continue
 			}
 			pair := []string{rec.HookID, rec.HubHookID}
