@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// link is a hub and an edge server joined by a leaf connection, with a
+// link is a hub and a leaf server joined by a leaf connection, with a
 // connection to each.
 type link struct {
 	hubSrv, edgeSrv *natsembed.Server
