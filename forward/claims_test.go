@@ -22,7 +22,7 @@ func (downStore) Claim(context.Context, claims.ID, string, time.Duration) (claim
 
 // A leaf's claims: on the hub while linked, on the leaf while not or
 // while the hub's store does not answer; settled where taken.
-func TestEdgeClaimsRoute(t *testing.T) {
+func TestLeafClaimsRoute(t *testing.T) {
 	ctx := context.Background()
 	local, _ := claims.NewMemory()
 	hub, _ := claims.NewMemory()
@@ -137,7 +137,7 @@ func (s *budgetStore) Claim(ctx context.Context, id claims.ID, hookID string, tt
 // leaf's own claim keeps the other half (it once got what the hub left,
 // and a hook under load was answered 503 where a local claim would have
 // been taken).
-func TestEdgeClaimKeepsItsShare(t *testing.T) {
+func TestLeafClaimKeepsItsShare(t *testing.T) {
 	mem, _ := claims.NewMemory()
 	local := &budgetStore{Store: mem}
 	hubMem, _ := claims.NewMemory()

@@ -33,13 +33,13 @@ func BenchmarkEdgeHooks(b *testing.B) {
 	benchHooks(b, h, nil)
 }
 
-// BenchmarkEdgeModeHooks is BenchmarkEdgeHooks against a leaf (--hub-url)
+// BenchmarkLeafModeHooks is BenchmarkEdgeHooks against a leaf (--hub-url)
 // whose hub runs in this process too: a hook's CPU includes its store in
 // the outbox, its forwarding and its store in the hub's HOOKS (the
 // benchmark waits until the outbox is empty).
 //
-//	go test -run '^$' -bench 'EdgeHooks|EdgeModeHooks' -benchtime 10000x -count 4 ./fx/
-func BenchmarkEdgeModeHooks(b *testing.B) {
+//	go test -run '^$' -bench 'EdgeHooks|LeafModeHooks' -benchtime 10000x -count 4 ./fx/
+func BenchmarkLeafModeHooks(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
 	startNode(b, "--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf, "--config", benchConfig(b, dir))

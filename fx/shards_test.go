@@ -349,12 +349,12 @@ func TestShardsFixedForTheFleet(t *testing.T) {
 	}
 }
 
-// TestEdgeModeShardedHub: a leaf (one outbox) of a hub of 2 shards reads
+// TestLeafModeShardedHub: a leaf (one outbox) of a hub of 2 shards reads
 // the hub's shard count from its fleet record and forwards each hook to
 // its tenant's shard's stream on the hub, every acknowledged hook once;
 // its claims are in the hub's shard buckets, so the hub answers a leaf
 // hook's key as a duplicate of the edge's hook.
-func TestEdgeModeShardedHub(t *testing.T) {
+func TestLeafModeShardedHub(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	hub := startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf, "--partitions", "4/2", "--store-timeout", "1s")

@@ -43,12 +43,12 @@ func docBlock(t *testing.T, file, heading string) string {
 	return s[:end+1]
 }
 
-// TestEdgeModeDocBlock runs docs/LEAF-MODE.md's "One hub and two leaves on
+// TestLeafModeDocBlock runs docs/LEAF-MODE.md's "One hub and two leaves on
 // one machine" as a user pastes it — only its ports and /tmp directories
 // are replaced by free ones, its `go build` is done by the test, and the
 // nats CLI is a no-op when absent — and checks what the comments promise:
 // 202 from e1, e1 linked and decided by the hub, k1 a duplicate at e2.
-func TestEdgeModeDocBlock(t *testing.T) {
+func TestLeafModeDocBlock(t *testing.T) {
 	block := docBlock(t, "docs/LEAF-MODE.md", "## One hub and two leaves on one machine")
 	const build = "go build -o edge ./cmd/edge"
 	if !strings.Contains(block, build) {

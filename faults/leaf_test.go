@@ -246,7 +246,7 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 // accepted since the hub died (the backlog its /readyz measures: nothing
 // of it reached the hub); then edgePhase hooks sent after the edge saw the
 // hub again and accepted while the backlog drains.
-func TestEdgeHubOutage(t *testing.T) {
+func TestLeafHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
 	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
@@ -369,7 +369,7 @@ func TestEdgeHubOutage(t *testing.T) {
 	}
 }
 
-// edgePhase is how many hooks TestEdgeHubOutage has accepted in each
+// edgePhase is how many hooks TestLeafHubOutage has accepted in each
 // phase before it moves on (scale × under -faults.long).
 const edgePhase = 300
 

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// BenchmarkEdgeDrain measures a leaf draining a backlog of b.N hooks
+// BenchmarkLeafDrain measures a leaf draining a backlog of b.N hooks
 // (1 KiB, unique hook ids and dedupe keys: each hook's claim is written
 // into the hub's bucket as it is forwarded) into its hub after an outage: the hooks are
 // written into the outbox while the hub is stopped (as the edge's HookStore
@@ -24,8 +24,8 @@ import (
 // start to the leaf link, from the link to an empty outbox, and the
 // forwarding rate (hooks/s). Hub and edge run in this process.
 //
-//	go test -run '^$' -bench EdgeDrain -benchtime 100000x ./fx/
-func BenchmarkEdgeDrain(b *testing.B) {
+//	go test -run '^$' -bench LeafDrain -benchtime 100000x ./fx/
+func BenchmarkLeafDrain(b *testing.B) {
 	dir := b.TempDir()
 	leaf := testkit.FreeAddr(b)
 	hubArgs := []string{"--data-dir", filepath.Join(dir, "hub"), "--leaf-listen", leaf}

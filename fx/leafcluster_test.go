@@ -17,7 +17,7 @@ import (
 // edge keeps answering 202 and relinks to another node, where the hub's
 // owners decide its limits again (the hub maps the edge's owner subjects
 // on every node); every acked hook is in the hub's R3 HOOKS once.
-func TestEdgeModeHubCluster(t *testing.T) {
+func TestLeafModeHubCluster(t *testing.T) {
 	t.Parallel()
 	var routes, leafs []string
 	routePorts := make([]int, 3)

@@ -16,10 +16,10 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// edgeHubCuts is how many power cuts of the hub TestEdgeHubPowerCut makes.
+// edgeHubCuts is how many power cuts of the hub TestLeafHubPowerCut makes.
 const edgeHubCuts = 3
 
-// TestEdgeHubPowerCut: the hub's copy of a forwarded hook. A single-node
+// TestLeafHubPowerCut: the hub's copy of a forwarded hook. A single-node
 // hub (its data dir on a lazyfs mount: what it did not sync is lost by a
 // cut) takes an edge's forwarded hooks under load; again and again, kill
 // -9 of the hub and a power cut at once, and a restart on what its disk
@@ -27,7 +27,7 @@ const edgeHubCuts = 3
 // outbox all along. Then, the hub back and the edge drained, every hook
 // the edge answered 202 must be in the hub's HOOKS: an edge drops its
 // outbox copy of a hook only once the hub has it on disk.
-func TestEdgeHubPowerCut(t *testing.T) {
+func TestLeafHubPowerCut(t *testing.T) {
 	bin, _ := binaries(t)
 	heavy <- struct{}{}
 	defer func() { <-heavy }()

@@ -76,7 +76,7 @@ func metricSum(metrics string, re *regexp.Regexp) float64 {
 // bucket at once; cut off, a leaf decides from its own state, the same
 // limit, without a request toward the hub; linked again, the hub's owners
 // decide again.
-func TestEdgeModeFleetLimits(t *testing.T) {
+func TestLeafModeFleetLimits(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	cfgPath := writeLimits(t)
@@ -194,7 +194,7 @@ func TestEdgeModeFleetLimits(t *testing.T) {
 // A leaf whose partition count is not its hub's would be answered
 // "misrouted" by every owner: it decides from its own state instead and
 // says why.
-func TestEdgeModePartitionMismatch(t *testing.T) {
+func TestLeafModePartitionMismatch(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf)
@@ -212,7 +212,7 @@ func TestEdgeModePartitionMismatch(t *testing.T) {
 
 // --split-share n: a leaf deciding alone applies 1/n of each limit, so
 // the sides of a split together stay near one limit.
-func TestEdgeModeSplitShare(t *testing.T) {
+func TestLeafModeSplitShare(t *testing.T) {
 	t.Parallel()
 	cfgPath := writeLimits(t)
 	// No hub listens there: the edge is cut off from the start.

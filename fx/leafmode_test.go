@@ -173,7 +173,7 @@ func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
 // while the hub is stopped, survives an abrupt stop of its own server
 // during the outage, and once the hub is back every acked hook reaches the
 // hub's HOOKS exactly once.
-func TestEdgeModeHubOutage(t *testing.T) {
+func TestLeafModeHubOutage(t *testing.T) {
 	t.Parallel()
 	hubDir, edgeDir := t.TempDir(), t.TempDir()
 	leaf := testkit.FreeAddr(t)
@@ -261,7 +261,7 @@ func TestEdgeModeHubOutage(t *testing.T) {
 // What crosses a leaf's connection to its hub (httpapi.LeafDeny): only the hub's
 // hooks subjects from the edge, and inbox replies; not the owners,
 // service, events, consumer acks or the outbox, and no hooks from the hub.
-func TestEdgeLeafIsolation(t *testing.T) {
+func TestLeafIsolation(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	hubSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), JetStreamDomain: "hub", LeafListen: leaf, LeafToken: "leaf-secret-0123456789"})
@@ -405,7 +405,7 @@ func grepLines(s, sub string) string {
 // the hub); a key accepted at the hub and, while the hub was away, at the
 // edge is reported when the edge forwards its hook (claim.split event,
 // sluice_edge_split_keys_total), and both hooks are kept.
-func TestEdgeModeSplitKey(t *testing.T) {
+func TestLeafModeSplitKey(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
 	hubArgs := []string{"--data-dir", t.TempDir(), "--leaf-listen", leaf}
@@ -484,7 +484,7 @@ func TestEdgeModeSplitKey(t *testing.T) {
 // The leaf connection with mutual TLS and the token: a leaf presenting a
 // certificate the hub's CA signed, verifying the hub with it, connects;
 // one without a certificate, or with the wrong token, does not.
-func TestEdgeLeafTLS(t *testing.T) {
+func TestLeafTLS(t *testing.T) {
 	t.Parallel()
 	pki := testkit.NewPKI(t)
 	hubCert, hubKey := pki.Issue("hub")
@@ -526,7 +526,7 @@ func TestEdgeLeafTLS(t *testing.T) {
 // leaf connection: at synced with a round of its group sync, at
 // sync-always at once (its acks already mean on disk). A leaf does not
 // serve it itself: with its hub gone, nothing answers it there.
-func TestEdgeHubSync(t *testing.T) {
+func TestLeafHubSync(t *testing.T) {
 	t.Parallel()
 	for _, level := range []string{"synced", "sync-always"} {
 		t.Run(level, func(t *testing.T) {
@@ -564,14 +564,14 @@ func TestEdgeHubSync(t *testing.T) {
 	}
 }
 
-// TestEdgeModeFromNATSConfig: a hub's leaf authorization and a leaf's
+// TestLeafModeFromNATSConfig: a hub's leaf authorization and a leaf's
 // remote come from their --nats-config files: a leaf whose remote names
 // the file's user and password links and forwards its hooks to the hub;
 // one with a wrong password never links.
-func TestEdgeModeFromNATSConfig(t *testing.T) {
+func TestLeafModeFromNATSConfig(t *testing.T) {
 	t.Parallel()
 	leaf := testkit.FreeAddr(t)
-	// A store budget of 1 s, as TestEdgeModeHubOutage's: this test is about
+	// A store budget of 1 s, as TestLeafModeHubOutage's: this test is about
 	// the config files, and 250 ms calls that ran out on a loaded machine
 	// (a fresh-clone CI run) left pending claims on the hub whose keys
 	// answered 409 past the sender's retries.
@@ -594,11 +594,11 @@ func TestEdgeModeFromNATSConfig(t *testing.T) {
 	}
 }
 
-// TestEdgeHasNoManagedConsumers: a leaf keeps its hooks in an outbox
+// TestLeafHasNoManagedConsumers: a leaf keeps its hooks in an outbox
 // until the hub has them, so its admin API refuses managed consumers
 // (404, naming the hub) rather than making one on the outbox; nor does it
 // serve dead letters.
-func TestEdgeHasNoManagedConsumers(t *testing.T) {
+func TestLeafHasNoManagedConsumers(t *testing.T) {
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t)), "--leaf-name", "e1",
 		"--admin-token", "edge-admin-token-0123456789")
 	t.Cleanup(ed.stop)
