@@ -16,16 +16,16 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// edgeHubCuts is how many power cuts of the hub TestLeafHubPowerCut makes.
-const edgeHubCuts = 3
+// leafHubCuts is how many power cuts of the hub TestLeafHubPowerCut makes.
+const leafHubCuts = 3
 
 // TestLeafHubPowerCut: the hub's copy of a forwarded hook. A single-node
 // hub (its data dir on a lazyfs mount: what it did not sync is lost by a
-// cut) takes an edge's forwarded hooks under load; again and again, kill
+// cut) takes a leaf's forwarded hooks under load; again and again, kill
 // -9 of the hub and a power cut at once, and a restart on what its disk
-// kept, the edge (on a disk of its own, never cut) answering 202 from its
-// outbox all along. Then, the hub back and the edge drained, every hook
-// the edge answered 202 must be in the hub's HOOKS: an edge drops its
+// kept, the leaf (on a disk of its own, never cut) answering 202 from its
+// outbox all along. Then, the hub back and the leaf drained, every hook
+// the leaf answered 202 must be in the hub's HOOKS: a leaf drops its
 // outbox copy of a hook only once the hub has it on disk.
 func TestLeafHubPowerCut(t *testing.T) {
 	bin, _ := binaries(t)
@@ -34,18 +34,18 @@ func TestLeafHubPowerCut(t *testing.T) {
 	fs, mnt, _ := powerCutMount(t)
 	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	hubDir, edgeDir := filepath.Join(mnt, "hub"), t.TempDir()
+	hubDir, leafDir := filepath.Join(mnt, "hub"), t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hubLeaf, edgeLeaf := leafArgs(t, leaf)
-	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
-	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, edgeLeaf...)
+	hubLink, leafLink := linkArgs(t, leaf)
+	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLink...)
+	leafArgs := append([]string{"--data-dir", leafDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, leafLink...)
 
 	hub := startEdgeProc(t, bin, "hub", hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", edgeArgs...)
-	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) edgeStatus {
+	ed := startEdgeProc(t, bin, "edge", leafArgs...)
+	waitStatus := func(what string, timeout time.Duration, ok func(leafStatus) bool) leafStatus {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
 		for {
@@ -54,7 +54,7 @@ func TestLeafHubPowerCut(t *testing.T) {
 				return s
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("edge: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
+				t.Fatalf("leaf: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -74,8 +74,8 @@ func TestLeafHubPowerCut(t *testing.T) {
 		}
 		return info.State
 	}
-	// edgeMetrics are the edge's forwarding counters.
-	edgeMetrics := func() string {
+	// leafMetrics are the leaf's forwarding counters.
+	leafMetrics := func() string {
 		res, err := http.Get(ed.url + "/metrics")
 		if err != nil {
 			return err.Error()
@@ -90,21 +90,21 @@ func TestLeafHubPowerCut(t *testing.T) {
 		}
 		return strings.Join(out, ", ")
 	}
-	waitStatus("linked", 15*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })
+	waitStatus("linked", 15*time.Second, func(s leafStatus) bool { return s.Leaf.Linked })
 
 	l := NewLedger()
-	n := scale(edgePhase)
-	for c := range edgeHubCuts {
-		// A phase of load, then the cut as soon as the edge has forwarded
+	n := scale(leafPhase)
+	for c := range leafHubCuts {
+		// A phase of load, then the cut as soon as the leaf has forwarded
 		// all of it: the last batches reached the hub after its own last
-		// synced writes (the hub's owners sync the claims of the edge's
+		// synced writes (the hub's owners sync the claims of the leaf's
 		// hits, and HOOKS with them, while the load runs), so only the
-		// hub's record round (within a second) or the edges' barrier
+		// hub's record round (within a second) or the leaves' barrier
 		// makes them durable there.
-		load := startEdgeLoadKeys(l, func() string { return ed.url }, 8, fmt.Sprintf("cut%d", c))
-		load.waitAccepted(t, fmt.Sprintf("before cut %d", c), n, 30*time.Second, func(edgeAnswer) bool { return true })
+		load := startLeafLoadKeys(l, func() string { return ed.url }, 8, fmt.Sprintf("cut%d", c))
+		load.waitAccepted(t, fmt.Sprintf("before cut %d", c), n, 30*time.Second, func(leafAnswer) bool { return true })
 		load.stop()
-		s := waitStatus("drained", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Backlog == 0 })
+		s := waitStatus("drained", 30*time.Second, func(s leafStatus) bool { return s.Leaf.Linked && s.Leaf.Backlog == 0 })
 		before := hubStored()
 		hub.p.kill()
 		loss, err := fs.Cut()
@@ -113,9 +113,9 @@ func TestLeafHubPowerCut(t *testing.T) {
 		}
 		hub = startEdgeProc(t, bin, "hub", hubArgs...)
 		after := hubStored()
-		t.Logf("cut %d: the hub's HOOKS held %d hooks (seq %d-%d) before the cut, %d (seq %d-%d) after it (edge backlog then %d); the cut dropped %d bytes of %d files; edge: %s",
-			c, before.Msgs, before.FirstSeq, before.LastSeq, after.Msgs, after.FirstSeq, after.LastSeq, s.Edge.Backlog, loss.Bytes, loss.Files, edgeMetrics())
-		waitStatus("linked again", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })
+		t.Logf("cut %d: the hub's HOOKS held %d hooks (seq %d-%d) before the cut, %d (seq %d-%d) after it (leaf backlog then %d); the cut dropped %d bytes of %d files; leaf: %s",
+			c, before.Msgs, before.FirstSeq, before.LastSeq, after.Msgs, after.FirstSeq, after.LastSeq, s.Leaf.Backlog, loss.Bytes, loss.Files, leafMetrics())
+		waitStatus("linked again", 30*time.Second, func(s leafStatus) bool { return s.Leaf.Linked })
 	}
 	js := testkit.JetStream(t, testkit.Dial(t, "nats://"+hubNATS))
 	var r Report
@@ -125,10 +125,10 @@ func TestLeafHubPowerCut(t *testing.T) {
 			break
 		}
 	}
-	s := waitStatus("drained", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Backlog == 0 })
-	t.Logf("%d cuts of the hub: hooks: %s; answers by status %v; edge backlog %d; edge: %s", edgeHubCuts, r, l.Codes(), s.Edge.Backlog, edgeMetrics())
+	s := waitStatus("drained", 30*time.Second, func(s leafStatus) bool { return s.Leaf.Linked && s.Leaf.Backlog == 0 })
+	t.Logf("%d cuts of the hub: hooks: %s; answers by status %v; leaf backlog %d; leaf: %s", leafHubCuts, r, l.Codes(), s.Leaf.Backlog, leafMetrics())
 	if len(r.Missing) > 0 {
-		t.Errorf("%d of %d hooks the edge answered 202 are neither in the hub's HOOKS nor in the edge's outbox: the hub lost them in a power cut after the edge dropped its copy",
+		t.Errorf("%d of %d hooks the leaf answered 202 are neither in the hub's HOOKS nor in the leaf's outbox: the hub lost them in a power cut after the leaf dropped its copy",
 			len(r.Missing), r.Accepted)
 	}
 	for _, v := range r.Violations(true) {

@@ -22,7 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/testkit"
 )
 
-// edgeProc is a cmd/edge process of the edge-mode scenario and the URL it
+// edgeProc is a cmd/edge process of the leaf-mode scenario and the URL it
 // listens on.
 type edgeProc struct {
 	p   *proc
@@ -32,11 +32,11 @@ type edgeProc struct {
 // leafToken is the secret of the fault tests' leaf connections.
 const leafToken = "faults-leaf-token-0123456789"
 
-// leafArgs are a hub's and its edge's flags for a leaf connection on leaf
+// linkArgs are a hub's and its leaf's flags for a leaf connection on leaf
 // that signs in with leafToken, as docs/LEAF-MODE.md sets it up: the hub's
 // --nats-config requires it ($NATS_LEAF_TOKEN, which startEdgeProc
-// sets), the edge's names it in its remote's URL.
-func leafArgs(t *testing.T, leaf string) (hub, edge []string) {
+// sets), the leaf's names it in its remote's URL.
+func linkArgs(t *testing.T, leaf string) (hub, node []string) {
 	t.Helper()
 	dir := t.TempDir()
 	conf := func(name, text string) string {
@@ -73,18 +73,18 @@ func startEdgeProc(t *testing.T, bin, name string, args ...string) *edgeProc {
 	return &edgeProc{p: p, url: url}
 }
 
-// edgeStatus is the "edge" part of an edge's /readyz.
-type edgeStatus struct {
+// leafStatus is the "leaf" part of a leaf's /readyz.
+type leafStatus struct {
 	Status string `json:"status"`
-	Edge   struct {
+	Leaf   struct {
 		Linked  bool   `json:"hub_linked"`
 		Backlog uint64 `json:"backlog"`
 		Quota   string `json:"quota"`
 	} `json:"leaf"`
 }
 
-func readyz(url string) (edgeStatus, int, error) {
-	var s edgeStatus
+func readyz(url string) (leafStatus, int, error) {
+	var s leafStatus
 	res, err := http.Get(url + "/readyz")
 	if err != nil {
 		return s, 0, err
@@ -94,39 +94,39 @@ func readyz(url string) (edgeStatus, int, error) {
 	return s, res.StatusCode, err
 }
 
-// edgeLoad posts hooks with fresh keys to the edge that cur returns, from
+// leafLoad posts hooks with fresh keys to the leaf that cur returns, from
 // workers goroutines, recording every answer in l and its timing in
 // answers; every second hook is sent again after its 2xx (a provider's
 // redelivery: 200 with the same id).
-type edgeLoad struct {
+type leafLoad struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	accepted atomic.Int64
 	other    sync.Map // status (not 200/202/0) -> count
 	mu       sync.Mutex
-	answers  []edgeAnswer
+	answers  []leafAnswer
 }
 
-// edgeAnswer is one request of an edgeLoad: when it was sent and answered,
+// leafAnswer is one request of a leafLoad: when it was sent and answered,
 // to which edge, and its status (0: no answer).
-type edgeAnswer struct {
+type leafAnswer struct {
 	sent, answered time.Time
 	url            string
 	code           int
 	redelivery     bool
 }
 
-func startEdgeLoad(l *Ledger, cur func() string, workers int) *edgeLoad {
-	return startEdgeLoadKeys(l, cur, workers, "e")
+func startLeafLoad(l *Ledger, cur func() string, workers int) *leafLoad {
+	return startLeafLoadKeys(l, cur, workers, "e")
 }
 
-// startEdgeLoadKeys is startEdgeLoad with keys "<prefix>-<worker>-<i>".
-func startEdgeLoadKeys(l *Ledger, cur func() string, workers int, prefix string) *edgeLoad {
+// startLeafLoadKeys is startLeafLoad with keys "<prefix>-<worker>-<i>".
+func startLeafLoadKeys(l *Ledger, cur func() string, workers int, prefix string) *leafLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &edgeLoad{cancel: cancel}
+	r := &leafLoad{cancel: cancel}
 	client := &http.Client{Timeout: 5 * time.Second}
 	post := func(k HookKey, redelivery bool) (int, string) {
-		a := edgeAnswer{sent: time.Now(), url: cur(), redelivery: redelivery}
+		a := leafAnswer{sent: time.Now(), url: cur(), redelivery: redelivery}
 		defer func() {
 			if ctx.Err() != nil && a.code == 0 {
 				return // cut off by the end of the run
@@ -170,7 +170,7 @@ func startEdgeLoadKeys(l *Ledger, cur func() string, workers int, prefix string)
 						}
 					}
 				case 0:
-					sleepCtx(ctx, 20*time.Millisecond) // the edge is down
+					sleepCtx(ctx, 20*time.Millisecond) // the leaf is down
 				default:
 					n, _ := r.other.LoadOrStore(code, new(atomic.Int64))
 					n.(*atomic.Int64).Add(1)
@@ -181,10 +181,10 @@ func startEdgeLoadKeys(l *Ledger, cur func() string, workers int, prefix string)
 	return r
 }
 
-func (r *edgeLoad) stop() { r.cancel(); r.wg.Wait() }
+func (r *leafLoad) stop() { r.cancel(); r.wg.Wait() }
 
 // count is the number of answers so far for which ok holds.
-func (r *edgeLoad) count(ok func(edgeAnswer) bool) int {
+func (r *leafLoad) count(ok func(leafAnswer) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -199,9 +199,9 @@ func (r *edgeLoad) count(ok func(edgeAnswer) bool) int {
 // waitAccepted waits (bounded) until n hooks for which ok holds were
 // answered 202 (a new hook, not a redelivery), and returns how many were
 // then.
-func (r *edgeLoad) waitAccepted(t *testing.T, what string, n int, timeout time.Duration, ok func(edgeAnswer) bool) int {
+func (r *leafLoad) waitAccepted(t *testing.T, what string, n int, timeout time.Duration, ok func(leafAnswer) bool) int {
 	t.Helper()
-	accepted := func(a edgeAnswer) bool { return a.code == 202 && !a.redelivery && ok(a) }
+	accepted := func(a leafAnswer) bool { return a.code == 202 && !a.redelivery && ok(a) }
 	deadline := time.Now().Add(timeout)
 	for {
 		got := r.count(accepted)
@@ -231,92 +231,92 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 	return readStored(t, ctx, st, info.State.Msgs)
 }
 
-// Edge mode with real processes: a hub and an edge leaf. The
-// hub is killed (SIGKILL) under load and the edge keeps answering 202 from
-// its outbox; the edge itself is killed and restarted during the outage;
-// the hub comes back and the edge drains. Then every 202 is in the hub's
+// Leaf mode with real processes: a hub and a leaf leaf. The
+// hub is killed (SIGKILL) under load and the leaf keeps answering 202 from
+// its outbox; the leaf itself is killed and restarted during the outage;
+// the hub comes back and the leaf drains. Then every 202 is in the hub's
 // HOOKS exactly once, under its tenant, source and key, with one winner
 // per key, and no answer other than 200/202 (or none, only for a request
-// that crossed the edge's kill and restart).
+// that crossed the leaf's kill and restart).
 //
 // Each phase lasts until its event is seen, not for a fixed while:
-// edgePhase hooks accepted linked; edgePhase hooks sent after
-// the hub process was reaped and accepted by the first edge, then as many
-// by the restarted edge; the edge's outbox then holds at least every hook
+// leafPhase hooks accepted linked; leafPhase hooks sent after
+// the hub process was reaped and accepted by the first leaf, then as many
+// by the restarted leaf; the leaf's outbox then holds at least every hook
 // accepted since the hub died (the backlog its /readyz measures: nothing
-// of it reached the hub); then edgePhase hooks sent after the edge saw the
+// of it reached the hub); then leafPhase hooks sent after the leaf saw the
 // hub again and accepted while the backlog drains.
 func TestLeafHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
 	ports := testkit.FreePorts(t, 2)
 	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	hubDir, edgeDir := t.TempDir(), t.TempDir()
+	hubDir, leafDir := t.TempDir(), t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
 	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hubLeaf, edgeLeaf := leafArgs(t, leaf)
-	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLeaf...)
-	edgeArgs := append([]string{"--data-dir", edgeDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, edgeLeaf...)
+	hubLink, leafLink := linkArgs(t, leaf)
+	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLink...)
+	leafArgs := append([]string{"--data-dir", leafDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, leafLink...)
 
 	hub := startEdgeProc(t, bin, "hub", hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", edgeArgs...)
-	var edgeURL atomic.Pointer[string]
-	edgeURL.Store(&ed.url)
-	waitStatus := func(what string, timeout time.Duration, ok func(edgeStatus) bool) edgeStatus {
+	ed := startEdgeProc(t, bin, "edge", leafArgs...)
+	var leafURL atomic.Pointer[string]
+	leafURL.Store(&ed.url)
+	waitStatus := func(what string, timeout time.Duration, ok func(leafStatus) bool) leafStatus {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
 		for {
-			s, code, err := readyz(*edgeURL.Load())
+			s, code, err := readyz(*leafURL.Load())
 			if err == nil && code == 200 && ok(s) {
 				return s
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("edge: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
+				t.Fatalf("leaf: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// Linked, the hub's owners decide the edge's limits.
-	waitStatus("linked, limits decided by the hub", 15*time.Second, func(s edgeStatus) bool { return s.Edge.Linked && s.Edge.Quota == "hub" })
+	// Linked, the hub's owners decide the leaf's limits.
+	waitStatus("linked, limits decided by the hub", 15*time.Second, func(s leafStatus) bool { return s.Leaf.Linked && s.Leaf.Quota == "hub" })
 
 	l := NewLedger()
-	load := startEdgeLoad(l, func() string { return *edgeURL.Load() }, 8)
-	n := scale(edgePhase)
-	load.waitAccepted(t, "with the hub linked", n, 30*time.Second, func(edgeAnswer) bool { return true })
+	load := startLeafLoad(l, func() string { return *leafURL.Load() }, 8)
+	n := scale(leafPhase)
+	load.waitAccepted(t, "with the hub linked", n, 30*time.Second, func(leafAnswer) bool { return true })
 
 	hub.p.kill() // returns once the process is reaped
 	hubDown := time.Now()
-	waitStatus("unlinked (ready), limits decided by the edge", 10*time.Second, func(s edgeStatus) bool {
-		return !s.Edge.Linked && s.Edge.Quota != "hub"
+	waitStatus("unlinked (ready), limits decided by the leaf", 10*time.Second, func(s leafStatus) bool {
+		return !s.Leaf.Linked && s.Leaf.Quota != "hub"
 	})
 	first := ed.url
-	load.waitAccepted(t, "by the edge, sent after the hub's kill", n, 30*time.Second, func(a edgeAnswer) bool { return a.url == first && a.sent.After(hubDown) })
+	load.waitAccepted(t, "by the leaf, sent after the hub's kill", n, 30*time.Second, func(a leafAnswer) bool { return a.url == first && a.sent.After(hubDown) })
 
-	edgeKilled := time.Now()
+	leafKilled := time.Now()
 	ed.p.kill() // SIGKILL during the outage, under load
 	edges := []*edgeProc{ed}
-	ed = startEdgeProc(t, bin, "edge", edgeArgs...)
+	ed = startEdgeProc(t, bin, "edge", leafArgs...)
 	edges = append(edges, ed)
-	edgeURL.Store(&ed.url)
-	edgeUp := time.Now()
+	leafURL.Store(&ed.url)
+	leafUp := time.Now()
 	second := ed.url
-	load.waitAccepted(t, "by the restarted edge, the hub down", n, 30*time.Second, func(a edgeAnswer) bool { return a.url == second })
+	load.waitAccepted(t, "by the restarted leaf, the hub down", n, 30*time.Second, func(a leafAnswer) bool { return a.url == second })
 
-	// Every hook accepted since the hub died waits in the edge's outbox:
+	// Every hook accepted since the hub died waits in the leaf's outbox:
 	// the hub, dead, received none of them.
-	duringOutage := load.count(func(a edgeAnswer) bool { return a.code == 202 && !a.redelivery && a.sent.After(hubDown) })
-	held := waitStatus(fmt.Sprintf("holding the %d hooks accepted during the outage in its outbox", duringOutage), 10*time.Second, func(s edgeStatus) bool {
-		return !s.Edge.Linked && s.Edge.Backlog >= uint64(duringOutage)
+	duringOutage := load.count(func(a leafAnswer) bool { return a.code == 202 && !a.redelivery && a.sent.After(hubDown) })
+	held := waitStatus(fmt.Sprintf("holding the %d hooks accepted during the outage in its outbox", duringOutage), 10*time.Second, func(s leafStatus) bool {
+		return !s.Leaf.Linked && s.Leaf.Backlog >= uint64(duringOutage)
 	})
 
 	t0 := time.Now()
 	startEdgeProc(t, bin, "hub", hubArgs...) // stopped by its cleanup
-	// Load while the backlog drains: hooks sent once the edge sees the hub
+	// Load while the backlog drains: hooks sent once the leaf sees the hub
 	// again, accepted before the outbox is empty (checked below).
-	waitStatus("linked again", 30*time.Second, func(s edgeStatus) bool { return s.Edge.Linked })
+	waitStatus("linked again", 30*time.Second, func(s leafStatus) bool { return s.Leaf.Linked })
 	relinked := time.Now()
-	load.waitAccepted(t, "after the hub's return", n, 30*time.Second, func(a edgeAnswer) bool { return a.sent.After(relinked) })
+	load.waitAccepted(t, "after the hub's return", n, 30*time.Second, func(a leafAnswer) bool { return a.sent.After(relinked) })
 	load.stop()
 	// Drained: every hook answered 202 (and every id a 200 named) is in
 	// the hub's HOOKS. Waited for on HOOKS itself: the backlog /readyz
@@ -332,48 +332,48 @@ func TestLeafHubOutage(t *testing.T) {
 		}
 	}
 	drained := time.Since(t0)
-	waitStatus("drained, limits decided by the hub again", 30*time.Second, func(s edgeStatus) bool {
-		return s.Edge.Linked && s.Edge.Backlog == 0 && s.Edge.Quota == "hub"
+	waitStatus("drained, limits decided by the hub again", 30*time.Second, func(s leafStatus) bool {
+		return s.Leaf.Linked && s.Leaf.Backlog == 0 && s.Leaf.Quota == "hub"
 	})
 	reported := splitsReported(edges)
-	t.Logf("hooks: %s; answers by status %v; %d accepted during the outage (sent after the hub's kill, answered before its restart), outbox backlog then %d; edge down for %v; hub restart to every hook in HOOKS %s; %d split keys reported by the edge",
-		r, l.Codes(), duringOutage, held.Edge.Backlog, edgeUp.Sub(edgeKilled).Round(time.Millisecond), drained.Round(time.Millisecond), len(reported))
+	t.Logf("hooks: %s; answers by status %v; %d accepted during the outage (sent after the hub's kill, answered before its restart), outbox backlog then %d; edge down for %v; hub restart to every hook in HOOKS %s; %d split keys reported by the leaf",
+		r, l.Codes(), duringOutage, held.Leaf.Backlog, leafUp.Sub(leafKilled).Round(time.Millisecond), drained.Round(time.Millisecond), len(reported))
 	// A key may be accepted once per side of the split (a hook claimed on
 	// the hub whose settle the hub's kill cut off, its redelivery claimed
-	// on the edge): allowed, but never silently — the edge reports each.
+	// on the leaf): allowed, but never silently — the leaf reports each.
 	for _, v := range r.Violations(true) {
 		t.Errorf("invariant broken: %s", v)
 	}
 	for _, k := range r.Split {
 		ids := slices.Sorted(maps.Keys(l.Winners(k)))
 		if len(ids) != 2 || !reported[[2]string{ids[0], ids[1]}] {
-			t.Errorf("split key %s (winners %v) not reported by the edge", k, ids)
+			t.Errorf("split key %s (winners %v) not reported by the leaf", k, ids)
 		}
 	}
 	if r.ExtraStored != len(r.Split) {
 		t.Errorf("%d hooks stored beyond one per key, %d split keys (the load never resends a key it was not answered for)", r.ExtraStored, len(r.Split))
 	}
 	load.other.Range(func(k, v any) bool {
-		t.Errorf("%d answers %v (only 202, 200, or none while the edge was down)", v.(*atomic.Int64).Load(), k)
+		t.Errorf("%d answers %v (only 202, 200, or none while the leaf was down)", v.(*atomic.Int64).Load(), k)
 		return true
 	})
-	// No answer only for a request to the first edge that was still open
+	// No answer only for a request to the first leaf that was still open
 	// when it was killed (or sent to it after, before the load switched).
-	unanswered := load.count(func(a edgeAnswer) bool { return a.code == 0 })
-	outside := load.count(func(a edgeAnswer) bool {
-		return a.code == 0 && (a.url != first || a.answered.Before(edgeKilled) || a.sent.After(edgeUp))
+	unanswered := load.count(func(a leafAnswer) bool { return a.code == 0 })
+	outside := load.count(func(a leafAnswer) bool {
+		return a.code == 0 && (a.url != first || a.answered.Before(leafKilled) || a.sent.After(leafUp))
 	})
-	t.Logf("%d requests without an answer, all but %d while the edge was down", unanswered, outside)
+	t.Logf("%d requests without an answer, all but %d while the leaf was down", unanswered, outside)
 	if outside > 0 {
-		t.Errorf("%d requests without an answer outside the edge's kill and restart", outside)
+		t.Errorf("%d requests without an answer outside the leaf's kill and restart", outside)
 	}
 }
 
-// edgePhase is how many hooks TestLeafHubOutage has accepted in each
+// leafPhase is how many hooks TestLeafHubOutage has accepted in each
 // phase before it moves on (scale × under -faults.long).
-const edgePhase = 300
+const leafPhase = 300
 
-// splitsReported are the hook id pairs (sorted) that the edges' logs
+// splitsReported are the hook id pairs (sorted) that the leaves' logs
 // report as one key accepted on both sides of a split.
 func splitsReported(edges []*edgeProc) map[[2]string]bool {
 	out := map[[2]string]bool{}

@@ -185,7 +185,7 @@ func TestRouteTLS(t *testing.T) {
 	}
 }
 
-// TestMappingsKeepPermissions: a subject mapping (a hub's, for its edges'
+// TestMappingsKeepPermissions: a subject mapping (a hub's, for its leaves'
 // owner subjects) delivers to the mapped subject, and a user may publish
 // through it only what it may publish to the mapped subject: nats-server
 // checks permissions after mapping.

@@ -73,13 +73,13 @@ type ServerConfig struct {
 	// TLS: each side presents its certificate, verified with ClusterTLSCA.
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 	// JetStreamDomain is the server's JetStream domain ("": none). A hub
-	// serving edges has one, and so has every edge (its name): leaf
+	// serving leaves has one, and so has every leaf (its name): leaf
 	// connections between servers of different domains carry no JetStream
 	// API or KV traffic (nats-server denies $JS.API.>, $KV.> and $OBJ.>),
 	// so each side keeps its own streams and buckets.
 	JetStreamDomain string
 	// LeafListen "host:port" accepts leaf-node connections (a hub serving
-	// edges). With LeafToken they must sign in as LeafUser with it; with
+	// leaves). With LeafToken they must sign in as LeafUser with it; with
 	// LeafTLSCert/LeafTLSKey they must use TLS, and with LeafTLSCA also
 	// present a certificate signed by it.
 	LeafListen string
@@ -88,14 +88,14 @@ type ServerConfig struct {
 	LeafToken string
 	// LeafRemotes are the hub's leaf-node URLs (nats-leaf://host:port or
 	// tls://host:port): this server connects to the hub as a leaf node
-	// (an edge), verifying it with LeafTLSCA and presenting LeafTLSCert.
+	// (a leaf), verifying it with LeafTLSCA and presenting LeafTLSCert.
 	LeafRemotes []string
 	// LeafDeny are subjects that cross the leaf connection to LeafRemotes
 	// in neither direction; LeafDenyImports more that do not come in.
 	LeafDeny, LeafDenyImports []string
 	// Mappings are subject mappings of the server's account, from → to
 	// (nats-server's "mappings"; they apply to leaf connections' messages
-	// too): a hub maps its edges' owner subjects (quota.HubMapping).
+	// too): a hub maps its leaves' owner subjects (quota.HubMapping).
 	Mappings map[string]string
 	// LeafTLSCert, LeafTLSKey and LeafTLSCA are the leaf connection's TLS
 	// files (see LeafListen and LeafRemotes).
@@ -370,7 +370,7 @@ func clusterOptions(opts *server.Options, cfg ServerConfig) error {
 }
 
 // leafOptions sets the JetStream domain, the leaf-node listener of a hub
-// and the remote of an edge.
+// and the remote of a leaf.
 func leafOptions(opts *server.Options, cfg ServerConfig) error {
 	if cfg.JetStreamDomain != "" {
 		opts.JetStreamDomain = cfg.JetStreamDomain
@@ -395,7 +395,7 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 		}
 	}
 	for _, rem := range opts.LeafNode.Remotes {
-		// The file's remotes (an edge's, to its hub) keep sluice's deny
+		// The file's remotes (a leaf's, to its hub) keep sluice's deny
 		// lists too.
 		rem.DenyExports = append(rem.DenyExports, cfg.LeafDeny...)
 		rem.DenyImports = append(rem.DenyImports, append(slices.Clone(cfg.LeafDeny), cfg.LeafDenyImports...)...)
@@ -437,7 +437,7 @@ func leafOptions(opts *server.Options, cfg ServerConfig) error {
 }
 
 // LeafConnected reports whether this server has a leaf-node connection
-// (an edge: to its hub).
+// (a leaf: to its hub).
 func (s *Server) LeafConnected() bool { return s.ns.NumLeafNodes() > 0 }
 
 // authOptions sets the server's authorization from cfg on top of what the
