@@ -96,7 +96,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		// An existing bucket is updated in one stream update: going through
 		// CreateOrUpdateKeyValue would reset MaxMsgs for a moment, leaving
 		// a window in which a capacity (the replay store's) is not enforced.
-		st, err := js.Stream(ctx, StreamName(cfg.Name))
+		st, err := readStream(ctx, js, StreamName(cfg.Name))
 		switch {
 		case err == nil:
 			sc := st.CachedInfo().Config
@@ -118,7 +118,11 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			sc := newStreamConfig(cfg)
 			fix(&sc)
 			sc.PersistMode, sc.Placement = persist, cfg.Placement
-			created, err := js.CreateStream(ctx, sc)
+			var created jetstream.Stream
+			err := CreateRaced(ctx, func(ctx context.Context) (err error) {
+				created, err = js.CreateStream(ctx, sc)
+				return err
+			}, findStream(js, sc.Name))
 			if err != nil {
 				if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 					return errRetryNow // another node created it meanwhile
