@@ -211,10 +211,16 @@ const noJetStreamFor = time.Second
 func WaitReady(ctx context.Context, js jetstream.JetStream) error {
 	var last error
 	var none time.Time // since when the API has had no responders
+	// Each attempt is bounded, from a quarter second up to 2 s: before a
+	// cluster's meta leader is known, nats-server answers no account info
+	// request (jetstream_api.go jsAccountInfoRequest), and one sent then
+	// is asked again rather than waited out.
+	attempt := 250 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		_, err := js.AccountInfo(actx)
 		cancel()
+		attempt = min(2*attempt, 2*time.Second)
 		switch {
 		case err == nil:
 			return nil
