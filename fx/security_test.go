@@ -216,12 +216,39 @@ func TestTenantRecordsNodeOnly(t *testing.T) {
 type violations struct {
 	mu   sync.Mutex
 	errs []string
+	// waits end their context when an error naming their text comes.
+	waits map[string]context.CancelFunc
 }
 
 func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.errs = append(v.errs, err.Error())
+	for sub, cancel := range v.waits {
+		if strings.Contains(err.Error(), sub) {
+			cancel()
+		}
+	}
+}
+
+// refused is ctx, ended as soon as the server reports that it refused a
+// publish to subj (the request never reached JetStream: nothing waits for
+// an answer that cannot come), else after 2 s.
+func (v *violations) refused(ctx context.Context, subj string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	sub := `Publish to "` + subj + `"`
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.waits == nil {
+		v.waits = map[string]context.CancelFunc{}
+	}
+	v.waits[sub] = cancel
+	return ctx, func() {
+		v.mu.Lock()
+		delete(v.waits, sub)
+		v.mu.Unlock()
+		cancel()
+	}
 }
 
 func (v *violations) saw(sub string) bool {
@@ -344,18 +371,25 @@ func TestConsumerRoleSeesOnlyItsTenant(t *testing.T) {
 		{Durable: tok, FilterSubject: "sluice.hooks.>"},
 		{Durable: tok + "2", FilterSubject: "sluice.hooks." + tok + ".>"},
 	} {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		cctx, cancel := v.refused(ctx, "$JS.API.CONSUMER.CREATE.HOOKS."+cfg.Durable+"."+cfg.FilterSubject)
 		_, err := js.CreateOrUpdateConsumer(cctx, "HOOKS", cfg)
 		cancel()
 		if err == nil {
 			t.Fatalf("consumer %+v created", cfg)
 		}
 	}
+	pushSubj := "$JS.API.CONSUMER.CREATE.HOOKS.spy.sluice.hooks." + tok + ".>"
 	pushReq := `{"stream_name":"HOOKS","config":{"durable_name":"spy","deliver_subject":"sluice.redeliver.globex.spy","filter_subject":"sluice.hooks.` + tok + `.>","ack_policy":"none"}}`
-	if _, err := nc.Request("$JS.API.CONSUMER.CREATE.HOOKS.spy.sluice.hooks."+tok+".>", []byte(pushReq), 2*time.Second); err == nil {
+	pctx, cancel := v.refused(ctx, pushSubj)
+	_, err = nc.RequestWithContext(pctx, pushSubj, []byte(pushReq))
+	cancel()
+	if err == nil {
 		t.Fatal("a push consumer of acme's hooks to globex's subject was created")
 	}
-	if _, err := js.Stream(ctx, "HOOKS"); err == nil {
+	sctx, cancel := v.refused(ctx, "$JS.API.STREAM.INFO.HOOKS")
+	_, err = js.Stream(sctx, "HOOKS")
+	cancel()
+	if err == nil {
 		t.Fatal("stream info read")
 	}
 	for _, subj := range []string{"$JS.API.CONSUMER.CREATE.HOOKS.globex", "$JS.API.CONSUMER.CREATE.HOOKS." + tok + "2", "$JS.API.CONSUMER.CREATE.HOOKS.spy"} {

@@ -115,8 +115,16 @@ func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stre
 		if _, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer); err == nil {
 			return nil
 		}
-		_, err := js.CreateConsumer(ctx, AdvisoryStream, jetstream.ConsumerConfig{Durable: AdvisoryConsumer,
-			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy})
+		// Every node creates it at start: a create raced by another
+		// node's is never answered (kvstore.CreateRaced).
+		err := kvstore.CreateRaced(ctx, func(ctx context.Context) error {
+			_, err := js.CreateConsumer(ctx, AdvisoryStream, jetstream.ConsumerConfig{Durable: AdvisoryConsumer,
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, DeliverPolicy: jetstream.DeliverAllPolicy})
+			return err
+		}, func(ctx context.Context) error {
+			_, err := js.Consumer(ctx, AdvisoryStream, AdvisoryConsumer)
+			return err
+		})
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			return nil
 		}

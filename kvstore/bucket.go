@@ -128,7 +128,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		// An existing bucket is updated in one stream update: going through
 		// CreateOrUpdateKeyValue would reset MaxMsgs for a moment, leaving
 		// a window in which a capacity (the replay store's) is not enforced.
-		st, err := js.Stream(ctx, StreamName(cfg.Name))
+		st, err := readStream(ctx, js, StreamName(cfg.Name))
 		switch {
 		case err == nil:
 			sc := st.CachedInfo().Config
@@ -150,7 +150,11 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			sc := newStreamConfig(cfg)
 			fix(&sc)
 			sc.PersistMode, sc.Placement = persist, cfg.Placement
-			created, err := js.CreateStream(ctx, sc)
+			var created jetstream.Stream
+			err := CreateRaced(ctx, func(ctx context.Context) (err error) {
+				created, err = js.CreateStream(ctx, sc)
+				return err
+			}, findStream(js, sc.Name))
 			if err != nil {
 				if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 					return errRetryNow // another node created it meanwhile
@@ -239,10 +243,16 @@ const noJetStreamFor = time.Second
 func WaitReady(ctx context.Context, js jetstream.JetStream) error {
 	var last error
 	var none time.Time // since when the API has had no responders
+	// Each attempt is bounded, from a quarter second up to 2 s: before a
+	// cluster's meta leader is known, nats-server answers no account info
+	// request (jetstream_api.go jsAccountInfoRequest), and one sent then
+	// is asked again rather than waited out.
+	attempt := 250 * time.Millisecond
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		_, err := js.AccountInfo(actx)
 		cancel()
+		attempt = min(2*attempt, 2*time.Second)
 		switch {
 		case err == nil:
 			return nil

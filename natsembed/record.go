@@ -168,19 +168,21 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 	return WriteRecord(path, Record{Streams: now, Updated: time.Now().UTC()})
 }
 
-// ClusterSettled is how long the cluster's answers for a node's recorded
-// streams must stay the same, every stream answering but some below
-// their record, before CheckClusterStart calls it a loss rather than a
-// cluster still catching up (leaders are elected with every committed
-// write; a stream being caught up moves).
+// ClusterSettled is how long the cluster's answer for each recorded
+// stream that is short (missing or below its record) must stay the same
+// before CheckClusterStart calls it a loss rather than a cluster still
+// catching up (leaders are elected with every committed write; a stream
+// being caught up moves).
 const ClusterSettled = 5 * time.Second
 
 // CheckClusterStart is CheckStart for a node of a cluster, whose recorded
 // streams may be led by other servers: seqs reads the leaders' last
 // sequences (a stream absent from the map is not there). It waits until
 // every recorded stream reaches its recorded sequence; a loss is what is
-// still short when ctx ends or has not moved for ClusterSettled. A node
-// without a record passes at once.
+// still short when ctx ends or when no short stream's answer has moved for
+// ClusterSettled (each stream's own: one that stops being short, or other
+// streams moving, does not restart the others'). A node without a record
+// passes at once.
 func CheckClusterStart(ctx context.Context, dataDir string, accept bool, log *slog.Logger, seqs func(ctx context.Context, names []string) (map[string]uint64, error)) error {
 	return checkClusterStart(ctx, dataDir, accept, ClusterSettled, log, seqs)
 }
@@ -194,14 +196,30 @@ func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle 
 		return err
 	}
 	names := slices.Sorted(maps.Keys(rec.Streams))
+	// answer is what the cluster says of one stream.
+	type answer struct {
+		seq uint64
+		ok  bool // the stream is there
+	}
 	var (
 		lost  []string
 		now   map[string]uint64
-		short string    // what lost says, as last answered
-		since time.Time // when short was first answered as it is
+		seen  = map[string]answer{}    // each stream's last answer
+		since = map[string]time.Time{} // when it was first answered as it is
 		last  error
 		said  = time.Now()
 	)
+	// allSettled: every short stream's answer has stayed the same for
+	// settle; a stream that is not short may keep moving (the leases of
+	// the nodes already up).
+	allSettled := func() bool {
+		for _, name := range names {
+			if got, ok := now[name]; (!ok || got < rec.Streams[name]) && time.Since(since[name]) < settle {
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		got, err := seqs(ctx, names)
 		last = err
@@ -209,10 +227,13 @@ func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle 
 			if lost = CheckRecord(rec, got); len(lost) == 0 {
 				return nil
 			}
-			// Settled is the shortfall not moving: a stream that is not
-			// short may keep moving (the leases of the nodes already up).
-			if k := strings.Join(lost, "; "); now == nil || k != short {
-				short, since = k, time.Now()
+			at := time.Now()
+			for _, name := range names {
+				var a answer
+				a.seq, a.ok = got[name]
+				if prev, had := seen[name]; !had || prev != a {
+					seen[name], since[name] = a, at
+				}
 			}
 			now = got
 		}
@@ -220,7 +241,7 @@ func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle 
 			said = time.Now()
 			log.Warn("waiting for the cluster to bring back the streams this node recorded", "short", strings.Join(lost, "; "), "error", last)
 		}
-		settled := now != nil && time.Since(since) >= settle
+		settled := now != nil && allSettled()
 		if settled || ctx.Err() != nil {
 			if now == nil {
 				return fmt.Errorf("natsembed: the cluster did not answer for the recorded streams before the start deadline: %w", errors.Join(ctx.Err(), last))

@@ -97,6 +97,24 @@ func TestCheckClusterStart(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a stream catching up does not restart the others", func(t *testing.T) {
+		// HOOKS short and the same from the first answer; KV_c short and
+		// moving until it passes its record after 2 s. The loss of HOOKS
+		// is decided then, not ClusterSettled after KV_c stopped being
+		// short (its answers were not HOOKS').
+		const settle = time.Second
+		start := time.Now()
+		var n atomic.Uint64
+		err := natsembed.CheckClusterStartSettle(ctx, record(t), true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+			if time.Since(start) < 2*settle {
+				return map[string]uint64{"HOOKS": 3, "KV_c": n.Add(1) % 4}, nil
+			}
+			return map[string]uint64{"HOOKS": 3, "KV_c": 5}, nil
+		})
+		if d := time.Since(start); err != nil || d >= 2*settle+settle/2 {
+			t.Fatalf("%v after %v, want the loss accepted once KV_c caught up (2 s), not %v after", err, d, settle)
+		}
+	})
 	t.Run("no answer", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
