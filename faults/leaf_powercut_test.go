@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,32 +31,11 @@ func TestLeafHubPowerCut(t *testing.T) {
 	heavy <- struct{}{}
 	defer func() { <-heavy }()
 	fs, mnt, _ := powerCutMount(t)
-	ports := testkit.FreePorts(t, 2)
-	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	hubDir, leafDir := filepath.Join(mnt, "hub"), t.TempDir()
-	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hubLink, leafLink := linkArgs(t, leaf)
-	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLink...)
-	leafArgs := append([]string{"--data-dir", leafDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, leafLink...)
-
-	hub := startEdgeProc(t, bin, "hub", hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", leafArgs...)
+	lp := startLeafPair(t, bin, filepath.Join(mnt, "hub"))
+	hub, ed, hubArgs, hubNATS := lp.hub, lp.leaf, lp.hubArgs, lp.hubNATS
 	waitStatus := func(what string, timeout time.Duration, ok func(leafStatus) bool) leafStatus {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			s, code, err := readyz(ed.url)
-			if err == nil && code == 200 && ok(s) {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("leaf: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return waitLeafStatus(t, func() string { return ed.url }, what, timeout, ok)
 	}
 	hubStored := func() jetstream.StreamState {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

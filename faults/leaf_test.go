@@ -94,6 +94,52 @@ func readyz(url string) (leafStatus, int, error) {
 	return s, res.StatusCode, err
 }
 
+// leafPair is a hub and a leaf linked to it (cmd/edge processes), and
+// the flags that start each again.
+type leafPair struct {
+	hub, leaf         *edgeProc
+	hubNATS           string // the hub's NATS address
+	hubArgs, leafArgs []string
+}
+
+// startLeafPair starts a hub with its data in hubDir and a leaf linked to
+// it, both under limits no test load reaches.
+func startLeafPair(t *testing.T, bin, hubDir string) leafPair {
+	t.Helper()
+	ports := testkit.FreePorts(t, 2)
+	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubLink, leafLink := linkArgs(t, leaf)
+	p := leafPair{
+		hubNATS:  hubNATS,
+		hubArgs:  append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLink...),
+		leafArgs: append([]string{"--data-dir", t.TempDir(), "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, leafLink...),
+	}
+	p.hub = startEdgeProc(t, bin, "hub", p.hubArgs...)
+	p.leaf = startEdgeProc(t, bin, "edge", p.leafArgs...)
+	return p
+}
+
+// waitLeafStatus reads the /readyz of the leaf at url() until ok holds,
+// failing the test after timeout.
+func waitLeafStatus(t *testing.T, url func() string, what string, timeout time.Duration, ok func(leafStatus) bool) leafStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, code, err := readyz(url())
+		if err == nil && code == 200 && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaf: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // leafLoad posts hooks with fresh keys to the leaf that cur returns, from
 // workers goroutines, recording every answer in l and its timing in
 // answers; every second hook is sent again after its 2xx (a provider's
@@ -248,34 +294,13 @@ func storedOn(t *testing.T, js jetstream.JetStream) []StoredHook {
 // hub again and accepted while the backlog drains.
 func TestLeafHubOutage(t *testing.T) {
 	bin, _ := binaries(t)
-	ports := testkit.FreePorts(t, 2)
-	hubNATS, leaf := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	hubDir, leafDir := t.TempDir(), t.TempDir()
-	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(cfgPath, []byte("defaults:\n  limits: {hooks: {rate: 100000, burst: 100000}, bytes: {rate: 1000000000, burst: 1000000000}}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hubLink, leafLink := linkArgs(t, leaf)
-	hubArgs := append([]string{"--data-dir", hubDir, "--nats-listen", hubNATS, "--config", cfgPath}, hubLink...)
-	leafArgs := append([]string{"--data-dir", leafDir, "--nats-listen", "off", "--leaf-name", "e1", "--config", cfgPath}, leafLink...)
-
-	hub := startEdgeProc(t, bin, "hub", hubArgs...)
-	ed := startEdgeProc(t, bin, "edge", leafArgs...)
+	lp := startLeafPair(t, bin, t.TempDir())
+	hub, ed, hubArgs, leafArgs := lp.hub, lp.leaf, lp.hubArgs, lp.leafArgs
 	var leafURL atomic.Pointer[string]
 	leafURL.Store(&ed.url)
 	waitStatus := func(what string, timeout time.Duration, ok func(leafStatus) bool) leafStatus {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			s, code, err := readyz(*leafURL.Load())
-			if err == nil && code == 200 && ok(s) {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("leaf: not %s within %s (last %+v, %d, %v)", what, timeout, s, code, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		return waitLeafStatus(t, func() string { return *leafURL.Load() }, what, timeout, ok)
 	}
 	// Linked, the hub's owners decide the leaf's limits.
 	waitStatus("linked, limits decided by the hub", 15*time.Second, func(s leafStatus) bool { return s.Leaf.Linked && s.Leaf.Quota == "hub" })
@@ -323,7 +348,7 @@ func TestLeafHubOutage(t *testing.T) {
 	// shows is refreshed in the background and can still say 0 from
 	// before the load's last hooks entered the outbox (seen: 225 hooks
 	// "missing" read at once after such a 0).
-	js := testkit.JetStream(t, testkit.Dial(t, "nats://"+hubNATS))
+	js := testkit.JetStream(t, testkit.Dial(t, "nats://"+lp.hubNATS))
 	var r Report
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		r = l.Check(storedOn(t, js))
