@@ -479,11 +479,12 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 			}
 			return storageReadyErr(n)
 		},
-		ReadyInfo:  readyInfo,
-		Gatherer:   reg,
-		Registerer: reg,
-		Logger:     log.With("component", "httpapi"),
-		AccessLog:  accessLog(cfg, n, log),
+		StoreFailed: func() error { return storageReadyErr(n) },
+		ReadyInfo:   readyInfo,
+		Gatherer:    reg,
+		Registerer:  reg,
+		Logger:      log.With("component", "httpapi"),
+		AccessLog:   accessLog(cfg, n, log),
 	})
 	if err != nil {
 		return nil, err

@@ -79,6 +79,12 @@ type Config struct {
 	AdminToken  string       // enables the admin API when set
 	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
 	Ready       func() error // readiness check for /readyz (nil: always ready)
+	// StoreFailed is nil while the node's store can write, else why not
+	// (a full disk: the embedded JetStream does not write again before a
+	// restart). A hook is then answered 503 store_unavailable at once,
+	// nothing charged or claimed, instead of after its store timeout. Nil:
+	// never failed.
+	StoreFailed func() error
 	// ReadyInfo, when set, is shown in /readyz's body as "leaf" whether
 	// ready or not (a leaf's hub link and outbox backlog: a hub outage
 	// leaves a leaf ready).

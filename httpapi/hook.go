@@ -98,7 +98,7 @@ func (h *Handler) serveHook(w http.ResponseWriter, r *http.Request) {
 		q.w = rec
 		defer func() { q.endHookSpan(rec.code) }()
 	}
-	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.verify(q) || !h.answerChallenge(q) {
+	if !h.resolveSource(q) || !h.checkAccess(q) || !h.answerCRC(q) || !h.readBody(q) || !h.storeWritable(q) || !h.verify(q) || !h.answerChallenge(q) {
 		return
 	}
 	if !h.admit(q) || !h.store(q) {
@@ -466,6 +466,17 @@ func (h *Handler) releaseNonce(q *hookRequest) {
 		return
 	}
 	h.m.replay.WithLabelValues("released").Inc()
+}
+
+// storeWritable answers 503 store_unavailable at once when the node's
+// store cannot write (Config.StoreFailed): no write of this hook (its
+// nonce, its claim, the hook) could be made durable, and each would wait
+// out its timeout.
+func (h *Handler) storeWritable(q *hookRequest) bool {
+	if h.cfg.StoreFailed == nil || h.cfg.StoreFailed() == nil {
+		return true
+	}
+	return h.unavailable(q)
 }
 
 // unavailable answers 503 store_unavailable.

@@ -134,6 +134,18 @@ func TestFullDisk(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Once the store cannot write, a hook is refused before any of its
+	// writes: 503 store_unavailable, no quota hit made (none of its
+	// writes could be made durable, and each would wait out its timeout).
+	hits := testkit.ScrapeLine(t, p.httpU, "sluice_edge_hit_seconds_count")
+	for i := range 3 {
+		if c := post("refused-" + strconv.Itoa(i)); c != 503 {
+			t.Fatalf("a hook on a store that cannot write: status %d, want 503", c)
+		}
+	}
+	if after := testkit.ScrapeLine(t, p.httpU, "sluice_edge_hit_seconds_count"); after != hits {
+		t.Errorf("hooks refused on a store that cannot write still made quota hits: %q, then %q", hits, after)
+	}
 	res, err := http.Get(p.httpU + "/metrics")
 	if err != nil {
 		t.Fatal(err)
