@@ -405,7 +405,7 @@ doc_wait_ready`, "", 0)
 				}
 			}
 		}
-		t.Fatalf("a command of %s failed%s: %v\noutput:\n%s", file, failed, err, docTail(stdout))
+		t.Fatalf("a command of %s failed%s: %v\noutput:\n%s%s", file, failed, err, docTail(stdout), docLogs(dir))
 	}
 
 	outs := splitDocOutput(stdout)
@@ -542,6 +542,23 @@ func runDocScript(t *testing.T, dir, script string, env []string) (string, error
 }
 
 // docTail returns the last 8000 bytes of s, for a failure's message.
+// docLogs is the end of each log file a page's commands wrote in dir
+// (its /tmp: the nodes a block starts in the background log there), for
+// a failed page.
+func docLogs(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		fmt.Fprintf(&b, "\n--- %s, last lines:\n%s\n", filepath.Base(f), strings.Join(lines[max(0, len(lines)-25):], "\n"))
+	}
+	return b.String()
+}
+
 func docTail(s string) string {
 	if len(s) > 8000 {
 		return "…" + s[len(s)-8000:]
