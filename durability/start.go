@@ -135,7 +135,7 @@ func (n *Node) startGroupSync(cfg *config.Config, srv *natsembed.Server, reg pro
 	g := kvstore.NewGroupSync(srv.SyncStreams(Streams(cfg)...))
 	n.stops = append(n.stops, g.Close)
 	n.Group = g
-	registerSyncMetrics(reg, "store", "Group sync rounds run (each syncs the store files written since the last).", g)
+	registerSyncMetrics(reg, "store", "Group sync rounds by length (each syncs the store files written since the last): the device's flush latency as a 2xx meets it.", g)
 	return g
 }
 
@@ -161,22 +161,42 @@ func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc
 	n.stops = append(n.stops, func() { _ = round.Close() })
 	barrier := ClusterBarrier(cfg, round.Round)
 	n.stops = append(n.stops, barrier.Close) // the barrier stops before its answers
-	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds run (each asks every node for a round of its group sync).", barrier)
+	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds by length (each asks every node for a round of its group sync).", barrier)
 	return barrier, nil
 }
 
 // registerSyncMetrics exports a group sync's counters as
-// sluice_<what>_sync_*; rounds is the help of its rounds.
+// sluice_<what>_sync_*; rounds is the help of its round histogram.
 func registerSyncMetrics(reg prometheus.Registerer, what, rounds string, g *kvstore.GroupSync) {
 	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_" + what + "_sync_" + name, Help: help},
 			func() float64 { return v(g.Stats()) }))
 	}
-	counter("rounds_total", rounds, func(s kvstore.SyncStats) float64 { return float64(s.Rounds) })
+	reg.MustRegister(roundCollector{g: g, desc: prometheus.NewDesc("sluice_"+what+"_sync_round_seconds", rounds, nil, nil)})
 	counter("waits_total", "Waits on the "+what+" sync (a 2xx or granted reply each; waits/rounds is the coalescing).",
 		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
 	counter("failures_total", "Rounds of the "+what+" sync that failed (the store's: the node then answers 503 until restarted; the cluster's: that round's hooks get a 503).",
 		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
-	counter("seconds_total", "Time spent in rounds of the "+what+" sync.",
-		func(s kvstore.SyncStats) float64 { return s.Time.Seconds() })
+}
+
+// roundCollector exports a group sync's rounds as a histogram of their
+// lengths (kvstore.SyncStats.Lengths): its count is the rounds run, its
+// sum the time spent in them.
+type roundCollector struct {
+	g    *kvstore.GroupSync
+	desc *prometheus.Desc
+}
+
+func (c roundCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c roundCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.g.Stats()
+	buckets := make(map[float64]uint64, len(s.Lengths))
+	var n uint64
+	for i, bound := range kvstore.SyncRoundBounds() {
+		n += s.Lengths[i]
+		buckets[bound.Seconds()] = n
+	}
+	n += s.Lengths[len(s.Lengths)-1] // the count: the buckets' own, read together
+	ch <- prometheus.MustNewConstHistogram(c.desc, n, s.Time.Seconds(), buckets)
 }

@@ -1,6 +1,7 @@
 package durability_test
 
 import (
+	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -9,9 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
+	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
@@ -66,16 +69,32 @@ func TestStartSingleNode(t *testing.T) {
 			if node.Barrier != nil && node.Barrier != node.Group {
 				t.Errorf("mode %v: the barrier is not the server's group sync", m)
 			}
+			// The group sync's rounds are a histogram of their lengths:
+			// its count is the rounds run, its buckets hold them all.
+			if err := node.Group.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			families, err := reg.Gather()
 			if err != nil {
 				t.Fatal(err)
 			}
 			var names []string
+			var rounds *dto.Histogram
 			for _, f := range families {
 				names = append(names, f.GetName())
+				if f.GetName() == "sluice_store_sync_round_seconds" && f.GetType() == dto.MetricType_HISTOGRAM {
+					rounds = f.GetMetric()[0].GetHistogram()
+				}
 			}
-			if !strings.Contains(strings.Join(names, " "), "sluice_store_sync_rounds_total") {
-				t.Errorf("counters registered: %v", names)
+			if rounds == nil {
+				t.Fatalf("no histogram sluice_store_sync_round_seconds among %v", names)
+			}
+			bs := rounds.GetBucket()
+			if want := node.Group.Stats().Rounds; rounds.GetSampleCount() != want || want == 0 {
+				t.Errorf("round histogram count %d, the group sync ran %d rounds", rounds.GetSampleCount(), want)
+			}
+			if len(bs) != len(kvstore.SyncRoundBounds()) || bs[len(bs)-1].GetCumulativeCount() > rounds.GetSampleCount() || rounds.GetSampleSum() <= 0 {
+				t.Errorf("round histogram: buckets %v, count %d, sum %v", bs, rounds.GetSampleCount(), rounds.GetSampleSum())
 			}
 		})
 	}

@@ -70,7 +70,7 @@ func TestFailedSyncIs503(t *testing.T) {
 	}
 }
 
-// Concurrent hooks share sync rounds: sluice_store_sync_rounds_total grows
+// Concurrent hooks share sync rounds: the group sync's rounds grow
 // far slower than the hooks answered 202 (each of which waited on it). The
 // share per round grows with the hooks in flight: 64 of them keep it well
 // above 2 (at 32 a round lasting about as long as a hook's own work left

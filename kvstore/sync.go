@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,11 @@ type GroupSync struct {
 
 	rounds, failures, waits atomic.Uint64
 	nanos                   atomic.Int64 // total time spent in rounds
-	thenSeq                 uint64       // keys of syncRound.then (g.mu)
+	// lengths counts rounds by length: [i] those not longer than
+	// SyncRoundBounds()[i] and longer than the bound before; the last,
+	// those longer than every bound.
+	lengths [roundBounds + 1]atomic.Uint64
+	thenSeq uint64 // keys of syncRound.then (g.mu)
 }
 
 type syncRound struct {
@@ -275,7 +280,9 @@ func (g *GroupSync) run(r *syncRound) {
 	if failed == nil {
 		t0 := time.Now()
 		err := g.round()
-		g.nanos.Add(int64(time.Since(t0)))
+		d := time.Since(t0)
+		g.nanos.Add(int64(d))
+		g.lengths[roundBucket(d)].Add(1)
 		g.rounds.Add(1)
 		switch {
 		case errors.Is(err, ErrRoundMissed):
@@ -338,9 +345,47 @@ type SyncStats struct {
 	Failures uint64        // rounds that failed
 	Waits    uint64        // Sync calls
 	Time     time.Duration // total time in rounds
+	// Lengths counts the rounds by length, one count per bound of
+	// SyncRoundBounds (the rounds not longer than it and longer than the
+	// bound before), then the rounds longer than every bound. Read apart
+	// from Rounds: their sum may differ from it by the rounds ending
+	// meanwhile.
+	Lengths []uint64
+}
+
+// roundBounds is how many bounds SyncRoundBounds has.
+const roundBounds = 13
+
+// syncRoundBounds are SyncRoundBounds: from a lone fdatasync on a fast
+// device (0.1 ms) to the device's stalls (1 s).
+func syncRoundBounds() [roundBounds]time.Duration {
+	return [...]time.Duration{
+		100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+		time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+		25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+		500 * time.Millisecond, time.Second,
+	}
+}
+
+// SyncRoundBounds are the upper bounds of SyncStats.Lengths' buckets.
+func SyncRoundBounds() []time.Duration {
+	b := syncRoundBounds()
+	return b[:]
+}
+
+// roundBucket is the index in GroupSync.lengths of a round that took d.
+func roundBucket(d time.Duration) int {
+	b := syncRoundBounds()
+	i, _ := slices.BinarySearch(b[:], d)
+	return i
 }
 
 // Stats returns the barrier's counters.
 func (g *GroupSync) Stats() SyncStats {
-	return SyncStats{Rounds: g.rounds.Load(), Failures: g.failures.Load(), Waits: g.waits.Load(), Time: time.Duration(g.nanos.Load())}
+	s := SyncStats{Rounds: g.rounds.Load(), Failures: g.failures.Load(), Waits: g.waits.Load(), Time: time.Duration(g.nanos.Load()),
+		Lengths: make([]uint64, len(g.lengths))}
+	for i := range g.lengths {
+		s.Lengths[i] = g.lengths[i].Load()
+	}
+	return s
 }

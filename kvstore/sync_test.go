@@ -504,3 +504,48 @@ func TestGroupSyncReleasesOnlyAfterTheRound(t *testing.T) {
 		t.Fatalf("Then called back with %d rounds finished (%d had begun): before its round's sync ended", got.Load(), began)
 	}
 }
+
+// Stats counts each round in the bucket of its length: a round that
+// returns at once lands under the lowest bounds, one that lasts 300 ms
+// above the 250 ms bound, and the buckets hold every round.
+func TestGroupSyncRoundLengths(t *testing.T) {
+	var slow atomic.Bool
+	g := kvstore.NewGroupSync(func() error {
+		if slow.Load() {
+			time.Sleep(300 * time.Millisecond) // the round's length is what is measured
+		}
+		return nil
+	})
+	defer g.Close()
+	ctx := context.Background()
+	for range 3 {
+		if err := g.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow.Store(true)
+	if err := g.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := g.Stats()
+	bounds := kvstore.SyncRoundBounds()
+	if len(s.Lengths) != len(bounds)+1 {
+		t.Fatalf("%d buckets for %d bounds", len(s.Lengths), len(bounds))
+	}
+	var total, over uint64
+	for i, n := range s.Lengths {
+		total += n
+		if i == len(bounds) || bounds[i] > 250*time.Millisecond {
+			over += n
+		}
+	}
+	if total != s.Rounds || s.Rounds != 4 {
+		t.Fatalf("buckets %v hold %d rounds, Rounds %d: want 4", s.Lengths, total, s.Rounds)
+	}
+	if over != 1 {
+		t.Fatalf("buckets %v (bounds %v): want the 300 ms round, alone, above 250 ms", s.Lengths, bounds)
+	}
+	if s.Time < 300*time.Millisecond {
+		t.Fatalf("time in rounds %v: the slow round lasted 300 ms", s.Time)
+	}
+}

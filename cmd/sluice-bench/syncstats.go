@@ -11,7 +11,7 @@ import (
 )
 
 // syncSample is what the durable edge's /metrics says of its group sync
-// at one instant (fx's sluice_store_sync_* counters, and the edge's
+// at one instant (its sluice_store_sync_* metrics, and the edge's
 // histogram of the time a hook waited on the barrier).
 type syncSample struct {
 	rounds, waits, seconds float64
@@ -24,8 +24,8 @@ type syncSample struct {
 func sampleSync(ctx context.Context, base string) (syncSample, bool) {
 	m := metrics(ctx, base)
 	s := syncSample{
-		rounds: m["sluice_store_sync_rounds_total"], waits: m["sluice_store_sync_waits_total"],
-		seconds: m["sluice_store_sync_seconds_total"], hookWaits: m["sluice_edge_sync_wait_seconds_count"],
+		rounds: m["sluice_store_sync_round_seconds_count"], waits: m["sluice_store_sync_waits_total"],
+		seconds: m["sluice_store_sync_round_seconds_sum"], hookWaits: m["sluice_edge_sync_wait_seconds_count"],
 		hookWaitSum: m["sluice_edge_sync_wait_seconds_sum"], buckets: map[float64]float64{},
 	}
 	for name, v := range m {

@@ -207,8 +207,11 @@ func (b *bench) tail(ctx context.Context) (*tailResult, error) {
 	res.Stages = tailStages(before, after)
 	res.GCs = after["go_gc_duration_seconds_count"] - before["go_gc_duration_seconds_count"]
 	res.GCMax = after[`go_gc_duration_seconds{quantile="1"}`] * 1e6
-	if r := after["sluice_store_sync_rounds_total"] - before["sluice_store_sync_rounds_total"]; r > 0 {
-		res.Rounds = fmt.Sprintf("%.0f rounds, mean %.2f ms", r, (after["sluice_store_sync_seconds_total"]-before["sluice_store_sync_seconds_total"])*1000/r)
+	const h = "sluice_store_sync_round_seconds"
+	if r := after[h+"_count"] - before[h+"_count"]; r > 0 {
+		le := func(bound string) float64 { k := h + `_bucket{le="` + bound + `"}`; return after[k] - before[k] }
+		res.Rounds = fmt.Sprintf("%.0f rounds, mean %.2f ms, %.0f over 5 ms, %.0f over 50 ms", r,
+			(after[h+"_sum"]-before[h+"_sum"])*1000/r, r-le("0.005"), r-le("0.05"))
 	}
 
 	var all hist
