@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/testkit"
 )
 
 // powerCutMode is one durability setting of TestPowerCut.
@@ -192,11 +193,7 @@ func powerCutSyncArgs(t *testing.T) []string {
 // --nats-config.
 func writeNATSConf(t *testing.T, text string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(p, []byte(text+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testkit.WriteTemp(t, "nats.conf", []byte(text+"\n"))
 }
 
 // waitFor returns at deadline.
