@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	uberfx "go.uber.org/fx"
@@ -61,7 +60,7 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 		}
 		return &Forward{}, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := startContext(cfg)
 	defer cancel()
 	if _, err := httpapi.EnsureOutbox(ctx, n.JS, httpapi.OutboxConfig{
 		HooksStream: cfg.HooksStream, Prefix: cfg.Prefix, MaxBytes: cfg.HooksMaxBytes,

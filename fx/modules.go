@@ -73,9 +73,21 @@ func Options(cfg *config.Config, log *slog.Logger) uberfx.Option {
 			return l
 		}),
 		uberfx.StopTimeout(10*time.Second),
+		startTimeout(cfg),
 		undoOnBuildFailure(),
 		Module,
 	)
+}
+
+// startTimeout is the app's start timeout (App.StartTimeout: its start
+// hooks together): ClusterStartWait on a node of an embedded cluster, whose
+// hooks create the settler's stream and consumers on replicas that its
+// peers must be up to hold; fx's default elsewhere.
+func startTimeout(cfg *config.Config) uberfx.Option {
+	if !waitsForCluster(cfg) {
+		return uberfx.Options()
+	}
+	return uberfx.StartTimeout(ClusterStartWait)
 }
 
 // Registry is the Prometheus registry of one app (not the global one, so
@@ -118,7 +130,7 @@ type Stores struct {
 
 // ProvideStores opens the buckets and builds the stores.
 func ProvideStores(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := startContext(cfg)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
 	cbs, store, err := openClaims(ctx, cfg, n, log)
@@ -248,7 +260,7 @@ func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, e
 	if cfg.Leaf() {
 		return leafQuota(cfg, n, ev, reg, log)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := startContext(cfg)
 	defer cancel()
 	leases, counts, err := quota.OpenBuckets(ctx, n.JS, cfg.Prefix, cfg.Replicas)
 	if err != nil {
@@ -382,7 +394,7 @@ type HTTP struct {
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
 func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := startContext(cfg)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
 	if maxAge == 0 { // --hooks-max-age 0: keep forever

@@ -51,7 +51,7 @@ type NATS struct {
 // connects, and waits for JetStream. On stop it drains the connection, then
 // shuts the embedded server down.
 func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := startContext(cfg)
 	defer cancel()
 	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg)}
 	copts := []nats.Option{
