@@ -60,7 +60,7 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 		}
 		return &Forward{}, nil
 	}
-	ctx, cancel := startContext(cfg)
+	ctx, cancel := n.startContext(cfg)
 	defer cancel()
 	if _, err := httpapi.EnsureOutbox(ctx, n.JS, httpapi.OutboxConfig{
 		HooksStream: cfg.HooksStream, Prefix: cfg.Prefix, MaxBytes: cfg.HooksMaxBytes,

@@ -61,8 +61,14 @@ var Module = uberfx.Options(
 // Options returns the fx options of a complete node for cfg, with fx's own
 // log routed through log.
 func Options(cfg *config.Config, log *slog.Logger) uberfx.Option {
+	return OptionsContext(context.Background(), cfg, log)
+}
+
+// OptionsContext is Options for a start-up that ends, failing, once ctx
+// ends (Starting): a node of a cluster may wait for its peers for long.
+func OptionsContext(ctx context.Context, cfg *config.Config, log *slog.Logger) uberfx.Option {
 	return uberfx.Options(
-		uberfx.Supply(cfg, log),
+		uberfx.Supply(cfg, log, Starting{Ctx: ctx}),
 		uberfx.WithLogger(func() fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
 			l.UseLogLevel(slog.LevelDebug)
@@ -130,7 +136,7 @@ type Stores struct {
 
 // ProvideStores opens the buckets and builds the stores.
 func ProvideStores(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, prom *Registry, log *slog.Logger) (*Stores, error) {
-	ctx, cancel := startContext(cfg)
+	ctx, cancel := n.startContext(cfg)
 	defer cancel()
 	names := kvstore.BucketNames(cfg.Prefix)
 	cbs, store, err := openClaims(ctx, cfg, n, log)
@@ -260,7 +266,7 @@ func ProvideQuota(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, e
 	if cfg.Leaf() {
 		return leafQuota(cfg, n, ev, reg, log)
 	}
-	ctx, cancel := startContext(cfg)
+	ctx, cancel := n.startContext(cfg)
 	defer cancel()
 	leases, counts, err := quota.OpenBuckets(ctx, n.JS, cfg.Prefix, cfg.Replicas)
 	if err != nil {
@@ -394,7 +400,7 @@ type HTTP struct {
 // listener (a bind failure fails start-up) and serves in a goroutine;
 // OnStop stops accepting and waits for in-flight requests.
 func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, fw *Forward, reg *Registry, tr *Tracing, log *slog.Logger) (*HTTP, error) {
-	ctx, cancel := startContext(cfg)
+	ctx, cancel := n.startContext(cfg)
 	defer cancel()
 	maxAge := cfg.HooksMaxAge
 	if maxAge == 0 { // --hooks-max-age 0: keep forever

@@ -45,15 +45,19 @@ type NATS struct {
 	// the other nodes.
 	Sync  kvstore.Syncer
 	Group *kvstore.GroupSync
+
+	// starting is the start-up's context (Starting; nil: none), which
+	// ends the waits of the constructors after ProvideNATS.
+	starting context.Context
 }
 
 // ProvideNATS starts the embedded server (unless --nats-url is set),
 // connects, and waits for JetStream. On stop it drains the connection, then
 // shuts the embedded server down.
-func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, reg *Registry, log *slog.Logger) (*NATS, error) {
-	ctx, cancel := startContext(cfg)
+func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Registry, log *slog.Logger) (*NATS, error) {
+	ctx, cancel := startContext(st.Ctx, cfg)
 	defer cancel()
-	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg)}
+	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg), starting: st.Ctx}
 	copts := []nats.Option{
 		nats.Name("sluice-edge"),
 		nats.MaxReconnects(-1),

@@ -39,8 +39,23 @@ func waitsForCluster(cfg *config.Config) bool {
 	return cfg.NATSURL == "" && cfg.Clustered()
 }
 
-// startContext is the context of one start-up step's JetStream calls
-// (StartWait).
-func startContext(cfg *config.Config) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), StartWait(cfg))
+// Starting is the context a node's start-up waits in (OptionsContext):
+// once it ends (cmd/edge: SIGTERM or SIGINT), every wait of the start-up
+// ends and the start fails, rather than a stop waiting out StartWait.
+type Starting struct {
+	Ctx context.Context
+}
+
+// startContext is the context of one start-up step's JetStream calls:
+// parent (nil: none) bounded by StartWait.
+func startContext(parent context.Context, cfg *config.Config) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, StartWait(cfg))
+}
+
+// startContext is startContext in the start-up n was made in.
+func (n *NATS) startContext(cfg *config.Config) (context.Context, context.CancelFunc) {
+	return startContext(n.starting, cfg)
 }

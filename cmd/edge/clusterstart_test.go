@@ -113,6 +113,10 @@ func TestClusterStartWaitsForLatePeer(t *testing.T) {
 	for late := time.Now().Add(35 * time.Second); time.Now().Before(late); time.Sleep(500 * time.Millisecond) {
 		alive()
 	}
+	// Meanwhile they say what they wait for.
+	if data, _ := os.ReadFile(nodes[0].log); !strings.Contains(string(data), "still starting: waiting for the cluster") {
+		t.Errorf("node 1 waited 35 s without saying so:%s", logs())
+	}
 	start(2)
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range nodes {
@@ -129,5 +133,58 @@ func TestClusterStartWaitsForLatePeer(t *testing.T) {
 				t.Fatalf("node %d not ready 90 s after node 3 started:%s", i+1, logs())
 			}
 		}
+	}
+}
+
+// TestClusterStartEndsOnSignal: a node waiting for its cluster's peers at
+// start (up to ClusterStartWait) stops at once on SIGTERM, not after the
+// wait.
+func TestClusterStartEndsOnSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real process; skipped with -short")
+	}
+	t.Parallel()
+	bin := buildEdge(t)
+	dir := t.TempDir()
+	ports := testkit.FreePorts(t, 4)
+	log := filepath.Join(dir, "n1.log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "n1"),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--routes", fmt.Sprintf("nats-route://127.0.0.1:%d,nats-route://127.0.0.1:%d", ports[2], ports[3]), "--replicas", "3")
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	// Waiting for JetStream: its embedded server is up, its peer is not.
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		data, _ := os.ReadFile(log)
+		return strings.Contains(string(data), "embedded nats-server ready")
+	}, "the embedded server started")
+	time.Sleep(time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		stopped = true
+	case <-time.After(10 * time.Second):
+		data, _ := os.ReadFile(log)
+		t.Fatalf("still running 10 s after SIGTERM while waiting for its cluster:\n%s", data)
 	}
 }

@@ -24,7 +24,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
+	"time"
 
 	"go.uber.org/dig"
 	"go.uber.org/fx"
@@ -93,8 +95,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		created = firstMissing(cfg.DataDir)
 	}
 	var stores *sluicefx.Stores
-	app := fx.New(sluicefx.Options(cfg, log), fx.Populate(&stores))
+	starting := startingLog(cfg, log)
+	defer starting()
+	app := fx.New(sluicefx.OptionsContext(ctx, cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
+		starting()
 		// The constructor's own error, not fx's wiring around it: the cause
 		// is the last line.
 		log.Error("start-up failed", "error", dig.RootCause(err))
@@ -108,7 +113,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
 	defer cancel()
-	if err := app.Start(startCtx); err != nil {
+	err = app.Start(startCtx)
+	starting()
+	if err != nil {
 		log.Error("start-up failed", "error", dig.RootCause(err))
 		stopCtx, c2 := context.WithTimeout(context.Background(), app.StopTimeout())
 		defer c2()
@@ -146,6 +153,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped")
 	return code
+}
+
+// startingEvery is how often a start-up still under way says so.
+const startingEvery = 15 * time.Second
+
+// startingLog says every startingEvery that the start-up is still under
+// way, until the returned func is called (more than once is fine): a node
+// of a cluster waits for its peers (up to sluicefx.StartWait), and a new
+// cluster forms only once every one of its nodes runs.
+func startingLog(cfg *config.Config, log *slog.Logger) func() {
+	done := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	began := time.Now()
+	wg.Go(func() {
+		t := time.NewTicker(startingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			waited := time.Since(began).Round(time.Second)
+			if cfg.NATSURL == "" && cfg.Clustered() {
+				log.Warn("still starting: waiting for the cluster (a new cluster forms once every node of --routes runs)",
+					"waited", waited, "gives_up_after", sluicefx.StartWait(cfg))
+				continue
+			}
+			log.Warn("still starting", "waited", waited)
+		}
+	})
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
 }
 
 // reload re-reads the configuration into the running node (SIGHUP),
