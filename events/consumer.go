@@ -64,10 +64,17 @@ func (c *consumer) start(ctx context.Context, sp consumeSpec) error {
 		}
 	}
 	var cons jetstream.Consumer
+	// Every node creates the durable consumer at start: a create raced by
+	// another node's is never answered (kvstore.CreateRaced), and the
+	// next attempt finds it made.
 	err := kvstore.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		cons, err = sp.js.CreateOrUpdateConsumer(ctx, sp.stream, sp.cfg)
-		return err
+		return kvstore.CreateRaced(ctx, func(ctx context.Context) (err error) {
+			cons, err = sp.js.CreateOrUpdateConsumer(ctx, sp.stream, sp.cfg)
+			return err
+		}, func(ctx context.Context) error {
+			_, err := sp.js.Consumer(ctx, sp.stream, sp.cfg.Durable)
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("events: %s: %w", sp.desc, kvstore.MapError(err))
