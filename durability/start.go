@@ -17,12 +17,6 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ClusterStartWait bounds how long a cluster node waits at start for the
-// streams of its record to be back at their recorded sequences (the
-// cluster forming, leaders elected, replicas caught up) before it calls
-// what is still short a loss and refuses to start.
-const ClusterStartWait = time.Minute
-
 // Node is what Start started on a node with an embedded server.
 type Node struct {
 	// Barrier is what a 2xx waits on: the NodeRounds and ClusterRounds
@@ -52,16 +46,22 @@ func (n *Node) Stop() {
 // rounds and the cluster barrier. Its counters are registered on reg as
 // sluice_store_sync_* and sluice_cluster_sync_*. A failed Start leaves
 // nothing running.
-func Start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) (*Node, error) {
+//
+// On a cluster, ctx bounds the wait for the streams of the node's record to
+// be back at their recorded sequences (the cluster forming, leaders
+// elected, replicas caught up; fx gives it the start-up's context: up to
+// fx.ClusterStartWait, and a signal ends it): what is still short when the
+// cluster's answers stop moving is a loss, and the start is refused.
+func Start(ctx context.Context, cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) (*Node, error) {
 	n := &Node{}
-	if err := n.start(cfg, m, srv, nc, js, reg, log); err != nil {
+	if err := n.start(ctx, cfg, m, srv, nc, js, reg, log); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *Node) start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) error {
+func (n *Node) start(ctx context.Context, cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) error {
 	dlog := log.With("component", "durability")
 	if !m.Clustered() {
 		if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
@@ -90,8 +90,6 @@ func (n *Node) start(cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats
 		return err
 	}
 	n.stops = append(n.stops, func() { _ = serving.Stop() })
-	ctx, cancel := context.WithTimeout(context.Background(), ClusterStartWait)
-	defer cancel()
 	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(js)); err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func TestStartSingleNode(t *testing.T) {
 			m := durability.For(cfg)
 			srv, _, js := startServer(t, dir)
 			reg := prometheus.NewRegistry()
-			node, err := durability.Start(cfg, m, srv, nil, js, reg, log)
+			node, err := durability.Start(context.Background(), cfg, m, srv, nil, js, reg, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestStartSingleNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv, _, js := startServer(t, dir)
-		node, err := durability.Start(cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
+		node, err := durability.Start(context.Background(), cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
 		if err == nil {
 			node.Stop()
 			t.Fatal("started over a store that lost the recorded HOOKS")

@@ -182,7 +182,7 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Regi
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	if out.Server != nil {
-		node, err := durability.Start(cfg, out.Mode, out.Server, out.Conn, js, reg, log)
+		node, err := durability.Start(ctx, cfg, out.Mode, out.Server, out.Conn, js, reg, log)
 		if err != nil {
 			return nil, err
 		}
