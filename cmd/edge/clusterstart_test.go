@@ -171,12 +171,13 @@ func TestClusterStartEndsOnSignal(t *testing.T) {
 			<-exited
 		}
 	}()
-	// Waiting for JetStream: its embedded server is up, its peer is not.
+	// Waiting for JetStream: its embedded server is up and says it waits
+	// for its routes (its peer never comes).
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		data, _ := os.ReadFile(log)
-		return strings.Contains(string(data), "embedded nats-server ready")
-	}, "the embedded server started")
-	time.Sleep(time.Second)
+		return strings.Contains(string(data), "embedded nats-server ready") &&
+			strings.Contains(string(data), "Waiting for routing to be established")
+	}, "the node waiting for its cluster")
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
