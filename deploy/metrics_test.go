@@ -48,7 +48,7 @@ func startNode(t *testing.T, args []string, getenv func(string) string) (*node, 
 		return nil, err
 	}
 	var n node
-	app := fx.New(sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&n.reg, &n.http, &n.nats))
+	app := fx.New(sluicefx.Options(context.Background(), cfg, slog.New(slog.DiscardHandler)), fx.Populate(&n.reg, &n.http, &n.nats))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {

@@ -318,7 +318,7 @@ func (n *Node) startInProc(t testing.TB) {
 	var nc *sluicefx.NATS
 	var hs *sluicefx.HTTP
 	var q *sluicefx.Quota
-	app := fxtest.New(t, sluicefx.Options(cfg, log), fx.Populate(&nc, &hs, &q))
+	app := fxtest.New(t, sluicefx.Options(context.Background(), cfg, log), fx.Populate(&nc, &hs, &q))
 	app.RequireStart()
 	n.mu.Lock()
 	n.app, n.NATS, n.HTTP, n.Quota = app, nc, hs, q

@@ -57,7 +57,7 @@ func startApp(t *testing.T, yaml string, env map[string]string, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &app{}
-	a.fx = fxtest.New(t, sluicefx.Options(cfg, log), fx.Populate(&a.nats, &a.http))
+	a.fx = fxtest.New(t, sluicefx.Options(context.Background(), cfg, log), fx.Populate(&a.nats, &a.http))
 	a.fx.RequireStart()
 	t.Cleanup(a.fx.RequireStop)
 	scheme := "http"
@@ -378,7 +378,7 @@ func startFuzzServiceApp(f *testing.F) *nats.Conn {
 		f.Fatal(err)
 	}
 	var nc *sluicefx.NATS
-	app := fxtest.New(f, sluicefx.Options(cfg, slog.New(slog.DiscardHandler)), fx.Populate(&nc))
+	app := fxtest.New(f, sluicefx.Options(context.Background(), cfg, slog.New(slog.DiscardHandler)), fx.Populate(&nc))
 	app.RequireStart()
 	f.Cleanup(app.RequireStop)
 	return nc.Conn

@@ -3,6 +3,7 @@ package fx_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -51,7 +52,7 @@ func TestHTTPMaxConnsFlag(t *testing.T) {
 	}
 	cfg.HTTPMaxConns = config.ConnsPerHookSlot
 	var h *sluicefx.HTTP
-	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), uberfx.Populate(&h))
+	app := fxtest.New(t, sluicefx.Options(context.Background(), cfg, testkit.Log()), uberfx.Populate(&h))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	addr := *h.Addr.Load()

@@ -59,14 +59,9 @@ var Module = uberfx.Options(
 )
 
 // Options returns the fx options of a complete node for cfg, with fx's own
-// log routed through log.
-func Options(cfg *config.Config, log *slog.Logger) uberfx.Option {
-	return OptionsContext(context.Background(), cfg, log)
-}
-
-// OptionsContext is Options for a start-up that ends, failing, once ctx
-// ends (Starting): a node of a cluster may wait for its peers for long.
-func OptionsContext(ctx context.Context, cfg *config.Config, log *slog.Logger) uberfx.Option {
+// log routed through log. The start-up ends, failing, once ctx ends
+// (Starting): a node of a cluster may wait for its peers for long.
+func Options(ctx context.Context, cfg *config.Config, log *slog.Logger) uberfx.Option {
 	return uberfx.Options(
 		uberfx.Supply(cfg, log, Starting{Ctx: ctx}),
 		uberfx.WithLogger(func() fxevent.Logger {

@@ -33,7 +33,7 @@ func startLogged(t *testing.T, args ...string) *testkit.LogBuffer {
 		t.Fatal(err)
 	}
 	buf := &testkit.LogBuffer{}
-	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))))
+	app := fxtest.New(t, sluicefx.Options(context.Background(), cfg, slog.New(slog.NewTextHandler(buf, nil))))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	return buf
@@ -457,7 +457,7 @@ func TestNATSAsyncErrorsInTheLog(t *testing.T) {
 	}
 	buf := &testkit.LogBuffer{}
 	var n *sluicefx.NATS
-	app := fxtest.New(t, sluicefx.Options(cfg, slog.New(slog.NewTextHandler(buf, nil))), uberfx.Populate(&n))
+	app := fxtest.New(t, sluicefx.Options(context.Background(), cfg, slog.New(slog.NewTextHandler(buf, nil))), uberfx.Populate(&n))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	report := n.Conn.ErrorHandler()

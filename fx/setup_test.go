@@ -25,7 +25,7 @@ func start(t *testing.T, args ...string) (*sluicefx.HTTP, *sluicefx.NATS, *fxtes
 	}
 	var h *sluicefx.HTTP
 	var n *sluicefx.NATS
-	app := fxtest.New(t, sluicefx.Options(cfg, testkit.Log()), uberfx.Populate(&h, &n))
+	app := fxtest.New(t, sluicefx.Options(context.Background(), cfg, testkit.Log()), uberfx.Populate(&h, &n))
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
 	return h, n, app
@@ -69,7 +69,7 @@ func startNodeErr(t testing.TB, args ...string) (*node, error) {
 		return nil, err
 	}
 	nd := &node{}
-	app := uberfx.New(sluicefx.Options(cfg, testkit.Log()), uberfx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
+	app := uberfx.New(sluicefx.Options(context.Background(), cfg, testkit.Log()), uberfx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
 	if err := app.Err(); err != nil {
 		return nil, err
 	}

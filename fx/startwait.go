@@ -39,7 +39,7 @@ func waitsForCluster(cfg *config.Config) bool {
 	return cfg.NATSURL == "" && cfg.Clustered()
 }
 
-// Starting is the context a node's start-up waits in (OptionsContext):
+// Starting is the context a node's start-up waits in (Options):
 // once it ends (cmd/edge: SIGTERM or SIGINT), every wait of the start-up
 // ends and the start fails, rather than a stop waiting out StartWait.
 type Starting struct {

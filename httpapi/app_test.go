@@ -79,7 +79,7 @@ func startAppWith(t testing.TB, dir, yaml string, opts []fx.Option, args ...stri
 		t.Fatalf("config: %v", err)
 	}
 	a := &app{t: t, dir: dir}
-	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(cfg, testkit.Log()), fx.Populate(&a.nats, &a.http)}, opts...)...)
+	a.fx = fxtest.New(t, append([]fx.Option{sluicefx.Options(context.Background(), cfg, testkit.Log()), fx.Populate(&a.nats, &a.http)}, opts...)...)
 	a.fx.RequireStart()
 	t.Cleanup(a.fx.RequireStop)
 	a.url = "http://" + *a.http.Addr.Load()

@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var stores *sluicefx.Stores
 	starting := startingLog(cfg, log)
 	defer starting()
-	app := fx.New(sluicefx.OptionsContext(ctx, cfg, log), fx.Populate(&stores))
+	app := fx.New(sluicefx.Options(ctx, cfg, log), fx.Populate(&stores))
 	if err := app.Err(); err != nil {
 		starting()
 		// The constructor's own error, not fx's wiring around it: the cause

@@ -64,7 +64,7 @@ func StartLogged(t testkit.T, k *testkit.Kit, log *slog.Logger, args ...string) 
 	var h *sluicefx.HTTP
 	var st *sluicefx.Stores
 	app := fx.New(
-		sluicefx.Options(cfg, log),
+		sluicefx.Options(context.Background(), cfg, log),
 		// The kit's connection replaces the one ProvideNATS would make (and
 		// the embedded server it would start): the kit owns both.
 		fx.Replace(&sluicefx.NATS{Conn: k.Conn, JS: k.JS}),
