@@ -405,7 +405,9 @@ doc_wait_ready`, "", 0)
 				}
 			}
 		}
-		t.Fatalf("a command of %s failed%s: %v\noutput:\n%s%s", file, failed, err, docTail(stdout), docLogs(dir))
+		// The last lines first: a CI report that keeps only the start of a
+		// long message still shows what the failing command said.
+		t.Fatalf("a command of %s failed%s: %v\nits last lines:\n%s\noutput:\n%s%s", file, failed, err, lastLines(stdout, 12), docTail(stdout), docLogs(dir))
 	}
 
 	outs := splitDocOutput(stdout)
@@ -553,10 +555,15 @@ func docLogs(dir string) string {
 		if err != nil {
 			continue
 		}
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		fmt.Fprintf(&b, "\n--- %s, last lines:\n%s\n", filepath.Base(f), strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		fmt.Fprintf(&b, "\n--- %s, last lines:\n%s\n", filepath.Base(f), lastLines(string(data), 25))
 	}
 	return b.String()
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func docTail(s string) string {
