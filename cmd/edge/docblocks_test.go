@@ -133,9 +133,21 @@ type docPage struct {
 	// natsOnly: the page's blocks need the nats CLI (without it the page
 	// is skipped, not run half).
 	natsOnly bool
+	// natsFailOnce: a nats command whose arguments match this shell
+	// pattern fails its first time, cut off after 0.15 s, so that the
+	// page's retry of it runs in every run, not only when the failure it
+	// is for comes by itself.
+	natsFailOnce string
 }
 
+// failedOnPurpose marks a nats command natsFailOnce failed.
+const failedOnPurpose = "nats: error: failed on purpose by the doc test"
+
 var docPages = map[string]docPage{
+	// The cluster's restore is tried again when nats-server drops its
+	// first chunk ("no responders", about one run of the page in ten):
+	// HOOKS' first restore fails on purpose.
+	"docs/BACKUP.md": {natsFailOnce: `*" backup restore stream "*"/cbackup/HOOKS "*`},
 	"README.md": {
 		expect: map[string][]string{"## Quickstart": {"HTTP/1.1 202", `{"status":"accepted","id":"`}},
 		again:  map[string][]string{"## Quickstart": {`"status":"duplicate"`, `"duplicate":true`}},
@@ -353,13 +365,16 @@ doc_wait_ready() {
 	} else {
 		// A live subscription runs until the reader stops it: here, 2 s;
 		// one that stops itself (--count, --wait) is only bounded.
-		add(`nats() {
-  case " $* " in
-    *" sub "*" --count "*|*" sub "*" --wait "*) timeout 60 "$DOC_NATS" "$@";;
+		cases := `    *" sub "*" --count "*|*" sub "*" --wait "*) timeout 60 "$DOC_NATS" "$@";;
     *" sub "*) timeout 2 "$DOC_NATS" "$@" || [ $? = 124 ];;
-    *) "$DOC_NATS" "$@";;
-  esac
-}`, "", 0)
+    *) "$DOC_NATS" "$@";;`
+		if page.natsFailOnce != "" {
+			cases = "    " + page.natsFailOnce + `) if [ ! -e "$PWD/.nats-failed" ]; then
+      touch "$PWD/.nats-failed"; timeout 0.15 "$DOC_NATS" "$@"; echo '` + failedOnPurpose + `'; return 1
+    fi; "$DOC_NATS" "$@";;
+` + cases
+		}
+		add("nats() {\n  case \" $* \" in\n"+cases+"\n  esac\n}", "", 0)
 	}
 	if page.node {
 		// The node is the test's, not a block's: its store budget is 2 s, not
@@ -410,6 +425,9 @@ doc_wait_ready`, "", 0)
 		t.Fatalf("a command of %s failed%s: %v\nits last lines:\n%s\noutput:\n%s%s", file, failed, err, lastLines(stdout, 12), docTail(stdout), docLogs(dir))
 	}
 
+	if page.natsFailOnce != "" && nats != "" && !strings.Contains(stdout, failedOnPurpose) {
+		t.Errorf("%s: no nats command matched %s, to fail on purpose", file, page.natsFailOnce)
+	}
 	outs := splitDocOutput(stdout)
 	for _, b := range blocks {
 		out := outs["@@block "+b.where()]
