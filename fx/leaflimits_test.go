@@ -200,7 +200,7 @@ func TestLeafModePartitionMismatch(t *testing.T) {
 	startNode(t, "--data-dir", t.TempDir(), "--leaf-listen", leaf)
 	ed := startNode(t, "--data-dir", t.TempDir(), "--hub-url", "nats-leaf://"+leaf, "--leaf-name", "e1", "--partitions", "8")
 	want := "local: the hub's fleet has 4 partitions, this leaf 8 (set --partitions to the hub's)"
-	testkit.Eventually(t, 15*time.Second, func() bool { return quotaOf(t, ed) == want }, "readyz: "+want)
+	testkit.Eventually(t, time.Minute, func() bool { return quotaOf(t, ed) == want }, "readyz: "+want)
 	if code, _ := postHook(t, ed.h, "acme", "k"); code != http.StatusAccepted {
 		t.Fatalf("hook: %d, want 202 decided by the edge", code)
 	}

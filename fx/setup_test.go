@@ -3,6 +3,7 @@ package fx_test
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -106,11 +107,25 @@ func startNodeLog(t testing.TB, log *slog.Logger, args ...string) (*node, error)
 	return nd, nil
 }
 
-// waitOutboxDrained waits until edge node ed's outbox holds no hook.
-func waitOutboxDrained(t *testing.T, ed *node, timeout time.Duration) {
+// waitOutboxDrained waits until edge node ed's outbox holds no hook,
+// failing once it has not shrunk for stalled: a loaded machine drains it
+// slower, an outbox that stopped draining fails alike.
+func waitOutboxDrained(t *testing.T, ed *node, stalled time.Duration) {
 	t.Helper()
-	testkit.Eventually(t, timeout, func() bool {
+	least, since := uint64(math.MaxUint64), time.Now()
+	for ; ; time.Sleep(10 * time.Millisecond) {
 		st, err := ed.n.JS.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
-		return err == nil && st.CachedInfo().State.Msgs == 0 // Stream read the info
-	}, "outbox drained")
+		if err == nil {
+			n := st.CachedInfo().State.Msgs // Stream read the info
+			if n == 0 {
+				return
+			}
+			if n < least {
+				least, since = n, time.Now()
+			}
+		}
+		if time.Since(since) > stalled {
+			t.Fatalf("outbox not drained: %d hooks in it, none forwarded for %s (last error %v)", least, stalled, err)
+		}
+	}
 }
