@@ -2,8 +2,10 @@ package pkgvars
 
 import (
 	"go/ast"
+	"go/parser"
 	"go/token"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +39,32 @@ func TestOneSentinelEach(t *testing.T) {
 		got := declared[name]
 		if len(got) != 1 || filepath.Base(filepath.Dir(got[0])) != "protocol" {
 			t.Errorf("%s declared in %v, want in protocol only", name, got)
+		}
+	}
+}
+
+// TestEveryPackageHasADoc (issue 50): every package with non-test Go files
+// says what it owns in a package comment ("// Package x …").
+func TestEveryPackageHasADoc(t *testing.T) {
+	fset, files := moduleFiles(t, false)
+	has := map[string]bool{}
+	for _, f := range files {
+		name := fset.Position(f.Pos()).Filename
+		dir := filepath.ToSlash(filepath.Dir(name))
+		if _, ok := has[dir]; !ok {
+			has[dir] = false
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Doc != nil && strings.HasPrefix(f.Doc.Text(), "Package "+f.Name.Name+" ") || f.Name.Name == "main" && f.Doc != nil {
+			has[dir] = true
+		}
+	}
+	for dir, ok := range has {
+		if !ok {
+			t.Errorf("%s: no package comment (\"// Package … \")", dir)
 		}
 	}
 }
