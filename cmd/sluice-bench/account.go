@@ -113,7 +113,7 @@ var accountRules = []accountRule{
 	{compClients, []string{natsSrv + "(*Server).createClient", natsSrv + "(*client)."}, nil},
 	{compSrvRest, []string{natsSrv}, nil},
 	{compGC, []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge"}, nil},
-	{compRuntime, []string{"runtime.", "internal/runtime/", "syscall.", "time."}, nil},
+	{compRuntime, []string{"runtime.", "runtime/", "syscall.", "time."}, nil},
 }
 
 // componentOrder is every component, in the order of the rules (a

@@ -19,7 +19,7 @@ func TestClassify(t *testing.T) {
 		stream string
 		want   string
 	}{
-		{[]string{"syscall.Syscall", "internal/poll.(*FD).Write", "net/http.(*response).finishRequest", "net/http.(*conn).serve"}, "", compHTTP},
+		{[]string{"syscall.Syscall", "net.(*conn).Write", "net/http.(*response).finishRequest", "net/http.(*conn).serve"}, "", compHTTP},
 		{[]string{"runtime.memmove", sl + "httpapi.(*Handler).readBody", sl + "httpapi.(*Handler).serveHook", "net/http.(*conn).serve"}, "", compAdmit},
 		{[]string{"runtime.mallocgc", sl + "quota.(*Router).viaFrame", sl + "quota.(*Fleet).Hit", sl + "httpapi.(*Handler).admit", "net/http.(*conn).serve"}, "", compHit},
 		{[]string{"syscall.write", "github.com/nats-io/nats%2ego.(*Conn).publish", sl + "kvstore.(*acker).write", sl + "claims.(*KV).Claim",
@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 		{[]string{"runtime.chanrecv", sl + "kvstore.(*GroupSync).Sync", sl + "httpapi.(*Handler).durable", sl + "httpapi.(*Handler).store"}, "", compWait},
 		{[]string{"golang.org/x/sys/unix.Fdatasync", sl + "natsembed.fsyncFile", sl + "natsembed.(*storeSync).syncPath"}, "", compWait},
 		{[]string{"golang.org/x/sys/unix.Fdatasync", sl + "natsembed.fsyncFile", sl + "natsembed.WriteRecord", sl + "natsembed.(*Recorder).loop"}, "", compBackground},
-		{[]string{sl + "quota/internal/lease.parseOwner", sl + "quota/internal/lease.(*Loop).apply", sl + "quota/internal/lease.(*Loop).Run"}, "", compBackground},
+		{[]string{sl + "quota/internal/lease.(*Loop).apply", sl + "quota/internal/lease.(*Loop).Run"}, "", compBackground},
 		{[]string{sl + "quota/owner.(*Worker).decideItems", sl + "quota/owner.(*Worker).serveFrame", "github.com/nats-io/nats%2ego.(*Conn).waitForMsgs"}, "", compHit},
 		{[]string{sl + "kvstore.parseAck", sl + "kvstore.(*acker).handle", "github.com/nats-io/nats%2ego.(*Conn).waitForMsgs"}, "", compNATSClient},
 		{[]string{"syscall.Fsync", srv + "(*raft).storeToWAL", srv + "(*raft).processAppendEntry", srv + "(*raft).runAsFollower", srv + "(*raft).run"}, "HOOKS_2", compRaftHooks},
@@ -39,11 +39,12 @@ func TestClassify(t *testing.T) {
 		{[]string{srv + "(*fileStore).StoreMsg", srv + "(*stream).processJetStreamMsg", srv + "(*stream).internalLoop"}, "BENCH_1", compSrvHooks},
 		{[]string{srv + "(*raft).resetElect", srv + "(*raft).run"}, "KV_sluice_leases", compSrvOther},
 		{[]string{srv + "(*raft).Propose", srv + "(*stream).processClusteredInboundMsg", srv + "(*client).processInboundClientMsg", srv + "(*client).readLoop", srv + "(*Server).createClientEx.func1"}, "", compRaftOther},
-		{[]string{"internal/poll.writev", srv + "(*client).flushOutbound", srv + "(*client).writeLoop", srv + "(*Server).createRoute.func2"}, "", compRoutes},
+		{[]string{"net.(*Buffers).WriteTo", srv + "(*client).flushOutbound", srv + "(*client).writeLoop", srv + "(*Server).createRoute.func2"}, "", compRoutes},
 		{[]string{srv + "(*client).parse", srv + "(*client).readLoop", srv + "(*Server).createClientEx.func1"}, "", compClients},
 		{[]string{srv + "(*sendq).internalLoop", srv + "(*Server).startGoRoutine.func1"}, "", compSrvRest},
 		{[]string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker"}, "", compGC},
 		{[]string{"runtime.futex", "runtime.findRunnable", "runtime.schedule", "runtime.mcall"}, "", compRuntime},
+		{[]string{"syscall.RawSyscall6"}, "", compRuntime},
 		{[]string{"main.main"}, "", compUnknown},
 	}
 	for _, c := range cases {
