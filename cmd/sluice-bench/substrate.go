@@ -289,9 +289,11 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 		if err := n.proc.waitTCP(rctx, n.natsAddr); err != nil {
 			return fail(err)
 		}
-		nc, err := nats.Connect("nats://"+n.natsAddr, nats.Name("sluice-bench-substrate"), nats.MaxReconnects(-1))
+		// A server under its quota on a busy host may take more than
+		// nats.go's 2 s to send its INFO.
+		nc, err := nats.Connect("nats://"+n.natsAddr, nats.Name("sluice-bench-substrate"), nats.MaxReconnects(-1), nats.Timeout(10*time.Second))
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("connect to s%d: %w", n.idx, err))
 		}
 		conns = append(conns, nc)
 	}
