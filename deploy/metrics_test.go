@@ -40,6 +40,13 @@ type node struct {
 // none); t.Cleanup stops it. An error is the start-up's.
 func startNode(t *testing.T, args []string, getenv func(string) string) (*node, error) {
 	t.Helper()
+	return startNodeLog(t, slog.New(slog.DiscardHandler), args, getenv)
+}
+
+// startNodeLog is startNode logging to log (testkit.StartTogether's node
+// log).
+func startNodeLog(t *testing.T, log *slog.Logger, args []string, getenv func(string) string) (*node, error) {
+	t.Helper()
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -48,7 +55,7 @@ func startNode(t *testing.T, args []string, getenv func(string) string) (*node, 
 		return nil, err
 	}
 	var n node
-	app := fx.New(sluicefx.Options(context.Background(), cfg, slog.New(slog.DiscardHandler)), fx.Populate(&n.reg, &n.http, &n.nats))
+	app := fx.New(sluicefx.Options(context.Background(), cfg, log), fx.Populate(&n.reg, &n.http, &n.nats))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
@@ -153,8 +160,8 @@ func TestDocumentedMetricsExposed(t *testing.T) {
 	// A node of a two-node R1 cluster at synced: the cluster barrier's
 	// counters.
 	routes := []string{"127.0.0.1:" + strconv.Itoa(testkit.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))}
-	cluster := testkit.StartTogether(t, 2, 2*time.Minute, "cluster node", func(i int) (*node, error) {
-		return startNode(t, append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced"), nil)
+	cluster := testkit.StartTogether(t, 2, 2*time.Minute, "cluster node", func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log, append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced"), nil)
 	})
 	for n := range scrape(t, cluster[0]) {
 		have[n] = true
