@@ -99,7 +99,10 @@ func TestManagedConsumersUnderRoles(t *testing.T) {
 		t.Fatalf("acme/gh-worker: %v", gh)
 	}
 	// Edit: a PUT of an existing name replaces its settings (200).
-	if m := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":3,"ack_wait_ms":60000,"backoff_ms":[1000,2000]}`, 200); m["max_deliver"] != float64(3) || fmt.Sprint(m["backoff_ms"]) != "[1000 2000]" {
+	// With a backoff the ack wait is its first step (JetStream's rule): an
+	// ack_wait_ms equal to it is kept (a GET's settings PUT again), another
+	// refused above (TestManagedConsumerBadInput).
+	if m := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":3,"ack_wait_ms":1000,"backoff_ms":[1000,2000]}`, 200); m["max_deliver"] != float64(3) || fmt.Sprint(m["backoff_ms"]) != "[1000 2000]" || m["ack_wait_ms"] != float64(1000) {
 		t.Fatalf("edited: %v", m)
 	}
 	r := a.admin("GET", "/v1/admin/consumers/acme", adminToken, "")
@@ -213,6 +216,12 @@ func TestManagedConsumerBadInput(t *testing.T) {
 		{"PUT", "/v1/admin/consumers/acme/w", `{"ack_wait_ms":3600001}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"backoff_ms":[1000]}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":2,"backoff_ms":[1000,1000]}`, 400, "invalid_request"},
+		// JetStream would make the ack wait the first step without a word.
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":3,"ack_wait_ms":2000,"backoff_ms":[1000,2000]}`, 400, "invalid_request"},
+		// A tenant the node refuses hooks of, as hooks are (404), and
+		// nothing created: the GET after it is consumer_not_found.
+		{"PUT", "/v1/admin/consumers/nosuch-tenant/w", `{}`, 404, "unknown_tenant"},
+		{"GET", "/v1/admin/consumers/nosuch-tenant/w", ``, 404, "consumer_not_found"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"max_in_flight":1025}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"types":["push"]}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"sources":["a b"]}`, 400, "invalid_request"},
@@ -549,4 +558,15 @@ func TestManagedConsumerSharded(t *testing.T) {
 		r := a.admin("GET", "/v1/admin/consumers/"+tenant+"/w/dead", adminToken, "")
 		return r.code == 200 && strings.Contains(r.raw, `"stream":"HOOKS_1"`) && strings.Contains(r.raw, id)
 	}, "the dead letter from HOOKS_1")
+}
+
+// TestManagedConsumerOpenAdmission: with admission open (allow_unknown:
+// true) a tenant nobody listed gets its hooks stored, and so its
+// consumers are created, as on a closed node neither is
+// (TestManagedConsumerBadInput: 404 unknown_tenant).
+func TestManagedConsumerOpenAdmission(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, "allow_unknown: true\n"+rewindYAML, "--admin-token", adminToken)
+	mustStatus(t, a.post("/v1/hooks/nosuch-tenant/raw", []byte(`{}`), nil), 202)
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/nosuch-tenant/w", adminToken, `{}`), 201)
 }
