@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -77,11 +78,11 @@ func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perStripe = n/numStripes + min(n%numStripes, 1) }))
+	return limiterOption(option.Positive(errInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perStripe = n/numStripes + min(n%numStripes, 1) }))
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
-// ErrInvalidOption when an option has an invalid argument.
+// protocol.ErrInvalidOption when an option has an invalid argument.
 func NewLimiter(opts ...Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := option.Apply(l, opts, Option.applyLimiter); err != nil {
@@ -285,6 +286,25 @@ func (l *Limiter) Reset(key string) {
 	s.mu.Lock()
 	delete(s.m, key)
 	s.mu.Unlock()
+}
+
+// ResetPrefix drops every bucket whose key starts with prefix, making each
+// full, and returns how many it dropped. It reads every bucket, one stripe
+// locked at a time: for rare calls (an admin reset), not a hot path.
+func (l *Limiter) ResetPrefix(prefix string) int {
+	n := 0
+	for i := range l.stripes {
+		s := &l.stripes[i]
+		s.mu.Lock()
+		for k := range s.m {
+			if strings.HasPrefix(k, prefix) {
+				delete(s.m, k)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Sweep drops every idle bucket (TAT <= now) and returns how many it dropped.

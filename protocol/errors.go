@@ -18,11 +18,17 @@ var (
 	// claims stores', the Go clients'.
 	ErrClaimLost = errors.New("claim lost")
 	// ErrUnavailable is the one unavailable sentinel: every sluice
-	// package's ErrUnavailable (claims, quota, cooldown, kvstore, client)
-	// wraps it, so errors.Is(err, ErrUnavailable) tells any of them: the
-	// store or service could not answer in time (503 store_unavailable),
-	// and a retry may succeed.
+	// package's unavailable error (claims, quota, cooldown, kvstore,
+	// client: "claims: store unavailable: …") wraps it, so
+	// errors.Is(err, ErrUnavailable) tells any of them: the store or
+	// service could not answer in time (503 store_unavailable), and a
+	// retry may succeed.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrInvalidOption is the one invalid-option sentinel: every sluice
+	// package's constructor (claims, quota, cooldown, events, gcra,
+	// tenants, forward, durability, client, testkit) refuses a bad option
+	// with an error wrapping it ("claims: invalid option: …").
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // Error is one error code of the contract: Code is the "error" member of
@@ -60,6 +66,7 @@ var (
 	Forbidden            = newError("forbidden", 403, 0, "the client address is outside the source's ip_allow")
 	NotFound             = newError("not_found", 404, 0, "no such route, record or receipt")
 	UnknownSource        = newError("unknown_source", 404, 0, "a tenant or source not in the configuration (and not allowed as unknown)")
+	UnknownTenant        = newError("unknown_tenant", 404, 0, "the admin API: a managed consumer of a tenant this node does not know (not listed, no record, admission not open)")
 	MethodNotAllowed     = newError("method_not_allowed", 405, 0, "a method the route or the source does not accept (with Allow)")
 	InFlight             = newError("in_flight", 409, 0, "the same key is pending on a node: retry after retry_after_ms")
 	RevisionConflict     = newError("revision_conflict", 409, 0, "an admin write with If-Match of a revision that is not the record's current one")

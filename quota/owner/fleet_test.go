@@ -82,7 +82,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	}
 	// Counter calls have no fallback: a node-local counter would let
 	// each node grant up to max.
-	if _, err := f.Router().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("reserve without an owner: %v, want ErrUnavailable", err)
 	}
 	// Invalid requests are never answered locally.
@@ -199,7 +199,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "k1"}); err != nil || st.HookID != "h1" {
 		t.Fatalf("the local hit's claim is not in the fleet's store: %+v %v", st, err)
 	}
-	if err := f.Reset(ctx, "acme"); !errors.Is(err, quota.ErrUnavailable) {
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("unreachable reset: %v", err)
 	}
 	// Invalid requests are still refused, never answered locally.
@@ -210,10 +210,10 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatalf("invalid reset: %v", err)
 	}
 	// The quota.Router alone (a service's) fails at once, invalid requests first.
-	if _, err := f.Router().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("client hit while unreachable: %v", err)
 	}
-	if _, err := f.Router().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
 	if _, err := f.Router().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {
@@ -246,5 +246,60 @@ func TestHubMapping(t *testing.T) {
 	}
 	if got := quota.PartitionSubject(quota.HubPrefix("sluice"), 7); got != "sluice.hub.v1.quota.p.7" {
 		t.Fatalf("a leaf's partition subject = %q", got)
+	}
+}
+
+// Fleet.Reset resets every kind of the tenant in the node-local fallback,
+// as the owners reset every kind: a source's own kind ("hooks@gh", the
+// edge's kind for a source with its own limits) as well as the tenant's,
+// and nothing of another tenant, even one whose name starts with it.
+func TestFleetResetEveryKind(t *testing.T) {
+	t.Parallel()
+	k, e := kitEnv(t)
+	var reachable atomic.Bool // never: every hit is answered from local state
+	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), mustLimiter(t), e.store, quota.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	charge := func(tenant, kind string) protocol.Charge {
+		c := hooks(tenant, 1)
+		c.Kind = kind
+		return c
+	}
+	charges := []protocol.Charge{
+		charge("acme", protocol.KindHooks),
+		charge("acme", protocol.KindBytes),
+		charge("acme", protocol.KindHooks+"@gh"),
+		charge("acme", "custom"),
+		charge("acme2", protocol.KindHooks+"@gh"),
+	}
+	hit := func(c protocol.Charge) string {
+		t.Helper()
+		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{c}})
+		if err != nil || !rep.Fallback {
+			t.Fatalf("hit %s/%s: %+v %v, want a local answer", c.Tenant, c.Kind, rep, err)
+		}
+		return rep.Result
+	}
+	for _, c := range charges {
+		if got := hit(c); got != protocol.ResultOK {
+			t.Fatalf("first hit %s/%s: %s", c.Tenant, c.Kind, got)
+		}
+		if got := hit(c); got != protocol.ResultRateLimited {
+			t.Fatalf("second hit %s/%s: %s, want its burst of 1 spent", c.Tenant, c.Kind, got)
+		}
+	}
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, protocol.ErrUnavailable) {
+		t.Fatalf("reset with the owners out of reach: %v, want ErrUnavailable", err)
+	}
+	for _, c := range charges {
+		want := protocol.ResultOK // reset: full again
+		if c.Tenant != "acme" {
+			want = protocol.ResultRateLimited
+		}
+		if got := hit(c); got != want {
+			t.Fatalf("after Reset(acme), hit %s/%s: %s, want %s", c.Tenant, c.Kind, got, want)
+		}
 	}
 }
