@@ -290,7 +290,7 @@ func TestFleetResetEveryKind(t *testing.T) {
 			t.Fatalf("second hit %s/%s: %s, want its burst of 1 spent", c.Tenant, c.Kind, got)
 		}
 	}
-	if err := f.Reset(ctx, "acme"); !errors.Is(err, quota.ErrUnavailable) {
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("reset with the owners out of reach: %v, want ErrUnavailable", err)
 	}
 	for _, c := range charges {
