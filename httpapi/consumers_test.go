@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -447,11 +448,16 @@ func TestDeadLetters(t *testing.T) {
 type gateSync struct {
 	real  kvstore.Syncer
 	fails atomic.Pointer[func(kvstore.SyncScope) bool]
+	hold  atomic.Bool // a wait lasts until its caller gives up
 	waits atomic.Int64
 }
 
 func (g *gateSync) Sync(ctx context.Context) error {
 	g.waits.Add(1)
+	if g.hold.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if f := g.fails.Load(); f != nil {
 		return &kvstore.PartialSyncError{Err: kvstore.ErrRoundMissed, Affects: *f}
 	}
@@ -566,9 +572,43 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 		t.Fatal("the redrive answered without waiting on the barrier")
 	}
 	mustStatus(t, a.admin("GET", letter(second), adminToken, ""), 200)
+	// Again, and its answer lost: the barrier holds until the caller
+	// gives up (the hook is stored, the letter kept).
 	gate.failFor(nil)
-	mustStatus(t, a.admin("POST", letter(second)+"/redrive", adminToken, ""), 200)
+	gate.hold.Store(true)
+	lctx, lcancel := context.WithTimeout(context.Background(), time.Second)
+	req, err := http.NewRequestWithContext(lctx, "POST", a.url+letter(second)+"/redrive", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("a redrive whose barrier holds answered %d", res.StatusCode)
+	}
+	lcancel()
+	gate.hold.Store(false)
+	r := a.admin("POST", letter(second)+"/redrive", adminToken, "")
+	mustStatus(t, r, 200)
 	mustStatus(t, a.admin("GET", letter(second), adminToken, ""), 404)
+	// Three attempts, one hook stored: the one the 200 names.
+	var copies []uint64
+	st, err := a.nats.JS.Stream(ctx, "HOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+		if m, err := st.GetMsg(ctx, seq); err == nil && m.Header.Get("Sluice-Redrive-Of") == fmt.Sprint(seqOf[second]) {
+			copies = append(copies, seq)
+		}
+	}
+	if len(copies) != 1 || r.body["stream_seq"] != float64(copies[0]) {
+		t.Fatalf("letter %d redriven three times (503, answer lost, 200 %v): copies at %v, want one, the 200's", seqOf[second], r.body["stream_seq"], copies)
+	}
 }
 
 // TestManagedConsumerSharded: on a fleet of 2 shards a tenant of shard 1

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/promreg"
@@ -369,11 +368,10 @@ func (s *HookStore) getDead(ctx context.Context, _ ConsumerManager, r *http.Requ
 // HeaderRedriveOf the letter), the node's barrier waited as for a hook of
 // the tenant (sync nil: JetStream's ack is the promise), and only then the
 // letter deleted: a power cut keeps the letter or the hook, never neither.
-// A failed barrier answers 503 and keeps the letter; a redrive again
-// stores the hook again (at least once). Each attempt's id is its own:
-// the write path takes an ack naming an older message for a stale answer
-// (kvstore.Writer), so a retry deduplicated to the first attempt would
-// wait out its deadline.
+// A failed barrier (or an answer lost) keeps the letter; the id comes from
+// the letter ("<hook id>.redrive.<seq>", putOnce), so a redrive again
+// within the hooks stream's duplicate window stores nothing and answers
+// the first attempt's sequence: a retried redrive delivers the hook once.
 func (s *HookStore) redriveDead(ctx context.Context, sync kvstore.Syncer, r *http.Request, tenant, name string) (int, any, error) {
 	m, st, err := s.deadMsg(ctx, r, tenant, name)
 	if err != nil {
@@ -393,8 +391,8 @@ func (s *HookStore) redriveDead(ctx context.Context, sync kvstore.Syncer, r *htt
 	}
 	seq := strconv.FormatUint(m.Sequence, 10)
 	hdr.Set(HeaderRedriveOf, seq)
-	id := m.Header.Get(HeaderHookID) + ".redrive." + seq + "." + nuid.Next()
-	stored, err := s.put(ctx, shard, protocol.ShardPublishSubject(s.prefix, shard, s.shards, subj), id, hdr, m.Data)
+	id := m.Header.Get(HeaderHookID) + ".redrive." + seq
+	stored, err := s.putOnce(ctx, shard, protocol.ShardPublishSubject(s.prefix, shard, s.shards, subj), id, hdr, m.Data)
 	if err != nil {
 		return 0, nil, kvstore.MapError(err)
 	}

@@ -306,7 +306,30 @@ func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
 // acked. The ack is JetStream's only: a 2xx waits for the node's barrier
 // too (Config.Sync).
 func (s *HookStore) put(ctx context.Context, shard int, publish, id string, hdr nats.Header, data []byte) (uint64, error) {
+	return s.putWith(ctx, shard, publish, id, hdr, data, s.w[shard].Publish)
+}
+
+// putOnce is put for a write whose id names it for good (a dead letter's
+// redrive): written again within the stream's duplicate window it is
+// acked with the first write's sequence and nothing is stored. It waits
+// for its ack on a reply subject of its own (jetstream.PublishMsg): the
+// lean path takes an ack naming an older message for a stale answer
+// (kvstore.Writer), which a duplicate's is.
+func (s *HookStore) putOnce(ctx context.Context, shard int, publish, id string, hdr nats.Header, data []byte) (uint64, error) {
+	return s.putWith(ctx, shard, publish, id, hdr, data, func(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
+		pa, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: data})
+		if err != nil {
+			return 0, err
+		}
+		return pa.Sequence, nil
+	})
+}
+
+// putWith sets a hook's publish conditions (its id, its stream) and
+// publishes it with publish.
+func (s *HookStore) putWith(ctx context.Context, shard int, subject, id string, hdr nats.Header, data []byte,
+	publish func(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error)) (uint64, error) {
 	hdr.Set(jetstream.MsgIDHeader, id)
 	hdr.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
-	return s.w[shard].Publish(ctx, publish, hdr, data)
+	return publish(ctx, subject, hdr, data)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -52,6 +54,9 @@ func runConsumers(ctx context.Context, args []string, getenv func(string) string
 	inFlight := fs.Int("max-in-flight", 0, "put: unacked hooks at most (default 64)")
 	deliverNew := fs.Bool("deliver-new", false, "put: start at the hooks stored from now on")
 	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h after a command, as edge consumers -h
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {

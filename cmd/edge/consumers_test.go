@@ -36,6 +36,8 @@ func TestConsumersCLI(t *testing.T) {
 	if got := cli(1, "put", "acme", "w", "--backoff", "1s"); !strings.Contains(got, "backoff_ms needs a max_deliver") {
 		t.Fatalf("backoff without max-deliver: %s", got)
 	}
+	cli(0, "put", "-h")
+	cli(0, "put", "acme", "w", "-h")
 	cli(2, "put", "acme", "a.b")
 	cli(2, "get", "acme")
 	cli(2, "put", "acme", "w", "--backoff", "soon")

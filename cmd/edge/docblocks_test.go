@@ -179,6 +179,13 @@ var docPages = map[string]docPage{
 			`sluice_consumer_ack_pending{consumer="worker",tenant="globex"} 0`,
 			`sluice_consumer_pending{consumer="worker",tenant="globex"} 0`,
 		},
+		consumingRoles + " (6)": {
+			`"Sluice-Dead-Reason":["terminated"]`, `"body":"`, `"reason": "terminated"`, `"dead_letters": []`,
+			`"consumer": "nosuch"`,
+		},
+		consumingRoles + " (7)": {
+			"put -h: exit 0", "consumer_not_found", "get of a deleted consumer: exit 1", "an invalid name: exit 2",
+		},
 	}},
 }
 
