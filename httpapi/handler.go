@@ -79,6 +79,8 @@ type Config struct {
 	AdminToken  string       // enables the admin API when set
 	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
 	Ready       func() error // readiness check for /readyz (nil: always ready)
+	// Shards answers GET /v1/shards (a *ShardMap; nil: not served).
+	Shards http.Handler
 	// StoreFailed is nil while the node's store can write, else why not
 	// (a full disk: the embedded JetStream does not write again before a
 	// restart). A hook is then answered 503 store_unavailable at once,
@@ -227,6 +229,9 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	if cfg.Shards != nil {
+		h.mux.Handle("GET /v1/shards", cfg.Shards)
+	}
 	h.mountAdmin()
 	return h, nil
 }
