@@ -41,6 +41,9 @@ type Config struct {
 
 	// HTTPAddr is the HTTP listener, host:port (--http-addr).
 	HTTPAddr string
+	// HTTPAdvertise is the HTTP address GET /v1/shards names for this
+	// node (--http-advertise; "": derived from the listener's).
+	HTTPAdvertise string
 	// HTTPMaxConns bounds the open HTTP connections: ConnsPerHookSlot
 	// per --max-inflight-hooks, at least MinHTTPConns.
 	HTTPMaxConns int

@@ -159,7 +159,7 @@ func TestConfigFromEnv(t *testing.T) {
 func TestEveryFlagHasTwins(t *testing.T) {
 	natsCtx := writeFile(t, `{"creds": "x.creds", "ca": "ca.pem", "cert": "nc.pem", "key": "nk.pem"}`)
 	sample := map[string]string{
-		"http-addr": "127.0.0.9:9", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
+		"http-addr": "127.0.0.9:9", "http-advertise": "edge-1.example:8080", "max-inflight-hooks": "9", "tls-cert": "c.pem", "tls-key": "k.pem", "data-dir": "/d",
 		"nats-listen": "off", "nats-url": "nats://n:4222", "nats-context": natsCtx, "cluster-listen": "", "routes": "", "prefix": "p.q",
 		"partitions": "7", "replicas": "3", "admin-token": tokX, "replay-capacity": "5",
 		"store-timeout": "1s", "pending-ttl": "5s", "dedupe-ttl": "1h", "log-level": "debug", "log-format": "json", "access-log": "true",

@@ -69,6 +69,13 @@ var settings = []setting{
 		c.HTTPAddr = v
 		return checkHostPort(v)
 	}},
+	{"http-advertise", "host:port", "", "this node's HTTP address as GET /v1/shards names it to clients (default: the listener's, the host name for an unspecified host)", func(c *Config, v string) error {
+		c.HTTPAdvertise = v
+		if v == "" {
+			return nil
+		}
+		return checkHostPort(v)
+	}},
 	{"max-inflight-hooks", "n", strconv.Itoa(protocol.DefaultMaxInFlightHooks), "most hooks served at once; beyond it 503 overloaded with Retry-After at once", func(c *Config, v string) error {
 		n, err := parseInt(v, 1, 1<<20)
 		c.MaxInFlightHooks = int(n)

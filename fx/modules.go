@@ -461,7 +461,13 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 	if err != nil {
 		return nil, err
 	}
+	out := &HTTP{}
+	shards, err := shardMap(lc, cfg, n, s, out, log)
+	if err != nil {
+		return nil, err
+	}
 	h, err := httpapi.New(httpapi.Config{
+		Shards:         shards,
 		Policy:         s.Policy,
 		Limits:         s.Policy.Limits,
 		Overrides:      s.Overrides,
@@ -512,7 +518,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	out := &HTTP{Server: srv, Handler: h}
+	out.Server, out.Handler = srv, h
 	served := make(chan struct{})
 	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {

@@ -84,6 +84,8 @@ type Config struct {
 	// (else 404 unknown_tenant). Nil: every tenant.
 	KnownTenant func(tenant string) bool
 	Ready       func() error // readiness check for /readyz (nil: always ready)
+	// Shards answers GET /v1/shards (a *ShardMap; nil: not served).
+	Shards http.Handler
 	// StoreFailed is nil while the node's store can write, else why not
 	// (a full disk: the embedded JetStream does not write again before a
 	// restart). A hook is then answered 503 store_unavailable at once,
@@ -232,6 +234,9 @@ func New(cfg Config) (*Handler, error) {
 	})
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	if cfg.Shards != nil {
+		h.mux.Handle("GET /v1/shards", cfg.Shards)
+	}
 	h.mountAdmin()
 	return h, nil
 }
