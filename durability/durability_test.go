@@ -3,41 +3,9 @@ package durability_test
 import (
 	"testing"
 
-	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 )
-
-// TestFor: each combination of the four inputs gets its row of the
-// package doc's table.
-func TestFor(t *testing.T) {
-	cluster := []string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://127.0.0.1:6223"}
-	cases := []struct {
-		args []string
-		want durability.Mode
-	}{
-		{[]string{"--nats-url", "nats://127.0.0.1:4222"}, durability.External},
-		{[]string{"--nats-url", "nats://127.0.0.1:4222", "--durability", "sync-always"}, durability.External},
-		{nil, durability.NodeRounds},
-		{[]string{"--durability", "acked"}, durability.Acked},
-		{[]string{"--durability", "sync-always"}, durability.ServerFsync},
-		{cluster, durability.ClusterRounds},
-		{append(cluster, "--durability", "acked"), durability.ClusterAcked},
-		{append(cluster, "--durability", "acked", "--replicas", "3"), durability.ClusterAcked},
-		{append(cluster, "--durability", "sync-always"), durability.ClusterFsync},
-		{append(cluster, "--replicas", "3"), durability.ClusterFsync},
-	}
-	for _, c := range cases {
-		cfg, err := config.Parse(append([]string{"--data-dir", t.TempDir()}, c.args...), nil, nil)
-		if err != nil {
-			t.Fatalf("%v: %v", c.args, err)
-		}
-		got := durability.For(cfg)
-		if got != c.want {
-			t.Errorf("%v: mode %v, want %v", c.args, got, c.want)
-		}
-	}
-}
 
 // TestHubThen: a hub's sync answer waits on the barrier its own 2xx
 // waits on — on an R1 cluster the cluster's, not the server's own group
@@ -49,29 +17,24 @@ func TestHubThen(t *testing.T) {
 		t.Cleanup(g.Close)
 		return g
 	}
-	cluster := []string{"--cluster-listen", "127.0.0.1:6222", "--routes", "nats-route://127.0.0.1:6223", "--leaf-listen", "127.0.0.1:7422"}
 	own, barrier := newGroup(), newGroup()
 	cases := []struct {
 		name  string
-		args  []string
+		mode  durability.Mode
 		sync  kvstore.Syncer
 		group *kvstore.GroupSync
 		want  *kvstore.GroupSync // nil: answered at once
 	}{
-		{"single node, synced", nil, own, own, own},
-		{"single node, acked", []string{"--durability", "acked"}, nil, own, own},
-		{"single node, sync-always", []string{"--durability", "sync-always"}, nil, own, nil},
-		{"R1 cluster, synced", cluster, barrier, own, barrier},
-		{"R1 cluster, acked", append(cluster, "--durability", "acked"), nil, nil, nil},
-		{"R3 cluster, synced", append(cluster, "--replicas", "3"), nil, nil, nil},
+		{"single node, synced", durability.NodeRounds, own, own, own},
+		{"single node, acked", durability.Acked, nil, own, own},
+		{"single node, sync-always", durability.ServerFsync, nil, own, nil},
+		{"R1 cluster, synced", durability.ClusterRounds, barrier, own, barrier},
+		{"R1 cluster, acked", durability.ClusterAcked, nil, nil, nil},
+		{"R3 cluster, synced", durability.ClusterFsync, nil, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := config.Parse(append([]string{"--data-dir", t.TempDir()}, c.args...), nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			then := durability.HubThen(durability.For(cfg), c.sync, c.group)
+			then := durability.HubThen(c.mode, c.sync, c.group)
 			if c.want == nil {
 				if then != nil {
 					t.Fatal("a barrier where the hub answers at once")
@@ -100,12 +63,9 @@ func TestHubThen(t *testing.T) {
 // (a tenant's shard, the replay bucket, the dead letters), and each of them
 // is one a barrier round syncs.
 func TestScopeStreams(t *testing.T) {
-	cfg, err := config.Parse([]string{"--data-dir", t.TempDir(), "--partitions", "6/3"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := durability.Config{Prefix: "sluice", HooksStream: "HOOKS", OutboxStream: "HOOKS_OUTBOX", Shards: 3}
 	synced := map[string]bool{}
-	for _, s := range durability.Streams(cfg) {
+	for _, s := range cfg.Streams() {
 		synced[s] = true
 	}
 	for _, c := range []struct {
@@ -117,7 +77,7 @@ func TestScopeStreams(t *testing.T) {
 		{kvstore.SyncScope{DeadLetters: true}, []string{"DEADLETTER"}},
 		{kvstore.SyncScope{}, nil},
 	} {
-		got := durability.ScopeStreams(cfg, c.scope)
+		got := cfg.ScopeStreams(c.scope)
 		if len(got) != len(c.want) {
 			t.Fatalf("%+v: %v, want %v", c.scope, got, c.want)
 		}

@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
@@ -39,11 +37,11 @@ func (n *Node) Stop() {
 	n.stops = nil
 }
 
-// Start starts what mode m needs on a node whose embedded server is srv
-// (connected by nc and js): the start check against the data dir's record
+// Start starts what cfg's mode needs on a node whose embedded server is
+// cfg.Server (connected by cfg.Conn and cfg.JS): the start check against the data dir's record
 // (refuse to come up silently empty), the record's keeper, the server's
 // own group sync, and on an R1 cluster the answers to the other nodes'
-// rounds and the cluster barrier. Its counters are registered on reg as
+// rounds and the cluster barrier. Its counters are registered as
 // sluice_store_sync_* and sluice_cluster_sync_*. A failed Start leaves
 // nothing running.
 //
@@ -52,23 +50,30 @@ func (n *Node) Stop() {
 // elected, replicas caught up; fx gives it the start-up's context: up to
 // fx.ClusterStartWait, and a signal ends it): what is still short when the
 // cluster's answers stop moving is a loss, and the start is refused.
-func Start(ctx context.Context, cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) (*Node, error) {
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry() // counted, exported nowhere
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	n := &Node{}
-	if err := n.start(ctx, cfg, m, srv, nc, js, reg, log); err != nil {
+	if err := n.start(ctx, cfg); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *Node) start(ctx context.Context, cfg *config.Config, m Mode, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer, log *slog.Logger) error {
+func (n *Node) start(ctx context.Context, cfg Config) error {
+	m, srv, log := cfg.Mode(), cfg.Server, cfg.Logger
 	dlog := log.With("component", "durability")
 	if !m.Clustered() {
 		if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 			return err
 		}
-		g := n.startGroupSync(cfg, srv, reg)
-		if err := n.startRecord(cfg, srv, dlog); err != nil {
+		g := n.startGroupSync(cfg)
+		if err := n.startRecord(cfg, dlog); err != nil {
 			return err
 		}
 		if m == NodeRounds {
@@ -83,21 +88,21 @@ func (n *Node) start(ctx context.Context, cfg *config.Config, m Mode, srv *natse
 	// the cluster below: served from now on.
 	var then func(func(error)) func()
 	if m == ClusterRounds {
-		then = n.startGroupSync(cfg, srv, reg).Then
+		then = n.startGroupSync(cfg).Then
 	}
-	serving, err := Serve(nc, protocol.NodeSyncSubject(cfg.Prefix), "", then, srv.NodeAnswer(Streams(cfg)))
+	serving, err := Serve(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, srv.NodeAnswer(cfg.Streams()))
 	if err != nil {
 		return err
 	}
 	n.stops = append(n.stops, func() { _ = serving.Stop() })
-	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(js)); err != nil {
+	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(cfg.JS)); err != nil {
 		return err
 	}
-	if err := n.startRecord(cfg, srv, dlog); err != nil {
+	if err := n.startRecord(cfg, dlog); err != nil {
 		return err
 	}
 	if m == ClusterRounds {
-		n.Barrier, err = n.startClusterBarrier(cfg, srv, nc, js, reg)
+		n.Barrier, err = n.startClusterBarrier(cfg)
 		return err
 	}
 	return nil
@@ -129,18 +134,19 @@ func streamSeqs(js jetstream.JetStream) func(ctx context.Context, names []string
 // startGroupSync starts the embedded server's own group sync (Group):
 // its rounds sync the streams answers rest on (Streams); the record's
 // rounds (once a second) sync every stream.
-func (n *Node) startGroupSync(cfg *config.Config, srv *natsembed.Server, reg prometheus.Registerer) *kvstore.GroupSync {
-	g := kvstore.NewGroupSync(srv.SyncStreams(Streams(cfg)...))
+func (n *Node) startGroupSync(cfg Config) *kvstore.GroupSync {
+	g := kvstore.NewGroupSync(cfg.Server.SyncStreams(cfg.Streams()...))
 	n.stops = append(n.stops, g.Close)
 	n.Group = g
-	registerSyncMetrics(reg, "store", "Group sync rounds by length (each syncs the store files written since the last): the device's flush latency as a 2xx meets it.", g)
+	registerSyncMetrics(cfg.Registerer, "store", "Group sync rounds by length (each syncs the store files written since the last): the device's flush latency as a 2xx meets it.", g)
 	return g
 }
 
 // startRecord syncs what the store holds at start (what a restart
 // recovered may be in the page cache only) and starts the stream record's
 // keeper (stopped before the group sync).
-func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.Logger) error {
+func (n *Node) startRecord(cfg Config, log *slog.Logger) error {
+	srv := cfg.Server
 	if err := srv.SyncStore(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
 	}
@@ -151,15 +157,15 @@ func (n *Node) startRecord(cfg *config.Config, srv *natsembed.Server, log *slog.
 
 // startClusterBarrier starts the barrier a 2xx waits on at ClusterRounds:
 // its rounds ask every node for a round of its own group sync.
-func (n *Node) startClusterBarrier(cfg *config.Config, srv *natsembed.Server, nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registerer) (*kvstore.GroupSync, error) {
-	round, err := NewRounds(nc, protocol.NodeSyncSubject(cfg.Prefix), ClusterOf(srv, js, Streams(cfg)))
+func (n *Node) startClusterBarrier(cfg Config) (*kvstore.GroupSync, error) {
+	round, err := NewRounds(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), ClusterOf(cfg.Server, cfg.JS, cfg.Streams()))
 	if err != nil {
 		return nil, err
 	}
 	n.stops = append(n.stops, func() { _ = round.Close() })
 	barrier := ClusterBarrier(cfg, round.Round)
 	n.stops = append(n.stops, barrier.Close) // the barrier stops before its answers
-	registerSyncMetrics(reg, "cluster", "Cluster barrier rounds by length (each asks every node for a round of its group sync).", barrier)
+	registerSyncMetrics(cfg.Registerer, "cluster", "Cluster barrier rounds by length (each asks every node for a round of its group sync).", barrier)
 	return barrier, nil
 }
 

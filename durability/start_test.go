@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
@@ -39,23 +38,30 @@ func startServer(t *testing.T, dataDir string) (*natsembed.Server, *nats.Conn, j
 	return srv, nc, js
 }
 
+// config is a single node's configuration over dataDir, as fx fills it
+// from the default flags.
+func config(dataDir string) durability.Config {
+	return durability.Config{Level: "synced", DataDir: dataDir, Prefix: "sluice", HooksStream: "HOOKS", OutboxStream: "HOOKS_OUTBOX", Shards: 1}
+}
+
 // TestStartSingleNode: Start gives each single-node mode its row of the
 // table (a barrier at NodeRounds only, the server's group sync in
 // every one), registers the store sync's counters, and refuses a data
 // dir whose record says it held more than its store does.
 func TestStartSingleNode(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	for _, level := range []string{"synced", "acked", "sync-always"} {
-		t.Run(level, func(t *testing.T) {
+	for _, level := range []struct {
+		name               string
+		acked, serverFsync bool
+	}{{"synced", false, false}, {"acked", true, false}, {"sync-always", false, true}} {
+		t.Run(level.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg, err := config.Parse([]string{"--data-dir", dir, "--durability", level}, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := durability.For(cfg)
 			srv, _, js := startServer(t, dir)
 			reg := prometheus.NewRegistry()
-			node, err := durability.Start(context.Background(), cfg, m, srv, nil, js, reg, log)
+			cfg := config(dir)
+			cfg.Acked, cfg.ServerFsync, cfg.Server, cfg.JS, cfg.Registerer, cfg.Logger = level.acked, level.serverFsync, srv, js, reg, log
+			m := cfg.Mode()
+			node, err := durability.Start(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,12 +109,10 @@ func TestStartSingleNode(t *testing.T) {
 		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := config.Parse([]string{"--data-dir", dir}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		srv, _, js := startServer(t, dir)
-		node, err := durability.Start(context.Background(), cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
+		cfg := config(dir)
+		cfg.Server, cfg.JS, cfg.Logger = srv, js, log
+		node, err := durability.Start(context.Background(), cfg)
 		if err == nil {
 			node.Stop()
 			t.Fatal("started over a store that lost the recorded HOOKS")
