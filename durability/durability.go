@@ -1,7 +1,7 @@
 // Package durability says what a 2xx waits for. The mode is chosen in one
 // place (Config.Mode) from the node's configuration (a Config, which fx
 // fills from the flags); Start starts what the mode needs on a node with
-// an embedded server, and fx hands its barrier (a kvstore.Syncer, nil
+// an embedded server, and fx hands its barrier (a Syncer, nil
 // where the ack is the promise) to the edge, the service and the owner.
 // docs/RELIABILITY.md "Durability levels" says what each level promises.
 //
@@ -9,7 +9,7 @@
 //	External        --nats-url                             the external server's ack (its sync is its own)   nil
 //	Acked           single node, acked                     the ack (page cache; the record round syncs <=1 s) nil
 //	ServerFsync     single node, sync-always               the ack, sent after nats-server's fsync           nil
-//	NodeRounds      single node, synced (default)          a round of the node's group sync                  kvstore.GroupSync over Server.SyncStreams
+//	NodeRounds      single node, synced (default)          a round of the node's group sync                  GroupSync over Server.SyncStreams
 //	ClusterAcked    cluster, acked                         a quorum's ack (memory); no record                nil
 //	ClusterFsync    cluster, sync-always or synced with    the ack, after a quorum fsynced its Raft appends  nil
 //	                --replicas > 1
@@ -35,7 +35,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -90,7 +89,7 @@ type Config struct {
 	// What Start runs on: the embedded server, connected by Conn and JS;
 	// its counters are registered on Registerer (nil: none), its lines
 	// logged to Logger (nil: none).
-	Server     *natsembed.Server
+	Server     Embedded
 	Conn       *nats.Conn
 	JS         jetstream.JetStream
 	Registerer prometheus.Registerer
@@ -157,7 +156,7 @@ func (c Config) Streams() []string {
 // ScopeStreams are the streams the writes of scope sc went to: the
 // tenant's shard's hooks stream and claims bucket, the replay bucket, the
 // dead letters' stream.
-func (c Config) ScopeStreams(sc kvstore.SyncScope) []string {
+func (c Config) ScopeStreams(sc SyncScope) []string {
 	var out []string
 	if sc.Tenant != "" {
 		k := protocol.Shard(sc.Tenant, max(c.Shards, 1))
@@ -175,10 +174,10 @@ func (c Config) ScopeStreams(sc kvstore.SyncScope) []string {
 // ClusterBarrier is the ClusterRounds barrier: each of its rounds runs
 // round (a Rounds's Round). A round that left streams
 // unconfirmed fails only the callers whose scope wrote to them
-// (kvstore.PartialSyncError); any other failed round is
-// kvstore.ErrRoundMissed for its callers and does not latch.
-func ClusterBarrier(cfg Config, round func() error) *kvstore.GroupSync {
-	return kvstore.NewGroupSync(func() error {
+// (PartialSyncError); any other failed round is
+// ErrRoundMissed for its callers and does not latch.
+func ClusterBarrier(cfg Config, round func() error) *GroupSync {
+	return NewGroupSync(func() error {
 		err := round()
 		var u *UnconfirmedError
 		switch {
@@ -187,11 +186,11 @@ func ClusterBarrier(cfg Config, round func() error) *kvstore.GroupSync {
 			for _, s := range u.Streams {
 				unconfirmed[s] = true
 			}
-			return &kvstore.PartialSyncError{Err: err, Affects: func(sc kvstore.SyncScope) bool {
+			return &PartialSyncError{Err: err, Affects: func(sc SyncScope) bool {
 				return slices.ContainsFunc(cfg.ScopeStreams(sc), func(s string) bool { return unconfirmed[s] })
 			}}
 		case err != nil:
-			return fmt.Errorf("%w: %w", kvstore.ErrRoundMissed, err)
+			return fmt.Errorf("%w: %w", ErrRoundMissed, err)
 		}
 		return nil
 	})
@@ -202,8 +201,8 @@ func ClusterBarrier(cfg Config, round func() error) *kvstore.GroupSync {
 // the single node's group sync (group) at Acked too; nil — answered at
 // once — where the acks already mean durable (ServerFsync, ClusterFsync)
 // or nothing local can vouch for more (External, ClusterAcked).
-func HubThen(m Mode, sync kvstore.Syncer, group *kvstore.GroupSync) func(func(error)) func() {
-	if t, ok := sync.(kvstore.ThenSyncer); ok {
+func HubThen(m Mode, sync Syncer, group *GroupSync) func(func(error)) func() {
+	if t, ok := sync.(ThenSyncer); ok {
 		return t.Then
 	}
 	if m == Acked && group != nil {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/durability"
-	"github.com/sluice-dev/sluice/kvstore"
 )
 
 // TestHubThen: a hub's sync answer waits on the barrier its own 2xx
@@ -12,8 +11,8 @@ import (
 // sync, which covers only the streams on that server — a single node's
 // group sync also at acked, and nothing where the acks already say it.
 func TestHubThen(t *testing.T) {
-	newGroup := func() *kvstore.GroupSync {
-		g := kvstore.NewGroupSync(func() error { return nil })
+	newGroup := func() *durability.GroupSync {
+		g := durability.NewGroupSync(func() error { return nil })
 		t.Cleanup(g.Close)
 		return g
 	}
@@ -21,9 +20,9 @@ func TestHubThen(t *testing.T) {
 	cases := []struct {
 		name  string
 		mode  durability.Mode
-		sync  kvstore.Syncer
-		group *kvstore.GroupSync
-		want  *kvstore.GroupSync // nil: answered at once
+		sync  durability.Syncer
+		group *durability.GroupSync
+		want  *durability.GroupSync // nil: answered at once
 	}{
 		{"single node, synced", durability.NodeRounds, own, own, own},
 		{"single node, acked", durability.Acked, nil, own, own},
@@ -44,7 +43,7 @@ func TestHubThen(t *testing.T) {
 			if then == nil {
 				t.Fatal("answered at once")
 			}
-			before := map[*kvstore.GroupSync]uint64{own: own.Stats().Waits, barrier: barrier.Stats().Waits}
+			before := map[*durability.GroupSync]uint64{own: own.Stats().Waits, barrier: barrier.Stats().Waits}
 			done := make(chan error, 1)
 			then(func(err error) { done <- err })
 			if err := <-done; err != nil {
@@ -69,13 +68,13 @@ func TestScopeStreams(t *testing.T) {
 		synced[s] = true
 	}
 	for _, c := range []struct {
-		scope kvstore.SyncScope
+		scope durability.SyncScope
 		want  []string
 	}{
-		{kvstore.SyncScope{Tenant: "t1"}, []string{"HOOKS_1", "KV_sluice_claims_1"}}, // shard 1 of 3
-		{kvstore.SyncScope{Replay: true}, []string{"KV_sluice_replay"}},
-		{kvstore.SyncScope{DeadLetters: true}, []string{"DEADLETTER"}},
-		{kvstore.SyncScope{}, nil},
+		{durability.SyncScope{Tenant: "t1"}, []string{"HOOKS_1", "KV_sluice_claims_1"}}, // shard 1 of 3
+		{durability.SyncScope{Replay: true}, []string{"KV_sluice_replay"}},
+		{durability.SyncScope{DeadLetters: true}, []string{"DEADLETTER"}},
+		{durability.SyncScope{}, nil},
 	} {
 		got := cfg.ScopeStreams(c.scope)
 		if len(got) != len(c.want) {

@@ -21,7 +21,7 @@ type Server struct {
 }
 
 // Serve serves subject on nc (in queue, unless ""): each request joins the
-// next round of then (kvstore.GroupSync.Then of the node's barrier; nil:
+// next round of then (GroupSync.Then of the node's barrier; nil:
 // answered at once, the acks already mean what the reply says). answer is
 // called as a request arrives and returns the reply its round's outcome
 // makes (nil: OK).

@@ -10,8 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/kvstore"
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -19,15 +17,21 @@ import (
 type Node struct {
 	// Barrier is what a 2xx waits on: the NodeRounds and ClusterRounds
 	// rows of the package doc's table, nil in the others.
-	Barrier *kvstore.GroupSync
+	Barrier *GroupSync
 	// Group is the embedded server's own group sync (nil on a cluster
 	// at ClusterFsync or ClusterAcked): on a single node also the
 	// record's sync at every level, on an R1 cluster the rounds it serves
 	// the other nodes.
-	Group *kvstore.GroupSync
+	Group *GroupSync
 
-	stops []func() // in the order they were started
+	store *storeSync // the rounds of the server's store
+	stops []func()   // in the order they were started
 }
+
+// SyncFinder says how the rounds find what changed since the last:
+// "inotify" or "stat walk" (no inotify, or it failed). Known after the
+// first round.
+func (n *Node) SyncFinder() string { return n.store.finder() }
 
 // Stop stops what Start started, last first.
 func (n *Node) Stop() {
@@ -68,8 +72,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) start(ctx context.Context, cfg Config) error {
 	m, srv, log := cfg.Mode(), cfg.Server, cfg.Logger
 	dlog := log.With("component", "durability")
+	n.store = newStoreSync(srv.StoreDir(), dlog)
+	n.stops = append(n.stops, n.store.close)
 	if !m.Clustered() {
-		if err := srv.CheckStart(cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
+		if err := checkStart(srv, cfg.DataDir, cfg.AcceptDataLoss, log); err != nil {
 			return err
 		}
 		g := n.startGroupSync(cfg)
@@ -90,12 +96,12 @@ func (n *Node) start(ctx context.Context, cfg Config) error {
 	if m == ClusterRounds {
 		then = n.startGroupSync(cfg).Then
 	}
-	serving, err := Serve(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, srv.NodeAnswer(cfg.Streams()))
+	serving, err := Serve(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, nodeAnswer(srv, cfg.Streams()))
 	if err != nil {
 		return err
 	}
 	n.stops = append(n.stops, func() { _ = serving.Stop() })
-	if err := natsembed.CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(cfg.JS)); err != nil {
+	if err := CheckClusterStart(ctx, cfg.DataDir, cfg.AcceptDataLoss, dlog, streamSeqs(cfg.JS)); err != nil {
 		return err
 	}
 	if err := n.startRecord(cfg, dlog); err != nil {
@@ -134,8 +140,8 @@ func streamSeqs(js jetstream.JetStream) func(ctx context.Context, names []string
 // startGroupSync starts the embedded server's own group sync (Group):
 // its rounds sync the streams answers rest on (Streams); the record's
 // rounds (once a second) sync every stream.
-func (n *Node) startGroupSync(cfg Config) *kvstore.GroupSync {
-	g := kvstore.NewGroupSync(cfg.Server.SyncStreams(cfg.Streams()...))
+func (n *Node) startGroupSync(cfg Config) *GroupSync {
+	g := NewGroupSync(n.store.roundOver(cfg.Streams()))
 	n.stops = append(n.stops, g.Close)
 	n.Group = g
 	registerSyncMetrics(cfg.Registerer, "store", "Group sync rounds by length (each syncs the store files written since the last): the device's flush latency as a 2xx meets it.", g)
@@ -146,18 +152,17 @@ func (n *Node) startGroupSync(cfg Config) *kvstore.GroupSync {
 // recovered may be in the page cache only) and starts the stream record's
 // keeper (stopped before the group sync).
 func (n *Node) startRecord(cfg Config, log *slog.Logger) error {
-	srv := cfg.Server
-	if err := srv.SyncStore(); err != nil {
+	if err := n.store.round(); err != nil {
 		return fmt.Errorf("durability: syncing the store at start: %w", err)
 	}
-	rec := natsembed.StartRecorder(srv, cfg.DataDir, func(context.Context) error { return srv.SyncStore() }, log)
+	rec := StartRecorder(cfg.Server, cfg.DataDir, func(context.Context) error { return n.store.round() }, log)
 	n.stops = append(n.stops, rec.Stop)
 	return nil
 }
 
 // startClusterBarrier starts the barrier a 2xx waits on at ClusterRounds:
 // its rounds ask every node for a round of its own group sync.
-func (n *Node) startClusterBarrier(cfg Config) (*kvstore.GroupSync, error) {
+func (n *Node) startClusterBarrier(cfg Config) (*GroupSync, error) {
 	round, err := NewRounds(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), ClusterOf(cfg.Server, cfg.JS, cfg.Streams()))
 	if err != nil {
 		return nil, err
@@ -171,23 +176,23 @@ func (n *Node) startClusterBarrier(cfg Config) (*kvstore.GroupSync, error) {
 
 // registerSyncMetrics exports a group sync's counters as
 // sluice_<what>_sync_*; rounds is the help of its round histogram.
-func registerSyncMetrics(reg prometheus.Registerer, what, rounds string, g *kvstore.GroupSync) {
-	counter := func(name, help string, v func(kvstore.SyncStats) float64) {
+func registerSyncMetrics(reg prometheus.Registerer, what, rounds string, g *GroupSync) {
+	counter := func(name, help string, v func(SyncStats) float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_" + what + "_sync_" + name, Help: help},
 			func() float64 { return v(g.Stats()) }))
 	}
 	reg.MustRegister(roundCollector{g: g, desc: prometheus.NewDesc("sluice_"+what+"_sync_round_seconds", rounds, nil, nil)})
 	counter("waits_total", "Waits on the "+what+" sync (a 2xx or granted reply each; waits/rounds is the coalescing).",
-		func(s kvstore.SyncStats) float64 { return float64(s.Waits) })
+		func(s SyncStats) float64 { return float64(s.Waits) })
 	counter("failures_total", "Rounds of the "+what+" sync that failed (the store's: the node then answers 503 until restarted; the cluster's: that round's hooks get a 503).",
-		func(s kvstore.SyncStats) float64 { return float64(s.Failures) })
+		func(s SyncStats) float64 { return float64(s.Failures) })
 }
 
 // roundCollector exports a group sync's rounds as a histogram of their
-// lengths (kvstore.SyncStats.Lengths): its count is the rounds run, its
+// lengths (SyncStats.Lengths): its count is the rounds run, its
 // sum the time spent in them.
 type roundCollector struct {
-	g    *kvstore.GroupSync
+	g    *GroupSync
 	desc *prometheus.Desc
 }
 
@@ -197,7 +202,7 @@ func (c roundCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.g.Stats()
 	buckets := make(map[float64]uint64, len(s.Lengths))
 	var n uint64
-	for i, bound := range kvstore.SyncRoundBounds() {
+	for i, bound := range SyncRoundBounds() {
 		n += s.Lengths[i]
 		buckets[bound.Seconds()] = n
 	}

@@ -13,7 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-dev/sluice/durability"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
 
@@ -99,14 +98,14 @@ func TestStartSingleNode(t *testing.T) {
 			if want := node.Group.Stats().Rounds; rounds.GetSampleCount() != want || want == 0 {
 				t.Errorf("round histogram count %d, the group sync ran %d rounds", rounds.GetSampleCount(), want)
 			}
-			if len(bs) != len(kvstore.SyncRoundBounds()) || bs[len(bs)-1].GetCumulativeCount() > rounds.GetSampleCount() || rounds.GetSampleSum() <= 0 {
+			if len(bs) != len(durability.SyncRoundBounds()) || bs[len(bs)-1].GetCumulativeCount() > rounds.GetSampleCount() || rounds.GetSampleSum() <= 0 {
 				t.Errorf("round histogram: buckets %v, count %d, sum %v", bs, rounds.GetSampleCount(), rounds.GetSampleSum())
 			}
 		})
 	}
 	t.Run("refuses a store emptier than its record", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
+		if err := durability.WriteRecord(filepath.Join(dir, durability.RecordFile), durability.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
 			t.Fatal(err)
 		}
 		srv, _, js := startServer(t, dir)

@@ -44,8 +44,11 @@ type NATS struct {
 	// with replicas or at acked): on a single node also the stream
 	// record's sync at every level, on an R1 cluster the rounds it serves
 	// the other nodes.
-	Sync  kvstore.Syncer
-	Group *kvstore.GroupSync
+	Sync  durability.Syncer
+	Group *durability.GroupSync
+
+	// node is what durability.Start started (nil with --nats-url).
+	node *durability.Node
 
 	// starting is the start-up's context (Starting; nil: none), which
 	// ends the waits of the constructors after ProvideNATS.
@@ -190,6 +193,7 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Regi
 			return nil, err
 		}
 		lc.Append(uberfx.StopHook(node.Stop))
+		out.node = node
 		out.Group = node.Group
 		if node.Barrier != nil {
 			out.Sync = node.Barrier
@@ -214,8 +218,8 @@ func durabilityConfig(cfg *config.Config) durability.Config {
 func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
 	meaning, warn := out.Mode.Meaning()
 	attrs := []any{"durability", out.Durability, "requested", cfg.Durability, "mode", out.Mode}
-	if out.Server != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
-		attrs = append(attrs, "sync_rounds_find_changes_by", out.Server.SyncFinder())
+	if out.node != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
+		attrs = append(attrs, "sync_rounds_find_changes_by", out.node.SyncFinder())
 	}
 	if warn {
 		log.Warn("durability: "+meaning, attrs...)

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/durability"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/httpapi"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -434,7 +434,7 @@ func TestDeadLetters(t *testing.T) {
 // each wait counted, answered ErrRoundMissed while fail is set (a round
 // that could not vouch for the writes), else by the real barrier.
 type gateSync struct {
-	real  kvstore.Syncer
+	real  durability.Syncer
 	fail  atomic.Bool
 	waits atomic.Int64
 }
@@ -442,9 +442,9 @@ type gateSync struct {
 func (g *gateSync) Sync(ctx context.Context) error {
 	g.waits.Add(1)
 	if g.fail.Load() {
-		return kvstore.ErrRoundMissed
+		return durability.ErrRoundMissed
 	}
-	return kvstore.SyncWith(ctx, g.real)
+	return durability.SyncWith(ctx, g.real)
 }
 
 // TestDeadLettersWaitForTheBarrier: while the node's barrier fails, the

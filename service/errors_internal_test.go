@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/cooldown"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
@@ -26,8 +27,8 @@ func TestOneUnavailableSentinel(t *testing.T) {
 		{quota.ErrUnavailable, "quota: unavailable"},
 		{cooldown.ErrUnavailable, "cooldown: store unavailable"},
 		{kvstore.ErrUnavailable, "kvstore: store unavailable"},
-		{kvstore.ErrSyncFailed, kvstore.ErrSyncFailed.Error()},
-		{kvstore.ErrRoundMissed, kvstore.ErrRoundMissed.Error()},
+		{durability.ErrSyncFailed, durability.ErrSyncFailed.Error()},
+		{durability.ErrRoundMissed, durability.ErrRoundMissed.Error()},
 		{client.ErrUnavailable, "client: service unavailable"},
 	} {
 		if tc.err.Error() != tc.text {

@@ -1,0 +1,43 @@
+package durability
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sluice-dev/sluice/protocol"
+)
+
+// Embedded is the embedded server durability runs on (natsembed.Server is
+// one): its rounds sync the files under StoreDir.
+type Embedded interface {
+	// StoreDir is where JetStream keeps the server's files.
+	StoreDir() string
+	// StreamSeqs is every stream of the server's account and its last
+	// sequence.
+	StreamSeqs() (map[string]uint64, error)
+	// ClusterPeers are the cluster's servers (sorted; offline ones only
+	// withOffline; nil when not clustered).
+	ClusterPeers(withOffline bool) []string
+	// Leads are the streams of names the server leads now.
+	Leads(names []string) []string
+	// Name is the server's name, Started when it began.
+	Name() string
+	Started() time.Time
+}
+
+// nodeAnswer is a cluster node's reply to a sync request (Serve on
+// protocol.NodeSyncSubject): the streams of streams srv led when the
+// request arrived and still leads after its round.
+func nodeAnswer(srv Embedded, streams []string) func() func(error) protocol.SyncReply {
+	streams = slices.Clone(streams)
+	return func() func(error) protocol.SyncReply {
+		before := srv.Leads(streams)
+		return func(err error) protocol.SyncReply {
+			r := protocol.SyncReply{OK: true, Server: srv.Name(), UptimeNS: int64(time.Since(srv.Started()))}
+			if err == nil {
+				r.Leads = srv.Leads(before)
+			}
+			return r
+		}
+	}
+}
