@@ -28,7 +28,7 @@ type Syncer interface {
 // waiting (fn may still be called if its round was already answering).
 type ThenSyncer interface {
 	Syncer
-	Then(fn func(error)) (forget func())
+	Barrier
 }
 
 // SyncThen calls fn once with what Sync(ctx) would return: nil at once for

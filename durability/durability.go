@@ -20,8 +20,9 @@
 // round a node did not confirm fails only the callers whose writes went to
 // that node's streams (ScopeStreams). ClusterRounds' barrier runs Rounds,
 // which ask every node; each node answers with Serve over its own group
-// sync. A hub answers its leaves with the same Serve over HubThen: an
-// edge drops a forwarded batch from its outbox only after that answer.
+// sync. A hub answers its leaves with the same Serve over HubThen
+// (Node.ServeHub): an edge drops a forwarded batch from its outbox only
+// after that answer.
 package durability
 
 import (
@@ -201,12 +202,12 @@ func ClusterBarrier(cfg Config, round func() error) *GroupSync {
 // the single node's group sync (group) at Acked too; nil — answered at
 // once — where the acks already mean durable (ServerFsync, ClusterFsync)
 // or nothing local can vouch for more (External, ClusterAcked).
-func HubThen(m Mode, sync Syncer, group *GroupSync) func(func(error)) func() {
+func HubThen(m Mode, sync Syncer, group *GroupSync) Barrier {
 	if t, ok := sync.(ThenSyncer); ok {
-		return t.Then
+		return t
 	}
 	if m == Acked && group != nil {
-		return group.Then
+		return group
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestHubThen(t *testing.T) {
 			}
 			before := map[*durability.GroupSync]uint64{own: own.Stats().Waits, barrier: barrier.Stats().Waits}
 			done := make(chan error, 1)
-			then(func(err error) { done <- err })
+			then.Then(func(err error) { done <- err })
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/sluice-dev/sluice/protocol"
 )
 
 // ReadClusterEveryRound makes r read the cluster's servers and streams at
@@ -23,10 +21,8 @@ func CheckClusterStartSettle(ctx context.Context, dataDir string, accept bool, s
 	return checkClusterStart(ctx, dataDir, accept, settle, log, seqs)
 }
 
-// NodeAnswer is nodeAnswer.
-func NodeAnswer(srv Embedded, streams []string) func() func(error) protocol.SyncReply {
-	return nodeAnswer(srv, streams)
-}
+// NodeAnswer is a cluster node's Answerer, as Start serves it.
+func NodeAnswer(srv Embedded, streams []string) Answerer { return newNodeAnswer(srv, streams) }
 
 // StoreRound is a round of the store under storeDir, as Start's group
 // sync runs them (released with the test).

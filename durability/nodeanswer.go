@@ -25,19 +25,27 @@ type Embedded interface {
 	Started() time.Time
 }
 
-// nodeAnswer is a cluster node's reply to a sync request (Serve on
+// nodeAnswer is a cluster node's Answerer (Serve on
 // protocol.NodeSyncSubject): the streams of streams srv led when the
 // request arrived and still leads after its round.
-func nodeAnswer(srv Embedded, streams []string) func() func(error) protocol.SyncReply {
-	streams = slices.Clone(streams)
-	return func() func(error) protocol.SyncReply {
-		before := srv.Leads(streams)
-		return func(err error) protocol.SyncReply {
-			r := protocol.SyncReply{OK: true, Server: srv.Name(), UptimeNS: int64(time.Since(srv.Started()))}
-			if err == nil {
-				r.Leads = srv.Leads(before)
-			}
-			return r
-		}
+type nodeAnswer struct {
+	srv     Embedded
+	streams []string
+}
+
+func newNodeAnswer(srv Embedded, streams []string) nodeAnswer {
+	return nodeAnswer{srv: srv, streams: slices.Clone(streams)}
+}
+
+// Arrived is the streams the server leads now.
+func (a nodeAnswer) Arrived() []string { return a.srv.Leads(a.streams) }
+
+// Reply is OK with the server's name and uptime and, after a round that
+// succeeded, those of before it still leads.
+func (a nodeAnswer) Reply(before []string, err error) protocol.SyncReply {
+	r := protocol.SyncReply{OK: true, Server: a.srv.Name(), UptimeNS: int64(time.Since(a.srv.Started()))}
+	if err == nil {
+		r.Leads = a.srv.Leads(before)
 	}
+	return r
 }

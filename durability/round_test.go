@@ -43,7 +43,7 @@ func serveNode(t *testing.T, c *testkit.ClusterKit, i int, streams []string) *se
 		return round()
 	})
 	t.Cleanup(g.Close)
-	s, err := durability.Serve(c.Connect(t, i), nodeSyncSubject, "", g.Then, durability.NodeAnswer(srv, streams))
+	s, err := durability.Serve(c.Connect(t, i), nodeSyncSubject, "", g, durability.NodeAnswer(srv, streams))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,22 @@ type Node struct {
 	// the other nodes.
 	Group *GroupSync
 
+	cfg   Config
 	store *storeSync // the rounds of the server's store
 	stops []func()   // in the order they were started
+}
+
+// ServeHub serves a hub's sync barrier to its leaves (a leaf drops its
+// outbox copy of a batch only once it answered): protocol.HubSyncSubject
+// on the node's connection, in protocol.HubSyncQueue, each answer after a
+// round of what HubThen says of the node's mode.
+func (n *Node) ServeHub() (*Server, error) {
+	var sync Syncer
+	if n.Barrier != nil {
+		sync = n.Barrier
+	}
+	return Serve(n.cfg.Conn, protocol.HubSyncSubject(n.cfg.Prefix), protocol.HubSyncQueue,
+		HubThen(n.cfg.Mode(), sync, n.Group), HubAnswer{Durability: n.cfg.Level})
 }
 
 // SyncFinder says how the rounds find what changed since the last:
@@ -61,7 +75,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{}
+	n := &Node{cfg: cfg}
 	if err := n.start(ctx, cfg); err != nil {
 		n.Stop()
 		return nil, err
@@ -92,11 +106,11 @@ func (n *Node) start(ctx context.Context, cfg Config) error {
 	}
 	// The others' barriers need this server's answers while it waits for
 	// the cluster below: served from now on.
-	var then func(func(error)) func()
+	var then Barrier
 	if m == ClusterRounds {
-		then = n.startGroupSync(cfg).Then
+		then = n.startGroupSync(cfg)
 	}
-	serving, err := Serve(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, nodeAnswer(srv, cfg.Streams()))
+	serving, err := Serve(cfg.Conn, protocol.NodeSyncSubject(cfg.Prefix), "", then, newNodeAnswer(srv, cfg.Streams()))
 	if err != nil {
 		return err
 	}

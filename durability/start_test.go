@@ -2,10 +2,12 @@ package durability_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // startServer starts an embedded server in dataDir's jetstream directory,
@@ -55,10 +58,11 @@ func TestStartSingleNode(t *testing.T) {
 	}{{"synced", false, false}, {"acked", true, false}, {"sync-always", false, true}} {
 		t.Run(level.name, func(t *testing.T) {
 			dir := t.TempDir()
-			srv, _, js := startServer(t, dir)
+			srv, nc, js := startServer(t, dir)
 			reg := prometheus.NewRegistry()
 			cfg := config(dir)
-			cfg.Acked, cfg.ServerFsync, cfg.Server, cfg.JS, cfg.Registerer, cfg.Logger = level.acked, level.serverFsync, srv, js, reg, log
+			cfg.Acked, cfg.ServerFsync, cfg.Level = level.acked, level.serverFsync, level.name
+			cfg.Server, cfg.Conn, cfg.JS, cfg.Registerer, cfg.Logger = srv, nc, js, reg, log
 			m := cfg.Mode()
 			node, err := durability.Start(context.Background(), cfg)
 			if err != nil {
@@ -73,6 +77,25 @@ func TestStartSingleNode(t *testing.T) {
 			}
 			if node.Barrier != nil && node.Barrier != node.Group {
 				t.Errorf("mode %v: the barrier is not the server's group sync", m)
+			}
+			// As a hub, the node answers its leaves at its level, after a
+			// round of its group sync unless nats-server fsyncs each write.
+			hub, err := node.ServeHub()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hub.Stop()
+			waits := node.Group.Stats().Waits
+			msg, err := nc.Request(protocol.HubSyncSubject(cfg.Prefix), nil, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep protocol.SyncReply
+			if err := json.Unmarshal(msg.Data, &rep); err != nil || !rep.OK || rep.Durability != level.name {
+				t.Errorf("mode %v: the hub answered %s (%v), want ok at %s", m, msg.Data, err, level.name)
+			}
+			if joined := node.Group.Stats().Waits > waits; joined == level.serverFsync {
+				t.Errorf("mode %v: the hub's answer joined a round of the group sync: %v", m, joined)
 			}
 			// The group sync's rounds are a histogram of their lengths:
 			// its count is the rounds run, its buckets hold them all.
