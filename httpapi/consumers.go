@@ -102,6 +102,10 @@ func (spec ConsumerSpec) validate() error {
 		return fmt.Errorf("at most %d backoff_ms steps", MaxConsumerBackoff)
 	case len(spec.BackoffMS) > 0 && (spec.MaxDeliver == 0 || spec.MaxDeliver <= len(spec.BackoffMS)):
 		return errors.New("backoff_ms needs a max_deliver above its number of steps")
+	case len(spec.BackoffMS) > 0 && spec.AckWaitMS != 0 && spec.AckWaitMS != spec.BackoffMS[0]:
+		// JetStream's rule: with a backoff, the ack wait is its first
+		// step. Another would be replaced without a word.
+		return fmt.Errorf("ack_wait_ms %d with backoff_ms: a consumer with a backoff waits its first step (%d ms) for an ack; give no ack_wait_ms or that step", spec.AckWaitMS, spec.BackoffMS[0])
 	case spec.MaxInFlight < 0 || spec.MaxInFlight > MaxPushInFlight:
 		return fmt.Errorf("max_in_flight must be 1..%d", MaxPushInFlight)
 	}
@@ -351,6 +355,8 @@ func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm Consume
 		switch {
 		case errors.Is(err, ErrConsumerNotFound):
 			protocol.ConsumerNotFound.Write(w, nil)
+		case errors.Is(err, errUnknownTenant):
+			protocol.UnknownTenant.Write(w, nil)
 		case errors.Is(err, ErrConsumerExists):
 			protocol.ConsumerExists.Write(w, map[string]any{"reason": "created by another request meanwhile: PUT again to replace its settings"})
 		case errors.Is(err, ErrDeadLetterNotFound):
@@ -372,9 +378,17 @@ func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm Consume
 	}
 }
 
+// errUnknownTenant: a PUT of a consumer of a tenant the node does not
+// know (Config.KnownTenant).
+var errUnknownTenant = errors.New("httpapi: unknown tenant")
+
 // putConsumer is PUT /v1/admin/consumers/{tenant}/{name}: 201 created,
-// 200 replaced.
+// 200 replaced; 404 unknown_tenant for a tenant whose hooks the node
+// refuses (a consumer of it would never get one).
 func (h *Handler) putConsumer(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+	if h.cfg.KnownTenant != nil && !h.cfg.KnownTenant(tenant) {
+		return 0, nil, errUnknownTenant
+	}
 	var spec ConsumerSpec
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
