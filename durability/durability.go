@@ -1,15 +1,15 @@
 // Package durability says what a 2xx waits for. The mode is chosen in one
-// place (For) from the configuration; Start starts what the mode needs on
-// a node with an embedded server, and fx hands its barrier (a
-// kvstore.Syncer, nil where the ack is the promise) to the edge, the
-// service and the owner. docs/RELIABILITY.md "Durability
-// levels" says what each level promises.
+// place (Config.Mode) from the node's configuration (a Config, which fx
+// fills from the flags); Start starts what the mode needs on a node with
+// an embedded server, and fx hands its barrier (a Syncer, nil
+// where the ack is the promise) to the edge, the service and the owner.
+// docs/RELIABILITY.md "Durability levels" says what each level promises.
 //
 //	mode            configuration                          a 2xx waits for                                   barrier
 //	External        --nats-url                             the external server's ack (its sync is its own)   nil
 //	Acked           single node, acked                     the ack (page cache; the record round syncs <=1 s) nil
 //	ServerFsync     single node, sync-always               the ack, sent after nats-server's fsync           nil
-//	NodeRounds      single node, synced (default)          a round of the node's group sync                  kvstore.GroupSync over Server.SyncStreams
+//	NodeRounds      single node, synced (default)          a round of the node's group sync                  GroupSync over Server.SyncStreams
 //	ClusterAcked    cluster, acked                         a quorum's ack (memory); no record                nil
 //	ClusterFsync    cluster, sync-always or synced with    the ack, after a quorum fsynced its Raft appends  nil
 //	                --replicas > 1
@@ -20,22 +20,26 @@
 // round a node did not confirm fails only the callers whose writes went to
 // that node's streams (ScopeStreams). ClusterRounds' barrier runs Rounds,
 // which ask every node; each node answers with Serve over its own group
-// sync. A hub answers its leaves with the same Serve over HubThen: an
-// edge drops a forwarded batch from its outbox only after that answer.
+// sync. A hub answers its leaves with the same Serve over HubThen
+// (Node.ServeHub): an edge drops a forwarded batch from its outbox only
+// after that answer.
 package durability
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
-	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// Mode is what a 2xx waits for; For chooses it.
+// Mode is what a 2xx waits for; Config.Mode chooses it.
 type Mode int
 
 // The modes, one per row of the package doc's table.
@@ -58,21 +62,56 @@ func (m Mode) String() string {
 	return modeNames[m]
 }
 
-// For is the mode of a node configured by cfg: the only place the four
+// Config is what durability needs of a node's configuration; fx fills it
+// from config.Config (the flags).
+type Config struct {
+	// The four inputs of the mode (Mode): an external server
+	// (--nats-url), an embedded cluster, the level in force being acked,
+	// nats-server fsyncing every write itself (config.ServerSyncAlways:
+	// sync-always, or synced on a cluster with --replicas > 1).
+	External, Clustered, Acked, ServerFsync bool
+	// Level is the level in force (config.DurabilityInForce), as a hub's
+	// answer to its leaves says it.
+	Level string
+
+	// DataDir holds the stream record (RecordFile); AcceptDataLoss starts
+	// on a store that lost what its record says it made durable.
+	DataDir        string
+	AcceptDataLoss bool
+	// Prefix is the subjects' (protocol.NodeSyncSubject, HubSyncSubject)
+	// and the buckets' (kvstore.BucketNames).
+	Prefix string
+	// HooksStream is the hooks streams' name (one per shard:
+	// protocol.ShardName), OutboxStream a leaf's outbox, Shards the
+	// shard count (0: one).
+	HooksStream, OutboxStream string
+	Shards                    int
+
+	// What Start runs on: the embedded server, connected by Conn and JS;
+	// its counters are registered on Registerer (nil: none), its lines
+	// logged to Logger (nil: none).
+	Server     Embedded
+	Conn       *nats.Conn
+	JS         jetstream.JetStream
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Mode is the mode of a node configured by c: the only place the four
 // inputs (--nats-url, --durability, a cluster, --replicas) are combined.
-func For(cfg *config.Config) Mode {
-	switch level := cfg.DurabilityInForce(); {
-	case cfg.NATSURL != "":
+func (c Config) Mode() Mode {
+	switch {
+	case c.External:
 		return External
-	case !cfg.Clustered() && level == config.DurabilityAcked:
+	case !c.Clustered && c.Acked:
 		return Acked
-	case !cfg.Clustered() && level == config.DurabilitySyncAlways:
+	case !c.Clustered && c.ServerFsync:
 		return ServerFsync
-	case !cfg.Clustered():
+	case !c.Clustered:
 		return NodeRounds
-	case level == config.DurabilityAcked:
+	case c.Acked:
 		return ClusterAcked
-	case cfg.ServerSyncAlways():
+	case c.ServerFsync:
 		return ClusterFsync
 	}
 	return ClusterRounds
@@ -105,13 +144,12 @@ func (m Mode) Meaning() (meaning string, warn bool) {
 // advisory) rests on: the ones a barrier round syncs and, on a cluster,
 // must find led by a server that synced them. The others (events, leases,
 // the captured advisories) are the record rounds'.
-func Streams(cfg *config.Config) []string {
-	names := kvstore.BucketNames(cfg.Prefix)
-	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
-		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts), httpapi.DeadLetterStream)
-	for k := range max(cfg.Shards, 1) {
-		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
+func (c Config) Streams() []string {
+	names := kvstore.BucketNames(c.Prefix)
+	streams := []string{c.OutboxStream, kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits),
+		kvstore.StreamName(names.Tenants), kvstore.StreamName(names.Counts), protocol.DeadLetterStream}
+	for k := range max(c.Shards, 1) {
+		streams = append(streams, protocol.ShardName(c.HooksStream, k), kvstore.StreamName(protocol.ClaimsBucket(c.Prefix, k)))
 	}
 	return streams
 }
@@ -119,17 +157,17 @@ func Streams(cfg *config.Config) []string {
 // ScopeStreams are the streams the writes of scope sc went to: the
 // tenant's shard's hooks stream and claims bucket, the replay bucket, the
 // dead letters' stream.
-func ScopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
+func (c Config) ScopeStreams(sc SyncScope) []string {
 	var out []string
 	if sc.Tenant != "" {
-		k := protocol.Shard(sc.Tenant, max(cfg.Shards, 1))
-		out = append(out, protocol.ShardName(cfg.HooksStream, k), kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
+		k := protocol.Shard(sc.Tenant, max(c.Shards, 1))
+		out = append(out, protocol.ShardName(c.HooksStream, k), kvstore.StreamName(protocol.ClaimsBucket(c.Prefix, k)))
 	}
 	if sc.Replay {
-		out = append(out, kvstore.StreamName(kvstore.BucketNames(cfg.Prefix).Replay))
+		out = append(out, kvstore.StreamName(kvstore.BucketNames(c.Prefix).Replay))
 	}
 	if sc.DeadLetters {
-		out = append(out, httpapi.DeadLetterStream)
+		out = append(out, protocol.DeadLetterStream)
 	}
 	return out
 }
@@ -137,10 +175,10 @@ func ScopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
 // ClusterBarrier is the ClusterRounds barrier: each of its rounds runs
 // round (a Rounds's Round). A round that left streams
 // unconfirmed fails only the callers whose scope wrote to them
-// (kvstore.PartialSyncError); any other failed round is
-// kvstore.ErrRoundMissed for its callers and does not latch.
-func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
-	return kvstore.NewGroupSync(func() error {
+// (PartialSyncError); any other failed round is
+// ErrRoundMissed for its callers and does not latch.
+func ClusterBarrier(cfg Config, round func() error) *GroupSync {
+	return NewGroupSync(func() error {
 		err := round()
 		var u *UnconfirmedError
 		switch {
@@ -149,11 +187,11 @@ func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
 			for _, s := range u.Streams {
 				unconfirmed[s] = true
 			}
-			return &kvstore.PartialSyncError{Err: err, Affects: func(sc kvstore.SyncScope) bool {
-				return slices.ContainsFunc(ScopeStreams(cfg, sc), func(s string) bool { return unconfirmed[s] })
+			return &PartialSyncError{Err: err, Affects: func(sc SyncScope) bool {
+				return slices.ContainsFunc(cfg.ScopeStreams(sc), func(s string) bool { return unconfirmed[s] })
 			}}
 		case err != nil:
-			return fmt.Errorf("%w: %w", kvstore.ErrRoundMissed, err)
+			return fmt.Errorf("%w: %w", ErrRoundMissed, err)
 		}
 		return nil
 	})
@@ -164,12 +202,12 @@ func ClusterBarrier(cfg *config.Config, round func() error) *kvstore.GroupSync {
 // the single node's group sync (group) at Acked too; nil — answered at
 // once — where the acks already mean durable (ServerFsync, ClusterFsync)
 // or nothing local can vouch for more (External, ClusterAcked).
-func HubThen(m Mode, sync kvstore.Syncer, group *kvstore.GroupSync) func(func(error)) func() {
-	if t, ok := sync.(kvstore.ThenSyncer); ok {
-		return t.Then
+func HubThen(m Mode, sync Syncer, group *GroupSync) Barrier {
+	if t, ok := sync.(ThenSyncer); ok {
+		return t
 	}
 	if m == Acked && group != nil {
-		return group.Then
+		return group
 	}
 	return nil
 }

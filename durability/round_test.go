@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/internal/jstest"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
@@ -35,15 +34,16 @@ func serveNode(t *testing.T, c *testkit.ClusterKit, i int, streams []string) *se
 	t.Helper()
 	n := &servedNode{}
 	srv := c.Server(i)
-	g := kvstore.NewGroupSync(func() error {
+	round := durability.StoreRound(t, srv.StoreDir())
+	g := durability.NewGroupSync(func() error {
 		n.rounds.Add(1)
 		if n.fail.Load() {
 			return errors.New("input/output error")
 		}
-		return srv.SyncStore()
+		return round()
 	})
 	t.Cleanup(g.Close)
-	s, err := durability.Serve(c.Connect(t, i), nodeSyncSubject, "", g.Then, srv.NodeAnswer(streams))
+	s, err := durability.Serve(c.Connect(t, i), nodeSyncSubject, "", g, durability.NodeAnswer(srv, streams))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestNodeServedAtOnce(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := durability.Serve(nc, nodeSyncSubject, "", nil, srv.NodeAnswer([]string{"S"}))
+	s, err := durability.Serve(nc, nodeSyncSubject, "", nil, durability.NodeAnswer(srv, []string{"S"}))
 	if err != nil {
 		t.Fatal(err)
 	}

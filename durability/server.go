@@ -15,18 +15,34 @@ import (
 // on a hub, protocol.NodeSyncSubject on a cluster node) on one node.
 type Server struct {
 	sub     *nats.Subscription
-	then    func(func(error)) (forget func())
-	answer  func() func(error) protocol.SyncReply
+	barrier Barrier
+	answer  Answerer
 	waiting atomic.Int64
 }
 
+// Barrier is what a sync request waits on: Then calls fn, without
+// blocking, once a round that began after the call has completed (a
+// GroupSync is one); forget drops fn for a caller that stopped waiting.
+type Barrier interface {
+	Then(fn func(error)) (forget func())
+}
+
+// Answerer makes a sync server's replies: a hub's (HubAnswer), a cluster
+// node's (what Start serves: the streams its server leads).
+type Answerer interface {
+	// Arrived is called as a request arrives: what its reply must know of
+	// that moment (a cluster node: the streams its server leads).
+	Arrived() []string
+	// Reply is the reply to a request that arrived with held, once its
+	// round ended with err (nil: the writes before it are durable).
+	Reply(held []string, err error) protocol.SyncReply
+}
+
 // Serve serves subject on nc (in queue, unless ""): each request joins the
-// next round of then (kvstore.GroupSync.Then of the node's barrier; nil:
-// answered at once, the acks already mean what the reply says). answer is
-// called as a request arrives and returns the reply its round's outcome
-// makes (nil: OK).
-func Serve(nc *nats.Conn, subject, queue string, then func(func(error)) (forget func()), answer func() func(error) protocol.SyncReply) (*Server, error) {
-	s := &Server{then: then, answer: answer}
+// next round of barrier (nil: answered at once, the acks already mean
+// what the reply says), and is answered with answer's Reply.
+func Serve(nc *nats.Conn, subject, queue string, barrier Barrier, answer Answerer) (*Server, error) {
+	s := &Server{barrier: barrier, answer: answer}
 	var err error
 	if s.sub, err = nc.QueueSubscribe(subject, queue, s.serve); err != nil {
 		return nil, fmt.Errorf("durability: serve %s: %w", subject, err)
@@ -47,16 +63,16 @@ func (s *Server) serve(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
-	reply := s.answer()
+	held := s.answer.Arrived()
 	respond := func(err error) {
-		r := reply(err)
+		r := s.answer.Reply(held, err)
 		if err != nil {
 			r.OK, r.Error, r.Leads = false, err.Error(), nil
 		}
 		b, _ := json.Marshal(r)
 		_ = m.Respond(b)
 	}
-	if s.then == nil {
+	if s.barrier == nil {
 		respond(nil)
 		return
 	}
@@ -65,15 +81,19 @@ func (s *Server) serve(m *nats.Msg) {
 		respond(errors.New("too many sync requests waiting"))
 		return
 	}
-	s.then(func(err error) { // on the barrier's goroutine: never blocks
+	s.barrier.Then(func(err error) { // on the barrier's goroutine: never blocks
 		s.waiting.Add(-1)
 		respond(err)
 	})
 }
 
-// HubAnswer is a hub's reply: OK at durability, its level in force.
-func HubAnswer(durability string) func() func(error) protocol.SyncReply {
-	return func() func(error) protocol.SyncReply {
-		return func(error) protocol.SyncReply { return protocol.SyncReply{OK: true, Durability: durability} }
-	}
+// HubAnswer is a hub's Answerer: OK at Durability, its level in force.
+type HubAnswer struct{ Durability string }
+
+// Arrived holds nothing: a hub's reply is the same whenever it came.
+func (HubAnswer) Arrived() []string { return nil }
+
+// Reply is OK at a.Durability.
+func (a HubAnswer) Reply([]string, error) protocol.SyncReply {
+	return protocol.SyncReply{OK: true, Durability: a.Durability}
 }

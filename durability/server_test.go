@@ -22,6 +22,11 @@ func reply(t *testing.T, m *nats.Msg) protocol.SyncReply {
 	return r
 }
 
+// thenFunc is a durability.Barrier that calls its function.
+type thenFunc func(fn func(error)) (forget func())
+
+func (f thenFunc) Then(fn func(error)) func() { return f(fn) }
+
 // TestServe: a sync server answers at once without a barrier, with an
 // error reply when the round fails, and answers a flood beyond
 // SyncMaxWaiting requests waiting for one round with an error at once.
@@ -31,7 +36,7 @@ func TestServe(t *testing.T) {
 	at := func(prefix string) (*nats.Msg, error) {
 		return nc.Request(protocol.HubSyncSubject(prefix), nil, 5*time.Second)
 	}
-	if _, err := durability.Serve(nc, protocol.HubSyncSubject("now"), protocol.HubSyncQueue, nil, durability.HubAnswer("sync-always")); err != nil {
+	if _, err := durability.Serve(nc, protocol.HubSyncSubject("now"), protocol.HubSyncQueue, nil, durability.HubAnswer{Durability: "sync-always"}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := at("now")
@@ -43,7 +48,7 @@ func TestServe(t *testing.T) {
 		t.Errorf("reply %s (%v), want ok at sync-always", m.Data, err)
 	}
 
-	if _, err := durability.Serve(nc, protocol.HubSyncSubject("bad"), protocol.HubSyncQueue, func(fn func(error)) func() { fn(errors.New("fsync: EIO")); return func() {} }, durability.HubAnswer("synced")); err != nil {
+	if _, err := durability.Serve(nc, protocol.HubSyncSubject("bad"), protocol.HubSyncQueue, thenFunc(func(fn func(error)) func() { fn(errors.New("fsync: EIO")); return func() {} }), durability.HubAnswer{Durability: "synced"}); err != nil {
 		t.Fatal(err)
 	}
 	if m, err = at("bad"); err != nil {
@@ -56,12 +61,12 @@ func TestServe(t *testing.T) {
 	// A round that never ends: the requests beyond the bound are refused.
 	var mu sync.Mutex
 	var waiting []func(error)
-	if _, err := durability.Serve(nc, protocol.HubSyncSubject("slow"), protocol.HubSyncQueue, func(fn func(error)) func() {
+	if _, err := durability.Serve(nc, protocol.HubSyncSubject("slow"), protocol.HubSyncQueue, thenFunc(func(fn func(error)) func() {
 		mu.Lock()
 		waiting = append(waiting, fn)
 		mu.Unlock()
 		return func() {}
-	}, durability.HubAnswer("synced")); err != nil {
+	}), durability.HubAnswer{Durability: "synced"}); err != nil {
 		t.Fatal(err)
 	}
 	inbox := nats.NewInbox()

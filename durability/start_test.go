@@ -2,20 +2,21 @@ package durability_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // startServer starts an embedded server in dataDir's jetstream directory,
@@ -39,23 +40,31 @@ func startServer(t *testing.T, dataDir string) (*natsembed.Server, *nats.Conn, j
 	return srv, nc, js
 }
 
+// config is a single node's configuration over dataDir, as fx fills it
+// from the default flags.
+func config(dataDir string) durability.Config {
+	return durability.Config{Level: "synced", DataDir: dataDir, Prefix: "sluice", HooksStream: "HOOKS", OutboxStream: "HOOKS_OUTBOX", Shards: 1}
+}
+
 // TestStartSingleNode: Start gives each single-node mode its row of the
 // table (a barrier at NodeRounds only, the server's group sync in
 // every one), registers the store sync's counters, and refuses a data
 // dir whose record says it held more than its store does.
 func TestStartSingleNode(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	for _, level := range []string{"synced", "acked", "sync-always"} {
-		t.Run(level, func(t *testing.T) {
+	for _, level := range []struct {
+		name               string
+		acked, serverFsync bool
+	}{{"synced", false, false}, {"acked", true, false}, {"sync-always", false, true}} {
+		t.Run(level.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg, err := config.Parse([]string{"--data-dir", dir, "--durability", level}, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := durability.For(cfg)
-			srv, _, js := startServer(t, dir)
+			srv, nc, js := startServer(t, dir)
 			reg := prometheus.NewRegistry()
-			node, err := durability.Start(context.Background(), cfg, m, srv, nil, js, reg, log)
+			cfg := config(dir)
+			cfg.Acked, cfg.ServerFsync, cfg.Level = level.acked, level.serverFsync, level.name
+			cfg.Server, cfg.Conn, cfg.JS, cfg.Registerer, cfg.Logger = srv, nc, js, reg, log
+			m := cfg.Mode()
+			node, err := durability.Start(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,6 +77,25 @@ func TestStartSingleNode(t *testing.T) {
 			}
 			if node.Barrier != nil && node.Barrier != node.Group {
 				t.Errorf("mode %v: the barrier is not the server's group sync", m)
+			}
+			// As a hub, the node answers its leaves at its level, after a
+			// round of its group sync unless nats-server fsyncs each write.
+			hub, err := node.ServeHub()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hub.Stop()
+			waits := node.Group.Stats().Waits
+			msg, err := nc.Request(protocol.HubSyncSubject(cfg.Prefix), nil, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep protocol.SyncReply
+			if err := json.Unmarshal(msg.Data, &rep); err != nil || !rep.OK || rep.Durability != level.name {
+				t.Errorf("mode %v: the hub answered %s (%v), want ok at %s", m, msg.Data, err, level.name)
+			}
+			if joined := node.Group.Stats().Waits > waits; joined == level.serverFsync {
+				t.Errorf("mode %v: the hub's answer joined a round of the group sync: %v", m, joined)
 			}
 			// The group sync's rounds are a histogram of their lengths:
 			// its count is the rounds run, its buckets hold them all.
@@ -93,22 +121,20 @@ func TestStartSingleNode(t *testing.T) {
 			if want := node.Group.Stats().Rounds; rounds.GetSampleCount() != want || want == 0 {
 				t.Errorf("round histogram count %d, the group sync ran %d rounds", rounds.GetSampleCount(), want)
 			}
-			if len(bs) != len(kvstore.SyncRoundBounds()) || bs[len(bs)-1].GetCumulativeCount() > rounds.GetSampleCount() || rounds.GetSampleSum() <= 0 {
+			if len(bs) != len(durability.SyncRoundBounds()) || bs[len(bs)-1].GetCumulativeCount() > rounds.GetSampleCount() || rounds.GetSampleSum() <= 0 {
 				t.Errorf("round histogram: buckets %v, count %d, sum %v", bs, rounds.GetSampleCount(), rounds.GetSampleSum())
 			}
 		})
 	}
 	t.Run("refuses a store emptier than its record", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Parse([]string{"--data-dir", dir}, nil, nil)
-		if err != nil {
+		if err := durability.WriteRecord(filepath.Join(dir, durability.RecordFile), durability.Record{Streams: map[string]uint64{"HOOKS": 10}}); err != nil {
 			t.Fatal(err)
 		}
 		srv, _, js := startServer(t, dir)
-		node, err := durability.Start(context.Background(), cfg, durability.For(cfg), srv, nil, js, prometheus.NewRegistry(), log)
+		cfg := config(dir)
+		cfg.Server, cfg.JS, cfg.Logger = srv, js, log
+		node, err := durability.Start(context.Background(), cfg)
 		if err == nil {
 			node.Stop()
 			t.Fatal("started over a store that lost the recorded HOOKS")

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -305,12 +305,12 @@ func refusesToComeUpEmpty(t *testing.T, level string) {
 	}
 	// The record (read on the disk: the mount's caches may lag a
 	// rename) must hold HOOKS as it is: what the guard compares with.
-	recPath := filepath.Join(disk, "node0", natsembed.RecordFile)
+	recPath := filepath.Join(disk, "node0", durability.RecordFile)
 	info, err := st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := waitRecord(t, recPath, 10*time.Second, func(r natsembed.Record) bool { return r.Streams["HOOKS"] >= info.State.LastSeq })
+	rec := waitRecord(t, recPath, 10*time.Second, func(r durability.Record) bool { return r.Streams["HOOKS"] >= info.State.LastSeq })
 	if rec.Streams["HOOKS"] < info.State.LastSeq {
 		t.Fatalf("the record %+v does not reach HOOKS' last sequence %d", rec, info.State.LastSeq)
 	}
@@ -319,7 +319,7 @@ func refusesToComeUpEmpty(t *testing.T, level string) {
 		// Right after a round of the record (the next is a second away;
 		// none comes while no stream moves), HOOKS' configuration
 		// changes, then kill -9 and the cut.
-		rec = waitRecord(t, recPath, 2500*time.Millisecond, func(r natsembed.Record) bool { return !r.Updated.Equal(rec.Updated) })
+		rec = waitRecord(t, recPath, 2500*time.Millisecond, func(r durability.Record) bool { return !r.Updated.Equal(rec.Updated) })
 		cfg := info.Config
 		cfg.Description = fmt.Sprintf("power cut %d", attempt)
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
@@ -378,11 +378,11 @@ func refusesToComeUpEmpty(t *testing.T, level string) {
 
 // waitRecord waits until the record at path satisfies ok and returns it;
 // after timeout it returns the last one read (the caller decides).
-func waitRecord(t *testing.T, path string, timeout time.Duration, ok func(natsembed.Record) bool) natsembed.Record {
+func waitRecord(t *testing.T, path string, timeout time.Duration, ok func(durability.Record) bool) durability.Record {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		rec, found, err := natsembed.ReadRecord(path)
+		rec, found, err := durability.ReadRecord(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ type Config struct {
 	// HubSyncFallback is how long after a batch's ack the outbox copy is
 	// kept when the hub does not serve its sync barrier (protocol.HubSyncSubject: an
 	// older hub) before it is dropped (default 2 s: twice an older
-	// single-node hub's record round, natsembed.RecordInterval, which
+	// single-node hub's record round, durability.RecordInterval, which
 	// syncs every stream).
 	HubSyncFallback time.Duration
 	// MinBackoff and MaxBackoff bound the wait after a failed batch or

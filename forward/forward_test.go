@@ -34,6 +34,11 @@ type link struct {
 	syncThen atomic.Pointer[func(func(error)) func()]
 }
 
+// thenFunc is a durability.Barrier that calls its function.
+type thenFunc func(fn func(error)) (forget func())
+
+func (f thenFunc) Then(fn func(error)) func() { return f(fn) }
+
 func newLink(t *testing.T) *link {
 	t.Helper()
 	l := &link{}
@@ -59,13 +64,13 @@ func newLink(t *testing.T) *link {
 	t.Cleanup(l.edge.Close)
 	l.hubJS, _ = jetstream.New(l.hub)
 	l.edgeJS, _ = jetstream.New(l.edge)
-	if l.sync, err = durability.Serve(l.hub, protocol.HubSyncSubject("sluice"), protocol.HubSyncQueue, func(fn func(error)) func() {
+	if l.sync, err = durability.Serve(l.hub, protocol.HubSyncSubject("sluice"), protocol.HubSyncQueue, thenFunc(func(fn func(error)) func() {
 		if then := l.syncThen.Load(); then != nil {
 			return (*then)(fn)
 		}
 		fn(nil)
 		return func() {}
-	}, durability.HubAnswer("synced")); err != nil {
+	}), durability.HubAnswer{Durability: "synced"}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, l.edgeSrv.LeafConnected, "leaf connected")

@@ -49,7 +49,7 @@ func (e *unsynced) Unwrap() error { return e.err }
 // now: its sync barrier (protocol.HubSyncSubject) answered OK. A hub that does not
 // serve it (no responders: older than the barrier) is waited for
 // HubSyncFallback after acked, the time by which an older single-node
-// hub's record round (natsembed.RecordInterval, 1 s) has synced every
+// hub's record round (durability.RecordInterval, 1 s) has synced every
 // stream; logged once per link-up.
 func (f *Forwarder) durable(ctx context.Context, acked time.Time) error {
 	if !f.linkedSince(acked) {

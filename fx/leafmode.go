@@ -56,7 +56,7 @@ type Forward struct {
 func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev *Events, q *Quota, reg *Registry, log *slog.Logger) (*Forward, error) {
 	if !cfg.Leaf() {
 		if cfg.Hub() {
-			serveHubSync(lc, cfg, n, log)
+			serveHubSync(lc, n, log)
 		}
 		return &Forward{}, nil
 	}
@@ -185,18 +185,15 @@ func leafQuota(cfg *config.Config, n *NATS, ev *Events, reg *Registry, log *slog
 	return &Quota{Router: client, Fleet: fleet, Local: local, Route: route}, nil
 }
 
-// serveHubSync serves protocol.HubSyncSubject on a hub node: a leaf drops its
-// outbox copy of a batch only once this answered.
-func serveHubSync(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, log *slog.Logger) {
-	then := durability.HubThen(n.Mode, n.Sync, n.Group)
+// serveHubSync serves a hub node's sync barrier to its leaves
+// (durability.Node.ServeHub) while the app runs.
+func serveHubSync(lc uberfx.Lifecycle, n *NATS, log *slog.Logger) {
 	var srv *durability.Server
 	lc.Append(uberfx.Hook{
 		OnStart: func(context.Context) error {
 			var err error
-			subject := protocol.HubSyncSubject(cfg.Prefix)
-			srv, err = durability.Serve(n.Conn, subject, protocol.HubSyncQueue, then, durability.HubAnswer(n.Durability))
-			if err == nil {
-				log.Debug("hub: serving the leaves' sync barrier", "subject", subject, "group_sync", then != nil)
+			if srv, err = n.node.ServeHub(); err == nil {
+				log.Debug("hub: serving the leaves' sync barrier", "mode", n.Mode)
 			}
 			return err
 		},

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
+	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -35,7 +36,7 @@ type NATS struct {
 	Server *natsembed.Server
 	// Durability is the level in force (config.DurabilityInForce).
 	Durability string
-	// Mode is what a 2xx waits for (durability.For).
+	// Mode is what a 2xx waits for (durability.Config.Mode).
 	Mode durability.Mode
 	// Sync is the barrier the edge and the service wait on before a 2xx
 	// (nil: the ack is the promise; the durability package's table).
@@ -43,8 +44,11 @@ type NATS struct {
 	// with replicas or at acked): on a single node also the stream
 	// record's sync at every level, on an R1 cluster the rounds it serves
 	// the other nodes.
-	Sync  kvstore.Syncer
-	Group *kvstore.GroupSync
+	Sync  durability.Syncer
+	Group *durability.GroupSync
+
+	// node is what durability.Start started (nil with --nats-url).
+	node *durability.Node
 
 	// starting is the start-up's context (Starting; nil: none), which
 	// ends the waits of the constructors after ProvideNATS.
@@ -57,7 +61,8 @@ type NATS struct {
 func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Registry, log *slog.Logger) (*NATS, error) {
 	ctx, cancel := startContext(st.Ctx, cfg)
 	defer cancel()
-	out := &NATS{Durability: cfg.DurabilityInForce(), Mode: durability.For(cfg), starting: st.Ctx}
+	dcfg := durabilityConfig(cfg)
+	out := &NATS{Durability: dcfg.Level, Mode: dcfg.Mode(), starting: st.Ctx}
 	copts := []nats.Option{
 		nats.Name("sluice-edge"),
 		nats.MaxReconnects(-1),
@@ -182,11 +187,13 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Regi
 		return nil, fmt.Errorf("jetstream not ready: %w", err)
 	}
 	if out.Server != nil {
-		node, err := durability.Start(ctx, cfg, out.Mode, out.Server, out.Conn, js, reg, log)
+		dcfg.Server, dcfg.Conn, dcfg.JS, dcfg.Registerer, dcfg.Logger = out.Server, out.Conn, js, reg, log
+		node, err := durability.Start(ctx, dcfg)
 		if err != nil {
 			return nil, err
 		}
 		lc.Append(uberfx.StopHook(node.Stop))
+		out.node = node
 		out.Group = node.Group
 		if node.Barrier != nil {
 			out.Sync = node.Barrier
@@ -196,12 +203,23 @@ func ProvideNATS(lc uberfx.Lifecycle, cfg *config.Config, st Starting, reg *Regi
 	return out, nil
 }
 
+// durabilityConfig is the durability package's part of cfg.
+func durabilityConfig(cfg *config.Config) durability.Config {
+	return durability.Config{
+		External: cfg.NATSURL != "", Clustered: cfg.Clustered(),
+		Acked: cfg.DurabilityInForce() == config.DurabilityAcked, ServerFsync: cfg.ServerSyncAlways(),
+		Level:   cfg.DurabilityInForce(),
+		DataDir: cfg.DataDir, AcceptDataLoss: cfg.AcceptDataLoss, Prefix: cfg.Prefix,
+		HooksStream: cfg.HooksStream, OutboxStream: httpapi.OutboxStream(cfg.HooksStream), Shards: cfg.Shards,
+	}
+}
+
 // logMode says at start what a 2xx waits for.
 func logMode(cfg *config.Config, out *NATS, log *slog.Logger) {
 	meaning, warn := out.Mode.Meaning()
 	attrs := []any{"durability", out.Durability, "requested", cfg.Durability, "mode", out.Mode}
-	if out.Server != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
-		attrs = append(attrs, "sync_rounds_find_changes_by", out.Server.SyncFinder())
+	if out.node != nil && (!out.Mode.Clustered() || out.Mode == durability.ClusterRounds) {
+		attrs = append(attrs, "sync_rounds_find_changes_by", out.node.SyncFinder())
 	}
 	if warn {
 		log.Warn("durability: "+meaning, attrs...)

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/durability"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/httpapi"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -443,11 +443,11 @@ func TestDeadLetters(t *testing.T) {
 
 // gateSync is the node's durability barrier at its seam (Config.Sync):
 // each wait counted; while fails is set, a round that vouched for every
-// scope but those fails reports (kvstore.PartialSyncError, as a cluster's
+// scope but those fails reports (durability.PartialSyncError, as a cluster's
 // barrier with one shard's server down answers), else the real barrier.
 type gateSync struct {
-	real  kvstore.Syncer
-	fails atomic.Pointer[func(kvstore.SyncScope) bool]
+	real  durability.Syncer
+	fails atomic.Pointer[func(durability.SyncScope) bool]
 	hold  atomic.Bool // a wait lasts until its caller gives up
 	waits atomic.Int64
 }
@@ -459,13 +459,13 @@ func (g *gateSync) Sync(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if f := g.fails.Load(); f != nil {
-		return &kvstore.PartialSyncError{Err: kvstore.ErrRoundMissed, Affects: *f}
+		return &durability.PartialSyncError{Err: durability.ErrRoundMissed, Affects: *f}
 	}
-	return kvstore.SyncWith(ctx, g.real)
+	return durability.SyncWith(ctx, g.real)
 }
 
 // failFor makes g's rounds fail for the scopes f reports (nil: none).
-func (g *gateSync) failFor(f func(kvstore.SyncScope) bool) {
+func (g *gateSync) failFor(f func(durability.SyncScope) bool) {
 	if f == nil {
 		g.fails.Store(nil)
 		return
@@ -509,8 +509,8 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 		}
 		delivered[m.Header.Get("Sluice-Hook-Id")] = m
 	}
-	acmeShard := func(s kvstore.SyncScope) bool { return s.Tenant == "acme" }
-	deadScope := func(s kvstore.SyncScope) bool { return s.DeadLetters }
+	acmeShard := func(s durability.SyncScope) bool { return s.Tenant == "acme" }
+	deadScope := func(s durability.SyncScope) bool { return s.DeadLetters }
 	letters := func() []httpapi.DeadLetter {
 		r := a.admin("GET", "/v1/admin/consumers/acme/dl/dead", adminToken, "")
 		var out struct {

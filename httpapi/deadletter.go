@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
@@ -140,7 +141,7 @@ type DeadLetters struct {
 	js     jetstream.JetStream
 	prefix string
 	log    *slog.Logger
-	sync   kvstore.Syncer         // the node's barrier (nil: the ack is the promise)
+	sync   durability.Syncer      // the node's barrier (nil: the ack is the promise)
 	total  *prometheus.CounterVec // reason
 	cc     jetstream.ConsumeContext
 }
@@ -150,7 +151,7 @@ type DeadLetters struct {
 // is acked once its letter is stored and sync (the node's durability
 // barrier, as a hook's 2xx waits for it; nil: JetStream's ack is the
 // promise) has vouched for it.
-func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string, sync kvstore.Syncer, reg prometheus.Registerer, log *slog.Logger) (*DeadLetters, error) {
+func StartDeadLetters(ctx context.Context, js jetstream.JetStream, prefix string, sync durability.Syncer, reg prometheus.Registerer, log *slog.Logger) (*DeadLetters, error) {
 	ms := promreg.NewSet(reg, "")
 	d := &DeadLetters{js: js, prefix: prefix, log: log, sync: sync,
 		total: ms.CounterVec("dead_letters_total", "Hooks copied into DEADLETTER, by reason (max_deliver, terminated).", "reason")}
@@ -250,7 +251,7 @@ func (d *DeadLetters) handle(m jetstream.Msg) {
 		return
 	}
 	// A duplicate too: the first copy may be in the page cache only.
-	if err := kvstore.ForScope(kvstore.SyncWith(ctx, d.sync), kvstore.SyncScope{DeadLetters: true}); err != nil {
+	if err := durability.ForScope(durability.SyncWith(ctx, d.sync), durability.SyncScope{DeadLetters: true}); err != nil {
 		d.log.Warn("dead letters: the store's sync failed; retried", "consumer", adv.Consumer, "seq", adv.StreamSeq, "error", err)
 		return
 	}
@@ -372,7 +373,7 @@ func (s *HookStore) getDead(ctx context.Context, _ ConsumerManager, r *http.Requ
 // the letter ("<hook id>.redrive.<seq>", putOnce), so a redrive again
 // within the hooks stream's duplicate window stores nothing and answers
 // the first attempt's sequence: a retried redrive delivers the hook once.
-func (s *HookStore) redriveDead(ctx context.Context, sync kvstore.Syncer, r *http.Request, tenant, name string) (int, any, error) {
+func (s *HookStore) redriveDead(ctx context.Context, sync durability.Syncer, r *http.Request, tenant, name string) (int, any, error) {
 	m, st, err := s.deadMsg(ctx, r, tenant, name)
 	if err != nil {
 		return 0, nil, err
@@ -396,7 +397,7 @@ func (s *HookStore) redriveDead(ctx context.Context, sync kvstore.Syncer, r *htt
 	if err != nil {
 		return 0, nil, kvstore.MapError(err)
 	}
-	if err := kvstore.ForScope(kvstore.SyncWith(ctx, sync), kvstore.SyncScope{Tenant: tenant}); err != nil {
+	if err := durability.ForScope(durability.SyncWith(ctx, sync), durability.SyncScope{Tenant: tenant}); err != nil {
 		return 0, nil, fmt.Errorf("redrive of dead letter %s: the store's sync: %w", seq, err)
 	}
 	if err := st.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

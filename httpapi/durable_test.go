@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +13,8 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/sluice-dev/sluice/durability"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/kvstore"
 )
 
 // A hook whose sync fails is answered 503, never 2xx, and so is every later
@@ -26,12 +27,12 @@ func TestFailedSyncIs503(t *testing.T) {
 	// The narrow seam: the barrier's round, the real store sync unless the
 	// test says it fails.
 	seam := fx.Decorate(func(lc fx.Lifecycle, n *sluicefx.NATS) *sluicefx.NATS {
-		real := n.Server.SyncStore
-		g := kvstore.NewGroupSync(func() error {
+		real := n.Group
+		g := durability.NewGroupSync(func() error {
 			if fail.Load() {
 				return eio
 			}
-			return real()
+			return real.Sync(context.Background())
 		})
 		lc.Append(fx.StopHook(g.Close))
 		n.Sync, n.Group = g, g

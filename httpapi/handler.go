@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/names"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -41,7 +41,7 @@ type Config struct {
 	// promise): a 2xx is sent only after Sync returned nil for the writes
 	// it rests on (the stored hook and its settled claim; for a duplicate,
 	// the hook it names). A failed Sync is 503 store_unavailable.
-	Sync kvstore.Syncer
+	Sync durability.Syncer
 	// Durability names the level in force, shown in /readyz ("" : not
 	// shown).
 	Durability string

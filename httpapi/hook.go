@@ -21,9 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -695,7 +695,7 @@ func (h *Handler) durable(q *hookRequest) bool {
 	t0 := time.Now()
 	// A cluster's round that could not vouch for another shard's
 	// streams still vouches for this tenant's.
-	err := kvstore.ForScope(h.cfg.Sync.Sync(ctx), kvstore.SyncScope{Tenant: q.tenant, Replay: q.nonce != nil})
+	err := durability.ForScope(h.cfg.Sync.Sync(ctx), durability.SyncScope{Tenant: q.tenant, Replay: q.nonce != nil})
 	h.m.syncLatency.Observe(time.Since(t0).Seconds())
 	if err != nil {
 		h.log.Error("hook not durable: the store's sync failed", "tenant", q.tenant, "source", q.source, "hook_id", q.hookID, "error", err)

@@ -142,7 +142,6 @@ type Server struct {
 	storage *storageWatch
 	// signIn is how Connect signs in (nil: no authorization).
 	signIn nats.Option
-	store  *storeSync // SyncStore's state
 	// started is when StartServer began (protocol.SyncReply.UptimeNS).
 	started time.Time
 }
@@ -259,10 +258,6 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("%w within %s", ErrServerStart, wait)
 		}
 	}
-	store := newStoreSync(cfg.StoreDir)
-	store.watchLost = func(err error) {
-		l.Warn("store sync: the inotify watch failed; sync rounds walk the store from now on (slower)", "error", err)
-	}
 	if len(opts.Accounts) > 0 && !ns.GlobalAccount().JetStreamEnabled() {
 		// The file's accounts are for its own users; sluice's streams stay
 		// in the global account, with JetStream within the server's limits.
@@ -274,36 +269,45 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("%w: JetStream for sluice's (global) account: %w", ErrServerStart, err)
 		}
 	}
-	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, store: store, started: started}, nil
+	return &Server{ns: ns, cfg: cfg, storage: sw, signIn: signIn, started: started}, nil
 }
 
-// SyncStore is one round of the group sync (kvstore.GroupSync): it makes
-// every write this server acknowledged before the call durable, for the
-// streams this server's file store writes in place (R1; not a stream in
-// the async persist mode, nor a replicated one: their writes may not have
-// reached the file yet). See storesync.go.
-func (s *Server) SyncStore() error { return s.store.round() }
+// StoreDir is where JetStream keeps the server's files (ServerConfig.StoreDir).
+func (s *Server) StoreDir() string { return s.cfg.StoreDir }
 
-// SyncFinder says how rounds find what changed since the last: "inotify"
-// (the kernel's events, storewatch_linux.go) or "stat walk" (no inotify:
-// each round stats the store's files). Known after the first round.
-func (s *Server) SyncFinder() string {
-	if s.store.watched() {
-		return "inotify"
-	}
-	return "stat walk"
-}
+// Name is the server's name.
+func (s *Server) Name() string { return s.ns.Name() }
 
-// SyncStreams returns a round like SyncStore's over the named streams
-// only (and the directories above them): the group sync of the writes
-// an answer rests on, leaving the others (events, leases) to the
-// rounds of SyncStore.
-func (s *Server) SyncStreams(names ...string) func() error {
-	only := map[string]bool{}
+// Started is when StartServer began (protocol.SyncReply.UptimeNS).
+func (s *Server) Started() time.Time { return s.started }
+
+// Leads are the streams of names this server leads now (an R1 stream:
+// holds).
+func (s *Server) Leads(names []string) []string {
+	acc := s.ns.GlobalAccount()
+	var out []string
 	for _, n := range names {
-		only[n] = true
+		if acc.JetStreamIsStreamLeader(n) {
+			out = append(out, n)
+		}
 	}
-	return func() error { return s.store.roundOf(only) }
+	return out
+}
+
+// StreamSeqs returns every stream of the server's account and its last
+// sequence.
+func (s *Server) StreamSeqs() (map[string]uint64, error) {
+	info, err := s.ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, a := range info.AccountDetails {
+		for _, st := range a.Streams {
+			out[st.Name] = st.State.LastSeq
+		}
+	}
+	return out, nil
 }
 
 // clusterOptions completes a clustered server's options (a cluster
@@ -559,7 +563,6 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
-	s.store.close()
 }
 
 func splitHostPort(addr string) (string, int, error) {

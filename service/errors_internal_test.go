@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -23,8 +24,8 @@ func TestOneUnavailableSentinel(t *testing.T) {
 	}{
 		{kvstore.MapError(context.DeadlineExceeded), "kvstore: store unavailable: "},
 		{&client.ServiceError{Subject: "sluice.v1.quota.reserve", Code: 503}, "client: service unavailable: "},
-		{kvstore.ErrSyncFailed, "kvstore: store unavailable: "},
-		{kvstore.ErrRoundMissed, "kvstore: store unavailable: "},
+		{durability.ErrSyncFailed, "durability: store unavailable: "},
+		{durability.ErrRoundMissed, "durability: store unavailable: "},
 	} {
 		if !strings.HasPrefix(tc.err.Error(), tc.text) {
 			t.Errorf("%q: text changed, want it to start %q", tc.err, tc.text)

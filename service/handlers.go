@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/internal/timeconv"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -212,7 +212,7 @@ func (s *Service) replayClaim(ctx context.Context, data []byte) (any, error) {
 	switch out {
 	case protocol.Claimed:
 		// A granted nonce must outlive a power cut, or its replay passes.
-		if err := kvstore.ForScope(kvstore.SyncWith(ctx, s.cfg.Sync), kvstore.SyncScope{Replay: true}); err != nil {
+		if err := durability.ForScope(durability.SyncWith(ctx, s.cfg.Sync), durability.SyncScope{Replay: true}); err != nil {
 			return nil, err
 		}
 		return protocol.ReplayReply{Result: out.String()}, nil

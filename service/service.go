@@ -28,7 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/tracing"
@@ -97,7 +97,7 @@ type Config struct {
 	// sent only after it returned nil; its failure is 503
 	// store_unavailable. A pending claim (quota.hit) is not synced: no
 	// caller's 2xx rests on it before its settle.
-	Sync kvstore.Syncer
+	Sync durability.Syncer
 
 	// StoreTimeout bounds every request from its arrival (default 250 ms),
 	// except settle and release of claims.

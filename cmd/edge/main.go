@@ -32,6 +32,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/durability"
 	sluicefx "github.com/sluice-dev/sluice/fx"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/tenants"
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		// The constructor's own error, not fx's wiring around it: the cause
 		// is the last line.
 		log.Error("start-up failed", "error", dig.RootCause(err))
-		var loss *natsembed.DataLossError
+		var loss *durability.DataLossError
 		if errors.As(err, &loss) {
 			// The last line says what is missing and how to proceed.
 			fmt.Fprintln(stderr, "edge:", loss)

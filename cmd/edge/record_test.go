@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -85,7 +85,7 @@ func TestRefusesToComeUpEmpty(t *testing.T) {
 	e := runEdge(t, data, true)
 	postHooks(t, e.url, 20)
 	e.stop(t)
-	rec, ok, err := natsembed.ReadRecord(filepath.Join(data, natsembed.RecordFile))
+	rec, ok, err := durability.ReadRecord(filepath.Join(data, durability.RecordFile))
 	if err != nil || !ok || rec.Streams["HOOKS"] < 20 {
 		t.Fatalf("record after 20 hooks: %+v %v %v", rec, ok, err)
 	}

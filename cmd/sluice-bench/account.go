@@ -80,15 +80,16 @@ var streamFrames = []string{natsSrv + "(*stream).", natsSrv + "(*fileStore).", n
 var accountRules = []accountRule{
 	// sluice's own code, most specific first: a stack holding the barrier
 	// or a claim write is that, whatever HTTP handler called it.
-	{compWait, []string{sluicePkg + "httpapi.(*Handler).durable", sluicePkg + "kvstore.(*GroupSync)", sluicePkg + "kvstore.SyncWith",
-		sluicePkg + "kvstore.SyncThen", sluicePkg + "durability.", sluicePkg + "natsembed.(*storeSync)", sluicePkg + "natsembed.(*Server).Sync"}, nil},
+	{compWait, []string{sluicePkg + "httpapi.(*Handler).durable", sluicePkg + "durability.(*GroupSync)", sluicePkg + "durability.SyncWith",
+		sluicePkg + "durability.SyncThen", sluicePkg + "durability.(*storeSync)", sluicePkg + "durability.(*Rounds)",
+		sluicePkg + "durability.(*Server)", sluicePkg + "durability.ClusterBarrier", sluicePkg + "durability.nodeAnswer"}, nil},
 	{compClaims, []string{sluicePkg + "claims.", sluicePkg + "quota/owner.(*claimJob)", sluicePkg + "quota/owner.(*Worker).collectClaims",
 		sluicePkg + "quota/owner.(*Worker).startClaims"}, nil},
 	{compEvents, []string{sluicePkg + "events.(*Publisher)", sluicePkg + "events.(*Settler)", sluicePkg + "httpapi.(*Lifecycle"}, nil},
-	{compBackground, []string{sluicePkg + "quota/internal/lease.", sluicePkg + "placement.", sluicePkg + "natsembed.(*Recorder)",
-		sluicePkg + "natsembed.WriteRecord", sluicePkg + "kvstore.(*Follow", sluicePkg + "kvstore.follow", sluicePkg + "events.(*Expiry",
+	{compBackground, []string{sluicePkg + "quota/internal/lease.", sluicePkg + "placement.", sluicePkg + "durability.(*Recorder)",
+		sluicePkg + "durability.WriteRecord", sluicePkg + "kvstore.(*Follow", sluicePkg + "kvstore.follow", sluicePkg + "events.(*Expiry",
 		sluicePkg + "events.(*expiry", sluicePkg + "tenants.(*Registry).watch", sluicePkg + "quota/owner.(*Worker).heartbeat",
-		sluicePkg + "quota/owner.(*tenure", sluicePkg + "natsembed.(*nodeSync"}, nil},
+		sluicePkg + "quota/owner.(*tenure"}, nil},
 	{compStore, []string{sluicePkg + "httpapi.(*HookStore)", sluicePkg + "httpapi.(*Handler).store", sluicePkg + "hooks.",
 		sluicePkg + "kvstore.(*Writer)"}, nil},
 	{compHit, []string{sluicePkg + "quota.", sluicePkg + "quota/", sluicePkg + "gcra.", sluicePkg + "forward."}, nil},

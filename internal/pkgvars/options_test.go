@@ -16,6 +16,7 @@ var configs = map[string]string{
 	"httpapi.Config":         "the HTTP handler's, assembled by fx from the flags",
 	"service.Config":         "the micro service's, assembled by fx from the flags",
 	"forward.Config":         "the forwarder's, assembled by fx from the flags",
+	"durability.Config":      "what a 2xx waits for and what runs it, assembled by fx from the flags",
 	"natsembed.ServerConfig": "an embedded server's whole configuration, as nats-server's Options",
 	"kvstore.BucketConfig":   "a KV bucket, a server resource: jetstream.KeyValueConfig's form (Validate)",
 	"httpapi.StreamConfig":   "the hooks stream, a server resource: jetstream.StreamConfig's form",

@@ -3,6 +3,7 @@ package owner
 import (
 	"time"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
@@ -62,7 +63,7 @@ func WithCountTTL(d time.Duration) Option {
 // grants, durable through s (the node's group sync) before it is
 // answered. A denied reserve and a release are not synced (a lost one
 // overcounts: it refuses, never grants beyond max). Default nil.
-func WithSync(s kvstore.Syncer) Option {
+func WithSync(s durability.Syncer) Option {
 	return ownerOption(func(c *settings.Config) error {
 		c.Sync = s
 		return nil

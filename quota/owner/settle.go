@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -132,7 +132,7 @@ func (j *settleJob) commit(ctx context.Context) error {
 		err = w.store.Settle(ctx, j.id, j.hookID, j.rev, j.ttl)
 	}
 	if err == nil {
-		err = kvstore.ForScope(kvstore.SyncWith(ctx, w.cfg.Sync), kvstore.SyncScope{Tenant: j.id.Tenant})
+		err = durability.ForScope(durability.SyncWith(ctx, w.cfg.Sync), durability.SyncScope{Tenant: j.id.Tenant})
 	}
 	return err
 }
@@ -204,10 +204,10 @@ func (w *Worker) collectSettles(started []startedSettle) {
 	// wake-up of this runner between the round and the reply. A round
 	// that has not ended by the deadline (a stuck disk) answers them
 	// unavailable (SyncThen), so the jobs finish and the worker can stop.
-	kvstore.SyncThen(ctx, w.cfg.Sync, func(err error) {
+	durability.SyncThen(ctx, w.cfg.Sync, func(err error) {
 		cancel()
 		for _, j := range landed {
-			j.answer(kvstore.ForScope(err, kvstore.SyncScope{Tenant: j.id.Tenant}))
+			j.answer(durability.ForScope(err, durability.SyncScope{Tenant: j.id.Tenant}))
 		}
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/quota/internal/frame"
@@ -254,7 +254,7 @@ func (g *gateSync) Sync(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if g.fail.Load() {
-		return kvstore.ErrSyncFailed
+		return durability.ErrSyncFailed
 	}
 	return nil
 }
@@ -270,11 +270,11 @@ func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Rou
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		sync func(t *testing.T, g *gateSync) kvstore.Syncer
+		sync func(t *testing.T, g *gateSync) durability.Syncer
 	}{
-		{"a blocking Syncer", func(_ *testing.T, g *gateSync) kvstore.Syncer { return g }},
-		{"the group sync", func(t *testing.T, g *gateSync) kvstore.Syncer {
-			gs := kvstore.NewGroupSync(g.round)
+		{"a blocking Syncer", func(_ *testing.T, g *gateSync) durability.Syncer { return g }},
+		{"the group sync", func(t *testing.T, g *gateSync) durability.Syncer {
+			gs := durability.NewGroupSync(g.round)
 			t.Cleanup(gs.Close)
 			t.Cleanup(g.release) // before Close, also when the test fails early
 			return gs
@@ -292,7 +292,7 @@ func eachSyncWay(t *testing.T, test func(t *testing.T, g *gateSync, c *quota.Rou
 // A settle is answered only once the sync after its write returned; a
 // failed sync is unavailable (a 503, never an ok). Both ways a worker
 // waits: a plain Syncer (a runner blocks in Sync) and the group sync,
-// whose round's goroutine answers the frame's settles (kvstore.ThenSyncer).
+// whose round's goroutine answers the frame's settles (durability.ThenSyncer).
 func TestSettleWaitsForTheSync(t *testing.T) {
 	t.Parallel()
 	eachSyncWay(t, func(t *testing.T, g *gateSync, c *quota.Router) {

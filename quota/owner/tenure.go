@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/internal/timeconv"
 	"github.com/sluice-dev/sluice/kvstore"
@@ -354,7 +355,7 @@ func (t *tenure) counterOp(ctx context.Context, m *nats.Msg, req *quota.OwnerReq
 		// outside the counter's lock. A denial and a release are not synced:
 		// a lost one only overcounts (refusing until a release or the TTL),
 		// and the next grant's round makes it durable.
-		err = kvstore.SyncWith(ctx, w.cfg.Sync)
+		err = durability.SyncWith(ctx, w.cfg.Sync)
 	}
 	if err != nil {
 		w.met.counterOps.WithLabelValues(req.Op, "unavailable").Inc()

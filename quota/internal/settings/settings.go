@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/internal/option"
-	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -36,8 +36,8 @@ type Config struct {
 	LeaseTTL    time.Duration
 	MemberID    string
 	MaxInFlight int
-	DedupeTTL   time.Duration  // a settle's committed TTL when it names none
-	Sync        kvstore.Syncer // made durable before a settle is answered (nil: the ack)
+	DedupeTTL   time.Duration     // a settle's committed TTL when it names none
+	Sync        durability.Syncer // made durable before a settle is answered (nil: the ack)
 }
 
 // Defaults is the shared settings' defaults.

@@ -1,4 +1,4 @@
-package kvstore
+package durability
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Syncer makes every write JetStream acknowledged before Sync was called
@@ -26,7 +28,7 @@ type Syncer interface {
 // waiting (fn may still be called if its round was already answering).
 type ThenSyncer interface {
 	Syncer
-	Then(fn func(error)) (forget func())
+	Barrier
 }
 
 // SyncThen calls fn once with what Sync(ctx) would return: nil at once for
@@ -74,6 +76,10 @@ func SyncWith(ctx context.Context, s Syncer) error {
 	}
 	return s.Sync(ctx)
 }
+
+// errUnavailable is what every barrier error wraps: the contract's
+// protocol.ErrUnavailable (a 503, never a 2xx).
+var errUnavailable = fmt.Errorf("durability: store %w", protocol.ErrUnavailable)
 
 // ErrSyncFailed is returned by GroupSync.Sync once a round of syncs has
 // failed: after a failed fsync the kernel may have dropped the dirty pages,

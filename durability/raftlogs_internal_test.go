@@ -1,4 +1,4 @@
-package natsembed_test
+package durability
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -22,14 +21,13 @@ func TestStoreSyncRaftLogs(t *testing.T) {
 	c := testkit.Cluster(t, 3)
 	for i, mode := range []string{"watch", "walk"} {
 		t.Run(mode, func(t *testing.T) {
-			srv := c.Server(0)
-			if mode == "walk" {
-				natsembed.SyncByWalk(srv)
-			}
-			if err := srv.SyncStore(); err != nil {
-				t.Fatal(err)
-			}
-			take := natsembed.RecordSyncs(srv)
+			srv := storeOf(t, c.Server(0).StoreDir())
+			forMode(t, srv, mode)
+			l := &syncLog{}
+			srv.store.mu.Lock()
+			srv.store.fsync = l.fsync
+			srv.store.mu.Unlock()
+			take := l.take
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			name := fmt.Sprintf("S%d", i)
@@ -38,7 +36,7 @@ func TestStoreSyncRaftLogs(t *testing.T) {
 			}
 			logOf := func(group string) func(string) bool {
 				return func(p string) bool {
-					return strings.Contains(p, natsembed.RaftDirName+"/"+group) && strings.Contains(p, "/msgs/") && strings.HasSuffix(p, ".blk")
+					return strings.Contains(p, raftDirName+"/"+group) && strings.Contains(p, "/msgs/") && strings.HasSuffix(p, ".blk")
 				}
 			}
 			// The stream's log gets its first block when its group writes

@@ -1,4 +1,4 @@
-package natsembed
+package durability
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // RecordFile is the name, in the data dir, of the record of the streams a
@@ -48,7 +46,7 @@ func ReadRecord(path string) (rec Record, ok bool, err error) {
 		return Record{}, false, err
 	}
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 {
-		return Record{}, false, fmt.Errorf("natsembed: %s is not a stream record (delete it to start afresh): %v", path, err)
+		return Record{}, false, fmt.Errorf("durability: %s is not a stream record (delete it to start afresh): %v", path, err)
 	}
 	return rec, true, nil
 }
@@ -78,7 +76,7 @@ func WriteRecord(path string, rec Record) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("natsembed: write %s: %w", path, err)
+		return fmt.Errorf("durability: write %s: %w", path, err)
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
@@ -89,22 +87,6 @@ func WriteRecord(path string, rec Record) error {
 		err = cerr
 	}
 	return err
-}
-
-// StreamSeqs returns every stream of the server's account and its last
-// sequence.
-func (s *Server) StreamSeqs() (map[string]uint64, error) {
-	info, err := s.ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]uint64{}
-	for _, a := range info.AccountDetails {
-		for _, st := range a.Streams {
-			out[st.Name] = st.State.LastSeq
-		}
-	}
-	return out, nil
 }
 
 // CheckRecord compares the streams a node has now with its record: one
@@ -125,9 +107,9 @@ func CheckRecord(rec Record, now map[string]uint64) []string {
 	return out
 }
 
-// ErrDataLoss is returned by CheckStart when the store lacks what its
+// ErrDataLoss is returned by Start when the store lacks what its
 // record says it made durable (as a *DataLossError).
-var ErrDataLoss = errors.New("natsembed: the data dir lost durable data")
+var ErrDataLoss = errors.New("durability: the data dir lost durable data")
 
 // DataLossError says what a data dir lost and how to proceed.
 type DataLossError struct {
@@ -143,11 +125,11 @@ func (e *DataLossError) Error() string {
 
 func (e *DataLossError) Unwrap() error { return ErrDataLoss }
 
-// CheckStart checks the server's streams against the record in dataDir.
-// With accept, a loss is logged and the record rewritten from what is
-// there; without, it is ErrDataLoss naming what is missing and how to
-// proceed.
-func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error {
+// checkStart checks the streams of a single node's server s against the
+// record in dataDir. With accept, a loss is logged and the record
+// rewritten from what is there; without, it is ErrDataLoss naming what is
+// missing and how to proceed.
+func checkStart(s Embedded, dataDir string, accept bool, log *slog.Logger) error {
 	path := filepath.Join(dataDir, RecordFile)
 	rec, ok, err := ReadRecord(path)
 	if err != nil || !ok {
@@ -175,7 +157,7 @@ func (s *Server) CheckStart(dataDir string, accept bool, log *slog.Logger) error
 // being caught up moves).
 const ClusterSettled = 5 * time.Second
 
-// CheckClusterStart is CheckStart for a node of a cluster, whose recorded
+// CheckClusterStart is the start check for a node of a cluster, whose recorded
 // streams may be led by other servers: seqs reads the leaders' last
 // sequences (a stream absent from the map is not there). It waits until
 // every recorded stream reaches its recorded sequence; a loss is what is
@@ -244,7 +226,7 @@ func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle 
 		settled := now != nil && allSettled()
 		if settled || ctx.Err() != nil {
 			if now == nil {
-				return fmt.Errorf("natsembed: the cluster did not answer for the recorded streams before the start deadline: %w", errors.Join(ctx.Err(), last))
+				return fmt.Errorf("durability: the cluster did not answer for the recorded streams before the start deadline: %w", errors.Join(ctx.Err(), last))
 			}
 			if !accept {
 				return &DataLossError{DataDir: dataDir, Lost: lost}
@@ -264,7 +246,7 @@ func checkClusterStart(ctx context.Context, dataDir string, accept bool, settle 
 // they, and any stream configuration replaced since, are durable) and,
 // when a stream's last sequence moved, writes the record. One owned goroutine; Stop ends it.
 type Recorder struct {
-	srv  *Server
+	srv  Embedded
 	sync func(context.Context) error
 	path string
 	log  *slog.Logger
@@ -277,7 +259,7 @@ type Recorder struct {
 
 // StartRecorder starts the recorder of dataDir over srv, sync being the
 // barrier whose round makes the read sequences durable.
-func StartRecorder(srv *Server, dataDir string, sync func(context.Context) error, log *slog.Logger) *Recorder {
+func StartRecorder(srv Embedded, dataDir string, sync func(context.Context) error, log *slog.Logger) *Recorder {
 	r := &Recorder{srv: srv, sync: sync, path: filepath.Join(dataDir, RecordFile), log: log,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()

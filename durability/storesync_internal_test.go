@@ -1,4 +1,4 @@
-package natsembed
+package durability
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/internal/jstest"
+	"github.com/sluice-dev/sluice/natsembed"
 )
 
 // syncLog records what a round synced (the real fsync still runs).
@@ -50,7 +51,7 @@ func (l *syncLog) take() []string {
 var syncModes = []string{"watch", "walk"}
 
 // forMode makes srv's rounds use mode, and checks they do.
-func forMode(t *testing.T, srv *Server, mode string) {
+func forMode(t *testing.T, srv *syncServer, mode string) {
 	t.Helper()
 	srv.store.mu.Lock()
 	srv.store.walkOnly = mode == "walk"
@@ -67,7 +68,7 @@ func forMode(t *testing.T, srv *Server, mode string) {
 
 // inEachSyncMode runs test once per sync mode (a subtest each) on a fresh
 // server whose rounds use that mode, with a context bounded to 10 s.
-func inEachSyncMode(t *testing.T, test func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog)) {
+func inEachSyncMode(t *testing.T, test func(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream, l *syncLog)) {
 	for _, mode := range syncModes {
 		t.Run(mode, func(t *testing.T) {
 			ctx, srv, js, l := startInMode(t, mode)
@@ -78,7 +79,7 @@ func inEachSyncMode(t *testing.T, test func(t *testing.T, ctx context.Context, s
 
 // startInMode starts a server whose rounds use mode, with a context bounded
 // to 10 s that ends with the test.
-func startInMode(t *testing.T, mode string) (context.Context, *Server, jetstream.JetStream, *syncLog) {
+func startInMode(t *testing.T, mode string) (context.Context, *syncServer, jetstream.JetStream, *syncLog) {
 	t.Helper()
 	srv, js, l := startSyncServer(t)
 	forMode(t, srv, mode)
@@ -89,7 +90,7 @@ func startInMode(t *testing.T, mode string) (context.Context, *Server, jetstream
 
 // createSynced creates the stream S (subjects s.>) and runs a round, so
 // that what the test writes next is all the next round has to sync.
-func createSynced(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream) {
+func createSynced(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream) {
 	t.Helper()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
@@ -101,14 +102,36 @@ func createSynced(t *testing.T, ctx context.Context, srv *Server, js jetstream.J
 
 // startSyncServer starts a server whose rounds' fsyncs the returned log
 // records.
-func startSyncServer(t *testing.T) (*Server, jetstream.JetStream, *syncLog) {
+func startSyncServer(t *testing.T) (*syncServer, jetstream.JetStream, *syncLog) {
 	t.Helper()
 	l := &syncLog{}
 	log := slog.New(slog.NewTextHandler(&l.log, nil))
-	srv, _, js := jstest.Start(t, func() (*Server, error) { return StartServer(ServerConfig{StoreDir: t.TempDir(), Logger: log}) })
+	dir := t.TempDir()
+	ns, _, js := jstest.Start(t, func() (*natsembed.Server, error) {
+		return natsembed.StartServer(natsembed.ServerConfig{StoreDir: dir, Logger: log})
+	})
+	srv := &syncServer{Server: ns, store: newStoreSync(dir, log)}
+	t.Cleanup(srv.store.close)
 	srv.store.fsync = l.fsync
 	return srv, js, l
 }
+
+// syncServer is an embedded server and the rounds of its store, as Start
+// makes them.
+type syncServer struct {
+	*natsembed.Server
+	store *storeSync
+}
+
+// storeOf is a syncServer over the store of a server already running.
+func storeOf(t *testing.T, storeDir string) *syncServer {
+	st := newStoreSync(storeDir, discard())
+	t.Cleanup(st.close)
+	return &syncServer{store: st}
+}
+
+func (s *syncServer) SyncStore() error   { return s.store.round() }
+func (s *syncServer) SyncFinder() string { return s.store.finder() }
 
 func hasSuffix(paths []string, suffix string) bool {
 	return slices.ContainsFunc(paths, func(p string) bool { return strings.HasSuffix(p, suffix) })
@@ -119,7 +142,7 @@ func hasSuffix(paths []string, suffix string) bool {
 // nothing when nothing was written.
 func TestStoreSyncRound(t *testing.T) { inEachSyncMode(t, testStoreSyncRound) }
 
-func testStoreSyncRound(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+func testStoreSyncRound(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream, l *syncLog) {
 	if err := srv.SyncStore(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +182,7 @@ func testStoreSyncRound(t *testing.T, ctx context.Context, srv *Server, js jetst
 // A failing fsync fails the round.
 func TestStoreSyncFailure(t *testing.T) { inEachSyncMode(t, testStoreSyncFailure) }
 
-func testStoreSyncFailure(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+func testStoreSyncFailure(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream, l *syncLog) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,12 +251,12 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // A new block (the last one full) is synced with its directory by the
 // next round.
 func TestStoreSyncNewBlock(t *testing.T) {
-	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream, l *syncLog) {
 		// A small MaxBytes makes the smallest blocks (FileStoreMinBlkSize).
 		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "B", Subjects: []string{"b.>"}, MaxBytes: 100_000}); err != nil {
 			t.Fatal(err)
 		}
-		second := filepath.Join(srv.cfg.StoreDir, "jetstream", "$G", "streams", "B", "msgs", "2.blk")
+		second := filepath.Join(srv.StoreDir(), "jetstream", "$G", "streams", "B", "msgs", "2.blk")
 		body := make([]byte, 1024)
 		for i := 0; ; i++ {
 			if i == 200 {
@@ -344,7 +367,7 @@ func blockedInWatchedRound() bool {
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
 		header, rest, _ := strings.Cut(g, "\n")
 		top, _, _ := strings.Cut(rest, "\n")
-		if strings.Contains(header, "[chan receive") && strings.Contains(top, "natsembed.(*storeSync).watchedRound(") {
+		if strings.Contains(header, "[chan receive") && strings.Contains(top, "durability.(*storeSync).watchedRound(") {
 			return true
 		}
 	}
@@ -385,7 +408,7 @@ func TestWatchFailureFallsBackToTheWalk(t *testing.T) {
 // that released its callers while some ran would be seen with syncs in
 // flight when it returns.
 func TestStoreSyncRoundWaitsForItsSyncs(t *testing.T) {
-	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *Server, js jetstream.JetStream, l *syncLog) {
+	inEachSyncMode(t, func(t *testing.T, ctx context.Context, srv *syncServer, js jetstream.JetStream, l *syncLog) {
 		var inFlight, ran atomic.Int64
 		srv.store.mu.Lock()
 		srv.store.fsync = func(f *os.File, data bool) error {

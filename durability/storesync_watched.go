@@ -1,4 +1,4 @@
-package natsembed
+package durability
 
 import (
 	"errors"
@@ -61,12 +61,16 @@ func (s *storeSync) stopWatching() {
 	clear(s.seen)
 }
 
-// watched reports whether rounds find changes by the watch (false: by
-// walking the store).
-func (s *storeSync) watched() bool {
+// finder says how rounds find what changed since the last: "inotify"
+// (the kernel's events, storewatch_linux.go) or "stat walk" (no inotify:
+// each round stats the store's files). Known after the first round.
+func (s *storeSync) finder() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.watch != nil
+	if s.watch != nil {
+		return "inotify"
+	}
+	return "stat walk"
 }
 
 // close releases the watch (a later round walks).

@@ -1,4 +1,4 @@
-package natsembed_test
+package durability_test
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/durability"
 )
 
 // CheckClusterStart waits for a cluster catching up, and calls a loss what
 // stays short once the answers stop moving.
 func TestCheckClusterStart(t *testing.T) {
-	const settle = 300 * time.Millisecond // natsembed.ClusterSettled, shortened
+	const settle = 300 * time.Millisecond // durability.ClusterSettled, shortened
 	log := slog.New(slog.DiscardHandler)
 	record := func(t *testing.T) string {
 		dir := t.TempDir()
-		if err := natsembed.WriteRecord(filepath.Join(dir, natsembed.RecordFile), natsembed.Record{Streams: map[string]uint64{"HOOKS": 10, "KV_c": 4}}); err != nil {
+		if err := durability.WriteRecord(filepath.Join(dir, durability.RecordFile), durability.Record{Streams: map[string]uint64{"HOOKS": 10, "KV_c": 4}}); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -29,7 +29,7 @@ func TestCheckClusterStart(t *testing.T) {
 	defer cancel()
 
 	t.Run("no record", func(t *testing.T) {
-		err := natsembed.CheckClusterStartSettle(ctx, t.TempDir(), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(ctx, t.TempDir(), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			t.Fatal("a node without a record asked the cluster")
 			return nil, nil
 		})
@@ -42,7 +42,7 @@ func TestCheckClusterStart(t *testing.T) {
 		// shorter than ClusterSettled... then there.
 		var calls atomic.Int64
 		start := time.Now()
-		err := natsembed.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			n := calls.Add(1)
 			switch {
 			case n < 3:
@@ -57,23 +57,23 @@ func TestCheckClusterStart(t *testing.T) {
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
-		err := natsembed.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(ctx, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return map[string]uint64{"KV_c": 4}, nil
 		})
-		var dl *natsembed.DataLossError
+		var dl *durability.DataLossError
 		if !errors.As(err, &dl) || !strings.Contains(err.Error(), "stream HOOKS is missing") || !strings.Contains(err.Error(), "--accept-data-loss=true") {
 			t.Fatalf("a cluster without HOOKS: %v, want a DataLossError naming HOOKS and the flag", err)
 		}
 	})
 	t.Run("accepted", func(t *testing.T) {
 		dir := record(t)
-		err := natsembed.CheckClusterStartSettle(ctx, dir, true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(ctx, dir, true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return map[string]uint64{"HOOKS": 3, "KV_c": 4}, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, _, err := natsembed.ReadRecord(filepath.Join(dir, natsembed.RecordFile))
+		rec, _, err := durability.ReadRecord(filepath.Join(dir, durability.RecordFile))
 		if err != nil || rec.Streams["HOOKS"] != 3 {
 			t.Fatalf("the record after an accepted loss: %+v %v, want HOOKS at 3", rec, err)
 		}
@@ -88,10 +88,10 @@ func TestCheckClusterStart(t *testing.T) {
 				return map[string]uint64{"HOOKS": 3, "KV_c": 4 + n.Add(1)}, nil
 			}
 			deadline, cancel := context.WithTimeout(ctx, 10*settle)
-			err := natsembed.CheckClusterStartSettle(deadline, record(t), accept, settle, log, moving)
+			err := durability.CheckClusterStartSettle(deadline, record(t), accept, settle, log, moving)
 			decided := deadline.Err() == nil
 			cancel()
-			var dl *natsembed.DataLossError
+			var dl *durability.DataLossError
 			if !decided || accept && err != nil || !accept && !errors.As(err, &dl) {
 				t.Fatalf("accept=%v: %v (decided before the deadline: %v), want the loss decided once HOOKS stopped moving", accept, err, decided)
 			}
@@ -105,7 +105,7 @@ func TestCheckClusterStart(t *testing.T) {
 		const settle = time.Second
 		start := time.Now()
 		var n atomic.Uint64
-		err := natsembed.CheckClusterStartSettle(ctx, record(t), true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(ctx, record(t), true, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			if time.Since(start) < 2*settle {
 				return map[string]uint64{"HOOKS": 3, "KV_c": n.Add(1) % 4}, nil
 			}
@@ -118,10 +118,10 @@ func TestCheckClusterStart(t *testing.T) {
 	t.Run("no answer", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
-		err := natsembed.CheckClusterStartSettle(short, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
+		err := durability.CheckClusterStartSettle(short, record(t), false, settle, log, func(context.Context, []string) (map[string]uint64, error) {
 			return nil, errors.New("no meta leader")
 		})
-		var dl *natsembed.DataLossError
+		var dl *durability.DataLossError
 		if err == nil || errors.As(err, &dl) || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("a cluster that never answered: %v, want an error saying so (not a loss)", err)
 		}

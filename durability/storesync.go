@@ -1,9 +1,10 @@
-package natsembed
+package durability
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,8 +68,13 @@ func stampOf(fi fs.FileInfo) stamp {
 	return st
 }
 
-func newStoreSync(storeDir string) *storeSync {
+// newStoreSync is the rounds of the store under storeDir; the watch's
+// failure (rounds walk from then on) is logged to log.
+func newStoreSync(storeDir string, log *slog.Logger) *storeSync {
 	return &storeSync{
+		watchLost: func(err error) {
+			log.Warn("store sync: the inotify watch failed; sync rounds walk the store from now on (slower)", "error", err)
+		},
 		root:  filepath.Join(storeDir, "jetstream"),
 		seen:  map[string]stamp{},
 		hi:    map[string]string{},
@@ -95,8 +101,23 @@ func fsyncFile(f *os.File, data bool) error {
 	return f.Sync()
 }
 
-// round syncs everything written since the last round.
+// round syncs everything written since the last round: it makes every
+// write the server acknowledged before the call durable, for the streams
+// its file store writes in place (R1; not a stream in the async persist
+// mode, nor a replicated one: their writes may not have reached the file
+// yet).
 func (s *storeSync) round() error { return s.roundOf(nil) }
+
+// roundOver returns a round like round's over the named streams only (and
+// the directories above them): the group sync of the writes an answer
+// rests on, leaving the others (events, leases) to the record's rounds.
+func (s *storeSync) roundOver(names []string) func() error {
+	only := map[string]bool{}
+	for _, n := range names {
+		only[n] = true
+	}
+	return func() error { return s.roundOf(only) }
+}
 
 // roundOf syncs what changed in the streams named in only (nil: every
 // stream), and the directories above them. Rounds may overlap: the walk
@@ -352,14 +373,14 @@ func (s *storeSync) syncPath(path string, data bool) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("natsembed: sync %s: %w", path, err)
+		return fmt.Errorf("durability: sync %s: %w", path, err)
 	}
 	err = s.fsync(f, data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("natsembed: sync %s: %w", path, err)
+		return fmt.Errorf("durability: sync %s: %w", path, err)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package natsembed
+package durability
 
 import "errors"
 
@@ -9,11 +9,11 @@ import "errors"
 type storeWatch struct{}
 
 func newStoreWatch(string, func(path string, data bool, stream string)) (*storeWatch, error) {
-	return nil, errors.New("natsembed: no inotify on this platform")
+	return nil, errors.New("durability: no inotify on this platform")
 }
 
 func (*storeWatch) drain() error   { return nil }
 func (*storeWatch) rewatch() error { return nil }
 func (*storeWatch) close()         {}
 
-var errOverflow = errors.New("natsembed: inotify queue overflow")
+var errOverflow = errors.New("durability: inotify queue overflow")

@@ -1,6 +1,6 @@
 //go:build linux
 
-package natsembed
+package durability
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ const watchMask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOV
 func newStoreWatch(storeDir string, mark func(path string, data bool, stream string)) (*storeWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("natsembed: inotify: %w", err)
+		return nil, fmt.Errorf("durability: inotify: %w", err)
 	}
 	w := &storeWatch{fd: fd, root: filepath.Clean(storeDir), wds: map[int32]string{}, dirs: map[string]int32{},
 		buf: make([]byte, 64<<10), mark: mark}
@@ -125,7 +125,7 @@ func (w *storeWatch) add(dir string) error {
 		return nil // gone meanwhile: its parent's event says so
 	}
 	if err != nil {
-		return fmt.Errorf("natsembed: inotify watch %s: %w", dir, err)
+		return fmt.Errorf("durability: inotify watch %s: %w", dir, err)
 	}
 	if old, ok := w.dirs[dir]; ok && old != int32(wd) {
 		delete(w.wds, old)
@@ -136,7 +136,7 @@ func (w *storeWatch) add(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("natsembed: list %s: %w", dir, err)
+		return fmt.Errorf("durability: list %s: %w", dir, err)
 	}
 	w.mark(dir, false, w.placeOf(dir, true).stream)
 	for _, e := range ents {
@@ -155,7 +155,7 @@ func (w *storeWatch) add(dir string) error {
 }
 
 // errOverflow is the queue overflowing: the caller marks everything.
-var errOverflow = errors.New("natsembed: inotify queue overflow")
+var errOverflow = errors.New("durability: inotify queue overflow")
 
 // drain reads every queued event and marks what changed.
 func (w *storeWatch) drain() error {
@@ -168,7 +168,7 @@ func (w *storeWatch) drain() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("natsembed: inotify read: %w", err)
+			return fmt.Errorf("durability: inotify read: %w", err)
 		}
 		if n <= 0 {
 			return nil

@@ -1,4 +1,4 @@
-package kvstore_test
+package durability_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -22,7 +22,7 @@ func TestGroupSyncCoalesces(t *testing.T) {
 	var mu sync.Mutex
 	maxDone := int64(-1) // the largest ticket count a completed round saw at its start
 	gate := make(chan struct{})
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		snap := calls.Load()
 		<-gate // a round lasts until the test lets it end
 		mu.Lock()
@@ -87,7 +87,7 @@ func TestGroupSyncCoalesces(t *testing.T) {
 func TestGroupSyncFailureLatches(t *testing.T) {
 	eio := errors.New("input/output error")
 	var fail atomic.Bool
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		if fail.Load() {
 			return eio
 		}
@@ -100,11 +100,11 @@ func TestGroupSyncFailureLatches(t *testing.T) {
 	}
 	fail.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrSyncFailed) || !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, eio) {
+	if !errors.Is(err, durability.ErrSyncFailed) || !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, eio) {
 		t.Fatalf("failed round: %v", err)
 	}
 	fail.Store(false)
-	if err := g.Sync(ctx); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := g.Sync(ctx); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("after a failed round: %v, want ErrSyncFailed", err)
 	}
 	if g.Err() == nil {
@@ -116,9 +116,9 @@ func TestGroupSyncFailureLatches(t *testing.T) {
 // next round answers again.
 func TestGroupSyncMissedRoundDoesNotLatch(t *testing.T) {
 	var miss atomic.Bool
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		if miss.Load() {
-			return fmt.Errorf("%w: server n2 did not answer", kvstore.ErrRoundMissed)
+			return fmt.Errorf("%w: server n2 did not answer", durability.ErrRoundMissed)
 		}
 		return nil
 	})
@@ -126,7 +126,7 @@ func TestGroupSyncMissedRoundDoesNotLatch(t *testing.T) {
 	ctx := context.Background()
 	miss.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, kvstore.ErrSyncFailed) {
+	if !errors.Is(err, durability.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("missed round: %v", err)
 	}
 	miss.Store(false)
@@ -142,10 +142,10 @@ func TestGroupSyncMissedRoundDoesNotLatch(t *testing.T) {
 // writes went to the others (ForScope), and the next round is whole.
 func TestGroupSyncPartialRound(t *testing.T) {
 	var partial atomic.Bool
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		if partial.Load() {
-			return &kvstore.PartialSyncError{Err: errors.New("streams [HOOKS_2] unconfirmed"),
-				Affects: func(s kvstore.SyncScope) bool { return s.Tenant == "t2" }}
+			return &durability.PartialSyncError{Err: errors.New("streams [HOOKS_2] unconfirmed"),
+				Affects: func(s durability.SyncScope) bool { return s.Tenant == "t2" }}
 		}
 		return nil
 	})
@@ -153,20 +153,20 @@ func TestGroupSyncPartialRound(t *testing.T) {
 	ctx := context.Background()
 	partial.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) {
+	if !errors.Is(err, durability.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("a partial round: %v", err)
 	}
-	if got := kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t1"}); got != nil {
+	if got := durability.ForScope(err, durability.SyncScope{Tenant: "t1"}); got != nil {
 		t.Fatalf("a partial round for a tenant whose streams it vouched for: %v", got)
 	}
-	if got := kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t2"}); got != err {
+	if got := durability.ForScope(err, durability.SyncScope{Tenant: "t2"}); got != err {
 		t.Fatalf("a partial round for a tenant whose streams it did not vouch for: %v", got)
 	}
-	if got := kvstore.ForScope(kvstore.ErrSyncFailed, kvstore.SyncScope{Tenant: "t1"}); got != kvstore.ErrSyncFailed {
+	if got := durability.ForScope(durability.ErrSyncFailed, durability.SyncScope{Tenant: "t1"}); got != durability.ErrSyncFailed {
 		t.Fatalf("a failed round for any scope: %v", got)
 	}
 	done := make(chan error, 1)
-	kvstore.SyncThen(ctx, g, func(err error) { done <- kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t1"}) })
+	durability.SyncThen(ctx, g, func(err error) { done <- durability.ForScope(err, durability.SyncScope{Tenant: "t1"}) })
 	if err := <-done; err != nil {
 		t.Fatalf("SyncThen, then ForScope: %v", err)
 	}
@@ -181,7 +181,7 @@ func TestGroupSyncClose(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		once.Do(func() { close(entered) })
 		<-release
 		return nil
@@ -198,13 +198,13 @@ func TestGroupSyncClose(t *testing.T) {
 	}
 	select {
 	case err := <-second:
-		if err != nil && !errors.Is(err, kvstore.ErrSyncClosed) {
+		if err != nil && !errors.Is(err, durability.ErrSyncClosed) {
 			t.Fatalf("waiting at Close: %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a caller waiting at Close was not released")
 	}
-	if err := g.Sync(context.Background()); !errors.Is(err, kvstore.ErrSyncClosed) {
+	if err := g.Sync(context.Background()); !errors.Is(err, durability.ErrSyncClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestGroupSyncThen(t *testing.T) {
 	gate := make(chan struct{})
 	var rounds atomic.Int64
 	var fail atomic.Bool
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		started <- int(rounds.Add(1))
 		<-gate
 		if fail.Load() {
@@ -250,16 +250,16 @@ func TestGroupSyncThen(t *testing.T) {
 	}
 	fail.Store(true)
 	sendWithin(t, gate, "round 2 to take the gate")
-	if err := wait("round 2"); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := wait("round 2"); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("a failed round: %v, want ErrSyncFailed", err)
 	}
 	g.Then(then) // after the failure: at once
-	if err := wait("after the failure"); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := wait("after the failure"); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("after a failed round: %v", err)
 	}
 	g.Close()
 	g.Then(then)
-	if err := wait("after Close"); !errors.Is(err, kvstore.ErrSyncFailed) && !errors.Is(err, kvstore.ErrSyncClosed) {
+	if err := wait("after Close"); !errors.Is(err, durability.ErrSyncFailed) && !errors.Is(err, durability.ErrSyncClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -286,7 +286,7 @@ func TestGroupSyncThenAtClose(t *testing.T) {
 		}
 		select {
 		case err := <-second:
-			if errors.Is(err, kvstore.ErrSyncClosed) {
+			if errors.Is(err, durability.ErrSyncClosed) {
 				closedSeen++
 			} else if err != nil {
 				t.Fatalf("a callback of the next round: %v", err)
@@ -314,7 +314,7 @@ func TestSyncThenDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	got := make(chan error, 2)
-	kvstore.SyncThen(ctx, g, func(err error) { got <- err })
+	durability.SyncThen(ctx, g, func(err error) { got <- err })
 	within(t, started, "the round to start")
 	select {
 	case err := <-got:
@@ -333,7 +333,7 @@ func TestSyncThenDeadline(t *testing.T) {
 	}
 	// Before its deadline, fn gets the round's outcome.
 	ok := make(chan error, 1)
-	kvstore.SyncThen(context.Background(), g, func(err error) { ok <- err })
+	durability.SyncThen(context.Background(), g, func(err error) { ok <- err })
 	if err := within(t, ok, "a round in time"); err != nil {
 		t.Fatalf("a round in time: %v", err)
 	}
@@ -341,9 +341,9 @@ func TestSyncThenDeadline(t *testing.T) {
 
 // gatedSync is a barrier whose rounds say on started that one began (the
 // first, when several do) and last until gate is closed.
-func gatedSync(gate <-chan struct{}) (*kvstore.GroupSync, <-chan struct{}) {
+func gatedSync(gate <-chan struct{}) (*durability.GroupSync, <-chan struct{}) {
 	started := make(chan struct{}, 1)
-	return kvstore.NewGroupSync(func() error {
+	return durability.NewGroupSync(func() error {
 		select {
 		case started <- struct{}{}:
 		default:
@@ -385,7 +385,7 @@ func TestGroupSyncFailureReachesTheRoundAfter(t *testing.T) {
 	gate := make(chan struct{})
 	started := make(chan int, 4)
 	var rounds atomic.Int64
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		n := int(rounds.Add(1))
 		started <- n
 		<-gate
@@ -405,13 +405,13 @@ func TestGroupSyncFailureReachesTheRoundAfter(t *testing.T) {
 	// The blocked caller must have joined before round 1 ends.
 	testkit.Eventually(t, 10*time.Second, func() bool { return g.Stats().Waits == 3 }, "the third caller to join")
 	close(gate)
-	if err := within(t, first, "round 1's caller"); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := within(t, first, "round 1's caller"); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("round 1: %v, want ErrSyncFailed", err)
 	}
-	if err := within(t, then, "round 2's callback"); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := within(t, then, "round 2's callback"); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("a callback that joined during the failed round: %v, want ErrSyncFailed", err)
 	}
-	if err := within(t, blocked, "round 2's caller"); !errors.Is(err, kvstore.ErrSyncFailed) {
+	if err := within(t, blocked, "round 2's caller"); !errors.Is(err, durability.ErrSyncFailed) {
 		t.Fatalf("a caller that joined during the failed round: %v, want ErrSyncFailed", err)
 	}
 	if n := rounds.Load(); n != 1 {
@@ -429,7 +429,7 @@ func TestSyncThenForgetsAtTheDeadline(t *testing.T) {
 	defer close(gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	kvstore.SyncThen(context.Background(), g, func(error) {}) // round 1: stuck
+	durability.SyncThen(context.Background(), g, func(error) {}) // round 1: stuck
 	within(t, started, "the stuck round to start")
 
 	collected := make(chan struct{})
@@ -437,7 +437,7 @@ func TestSyncThenForgetsAtTheDeadline(t *testing.T) {
 	func() {
 		held := new([1 << 20]byte)
 		runtime.AddCleanup(held, func(struct{}) { close(collected) }, struct{}{})
-		kvstore.SyncThen(ctx, g, func(err error) { got <- fmt.Errorf("%w (%d)", err, held[0]) })
+		durability.SyncThen(ctx, g, func(err error) { got <- fmt.Errorf("%w (%d)", err, held[0]) })
 	}()
 	if err := within(t, got, "the answer at the deadline"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("at the deadline: %v", err)
@@ -463,7 +463,7 @@ func TestSyncThenForgetsAtTheDeadline(t *testing.T) {
 // each caller checks, when Sync returns, that such a round has ended.
 func TestGroupSyncReleasesOnlyAfterTheRound(t *testing.T) {
 	var started, finished atomic.Int64 // rounds
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		started.Add(1)
 		time.Sleep(2 * time.Millisecond) // the fsync's latency
 		finished.Add(1)
@@ -511,7 +511,7 @@ func TestGroupSyncReleasesOnlyAfterTheRound(t *testing.T) {
 // above the 250 ms bound, and the buckets hold every round.
 func TestGroupSyncRoundLengths(t *testing.T) {
 	var slow atomic.Bool
-	g := kvstore.NewGroupSync(func() error {
+	g := durability.NewGroupSync(func() error {
 		if slow.Load() {
 			time.Sleep(300 * time.Millisecond) // the round's length is what is measured
 		}
@@ -529,7 +529,7 @@ func TestGroupSyncRoundLengths(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := g.Stats()
-	bounds := kvstore.SyncRoundBounds()
+	bounds := durability.SyncRoundBounds()
 	if len(s.Lengths) != len(bounds)+1 {
 		t.Fatalf("%d buckets for %d bounds", len(s.Lengths), len(bounds))
 	}
