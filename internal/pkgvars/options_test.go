@@ -14,6 +14,7 @@ import (
 var configs = map[string]string{
 	"config.Config":          "the flags, environment and YAML: what a command assembles",
 	"httpapi.Config":         "the HTTP handler's, assembled by fx from the flags",
+	"httpapi.ShardMapConfig": "GET /v1/shards' whole configuration, assembled by fx from the node",
 	"service.Config":         "the micro service's, assembled by fx from the flags",
 	"forward.Config":         "the forwarder's, assembled by fx from the flags",
 	"durability.Config":      "what a 2xx waits for and what runs it, assembled by fx from the flags",
