@@ -30,7 +30,7 @@ import (
 	"slices"
 
 	"github.com/sluice-dev/sluice/config"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -107,9 +107,9 @@ func (m Mode) Meaning() (meaning string, warn bool) {
 // the captured advisories) are the record rounds'.
 func Streams(cfg *config.Config) []string {
 	names := kvstore.BucketNames(cfg.Prefix)
-	streams := append(httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), httpapi.OutboxStream(cfg.HooksStream),
+	streams := append(hooks.HooksStreams(cfg.HooksStream, cfg.Shards), hooks.OutboxStream(cfg.HooksStream),
 		kvstore.StreamName(names.Replay), kvstore.StreamName(names.Limits), kvstore.StreamName(names.Tenants),
-		kvstore.StreamName(names.Counts), httpapi.DeadLetterStream)
+		kvstore.StreamName(names.Counts), hooks.DeadLetterStream)
 	for k := range max(cfg.Shards, 1) {
 		streams = append(streams, kvstore.StreamName(protocol.ClaimsBucket(cfg.Prefix, k)))
 	}
@@ -129,7 +129,7 @@ func ScopeStreams(cfg *config.Config, sc kvstore.SyncScope) []string {
 		out = append(out, kvstore.StreamName(kvstore.BucketNames(cfg.Prefix).Replay))
 	}
 	if sc.DeadLetters {
-		out = append(out, httpapi.DeadLetterStream)
+		out = append(out, hooks.DeadLetterStream)
 	}
 	return out
 }

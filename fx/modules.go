@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/placement"
@@ -404,20 +405,20 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 	// A leaf stores hooks in its outbox (ProvideForward), never in a local
 	// stream on the hub's subjects: that would capture the forwarder's
 	// publishes to the hub.
-	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
+	store := hooks.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hs := httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
-		if err := httpapi.RegisterConsumerMetrics(reg, hs); err != nil {
+		hs := hooks.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
+		if err := hooks.RegisterConsumerMetrics(reg, hs); err != nil {
 			return nil, err
 		}
-		hooks = hs
-		if err := httpapi.EnsureDeadLetters(ctx, n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards, cfg.Replicas); err != nil {
+		store = hs
+		if err := hooks.EnsureDeadLetters(ctx, n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards, cfg.Replicas); err != nil {
 			return nil, err
 		}
-		var dead *httpapi.DeadLetters
+		var dead *hooks.DeadLetters
 		lc.Append(uberfx.Hook{
 			OnStart: func(ctx context.Context) (err error) {
-				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
+				dead, err = hooks.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
 				return err
 			},
 			OnStop: func(context.Context) error {
@@ -427,13 +428,13 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 				return nil
 			},
 		})
-		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
+		if _, err := hooks.EnsureStreams(ctx, n.JS, hooks.StreamConfig{
 			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
 			MaxAge: maxAge, MaxBytes: placement.Bytes(cfg.HooksMaxBytes, cfg.Shards),
 		}, cfg.Shards, placement.For(cfg, n.Server, log)); err != nil {
 			return nil, err
 		}
-		streams := httpapi.HooksStreams(cfg.HooksStream, cfg.Shards)
+		streams := hooks.HooksStreams(cfg.HooksStream, cfg.Shards)
 		for _, b := range s.ClaimsBuckets {
 			streams = append(streams, kvstore.StreamName(b.Name()))
 		}
@@ -469,7 +470,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 		Resetter:       q.Fleet,
 		Claims:         ev.Claims,
 		Replay:         s.Replay,
-		Hooks:          hooks,
+		Hooks:          store,
 		Sync:           n.Sync,
 		Durability:     n.Durability,
 		Lifecycle:      ev.Publisher,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -103,7 +103,7 @@ func startNodeErr(t testing.TB, args ...string) (*node, error) {
 func waitOutboxDrained(t *testing.T, ed *node, timeout time.Duration) {
 	t.Helper()
 	testkit.Eventually(t, timeout, func() bool {
-		st, err := ed.n.JS.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
+		st, err := ed.n.JS.Stream(testkit.Context(t), hooks.OutboxStream("HOOKS"))
 		return err == nil && st.CachedInfo().State.Msgs == 0 // Stream read the info
 	}, "outbox drained")
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/authz"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
@@ -480,11 +480,11 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 	if err := m.Term(); err != nil {
 		t.Fatal(err)
 	}
-	var letters []httpapi.DeadLetter
+	var letters []hooks.DeadLetter
 	testkit.Eventually(t, 10*time.Second, func() bool {
 		r := a.admin("GET", "/v1/admin/consumers/acme/dl/dead", adminToken, "")
 		var out struct {
-			DeadLetters []httpapi.DeadLetter `json:"dead_letters"`
+			DeadLetters []hooks.DeadLetter `json:"dead_letters"`
 		}
 		_ = json.Unmarshal([]byte(r.raw), &out)
 		letters = out.DeadLetters

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
@@ -102,7 +103,7 @@ type Config struct {
 // HookStorer durably stores a hook (HookStore implements it). Any error
 // means the hook is not durable.
 type HookStorer interface {
-	Store(ctx context.Context, h Hook) (uint64, error)
+	Store(ctx context.Context, h hooks.Hook) (uint64, error)
 }
 
 // Lifecycle receives lifecycle notifications (events.Publisher implements

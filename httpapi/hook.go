@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
@@ -648,7 +649,7 @@ func (h *Handler) store(q *hookRequest) bool {
 	sctx, span := h.child(q, SpanStore, trace.SpanKindProducer)
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.PublishTimeout)
 	t1 := time.Now()
-	hook := Hook{
+	hook := hooks.Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
 		ReceivedAt: q.start, ContentType: q.r.Header.Get("Content-Type"), Body: q.body,
 	}

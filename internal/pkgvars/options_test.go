@@ -18,8 +18,8 @@ var configs = map[string]string{
 	"forward.Config":         "the forwarder's, assembled by fx from the flags",
 	"natsembed.ServerConfig": "an embedded server's whole configuration, as nats-server's Options",
 	"kvstore.BucketConfig":   "a KV bucket, a server resource: jetstream.KeyValueConfig's form (Validate)",
-	"httpapi.StreamConfig":   "the hooks stream, a server resource: jetstream.StreamConfig's form",
-	"httpapi.OutboxConfig":   "the outbox stream, a server resource: jetstream.StreamConfig's form",
+	"hooks.StreamConfig":     "the hooks stream, a server resource: jetstream.StreamConfig's form",
+	"hooks.OutboxConfig":     "the outbox stream, a server resource: jetstream.StreamConfig's form",
 }
 
 // TestOptionsConvention holds DESIGN.md "Options" on every non-test Go

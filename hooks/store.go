@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -173,7 +173,7 @@ func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	// budget.
 	st, err := kvstore.EnsureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: stream %s: %w", sc.Name, kvstore.MapError(err))
+		return nil, fmt.Errorf("hooks: stream %s: %w", sc.Name, kvstore.MapError(err))
 	}
 	return st, nil
 }
@@ -310,3 +310,11 @@ func (s *HookStore) put(ctx context.Context, shard int, publish, id string, hdr 
 	hdr.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
 	return s.w[shard].Publish(ctx, publish, hdr, data)
 }
+
+// ErrInvalidConfig is wrapped by the error of a stream configuration's
+// Validate (StreamConfig, OutboxConfig).
+var ErrInvalidConfig = errors.New("hooks: invalid config")
+
+// Outbox reports whether s stores to a leaf's outbox (NewOutboxStore):
+// such a store keeps no hooks stream, consumers or dead letters.
+func (s *HookStore) Outbox() bool { return s.outbox }

@@ -1,18 +1,14 @@
-package httpapi
+package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/authz"
-	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -21,7 +17,6 @@ import (
 const (
 	MaxRewindSources = 16
 	MaxRewindTypes   = 16
-	maxConsumerName  = 64
 	// RewindInactive is how long an ephemeral rewind consumer lives unread.
 	RewindInactive = time.Hour
 )
@@ -62,12 +57,7 @@ type RewindResult struct {
 }
 
 // ErrConsumerExists is returned by Rewind for a name already in use.
-var ErrConsumerExists = errors.New("httpapi: consumer exists")
-
-// HookRewinder creates rewind consumers (HookStore implements it).
-type HookRewinder interface {
-	Rewind(ctx context.Context, spec RewindSpec) (RewindResult, error)
-}
+var ErrConsumerExists = errors.New("hooks: consumer exists")
 
 // rewindFilters are the subjects of a rewind: the tenant's, each source's
 // (typed or not), or each source's types.
@@ -89,7 +79,7 @@ func rewindFilters(prefix string, s RewindSpec) []string {
 	return out
 }
 
-// Rewind implements HookRewinder: a pull consumer (explicit acks) on the
+// Rewind creates a rewind consumer: a pull consumer (explicit acks) on the
 // spec's subjects from its start.
 func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, error) {
 	if spec.DeliverSubject != "" && !ValidDeliverSubject(s.prefix, spec.Tenant, spec.DeliverSubject) {
@@ -137,127 +127,4 @@ func (s *HookStore) Rewind(ctx context.Context, spec RewindSpec) (RewindResult, 
 	}
 	return RewindResult{Stream: s.streamOf(spec.Tenant), Consumer: spec.Consumer, Durable: spec.Durable, FilterSubjects: cfg.FilterSubjects,
 		NumPending: info.NumPending, DeliverSubject: spec.DeliverSubject, MaxInFlight: info.Config.MaxAckPending}, nil
-}
-
-// validConsumerName: 1..64 bytes of [A-Za-z0-9_-] (a subject token).
-func validConsumerName(s string) bool {
-	return len(s) <= maxConsumerName && names.PlainToken(s)
-}
-
-// postRewind is POST /v1/admin/hooks/{tenant}/rewind.
-func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := pathTenant(w, r)
-	if !ok {
-		return
-	}
-	bad := func(reason string) {
-		protocol.InvalidRequest.Write(w, map[string]any{"reason": reason})
-	}
-	rw, ok := h.cfg.Hooks.(HookRewinder)
-	if !ok {
-		protocol.NotFound.Write(w, nil)
-		return
-	}
-	var in struct {
-		Consumer    string     `json:"consumer"`
-		Durable     bool       `json:"durable"`
-		Sources     []string   `json:"sources"`
-		Types       []string   `json:"types"`
-		Since       *time.Time `json:"since"`
-		StartHookID string     `json:"start_hook_id"`
-		Paced       bool       `json:"paced"`
-		// Push (redelivery): JetStream delivers to DeliverSubject.
-		DeliverSubject string `json:"deliver_subject"`
-		MaxInFlight    int    `json:"max_in_flight"`
-		RateBPS        uint64 `json:"rate_bps"`
-	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		bad(err.Error())
-		return
-	}
-	switch {
-	case !validConsumerName(in.Consumer):
-		bad("consumer must be 1..64 bytes of [A-Za-z0-9_-]")
-		return
-	case len(in.Sources) > MaxRewindSources || len(in.Types) > MaxRewindTypes:
-		bad("at most 16 sources and 16 types")
-		return
-	case len(in.Types) > 0 && len(in.Sources) == 0:
-		bad("types need sources")
-		return
-	case in.Since != nil && in.StartHookID != "":
-		bad("give since or start_hook_id, not both")
-		return
-	case in.StartHookID != "" && len(in.Sources) == 0:
-		bad("start_hook_id needs sources")
-		return
-	case in.MaxInFlight < 0 || in.MaxInFlight > MaxPushInFlight:
-		bad("max_in_flight must be 1..1024")
-		return
-	case in.RateBPS > 0 && in.DeliverSubject == "":
-		bad("rate_bps needs deliver_subject")
-		return
-	}
-	for _, s := range in.Sources {
-		if !ValidName(s) {
-			protocol.InvalidSource.Write(w, nil)
-			return
-		}
-	}
-	for _, t := range in.Types {
-		if t == "" || len(t) > 64 {
-			bad("types must be 1..64 bytes")
-			return
-		}
-	}
-	spec := RewindSpec{Tenant: tenant, Sources: in.Sources, Types: in.Types, Consumer: in.Consumer, Durable: in.Durable, Paced: in.Paced,
-		DeliverSubject: in.DeliverSubject, MaxInFlight: in.MaxInFlight, RateBPS: in.RateBPS}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	if in.Since != nil {
-		spec.Since = *in.Since
-	}
-	if in.StartHookID != "" {
-		finder, _ := h.cfg.Hooks.(HookFinder)
-		for _, src := range in.Sources {
-			if finder == nil {
-				break
-			}
-			rec, err := finder.Find(ctx, tenant, src, in.StartHookID, time.Time{})
-			if err == nil {
-				spec.StartSeq = rec.Seq
-				break
-			}
-			if !errors.Is(err, ErrReceiptNotFound) {
-				protocol.StoreUnavailable.Write(w, nil)
-				return
-			}
-		}
-		if spec.StartSeq == 0 {
-			protocol.NotFound.Write(w, map[string]any{"reason": "start_hook_id is not in the stream"})
-			return
-		}
-	}
-	res, err := rw.Rewind(ctx, spec)
-	switch {
-	case errors.Is(err, ErrConsumerExists):
-		protocol.ConsumerExists.Write(w, nil)
-	case errors.Is(err, ErrDeliverSubject):
-		bad(err.Error())
-	case err != nil:
-		h.log.Warn("admin: rewind failed", "tenant", tenant, "error", err)
-		protocol.StoreUnavailable.Write(w, nil)
-	default:
-		if len(in.Types) > 0 {
-			for _, src := range in.Sources {
-				if s, err := h.cfg.Policy.Source(tenant, src); err == nil && s.EventType == nil {
-					res.Warnings = append(res.Warnings, "source "+src+" has no event_type: its hooks are stored without a type, so types match none of them (drop types, or set event_type on the source for hooks from now on)")
-				}
-			}
-		}
-		h.log.Info("admin: rewind consumer created", "tenant", tenant, "consumer", res.Consumer, "pending", res.NumPending, "warnings", len(res.Warnings))
-		writeJSON(w, http.StatusCreated, res)
-	}
 }
