@@ -176,7 +176,7 @@ func TestHubOrderIsOutboxOrder(t *testing.T) {
 		var logs testkit.LogBuffer
 		ids := r.storeHooks(t, "a", 300, small)
 		f := r.start(t, forward.Config{Batch: 32, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-		hubStore := hooks.NewHookStore(r.hubJS, "sluice", "HOOKS")
+		hubStore := hooks.NewShardedHookStore(r.hubJS, "sluice", "HOOKS", 1)
 		for i := range 50 {
 			if _, err := hubStore.Store(ctx, hooks.Hook{ID: fmt.Sprintf("hub-%d", i), Tenant: "t0", Source: "s0", ReceivedAt: time.Now(), Body: small(i)}); err != nil {
 				t.Fatal(err)

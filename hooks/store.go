@@ -25,6 +25,11 @@ const (
 	HeaderEventType  = "Sluice-Event-Type"
 )
 
+// OverheadBytes bounds what a stored hook adds to its body: the subject
+// and the Sluice-* and Nats-* headers. A body larger than the connection's
+// max payload minus this cannot be stored (httpapi answers 413).
+const OverheadBytes = 8192
+
 // StreamConfig describes the stream that stores accepted hooks.
 type StreamConfig struct {
 	// Name of the stream (default "HOOKS").
@@ -233,11 +238,6 @@ type HookStore struct {
 	stream string
 	shards int  // the fleet's shards: a tenant's hooks are in stream ShardName(stream, its shard)
 	outbox bool // a leaf's outbox: OutboxSubject of the hub subject
-}
-
-// NewHookStore returns a store that publishes under prefix to stream.
-func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
-	return NewShardedHookStore(js, prefix, stream, 1)
 }
 
 // NewShardedHookStore returns a store that publishes under prefix to the

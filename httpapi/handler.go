@@ -64,7 +64,7 @@ type Config struct {
 	MaxInFlight int
 
 	// MaxPayload returns the NATS connection's max payload (nil: not
-	// checked): a body over it minus HookOverheadBytes is answered 413.
+	// checked): a body over it minus hooks.OverheadBytes is answered 413.
 	MaxPayload func() int64
 	// TrustedProxies are the peers whose ClientIPHeader names the client
 	// for sources' IPAllow (nil: the peer is the client). ClientIPHeader

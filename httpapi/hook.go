@@ -33,12 +33,8 @@ import (
 const (
 	// MaxContentTypeBytes bounds the Content-Type kept with a stored hook
 	// (400 invalid_request beyond it), so that the stored message's headers
-	// stay within HookOverheadBytes.
+	// stay within hooks.OverheadBytes.
 	MaxContentTypeBytes = 1024
-	// HookOverheadBytes bounds what a stored hook adds to its body: the
-	// subject and the Sluice-* and Nats-* headers. A body larger than the
-	// connection's max payload minus this is answered 413.
-	HookOverheadBytes = 8192
 )
 
 // hookRequest is one webhook on its way through serveHook's phases. A phase
@@ -291,7 +287,7 @@ func (h *Handler) bodyLimit(src Source) int64 {
 		limit = 1 << 20
 	}
 	if h.cfg.MaxPayload != nil {
-		if mp := h.cfg.MaxPayload() - HookOverheadBytes; mp > 0 && mp < limit {
+		if mp := h.cfg.MaxPayload() - hooks.OverheadBytes; mp > 0 && mp < limit {
 			limit = mp
 		}
 	}

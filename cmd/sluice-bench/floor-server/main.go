@@ -75,7 +75,7 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 	if _, err := hooks.EnsureStream(sctx, js, hooks.StreamConfig{Prefix: protocol.DefaultPrefix}); err != nil {
 		return err
 	}
-	store := hooks.NewHookStore(js, protocol.DefaultPrefix, "HOOKS")
+	store := hooks.NewShardedHookStore(js, protocol.DefaultPrefix, "HOOKS", 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
