@@ -153,7 +153,7 @@ func New(cfg Config) (*Forwarder, error) {
 		return nil, err
 	}
 	if cfg.HooksStream == "" {
-		cfg.HooksStream = "HOOKS"
+		cfg.HooksStream = protocol.HooksStreamName
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = 256

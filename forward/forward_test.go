@@ -114,7 +114,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("delivered %d", n)
 	}
-	m := nats.NewMsg(hooks.HooksSubject("sluice", "t", "s"))
+	m := nats.NewMsg(protocol.HookSubject("sluice", "t", "s"))
 	m.Header.Set(hooks.HeaderHookID, "sent-before")
 	if _, err := l.hubJS.PublishMsg(ctx, m, jetstream.WithMsgID("sent-before")); err != nil {
 		t.Fatal(err)
@@ -142,7 +142,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 		t.Fatalf("hub holds %d hooks, want 2 (each once)", info.State.Msgs)
 	}
 	for id, want := range map[string]bool{"sent-before": true, "never-sent": true, "nope": false} {
-		on, err := f.OnHub(ctx, hooks.HooksSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
+		on, err := f.OnHub(ctx, protocol.HookSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
 		if err != nil || on != want {
 			t.Errorf("OnHub(%s) = %v, %v; want %v", id, on, err, want)
 		}

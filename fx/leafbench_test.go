@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/hooks"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkLeafDrain(b *testing.B) {
 	body := make([]byte, 1024)
 	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	for i := range b.N {
-		m := nats.NewMsg(hooks.OutboxSubject("sluice", hooks.HooksSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
+		m := nats.NewMsg(hooks.OutboxSubject("sluice", protocol.HookSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
 		m.Data = body
 		id := prefix + strconv.Itoa(i)
 		m.Header.Set(hooks.HeaderHookID, id)

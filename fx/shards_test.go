@@ -374,7 +374,7 @@ func TestLeafModeShardedHub(t *testing.T) {
 			if s := protocol.Shard(tenant, 2); s != k {
 				t.Fatalf("a hook of %s (shard %d) in the hub's %s", tenant, s, protocol.HooksStream(k))
 			}
-			if m.Subject != hooks.HooksSubject("sluice", tenant, "src") {
+			if m.Subject != protocol.HookSubject("sluice", tenant, "src") {
 				t.Fatalf("stored under %s", m.Subject)
 			}
 			seen[m.Header.Get(hooks.HeaderHookID)]++

@@ -52,7 +52,7 @@ func TestEnsureHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msgs := testkit.StoredMsgs(t, st); len(msgs) != 1 || msgs[0].Subject != hooks.HooksSubject(protocol.DefaultPrefix, tenant, "gh") {
+	if msgs := testkit.StoredMsgs(t, st); len(msgs) != 1 || msgs[0].Subject != protocol.HookSubject(protocol.DefaultPrefix, tenant, "gh") {
 		t.Fatalf("the shard's stream holds %d hooks, want the one stored", len(msgs))
 	}
 	if _, err := hooks.EnsureHub(ctx, k.JS, hooks.StreamConfig{Shards: shards}, nil, prometheus.NewRegistry()); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Receipt is where a stored hook is: its stream sequence, subject and
@@ -31,7 +32,7 @@ const MaxReceiptScan = 1 << 20
 // stream): an ordered, headers-only consumer on the source's subjects
 // (typed or not) from since, until the hook or the end.
 func (s *HookStore) Find(ctx context.Context, tenant, source, hookID string, since time.Time) (Receipt, error) {
-	subj := HooksSubject(s.prefix, tenant, source)
+	subj := protocol.HookSubject(s.prefix, tenant, source)
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{subj, subj + ".*"},
 		DeliverPolicy:     jetstream.DeliverAllPolicy,

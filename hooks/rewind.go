@@ -68,12 +68,12 @@ func rewindFilters(prefix string, s RewindSpec) []string {
 	var out []string
 	for _, src := range s.Sources {
 		if len(s.Types) == 0 {
-			subj := HooksSubject(prefix, s.Tenant, src)
+			subj := protocol.HookSubject(prefix, s.Tenant, src)
 			out = append(out, subj, subj+".*")
 			continue
 		}
 		for _, t := range s.Types {
-			out = append(out, TypedHooksSubject(prefix, s.Tenant, src, t))
+			out = append(out, protocol.TypedHookSubject(prefix, s.Tenant, src, t))
 		}
 	}
 	return out

@@ -56,7 +56,7 @@ func TestShardedHooksStreams(t *testing.T) {
 			if want := protocol.Shard(tenant, shards); want != k {
 				t.Fatalf("a hook of %s (shard %d) is in stream %s", tenant, want, protocol.HooksStream(k))
 			}
-			if want := hooks.HooksSubject("sluice", tenant, "gh"); m.Subject != want {
+			if want := protocol.HookSubject("sluice", tenant, "gh"); m.Subject != want {
 				t.Fatalf("stored under %s, want %s", m.Subject, want)
 			}
 			if string(m.Data) != strconv.Itoa(seen[tenant]) {
@@ -72,7 +72,7 @@ func TestShardedHooksStreams(t *testing.T) {
 	}
 
 	// A resend of a hook id is a duplicate through the transform.
-	pub := nats.NewMsg(protocol.ShardPublishSubject("sluice", protocol.Shard("t1", shards), shards, hooks.HooksSubject("sluice", "t1", "gh")))
+	pub := nats.NewMsg(protocol.ShardPublishSubject("sluice", protocol.Shard("t1", shards), shards, protocol.HookSubject("sluice", "t1", "gh")))
 	pub.Data = []byte("again")
 	ack, err := k.JS.PublishMsg(ctx, pub, jetstream.WithMsgID("h-1-0"))
 	if err != nil || !ack.Duplicate || ack.Stream != protocol.TenantHooksStream("t1", shards) {
@@ -81,7 +81,7 @@ func TestShardedHooksStreams(t *testing.T) {
 
 	// An atomic batch through the transform, as the forwarder publishes.
 	batch := "b1"
-	subj := protocol.ShardPublishSubject("sluice", protocol.Shard("t2", shards), shards, hooks.HooksSubject("sluice", "t2", "gh"))
+	subj := protocol.ShardPublishSubject("sluice", protocol.Shard("t2", shards), shards, protocol.HookSubject("sluice", "t2", "gh"))
 	for i := 1; i <= 3; i++ {
 		m := nats.NewMsg(subj)
 		m.Data = []byte(strconv.Itoa(per + i - 1))
@@ -110,11 +110,11 @@ func TestShardedHooksStreams(t *testing.T) {
 		}
 	}
 	shard2 := sts[protocol.Shard("t2", shards)]
-	info, err := shard2.Info(ctx, jetstream.WithSubjectFilter(hooks.HooksSubject("sluice", "t2", "gh")))
+	info, err := shard2.Info(ctx, jetstream.WithSubjectFilter(protocol.HookSubject("sluice", "t2", "gh")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.State.Subjects[hooks.HooksSubject("sluice", "t2", "gh")]; n != per+3 {
+	if n := info.State.Subjects[protocol.HookSubject("sluice", "t2", "gh")]; n != per+3 {
 		t.Fatalf("t2 has %d hooks after the batch, want %d", n, per+3)
 	}
 
@@ -125,7 +125,7 @@ func TestShardedHooksStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("find %s's hook: %v", tenant, err)
 		}
-		if rec.Subject != hooks.HooksSubject("sluice", tenant, "gh") {
+		if rec.Subject != protocol.HookSubject("sluice", tenant, "gh") {
 			t.Fatalf("found under %s", rec.Subject)
 		}
 		res, err := store.Rewind(ctx, hooks.RewindSpec{Tenant: tenant, Consumer: "rw-" + tenant})

@@ -58,24 +58,6 @@ type StreamConfig struct {
 	Placement *jetstream.Placement
 }
 
-// HooksSubject is the subject a tenant/source's hooks are stored under:
-// "<prefix>.hooks.<tenant>.<source>" (a source without event_type).
-func HooksSubject(prefix, tenant, source string) string {
-	return prefix + ".hooks." + protocol.Join(tenant, source)
-}
-
-// TypedHooksSubject is the subject of a hook of a source with event_type:
-// "<prefix>.hooks.<tenant>.<source>.<type>", the type encoded like every
-// token; a request without a type gets NoTypeToken.
-func TypedHooksSubject(prefix, tenant, source, typ string) string {
-	return HooksSubject(prefix, tenant, source) + "." + protocol.EncodeToken(typ)
-}
-
-// NoTypeToken is the type token of a typed source's hook whose request
-// carries no type: the encoding of the empty string, which no type can
-// produce.
-const NoTypeToken = "=" // protocol.EncodeToken("")
-
 // Validate refuses a negative Replicas, MaxBytes, Duplicates, Shard or
 // Shards (a negative MaxAge is "forever"); zero keeps the default.
 func (cfg StreamConfig) Validate() error {
@@ -92,7 +74,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		return nil, err
 	}
 	if cfg.Name == "" {
-		cfg.Name = "HOOKS"
+		cfg.Name = protocol.HooksStreamName
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
@@ -193,7 +175,7 @@ type Hook struct {
 	ContentType string
 	Body        []byte
 	// Typed is true for a source with event_type: the hook is stored under
-	// TypedHooksSubject with Type (and header Sluice-Event-Type when set).
+	// protocol.TypedHookSubject with Type (and header Sluice-Event-Type when set).
 	Typed bool
 	Type  string
 }
@@ -268,9 +250,9 @@ var ErrNotStored = errors.New("edge: hook not stored")
 // Store publishes the hook with Nats-Msg-Id = hook id and returns its stream
 // sequence once JetStream has acknowledged it. Any failure wraps ErrNotStored.
 func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
-	subject := HooksSubject(s.prefix, h.Tenant, h.Source)
+	subject := protocol.HookSubject(s.prefix, h.Tenant, h.Source)
 	if h.Typed {
-		subject = TypedHooksSubject(s.prefix, h.Tenant, h.Source, h.Type)
+		subject = protocol.TypedHookSubject(s.prefix, h.Tenant, h.Source, h.Type)
 	}
 	publish, shard := subject, protocol.Shard(h.Tenant, s.shards)
 	if s.outbox {

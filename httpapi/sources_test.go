@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // TestSourceAccessPolicy: a source's methods, content types and IP
@@ -173,7 +174,7 @@ raw: {dedupe: none}
 	for id, want := range map[string]string{
 		push: "sluice.hooks.acme.gh.push",
 		pr:   "sluice.hooks.acme.gh.pull_request",
-		none: "sluice.hooks.acme.gh." + hooks.NoTypeToken,
+		none: "sluice.hooks.acme.gh." + protocol.NoTypeToken,
 		evil: "sluice.hooks.acme.gh.a=2Eb=2E=3E=2A",
 		paid: "sluice.hooks.acme.pay.invoice=2Epaid",
 		raw:  "sluice.hooks.acme.raw",
@@ -193,7 +194,7 @@ raw: {dedupe: none}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := a.nats.JS.CreateOrUpdateConsumer(ctx, "HOOKS", jetstream.ConsumerConfig{
-		FilterSubject: hooks.TypedHooksSubject("sluice", "acme", "gh", "push"),
+		FilterSubject: protocol.TypedHookSubject("sluice", "acme", "gh", "push"),
 		AckPolicy:     jetstream.AckNonePolicy,
 	})
 	if err != nil {
