@@ -36,10 +36,10 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("PUT /v1/admin/consumers/{tenant}/{name}", h.admin("put_consumer", h.consumerOp(true, h.putConsumer)))
 	h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}", h.admin("delete_consumer", h.consumerOp(true, h.deleteConsumer)))
 	if hs, ok := h.cfg.Hooks.(*hooks.HookStore); ok && !hs.Outbox() {
-		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, listDead(hs))))
-		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, purgeDead(hs))))
-		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, getDead(hs))))
-		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, h.redriveDead(hs))))
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, listDead)))
+		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, purgeDead)))
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, getDead)))
+		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, h.redriveDead)))
 	}
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))

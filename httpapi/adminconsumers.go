@@ -14,23 +14,13 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ConsumerManager keeps managed consumers (hooks.HookStore implements it).
-type ConsumerManager interface {
-	// PutConsumer creates (created true) or replaces a tenant's consumer.
-	PutConsumer(ctx context.Context, tenant, name string, spec hooks.ConsumerSpec) (c hooks.ManagedConsumer, created bool, err error)
-	GetConsumer(ctx context.Context, tenant, name string) (hooks.ManagedConsumer, error)
-	ListConsumers(ctx context.Context, tenant string) ([]hooks.ManagedConsumer, error)
-	DeleteConsumer(ctx context.Context, tenant, name string) error
-}
-
 // consumerOpFunc is one operation of consumerOp: its status and value,
 // or its error.
-type consumerOpFunc func(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error)
+type consumerOpFunc func(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error)
 
 // consumerOp is an admin handler of managed consumers: the {tenant} (and,
-// named, the {name}) of the path checked (400), the node's
-// ConsumerManager found (404 when it has none: a leaf keeps no hooks
-// stream), then op's answer — its status and value, or its error mapped
+// named, the {name}) of the path checked (400), the node's hook store
+// found (404 when it has none), then op's answer — its status and value, or its error mapped
 // by writeConsumerErr.
 func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -43,14 +33,14 @@ func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 			protocol.InvalidRequest.Write(w, map[string]any{"reason": "consumer name must be 1..64 bytes of [A-Za-z0-9_-]"})
 			return
 		}
-		cm, ok := h.cfg.Hooks.(ConsumerManager)
+		hs, ok := h.cfg.Hooks.(*hooks.HookStore)
 		if !ok {
 			protocol.NotFound.Write(w, nil)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		code, v, err := op(ctx, cm, r, tenant, name)
+		code, v, err := op(ctx, hs, r, tenant, name)
 		switch {
 		case errors.Is(err, hooks.ErrConsumerNotFound):
 			protocol.ConsumerNotFound.Write(w, nil)
@@ -77,7 +67,7 @@ func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 
 // putConsumer is PUT /v1/admin/consumers/{tenant}/{name}: 201 created,
 // 200 replaced.
-func (h *Handler) putConsumer(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
+func (h *Handler) putConsumer(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error) {
 	var spec hooks.ConsumerSpec
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -87,7 +77,7 @@ func (h *Handler) putConsumer(ctx context.Context, cm ConsumerManager, r *http.R
 	if err := spec.Validate(); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", hooks.ErrConsumerConfig, err)
 	}
-	c, created, err := cm.PutConsumer(ctx, tenant, name, spec)
+	c, created, err := hs.PutConsumer(ctx, tenant, name, spec)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -99,20 +89,20 @@ func (h *Handler) putConsumer(ctx context.Context, cm ConsumerManager, r *http.R
 }
 
 // getConsumer is GET /v1/admin/consumers/{tenant}/{name}.
-func getConsumer(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
-	c, err := cm.GetConsumer(ctx, tenant, name)
+func getConsumer(ctx context.Context, hs *hooks.HookStore, _ *http.Request, tenant, name string) (int, any, error) {
+	c, err := hs.GetConsumer(ctx, tenant, name)
 	return http.StatusOK, c, err
 }
 
 // listConsumers is GET /v1/admin/consumers/{tenant}.
-func listConsumers(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, _ string) (int, any, error) {
-	cs, err := cm.ListConsumers(ctx, tenant)
+func listConsumers(ctx context.Context, hs *hooks.HookStore, _ *http.Request, tenant, _ string) (int, any, error) {
+	cs, err := hs.ListConsumers(ctx, tenant)
 	return http.StatusOK, map[string]any{"tenant": tenant, "consumers": cs}, err
 }
 
 // deleteConsumer is DELETE /v1/admin/consumers/{tenant}/{name}: 204.
-func (h *Handler) deleteConsumer(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
-	if err := cm.DeleteConsumer(ctx, tenant, name); err != nil {
+func (h *Handler) deleteConsumer(ctx context.Context, hs *hooks.HookStore, _ *http.Request, tenant, name string) (int, any, error) {
+	if err := hs.DeleteConsumer(ctx, tenant, name); err != nil {
 		return 0, nil, err
 	}
 	h.log.Info("admin: managed consumer deleted", "tenant", tenant, "consumer", name)
@@ -130,61 +120,53 @@ func seqOf(r *http.Request) (uint64, error) {
 
 // listDead is GET /v1/admin/consumers/{tenant}/{name}/dead?after=SEQ: up
 // to hooks.MaxDeadLetterList dead letters from after SEQ.
-func listDead(hs *hooks.HookStore) consumerOpFunc {
-	return func(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-		after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
-		out, next, err := hs.ListDead(ctx, tenant, name, after)
-		if err != nil {
-			return 0, nil, err
-		}
-		body := map[string]any{"tenant": tenant, "consumer": name, "dead_letters": out}
-		if next != 0 {
-			body["next"] = next
-		}
-		return http.StatusOK, body, nil
+func listDead(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error) {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	out, next, err := hs.ListDead(ctx, tenant, name, after)
+	if err != nil {
+		return 0, nil, err
 	}
+	body := map[string]any{"tenant": tenant, "consumer": name, "dead_letters": out}
+	if next != 0 {
+		body["next"] = next
+	}
+	return http.StatusOK, body, nil
 }
 
 // purgeDead is DELETE /v1/admin/consumers/{tenant}/{name}/dead: every
 // dead letter of the consumer deleted (204).
-func purgeDead(hs *hooks.HookStore) consumerOpFunc {
-	return func(ctx context.Context, _ ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
-		if err := hs.PurgeDead(ctx, tenant, name); err != nil {
-			return 0, nil, err
-		}
-		return http.StatusNoContent, nil, nil
+func purgeDead(ctx context.Context, hs *hooks.HookStore, _ *http.Request, tenant, name string) (int, any, error) {
+	if err := hs.PurgeDead(ctx, tenant, name); err != nil {
+		return 0, nil, err
 	}
+	return http.StatusNoContent, nil, nil
 }
 
 // getDead is GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}: the
 // letter, with the hook's body (base64) and headers.
-func getDead(hs *hooks.HookStore) consumerOpFunc {
-	return func(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-		seq, err := seqOf(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		d, hdr, body, err := hs.GetDead(ctx, tenant, name, seq)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, map[string]any{"dead_letter": d, "headers": hdr, "body": body}, nil
+func getDead(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error) {
+	seq, err := seqOf(r)
+	if err != nil {
+		return 0, nil, err
 	}
+	d, hdr, body, err := hs.GetDead(ctx, tenant, name, seq)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"dead_letter": d, "headers": hdr, "body": body}, nil
 }
 
 // redriveDead is POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive
 // (hooks.HookStore.RedriveDead, waiting for the node's barrier Config.Sync):
 // a failed barrier answers 503 and keeps the letter.
-func (h *Handler) redriveDead(hs *hooks.HookStore) consumerOpFunc {
-	return func(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-		seq, err := seqOf(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		d, stream, stored, err := hs.RedriveDead(ctx, h.cfg.Sync, tenant, name, seq)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, map[string]any{"redriven": d, "stream": stream, "stream_seq": stored}, nil
+func (h *Handler) redriveDead(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error) {
+	seq, err := seqOf(r)
+	if err != nil {
+		return 0, nil, err
 	}
+	d, stream, stored, err := hs.RedriveDead(ctx, h.cfg.Sync, tenant, name, seq)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"redriven": d, "stream": stream, "stream_seq": stored}, nil
 }

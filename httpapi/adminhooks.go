@@ -13,18 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// HookRewinder creates rewind consumers (hooks.HookStore implements it).
-type HookRewinder interface {
-	Rewind(ctx context.Context, spec hooks.RewindSpec) (hooks.RewindResult, error)
-}
-
-// HookFinder finds a stored hook of a tenant's source by hook id (the
-// message's Nats-Msg-Id), reading headers only, from since on (zero: the
-// whole stream). hooks.HookStore implements it.
-type HookFinder interface {
-	Find(ctx context.Context, tenant, source, hookID string, since time.Time) (hooks.Receipt, error)
-}
-
 // postRewind is POST /v1/admin/hooks/{tenant}/rewind.
 func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	tenant, ok := pathTenant(w, r)
@@ -34,7 +22,7 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	bad := func(reason string) {
 		protocol.InvalidRequest.Write(w, map[string]any{"reason": reason})
 	}
-	rw, ok := h.cfg.Hooks.(HookRewinder)
+	hs, ok := h.cfg.Hooks.(*hooks.HookStore)
 	if !ok {
 		protocol.NotFound.Write(w, nil)
 		return
@@ -101,12 +89,8 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 		spec.Since = *in.Since
 	}
 	if in.StartHookID != "" {
-		finder, _ := h.cfg.Hooks.(HookFinder)
 		for _, src := range in.Sources {
-			if finder == nil {
-				break
-			}
-			rec, err := finder.Find(ctx, tenant, src, in.StartHookID, time.Time{})
+			rec, err := hs.Find(ctx, tenant, src, in.StartHookID, time.Time{})
 			if err == nil {
 				spec.StartSeq = rec.Seq
 				break
@@ -121,7 +105,7 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := rw.Rewind(ctx, spec)
+	res, err := hs.Rewind(ctx, spec)
 	switch {
 	case errors.Is(err, hooks.ErrConsumerExists):
 		protocol.ConsumerExists.Write(w, nil)
@@ -173,7 +157,7 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		protocol.InvalidRequest.Write(w, map[string]any{"reason": "give a dedupe key in the path or ?hook_id="})
 		return
 	}
-	finder, ok := h.cfg.Hooks.(HookFinder)
+	hs, ok := h.cfg.Hooks.(*hooks.HookStore)
 	if !ok {
 		protocol.NotFound.Write(w, nil)
 		return
@@ -205,7 +189,7 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		}
 		since = h.cfg.Now().Add(-(ttl - st.ExpiresIn) - receiptSlack)
 	}
-	rec, err := finder.Find(ctx, tenant, source, hookID, since)
+	rec, err := hs.Find(ctx, tenant, source, hookID, since)
 	switch {
 	case errors.Is(err, hooks.ErrReceiptNotFound) && key != "":
 		out["stored"] = false // pending, or aged out of the stream

@@ -100,7 +100,7 @@ type Config struct {
 	NewID     func() string
 }
 
-// HookStorer durably stores a hook (HookStore implements it). Any error
+// HookStorer durably stores a hook (hooks.HookStore implements it). Any error
 // means the hook is not durable.
 type HookStorer interface {
 	Store(ctx context.Context, h hooks.Hook) (uint64, error)
