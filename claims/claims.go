@@ -23,12 +23,12 @@ import (
 // protocol.ErrInvalid for malformed arguments (the caller's fault: 400,
 // never retry).
 var (
-	// ErrUnavailable is returned when the backing store did not answer in
+	// protocol.ErrUnavailable is returned when the backing store did not answer in
 	// time, or could not give an answer at all (connection closed, an
 	// unexpected server error, a record it did not write, an in-memory
 	// store full of pending claims, a ctx already done). Callers fall back
 	// or answer 503.
-	ErrUnavailable = fmt.Errorf("claims: store %w", protocol.ErrUnavailable)
+	errUnavailable = fmt.Errorf("claims: store %w", protocol.ErrUnavailable)
 )
 
 // MaxKeyBytes is the longest dedupe key stored as is; longer keys are stored
@@ -99,7 +99,7 @@ type State struct {
 // Store is a two-phase dedupe claim store, safe for concurrent use. Every
 // method returns protocol.ErrInvalid for malformed arguments (see
 // ID.Validate, ValidateHookID; a negative TTL; revision 0) and
-// ErrUnavailable when the store cannot answer (a done ctx included). Every
+// protocol.ErrUnavailable when the store cannot answer (a done ctx included). Every
 // method is required, so a wrapper cannot lose a capability by forgetting
 // one; a store that cannot pipeline answers StartClaim and StartSettleOwn
 // with NotStartedClaim and NotStartedSettle.
@@ -112,7 +112,7 @@ type Store interface {
 	Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error)
 	// StartClaim starts Claim's create-if-absent for id without waiting
 	// (pipelined claim writes: an owner starts the claims of a frame, then
-	// collects them). An error (protocol.ErrInvalid, ErrUnavailable) means nothing
+	// collects them). An error (protocol.ErrInvalid, protocol.ErrUnavailable) means nothing
 	// was started: call Claim.
 	StartClaim(id ID, hookID string, pendingTTL time.Duration) (StartedClaim, error)
 	// Settle commits the pending claim at rev for hookID; the committed claim
@@ -143,7 +143,7 @@ type Store interface {
 // StartedClaim is a claim whose create is in flight.
 type StartedClaim interface {
 	// Wait waits (until ctx ends) for the create: done with the result or
-	// an error (ErrUnavailable), or not done, nothing taken, when the create
+	// an error (protocol.ErrUnavailable), or not done, nothing taken, when the create
 	// was refused, no stream took it or nothing was sent: the caller then
 	// calls Claim, which reads the holder (or retries).
 	Wait(ctx context.Context) (res Result, done bool, err error)
@@ -152,7 +152,7 @@ type StartedClaim interface {
 // StartedSettle is a settle whose write is in flight.
 type StartedSettle interface {
 	// Wait waits (until ctx ends) for the write: done with nil or an error
-	// (ErrUnavailable), or not done when the write was refused, no stream
+	// (protocol.ErrUnavailable), or not done when the write was refused, no stream
 	// took it or nothing was sent: the caller then calls SettleOwn, which
 	// resends to a busy key or reads it to say why the claim is lost.
 	Wait(ctx context.Context) (done bool, err error)

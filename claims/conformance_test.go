@@ -500,16 +500,16 @@ func testCanceledContext(t *testing.T, f storeFixture) {
 	r := claim(t, s, k, "h1", 30*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Claim(ctx, id("acme", "gh", "ctx2"), "h1", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Claim(ctx, id("acme", "gh", "ctx2"), "h1", time.Second); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Claim: %v", err)
 	}
-	if err := s.Settle(ctx, k, "h1", r.Revision, hour); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Settle(ctx, k, "h1", r.Revision, hour); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Settle: %v", err)
 	}
-	if err := s.Release(ctx, k, "h1", r.Revision); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Release(ctx, k, "h1", r.Revision); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Release: %v", err)
 	}
-	if _, err := s.Get(ctx, k); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Get(ctx, k); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Get: %v", err)
 	}
 	wantState(t, get(t, s, k), protocol.StatePending, "h1", r.Revision)

@@ -49,10 +49,10 @@ func BucketConfig(name string, replicas int, opts ...BucketOption) kvstore.Bucke
 
 // NewKV returns a Store on b, a bucket opened with kvstore.OpenBucket
 // (History 1, per-key TTLs), e.g. with BucketConfig. Errors:
-// ErrInvalidOption.
+// protocol.ErrInvalidOption.
 func NewKV(b *kvstore.Bucket, opts ...KVOption) (*KV, error) {
 	if b == nil {
-		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil bucket", errInvalidOption)
 	}
 	o, err := newOptions(opts, KVOption.applyKV)
 	if err != nil {
@@ -79,7 +79,7 @@ const (
 // with the holder's and RetryAfter (>= 1 ms). A claim already pending for
 // hookID is OK with its revision (an idempotent retry). When the holder's
 // claim vanishes meanwhile, Claim tries again, a bounded number of times.
-// ErrUnavailable also covers a record this package cannot read.
+// protocol.ErrUnavailable also covers a record this package cannot read.
 func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *KV) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Du
 		}
 		return Result{Outcome: Pending, Revision: rec.Revision, HookID: v.H, RetryAfter: retryAfter(exp, s.now())}, nil
 	}
-	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", ErrUnavailable, key, maxClaimAttempts)
+	return Result{}, fmt.Errorf("%w: claim %s: still contended after %d attempts", errUnavailable, key, maxClaimAttempts)
 }
 
 // Settle commits the pending claim at rev held by hookID with a
@@ -251,14 +251,14 @@ func (s *KV) Get(ctx context.Context, id ID) (State, error) {
 
 func (s *KV) unreadable(key string, rec *kvstore.Record) error {
 	s.log.Warn("unreadable claim record", "key", key, "revision", rec.Revision, "bytes", len(rec.Value))
-	return fmt.Errorf("%w: %s at revision %d is not a claim record", ErrUnavailable, key, rec.Revision)
+	return fmt.Errorf("%w: %s at revision %d is not a claim record", errUnavailable, key, rec.Revision)
 }
 
-// storeErr wraps a bucket failure in ErrUnavailable: the store could not
+// storeErr wraps a bucket failure in protocol.ErrUnavailable: the store could not
 // give an answer (timeout, no responders, closed connection or an
 // unexpected server error).
 func storeErr(op, key string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, key, err)
+	return fmt.Errorf("%w: %s %s: %w", errUnavailable, op, key, err)
 }
 
 func validateClaim(id ID, hookID string) error {

@@ -120,16 +120,16 @@ func TestKVUnreadableRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, cid, "h1", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Claim(ctx, cid, "h1", time.Second); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Claim: %v", err)
 	}
-	if _, err := s.Get(ctx, cid); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Get(ctx, cid); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Get: %v", err)
 	}
-	if err := s.Settle(ctx, cid, "h1", rev, time.Hour); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Settle(ctx, cid, "h1", rev, time.Hour); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Settle: %v", err)
 	}
-	if err := s.Release(ctx, cid, "h1", rev); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Release(ctx, cid, "h1", rev); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Release: %v", err)
 	}
 }
@@ -150,19 +150,19 @@ func TestKVUnavailable(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	if _, err := s.Claim(short(), id("acme", "gh", "k2"), "h1", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Claim(short(), id("acme", "gh", "k2"), "h1", time.Second); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Claim: %v", err)
 	}
-	if err := s.Settle(short(), cid, "h1", r.Revision, time.Hour); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Settle(short(), cid, "h1", r.Revision, time.Hour); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Settle: %v", err)
 	}
-	if err := s.Release(short(), cid, "h1", r.Revision); !errors.Is(err, claims.ErrUnavailable) {
+	if err := s.Release(short(), cid, "h1", r.Revision); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Release: %v", err)
 	}
-	if _, err := s.Get(short(), cid); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Get(short(), cid); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("Get: %v", err)
 	}
-	if _, err := rs.Claim(short(), "ns", "k", 0); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := rs.Claim(short(), "ns", "k", 0); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Errorf("replay Claim: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ const DefaultMaxEntries = 100_000
 // committed claim (dedupe of old keys weakens; delivery is at least once
 // anyway). Pending claims are never evicted, which would let two holders
 // work on one key: when all entries are live pending claims, Claim returns
-// ErrUnavailable. Safe for concurrent use (one mutex, O(log n) calls).
+// protocol.ErrUnavailable. Safe for concurrent use (one mutex, O(log n) calls).
 type Memory struct {
 	now func() time.Time
 	max int
@@ -51,7 +51,7 @@ type memEntry struct {
 	elem      *list.Element // in Memory.committed, when committed
 }
 
-// NewMemory returns an empty in-memory Store. Errors: ErrInvalidOption.
+// NewMemory returns an empty in-memory Store. Errors: protocol.ErrInvalidOption.
 func NewMemory(opts ...MemOption) (*Memory, error) {
 	o, err := newOptions(opts, MemOption.applyMemory)
 	if err != nil {
@@ -105,11 +105,11 @@ func (m *Memory) makeRoom(now time.Time) error {
 		m.remove(front.Value.(*memEntry))
 		return nil
 	}
-	return fmt.Errorf("%w: in-memory claims full (%d pending claims)", ErrUnavailable, m.max)
+	return fmt.Errorf("%w: in-memory claims full (%d pending claims)", errUnavailable, m.max)
 }
 
 // Claim takes id for hookID as a pending claim, as KV.Claim does;
-// ErrUnavailable also when the store is full of live pending claims.
+// protocol.ErrUnavailable also when the store is full of live pending claims.
 func (m *Memory) Claim(ctx context.Context, id ID, hookID string, pendingTTL time.Duration) (Result, error) {
 	ttl, err := claimArgs(id, hookID, pendingTTL)
 	if err != nil {
@@ -255,7 +255,7 @@ func (m *Memory) Get(ctx context.Context, id ID) (State, error) {
 
 func ctxErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	return nil
 }

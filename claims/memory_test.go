@@ -108,8 +108,8 @@ func TestMemoryEviction(t *testing.T) {
 	claimOK("a", 30*time.Second)
 	claimOK("b", 30*time.Second)
 	claimOK("c", 30*time.Second)
-	if _, err := s.Claim(ctx, id("t", "s", "d"), "h-d", time.Second); !errors.Is(err, claims.ErrUnavailable) {
-		t.Fatalf("full of pending claims: %v, want ErrUnavailable", err)
+	if _, err := s.Claim(ctx, id("t", "s", "d"), "h-d", time.Second); !errors.Is(err, protocol.ErrUnavailable) {
+		t.Fatalf("full of pending claims: %v, want errUnavailable", err)
 	}
 	// A taken key is still answered when full.
 	claimAs(t, s, id("t", "s", "a"), "x", time.Second, claims.Pending, "h-a")
@@ -133,7 +133,7 @@ func TestMemoryEviction(t *testing.T) {
 	if state("a") != protocol.StateAbsent {
 		t.Fatalf("a=%s, want evicted", state("a"))
 	}
-	if _, err := s.Claim(ctx, id("t", "s", "h"), "h-h", time.Second); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := s.Claim(ctx, id("t", "s", "h"), "h-h", time.Second); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("full again: %v", err)
 	}
 	// Releasing makes room.
@@ -148,29 +148,29 @@ func TestMemoryDefaults(t *testing.T) {
 	claimAs(t, s, id("t", "s", "k"), "h", time.Second, claims.OK, "h")
 	// A bad option value is an error, not a silent default.
 	for name, o := range map[string]claims.MemOption{"max entries": claims.WithMaxEntries(0), "clock": claims.WithClock(nil)} {
-		if _, err := claims.NewMemory(o); !errors.Is(err, claims.ErrInvalidOption) {
+		if _, err := claims.NewMemory(o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	for name, o := range map[string]claims.KVOption{"clock": claims.WithClock(nil)} {
-		if _, err := claims.NewKV(&kvstore.Bucket{}, o); !errors.Is(err, claims.ErrInvalidOption) {
+		if _, err := claims.NewKV(&kvstore.Bucket{}, o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	for name, o := range map[string]claims.KVReplayOption{"clock": claims.WithClock(nil)} {
-		if _, err := claims.NewKVReplay(&kvstore.Bucket{}, o); !errors.Is(err, claims.ErrInvalidOption) {
+		if _, err := claims.NewKVReplay(&kvstore.Bucket{}, o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("replay %s: %v", name, err)
 		}
 	}
 	for name, o := range map[string]claims.MemReplayOption{"capacity": claims.WithReplayCapacity(0), "clock": claims.WithClock(nil)} {
-		if _, err := claims.NewMemoryReplay(o); !errors.Is(err, claims.ErrInvalidOption) {
+		if _, err := claims.NewMemoryReplay(o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("memory replay %s: %v", name, err)
 		}
 	}
-	if _, err := claims.NewKV(nil); !errors.Is(err, claims.ErrInvalidOption) {
+	if _, err := claims.NewKV(nil); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Errorf("nil bucket: %v", err)
 	}
-	if _, err := claims.NewKVReplay(nil); !errors.Is(err, claims.ErrInvalidOption) {
+	if _, err := claims.NewKVReplay(nil); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Errorf("replay nil bucket: %v", err)
 	}
 	r := testkit.Must(claims.NewMemoryReplay(nil))(t)

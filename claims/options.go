@@ -1,7 +1,7 @@
 package claims
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,10 +10,10 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ErrInvalidOption is wrapped by the error of NewKV, NewKVReplay,
+// protocol.ErrInvalidOption is wrapped by the error of NewKV, NewKVReplay,
 // NewMemory and NewMemoryReplay for an option with an invalid argument or
 // a nil bucket.
-var ErrInvalidOption = errors.New("claims: invalid option")
+var errInvalidOption = fmt.Errorf("claims: %w", protocol.ErrInvalidOption)
 
 // Options follow docs/DESIGN.md "Options": each constructor takes its own
 // option type, so an option it does not read does not compile; an option
@@ -99,7 +99,7 @@ func newOptions[O any](opts []O, apply func(O, *options) error) (options, error)
 // invalid option): KV and KVReplay turn server-time expiries into
 // RetryAfter, ExpiresIn and replay TTLs with it; the memory stores expire by it.
 func WithClock(now func() time.Time) ClockOption {
-	return ClockOption(option.Clock(now, ErrInvalidOption, func(c *options) *func() time.Time { return &c.now }))
+	return ClockOption(option.Clock(now, errInvalidOption, func(c *options) *func() time.Time { return &c.now }))
 }
 
 // WithLogger sets the logger of a bucket store (nil or absent: discard).
@@ -113,11 +113,11 @@ func WithLogger(l *slog.Logger) LoggerOption {
 // DefaultMaxEntries; must be > 0). See Memory for what happens when it is
 // reached.
 func WithMaxEntries(n int) MemOption {
-	return memOption(option.Positive(ErrInvalidOption, "max entries", n, func(c *options, n int) { c.maxEntries = n }))
+	return memOption(option.Positive(errInvalidOption, "max entries", n, func(c *options, n int) { c.maxEntries = n }))
 }
 
 // WithReplayCapacity bounds the pairs a MemoryReplay holds (absent:
 // protocol.DefaultReplayCapacity; must be > 0).
 func WithReplayCapacity(n int) MemReplayOption {
-	return memReplayOption(option.Positive(ErrInvalidOption, "replay capacity", n, func(c *options, n int) { c.capacity = n }))
+	return memReplayOption(option.Positive(errInvalidOption, "replay capacity", n, func(c *options, n int) { c.capacity = n }))
 }

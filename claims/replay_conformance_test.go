@@ -218,8 +218,8 @@ func testReplayInvalid(t *testing.T, f replayFixture) {
 func testReplayCanceled(t *testing.T, f replayFixture) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := f.store.Claim(ctx, "ns", "k", f.now().Unix()); !errors.Is(err, claims.ErrUnavailable) {
-		t.Fatalf("canceled: %v, want ErrUnavailable", err)
+	if _, err := f.store.Claim(ctx, "ns", "k", f.now().Unix()); !errors.Is(err, protocol.ErrUnavailable) {
+		t.Fatalf("canceled: %v, want errUnavailable", err)
 	}
 	wantReplay(t, f.store, "ns", "k", f.now().Add(time.Hour).Unix(), protocol.Claimed)
 }

@@ -53,10 +53,10 @@ type KVReplay struct {
 var _ ReplayStore = (*KVReplay)(nil)
 
 // NewKVReplay returns a ReplayStore on b (see ReplayBucketConfig).
-// Options: WithClock, WithLogger. Errors: ErrInvalidOption.
+// Options: WithClock, WithLogger. Errors: protocol.ErrInvalidOption.
 func NewKVReplay(b *kvstore.Bucket, opts ...KVReplayOption) (*KVReplay, error) {
 	if b == nil {
-		return nil, fmt.Errorf("%w: nil bucket", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil bucket", errInvalidOption)
 	}
 	o, err := newOptions(opts, KVReplayOption.applyKVReplay)
 	if err != nil {
@@ -97,11 +97,11 @@ func (r *KVReplay) Claim(ctx context.Context, namespace, key string, retainUntil
 		if _, gerr := r.b.GetLeader(ctx, k); gerr == nil {
 			return protocol.AlreadyClaimed, nil
 		} else if !errors.Is(gerr, kvstore.ErrNotFound) {
-			return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, gerr)
+			return 0, fmt.Errorf("%w: replay %s: %w", errUnavailable, k, gerr)
 		}
 		return protocol.Full, nil
 	}
-	return 0, fmt.Errorf("%w: replay %s: %w", ErrUnavailable, k, err)
+	return 0, fmt.Errorf("%w: replay %s: %w", errUnavailable, k, err)
 }
 
 // Release forgets (namespace, key): a stream purge by subject, which needs
@@ -113,7 +113,7 @@ func (r *KVReplay) Release(ctx context.Context, namespace, key string) error {
 	}
 	k := ReplayKVKey(namespace, key)
 	if err := r.b.Forget(ctx, k); err != nil {
-		return fmt.Errorf("%w: replay release %s: %w", ErrUnavailable, k, err)
+		return fmt.Errorf("%w: replay release %s: %w", errUnavailable, k, err)
 	}
 	return nil
 }

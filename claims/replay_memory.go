@@ -35,7 +35,7 @@ type replayEntry struct {
 }
 
 // NewMemoryReplay returns an empty MemoryReplay. Options:
-// WithReplayCapacity, WithClock. Errors: ErrInvalidOption.
+// WithReplayCapacity, WithClock. Errors: protocol.ErrInvalidOption.
 func NewMemoryReplay(opts ...MemReplayOption) (*MemoryReplay, error) {
 	o, err := newOptions(opts, MemReplayOption.applyMemReplay)
 	if err != nil {

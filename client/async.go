@@ -19,7 +19,7 @@ const maxEventBytes = 64 << 10
 // started once and created the stream), and a stale revision is dropped
 // silently. Flush the connection to know the server has it; call Settle
 // when the outcome matters. ErrInvalid (not published): the event fails
-// its checks or is larger than the stream takes; ErrUnavailable: the
+// its checks or is larger than the stream takes; protocol.ErrUnavailable: the
 // connection is closed, draining, or its reconnect buffer is full.
 func (c *Client) SettleAsync(tenant, source, key, hookID string, revision uint64) error {
 	return c.publish(c.events.Settle(), protocol.SettleEvent{Tenant: tenant, Source: source, Key: key, HookID: hookID, Revision: revision})

@@ -19,7 +19,7 @@
 //
 //	400 invalid_request: …        ErrInvalid      the caller's fault; never retry
 //	409 claim_lost                ErrClaimLost    also errors.Is(err, protocol.ErrClaimLost)
-//	503 store_unavailable …       ErrUnavailable  so are no responders, a timeout,
+//	503 store_unavailable …       protocol.ErrUnavailable  so are no responders, a timeout,
 //	                                              a closed connection
 //	500 internal_error (or other) ErrInternal
 //	a reply off the contract      ErrBadReply
@@ -28,7 +28,7 @@
 //
 // A context without a deadline gets one: WithTimeout (default 250 ms), or
 // for Settle and ReleaseClaim WithSettleTimeout (default 1 s). No
-// responders fails at once with ErrUnavailable, without retrying.
+// responders fails at once with protocol.ErrUnavailable, without retrying.
 //
 // A Client holds no goroutines or subscriptions; it is safe for concurrent
 // use and needs no Close (the caller owns the connection).
@@ -76,11 +76,11 @@ func newSubjects(prefix, tenant string) map[string]string {
 
 // New returns a client of the sluice service reachable on nc. It does not
 // touch the network: a service that is not running shows up as
-// ErrUnavailable on the first call. A nil connection or a bad option is
-// ErrInvalidOption.
+// protocol.ErrUnavailable on the first call. A nil connection or a bad option is
+// protocol.ErrInvalidOption.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
-		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil connection", errInvalidOption)
 	}
 	o := options{
 		prefix:        protocol.DefaultPrefix,
@@ -97,7 +97,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	ev, err := protocol.NewSubjects(o.prefix)
 	if err != nil { // cannot happen: WithPrefix validated it
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", errInvalidOption, err)
 	}
 	return &Client{
 		nc:            nc,
@@ -182,7 +182,7 @@ func requestError(subject string, err error) error {
 	}
 	// No responders (no service instance), the deadline, a cancelled ctx,
 	// a closed or draining connection: the service cannot be reached.
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, subject, err)
+	return fmt.Errorf("%w: %s: %w", errUnavailable, subject, err)
 }
 
 // badReply is the error of a reply that does not decode as the contract

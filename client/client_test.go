@@ -171,7 +171,7 @@ func TestNew(t *testing.T) {
 	if c.Prefix() != "acme.sl" || c.Timeout() != 2*time.Second || c.SettleTimeout() != 2*time.Second {
 		t.Fatalf("options: prefix %q timeout %v settle %v", c.Prefix(), c.Timeout(), c.SettleTimeout())
 	}
-	if _, err := client.New(nil); !errors.Is(err, client.ErrInvalidOption) {
+	if _, err := client.New(nil); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("nil conn: %v", err)
 	}
 	for name, opt := range map[string]client.Option{
@@ -184,8 +184,8 @@ func TestNew(t *testing.T) {
 		"zero settle timeout":     client.WithSettleTimeout(0),
 		"negative settle timeout": client.WithSettleTimeout(-1),
 	} {
-		if _, err := client.New(kit.Conn, opt); !errors.Is(err, client.ErrInvalidOption) {
-			t.Errorf("%s: want ErrInvalidOption, got %v", name, err)
+		if _, err := client.New(kit.Conn, opt); !errors.Is(err, protocol.ErrInvalidOption) {
+			t.Errorf("%s: want errInvalidOption, got %v", name, err)
 		}
 	}
 }
@@ -247,7 +247,7 @@ func TestHitSettle(t *testing.T) {
 	if !errors.Is(err, protocol.ErrClaimLost) {
 		t.Fatalf("stale settle is not protocol.ErrClaimLost: %v", err)
 	}
-	if errors.Is(err, client.ErrInvalid) || errors.Is(err, client.ErrUnavailable) {
+	if errors.Is(err, client.ErrInvalid) || errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("stale settle wraps another sentinel too: %v", err)
 	}
 }
@@ -483,7 +483,7 @@ func TestInvalid(t *testing.T) {
 			err := tc.call()
 			wantServiceError(t, err, client.ErrInvalid, 400, protocol.InvalidRequest.Code+": ")
 			wantServiceError(t, err, client.ErrInvalid, 400, tc.reason)
-			if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrClaimLost) {
+			if errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, client.ErrClaimLost) {
 				t.Fatalf("400 wraps another sentinel too: %v", err)
 			}
 			if !strings.Contains(err.Error(), tc.reason) {
@@ -501,7 +501,7 @@ func TestInvalid(t *testing.T) {
 }
 
 // TestUnavailable: a stopped service, a responder that never answers, a
-// cancelled context and a closed connection are ErrUnavailable, within the
+// cancelled context and a closed connection are protocol.ErrUnavailable, within the
 // call's budget.
 func TestUnavailable(t *testing.T) {
 	const budget = 300 * time.Millisecond
@@ -538,8 +538,8 @@ func TestUnavailable(t *testing.T) {
 		if d := time.Since(t0); d >= budget {
 			t.Errorf("%s: answered after %v, budget %v", name, d, budget)
 		}
-		if !errors.Is(err, client.ErrUnavailable) {
-			t.Errorf("%s after Stop: want ErrUnavailable, got %v", name, err)
+		if !errors.Is(err, protocol.ErrUnavailable) {
+			t.Errorf("%s after Stop: want errUnavailable, got %v", name, err)
 			continue
 		}
 		// After Stop nobody answers; a request that raced the
@@ -568,7 +568,7 @@ func TestUnavailable(t *testing.T) {
 		if d := time.Since(t0); d < budget || d > budget+slack {
 			t.Errorf("no deadline: took %v, budget %v", d, budget)
 		}
-		if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("no deadline: %v", err)
 		}
 		// A deadline of the caller wins, shorter or longer than the budget.
@@ -578,7 +578,7 @@ func TestUnavailable(t *testing.T) {
 			_, err = c.Count(ctx, "p", "k")
 			took := time.Since(t0)
 			cancel()
-			if took < d || took > d+slack || !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			if took < d || took > d+slack || !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("ctx deadline %v: took %v, %v", d, took, err)
 			}
 		}
@@ -589,7 +589,7 @@ func TestUnavailable(t *testing.T) {
 		}
 		t0 = time.Now()
 		err = c.Settle(context.Background(), "a", "s", "k", "h", 1)
-		if d := time.Since(t0); d < budget || d > budget+slack || !errors.Is(err, client.ErrUnavailable) {
+		if d := time.Since(t0); d < budget || d > budget+slack || !errors.Is(err, protocol.ErrUnavailable) {
 			t.Errorf("settle: took %v, %v", d, err)
 		}
 	})
@@ -598,7 +598,7 @@ func TestUnavailable(t *testing.T) {
 		cctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := e.c.Count(cctx, "p", "k")
-		if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		if !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled: %v", err)
 		}
 	})
@@ -613,17 +613,17 @@ func TestUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		nc.Close()
-		if _, err := c.Count(context.Background(), "p", "k"); !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrConnectionClosed) {
+		if _, err := c.Count(context.Background(), "p", "k"); !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, nats.ErrConnectionClosed) {
 			t.Fatalf("count on a closed connection: %v", err)
 		}
-		if err := c.SettleAsync("a", "s", "k", "h", 1); !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrConnectionClosed) {
+		if err := c.SettleAsync("a", "s", "k", "h", 1); !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, nats.ErrConnectionClosed) {
 			t.Fatalf("settle event on a closed connection: %v", err)
 		}
 	})
 }
 
 // TestStoreUnavailable: the service's own 503 — its replay store lives on a
-// server that is shut down — is ErrUnavailable with the reason.
+// server that is shut down — is protocol.ErrUnavailable with the reason.
 func TestStoreUnavailable(t *testing.T) {
 	store := testkit.New(t)
 	rs, err := claims.NewKVReplay(store.Bucket(t, claims.ReplayBucketConfig(kvstore.BucketNames("sluice").Replay, 10, 1)))
@@ -640,7 +640,7 @@ func TestStoreUnavailable(t *testing.T) {
 	}
 	store.Server.Shutdown()
 	_, err = e.c.ClaimReplay(ctx, "n", "down", 4102444800)
-	wantServiceError(t, err, client.ErrUnavailable, 503, protocol.StoreUnavailable.Code)
+	wantServiceError(t, err, protocol.ErrUnavailable, 503, protocol.StoreUnavailable.Code)
 }
 
 // TestErrorMapping: what a responder answers — error headers of every code,
@@ -689,8 +689,8 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{"400", fail("400", "invalid_request: x"), reset, client.ErrInvalid, 400},
 		{"409", fail("409", "claim_lost"), func() error { return c.Settle(ctx, "a", "s", "k", "h", 1) }, protocol.ErrClaimLost, 409},
-		{"503", fail("503", "store_unavailable"), reset, client.ErrUnavailable, 503},
-		{"503 stopping", fail("503", "service_stopping"), reset, client.ErrUnavailable, 503},
+		{"503", fail("503", "store_unavailable"), reset, protocol.ErrUnavailable, 503},
+		{"503 stopping", fail("503", "service_stopping"), reset, protocol.ErrUnavailable, 503},
 		{"500", fail("500", "internal_error"), reset, client.ErrInternal, 500},
 		{"unknown code", fail("418", "teapot"), reset, client.ErrInternal, 418},
 		{"code not a number", fail("x", "?"), reset, client.ErrInternal, 0},
@@ -702,7 +702,7 @@ func TestErrorMapping(t *testing.T) {
 		{"load entry count", body(`{"backends":[]}`), func() error { _, err := c.Load(ctx, "a", []string{"b"}); return err }, client.ErrBadReply, -1},
 		{"count as string", body(`{"count":"1"}`), func() error { _, err := c.Count(ctx, "p", "k"); return err }, client.ErrBadReply, -1},
 	}
-	sentinels := []error{client.ErrInvalid, client.ErrClaimLost, client.ErrUnavailable, client.ErrInternal, client.ErrBadReply}
+	sentinels := []error{client.ErrInvalid, client.ErrClaimLost, protocol.ErrUnavailable, client.ErrInternal, client.ErrBadReply}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()
@@ -750,7 +750,7 @@ func TestCustomPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := def.ClaimReplay(ctxT(t), "n", "k", 4102444800); !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
+	if _, err := def.ClaimReplay(ctxT(t), "n", "k", 4102444800); !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("default prefix against acme.sl: %v", err)
 	}
 }
@@ -878,7 +878,7 @@ func TestWithTenant(t *testing.T) {
 	}
 	_, err = e.c.GetClaim(ctx, "globex", "gh", "d-1")
 	wantServiceError(t, err, client.ErrInvalid, 400, "invalid_request")
-	if _, err := client.New(e.nc, client.WithTenant("")); !errors.Is(err, client.ErrInvalidOption) {
+	if _, err := client.New(e.nc, client.WithTenant("")); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("empty tenant: %v", err)
 	}
 }

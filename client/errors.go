@@ -10,9 +10,9 @@ import (
 // Errors. Every error a Client method returns wraps exactly one of them
 // (plus its cause: a *ServiceError, a nats or context error …).
 var (
-	// ErrInvalidOption is wrapped by New's error for a nil connection or an
+	// protocol.ErrInvalidOption is wrapped by New's error for a nil connection or an
 	// Option given a bad value.
-	ErrInvalidOption = errors.New("client: invalid option")
+	errInvalidOption = fmt.Errorf("client: %w", protocol.ErrInvalidOption)
 	// ErrInvalid: the service answered 400 (the *ServiceError's Reason says
 	// what is wrong) or the client could not send the request at all (not
 	// encodable, over the max payload, an invalid settle event). The
@@ -23,11 +23,11 @@ var (
 	// "claim_lost"; errors.Is(err, protocol.ErrClaimLost) too. Retrying
 	// cannot change it.
 	ErrClaimLost = fmt.Errorf("client: %w", protocol.ErrClaimLost)
-	// ErrUnavailable: no answer in time: a 503, no responders, the deadline
+	// protocol.ErrUnavailable: no answer in time: a 503, no responders, the deadline
 	// passed or the context was cancelled (then also wrapping its error),
 	// or the connection is closed or draining. Whether a write was applied
 	// is unknown; callers may retry or fall back.
-	ErrUnavailable = fmt.Errorf("client: service %w", protocol.ErrUnavailable)
+	errUnavailable = fmt.Errorf("client: service %w", protocol.ErrUnavailable)
 	// ErrInternal: the service answered 500 "internal_error" (a bug it
 	// logged) or an error code this client does not know.
 	ErrInternal = errors.New("client: service error")
@@ -40,7 +40,7 @@ var (
 // ServiceError is an error answered with micro's error headers
 // (Nats-Service-Error-Code, Nats-Service-Error; the codes and statuses are
 // protocol.Errors). Get it with errors.As; it unwraps to the sentinel of
-// its code: 400 ErrInvalid, 409 ErrClaimLost, 503 ErrUnavailable, anything
+// its code: 400 ErrInvalid, 409 ErrClaimLost, 503 protocol.ErrUnavailable, anything
 // else ErrInternal.
 type ServiceError struct {
 	// Subject is the request subject ("sluice.v1.quota.reserve").
@@ -67,7 +67,7 @@ func (e *ServiceError) Unwrap() error {
 	case protocol.ClaimLost.NATS:
 		return ErrClaimLost
 	case protocol.StoreUnavailable.NATS, protocol.ServiceStopping.NATS:
-		return ErrUnavailable
+		return errUnavailable
 	}
 	return ErrInternal
 }

@@ -64,7 +64,7 @@ func startClient() (c *client.Client, stop func()) {
 }
 
 // A Client is made on your service's own NATS connection; an option with
-// a bad value makes New fail with ErrInvalidOption.
+// a bad value makes New fail with protocol.ErrInvalidOption.
 func ExampleNew() {
 	nc, stop := startSluice()
 	defer stop()
@@ -79,7 +79,7 @@ func ExampleNew() {
 	fmt.Println("count:", n)
 
 	_, err = client.New(nc, client.WithTimeout(0))
-	fmt.Println(errors.Is(err, client.ErrInvalidOption))
+	fmt.Println(errors.Is(err, protocol.ErrInvalidOption))
 	// Output:
 	// count: 0
 	// true
@@ -102,7 +102,7 @@ func ExampleClient_Hit() {
 			Claim:   &protocol.ClaimRequest{Tenant: "acme", Source: "github", Key: "delivery-1", HookID: hookID},
 		})
 		if err != nil {
-			panic(err) // ErrUnavailable: fall back, or answer 503
+			panic(err) // errUnavailable: fall back, or answer 503
 		}
 		return rep
 	}

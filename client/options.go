@@ -19,7 +19,7 @@ type options struct {
 }
 
 // Option configures New. An Option given a bad value makes New fail with
-// an error wrapping ErrInvalidOption.
+// an error wrapping protocol.ErrInvalidOption.
 type Option interface{ applyClient(*options) error }
 
 type clientOption func(*options) error
@@ -32,7 +32,7 @@ func (o clientOption) applyClient(c *options) error { return o(c) }
 func WithPrefix(prefix string) Option {
 	return clientOption(func(o *options) error {
 		if err := protocol.ValidatePrefix(prefix); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			return fmt.Errorf("%w: %w", errInvalidOption, err)
 		}
 		o.prefix = prefix
 		return nil
@@ -56,11 +56,11 @@ func WithSettleTimeout(d time.Duration) Option {
 }
 
 // positive is an Option taking a duration that must be > 0: it calls set,
-// or fails with ErrInvalidOption and "<what> must be > 0, got <d>".
+// or fails with protocol.ErrInvalidOption and "<what> must be > 0, got <d>".
 func positive(what string, d time.Duration, set func(*options)) Option {
 	return clientOption(func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: %s must be > 0, got %v", ErrInvalidOption, what, d)
+			return fmt.Errorf("%w: %s must be > 0, got %v", errInvalidOption, what, d)
 		}
 		set(o)
 		return nil
@@ -75,7 +75,7 @@ func positive(what string, d time.Duration, set func(*options)) Option {
 func WithTenant(tenant string) Option {
 	return clientOption(func(o *options) error {
 		if tenant == "" || len(tenant) > 256 {
-			return fmt.Errorf("%w: tenant must be 1..256 bytes", ErrInvalidOption)
+			return fmt.Errorf("%w: tenant must be 1..256 bytes", errInvalidOption)
 		}
 		o.tenant = tenant
 		return nil

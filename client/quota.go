@@ -14,7 +14,7 @@ import (
 // ResultRateLimited (retry after rep.RetryAfterMs), ResultDuplicate
 // (rep.HookID is the original) or ResultPending (another holder's claim is
 // in flight); only ok spends charges. An unknown result is returned as is;
-// rep.Fallback is never set. ErrUnavailable also for a hit with a claim the
+// rep.Fallback is never set. protocol.ErrUnavailable also for a hit with a claim the
 // service could answer only from node-local state.
 func (c *Client) Hit(ctx context.Context, req protocol.HitRequest) (protocol.HitReply, error) {
 	var rep protocol.HitReply

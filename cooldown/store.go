@@ -27,11 +27,11 @@ import (
 // or protocol.ErrInvalid (malformed arguments, naming the field: the
 // caller's fault, answer 400, never retry).
 var (
-	// ErrUnavailable is returned by Record and Penalize when the shared store
+	// protocol.ErrUnavailable is returned by Record and Penalize when the shared store
 	// did not take the write within the call's budget (the write still
 	// landed node-locally). Load never returns it: it answers from
 	// node-local state instead.
-	ErrUnavailable = fmt.Errorf("cooldown: store %w", protocol.ErrUnavailable)
+	errUnavailable = fmt.Errorf("cooldown: store %w", protocol.ErrUnavailable)
 )
 
 // Defaults of a Store.
@@ -52,13 +52,13 @@ const loadParallel = 8
 // lockStripes is the number of node-local write locks keys hash onto.
 const lockStripes = 256
 
-// ErrInvalidOption is wrapped by the error of New for an option with an
+// protocol.ErrInvalidOption is wrapped by the error of New for an option with an
 // invalid argument.
-var ErrInvalidOption = errors.New("cooldown: invalid option")
+var errInvalidOption = fmt.Errorf("cooldown: %w", protocol.ErrInvalidOption)
 
 // Option configures New. An option with an invalid argument (a
 // non-positive duration or count, a nil clock) makes New fail with an error
-// wrapping ErrInvalidOption.
+// wrapping protocol.ErrInvalidOption.
 type Option interface{ applyStore(*Store) error }
 
 type storeOption func(*Store) error
@@ -68,21 +68,21 @@ func (o storeOption) applyStore(s *Store) error { return o(s) }
 // WithReadingTTL sets how long a reading is kept (default 15 min; rounded up
 // to whole seconds by the store).
 func WithReadingTTL(d time.Duration) Option {
-	return storeOption(option.Positive(ErrInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) }))
+	return storeOption(option.Positive(errInvalidOption, "reading TTL", d, func(s *Store, d time.Duration) { s.readingTTL = kvstore.RoundTTL(d) }))
 }
 
 // WithBudget bounds one call to the shared store (default
 // protocol.DefaultTimeout): a Load that gets no answer within it answers
-// from node-local state, a write fails with ErrUnavailable. A caller's
+// from node-local state, a write fails with protocol.ErrUnavailable. A caller's
 // earlier deadline wins; a later one does not extend the budget.
 func WithBudget(d time.Duration) Option {
-	return storeOption(option.Positive(ErrInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d }))
+	return storeOption(option.Positive(errInvalidOption, "budget", d, func(s *Store, d time.Duration) { s.budget = d }))
 }
 
 // WithClock replaces time.Now (for tests). The clock decides reading expiry,
 // whether a penalty has passed, and key TTLs.
 func WithClock(now func() time.Time) Option {
-	return storeOption(option.Clock(now, ErrInvalidOption, func(s *Store) *func() time.Time { return &s.now }))
+	return storeOption(option.Clock(now, errInvalidOption, func(s *Store) *func() time.Time { return &s.now }))
 }
 
 // WithLogger sets the logger (default, or nil: discard). Fallbacks to
@@ -99,7 +99,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithMaxLocalEntries bounds the node-local store (default 10000
 // (account, backend) pairs); beyond it the least recently used is evicted.
 func WithMaxLocalEntries(n int) Option {
-	return storeOption(option.Positive(ErrInvalidOption, "max local entries", n, func(s *Store, n int) { s.maxLocal = n }))
+	return storeOption(option.Positive(errInvalidOption, "max local entries", n, func(s *Store, n int) { s.maxLocal = n }))
 }
 
 // Store shares readings and penalties through a KV bucket, with a
@@ -120,7 +120,7 @@ type Store struct {
 
 // New returns a Store over bucket b (typically opened with
 // BucketConfig). A nil b gives a node-local-only store: every shared call
-// is ErrUnavailable. Errors: ErrInvalidOption.
+// is protocol.ErrUnavailable. Errors: protocol.ErrInvalidOption.
 func New(b *kvstore.Bucket, opts ...Option) (*Store, error) {
 	s := &Store{
 		b:          b,
@@ -159,7 +159,7 @@ func Key(account, backend string) string { return protocol.Join(account, backend
 // TTL, and atomically drops a penalty whose instant r.ObservedAtMs has
 // reached. The newer of the stored and the new reading is kept (the new one
 // on a tie); an older one still clears a penalty it has reached. A write
-// the shared store does not take within the budget wraps ErrUnavailable;
+// the shared store does not take within the budget wraps protocol.ErrUnavailable;
 // either way the reading is kept node-locally.
 func (s *Store) Record(ctx context.Context, r protocol.Reading) error {
 	if err := r.Validate(); err != nil {
@@ -245,7 +245,7 @@ func (s *Store) write(ctx context.Context, op, account, backend string, nowMs in
 	unlock, err := s.lockKey(ctx, key)
 	local(key)
 	if err != nil {
-		return s.writeFailed(op, account, backend, fmt.Errorf("%w: waiting for a local writer: %w", kvstore.ErrUnavailable, err))
+		return s.writeFailed(op, account, backend, fmt.Errorf("kvstore: store %w: waiting for a local writer: %w", protocol.ErrUnavailable, err))
 	}
 	st, err := s.update(ctx, key, nowMs, mutate)
 	unlock()
@@ -311,7 +311,7 @@ func (s *Store) Load(ctx context.Context, account string, backends []string) ([]
 	for i, err := range errs {
 		switch {
 		case err == nil:
-		case errors.Is(err, kvstore.ErrUnavailable):
+		case errors.Is(err, protocol.ErrUnavailable):
 			r, p := s.local.view(Key(account, backends[i]), nowMs)
 			out[i] = entry(backends[i], r, p)
 			out[i].Fallback = true
@@ -345,7 +345,7 @@ func (s *Store) loadOne(ctx context.Context, account, backend string, nowMs int6
 // replaces it.
 func (s *Store) read(ctx context.Context, key string) (state, uint64, error) {
 	if s.b == nil {
-		return state{}, 0, fmt.Errorf("%w: no shared bucket", kvstore.ErrUnavailable)
+		return state{}, 0, fmt.Errorf("kvstore: store %w: no shared bucket", protocol.ErrUnavailable)
 	}
 	rec, err := s.b.Get(ctx, key)
 	switch {
@@ -371,7 +371,7 @@ func (s *Store) update(ctx context.Context, key string, nowMs int64, mutate func
 	for attempt := 0; attempt < casAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
-				return state{}, fmt.Errorf("%w: %w (after %v)", kvstore.ErrUnavailable, err, lastErr)
+				return state{}, fmt.Errorf("kvstore: store %w: %w (after %v)", protocol.ErrUnavailable, err, lastErr)
 			}
 		}
 		st, rev, err := s.read(ctx, key)
@@ -406,7 +406,7 @@ func (s *Store) update(ctx context.Context, key string, nowMs int64, mutate func
 		}
 		lastErr = err
 	}
-	return state{}, fmt.Errorf("%w: %d attempts contended: %w", kvstore.ErrUnavailable, casAttempts, lastErr)
+	return state{}, fmt.Errorf("kvstore: store %w: %d attempts contended: %w", protocol.ErrUnavailable, casAttempts, lastErr)
 }
 
 // bound limits one call to the budget; an earlier deadline of the caller's
@@ -424,11 +424,11 @@ func backoff(ctx context.Context, attempt int) error {
 }
 
 // writeFailed maps a failed shared write: store unavailability (and
-// contention beyond the bound) becomes ErrUnavailable; the local write stands.
+// contention beyond the bound) becomes protocol.ErrUnavailable; the local write stands.
 func (s *Store) writeFailed(op, account, backend string, err error) error {
 	s.log.Warn("shared write failed; kept node-locally", "op", op, "account", account, "backend", backend, "error", err)
-	if errors.Is(err, kvstore.ErrUnavailable) {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	if errors.Is(err, protocol.ErrUnavailable) {
+		return fmt.Errorf("%w: %s: %w", errUnavailable, op, err)
 	}
 	return fmt.Errorf("cooldown: %s: %w", op, err)
 }

@@ -278,7 +278,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 		s.Record(ctx, protocol.Reading{Account: "acct", Backend: "a", ObservedAtMs: t0, Snapshots: snaps}),
 		s.Penalize(ctx, "acct", "b", i64(t0+60_000)),
 	} {
-		if err != nil && !errors.Is(err, cooldown.ErrUnavailable) {
+		if err != nil && !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatal(err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 		t.Fatalf("local answer:\n got %+v\nwant %+v", got, want)
 	}
 
-	// Writes fail with ErrUnavailable within the budget but land locally.
+	// Writes fail with protocol.ErrUnavailable within the budget but land locally.
 	for i, write := range []func() error{
 		func() error {
 			return s.Record(ctx, protocol.Reading{Account: "acct", Backend: "c", ObservedAtMs: t0 + 5})
@@ -315,7 +315,7 @@ func TestServerStoppedAnswersLocallyWithinBudget(t *testing.T) {
 		if el := time.Since(begin); el > budget+slack {
 			t.Fatalf("write %d took %v with a %v budget", i, el, budget)
 		}
-		if !errors.Is(err, cooldown.ErrUnavailable) {
+		if !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -343,7 +343,7 @@ func TestLocalOnlyStore(t *testing.T) {
 	ctx := testkit.Context(t)
 	for i, b := range []string{"a", "b", "c"} {
 		err := s.Record(ctx, protocol.Reading{Account: "x", Backend: b, ObservedAtMs: t0 + int64(i)})
-		if !errors.Is(err, cooldown.ErrUnavailable) {
+		if !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatalf("record without a bucket: %v", err)
 		}
 	}
@@ -371,7 +371,7 @@ func TestLocalPenaltySurvivesLostSharedWrite(t *testing.T) {
 	t.Run("shared write failed", func(t *testing.T) {
 		dead, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := s1.Penalize(dead, "acct", "w", i64(t0+60_000)); !errors.Is(err, cooldown.ErrUnavailable) {
+		if err := s1.Penalize(dead, "acct", "w", i64(t0+60_000)); !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatalf("penalize with a dead context: %v", err)
 		}
 		if got := load(t, fresh(), "acct", "w")[0]; got.PenaltyUntilMs != nil {
@@ -636,13 +636,13 @@ func TestStoreRejectsInvalidInput(t *testing.T) {
 }
 
 // TestOptionsValidate: an option with a bad value fails New with
-// ErrInvalidOption instead of leaving the default in place.
+// protocol.ErrInvalidOption instead of leaving the default in place.
 func TestOptionsValidate(t *testing.T) {
 	for name, o := range map[string]cooldown.Option{
 		"reading ttl": cooldown.WithReadingTTL(0), "budget": cooldown.WithBudget(-time.Second),
 		"clock": cooldown.WithClock(nil), "max local": cooldown.WithMaxLocalEntries(0),
 	} {
-		if _, err := cooldown.New(nil, o); !errors.Is(err, cooldown.ErrInvalidOption) {
+		if _, err := cooldown.New(nil, o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -663,13 +663,13 @@ func TestFailedPenaltyWrittenLater(t *testing.T) {
 	cancel()
 	// The shared writes fail on purpose (a context that has ended).
 	for _, b := range []string{"w", "reached", "cleared"} {
-		if err := s1.Penalize(dead, "acct", b, i64(t0+60_000)); !errors.Is(err, cooldown.ErrUnavailable) {
+		if err := s1.Penalize(dead, "acct", b, i64(t0+60_000)); !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatalf("penalize %s with a dead context: %v", b, err)
 		}
 	}
 	// A failed clear is not replayed: "cleared" was penalized, then cleared
 	// node-locally only.
-	if err := s1.Penalize(dead, "acct", "cleared", nil); !errors.Is(err, cooldown.ErrUnavailable) {
+	if err := s1.Penalize(dead, "acct", "cleared", nil); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("clear with a dead context: %v", err)
 	}
 	got := load(t, other, "acct", "w", "reached", "cleared")
@@ -701,7 +701,7 @@ func TestFailedPenaltyWrittenLater(t *testing.T) {
 	}
 
 	// A Load that the store answers flushes too.
-	if err := s1.Penalize(dead, "acct", "v", i64(t0+90_000)); !errors.Is(err, cooldown.ErrUnavailable) {
+	if err := s1.Penalize(dead, "acct", "v", i64(t0+90_000)); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatal(err)
 	}
 	load(t, s1, "acct", "unrelated")

@@ -126,9 +126,9 @@ func (c nodeCluster) Streams() ([]string, error) {
 	return found, names.Err()
 }
 
-// ErrInvalidOption is wrapped by the error of NewRounds for an option
+// protocol.ErrInvalidOption is wrapped by the error of NewRounds for an option
 // with an invalid argument or a missing dependency.
-var ErrInvalidOption = errors.New("durability: invalid option")
+var errInvalidOption = fmt.Errorf("durability: %w", protocol.ErrInvalidOption)
 
 // RoundsOption configures NewRounds.
 type RoundsOption interface{ applyRounds(*Rounds) error }
@@ -139,12 +139,12 @@ func (o roundsOption) applyRounds(r *Rounds) error { return o(r) }
 
 // WithRoundTimeout bounds one round (default RoundTimeout; must be > 0).
 func WithRoundTimeout(d time.Duration) RoundsOption {
-	return roundsOption(option.Positive(ErrInvalidOption, "round timeout", d, func(r *Rounds, d time.Duration) { r.timeout = d }))
+	return roundsOption(option.Positive(errInvalidOption, "round timeout", d, func(r *Rounds, d time.Duration) { r.timeout = d }))
 }
 
 // NewRounds prepares the rounds (Round) of a barrier on nc, asking on
 // subject and reading c; Close releases its subscription. Errors:
-// ErrInvalidOption, the subscription's.
+// protocol.ErrInvalidOption, the subscription's.
 func NewRounds(nc *nats.Conn, subject string, c Cluster, opts ...RoundsOption) (*Rounds, error) {
 	r := &Rounds{
 		nc: nc, subject: subject, cl: c, timeout: RoundTimeout,
@@ -158,7 +158,7 @@ func NewRounds(nc *nats.Conn, subject string, c Cluster, opts ...RoundsOption) (
 		return nil, err
 	}
 	if nc == nil || c == nil {
-		return nil, option.Invalid(ErrInvalidOption, "NewRounds needs a connection and a cluster")
+		return nil, option.Invalid(errInvalidOption, "NewRounds needs a connection and a cluster")
 	}
 	var err error
 	r.sub, err = nc.Subscribe(r.inbox+".*", func(m *nats.Msg) {

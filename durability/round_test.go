@@ -336,7 +336,7 @@ func (c clusterFuncs) Peers(withOffline bool) []string { return c.peers(withOffl
 func (c clusterFuncs) Streams() ([]string, error)      { return c.streams() }
 
 // TestNewRoundsRefusesBadOptions: a round timeout ≤ 0 and a missing
-// cluster are ErrInvalidOption, before the connection is used.
+// cluster are protocol.ErrInvalidOption, before the connection is used.
 func TestNewRoundsRefusesBadOptions(t *testing.T) {
 	nc := new(nats.Conn) // never used: every case fails first
 	cl := clusterFuncs{func(bool) []string { return nil }, func() ([]string, error) { return nil, nil }}
@@ -345,8 +345,8 @@ func TestNewRoundsRefusesBadOptions(t *testing.T) {
 		"zero timeout":     second(durability.NewRounds(nc, nodeSyncSubject, cl, durability.WithRoundTimeout(0))),
 		"nil cluster":      second(durability.NewRounds(nc, nodeSyncSubject, nil)),
 	} {
-		if !errors.Is(err, durability.ErrInvalidOption) {
-			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		if !errors.Is(err, protocol.ErrInvalidOption) {
+			t.Errorf("%s: %v, want errInvalidOption", name, err)
 		}
 	}
 }

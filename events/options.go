@@ -13,9 +13,9 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ErrInvalidOption is wrapped by every error an Option or a constructor
+// protocol.ErrInvalidOption is wrapped by every error an Option or a constructor
 // returns for a bad argument (an invalid prefix, a negative limit …).
-var ErrInvalidOption = errors.New("events: invalid option")
+var errInvalidOption = fmt.Errorf("events: %w", protocol.ErrInvalidOption)
 
 // ErrStarted is returned by Start when the component was already started
 // (or stopped: a component runs at most once).
@@ -86,10 +86,10 @@ func defaults() config {
 
 // newPrefixed is the start of a constructor of prefix's components: the
 // prefix's Subjects (an invalid prefix is an error wrapping
-// ErrInvalidOption) and the config of opts (see newConfig).
+// protocol.ErrInvalidOption) and the config of opts (see newConfig).
 func newPrefixed[O any](prefix string, opts []O, apply func(O, *config) error) (protocol.Subjects, config, error) {
 	if err := protocol.ValidatePrefix(prefix); err != nil {
-		return protocol.Subjects{}, config{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return protocol.Subjects{}, config{}, fmt.Errorf("%w: %w", errInvalidOption, err)
 	}
 	subj, _ := protocol.NewSubjects(prefix) // a valid prefix: no error
 	cfg, err := newConfig(opts, apply)
@@ -105,7 +105,7 @@ func newConfig[O any](opts []O, apply func(O, *config) error) (config, error) {
 }
 
 // Options follow docs/DESIGN.md "Options"; a bad value makes the
-// constructor fail with an error wrapping ErrInvalidOption.
+// constructor fail with an error wrapping protocol.ErrInvalidOption.
 
 // PublisherOption configures NewPublisher.
 type PublisherOption interface{ applyPublisher(*config) error }
@@ -132,13 +132,13 @@ type settlerOption func(*config) error
 func (o settlerOption) applySettler(c *config) error { return o(c) }
 
 func invalid(format string, a ...any) error {
-	return option.Invalid(ErrInvalidOption, format, a...)
+	return option.Invalid(errInvalidOption, format, a...)
 }
 
 // count is the option setting the count field(c) to n, which must be > 0
-// (else an error wrapping ErrInvalidOption, naming what).
+// (else an error wrapping protocol.ErrInvalidOption, naming what).
 func count(what string, n int, field func(*config) *int) func(*config) error {
-	return option.Positive(ErrInvalidOption, what, n, func(c *config, n int) { *field(c) = n })
+	return option.Positive(errInvalidOption, what, n, func(c *config, n int) { *field(c) = n })
 }
 
 // WithLogger sets the logger (all components; nil: discard).
@@ -162,7 +162,7 @@ func WithRegisterer(reg prometheus.Registerer) CommonOption {
 // WithClock sets the clock that stamps Lifecycle.At (Publisher; default
 // time.Now).
 func WithClock(now func() time.Time) PublisherOption {
-	return publisherOption(option.Clock(now, ErrInvalidOption, func(c *config) *func() time.Time { return &c.now }))
+	return publisherOption(option.Clock(now, errInvalidOption, func(c *config) *func() time.Time { return &c.now }))
 }
 
 // WithQueueSize bounds the Publisher's buffer of events not yet handed to

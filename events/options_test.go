@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/events"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 func TestOptionsRejectBadValues(t *testing.T) {
@@ -18,8 +19,8 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"queue": events.WithQueueSize(0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := events.NewPublisher(e.k.Conn, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
-				t.Fatalf("NewPublisher: %v, want ErrInvalidOption", err)
+			if _, err := events.NewPublisher(e.k.Conn, prefix, o); !errors.Is(err, protocol.ErrInvalidOption) {
+				t.Fatalf("NewPublisher: %v, want errInvalidOption", err)
 			}
 		})
 	}
@@ -31,18 +32,18 @@ func TestOptionsRejectBadValues(t *testing.T) {
 		"max deliver": events.WithMaxDeliver(0),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, prefix, o); !errors.Is(err, events.ErrInvalidOption) {
-				t.Fatalf("NewSettler: %v, want ErrInvalidOption", err)
+			if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, prefix, o); !errors.Is(err, protocol.ErrInvalidOption) {
+				t.Fatalf("NewSettler: %v, want errInvalidOption", err)
 			}
 		})
 	}
-	if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, "bad prefix"); !errors.Is(err, events.ErrInvalidOption) {
+	if _, err := events.NewSettler(e.k.JS, e.store, storeCommitter{e.store}, "bad prefix"); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("bad prefix: %v", err)
 	}
-	if _, err := events.NewPublisher(nil, prefix); !errors.Is(err, events.ErrInvalidOption) {
+	if _, err := events.NewPublisher(nil, prefix); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("nil conn: %v", err)
 	}
-	if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), nil); !errors.Is(err, events.ErrInvalidOption) {
+	if _, err := events.NewExpiryWatcher(e.k.JS, e.bucket.Name(), nil); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("nil publisher: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ type outMsg struct {
 // NewPublisher returns a Publisher of prefix's lifecycle events on nc and
 // starts its sending goroutine; Close stops it. Options: WithLogger,
 // WithRegisterer, WithClock, WithQueueSize. An invalid prefix or option is
-// an error wrapping ErrInvalidOption; nc must not be nil.
+// an error wrapping protocol.ErrInvalidOption; nc must not be nil.
 func NewPublisher(nc *nats.Conn, prefix string, opts ...PublisherOption) (*Publisher, error) {
 	if nc == nil {
 		return nil, invalid("nil connection")

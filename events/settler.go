@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 )
 
 // Settle outcomes (label "outcome" of sluice_events_applied_total).
@@ -24,7 +23,7 @@ const (
 	outcomeLost        = "lost"        // protocol.ErrClaimLost; acked, not retried
 	outcomeInvalid     = "invalid"     // protocol.ErrInvalid; termed
 	outcomeMalformed   = "malformed"   // not JSON / unknown subject; termed
-	outcomeUnavailable = "unavailable" // claims.ErrUnavailable, quota.ErrUnavailable; redelivered later
+	outcomeUnavailable = "unavailable" // protocol.ErrUnavailable, protocol.ErrUnavailable; redelivered later
 	outcomeError       = "error"       // any other error; redelivered later
 )
 
@@ -66,7 +65,7 @@ type Settler struct {
 // Committer commits the pending claim a hit took, durably, at the
 // tenant's partition owner: *quota.Router (Settle), the path of every
 // claims.settle. Errors: protocol.ErrClaimLost, protocol.ErrInvalid,
-// quota.ErrUnavailable.
+// protocol.ErrUnavailable.
 type Committer interface {
 	Settle(ctx context.Context, r protocol.SettleRequest) error
 }
@@ -243,7 +242,7 @@ func (s *Settler) handle(msg jetstream.Msg) {
 		s.ack(msg, op, outcomeLost)
 	case errors.Is(err, protocol.ErrInvalid):
 		s.term(msg, op, outcomeInvalid, err)
-	case errors.Is(err, claims.ErrUnavailable), errors.Is(err, quota.ErrUnavailable):
+	case errors.Is(err, protocol.ErrUnavailable), errors.Is(err, protocol.ErrUnavailable):
 		s.nak(msg, op, outcomeUnavailable, err)
 	default:
 		s.nak(msg, op, outcomeError, err)

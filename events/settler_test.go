@@ -281,7 +281,7 @@ func TestUnavailableStoreIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	cs := &countingStore{Store: e.store, failWith: fmt.Errorf("%w: test", claims.ErrUnavailable)}
+	cs := &countingStore{Store: e.store, failWith: fmt.Errorf("%w: test", protocol.ErrUnavailable)}
 	cs.failFirst.Store(2)
 	e.startSettler(t, cs, events.WithRegisterer(reg), events.WithRetryDelay(20*time.Millisecond, 50*time.Millisecond))
 

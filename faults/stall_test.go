@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluice-dev/sluice/gcra"
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/quota"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -112,7 +111,7 @@ func TestServerStall(t *testing.T) {
 					}
 					if err != nil {
 						errsPer[key]++
-						if !errors.Is(err, quota.ErrUnavailable) && len(callErrs) < 10 {
+						if !errors.Is(err, protocol.ErrUnavailable) && len(callErrs) < 10 {
 							callErrs = append(callErrs, fmt.Sprintf("%s: %v", key, err))
 						}
 					}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Claims is a leaf's dedupe claim store: the hub's claims bucket while
@@ -64,7 +65,7 @@ func (c *Claims) Claim(ctx context.Context, id claims.ID, hookID string, pending
 			}
 			return res, nil
 		}
-		if !errors.Is(err, claims.ErrUnavailable) {
+		if !errors.Is(err, protocol.ErrUnavailable) {
 			return res, err
 		}
 	}
@@ -145,7 +146,7 @@ func (c *Claims) Get(ctx context.Context, id claims.ID) (claims.State, error) {
 	if hub := c.hubStore(hctx); hub != nil {
 		st, err := hub.Get(hctx, id)
 		cancel()
-		if err == nil || !errors.Is(err, claims.ErrUnavailable) {
+		if err == nil || !errors.Is(err, protocol.ErrUnavailable) {
 			return st, err
 		}
 	}
@@ -179,7 +180,7 @@ func (l *Lazy) Get(ctx context.Context) (claims.Store, error) {
 	select {
 	case l.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: the hub's claims store: %w", claims.ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("claims: store %w: the hub's claims store: %w", protocol.ErrUnavailable, ctx.Err())
 	}
 	defer func() { <-l.lock }()
 	if s := l.s.Load(); s != nil {
@@ -190,7 +191,7 @@ func (l *Lazy) Get(ctx context.Context) (claims.Store, error) {
 	}
 	s, err := l.open(ctx)
 	if err != nil {
-		l.last, l.err = time.Now(), fmt.Errorf("%w: %w", claims.ErrUnavailable, err)
+		l.last, l.err = time.Now(), fmt.Errorf("claims: store %w: %w", protocol.ErrUnavailable, err)
 		return nil, l.err
 	}
 	l.s.Store(&s)

@@ -17,7 +17,7 @@ import (
 type downStore struct{ claims.Store }
 
 func (downStore) Claim(context.Context, claims.ID, string, time.Duration) (claims.Result, error) {
-	return claims.Result{}, claims.ErrUnavailable
+	return claims.Result{}, protocol.ErrUnavailable
 }
 
 // A leaf's claims: on the hub while linked, on the leaf while not or
@@ -97,10 +97,10 @@ func TestLazyOpens(t *testing.T) {
 		return store, nil
 	})
 	ctx := context.Background()
-	if _, err := l.Get(ctx); !errors.Is(err, claims.ErrUnavailable) {
+	if _, err := l.Get(ctx); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("first: %v", err)
 	}
-	if _, err := l.Get(ctx); !errors.Is(err, claims.ErrUnavailable) || opens.Load() != 1 {
+	if _, err := l.Get(ctx); !errors.Is(err, protocol.ErrUnavailable) || opens.Load() != 1 {
 		t.Fatalf("at once again: %v after %d opens (want the last error, no new attempt)", err, opens.Load())
 	}
 	fail = false
@@ -169,5 +169,5 @@ type slowStore struct{ claims.Store }
 
 func (slowStore) Claim(ctx context.Context, _ claims.ID, _ string, _ time.Duration) (claims.Result, error) {
 	<-ctx.Done()
-	return claims.Result{}, claims.ErrUnavailable
+	return claims.Result{}, protocol.ErrUnavailable
 }

@@ -1,7 +1,7 @@
 package forward
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,9 +10,9 @@ import (
 	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ErrInvalidOption is wrapped by the error NewRoute returns for an option
+// protocol.ErrInvalidOption is wrapped by the error NewRoute returns for an option
 // with a bad argument (docs/DESIGN.md "Options").
-var ErrInvalidOption = errors.New("forward: invalid option")
+var errInvalidOption = fmt.Errorf("forward: %w", protocol.ErrInvalidOption)
 
 // RouteOption configures NewRoute.
 type RouteOption interface{ applyRoute(*routeConfig) error }
@@ -31,7 +31,7 @@ func (o routeOption) applyRoute(c *routeConfig) error { return o(c) }
 // fleet's (default protocol.DefaultPartitions; at least 1). It must be the
 // count the leaf's quota Router routes with.
 func WithPartitions(n int) RouteOption {
-	return routeOption(option.Positive(ErrInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
+	return routeOption(option.Positive(errInvalidOption, "partitions", n, func(c *routeConfig, n int) { c.partitions = n }))
 }
 
 // WithLogger sets the logger of the route's changes (nil or absent:

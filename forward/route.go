@@ -41,10 +41,10 @@ const (
 // connection to the hub is up, read reads the hub fleet's partition count
 // (quota.FleetPartitions on the hub's leases bucket). Options:
 // WithPartitions, WithLogger, WithRegisterer; a bad one is an error
-// wrapping ErrInvalidOption.
+// wrapping protocol.ErrInvalidOption.
 func NewRoute(linked func() bool, read func(ctx context.Context) (int, error), opts ...RouteOption) (*Route, error) {
 	if linked == nil || read == nil {
-		return nil, fmt.Errorf("%w: nil linked or read", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil linked or read", errInvalidOption)
 	}
 	cfg, err := newRouteConfig(opts)
 	if err != nil {

@@ -13,17 +13,17 @@ import (
 )
 
 // TestRouteOptions: a bad option or a missing function is an error
-// wrapping ErrInvalidOption; without WithPartitions the leaf expects the
+// wrapping protocol.ErrInvalidOption; without WithPartitions the leaf expects the
 // default count, and WithPartitions overrides it.
 func TestRouteOptions(t *testing.T) {
 	linked := func() bool { return true }
 	count := func(n int) func(context.Context) (int, error) {
 		return func(context.Context) (int, error) { return n, nil }
 	}
-	if _, err := forward.NewRoute(linked, count(1), forward.WithPartitions(0)); !errors.Is(err, forward.ErrInvalidOption) {
-		t.Errorf("zero partitions: %v, want ErrInvalidOption", err)
+	if _, err := forward.NewRoute(linked, count(1), forward.WithPartitions(0)); !errors.Is(err, protocol.ErrInvalidOption) {
+		t.Errorf("zero partitions: %v, want errInvalidOption", err)
 	}
-	if _, err := forward.NewRoute(nil, count(1)); !errors.Is(err, forward.ErrInvalidOption) {
+	if _, err := forward.NewRoute(nil, count(1)); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Errorf("nil linked: %v", err)
 	}
 

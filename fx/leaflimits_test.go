@@ -175,7 +175,7 @@ func TestLeafModeFleetLimits(t *testing.T) {
 	if !strings.Contains(m, "sluice_edge_hub_quota 0") {
 		t.Errorf("metrics: %s", grepLines(m, "hub_quota"))
 	}
-	if _, err := c1.Reserve(testkit.Context(t), slots); !errors.Is(err, client.ErrUnavailable) {
+	if _, err := c1.Reserve(testkit.Context(t), slots); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("reserve through a cut-off edge's service: %v, want unavailable", err)
 	}
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/timeconv"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // Errors returned by this package. Each is returned wrapped with detail;
@@ -38,9 +39,9 @@ var (
 	// Capacity (for example a body larger than the bytes burst): it can never
 	// be admitted, however long the caller waits. PROTOCOL.md answers it 400.
 	ErrImpossible = errors.New("gcra: charge exceeds capacity")
-	// ErrInvalidOption is returned by NewLimiter for an option with an
+	// protocol.ErrInvalidOption is returned by NewLimiter for an option with an
 	// invalid argument.
-	ErrInvalidOption = errors.New("gcra: invalid option")
+	errInvalidOption = fmt.Errorf("gcra: %w", protocol.ErrInvalidOption)
 )
 
 // Limit is the shape of one GCRA bucket, or of one charge against it:

@@ -77,11 +77,11 @@ func (o limiterOption) applyLimiter(l *Limiter) error { return o(l) }
 // to full. Evicting a bucket that is not yet full refills it early — the
 // bound fails open rather than refusing new keys. n must be >= 1.
 func WithMaxKeys(n int) Option {
-	return limiterOption(option.Positive(ErrInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perStripe = n/numStripes + min(n%numStripes, 1) }))
+	return limiterOption(option.Positive(errInvalidOption, "max keys", n, func(l *Limiter, n int) { l.perStripe = n/numStripes + min(n%numStripes, 1) }))
 }
 
 // NewLimiter returns an empty Limiter configured by opts. The error wraps
-// ErrInvalidOption when an option has an invalid argument.
+// protocol.ErrInvalidOption when an option has an invalid argument.
 func NewLimiter(opts ...Option) (*Limiter, error) {
 	l := &Limiter{}
 	if err := option.Apply(l, opts, Option.applyLimiter); err != nil {

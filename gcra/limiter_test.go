@@ -332,8 +332,8 @@ func TestLimiterMaxKeysPrefersIdle(t *testing.T) {
 
 func TestNewLimiterOptions(t *testing.T) {
 	for _, n := range []int{0, -1, math.MinInt} {
-		if _, err := NewLimiter(WithMaxKeys(n)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("WithMaxKeys(%d): error = %v, want ErrInvalidOption", n, err)
+		if _, err := NewLimiter(WithMaxKeys(n)); !errors.Is(err, errInvalidOption) {
+			t.Errorf("WithMaxKeys(%d): error = %v, want errInvalidOption", n, err)
 		}
 	}
 	for n, want := range map[int]int{1: 1, 64: 1, 65: 2, 1000: 16, math.MaxInt: math.MaxInt/64 + 1} {

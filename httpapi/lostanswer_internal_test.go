@@ -56,7 +56,7 @@ func (a *losingAdmitter) Hit(ctx context.Context, r protocol.HitRequest) (protoc
 		return protocol.HitReply{}, err
 	}
 	if a.lose {
-		return protocol.HitReply{}, fmt.Errorf("%w: the answer was lost", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the answer was lost", protocol.ErrUnavailable)
 	}
 	switch res.Outcome {
 	case claims.OK:
@@ -143,7 +143,7 @@ func (o *lossyOwner) Hit(ctx context.Context, r protocol.HitRequest) (protocol.H
 	o.mu.Unlock()
 	switch {
 	case hold:
-		return protocol.HitReply{}, fmt.Errorf("%w: the request is held (a frozen owner)", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the request is held (a frozen owner)", protocol.ErrUnavailable)
 	case lose:
 		rep, err := o.deliver(ctx, r)
 		if err != nil {
@@ -152,7 +152,7 @@ func (o *lossyOwner) Hit(ctx context.Context, r protocol.HitRequest) (protocol.H
 		o.mu.Lock()
 		o.lostReply = append(o.lostReply, rep)
 		o.mu.Unlock()
-		return protocol.HitReply{}, fmt.Errorf("%w: the owner's answer was lost", quota.ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: the owner's answer was lost", protocol.ErrUnavailable)
 	default:
 		return o.c.Hit(ctx, r)
 	}

@@ -27,7 +27,7 @@ func (d *downReplay) Claim(ctx context.Context, ns, key string, retainUntil int6
 	d.tried.Add(1)
 	if d.down.Load() {
 		d.failed.Add(1)
-		return 0, fmt.Errorf("%w: replay bucket: no responders", claims.ErrUnavailable)
+		return 0, fmt.Errorf("%w: replay bucket: no responders", protocol.ErrUnavailable)
 	}
 	return d.ReplayStore.Claim(ctx, ns, key, retainUntil)
 }

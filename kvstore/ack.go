@@ -41,7 +41,7 @@ const (
 )
 
 // errNoStream is a write's outcome when no stream took it (no responders).
-var errNoStream = fmt.Errorf("%w: %w: %w", ErrUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
+var errNoStream = fmt.Errorf("%w: %w: %w", errUnavailable, ErrNoStream, jetstream.ErrNoStreamResponse)
 
 // keyBusyRetries and keyBusyWait: a revision-checked write that reaches a
 // replicated stream's leader while an earlier write to the key is proposed
@@ -64,7 +64,7 @@ func keyBusy(err error) bool {
 }
 
 // whileKeyBusy calls write until it is not refused as keyBusy, at most
-// keyBusyRetries more times, within ctx (its end is ErrUnavailable: the
+// keyBusyRetries more times, within ctx (its end is protocol.ErrUnavailable: the
 // write was not decided).
 func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error) {
 	waits := retry.Doubling(keyBusyWait, keyBusyWait<<keyBusyRetries)
@@ -84,7 +84,7 @@ func whileKeyBusy[T any](ctx context.Context, write func() (T, error)) (T, error
 // hooks) on the buckets' lean write path. One Writer writes to one stream:
 // an ack whose sequence is not above the last one its reply id got is taken
 // for a stale second answer (acker.free), so a publish acked as a duplicate
-// of an older message may wait out its deadline (ErrUnavailable) instead.
+// of an older message may wait out its deadline (protocol.ErrUnavailable) instead.
 // Safe for concurrent use; its subscription ends with the connection.
 type Writer struct{ a *acker }
 
@@ -93,7 +93,7 @@ func NewWriter(nc *nats.Conn) *Writer { return &Writer{a: newAcker(nc)} }
 
 // Publish publishes data with hdr to subject, which a stream must take,
 // and returns the stream sequence once acked. Errors are MapError's
-// (ErrUnavailable: no ack before ctx ended, or no stream after two
+// (protocol.ErrUnavailable: no ack before ctx ended, or no stream after two
 // retries). Nothing is sent once ctx is done.
 func (w *Writer) Publish(ctx context.Context, subject string, hdr nats.Header, data []byte) (uint64, error) {
 	return w.a.write(ctx, subject, hdr, data)
@@ -155,7 +155,7 @@ func (a *acker) start(subject string, hdr nats.Header, data []byte) (*ackWait, e
 	}
 	if len(a.pending) >= maxPendingAcks {
 		a.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d writes await their acks", ErrUnavailable, maxPendingAcks)
+		return nil, fmt.Errorf("%w: %d writes await their acks", errUnavailable, maxPendingAcks)
 	}
 	if n := len(a.free); n > 0 {
 		w.id, w.reply, w.prevSeq = a.free[n-1].id, a.free[n-1].reply, a.free[n-1].seq
@@ -228,7 +228,7 @@ func (a *acker) handle(m *nats.Msg) {
 }
 
 // wait returns the write's stream sequence or its error (mapped): ctx's
-// end is ErrUnavailable (the write may still land).
+// end is protocol.ErrUnavailable (the write may still land).
 func (w *ackWait) wait(ctx context.Context) (uint64, error) {
 	select {
 	case <-w.done:
@@ -309,7 +309,7 @@ var (
 )
 
 // parseAck reads a JetStream pub ack: the stream sequence of the write,
-// or the error it carries (mapped by MapError), or ErrUnavailable for an
+// or the error it carries (mapped by MapError), or protocol.ErrUnavailable for an
 // answer that is not an ack. The common ack is read without a JSON
 // decoder; anything carrying an error is decoded in full.
 func parseAck(data []byte) (uint64, error) {
@@ -344,13 +344,13 @@ func parseAckSlow(data []byte) (uint64, error) {
 		Seq    uint64              `json:"seq"`
 	}
 	if err := json.Unmarshal(data, &resp); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, jetstream.ErrInvalidJSAck)
+		return 0, fmt.Errorf("%w: %w", errUnavailable, jetstream.ErrInvalidJSAck)
 	}
 	if resp.Error != nil {
 		return 0, MapError(fmt.Errorf("nats: %w", resp.Error))
 	}
 	if resp.Stream == "" {
-		return 0, fmt.Errorf("%w: %w", ErrUnavailable, jetstream.ErrInvalidJSAck)
+		return 0, fmt.Errorf("%w: %w", errUnavailable, jetstream.ErrInvalidJSAck)
 	}
 	return resp.Seq, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -50,16 +51,16 @@ func TestParseAck(t *testing.T) {
 		{"wrong last sequence", serverAck("KV_c", "", 0, false, server.NewJSStreamWrongLastSequenceError(5), false), 0, ErrWrongLastSequence},
 		{"full", serverAck("KV_c", "", 0, false, server.NewJSStreamStoreFailedError(errors.New("maximum messages exceeded")), false), 0, ErrFull},
 		{"other error", serverAck("KV_c", "", 0, false, server.NewJSStreamMessageExceedsMaximumError(), false), 0, nil},
-		{"no stream", []byte(`{"stream":"","seq":3}`), 0, ErrUnavailable},
-		{"not json", []byte(`nope`), 0, ErrUnavailable},
+		{"no stream", []byte(`{"stream":"","seq":3}`), 0, errUnavailable},
+		{"not json", []byte(`nope`), 0, errUnavailable},
 		{"no seq", []byte(`{"stream":"KV_c"}`), 0, nil},
-		{"empty", nil, 0, ErrUnavailable},
+		{"empty", nil, 0, errUnavailable},
 	}
 	for _, c := range cases {
 		seq, err := parseAck(c.data)
 		switch {
 		case c.name == "other error":
-			if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrWrongLastSequence) {
+			if err == nil || errors.Is(err, errUnavailable) || errors.Is(err, ErrWrongLastSequence) {
 				t.Errorf("%s: %d %v, want the server's error as is", c.name, seq, err)
 			}
 		case c.err == nil && (err != nil || seq != c.seq):

@@ -298,7 +298,7 @@ func Retry(ctx context.Context, op func(context.Context) error) error {
 }
 
 func retryable(err error) bool {
-	if errors.Is(MapError(err), ErrUnavailable) {
+	if errors.Is(MapError(err), errUnavailable) {
 		return true
 	}
 	var apiErr *jetstream.APIError

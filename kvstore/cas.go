@@ -31,10 +31,10 @@ var (
 	ErrNotFound = errors.New("kvstore: key not found")
 	// ErrFull: the bucket is at its MaxMsgs limit (code 10077).
 	ErrFull = errors.New("kvstore: bucket full")
-	// ErrUnavailable: the store did not answer within the caller's deadline,
+	// protocol.ErrUnavailable: the store did not answer within the caller's deadline,
 	// had no responders, or the connection is closed. A value, never a panic.
-	ErrUnavailable = fmt.Errorf("kvstore: store %w", protocol.ErrUnavailable)
-	// ErrNoStream comes with ErrUnavailable when no stream took a write
+	errUnavailable = fmt.Errorf("kvstore: store %w", protocol.ErrUnavailable)
+	// ErrNoStream comes with protocol.ErrUnavailable when no stream took a write
 	// (no responders: a stream leader being elected). The synchronous
 	// writes retry it; AsyncCreate.Wait returns it.
 	ErrNoStream = errors.New("kvstore: no stream took the write")
@@ -53,7 +53,7 @@ func MapError(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, s := range []error{ErrExists, ErrWrongLastSequence, ErrNotFound, ErrFull, ErrUnavailable} {
+	for _, s := range []error{ErrExists, ErrWrongLastSequence, ErrNotFound, ErrFull, errUnavailable} {
 		if errors.Is(err, s) {
 			return err
 		}
@@ -85,11 +85,11 @@ func MapError(err error) error {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrAsyncPublishTimeout),
 		errors.Is(err, jetstream.ErrJetStreamPublisherClosed):
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	var apiErr2 *jetstream.APIError
 	if errors.As(err, &apiErr2) && apiErr2.Code == 503 {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", errUnavailable, err)
 	}
 	return err
 }
@@ -370,7 +370,7 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("%w: leader get %s: %w", ErrUnavailable, key, err)
+		return nil, 0, fmt.Errorf("%w: leader get %s: %w", errUnavailable, key, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.Code == 404 {
@@ -379,12 +379,12 @@ func (b *Bucket) getLastLeader(ctx context.Context, key string) (*Record, uint64
 		return nil, 0, MapError(fmt.Errorf("leader get %s: %s (code %d/%d)", key, resp.Error.Description, resp.Error.Code, resp.Error.ErrCode))
 	}
 	if resp.Message == nil {
-		return nil, 0, fmt.Errorf("%w: leader get %s: empty reply", ErrUnavailable, key)
+		return nil, 0, fmt.Errorf("%w: leader get %s: empty reply", errUnavailable, key)
 	}
 	var hdr nats.Header
 	if len(resp.Message.Header) > 0 {
 		if hdr, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, 0, fmt.Errorf("%w: leader get %s: headers: %w", ErrUnavailable, key, err)
+			return nil, 0, fmt.Errorf("%w: leader get %s: headers: %w", errUnavailable, key, err)
 		}
 	}
 	if isMarker(hdr) {
@@ -430,7 +430,7 @@ func (b *Bucket) UpdateStart(key string, value []byte, lastRev uint64, ttl time.
 type AsyncCreate struct{ w *ackWait }
 
 // Wait returns the create's revision once acked, ErrWrongLastSequence when
-// the server refused it, or ErrUnavailable when no ack came by ctx's end
+// the server refused it, or protocol.ErrUnavailable when no ack came by ctx's end
 // (the write may still land, as a timed-out synchronous one may) or no
 // stream took the write (ErrNoStream too: a leader election; Create
 // retries such a write).

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -132,14 +133,14 @@ func TestMapErrorTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, _, err := b.Create(ctx, "k", []byte("v"), time.Second)
-	if !errors.Is(err, kvstore.ErrUnavailable) {
+	if !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("cancelled ctx: %v", err)
 	}
 	k.Server.Shutdown()
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel2()
 	_, err = b.Get(ctx2, "k")
-	if !errors.Is(err, kvstore.ErrUnavailable) {
+	if !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("after shutdown: %v", err)
 	}
 	_ = jetstream.ErrKeyExists
@@ -233,10 +234,10 @@ func TestBucketCreateStart(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.Wait(done); !errors.Is(err, kvstore.ErrUnavailable) {
+	if _, err := c.Wait(done); !errors.Is(err, protocol.ErrUnavailable) {
 		// The ack may have won the race with the cancelled context.
 		if err != nil {
-			t.Fatalf("a done context: %v, want ErrUnavailable", err)
+			t.Fatalf("a done context: %v, want errUnavailable", err)
 		}
 	}
 	if n := kvstore.PendingAcks(b); n != 0 {
@@ -298,7 +299,7 @@ func TestBucketWriteNoStream(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := b.Update(ctx, "k", []byte("v"), 0, time.Second)
-	if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, kvstore.ErrNoStream) {
+	if !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, kvstore.ErrNoStream) {
 		t.Fatalf("update without a stream: %v", err)
 	}
 	if took := time.Since(start); took < 500*time.Millisecond {

@@ -30,7 +30,7 @@ type ThenSyncer interface {
 }
 
 // SyncThen calls fn once with what Sync(ctx) would return: nil at once for
-// a nil s; through Then for a ThenSyncer, or with ErrUnavailable when ctx
+// a nil s; through Then for a ThenSyncer, or with protocol.ErrUnavailable when ctx
 // ends first (a stuck round does not hold fn past ctx); else after Sync.
 // The caller keeps ctx alive until fn is called.
 func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
@@ -64,7 +64,7 @@ func SyncThen(ctx context.Context, s Syncer, fn func(error)) {
 
 // waitErr is a sync wait's error when ctx ended first.
 func waitErr(ctx context.Context) error {
-	return fmt.Errorf("%w: waiting for the store's sync: %w", ErrUnavailable, ctx.Err())
+	return fmt.Errorf("%w: waiting for the store's sync: %w", errUnavailable, ctx.Err())
 }
 
 // SyncWith calls s.Sync, or returns nil for a nil s.
@@ -78,14 +78,14 @@ func SyncWith(ctx context.Context, s Syncer) error {
 // ErrSyncFailed is returned by GroupSync.Sync once a round of syncs has
 // failed: after a failed fsync the kernel may have dropped the dirty pages,
 // so no later round can vouch for them; the node must restart (and recover
-// from what is on disk). It wraps ErrUnavailable (a 503, never a 2xx).
-var ErrSyncFailed = fmt.Errorf("%w: the store's sync failed (restart the node)", ErrUnavailable)
+// from what is on disk). It wraps protocol.ErrUnavailable (a 503, never a 2xx).
+var ErrSyncFailed = fmt.Errorf("%w: the store's sync failed (restart the node)", errUnavailable)
 
 // ErrRoundMissed marks a round error that fails that round only: the
 // round could not vouch for its callers' writes (a cluster node's round
 // that a server did not answer in time), but nothing was lost that a later
-// round cannot cover, so the barrier goes on. It wraps ErrUnavailable.
-var ErrRoundMissed = fmt.Errorf("%w: the store's sync round was not confirmed", ErrUnavailable)
+// round cannot cover, so the barrier goes on. It wraps protocol.ErrUnavailable.
+var ErrRoundMissed = fmt.Errorf("%w: the store's sync round was not confirmed", errUnavailable)
 
 // SyncScope is what a caller's writes went to, for a barrier that can vouch
 // for some streams and not others (a cluster's, with a server down): the
@@ -120,7 +120,7 @@ func ForScope(err error, scope SyncScope) error {
 }
 
 // ErrSyncClosed is returned by GroupSync.Sync after Close.
-var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", ErrUnavailable)
+var ErrSyncClosed = fmt.Errorf("%w: the store's sync has stopped", errUnavailable)
 
 // GroupSync is a group sync barrier: Sync waits for the next round of the
 // round function, and one round serves every caller that called Sync before

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/kvstore"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -82,7 +83,7 @@ func TestGroupSyncCoalesces(t *testing.T) {
 }
 
 // A failed round fails its callers and every later one (ErrSyncFailed,
-// an ErrUnavailable: a 503), and Err reports it.
+// an protocol.ErrUnavailable: a 503), and Err reports it.
 func TestGroupSyncFailureLatches(t *testing.T) {
 	eio := errors.New("input/output error")
 	var fail atomic.Bool
@@ -99,7 +100,7 @@ func TestGroupSyncFailureLatches(t *testing.T) {
 	}
 	fail.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrSyncFailed) || !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, eio) {
+	if !errors.Is(err, kvstore.ErrSyncFailed) || !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, eio) {
 		t.Fatalf("failed round: %v", err)
 	}
 	fail.Store(false)
@@ -125,7 +126,7 @@ func TestGroupSyncMissedRoundDoesNotLatch(t *testing.T) {
 	ctx := context.Background()
 	miss.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, kvstore.ErrUnavailable) || errors.Is(err, kvstore.ErrSyncFailed) {
+	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) || errors.Is(err, kvstore.ErrSyncFailed) {
 		t.Fatalf("missed round: %v", err)
 	}
 	miss.Store(false)
@@ -152,7 +153,7 @@ func TestGroupSyncPartialRound(t *testing.T) {
 	ctx := context.Background()
 	partial.Store(true)
 	err := g.Sync(ctx)
-	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, kvstore.ErrUnavailable) {
+	if !errors.Is(err, kvstore.ErrRoundMissed) || !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("a partial round: %v", err)
 	}
 	if got := kvstore.ForScope(err, kvstore.SyncScope{Tenant: "t1"}); got != nil {
@@ -300,7 +301,7 @@ func TestGroupSyncThenAtClose(t *testing.T) {
 	t.Logf("%d of 50 callbacks answered ErrSyncClosed", closedSeen)
 }
 
-// SyncThen answers a ThenSyncer's caller with ErrUnavailable when its ctx
+// SyncThen answers a ThenSyncer's caller with protocol.ErrUnavailable when its ctx
 // ends before the round (a stuck disk), and only once: the round's own
 // callback, when it finally comes, calls nothing more.
 func TestSyncThenDeadline(t *testing.T) {
@@ -317,8 +318,8 @@ func TestSyncThenDeadline(t *testing.T) {
 	within(t, started, "the round to start")
 	select {
 	case err := <-got:
-		if !errors.Is(err, kvstore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("past the deadline: %v, want ErrUnavailable and DeadlineExceeded", err)
+		if !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("past the deadline: %v, want errUnavailable and DeadlineExceeded", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no callback at the deadline")

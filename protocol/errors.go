@@ -18,11 +18,17 @@ var (
 	// claims stores', the Go clients'.
 	ErrClaimLost = errors.New("claim lost")
 	// ErrUnavailable is the one unavailable sentinel: every sluice
-	// package's ErrUnavailable (claims, quota, cooldown, kvstore, client)
-	// wraps it, so errors.Is(err, ErrUnavailable) tells any of them: the
-	// store or service could not answer in time (503 store_unavailable),
-	// and a retry may succeed.
+	// package's unavailable error (claims, quota, cooldown, kvstore,
+	// client: "claims: store unavailable: …") wraps it, so
+	// errors.Is(err, ErrUnavailable) tells any of them: the store or
+	// service could not answer in time (503 store_unavailable), and a
+	// retry may succeed.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrInvalidOption is the one invalid-option sentinel: every sluice
+	// package's constructor (claims, quota, cooldown, events, gcra,
+	// tenants, forward, durability, client, testkit) refuses a bad option
+	// with an error wrapping it ("claims: invalid option: …").
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // Error is one error code of the contract: Code is the "error" member of

@@ -21,7 +21,7 @@ func ClaimAnswer(res claims.Result, err error, limits []frame.Limit) (a frame.An
 	case errors.Is(err, protocol.ErrInvalid):
 		return frame.Answer{Status: frame.StatusInvalid, Reason: err.Error()}, fmt.Errorf("%w: %w", protocol.ErrInvalid, err)
 	case err != nil:
-		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return frame.Answer{Status: frame.StatusUnavailable, Reason: "claims: " + err.Error()}, fmt.Errorf("%w: %w", errUnavailable, err)
 	case res.Outcome == claims.OK:
 		return frame.Answer{Result: frame.ResultOK, HookID: res.HookID, Revision: res.Revision, Limits: limits}, nil
 	case res.Outcome == claims.Duplicate:

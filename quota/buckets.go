@@ -35,7 +35,7 @@ func CountsBucket(prefix string, replicas int) kvstore.BucketConfig {
 // prefix with the given replica count.
 func OpenBuckets(ctx context.Context, js jetstream.JetStream, prefix string, replicas int) (leases, counts *kvstore.Bucket, err error) {
 	if err := protocol.ValidatePrefix(prefix); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		return nil, nil, fmt.Errorf("%w: %v", errInvalidOption, err)
 	}
 	if leases, err = kvstore.OpenBucket(ctx, js, LeasesBucket(prefix, replicas)); err != nil {
 		return nil, nil, err

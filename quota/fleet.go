@@ -23,7 +23,7 @@ import (
 )
 
 // Fleet is the Router with a node-local fallback: when the partition owner
-// cannot answer within the budget (ErrUnavailable), it decides charges from
+// cannot answer within the budget (protocol.ErrUnavailable), it decides charges from
 // node-local state (gcra.Limiter) and says so:
 // HitReply.Fallback, sluice_quota_fallback_total{op}, and one log line per
 // transition. While degraded each node applies 1/M of every limit, M the
@@ -32,7 +32,7 @@ import (
 // A claim is never taken in node-local memory (two nodes would both accept
 // one key: 67 of 200 split in a 64-way race): the fallback takes it in the
 // fleet's claim store with a fresh budget, and when that cannot answer the
-// hit fails with ErrUnavailable — "at most one winner per key" beats
+// hit fails with protocol.ErrUnavailable — "at most one winner per key" beats
 // availability. ErrInvalid never falls back. Counters have none either
 // (each node would grant up to max): Router() serves them. Safe for
 // concurrent use.
@@ -51,7 +51,7 @@ type Fleet struct {
 
 // NewFleet wraps client with node-local fallback state. store is the
 // fleet's claim store, used directly for the claim of a hit the owner could
-// not answer. The error wraps ErrInvalidOption for a bad option or a nil
+// not answer. The error wraps protocol.ErrInvalidOption for a bad option or a nil
 // dependency.
 func NewFleet(client *Router, local *gcra.Limiter, store claims.Store, opts ...FleetOption) (*Fleet, error) {
 	if client == nil || local == nil || store == nil {
@@ -94,7 +94,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 		}
 		return false
 	}
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, errUnavailable) {
 		return false
 	}
 	f.fallbacks.WithLabelValues(op).Inc()
@@ -105,7 +105,7 @@ func (f *Fleet) outcome(op string, err error) bool {
 }
 
 // Hit is Router.Hit with the local fallback (HitReply.Fallback set): the local
-// limiter, and the claim in the fleet's claim store (ErrUnavailable, charges
+// limiter, and the claim in the fleet's claim store (protocol.ErrUnavailable, charges
 // refunded, when that cannot answer). The call stays within one budget;
 // with a claim the owner gets 60% of it, the rest is the fallback's.
 func (f *Fleet) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
@@ -157,7 +157,7 @@ func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.H
 		for i := range keys {
 			f.local.Refund(keys[i], lims[i], now)
 		}
-		return protocol.HitReply{}, fmt.Errorf("%w: no budget left for the claim", ErrUnavailable)
+		return protocol.HitReply{}, fmt.Errorf("%w: no budget left for the claim", errUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 	res, err := f.claims.Claim(cctx, claims.ID{Tenant: cl.Tenant, Source: cl.Source, Key: cl.Key}, cl.HookID, DurationMs(cl.PendingTTLMs, f.pendingTTL))

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,9 +12,9 @@ import (
 	"github.com/sluice-dev/sluice/quota/internal/settings"
 )
 
-// ErrInvalidOption is wrapped by the error of NewRouter, NewFleet and
+// protocol.ErrInvalidOption is wrapped by the error of NewRouter, NewFleet and
 // owner.New when an option has an invalid argument.
-var ErrInvalidOption = settings.ErrInvalidOption
+var errInvalidOption = fmt.Errorf("quota: %w", protocol.ErrInvalidOption)
 
 // routerConfig is what NewRouter reads: the shared settings and the
 // Router's own.
@@ -32,7 +33,7 @@ type fleetConfig struct {
 }
 
 // Options follow docs/DESIGN.md "Options"; a bad argument makes the
-// constructor fail with an error wrapping ErrInvalidOption. owner.New takes
+// constructor fail with an error wrapping protocol.ErrInvalidOption. owner.New takes
 // quota/owner's Option, which the shared options here are too: they embed
 // the settings' option body, whose unexported method owner.New applies.
 
@@ -139,14 +140,14 @@ func WithCoalescing(on bool) RouterOption {
 type LocalOwner interface {
 	// HitLocal decides r (valid, of partition n) when the owner serves n
 	// right now, the owner's timeout ctx's deadline, else budget: the
-	// reply or the error (wrapping protocol.ErrInvalid or ErrUnavailable) of the
+	// reply or the error (wrapping protocol.ErrInvalid or protocol.ErrUnavailable) of the
 	// hit with done true, or done false with nothing spent, and the hit
 	// takes the NATS path.
 	HitLocal(ctx context.Context, r *protocol.HitRequest, n int, budget time.Duration) (rep protocol.HitReply, done bool, err error)
 	// SettleLocal commits r (valid, of partition n) when the owner serves
 	// n right now, as HitLocal: done true with the settle's error (nil,
 	// or wrapping protocol.ErrClaimLost, protocol.ErrInvalid or
-	// ErrUnavailable), or done false and the settle takes the NATS path.
+	// protocol.ErrUnavailable), or done false and the settle takes the NATS path.
 	SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error)
 	// Routing is the owner's subject prefix and partition count.
 	Routing() (prefix string, partitions int)
@@ -191,7 +192,7 @@ func WithMembers(members func() int) FleetOption {
 
 // WithReachable tells the Router whether its owners can be reached at all
 // (a leaf: forward.Route). While false, a validated call fails at once
-// with ErrUnavailable, so a Fleet falls back with the whole budget rather
+// with protocol.ErrUnavailable, so a Fleet falls back with the whole budget rather
 // than after waiting out "no responders", and a service answers 503 at once.
 // Router.
 func WithReachable(reachable func() bool) RouterOption {

@@ -23,10 +23,10 @@ import (
 // Errors, besides protocol.ErrInvalid: the request is malformed (the
 // caller's fault; answer 400).
 var (
-	// ErrUnavailable: the partition owner did not answer within the call's
+	// protocol.ErrUnavailable: the partition owner did not answer within the call's
 	// budget (timeout, no responders after retries, handoff in progress).
 	// A value, never a panic: callers fall back to node-local state.
-	ErrUnavailable = fmt.Errorf("quota: %w", protocol.ErrUnavailable)
+	errUnavailable = fmt.Errorf("quota: %w", protocol.ErrUnavailable)
 	// ErrPartitionMismatch: the fleet was created with another partition
 	// count; a node configured differently refuses to start.
 	ErrPartitionMismatch = lease.ErrPartitionMismatch
@@ -38,7 +38,7 @@ var (
 // <prefix>.v1.quota.p.<Partition(tenant or principal, P)> in one round
 // trip. Every call has a deadline: ctx's, or the budget when ctx has none.
 // No responders (a partition changing hands) is retried with a short backoff
-// inside the deadline; past it the call fails with ErrUnavailable.
+// inside the deadline; past it the call fails with protocol.ErrUnavailable.
 // A Router is safe for concurrent use.
 type Router struct {
 	nc       *nats.Conn
@@ -53,7 +53,7 @@ type Router struct {
 
 // errUnreachable is a call's error while WithReachable reports the owners
 // out of reach (nothing is sent).
-var errUnreachable = fmt.Errorf("%w: the owners are not reachable", ErrUnavailable)
+var errUnreachable = fmt.Errorf("%w: the owners are not reachable", errUnavailable)
 
 // unreachable reports whether calls are not to be sent (WithReachable).
 func (c *Router) unreachable() bool { return c.reach != nil && !c.reach() }
@@ -97,7 +97,7 @@ func (c *Router) Budget() time.Duration { return c.budget }
 // Hit charges r's GCRA buckets and, if they all admit it and r has a claim,
 // takes the claim as pending, in one round trip to the tenant's owner (or in
 // process, WithLocalOwner). Results that are not failures are in the reply.
-// Errors: protocol.ErrInvalid, or ErrUnavailable (nothing was spent).
+// Errors: protocol.ErrInvalid, or protocol.ErrUnavailable (nothing was spent).
 func (c *Router) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitReply, error) {
 	if err := r.Validate(); err != nil {
 		return protocol.HitReply{}, err
@@ -123,7 +123,7 @@ func (c *Router) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitRe
 		defer cancel()
 		return c.hitJSON(ctx, &r)
 	case a.Status != frame.StatusAnswered: // claim_lost: not an answer to a hit
-		return protocol.HitReply{}, fmt.Errorf("%w: %s answered a hit %q", ErrUnavailable, c.subjects[n], a.Reason)
+		return protocol.HitReply{}, fmt.Errorf("%w: %s answered a hit %q", errUnavailable, c.subjects[n], a.Reason)
 	}
 	return decodeHitReply(&a, &r), nil
 }
@@ -133,7 +133,7 @@ func (c *Router) Hit(ctx context.Context, r protocol.HitRequest) (protocol.HitRe
 // ctx's deadline or the budget (the returned deadline). The answer is
 // frame.StatusAnswered, frame.StatusLost (a settle's) or coalesce.TooBig
 // (the owner does not speak frames: send it as JSON); any other outcome is
-// an error wrapping protocol.ErrInvalid or ErrUnavailable.
+// an error wrapping protocol.ErrInvalid or protocol.ErrUnavailable.
 func (c *Router) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesce.Answer, time.Time, error) {
 	// No context per call: the frame's timer answers an item at its
 	// deadline, the budget when ctx has none.
@@ -156,13 +156,13 @@ func (c *Router) viaFrame(ctx context.Context, n int, it coalesce.Item) (coalesc
 			if err == nil {
 				err = context.DeadlineExceeded // the budget
 			}
-			return a, deadline, fmt.Errorf("%w: %s (attempt %d): %s: %w", ErrUnavailable, c.subjects[n], attempt, reason, err)
+			return a, deadline, fmt.Errorf("%w: %s (attempt %d): %s: %w", errUnavailable, c.subjects[n], attempt, reason, err)
 		default: // frame.StatusUnavailable, coalesce.Failed
-			return a, deadline, fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], reason)
+			return a, deadline, fmt.Errorf("%w: %s: %s", errUnavailable, c.subjects[n], reason)
 		}
 		_ = retry.Sleep(ctx, min(waits.NextBackOff(), time.Until(deadline)))
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
-			return a, deadline, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", ErrUnavailable, c.subjects[n], attempt, reason)
+			return a, deadline, fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %s", errUnavailable, c.subjects[n], attempt, reason)
 		}
 	}
 }
@@ -176,7 +176,7 @@ func (c *Router) hitJSON(ctx context.Context, r *protocol.HitRequest) (protocol.
 }
 
 // Reset forgets the tenant's GCRA buckets (they are full again).
-// Errors: protocol.ErrInvalid, ErrUnavailable.
+// Errors: protocol.ErrInvalid, protocol.ErrUnavailable.
 func (c *Router) Reset(ctx context.Context, tenant string) error {
 	r := protocol.ResetRequest{Tenant: tenant}
 	if err := r.Validate(); err != nil {
@@ -190,18 +190,18 @@ func (c *Router) Reset(ctx context.Context, tenant string) error {
 // below r.Max: granted with the count after the increment, or denied with
 // the count that blocked it. The count is durable (written through to KV)
 // when the reply arrives; it expires ttl_ms (default 1 h) after its last
-// change. Errors: protocol.ErrInvalid (max < 1 …), ErrUnavailable.
+// change. Errors: protocol.ErrInvalid (max < 1 …), protocol.ErrUnavailable.
 func (c *Router) Reserve(ctx context.Context, r protocol.ReserveRequest) (protocol.ReserveReply, error) {
 	return counterCall[protocol.ReserveReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpReserve, Reserve: &r})
 }
 
 // Release gives one slot back and returns the count after it; at zero it
-// is a no-op. Errors: protocol.ErrInvalid, ErrUnavailable.
+// is a no-op. Errors: protocol.ErrInvalid, protocol.ErrUnavailable.
 func (c *Router) Release(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpRelease, Counter: &r})
 }
 
-// Count reads the counter. Errors: protocol.ErrInvalid, ErrUnavailable.
+// Count reads the counter. Errors: protocol.ErrInvalid, protocol.ErrUnavailable.
 func (c *Router) Count(ctx context.Context, r protocol.CounterRequest) (protocol.CountReply, error) {
 	return counterCall[protocol.CountReply](ctx, c, r.Validate(), r.Principal, &OwnerRequest{Op: OpCount, Counter: &r})
 }
@@ -247,7 +247,7 @@ func (c *Router) call(ctx context.Context, key string, req *OwnerRequest, reply 
 			code := resp.Header.Get(micro.ErrorCodeHeader)
 			if code == "" {
 				if err := json.Unmarshal(resp.Data, reply); err != nil {
-					return fmt.Errorf("%w: malformed reply from %s: %v", ErrUnavailable, subject, err)
+					return fmt.Errorf("%w: malformed reply from %s: %v", errUnavailable, subject, err)
 				}
 				return nil
 			}
@@ -259,16 +259,16 @@ func (c *Router) call(ctx context.Context, key string, req *OwnerRequest, reply 
 				again = true
 				err = errors.New(protocol.NotOwner.Code)
 			default:
-				return fmt.Errorf("%w: owner of %s answered %s %s", ErrUnavailable, subject, code, reason)
+				return fmt.Errorf("%w: owner of %s answered %s %s", errUnavailable, subject, code, reason)
 			}
 		case errors.Is(err, nats.ErrNoResponders):
 			again = true
 		}
 		if !again {
-			return fmt.Errorf("%w: %s (attempt %d): %w", ErrUnavailable, subject, attempt, err)
+			return fmt.Errorf("%w: %s (attempt %d): %w", errUnavailable, subject, attempt, err)
 		}
 		if retry.Sleep(ctx, waits.NextBackOff()) != nil {
-			return fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %w", ErrUnavailable, subject, attempt, err)
+			return fmt.Errorf("%w: %s: nobody serves the partition (attempt %d): %w", errUnavailable, subject, attempt, err)
 		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 // A ctx without a deadline is bounded by protocol.DefaultSettleTimeout
 // (or the Router's longer budget): the settle waits on the sync and has no
 // fallback. Errors: protocol.ErrClaimLost (stale revision, another hook id,
-// already committed), protocol.ErrInvalid, ErrUnavailable.
+// already committed), protocol.ErrInvalid, protocol.ErrUnavailable.
 func (c *Router) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -39,7 +39,7 @@ func (c *Router) Settle(ctx context.Context, r protocol.SettleRequest) error {
 		return errUnreachable
 	}
 	if err := c.co.Start(); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, c.subjects[n], err)
+		return fmt.Errorf("%w: %s: %w", errUnavailable, c.subjects[n], err)
 	}
 	a, _, err := c.viaFrame(ctx, n, settleItem{&r})
 	switch {
@@ -48,9 +48,9 @@ func (c *Router) Settle(ctx context.Context, r protocol.SettleRequest) error {
 	case a.Status == frame.StatusLost:
 		return fmt.Errorf("%w: %s", protocol.ErrClaimLost, a.Reason)
 	case a.Status == coalesce.TooBig: // a frame over the server's max payload
-		return fmt.Errorf("%w: %s: %s", ErrUnavailable, c.subjects[n], a.Reason)
+		return fmt.Errorf("%w: %s: %s", errUnavailable, c.subjects[n], a.Reason)
 	case a.Result != frame.ResultOK:
-		return fmt.Errorf("%w: %s answered a settle with result %d", ErrUnavailable, c.subjects[n], a.Result)
+		return fmt.Errorf("%w: %s answered a settle with result %d", errUnavailable, c.subjects[n], a.Result)
 	}
 	return nil
 }

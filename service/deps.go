@@ -12,7 +12,7 @@ import (
 // Quota is what the quota.* endpoints need: the fleet's GCRA limits and
 // reserve/release counters (quota.Router: every answer is the owner's;
 // quota.Fleet's node-local hit fallback is the edge's, not the service's).
-// Errors wrap protocol.ErrInvalid (400) or quota.ErrUnavailable (503).
+// Errors wrap protocol.ErrInvalid (400) or protocol.ErrUnavailable (503).
 type Quota interface {
 	// Hit charges every charge of req and, when req.Claim is set, takes a
 	// pending dedupe claim, in one round trip to the tenant's owner.
@@ -28,14 +28,14 @@ type Quota interface {
 	Count(ctx context.Context, req protocol.CounterRequest) (protocol.CountReply, error)
 	// Settle commits the pending claim a hit took, durably, at the
 	// tenant's partition owner (claims.settle). Errors: protocol.ErrClaimLost,
-	// protocol.ErrInvalid, quota.ErrUnavailable.
+	// protocol.ErrInvalid, protocol.ErrUnavailable.
 	Settle(ctx context.Context, req protocol.SettleRequest) error
 }
 
 // Cooldown is what the cooldown.* endpoints need; *cooldown.Store
 // implements it.
 //
-// Errors: protocol.ErrInvalid (400); cooldown.ErrUnavailable (503) when the
+// Errors: protocol.ErrInvalid (400); protocol.ErrUnavailable (503) when the
 // shared store did not take a write in time.
 type Cooldown interface {
 	// Record stores a reading and drops a penalty it has reached.

@@ -704,7 +704,7 @@ func TestQuotaHitUnavailable(t *testing.T) {
 		`"claim":{"tenant":"acme","source":"gh","key":"k","hook_id":"h"}}`
 
 	t.Run("owner unavailable", func(t *testing.T) {
-		e.quota.setErr(fmt.Errorf("%w: partition 3: no responders", quota.ErrUnavailable))
+		e.quota.setErr(fmt.Errorf("%w: partition 3: no responders", protocol.ErrUnavailable))
 		defer e.quota.setErr(nil)
 		e.fails(t, subHit, hit, "503", protocol.StoreUnavailable.Code)
 		e.fails(t, subReset, `{"tenant":"acme"}`, "503", protocol.StoreUnavailable.Code)
@@ -918,7 +918,7 @@ type slowClaims struct{ claims.Store }
 
 func (slowClaims) Get(ctx context.Context, _ claims.ID) (claims.State, error) {
 	<-ctx.Done()
-	return claims.State{}, fmt.Errorf("%w: %w", claims.ErrUnavailable, ctx.Err())
+	return claims.State{}, fmt.Errorf("%w: %w", protocol.ErrUnavailable, ctx.Err())
 }
 
 func (slowClaims) Settle(ctx context.Context, _ claims.ID, _ string, _ uint64, _ time.Duration) error {
@@ -1183,7 +1183,7 @@ func TestMetrics(t *testing.T) {
 	e.ok(t, subReplay, `{"namespace":"n","key":"k","retain_until":4102444800}`)
 	e.ok(t, subReplay, `{"namespace":"n","key":"k","retain_until":4102444800}`)
 	e.fails(t, subReplay, `{}`, "400", protocol.InvalidRequest.Code)
-	e.quota.setErr(quota.ErrUnavailable)
+	e.quota.setErr(protocol.ErrUnavailable)
 	e.fails(t, subCount, `{"principal":"p","key":"k"}`, "503", protocol.StoreUnavailable.Code)
 
 	// A second service on the same registry shares the collectors.

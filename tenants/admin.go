@@ -45,10 +45,10 @@ type Admin struct {
 
 // NewAdmin returns the admin endpoints over reg and pol, which must not be
 // nil. Options: WithLogger, WithTimeout, WithClock; a bad one is an error
-// wrapping ErrInvalidOption.
+// wrapping protocol.ErrInvalidOption.
 func NewAdmin(reg *Registry, pol *Policy, opts ...AdminOption) (*Admin, error) {
 	if reg == nil || pol == nil {
-		return nil, fmt.Errorf("%w: nil registry or policy", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil registry or policy", errInvalidOption)
 	}
 	a := &Admin{reg: reg, pol: pol, log: slog.New(slog.DiscardHandler), now: time.Now, timeout: protocol.DefaultTimeout}
 	if err := option.Apply(a, opts, AdminOption.applyAdmin); err != nil {

@@ -1,16 +1,17 @@
 package tenants
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/option"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
-// ErrInvalidOption is wrapped by the error NewAdmin returns for an option
+// protocol.ErrInvalidOption is wrapped by the error NewAdmin returns for an option
 // with a bad argument (docs/DESIGN.md "Options").
-var ErrInvalidOption = errors.New("tenants: invalid option")
+var errInvalidOption = fmt.Errorf("tenants: %w", protocol.ErrInvalidOption)
 
 // AdminOption configures NewAdmin.
 type AdminOption interface{ applyAdmin(*Admin) error }
@@ -50,11 +51,11 @@ func WithKeys(keys *Keyring) RegistryOption {
 // WithTimeout bounds one request's store calls (default
 // protocol.DefaultTimeout, --store-timeout's; must be > 0).
 func WithTimeout(d time.Duration) AdminOption {
-	return adminOption(option.Positive(ErrInvalidOption, "timeout", d, func(a *Admin, d time.Duration) { a.timeout = d }))
+	return adminOption(option.Positive(errInvalidOption, "timeout", d, func(a *Admin, d time.Duration) { a.timeout = d }))
 }
 
 // WithClock sets the clock of secrets' not-after and of records' times
 // (absent: time.Now; nil is an invalid option).
 func WithClock(now func() time.Time) AdminOption {
-	return adminOption(option.Clock(now, ErrInvalidOption, func(a *Admin) *func() time.Time { return &a.now }))
+	return adminOption(option.Clock(now, errInvalidOption, func(a *Admin) *func() time.Time { return &a.now }))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -26,7 +27,7 @@ func TestMust(t *testing.T) {
 }
 
 // TestNewInvalidOption: an option with a bad argument fails the test with
-// an error of ErrInvalidOption, before any server starts.
+// an error of protocol.ErrInvalidOption, before any server starts.
 func TestNewInvalidOption(t *testing.T) {
 	s := testkit.NewStandalone()
 	defer s.Close()
@@ -36,7 +37,7 @@ func TestNewInvalidOption(t *testing.T) {
 			defer func() { msg = recover() }()
 			testkit.New(s, o)
 		}()
-		if want := testkit.ErrInvalidOption.Error() + ": " + reason; fmt.Sprint(msg) != want {
+		if want := "testkit: " + protocol.ErrInvalidOption.Error() + ": " + reason; fmt.Sprint(msg) != want {
 			t.Errorf("New: Fatalf got %q, want %q", msg, want)
 		}
 	}

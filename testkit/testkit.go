@@ -6,7 +6,7 @@ package testkit
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/option"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // T is the part of testing.TB the kit uses. *testing.T and *testing.B
@@ -38,9 +39,9 @@ type Kit struct {
 	Dir string
 }
 
-// ErrInvalidOption is wrapped by the error New fails the test with for an
+// protocol.ErrInvalidOption is wrapped by the error New fails the test with for an
 // option with a bad argument.
-var ErrInvalidOption = errors.New("testkit: invalid option")
+var errInvalidOption = fmt.Errorf("testkit: %w", protocol.ErrInvalidOption)
 
 // Option configures New: the server a Kit starts.
 type Option interface {
@@ -60,18 +61,18 @@ func WithListener() Option {
 // WithStoreDir keeps JetStream files in dir (e.g. to restart on the same
 // data; absent: a temporary directory; empty is an invalid option).
 func WithStoreDir(dir string) Option {
-	return kitOption(option.Required(ErrInvalidOption, dir != "", "empty store dir", func(c *natsembed.ServerConfig) { c.StoreDir = dir }))
+	return kitOption(option.Required(errInvalidOption, dir != "", "empty store dir", func(c *natsembed.ServerConfig) { c.StoreDir = dir }))
 }
 
 // WithUsers makes the server's clients sign in as one of users (absent:
 // no authentication; none given is an invalid option).
 func WithUsers(users ...natsembed.User) Option {
-	return kitOption(option.Required(ErrInvalidOption, len(users) > 0, "no users", func(c *natsembed.ServerConfig) { c.Users = users }))
+	return kitOption(option.Required(errInvalidOption, len(users) > 0, "no users", func(c *natsembed.ServerConfig) { c.Users = users }))
 }
 
 // New starts an in-process nats-server with JetStream in a temporary
 // directory and connects to it. Both are stopped by t.Cleanup. An invalid
-// option fails the test with an error wrapping ErrInvalidOption.
+// option fails the test with an error wrapping protocol.ErrInvalidOption.
 func New(t T, opts ...Option) *Kit {
 	t.Helper()
 	cfg := natsembed.ServerConfig{StoreDir: t.TempDir()}

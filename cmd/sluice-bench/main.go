@@ -527,6 +527,9 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.scale {
 		rep.Scale, err = b.scale(ctx)
 		printScale(b.out, rep.Scale, o)
+		if !o.substrate {
+			printAccount(b.out, rep.Scale, nil)
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -534,6 +537,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	if o.substrate {
 		rep.Substrate, err = b.substrate(ctx)
 		printSubstrate(b.out, rep.Substrate, o.scaleWorkers, len(scaleBody(o.scaleBody)))
+		printAccount(b.out, rep.Scale, rep.Substrate)
 		if err != nil {
 			return rep, err
 		}

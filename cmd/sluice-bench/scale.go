@@ -201,7 +201,9 @@ type scaleRow struct {
 	StoredWithout2xx uint64            `json:"stored_without_2xx,omitempty"` // in the stream, no 202 seen (e.g. a timed-out request)
 
 	Profiles []string `json:"profiles,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// Account is the nodes' profiles split by component (account.go).
+	Account *cpuProfileAccount `json:"account,omitempty"`
+	Error   string             `json:"error,omitempty"`
 }
 
 // counts says whether a row takes part in the ratios.
@@ -775,6 +777,14 @@ func (b *bench) loadFleet(ctx context.Context, f *fleet, name string, spec scale
 		if len(r.Profiles) > 0 {
 			if err := mergedTop(ctx, r.Profiles, filepath.Join(o.scaleProfile, name)); err != nil {
 				b.logf("scale %s: pprof: %v", name, err)
+			}
+			if len(r.Profiles) == len(f.nodes) {
+				a, err := accountProfiles(r.Profiles, r.Hooks)
+				if err != nil {
+					b.logf("scale %s: account: %v", name, err)
+				} else {
+					r.Account = &a
+				}
 			}
 		}
 	}

@@ -85,7 +85,8 @@ func TestScaleOneNode(t *testing.T) {
 	if _, err := findCPUCgroups(); err != nil {
 		t.Skipf("skipped: %v", err)
 	}
-	rep, out := runBench(t, 5*time.Minute, "--workloads", "scale", "--scale-rows", "1/1/0.4", "--duration", "1500ms", "--warmup", "500ms")
+	prof := t.TempDir()
+	rep, out := runBench(t, 5*time.Minute, "--workloads", "scale", "--scale-rows", "1/1/0.4", "--duration", "1500ms", "--warmup", "500ms", "--scale-profile", prof)
 	for _, root := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 		left, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+strconv.Itoa(os.Getpid())+"-*"))
 		if len(left) > 0 {
@@ -124,6 +125,16 @@ func TestScaleOneNode(t *testing.T) {
 	}
 	if !strings.Contains(out, "| 1 | 1 | R1 | 1 | 0.40 core |") {
 		t.Errorf("no table row for 1/R1/0.4 in:\n%s", out)
+	}
+	// The node's profile, accounted: its HTTP, its writes in the server
+	// and what the 2xx waits for (the single node's group sync) are there,
+	// and the account says what pprof sampled of the /proc figure.
+	if a := r.Account; a == nil || a.Profiles != 1 || a.PerUnitUs[compHTTP] <= 0 || a.PerUnitUs[compSrvHooks]+a.PerUnitUs[compSrvClaims] <= 0 ||
+		a.PerUnitUs[compWait] <= 0 || a.SampledUs <= 0 || a.SampledUs > 1.5*r.FleetCPUPerHookUs {
+		t.Errorf("account %+v (by /proc %.0f µs per hook)", a, r.FleetCPUPerHookUs)
+	}
+	if !strings.Contains(out, "| "+compHTTP+" | ") {
+		t.Errorf("no account table in:\n%s", out)
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("report: %v", err)

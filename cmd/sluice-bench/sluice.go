@@ -134,7 +134,7 @@ func waitPartitions(ctx context.Context, c *quota.Router) error {
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, quota.ErrUnavailable) || ctx.Err() != nil {
+			if !errors.Is(err, protocol.ErrUnavailable) || ctx.Err() != nil {
 				return fmt.Errorf("partition of %q: %w", tenant, err)
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -32,14 +33,18 @@ import (
 	"github.com/sluice-dev/sluice/cmd/sluice-bench/internal/procstat"
 )
 
-// substrateSpec is one row: servers/replicas/quota/sync/publish, sync
-// "default" (nats-server's 2-minute interval) or "always", publish
-// "single" or "atomicK".
+// substrateSpec is one row: servers/replicas/quota/sync/publish[/sN],
+// sync "default" (nats-server's 2-minute interval) or "always", publish
+// "single" or "atomicK", sN: N streams (default 1), stream k led by server
+// k mod servers, and each server's publishers on the stream it leads
+// (server i on stream i mod N): the most an N-node fleet of one shard per
+// node can store.
 type substrateSpec struct {
 	Servers, Replicas int
 	Quota             float64
 	SyncAlways        bool
 	Batch             int // messages per publish: 1 single, K atomic batch
+	Streams           int // 0 or 1: one stream, BENCH
 }
 
 func (s substrateSpec) String() string {
@@ -50,7 +55,27 @@ func (s substrateSpec) String() string {
 	if s.Batch > 1 {
 		pub = "atomic" + strconv.Itoa(s.Batch)
 	}
-	return fmt.Sprintf("%d/%d/%s/%s/%s", s.Servers, s.Replicas, strconv.FormatFloat(s.Quota, 'f', -1, 64), sync, pub)
+	out := fmt.Sprintf("%d/%d/%s/%s/%s", s.Servers, s.Replicas, strconv.FormatFloat(s.Quota, 'f', -1, 64), sync, pub)
+	if s.Streams > 1 {
+		out += "/s" + strconv.Itoa(s.Streams)
+	}
+	return out
+}
+
+// streamName is the name of stream k of a row (BENCH for one stream).
+func (s substrateSpec) streamName(k int) string {
+	if s.Streams <= 1 {
+		return "BENCH"
+	}
+	return "BENCH_" + strconv.Itoa(k)
+}
+
+// streamSubject is the subject filter of stream k.
+func (s substrateSpec) streamSubject(k int) string {
+	if s.Streams <= 1 {
+		return "bench.>"
+	}
+	return "bench." + strconv.Itoa(k) + ".>"
 }
 
 // defaultSubstrateRows are the bare rows issue 40 reads sluice's scale
@@ -63,18 +88,27 @@ func parseSubstrateRows(s string) ([]substrateSpec, error) {
 	var out []substrateSpec
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		bad := fmt.Errorf("--substrate-rows: %q is not servers/replicas/quota/sync/publish (e.g. 3/3/0.4/always/atomic16; sync default|always, publish single|atomicK)", f)
+		bad := fmt.Errorf("--substrate-rows: %q is not servers/replicas/quota/sync/publish[/sN] (e.g. 3/3/0.4/always/atomic16 or 3/1/0.2/always/single/s3; sync default|always, publish single|atomicK, sN: N streams, one led by each server)", f)
 		p := strings.Split(f, "/")
+		var sp substrateSpec
+		if len(p) == 6 {
+			k, ok := strings.CutPrefix(p[5], "s")
+			n, err := strconv.Atoi(k)
+			if !ok || err != nil || n < 1 || n > 16 {
+				return nil, bad
+			}
+			sp.Streams = n
+			p = p[:5]
+		}
 		if len(p) != 5 {
 			return nil, bad
 		}
-		var sp substrateSpec
 		var err1, err2, err3 error
 		sp.Servers, err1 = strconv.Atoi(p[0])
 		sp.Replicas, err2 = strconv.Atoi(p[1])
 		sp.Quota, err3 = strconv.ParseFloat(p[2], 64)
 		if err := errors.Join(err1, err2, err3); err != nil || sp.Servers < 1 || sp.Servers > 16 ||
-			sp.Replicas < 1 || sp.Replicas > min(sp.Servers, 5) || sp.Quota < 0 || sp.Quota > 64 {
+			sp.Replicas < 1 || sp.Replicas > min(sp.Servers, 5) || sp.Quota < 0 || sp.Quota > 64 || sp.Streams > sp.Servers {
 			return nil, bad
 		}
 		switch p[3] {
@@ -116,13 +150,23 @@ type substrateRow struct {
 	StreamMsgs   uint64    `json:"stream_msgs"` // the stream's count at the end (warm-up included)
 	AckedInTotal uint64    `json:"acked_total"`
 	FirstError   string    `json:"first_error,omitempty"`
-	Error        string    `json:"error,omitempty"`
+	// Leaders are the servers leading each stream after the row.
+	Leaders []string `json:"leaders,omitempty"`
+	// Profiles and Account: the servers' CPU profiles of the window
+	// (--scale-profile) and their account by component (account.go).
+	Profiles []string           `json:"profiles,omitempty"`
+	Account  *cpuProfileAccount `json:"account,omitempty"`
+	Error    string             `json:"error,omitempty"`
 }
 
 // substrateConf is a bare server's configuration file.
 func substrateConf(n *scaleNode, servers []*scaleNode, sp substrateSpec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server_name: s%d\nlisten: %q\n", n.idx, n.natsAddr)
+	fmt.Fprintf(&b, "server_name: s%d\nlisten: %q\nserver_tags: [%q]\n", n.idx, n.natsAddr, substrateTag(n.idx))
+	if n.pprofAddr != "" {
+		_, port, _ := strings.Cut(n.pprofAddr, ":")
+		fmt.Fprintf(&b, "prof_port: %s\n", port)
+	}
 	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n", filepath.Join(n.dir, "js"))
 	if sp.SyncAlways {
 		b.WriteString("  sync_interval: always\n")
@@ -137,6 +181,10 @@ func substrateConf(n *scaleNode, servers []*scaleNode, sp substrateSpec) string 
 	}
 	return b.String()
 }
+
+// substrateTag is server i's placement tag: an R1 stream led by server i
+// is placed with it.
+func substrateTag(i int) string { return "bench:s" + strconv.Itoa(i) }
 
 // substrate runs every substrate row o.repeat times.
 func (b *bench) substrate(ctx context.Context) ([]substrateRow, error) {
@@ -199,7 +247,11 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return fail(err)
 		}
-		for _, a := range []*string{&n.natsAddr, &n.clusterAddr} {
+		addrs := []*string{&n.natsAddr, &n.clusterAddr}
+		if o.scaleProfile != "" {
+			addrs = append(addrs, &n.pprofAddr)
+		}
+		for _, a := range addrs {
 			p, err := freePort()
 			if err != nil {
 				return fail(err)
@@ -237,9 +289,11 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 		if err := n.proc.waitTCP(rctx, n.natsAddr); err != nil {
 			return fail(err)
 		}
-		nc, err := nats.Connect("nats://"+n.natsAddr, nats.Name("sluice-bench-substrate"), nats.MaxReconnects(-1))
+		// A server under its quota on a busy host may take more than
+		// nats.go's 2 s to send its INFO.
+		nc, err := nats.Connect("nats://"+n.natsAddr, nats.Name("sluice-bench-substrate"), nats.MaxReconnects(-1), nats.Timeout(10*time.Second))
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("connect to s%d: %w", n.idx, err))
 		}
 		conns = append(conns, nc)
 	}
@@ -250,25 +304,35 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 			return fail(err)
 		}
 	}
-	const stream = "BENCH"
-	var st jetstream.Stream
-	var lastErr error
-	for {
-		var err error
-		actx, acancel := context.WithTimeout(rctx, 2*time.Second)
-		st, err = js[0].CreateStream(actx, jetstream.StreamConfig{
-			Name: stream, Subjects: []string{"bench.>"}, Storage: jetstream.FileStorage,
+	streams := make([]jetstream.Stream, max(sp.Streams, 1))
+	for k := range streams {
+		sc := jetstream.StreamConfig{
+			Name: sp.streamName(k), Subjects: []string{sp.streamSubject(k)}, Storage: jetstream.FileStorage,
 			Replicas: sp.Replicas, AllowAtomicPublish: true,
-		})
-		acancel()
-		if err == nil {
-			break
 		}
-		if rctx.Err() != nil {
-			return fail(fmt.Errorf("create the stream: %w (before: %v)", err, lastErr))
+		if sp.Servers > 1 && sp.Replicas == 1 {
+			sc.Placement = &jetstream.Placement{Tags: []string{substrateTag(k % sp.Servers)}}
 		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond) // the cluster electing its meta leader
+		var lastErr error
+		for {
+			var err error
+			actx, acancel := context.WithTimeout(rctx, 2*time.Second)
+			streams[k], err = js[0].CreateStream(actx, sc)
+			acancel()
+			if err == nil {
+				break
+			}
+			if rctx.Err() != nil {
+				return fail(fmt.Errorf("create stream %s: %w (before: %v)", sc.Name, err, lastErr))
+			}
+			lastErr = err
+			time.Sleep(100 * time.Millisecond) // the cluster electing its meta leader
+		}
+		if sp.Streams > 1 && sp.Replicas > 1 {
+			if err := leadFrom(rctx, conns[0], streams[k], fmt.Sprintf("s%d", k%sp.Servers)); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	body := scaleBody(o.scaleBody)
 	var acked atomic.Uint64
@@ -276,6 +340,9 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 	op := func(ctx context.Context, seq uint64) outcome {
 		i := int(seq % uint64(len(conns)))
 		subj := "bench." + strconv.FormatUint(seq%1000, 10)
+		if sp.Streams > 1 {
+			subj = "bench." + strconv.Itoa(i%sp.Streams) + "." + strconv.FormatUint(seq%1000, 10)
+		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		var err error
@@ -301,11 +368,34 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 		}
 		*host, _ = procstat.ReadHostCPU()
 	}
+	var profWG sync.WaitGroup
+	profErrs := make([]error, len(f.nodes))
+	var profFiles []string
+	if o.scaleProfile != "" {
+		if err := os.MkdirAll(o.scaleProfile, 0o755); err != nil {
+			return fail(err)
+		}
+	}
 	var seq atomic.Uint64
 	res := runLoad(ctx, r.Workers, o.warmup, o.duration, &seq, op, window{
-		start: func() { sample(&cpu0, &host0) },
-		end:   func() { sample(&cpu1, &host1) },
+		start: func() {
+			if o.scaleProfile != "" {
+				secs := max(1, int(o.duration/time.Second))
+				for i, n := range f.nodes {
+					file := filepath.Join(o.scaleProfile, fmt.Sprintf("%s-%s-s%d.pprof", name, strings.ReplaceAll(sp.String(), "/", "_"), n.idx))
+					profFiles = append(profFiles, file)
+					profWG.Add(1)
+					go func() {
+						defer profWG.Done()
+						profErrs[i] = fetchProfile(ctx, n.pprofAddr, secs, file)
+					}()
+				}
+			}
+			sample(&cpu0, &host0)
+		},
+		end: func() { sample(&cpu1, &host1) },
 	}, errs.String)
+	profWG.Wait()
 	r.Seconds = res.Elapsed.Seconds()
 	r.Msgs = res.Outcomes[outOK] * uint64(sp.Batch)
 	r.Errors = res.Ops - res.Outcomes[outOK]
@@ -325,15 +415,69 @@ func (b *bench) substrateRow(ctx context.Context, run, idx int, sp substrateSpec
 		r.CPUPerMsgUs = us(total) / float64(r.Msgs)
 	}
 	r.HostIdle = host1.IdleShare(host0)
-	info, err := st.Info(ctx)
-	if err != nil {
-		return fail(err)
+	for _, st := range streams {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		r.StreamMsgs += info.State.Msgs
+		leader := "-"
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		r.Leaders = append(r.Leaders, info.Config.Name+": "+leader)
 	}
-	r.StreamMsgs, r.AckedInTotal = info.State.Msgs, acked.Load()
+	r.AckedInTotal = acked.Load()
+	for i, file := range profFiles {
+		if profErrs[i] != nil {
+			b.logf("substrate %s: profile of s%d: %v", r.Spec, i, profErrs[i])
+			continue
+		}
+		r.Profiles = append(r.Profiles, file)
+	}
+	if len(profFiles) > 0 && len(r.Profiles) == len(profFiles) {
+		a, err := accountProfiles(r.Profiles, r.Msgs)
+		if err != nil {
+			b.logf("substrate %s: account: %v", r.Spec, err)
+		} else {
+			r.Account = &a
+		}
+	}
 	if r.StreamMsgs < r.AckedInTotal {
 		return fail(fmt.Errorf("%d messages acked, %d in the stream", r.AckedInTotal, r.StreamMsgs))
 	}
 	return r
+}
+
+// leadFrom makes server the leader of st (a replicated stream): a leader
+// step-down asking for it as the preferred leader, until the stream's info
+// names it.
+func leadFrom(ctx context.Context, nc *nats.Conn, st jetstream.Stream, server string) error {
+	name := st.CachedInfo().Config.Name
+	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": server}})
+	var last string
+	for ctx.Err() == nil {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := st.Info(ictx)
+		cancel()
+		switch {
+		case err != nil:
+			last = err.Error()
+		case info.Cluster != nil && info.Cluster.Leader == server && len(info.Cluster.Replicas) > 0:
+			return nil
+		case info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != server:
+			last = "leader " + info.Cluster.Leader
+			if m, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+name, req, 2*time.Second); err != nil {
+				last += "; step-down: " + err.Error()
+			} else {
+				last += "; step-down: " + string(m.Data)
+			}
+		default:
+			last = "no leader yet"
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("stream %s: leader not moved to %s: %s", name, server, last)
 }
 
 // publishAtomic publishes k copies of body to subj as one atomic batch and
@@ -396,13 +540,13 @@ func printSubstrate(w io.Writer, rows []substrateRow, workers, bodyBytes int) {
 	}
 	fmt.Fprintf(w, "\n== substrate: bare nats-server %s, %d-byte messages, a closed loop of %d publishers per server ==\n\n", natsServerModule, bodyBytes, workers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\tservers/replicas/quota/sync/publish\tmsgs/s\tCPU per msg\tquota used\thost idle\terrors\tfirst error")
+	fmt.Fprintln(tw, "run\tservers/replicas/quota/sync/publish[/streams]\tmsgs/s\tCPU per msg\tquota used\thost idle\terrors\tleaders\tfirst error")
 	for _, r := range rows {
 		var qu []string
 		for _, q := range r.QuotaUse {
 			qu = append(qu, fmt.Sprintf("%.0f%%", 100*q))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1f µs\t%s\t%.0f%%\t%d\t%s%s\n", r.Run, r.Spec, r.MsgsPerSec, r.CPUPerMsgUs, strings.Join(qu, "/"), 100*r.HostIdle, r.Errors, r.FirstError, errSuffix(r.Error))
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1f µs\t%s\t%.0f%%\t%d\t%s\t%s%s\n", r.Run, r.Spec, r.MsgsPerSec, r.CPUPerMsgUs, strings.Join(qu, "/"), 100*r.HostIdle, r.Errors, strings.Join(r.Leaders, ", "), r.FirstError, errSuffix(r.Error))
 	}
 	_ = tw.Flush()
 }

@@ -312,7 +312,7 @@ func (s *slowStore) Claim(ctx context.Context, id claims.ID, hookID string, ttl 
 		select {
 		case <-s.release:
 		case <-ctx.Done():
-			return claims.Result{}, claims.ErrUnavailable
+			return claims.Result{}, protocol.ErrUnavailable
 		}
 	}
 	return s.Store.Claim(ctx, id, hookID, ttl)
@@ -367,7 +367,7 @@ func TestBatchItemsKeepTheirDeadlines(t *testing.T) {
 	if long.err != nil || long.rep.Result != protocol.ResultOK || long.el >= 250*time.Millisecond {
 		t.Errorf("fast claim next to a slow one: %+v %v after %v (waited for the slow claim?)", long.rep, long.err, long.el)
 	}
-	if !errors.Is(short.err, quota.ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
+	if !errors.Is(short.err, protocol.ErrUnavailable) || short.el < 250*time.Millisecond || short.el > 2*time.Second {
 		t.Errorf("slow claim, 300 ms deadline: %v after %v", short.err, short.el)
 	}
 	// The owner bounded the slow claim by that item's own deadline, not

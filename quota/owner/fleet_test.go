@@ -82,7 +82,7 @@ func TestFleetFallbackAndRecovery(t *testing.T) {
 	}
 	// Counter calls have no fallback: a node-local counter would let
 	// each node grant up to max.
-	if _, err := f.Router().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "slots", Max: 1}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("reserve without an owner: %v, want ErrUnavailable", err)
 	}
 	// Invalid requests are never answered locally.
@@ -199,7 +199,7 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 	if st, err := e.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "k1"}); err != nil || st.HookID != "h1" {
 		t.Fatalf("the local hit's claim is not in the fleet's store: %+v %v", st, err)
 	}
-	if err := f.Reset(ctx, "acme"); !errors.Is(err, quota.ErrUnavailable) {
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("unreachable reset: %v", err)
 	}
 	// Invalid requests are still refused, never answered locally.
@@ -210,10 +210,10 @@ func TestFleetUnreachableSkipsTheOwners(t *testing.T) {
 		t.Fatalf("invalid reset: %v", err)
 	}
 	// The quota.Router alone (a service's) fails at once, invalid requests first.
-	if _, err := f.Router().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("client hit while unreachable: %v", err)
 	}
-	if _, err := f.Router().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, quota.ErrUnavailable) {
+	if _, err := f.Router().Count(ctx, protocol.CounterRequest{Principal: "acme", Key: "slots"}); !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("client count while unreachable: %v", err)
 	}
 	if _, err := f.Router().Hit(ctx, protocol.HitRequest{}); !errors.Is(err, protocol.ErrInvalid) {

@@ -34,7 +34,7 @@ func (w *Worker) HitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 	case frame.StatusInvalid:
 		return protocol.HitReply{}, true, fmt.Errorf("%w: %s", protocol.ErrInvalid, a.Reason)
 	default: // frame.StatusUnavailable: the claim store failed
-		return protocol.HitReply{}, true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
+		return protocol.HitReply{}, true, fmt.Errorf("quota: %w: %s: %s", protocol.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 	}
 }
 
@@ -87,7 +87,7 @@ func (w *Worker) hitLocal(ctx context.Context, r *protocol.HitRequest, n int, bu
 // n: a settle item's path without the frame (HitLocal's routing and
 // fencing, settleJob.commit, the sync). done false means w did not take it.
 // The owner's timeout is ctx's deadline, else budget. Errors:
-// protocol.ErrClaimLost, protocol.ErrInvalid, quota.ErrUnavailable.
+// protocol.ErrClaimLost, protocol.ErrInvalid, protocol.ErrUnavailable.
 func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n int, budget time.Duration) (done bool, err error) {
 	if t := w.served[n].Load(); t == nil || !t.serving() {
 		return false, nil
@@ -128,7 +128,7 @@ func (w *Worker) SettleLocal(ctx context.Context, r *protocol.SettleRequest, n i
 	case frame.StatusInvalid:
 		return true, fmt.Errorf("%w: %s", protocol.ErrInvalid, a.Reason)
 	}
-	return true, fmt.Errorf("%w: %s: %s", quota.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
+	return true, fmt.Errorf("quota: %w: %s: %s", protocol.ErrUnavailable, quota.PartitionSubject(w.cfg.Prefix, n), a.Reason)
 }
 
 // hitItem is r, routed to partition n with timeoutMs left of the caller's

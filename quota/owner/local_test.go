@@ -33,7 +33,7 @@ type pathEnv struct {
 
 // newPathEnv starts a fleet on k whose worker and claims store read clock;
 // local: the client decides in process. failing: the worker's claim
-// store fails every Claim with claims.ErrUnavailable.
+// store fails every Claim with protocol.ErrUnavailable.
 func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, failing bool) *pathEnv {
 	t.Helper()
 	e := newFleetEnv(t, 0, func(t testing.TB, cfg kvstore.BucketConfig) *kvstore.Bucket { return k.Bucket(t, cfg) })
@@ -43,7 +43,7 @@ func newPathEnv(t *testing.T, k *testkit.Kit, clock func() time.Time, local, fai
 	}
 	var ws claims.Store = store
 	if failing {
-		ws = failingStore{Store: store, err: claims.ErrUnavailable}
+		ws = failingStore{Store: store, err: protocol.ErrUnavailable}
 	}
 	w := e.newWorker(t, k.Conn, ws, quota.WithClock(clock))
 	waitServed(t, 10*time.Second, w)
@@ -176,7 +176,7 @@ func TestLocalOwnerAnswersAsNATS(t *testing.T) {
 	wire := local.wire.Load()
 	for i, p := range []*pathEnv{local, remote} {
 		_, err := p.c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 3)}, Claim: claim("d9", "h9")}) // the client's budget
-		if !errors.Is(err, quota.ErrUnavailable) {
+		if !errors.Is(err, protocol.ErrUnavailable) {
 			t.Errorf("path %d after a lost lease: %v, want ErrUnavailable", i, err)
 		}
 		st, err := p.store.Get(ctx, claims.ID{Tenant: "acme", Source: "gh", Key: "d9"})

@@ -26,7 +26,7 @@ const (
 // among them), and quota's routing (WithPrefix, WithPartitions) and
 // decision options (WithPendingTTL, WithClock, WithLogger,
 // WithRegisterer). An invalid argument makes New fail with an error
-// wrapping quota.ErrInvalidOption. Its method is unexported (in
+// wrapping protocol.ErrInvalidOption. Its method is unexported (in
 // quota/internal/settings, which quota's shared options embed).
 type Option interface {
 	settings.OwnerOption

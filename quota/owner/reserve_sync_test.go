@@ -67,8 +67,8 @@ func TestReserveWaitsForTheSync(t *testing.T) {
 
 		g.fail.Store(true)
 		rep, err := c.Reserve(ctx, protocol.ReserveRequest{Principal: "acme", Key: "other", Max: 1})
-		if !errors.Is(err, quota.ErrUnavailable) || rep.Granted {
-			t.Fatalf("a reserve whose sync failed: %+v %v, want quota.ErrUnavailable and no grant", rep, err)
+		if !errors.Is(err, protocol.ErrUnavailable) || rep.Granted {
+			t.Fatalf("a reserve whose sync failed: %+v %v, want protocol.ErrUnavailable and no grant", rep, err)
 		}
 	})
 }

@@ -316,8 +316,8 @@ func TestSettleWaitsForTheSync(t *testing.T) {
 
 		g.fail.Store(true)
 		r2, rep2 := hitClaim(t, c, "acme", "k-2", "hook-2")
-		if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, quota.ErrUnavailable) {
-			t.Fatalf("a failed sync: %v, want quota.ErrUnavailable", err)
+		if err := c.Settle(ctx, settleOf(r2, rep2.Revision)); !errors.Is(err, protocol.ErrUnavailable) {
+			t.Fatalf("a failed sync: %v, want protocol.ErrUnavailable", err)
 		}
 	})
 }

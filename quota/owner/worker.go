@@ -84,7 +84,7 @@ type Worker struct {
 // New returns a worker serving quota partitions over nc, with leases and
 // heartbeats in the leases bucket, counters in the counts bucket (both from
 // quota.OpenBuckets) and dedupe claims in store. Errors wrap
-// quota.ErrInvalidOption.
+// protocol.ErrInvalidOption.
 func New(nc *nats.Conn, leases, counts *kvstore.Bucket, store claims.Store, opts ...Option) (*Worker, error) {
 	if nc == nil || leases == nil || counts == nil || store == nil {
 		return nil, settings.Invalid("owner.New needs a connection, both buckets and a claims store")

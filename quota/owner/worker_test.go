@@ -188,13 +188,13 @@ func (s failingStore) StartClaim(claims.ID, string, time.Duration) (claims.Start
 func TestHitClaimStoreUnavailableRefunds(t *testing.T) {
 	t.Parallel()
 	k, e := kitEnv(t)
-	w := e.newWorker(t, k.Conn, failingStore{err: claims.ErrUnavailable})
+	w := e.newWorker(t, k.Conn, failingStore{err: protocol.ErrUnavailable})
 	waitServed(t, 10*time.Second, w)
 	c := e.client(t, k.Conn)
 	ctx := testkit.Context(t)
 	cl := &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: "k", HookID: "h"}
 	for range 3 {
-		if _, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, quota.ErrUnavailable) {
+		if _, err := c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}, Claim: cl}); !errors.Is(err, protocol.ErrUnavailable) {
 			t.Fatalf("store down: %v", err)
 		}
 	}
@@ -306,7 +306,7 @@ func startRefused(t *testing.T, k *testkit.Kit, e *fleetEnv, opts ...Option) err
 func TestShardMismatchRefusesStart(t *testing.T) {
 	t.Parallel()
 	k, e, _, _ := single(t)
-	if _, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), WithShards(5)); !errors.Is(err, quota.ErrInvalidOption) {
+	if _, err := New(k.Conn, e.leases, e.counts, e.store, quota.WithPrefix(e.prefix), WithShards(5)); !errors.Is(err, protocol.ErrInvalidOption) {
 		t.Fatalf("5 shards of 64 partitions: %v", err)
 	}
 	p, s, err := quota.FleetShape(testkit.Context(t), e.leases)
@@ -319,13 +319,13 @@ func TestShardMismatchRefusesStart(t *testing.T) {
 }
 
 // TestOptionsValidate: every option with a bad value fails the constructor
-// it applies to with quota.ErrInvalidOption (an option that does not apply to a
+// it applies to with protocol.ErrInvalidOption (an option that does not apply to a
 // constructor does not compile).
 func TestOptionsValidate(t *testing.T) {
 	for name, o := range map[string]quota.RouterOption{
 		"prefix": quota.WithPrefix("a..b"), "partitions": quota.WithPartitions(0), "budget": quota.WithBudget(0),
 	} {
-		if _, err := quota.NewRouter(&nats.Conn{}, o); !errors.Is(err, quota.ErrInvalidOption) {
+		if _, err := quota.NewRouter(&nats.Conn{}, o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("client %s: %v", name, err)
 		}
 	}
@@ -334,7 +334,7 @@ func TestOptionsValidate(t *testing.T) {
 		"ttl": WithLeaseTTL(-1), "id": WithMemberID(""), "inflight": WithMaxInFlight(0),
 		"pending": quota.WithPendingTTL(0), "count": WithCountTTL(0), "clock": quota.WithClock(nil),
 	} {
-		if _, err := New(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
+		if _, err := New(&nats.Conn{}, &kvstore.Bucket{}, &kvstore.Bucket{}, newMemory(t), o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("worker %s: %v", name, err)
 		}
 	}
@@ -346,7 +346,7 @@ func TestOptionsValidate(t *testing.T) {
 	for name, o := range map[string]quota.FleetOption{
 		"pending": quota.WithPendingTTL(0), "clock": quota.WithClock(nil),
 	} {
-		if _, err := quota.NewFleet(client, local, newMemory(t), o); !errors.Is(err, quota.ErrInvalidOption) {
+		if _, err := quota.NewFleet(client, local, newMemory(t), o); !errors.Is(err, protocol.ErrInvalidOption) {
 			t.Errorf("fleet %s: %v", name, err)
 		}
 	}
@@ -362,7 +362,7 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	start := time.Now()
 	_, err = c.Hit(context.Background(), protocol.HitRequest{Charges: []protocol.Charge{hooks("acme", 1)}})
 	el := time.Since(start)
-	if !errors.Is(err, quota.ErrUnavailable) {
+	if !errors.Is(err, protocol.ErrUnavailable) {
 		t.Fatalf("no owner: %v", err)
 	}
 	if el < 90*time.Millisecond || el > 300*time.Millisecond {
@@ -372,7 +372,7 @@ func TestClientUnavailableWithinBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := c.Count(ctx, protocol.CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, quota.ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
+	if _, err := c.Count(ctx, protocol.CounterRequest{Principal: "p", Key: "k"}); !errors.Is(err, protocol.ErrUnavailable) || time.Since(start) > 200*time.Millisecond {
 		t.Fatalf("caller deadline: %v after %v", err, time.Since(start))
 	}
 }

@@ -7,7 +7,7 @@
 package settings
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -52,23 +52,23 @@ func Defaults() Config {
 	}
 }
 
-// ErrInvalidOption is wrapped by the error of an option with an invalid
-// argument (quota.ErrInvalidOption).
-var ErrInvalidOption = errors.New("quota: invalid option")
+// errInvalidOption (wrapping protocol.ErrInvalidOption) is wrapped by the
+// error of an option with an invalid argument.
+var errInvalidOption = fmt.Errorf("quota: %w", protocol.ErrInvalidOption)
 
 // Invalid is the error of an option with an invalid argument.
 func Invalid(format string, args ...any) error {
-	return option.Invalid(ErrInvalidOption, format, args...)
+	return option.Invalid(errInvalidOption, format, args...)
 }
 
-// Positive is option.Positive failing with ErrInvalidOption.
+// Positive is option.Positive failing with protocol.ErrInvalidOption.
 func Positive[C any, T ~int | ~int64](what string, v T, set func(*C, T)) func(*C) error {
-	return option.Positive(ErrInvalidOption, what, v, set)
+	return option.Positive(errInvalidOption, what, v, set)
 }
 
-// Required is option.Required failing with ErrInvalidOption.
+// Required is option.Required failing with protocol.ErrInvalidOption.
 func Required[C any](ok bool, msg string, set func(*C)) func(*C) error {
-	return option.Required(ErrInvalidOption, ok, msg, set)
+	return option.Required(errInvalidOption, ok, msg, set)
 }
 
 // OwnerOption is an option of owner.New (owner.Option embeds it): its
