@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -108,7 +109,9 @@ func TestHelmClusterRuns(t *testing.T) {
 		}
 		return podArgs(c, local)
 	}
-	nodes := testkit.StartTogether(t, 3, 2*time.Minute, "pod", func(i int) (*node, error) { return startNode(t, argsOf(i), func(k string) string { return env[k] }) })
+	nodes := testkit.StartTogether(t, 3, 2*time.Minute, "pod", func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log, argsOf(i), func(k string) string { return env[k] })
+	})
 	postSigned(t, nodes[0])
 	st, err := nodes[2].nats.JS.Stream(testkit.Context(t), "HOOKS")
 	if err != nil {

@@ -40,6 +40,13 @@ type node struct {
 // none); t.Cleanup stops it. An error is the start-up's.
 func startNode(t *testing.T, args []string, getenv func(string) string) (*node, error) {
 	t.Helper()
+	return startNodeLog(t, slog.New(slog.DiscardHandler), args, getenv)
+}
+
+// startNodeLog is startNode logging to log (testkit.StartTogether's node
+// log).
+func startNodeLog(t *testing.T, log *slog.Logger, args []string, getenv func(string) string) (*node, error) {
+	t.Helper()
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -48,7 +55,7 @@ func startNode(t *testing.T, args []string, getenv func(string) string) (*node, 
 		return nil, err
 	}
 	var n node
-	app := fx.New(sluicefx.Options(context.Background(), cfg, slog.New(slog.DiscardHandler)), fx.Populate(&n.reg, &n.http, &n.nats))
+	app := fx.New(sluicefx.Options(context.Background(), cfg, log), fx.Populate(&n.reg, &n.http, &n.nats))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
@@ -88,18 +95,29 @@ func testArgs(t *testing.T) []string {
 // "# TYPE" lines.
 func scrape(t *testing.T, n *node) map[string]bool {
 	t.Helper()
-	res := testkit.HTTP(t, "GET", "http://"+*n.http.Addr.Load()+"/metrics", nil, nil)
-	if res.Code != 200 {
-		t.Fatalf("GET /metrics: %d", res.Code)
-	}
 	names := map[string]bool{}
-	for _, l := range strings.Split(string(res.Body), "\n") {
+	for _, l := range strings.Split(scrapeText(t, n), "\n") {
 		if f := strings.Fields(l); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
 			names[f[2]] = true
 		}
 	}
 	return names
 }
+
+// scrapeText is the text of GET /metrics of n.
+func scrapeText(t *testing.T, n *node) string {
+	t.Helper()
+	res := testkit.HTTP(t, "GET", "http://"+*n.http.Addr.Load()+"/metrics", nil, nil)
+	if res.Code != 200 {
+		t.Fatalf("GET /metrics: %d", res.Code)
+	}
+	return string(res.Body)
+}
+
+// perConsumer are the families with a series per managed consumer and
+// none before the first (docs/OPERATIONS.md "Metrics" says so).
+var perConsumer = []string{"sluice_consumer_pending", "sluice_consumer_ack_pending", "sluice_consumer_redelivered",
+	"sluice_consumer_oldest_unacked_age_seconds", "sluice_consumer_dead_letters"}
 
 // documented are the sluice_ names a file mentions, each once; a name
 // written with a trailing "*" (sluice_service_*) is a prefix, kept with
@@ -128,19 +146,39 @@ func documented(t *testing.T, file string) []string {
 // here, not on an operator's empty panel or silent alert. (That every
 // metric has a panel is not enforced.)
 func TestDocumentedMetricsExposed(t *testing.T) {
-	// The per-consumer families (sluice_consumer_*) have a series per
-	// managed consumer, and none before the first: this node has one.
 	const token = "metrics-test-admin-token"
 	n, err := startNode(t, append(testArgs(t), "--admin-token", token), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A fresh node shows every family but the per-consumer ones, which
+	// have a series per managed consumer and none before the first.
+	have := scrape(t, n)
+	for _, f := range perConsumer {
+		if have[f] {
+			t.Errorf("%s is on /metrics of a node without a managed consumer", f)
+		}
+	}
+	// Its first consumer: each of them at 0 from the next reading (a
+	// reading serves scrapes for 10 s).
 	res := testkit.HTTP(t, "PUT", "http://"+*n.http.Addr.Load()+"/v1/admin/consumers/acme/c1", []byte(`{}`),
 		map[string]string{"Authorization": "Bearer " + token})
 	if res.Code != 201 {
 		t.Fatalf("PUT a managed consumer: %d %s", res.Code, res.Body)
 	}
-	have := scrape(t, n)
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		text := scrapeText(t, n)
+		for _, f := range perConsumer {
+			if !strings.Contains(text, "\n"+f+`{consumer="c1",tenant="acme"} 0`+"\n") {
+				return false
+			}
+		}
+		return true
+	}, "the five per-consumer families of acme/c1 at 0 on /metrics")
+	byConsumer := map[string]bool{}
+	for _, f := range perConsumer {
+		byConsumer[f] = true
+	}
 	// With claim expiry events: the expiry watcher's metrics.
 	for n := range exposed(t, "--claim-expiry-events=true") {
 		have[n] = true
@@ -153,8 +191,8 @@ func TestDocumentedMetricsExposed(t *testing.T) {
 	// A node of a two-node R1 cluster at synced: the cluster barrier's
 	// counters.
 	routes := []string{"127.0.0.1:" + strconv.Itoa(testkit.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testkit.FreePort(t))}
-	cluster := testkit.StartTogether(t, 2, 2*time.Minute, "cluster node", func(i int) (*node, error) {
-		return startNode(t, append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced"), nil)
+	cluster := testkit.StartTogether(t, 2, 2*time.Minute, "cluster node", func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log, append(testArgs(t), "--cluster-listen", routes[i], "--routes", "nats-route://"+routes[0]+",nats-route://"+routes[1], "--durability", "synced"), nil)
 	})
 	for n := range scrape(t, cluster[0]) {
 		have[n] = true
@@ -168,7 +206,7 @@ func TestDocumentedMetricsExposed(t *testing.T) {
 			}
 			return false
 		}
-		if have[n] {
+		if have[n] || byConsumer[n] {
 			return true
 		}
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {

@@ -80,8 +80,8 @@ func TestEmbeddedCluster(t *testing.T) {
 		}
 		routes += fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
-	nodes := testkit.StartTogether(t, 3, 90*time.Second, "cluster node", func(i int) (*node, error) {
-		return startNodeErr(t,
+	nodes := testkit.StartTogether(t, 3, 90*time.Second, "cluster node", func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log,
 			"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)),
 			"--nats-listen", "off",
 			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),

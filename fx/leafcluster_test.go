@@ -2,6 +2,7 @@ package fx_test
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,8 +27,8 @@ func TestLeafModeHubCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", routePorts[i]))
 		leafs = append(leafs, testkit.FreeAddr(t))
 	}
-	hubs := testkit.StartTogether(t, 3, 120*time.Second, "hub node", func(i int) (*node, error) {
-		return startNodeErr(t, "--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
+	hubs := testkit.StartTogether(t, 3, 120*time.Second, "hub node", func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log, "--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 			"--routes", strings.Join(routes, ","), "--replicas", "3",
 			"--leaf-listen", leafs[i])
 	})

@@ -478,6 +478,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 		ClientIPHeader: cfg.ClientIPHeader,
 		AdminToken:     cfg.AdminToken.Reveal(),
 		AdminRoutes:    admin.Routes(),
+		KnownTenant:    s.Policy.KnownTenant,
 		Ready: func() error {
 			if !ready.Load() {
 				return errors.New("starting")

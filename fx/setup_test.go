@@ -2,6 +2,7 @@ package fx_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -63,13 +64,19 @@ func startNode(t testing.TB, args ...string) *node {
 // startNodeErr is startNode returning its error (for starts on other
 // goroutines).
 func startNodeErr(t testing.TB, args ...string) (*node, error) {
+	return startNodeLog(t, testkit.Log(), args...)
+}
+
+// startNodeLog is startNodeErr logging to log (testkit.StartTogether's
+// node log).
+func startNodeLog(t testing.TB, log *slog.Logger, args ...string) (*node, error) {
 	cfg, err := config.Parse(append([]string{"--http-addr", "127.0.0.1:0", "--partitions", "4", "--nats-listen", "off"}, args...),
 		nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	nd := &node{}
-	app := uberfx.New(sluicefx.Options(context.Background(), cfg, testkit.Log()), uberfx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
+	app := uberfx.New(sluicefx.Options(context.Background(), cfg, log), uberfx.Populate(&nd.h, &nd.n, &nd.fw, &nd.q))
 	if err := app.Err(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,8 +41,8 @@ func startShardNodes(t *testing.T, what string, extra func(i int) []string) []*n
 		ports[i] = testkit.FreePort(t)
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
 	}
-	return testkit.StartTogether(t, 3, 120*time.Second, what, func(i int) (*node, error) {
-		return startNodeErr(t, append([]string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+	return testkit.StartTogether(t, 3, 120*time.Second, what, func(i int, log *slog.Logger) (*node, error) {
+		return startNodeLog(t, log, append([]string{"--data-dir", filepath.Join(t.TempDir(), fmt.Sprint(i)), "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
 			"--routes", strings.Join(routes, ","), "--partitions", "6/3", "--store-timeout", "3s"}, extra(i)...)...)
 	})
 }

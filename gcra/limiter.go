@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -285,6 +286,25 @@ func (l *Limiter) Reset(key string) {
 	s.mu.Lock()
 	delete(s.m, key)
 	s.mu.Unlock()
+}
+
+// ResetPrefix drops every bucket whose key starts with prefix, making each
+// full, and returns how many it dropped. It reads every bucket, one stripe
+// locked at a time: for rare calls (an admin reset), not a hot path.
+func (l *Limiter) ResetPrefix(prefix string) int {
+	n := 0
+	for i := range l.stripes {
+		s := &l.stripes[i]
+		s.mu.Lock()
+		for k := range s.m {
+			if strings.HasPrefix(k, prefix) {
+				delete(s.m, k)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Sweep drops every idle bucket (TAT <= now) and returns how many it dropped.

@@ -404,3 +404,23 @@ func TestLimiterRace(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestLimiterResetPrefix(t *testing.T) {
+	lim := mustLimit(t, 1e-6, 1)
+	var l Limiter
+	keys := []string{"a\x00x", "a\x00y", "ab\x00x", "b\x00a\x00"}
+	for _, k := range keys {
+		if d, err := l.Charge(k, lim, t0); err != nil || !d.Allowed {
+			t.Fatalf("charge %q: %+v %v", k, d, err)
+		}
+	}
+	if n := l.ResetPrefix("a\x00"); n != 2 {
+		t.Fatalf("ResetPrefix dropped %d, want 2", n)
+	}
+	for _, k := range keys {
+		d, err := l.Charge(k, lim, t0)
+		if want := k[:2] == "a\x00"; err != nil || d.Allowed != want {
+			t.Fatalf("charge %q after the reset: %+v %v, want allowed=%v", k, d, err, want)
+		}
+	}
+}

@@ -41,6 +41,7 @@ type consumerCollector struct {
 	pending, ackPending, redelivered, oldest *prometheus.Desc
 	dead                                     *prometheus.Desc
 	dropped, errors                          *prometheus.Desc
+	now                                      func() time.Time // the readings' clock (time.Now)
 
 	mu      sync.Mutex
 	readAt  time.Time
@@ -55,8 +56,15 @@ type consumerCollector struct {
 // _oldest_unacked_age_seconds; sluice_consumer_metrics_dropped and
 // sluice_consumer_metrics_errors_total.
 func RegisterConsumerMetrics(reg prometheus.Registerer, s *HookStore) error {
+	_, err := promreg.Register(reg, prometheus.Collector(newConsumerCollector(s, time.Now)))
+	return err
+}
+
+// newConsumerCollector is the collector of s's managed consumers, its
+// readings timed by now.
+func newConsumerCollector(s *HookStore, now func() time.Time) *consumerCollector {
 	l := []string{"tenant", "consumer"}
-	c := &consumerCollector{s: s,
+	return &consumerCollector{s: s, now: now,
 		pending:     prometheus.NewDesc("sluice_consumer_pending", "Hooks stored and not yet delivered, per managed consumer.", l, nil),
 		ackPending:  prometheus.NewDesc("sluice_consumer_ack_pending", "Hooks delivered and not yet acked, per managed consumer.", l, nil),
 		redelivered: prometheus.NewDesc("sluice_consumer_redelivered", "Hooks delivered more than once and not yet acked, per managed consumer.", l, nil),
@@ -65,8 +73,6 @@ func RegisterConsumerMetrics(reg prometheus.Registerer, s *HookStore) error {
 		dropped:     prometheus.NewDesc("sluice_consumer_metrics_dropped", "Managed consumers left out of the per-consumer metrics (over 1000).", nil, nil),
 		errors:      prometheus.NewDesc("sluice_consumer_metrics_errors_total", "Readings of the managed consumers that failed (the last good one is shown).", nil, nil),
 	}
-	_, err := promreg.Register(reg, prometheus.Collector(c))
-	return err
 }
 
 // Describe implements prometheus.Collector.
@@ -80,7 +86,7 @@ func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.readAt) >= ConsumerMetricsTTL {
+	if c.now().Sub(c.readAt) >= ConsumerMetricsTTL {
 		ctx, cancel := context.WithTimeout(context.Background(), consumerMetricsTimeout)
 		lags, drop, err := c.read(ctx)
 		cancel()
@@ -89,7 +95,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			c.lags, c.nDrop = lags, drop
 		}
-		c.readAt = time.Now()
+		c.readAt = c.now()
 	}
 	for _, l := range c.lags {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, l.pending, l.tenant, l.name)

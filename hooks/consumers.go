@@ -92,6 +92,10 @@ func (spec ConsumerSpec) Validate() error {
 		return fmt.Errorf("at most %d backoff_ms steps", MaxConsumerBackoff)
 	case len(spec.BackoffMS) > 0 && (spec.MaxDeliver == 0 || spec.MaxDeliver <= len(spec.BackoffMS)):
 		return errors.New("backoff_ms needs a max_deliver above its number of steps")
+	case len(spec.BackoffMS) > 0 && spec.AckWaitMS != 0 && spec.AckWaitMS != spec.BackoffMS[0]:
+		// JetStream's rule: with a backoff, the ack wait is its first
+		// step. Another would be replaced without a word.
+		return fmt.Errorf("ack_wait_ms %d with backoff_ms: a consumer with a backoff waits its first step (%d ms) for an ack; give no ack_wait_ms or that step", spec.AckWaitMS, spec.BackoffMS[0])
 	case spec.MaxInFlight < 0 || spec.MaxInFlight > MaxPushInFlight:
 		return fmt.Errorf("max_in_flight must be 1..%d", MaxPushInFlight)
 	}

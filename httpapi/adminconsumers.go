@@ -44,6 +44,8 @@ func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 		switch {
 		case errors.Is(err, hooks.ErrConsumerNotFound):
 			protocol.ConsumerNotFound.Write(w, nil)
+		case errors.Is(err, errUnknownTenant):
+			protocol.UnknownTenant.Write(w, nil)
 		case errors.Is(err, hooks.ErrConsumerExists):
 			protocol.ConsumerExists.Write(w, map[string]any{"reason": "created by another request meanwhile: PUT again to replace its settings"})
 		case errors.Is(err, hooks.ErrDeadLetterNotFound):
@@ -65,9 +67,17 @@ func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 	}
 }
 
+// errUnknownTenant: a PUT of a consumer of a tenant the node does not
+// know (Config.KnownTenant).
+var errUnknownTenant = errors.New("httpapi: unknown tenant")
+
 // putConsumer is PUT /v1/admin/consumers/{tenant}/{name}: 201 created,
-// 200 replaced.
+// 200 replaced; 404 unknown_tenant for a tenant whose hooks the node
+// refuses (a consumer of it would never get one).
 func (h *Handler) putConsumer(ctx context.Context, hs *hooks.HookStore, r *http.Request, tenant, name string) (int, any, error) {
+	if h.cfg.KnownTenant != nil && !h.cfg.KnownTenant(tenant) {
+		return 0, nil, errUnknownTenant
+	}
 	var spec hooks.ConsumerSpec
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()

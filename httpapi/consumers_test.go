@@ -99,7 +99,10 @@ func TestManagedConsumersUnderRoles(t *testing.T) {
 		t.Fatalf("acme/gh-worker: %v", gh)
 	}
 	// Edit: a PUT of an existing name replaces its settings (200).
-	if m := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":3,"ack_wait_ms":60000,"backoff_ms":[1000,2000]}`, 200); m["max_deliver"] != float64(3) || fmt.Sprint(m["backoff_ms"]) != "[1000 2000]" {
+	// With a backoff the ack wait is its first step (JetStream's rule): an
+	// ack_wait_ms equal to it is kept (a GET's settings PUT again), another
+	// refused above (TestManagedConsumerBadInput).
+	if m := put("acme", "gh-worker", `{"sources":["gh"],"max_deliver":3,"ack_wait_ms":1000,"backoff_ms":[1000,2000]}`, 200); m["max_deliver"] != float64(3) || fmt.Sprint(m["backoff_ms"]) != "[1000 2000]" || m["ack_wait_ms"] != float64(1000) {
 		t.Fatalf("edited: %v", m)
 	}
 	r := a.admin("GET", "/v1/admin/consumers/acme", adminToken, "")
@@ -213,6 +216,12 @@ func TestManagedConsumerBadInput(t *testing.T) {
 		{"PUT", "/v1/admin/consumers/acme/w", `{"ack_wait_ms":3600001}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"backoff_ms":[1000]}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":2,"backoff_ms":[1000,1000]}`, 400, "invalid_request"},
+		// JetStream would make the ack wait the first step without a word.
+		{"PUT", "/v1/admin/consumers/acme/w", `{"max_deliver":3,"ack_wait_ms":2000,"backoff_ms":[1000,2000]}`, 400, "invalid_request"},
+		// A tenant the node refuses hooks of, as hooks are (404), and
+		// nothing created: the GET after it is consumer_not_found.
+		{"PUT", "/v1/admin/consumers/nosuch-tenant/w", `{}`, 404, "unknown_tenant"},
+		{"GET", "/v1/admin/consumers/nosuch-tenant/w", ``, 404, "consumer_not_found"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"max_in_flight":1025}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"types":["push"]}`, 400, "invalid_request"},
 		{"PUT", "/v1/admin/consumers/acme/w", `{"sources":["a b"]}`, 400, "invalid_request"},
@@ -328,10 +337,11 @@ func TestDeadLetters(t *testing.T) {
 	if l := got["terminated"]; l.HookID != termed || l.Deliveries != 1 {
 		t.Fatalf("terminated letter %+v, want hook %s after 1 delivery", l, termed)
 	}
+	// A letter is listed once stored, and counted once the barrier vouched
+	// for it (after it): wait for the count.
 	for _, reason := range []string{"max_deliver", "terminated"} {
-		if l := testkit.ScrapeLine(t, a.url, `sluice_dead_letters_total{reason="`+reason+`"}`); !strings.HasSuffix(l, " 1") {
-			t.Errorf("dead letters on /metrics: %q", l)
-		}
+		line := `sluice_dead_letters_total{reason="` + reason + `"}`
+		testkit.Eventually(t, 10*time.Second, func() bool { return strings.HasSuffix(testkit.ScrapeLine(t, a.url, line), " 1") }, line+" 1 on /metrics")
 	}
 	if l := testkit.ScrapeLine(t, a.url, `sluice_consumer_dead_letters{consumer="dl",tenant="acme"}`); !strings.HasSuffix(l, " 2") {
 		t.Errorf("acme/dl's dead letters on /metrics: %q", l)
@@ -431,26 +441,39 @@ func TestDeadLetters(t *testing.T) {
 }
 
 // gateSync is the node's durability barrier at its seam (Config.Sync):
-// each wait counted, answered ErrRoundMissed while fail is set (a round
-// that could not vouch for the writes), else by the real barrier.
+// each wait counted; while fails is set, a round that vouched for every
+// scope but those fails reports (kvstore.PartialSyncError, as a cluster's
+// barrier with one shard's server down answers), else the real barrier.
 type gateSync struct {
 	real  kvstore.Syncer
-	fail  atomic.Bool
+	fails atomic.Pointer[func(kvstore.SyncScope) bool]
 	waits atomic.Int64
 }
 
 func (g *gateSync) Sync(ctx context.Context) error {
 	g.waits.Add(1)
-	if g.fail.Load() {
-		return kvstore.ErrRoundMissed
+	if f := g.fails.Load(); f != nil {
+		return &kvstore.PartialSyncError{Err: kvstore.ErrRoundMissed, Affects: *f}
 	}
 	return kvstore.SyncWith(ctx, g.real)
 }
 
-// TestDeadLettersWaitForTheBarrier: while the node's barrier fails, the
-// copier stores a terminated hook's letter but does not ack its advisory
-// (nor count it), and a redrive answers 503 and keeps the letter; once
-// the barrier vouches again the redrive answers 200 and deletes it.
+// failFor makes g's rounds fail for the scopes f reports (nil: none).
+func (g *gateSync) failFor(f func(kvstore.SyncScope) bool) {
+	if f == nil {
+		g.fails.Store(nil)
+		return
+	}
+	g.fails.Store(&f)
+}
+
+// TestDeadLettersWaitForTheBarrier: each waits for its own scope of the
+// barrier, and only that. While the dead letters' scope fails, the copier
+// stores a terminated hook's letter but does not ack its advisory (nor
+// count it); while only the tenant's shard fails, it copies and counts. A
+// redrive waits for the tenant's shard: while that fails it answers 503
+// and keeps the letter, while only the dead letters' scope fails it
+// answers 200; once the barrier vouches again the redrive deletes it.
 func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 	t.Parallel()
 	gate := &gateSync{}
@@ -470,26 +493,46 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 	// The redriven hooks are left unread: their pending delivery would
 	// hold the node's connection's drain at stop.
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	id := str(a.post("/v1/hooks/acme/gh", []byte(`"term me"`), nil).body["id"])
-	m, err := sub.NextMsg(10 * time.Second)
-	if err != nil || m.Header.Get("Sluice-Hook-Id") != id {
-		t.Fatalf("hook %s: %v %v", id, m, err)
+	first := str(a.post("/v1/hooks/acme/gh", []byte(`"term me"`), nil).body["id"])
+	second := str(a.post("/v1/hooks/acme/gh", []byte(`"term me too"`), nil).body["id"])
+	delivered := map[string]*nats.Msg{}
+	for range 2 {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("hooks %s, %s: %v", first, second, err)
+		}
+		delivered[m.Header.Get("Sluice-Hook-Id")] = m
 	}
-	gate.fail.Store(true)
-	waits := gate.waits.Load()
-	if err := m.Term(); err != nil {
-		t.Fatal(err)
-	}
-	var letters []hooks.DeadLetter
-	testkit.Eventually(t, 10*time.Second, func() bool {
+	acmeShard := func(s kvstore.SyncScope) bool { return s.Tenant == "acme" }
+	deadScope := func(s kvstore.SyncScope) bool { return s.DeadLetters }
+	letters := func() []hooks.DeadLetter {
 		r := a.admin("GET", "/v1/admin/consumers/acme/dl/dead", adminToken, "")
 		var out struct {
 			DeadLetters []hooks.DeadLetter `json:"dead_letters"`
 		}
 		_ = json.Unmarshal([]byte(r.raw), &out)
-		letters = out.DeadLetters
-		return len(letters) == 1 && gate.waits.Load() > waits
-	}, "the letter stored and the copier waiting on the barrier")
+		return out.DeadLetters
+	}
+	terminated := func() string {
+		return testkit.ScrapeLine(t, a.url, `sluice_dead_letters_total{reason="terminated"}`)
+	}
+
+	// Only the tenant's shard fails: the copier's own scope is vouched for.
+	gate.failFor(acmeShard)
+	if err := delivered[first].Term(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return strings.HasSuffix(terminated(), " 1") },
+		"the first letter counted while only acme's shard fails")
+
+	// Only the dead letters' scope fails: stored, but neither acked nor counted.
+	gate.failFor(deadScope)
+	waits := gate.waits.Load()
+	if err := delivered[second].Term(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(letters()) == 2 && gate.waits.Load() > waits },
+		"the second letter stored and the copier waiting on the barrier")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := a.nats.JS.Consumer(ctx, "SLUICE_ADVISORIES", "deadletter")
@@ -499,22 +542,33 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 	if info, err := c.Info(ctx); err != nil || info.NumAckPending != 1 {
 		t.Fatalf("the advisory of a letter the barrier did not vouch for: %+v %v, want it unacked", info, err)
 	}
-	if l := testkit.ScrapeLine(t, a.url, `sluice_dead_letters_total{reason="terminated"}`); !strings.HasSuffix(l, " 0") {
+	if l := terminated(); !strings.HasSuffix(l, " 1") {
 		t.Fatalf("a letter the barrier did not vouch for counted: %q", l)
 	}
+	seqOf := map[string]uint64{}
+	for _, l := range letters() {
+		seqOf[l.HookID] = l.Seq
+	}
+	letter := func(id string) string { return "/v1/admin/consumers/acme/dl/dead/" + fmt.Sprint(seqOf[id]) }
 
-	redrive := "/v1/admin/consumers/acme/dl/dead/" + fmt.Sprint(letters[0].Seq) + "/redrive"
+	// A redrive while only the dead letters' scope fails: its hook's
+	// shard is vouched for, so it is redriven.
+	mustStatus(t, a.admin("POST", letter(first)+"/redrive", adminToken, ""), 200)
+	mustStatus(t, a.admin("GET", letter(first), adminToken, ""), 404)
+
+	// A redrive while the tenant's shard fails: 503, the letter kept.
+	gate.failFor(acmeShard)
 	waits = gate.waits.Load()
-	if r := a.admin("POST", redrive, adminToken, ""); r.code != 503 || r.body["error"] != "store_unavailable" {
-		t.Fatalf("redrive while the barrier fails: %d %s, want 503 store_unavailable", r.code, r.raw)
+	if r := a.admin("POST", letter(second)+"/redrive", adminToken, ""); r.code != 503 || r.body["error"] != "store_unavailable" {
+		t.Fatalf("redrive while acme's shard fails: %d %s, want 503 store_unavailable", r.code, r.raw)
 	}
 	if gate.waits.Load() == waits {
 		t.Fatal("the redrive answered without waiting on the barrier")
 	}
-	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme/dl/dead/"+fmt.Sprint(letters[0].Seq), adminToken, ""), 200)
-	gate.fail.Store(false)
-	mustStatus(t, a.admin("POST", redrive, adminToken, ""), 200)
-	mustStatus(t, a.admin("GET", "/v1/admin/consumers/acme/dl/dead/"+fmt.Sprint(letters[0].Seq), adminToken, ""), 404)
+	mustStatus(t, a.admin("GET", letter(second), adminToken, ""), 200)
+	gate.failFor(nil)
+	mustStatus(t, a.admin("POST", letter(second)+"/redrive", adminToken, ""), 200)
+	mustStatus(t, a.admin("GET", letter(second), adminToken, ""), 404)
 }
 
 // TestManagedConsumerSharded: on a fleet of 2 shards a tenant of shard 1
@@ -549,4 +603,15 @@ func TestManagedConsumerSharded(t *testing.T) {
 		r := a.admin("GET", "/v1/admin/consumers/"+tenant+"/w/dead", adminToken, "")
 		return r.code == 200 && strings.Contains(r.raw, `"stream":"HOOKS_1"`) && strings.Contains(r.raw, id)
 	}, "the dead letter from HOOKS_1")
+}
+
+// TestManagedConsumerOpenAdmission: with admission open (allow_unknown:
+// true) a tenant nobody listed gets its hooks stored, and so its
+// consumers are created, as on a closed node neither is
+// (TestManagedConsumerBadInput: 404 unknown_tenant).
+func TestManagedConsumerOpenAdmission(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, "allow_unknown: true\n"+rewindYAML, "--admin-token", adminToken)
+	mustStatus(t, a.post("/v1/hooks/nosuch-tenant/raw", []byte(`{}`), nil), 202)
+	mustStatus(t, a.admin("PUT", "/v1/admin/consumers/nosuch-tenant/w", adminToken, `{}`), 201)
 }

@@ -79,6 +79,11 @@ type Config struct {
 
 	AdminToken  string       // enables the admin API when set
 	AdminRoutes []AdminRoute // more admin routes (tenants), behind the token
+	// KnownTenant reports whether the node accepts hooks of tenant (the
+	// file lists it, it has a record, or admission is open to unknown
+	// tenants); a managed consumer is created only for such a tenant
+	// (else 404 unknown_tenant). Nil: every tenant.
+	KnownTenant func(tenant string) bool
 	Ready       func() error // readiness check for /readyz (nil: always ready)
 	// StoreFailed is nil while the node's store can write, else why not
 	// (a full disk: the embedded JetStream does not write again before a

@@ -66,6 +66,7 @@ var (
 	Forbidden            = newError("forbidden", 403, 0, "the client address is outside the source's ip_allow")
 	NotFound             = newError("not_found", 404, 0, "no such route, record or receipt")
 	UnknownSource        = newError("unknown_source", 404, 0, "a tenant or source not in the configuration (and not allowed as unknown)")
+	UnknownTenant        = newError("unknown_tenant", 404, 0, "the admin API: a managed consumer of a tenant this node does not know (not listed, no record, admission not open)")
 	MethodNotAllowed     = newError("method_not_allowed", 405, 0, "a method the route or the source does not accept (with Allow)")
 	InFlight             = newError("in_flight", 409, 0, "the same key is pending on a node: retry after retry_after_ms")
 	RevisionConflict     = newError("revision_conflict", 409, 0, "an admin write with If-Match of a revision that is not the record's current one")

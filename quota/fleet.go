@@ -131,7 +131,7 @@ func (f *Fleet) localHit(ctx context.Context, r protocol.HitRequest) (protocol.H
 	lims := make([]gcra.Limit, len(r.Charges))
 	m := f.liveMembers()
 	for i, c := range r.Charges {
-		keys[i] = c.Kind + "\x00" + c.Tenant
+		keys[i] = localKey(c.Tenant, c.Kind)
 		lims[i] = shareOf(gcra.Limit{Increment: c.IncrementUs, Capacity: c.CapacityUs}, m)
 	}
 	now := gcra.Micros(f.now())
@@ -201,15 +201,18 @@ func shareOf(l gcra.Limit, m int) gcra.Limit {
 	return gcra.Limit{Increment: inc, Capacity: max(l.Capacity, inc)}
 }
 
-// Reset resets the tenant's buckets in the fleet and locally (the local
-// hooks and bytes buckets). It returns the fleet's error, if any.
+// localKey names the node-local bucket of (tenant, kind): the tenant first,
+// so that Reset finds every kind of it by prefix (a tenant holds no NUL).
+func localKey(tenant, kind string) string { return tenant + "\x00" + kind }
+
+// Reset resets the tenant's buckets in the fleet and locally: every kind
+// of it, a source's own kinds included, as the owners do. It returns the
+// fleet's error, if any.
 func (f *Fleet) Reset(ctx context.Context, tenant string) error {
 	err := f.c.Reset(ctx, tenant)
 	if errors.Is(err, protocol.ErrInvalid) {
 		return err
 	}
-	for _, kind := range []string{protocol.KindHooks, protocol.KindBytes} {
-		f.local.Reset(kind + "\x00" + tenant)
-	}
+	f.local.ResetPrefix(localKey(tenant, ""))
 	return err
 }

@@ -48,12 +48,16 @@ func TestRemovedRecordsKeepAdmissionClosed(t *testing.T) {
 	t.Cleanup(reg.Stop)
 	pol := tenants.NewPolicy(quick, reg)
 	mux := httpAdmin(t, reg, pol)
-	if !admits(pol, "anyone", "raw") || !pol.OpenToUnknown() {
+	if !admits(pol, "anyone", "raw") || !pol.OpenToUnknown() || !pol.KnownTenant("anyone") {
 		t.Fatal("a fresh quickstart node should accept any tenant")
 	}
 	mustDo(t, mux, "PUT", "/v1/admin/tenants/acme", `{"sources":{"raw":{}}}`, 201)
+	// KnownTenant (managed consumers' 404 unknown_tenant) follows admission.
+	if !pol.KnownTenant("acme") || pol.KnownTenant("anyone") {
+		t.Fatalf("with acme's record: KnownTenant(acme) %v, KnownTenant(anyone) %v, want true, false", pol.KnownTenant("acme"), pol.KnownTenant("anyone"))
+	}
 	mustDo(t, mux, "DELETE", "/v1/admin/tenants/acme", ``, 200)
-	if admits(pol, "anyone", "raw") || admits(pol, "acme", "raw") || pol.OpenToUnknown() {
+	if admits(pol, "anyone", "raw") || admits(pol, "acme", "raw") || pol.OpenToUnknown() || pol.KnownTenant("acme") {
 		t.Fatal("removing the last record reopened the node")
 	}
 	// Wait for the purge tombstone to expire (the bucket's marker TTL).
@@ -85,7 +89,7 @@ func TestRemovedRecordsKeepAdmissionClosed(t *testing.T) {
 // does, as the operator's explicit choice.
 func TestReloadWithoutTenantsKeepsClosed(t *testing.T) {
 	pol := tenants.NewPolicy(parseConfig(t, "tenants:\n  acme:\n    sources: {raw: {}}\n"), nil)
-	if admits(pol, "other", "raw") || !admits(pol, "acme", "raw") {
+	if admits(pol, "other", "raw") || !admits(pol, "acme", "raw") || pol.KnownTenant("other") || !pol.KnownTenant("acme") {
 		t.Fatal("a file with tenants admits only them")
 	}
 	pol.Reload(parseConfig(t, ""))
@@ -93,7 +97,7 @@ func TestReloadWithoutTenantsKeepsClosed(t *testing.T) {
 		t.Fatal("reloading a file without tenants reopened the node")
 	}
 	pol.Reload(parseConfig(t, "allow_unknown: true\n"))
-	if !admits(pol, "other", "raw") {
+	if !admits(pol, "other", "raw") || !pol.KnownTenant("other") {
 		t.Fatal("allow_unknown: true should open the node")
 	}
 }

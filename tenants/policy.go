@@ -63,6 +63,17 @@ func (p *Policy) openToUnknown(cfg *config.Config) bool {
 	return cfg.AllowUnknown && !(cfg.OpenQuickstart && p.Closed())
 }
 
+// KnownTenant reports whether the node accepts hooks of tenant: the file
+// lists it, it has a record, or tenants nobody listed are accepted
+// (OpenToUnknown). httpapi.Config.KnownTenant.
+func (p *Policy) KnownTenant(tenant string) bool {
+	cfg := p.cfg.Load()
+	if _, ok := cfg.Tenants[tenant]; ok {
+		return true
+	}
+	return p.record(tenant) != nil || p.openToUnknown(cfg)
+}
+
 // FileTenant reports whether tenant is managed by the file.
 func (p *Policy) FileTenant(tenant string) bool {
 	_, ok := p.cfg.Load().Tenants[tenant]

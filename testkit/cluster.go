@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func (c *ClusterKit) WaitReady(t testing.TB) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("testkit: JetStream meta group has %d of %d peers", peers, running)
+			t.Fatalf("testkit: JetStream meta group has %d of %d peers within 30s\n%s", peers, running, c.state())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -191,9 +192,36 @@ func (c *ClusterKit) WaitReady(t testing.TB) {
 		err = WaitJetStream(ctx, nc)
 		nc.Close()
 		if err != nil {
-			t.Fatalf("testkit: JetStream not ready on server %d: %v", i, err)
+			t.Fatalf("testkit: JetStream not ready on server %d within 30s: %v\n%s", i, err, c.state())
 		}
 	}
+}
+
+// state says what each server sees of the cluster (its routes, the meta
+// leader and the peers it knows) and ends with the tail of the servers'
+// log: what a wait for the cluster that timed out waited for.
+func (c *ClusterKit) state() string {
+	var b strings.Builder
+	for i := range c.cfgs {
+		srv := c.Server(i)
+		if srv == nil {
+			fmt.Fprintf(&b, "server %d: not running\n", i)
+			continue
+		}
+		ns := srv.NATS()
+		leader := "none"
+		if jsz, err := ns.Jsz(nil); err == nil && jsz.Meta != nil && jsz.Meta.Leader != "" {
+			leader = jsz.Meta.Leader
+		}
+		fmt.Fprintf(&b, "server %d (%s): %d routes, meta leader %s, peers known %d, JetStream leader itself %v\n",
+			i, ns.Name(), ns.NumRoutes(), leader, len(ns.JetStreamClusterPeers()), ns.JetStreamIsLeader())
+	}
+	lines := strings.Split(strings.TrimRight(c.log.String(), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	fmt.Fprintf(&b, "the servers' log (warn and above), last lines:\n    %s\n", strings.Join(lines, "\n    "))
+	return b.String()
 }
 
 // Kill stops server i abruptly (its clients are disconnected; its store
@@ -240,37 +268,4 @@ func (c *ClusterKit) shutdown() {
 	for i := range c.cfgs {
 		c.Kill(i)
 	}
-}
-
-// StartTogether runs start(i) for each i below n at once (nodes that each
-// wait for a quorum of the others) and returns what they started. It
-// fails the test, naming what, if a start fails or they have not all
-// returned within timeout.
-func StartTogether[N any](t testing.TB, n int, timeout time.Duration, what string, start func(i int) (N, error)) []N {
-	t.Helper()
-	out := make([]N, n)
-	errs := make(chan error, n)
-	for i := range out {
-		go func() {
-			var err error
-			out[i], err = start(i)
-			errs <- err
-		}()
-	}
-	deadline := time.After(timeout) // one bound for all of them
-	var failed []error
-	for range out {
-		select {
-		case err := <-errs:
-			if err != nil {
-				failed = append(failed, err)
-			}
-		case <-deadline:
-			t.Fatalf("%s: not all started within %s", what, timeout)
-		}
-	}
-	if len(failed) > 0 {
-		t.Fatalf("%s start: %v", what, failed)
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -28,6 +29,14 @@ func FreeAddr(t testing.TB) string {
 // port from that range can be taken as another connection's source port
 // before the server binds it (or rebinds it after a restart). Without the
 // range, the kernel picks (port 0).
+//
+// Each port is also reserved until the test ends, for every test process
+// of the machine (a lock file, reservePort): go test runs packages side
+// by side, and a port picked here stays unbound until its server starts,
+// or while it is killed and restarted. Unreserved, another package's test
+// took such a port: its node failed with the port in use while the
+// node's peers, routed to it, waited for it (or joined a stranger's
+// cluster on it).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ls := make([]net.Listener, 0, n)
@@ -39,10 +48,11 @@ func FreePorts(t testing.TB, n int) []int {
 	low := ephemeralLow()
 	out := make([]int, 0, n)
 	for range n {
-		l, err := listenFree(low)
+		l, release, err := listenFree(low)
 		if err != nil {
 			t.Fatalf("testkit: free port: %v", err)
 		}
+		t.Cleanup(release)
 		ls = append(ls, l)
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
@@ -53,19 +63,33 @@ func FreePorts(t testing.TB, n int) []int {
 // ephemeral range (above the ports services usually own).
 const minPickedPort = 10000
 
-// listenFree listens on a random free loopback port in [minPickedPort, low),
-// or on one the kernel picks when low leaves no such range or 100 tries
-// found none free.
-func listenFree(low int) (net.Listener, error) {
+// listenFree listens on a random free and unreserved loopback port in
+// [minPickedPort, low), or on one the kernel picks when low leaves no such
+// range or 100 tries found none; release ends the port's reservation.
+func listenFree(low int) (l net.Listener, release func(), err error) {
 	if low-minPickedPort >= 1000 {
 		for range 100 {
 			p := minPickedPort + rand.IntN(low-minPickedPort)
-			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-				return l, nil
+			release, ok := reservePort(p)
+			if !ok {
+				continue // another test's, maybe not bound yet
 			}
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				return l, release, nil
+			}
+			release()
 		}
 	}
-	return net.Listen("tcp", "127.0.0.1:0")
+	for range 100 {
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, nil, err
+		}
+		if release, ok := reservePort(l.Addr().(*net.TCPAddr).Port); ok {
+			return l, release, nil
+		}
+		_ = l.Close()
+	}
+	return nil, nil, errors.New("no unreserved port in 100 the kernel picked")
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range, or 0

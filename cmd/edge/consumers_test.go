@@ -19,6 +19,14 @@ func TestConsumersCLI(t *testing.T) {
 	if got := cli(0, "put", "acme", "gh-worker", "--sources", "gh", "--max-deliver", "7", "--backoff", "2s,10s"); !strings.Contains(got, `"max_deliver": 7`) || !strings.Contains(got, `"ack_wait_ms": 2000`) {
 		t.Fatalf("edit: %s", got)
 	}
+	// An ack wait other than the backoff's first step is refused, naming
+	// both (JetStream would replace it without a word), and nothing changed.
+	if got := cli(1, "put", "acme", "gh-worker", "--max-deliver", "3", "--ack-wait", "2s", "--backoff", "1s,2s"); !strings.Contains(got, "ack_wait_ms 2000 with backoff_ms") {
+		t.Fatalf("ack wait with a backoff: %s", got)
+	}
+	if got := cli(0, "get", "acme", "gh-worker"); !strings.Contains(got, `"max_deliver": 7`) {
+		t.Fatalf("get after a refused put: %s", got)
+	}
 	if got := cli(0, "list", "acme"); !strings.Contains(got, `"name": "gh-worker"`) {
 		t.Fatalf("list: %s", got)
 	}

@@ -248,3 +248,58 @@ func TestHubMapping(t *testing.T) {
 		t.Fatalf("a leaf's partition subject = %q", got)
 	}
 }
+
+// Fleet.Reset resets every kind of the tenant in the node-local fallback,
+// as the owners reset every kind: a source's own kind ("hooks@gh", the
+// edge's kind for a source with its own limits) as well as the tenant's,
+// and nothing of another tenant, even one whose name starts with it.
+func TestFleetResetEveryKind(t *testing.T) {
+	t.Parallel()
+	k, e := kitEnv(t)
+	var reachable atomic.Bool // never: every hit is answered from local state
+	f, err := quota.NewFleet(e.client(t, k.Conn, quota.WithReachable(reachable.Load)), mustLimiter(t), e.store, quota.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	charge := func(tenant, kind string) protocol.Charge {
+		c := hooks(tenant, 1)
+		c.Kind = kind
+		return c
+	}
+	charges := []protocol.Charge{
+		charge("acme", protocol.KindHooks),
+		charge("acme", protocol.KindBytes),
+		charge("acme", protocol.KindHooks+"@gh"),
+		charge("acme", "custom"),
+		charge("acme2", protocol.KindHooks+"@gh"),
+	}
+	hit := func(c protocol.Charge) string {
+		t.Helper()
+		rep, err := f.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{c}})
+		if err != nil || !rep.Fallback {
+			t.Fatalf("hit %s/%s: %+v %v, want a local answer", c.Tenant, c.Kind, rep, err)
+		}
+		return rep.Result
+	}
+	for _, c := range charges {
+		if got := hit(c); got != protocol.ResultOK {
+			t.Fatalf("first hit %s/%s: %s", c.Tenant, c.Kind, got)
+		}
+		if got := hit(c); got != protocol.ResultRateLimited {
+			t.Fatalf("second hit %s/%s: %s, want its burst of 1 spent", c.Tenant, c.Kind, got)
+		}
+	}
+	if err := f.Reset(ctx, "acme"); !errors.Is(err, protocol.ErrUnavailable) {
+		t.Fatalf("reset with the owners out of reach: %v, want ErrUnavailable", err)
+	}
+	for _, c := range charges {
+		want := protocol.ResultOK // reset: full again
+		if c.Tenant != "acme" {
+			want = protocol.ResultRateLimited
+		}
+		if got := hit(c); got != want {
+			t.Fatalf("after Reset(acme), hit %s/%s: %s, want %s", c.Tenant, c.Kind, got, want)
+		}
+	}
+}
