@@ -65,7 +65,7 @@ const MaxAckWait = time.Hour
 
 // RedeliverPrefix is the subject namespace of tenant's redeliveries:
 // <prefix>.redeliver.<token>. A rewind pushes a tenant's stored hooks only
-// to this subject or below it (httpapi.ValidDeliverSubject), never to a
+// to this subject or below it (hooks.ValidDeliverSubject), never to a
 // subject another tenant or sluice itself reads; the consumer role may
 // subscribe to it.
 func RedeliverPrefix(prefix, tenant string) string {

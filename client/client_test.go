@@ -105,9 +105,9 @@ func start(t *testing.T, mutate func(*service.Config), opts ...client.Option) *e
 	return &env{kit: kit, svc: svc, claims: cs, quota: qc, nc: nc, c: c}
 }
 
-// hooks is a "hooks" charge of tenant with the given burst, at a rate so
+// hookCharge is a "hooks" charge of tenant with the given burst, at a rate so
 // slow (1/h) that nothing refills during a test.
-func hooks(tenant string, burst int64) protocol.Charge {
+func hookCharge(tenant string, burst int64) protocol.Charge {
 	inc := int64(time.Hour / time.Microsecond)
 	return protocol.Charge{Kind: protocol.KindHooks, Tenant: tenant, IncrementUs: inc, CapacityUs: inc * burst}
 }
@@ -115,7 +115,7 @@ func hooks(tenant string, burst int64) protocol.Charge {
 // claimHit is a one-charge hit that claims (acme, gh, key) for hookID.
 func claimHit(key, hookID string) protocol.HitRequest {
 	return protocol.HitRequest{
-		Charges: []protocol.Charge{hooks("acme", 100)},
+		Charges: []protocol.Charge{hookCharge("acme", 100)},
 		Claim: &protocol.ClaimRequest{Tenant: "acme", Source: "gh", Key: key, HookID: hookID,
 			TTLMs: time.Minute.Milliseconds(), PendingTTLMs: 30 * time.Second.Milliseconds()},
 	}
@@ -294,7 +294,7 @@ func TestReleaseClaim(t *testing.T) {
 // fills the buckets again.
 func TestHitRateLimitedAndReset(t *testing.T) {
 	e := start(t, nil)
-	req := protocol.HitRequest{Charges: []protocol.Charge{hooks("beta", 2)}}
+	req := protocol.HitRequest{Charges: []protocol.Charge{hookCharge("beta", 2)}}
 	mustHit(t, e.c, req, protocol.ResultOK)
 	last := mustHit(t, e.c, req, protocol.ResultOK)
 	if len(last.Limits) != 1 || last.Limits[0].Remaining != 0 {
@@ -305,7 +305,7 @@ func TestHitRateLimitedAndReset(t *testing.T) {
 		t.Fatalf("rate limited: %+v", denied)
 	}
 	// Another tenant is not affected.
-	mustHit(t, e.c, protocol.HitRequest{Charges: []protocol.Charge{hooks("gamma", 2)}}, protocol.ResultOK)
+	mustHit(t, e.c, protocol.HitRequest{Charges: []protocol.Charge{hookCharge("gamma", 2)}}, protocol.ResultOK)
 
 	if err := e.c.Reset(ctxT(t), "beta"); err != nil {
 		t.Fatalf("reset: %v", err)
@@ -459,7 +459,7 @@ func TestInvalid(t *testing.T) {
 			return err
 		}, "can never pass"},
 		{"hit with two tenants", func() error {
-			_, err := e.c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hooks("a", 1), {Kind: "bytes", Tenant: "b", IncrementUs: 1, CapacityUs: 1}}})
+			_, err := e.c.Hit(ctx, protocol.HitRequest{Charges: []protocol.Charge{hookCharge("a", 1), {Kind: "bytes", Tenant: "b", IncrementUs: 1, CapacityUs: 1}}})
 			return err
 		}, "one tenant"},
 		{"reset without tenant", func() error { return e.c.Reset(ctx, "") }, "tenant must be 1..256 bytes"},

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/client"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -23,7 +23,7 @@ func TestConsumeAll(t *testing.T) {
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
 	const shards, tenants, per = 3, 9, 6
-	if _, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards, nil); err != nil {
+	if _, err := hooks.EnsureStreams(ctx, k.JS, hooks.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, stream := range client.HooksStreams(shards) {
@@ -31,10 +31,10 @@ func TestConsumeAll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
+	store := hooks.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
 	for n := range per {
 		for i := range tenants {
-			h := httpapi.Hook{ID: fmt.Sprintf("t%d-%d", i, n), Tenant: fmt.Sprintf("t%d", i), Source: "gh", ReceivedAt: time.Now()}
+			h := hooks.Hook{ID: fmt.Sprintf("t%d-%d", i, n), Tenant: fmt.Sprintf("t%d", i), Source: "gh", ReceivedAt: time.Now()}
 			if _, err := store.Store(ctx, h); err != nil {
 				t.Fatal(err)
 			}
@@ -44,8 +44,8 @@ func TestConsumeAll(t *testing.T) {
 	got := map[string][]string{}
 	cs, err := client.ConsumeAll(ctx, k.JS, shards, "all", func(m jetstream.Msg) {
 		mu.Lock()
-		tenant := m.Headers().Get(httpapi.HeaderTenant)
-		got[tenant] = append(got[tenant], m.Headers().Get(httpapi.HeaderHookID))
+		tenant := m.Headers().Get(hooks.HeaderTenant)
+		got[tenant] = append(got[tenant], m.Headers().Get(hooks.HeaderHookID))
 		mu.Unlock()
 		_ = m.Ack()
 	})

@@ -1,5 +1,5 @@
 // Package forward moves a leaf's hooks from its outbox (a local
-// work-queue stream, httpapi.EnsureOutbox) to the hub's hooks stream across
+// work-queue stream, hooks.EnsureOutbox) to the hub's hooks stream across
 // the leaf-node connection, in order and none twice: one owned goroutine
 // publishes each batch as one JetStream atomic batch and acks the outbox only
 // after the hub's ack and sync barrier. Why atomic batches, the fallback to one
@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/internal/promreg"
 	"github.com/sluice-dev/sluice/internal/retry"
 	"github.com/sluice-dev/sluice/protocol"
@@ -39,7 +39,7 @@ type Config struct {
 	// local; the hub is reached through the leaf connection).
 	Conn *nats.Conn
 	// Prefix is the subject prefix, HooksStream the hub's hooks stream
-	// (the outbox is httpapi.OutboxStream of it), HubDomain the hub's
+	// (the outbox is hooks.OutboxStream of it), HubDomain the hub's
 	// JetStream domain.
 	Prefix, HooksStream, HubDomain string
 	// Name is this leaf's name (the message id of an outbox message
@@ -153,7 +153,7 @@ func New(cfg Config) (*Forwarder, error) {
 		return nil, err
 	}
 	if cfg.HooksStream == "" {
-		cfg.HooksStream = "HOOKS"
+		cfg.HooksStream = protocol.HooksStreamName
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = 256
@@ -217,7 +217,7 @@ const markKey = "sluice_sent_upto"
 // delivered (kept in the consumer's metadata across runs) counts as
 // possibly sent, like a redelivery (see alreadyOnHub).
 func (f *Forwarder) Start(ctx context.Context) error {
-	st, err := f.local.Stream(ctx, httpapi.OutboxStream(f.cfg.HooksStream))
+	st, err := f.local.Stream(ctx, hooks.OutboxStream(f.cfg.HooksStream))
 	if err != nil {
 		return fmt.Errorf("forward: outbox: %w", err)
 	}
@@ -484,7 +484,7 @@ func (f *Forwarder) send(ctx context.Context, msgs []jetstream.Msg) (int, error)
 		if herr == nil {
 			skip, herr = f.alreadyOnHub(ctx, m, out.Subject, id)
 		}
-		shard := protocol.Shard(out.Header.Get(httpapi.HeaderTenant), shards)
+		shard := protocol.Shard(out.Header.Get(hooks.HeaderTenant), shards)
 		if herr != nil {
 			n, err = i, herr
 			break
@@ -607,7 +607,7 @@ func (f *Forwarder) publishAtomic(ctx context.Context, chunk []hubItem) error {
 		_, err := f.hub.PublishMsg(pctx, m, jetstream.WithRetryAttempts(0))
 		cancel()
 		if err != nil {
-			return fmt.Errorf("hub did not store the batch of %d from %s: %w", len(chunk), chunk[0].msg.Header.Get(httpapi.HeaderHookID), err)
+			return fmt.Errorf("hub did not store the batch of %d from %s: %w", len(chunk), chunk[0].msg.Header.Get(hooks.HeaderHookID), err)
 		}
 	}
 	return nil
@@ -631,7 +631,7 @@ func (f *Forwarder) publishEach(ctx context.Context, chunk []hubItem) (int, erro
 		cancel()
 		if err != nil {
 			f.forwarded.WithLabelValues("failed").Inc()
-			return k, fmt.Errorf("hub did not store %s: %w", it.msg.Header.Get(httpapi.HeaderHookID), err)
+			return k, fmt.Errorf("hub did not store %s: %w", it.msg.Header.Get(hooks.HeaderHookID), err)
 		}
 		if ack.Duplicate {
 			f.forwarded.WithLabelValues("duplicate").Inc()
@@ -697,7 +697,7 @@ func (f *Forwarder) ackDurable(ctx context.Context, msgs []jetstream.Msg, acked 
 
 // hubMsg is the hub's copy of an outbox message and its message id.
 func (f *Forwarder) hubMsg(m jetstream.Msg) (*nats.Msg, string, error) {
-	subj, ok := httpapi.HubSubject(f.cfg.Prefix, m.Subject())
+	subj, ok := hooks.HubSubject(f.cfg.Prefix, m.Subject())
 	if !ok {
 		return nil, "", fmt.Errorf("outbox message on %q: not an outbox subject", m.Subject())
 	}
@@ -708,7 +708,7 @@ func (f *Forwarder) hubMsg(m jetstream.Msg) (*nats.Msg, string, error) {
 	out.Header.Del(jetstream.ExpectedStreamHeader)
 	out.Header.Del(jetstream.MsgIDHeader)
 	out.Data = m.Data()
-	id := m.Headers().Get(httpapi.HeaderHookID)
+	id := m.Headers().Get(hooks.HeaderHookID)
 	if id == "" {
 		md, err := m.Metadata()
 		if err != nil {
@@ -765,7 +765,7 @@ func (f *Forwarder) OnHub(ctx context.Context, subject, id string, since time.Ti
 		n, found, last := 0, false, false
 		for m := range b.Messages() {
 			n++
-			found = found || m.Headers().Get(httpapi.HeaderHookID) == id
+			found = found || m.Headers().Get(hooks.HeaderHookID) == id
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				last = true
 			}
@@ -791,19 +791,19 @@ func (f *Forwarder) register(ctx context.Context, h nats.Header) error {
 	if f.cfg.HubClaims == nil {
 		return nil
 	}
-	key := h.Get(httpapi.HeaderDedupeKey)
+	key := h.Get(hooks.HeaderDedupeKey)
 	if key == "" {
 		return nil
 	}
-	if h.Get(httpapi.HeaderDedupeKey+"-Encoding") == "percent" {
+	if h.Get(hooks.HeaderDedupeKey+"-Encoding") == "percent" {
 		k, err := url.PathUnescape(key)
 		if err != nil {
 			return nil // not written by a leaf: nothing to register
 		}
 		key = k
 	}
-	id := claims.ID{Tenant: h.Get(httpapi.HeaderTenant), Source: h.Get(httpapi.HeaderSource), Key: key}
-	hookID := h.Get(httpapi.HeaderHookID)
+	id := claims.ID{Tenant: h.Get(hooks.HeaderTenant), Source: h.Get(hooks.HeaderSource), Key: key}
+	hookID := h.Get(hooks.HeaderHookID)
 	store, err := f.cfg.HubClaims(ctx)
 	if err != nil {
 		return fmt.Errorf("hub claims: %w", err)

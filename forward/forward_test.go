@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/forward"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
@@ -48,7 +48,7 @@ func newLink(t *testing.T) *link {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.hubSrv.Shutdown)
-	deny, imports := httpapi.LeafDeny("sluice")
+	deny, imports := hooks.LeafDeny("sluice")
 	if l.edgeSrv, err = natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
 		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafDeny: deny, LeafDenyImports: imports}); err != nil {
 		t.Fatal(err)
@@ -85,19 +85,19 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	l := newLink(t)
 	ctx := testkit.Context(t)
 	window := 300 * time.Millisecond
-	if _, err := httpapi.EnsureStream(ctx, l.hubJS, httpapi.StreamConfig{Prefix: "sluice", Duplicates: window}); err != nil {
+	if _, err := hooks.EnsureStream(ctx, l.hubJS, hooks.StreamConfig{Prefix: "sluice", Duplicates: window}); err != nil {
 		t.Fatal(err)
 	}
-	outbox, err := httpapi.EnsureOutbox(ctx, l.edgeJS, httpapi.OutboxConfig{Prefix: "sluice"})
+	outbox, err := hooks.EnsureOutbox(ctx, l.edgeJS, hooks.OutboxConfig{Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := httpapi.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")
-	hooks := []httpapi.Hook{
+	store := hooks.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")
+	sent := []hooks.Hook{
 		{ID: "sent-before", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("1")},
 		{ID: "never-sent", Tenant: "t", Source: "s", ReceivedAt: time.Now(), Body: []byte("2")},
 	}
-	for _, h := range hooks {
+	for _, h := range sent {
 		if _, err := store.Store(ctx, h); err != nil {
 			t.Fatal(err)
 		}
@@ -119,8 +119,8 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("delivered %d", n)
 	}
-	m := nats.NewMsg(httpapi.HooksSubject("sluice", "t", "s"))
-	m.Header.Set(httpapi.HeaderHookID, "sent-before")
+	m := nats.NewMsg(protocol.HookSubject("sluice", "t", "s"))
+	m.Header.Set(hooks.HeaderHookID, "sent-before")
 	if _, err := l.hubJS.PublishMsg(ctx, m, jetstream.WithMsgID("sent-before")); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestLateResendLooksUpTheHub(t *testing.T) {
 		t.Fatalf("hub holds %d hooks, want 2 (each once)", info.State.Msgs)
 	}
 	for id, want := range map[string]bool{"sent-before": true, "never-sent": true, "nope": false} {
-		on, err := f.OnHub(ctx, httpapi.HooksSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
+		on, err := f.OnHub(ctx, protocol.HookSubject("sluice", "t", "s"), id, stored.Add(-time.Minute))
 		if err != nil || on != want {
 			t.Errorf("OnHub(%s) = %v, %v; want %v", id, on, err, want)
 		}

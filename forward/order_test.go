@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/forward"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -23,14 +23,14 @@ type orderRig struct {
 	*link
 	hubStream jetstream.Stream
 	outbox    jetstream.Stream
-	store     *httpapi.HookStore
+	store     *hooks.HookStore
 }
 
 func newOrderRig(t *testing.T, atomic bool) *orderRig {
 	t.Helper()
 	l := newLink(t)
 	ctx := testkit.Context(t)
-	st, err := httpapi.EnsureStream(ctx, l.hubJS, httpapi.StreamConfig{Prefix: "sluice"})
+	st, err := hooks.EnsureStream(ctx, l.hubJS, hooks.StreamConfig{Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +41,11 @@ func newOrderRig(t *testing.T, atomic bool) *orderRig {
 			t.Fatal(err)
 		}
 	}
-	outbox, err := httpapi.EnsureOutbox(ctx, l.edgeJS, httpapi.OutboxConfig{Prefix: "sluice"})
+	outbox, err := hooks.EnsureOutbox(ctx, l.edgeJS, hooks.OutboxConfig{Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &orderRig{link: l, hubStream: st, outbox: outbox, store: httpapi.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")}
+	return &orderRig{link: l, hubStream: st, outbox: outbox, store: hooks.NewOutboxStore(l.edgeJS, "sluice", "HOOKS")}
 }
 
 // storeHooks stores n hooks with ids "<prefix>-<i>" in the outbox, one at
@@ -57,7 +57,7 @@ func (r *orderRig) storeHooks(t *testing.T, prefix string, n int, body func(i in
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
-		h := httpapi.Hook{ID: ids[i], Tenant: fmt.Sprintf("t%d", i%3), Source: fmt.Sprintf("s%d", i%2), ReceivedAt: time.Now(), Body: body(i)}
+		h := hooks.Hook{ID: ids[i], Tenant: fmt.Sprintf("t%d", i%3), Source: fmt.Sprintf("s%d", i%2), ReceivedAt: time.Now(), Body: body(i)}
 		if _, err := r.store.Store(ctx, h); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func (r *orderRig) hubOrder(t *testing.T) []string {
 		}
 		n := 0
 		for m := range b.Messages() {
-			ids = append(ids, m.Headers().Get(httpapi.HeaderHookID))
+			ids = append(ids, m.Headers().Get(hooks.HeaderHookID))
 			n++
 		}
 		if n == 0 {
@@ -176,9 +176,9 @@ func TestHubOrderIsOutboxOrder(t *testing.T) {
 		var logs testkit.LogBuffer
 		ids := r.storeHooks(t, "a", 300, small)
 		f := r.start(t, forward.Config{Batch: 32, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-		hubStore := httpapi.NewHookStore(r.hubJS, "sluice", "HOOKS")
+		hubStore := hooks.NewShardedHookStore(r.hubJS, "sluice", "HOOKS", 1)
 		for i := range 50 {
-			if _, err := hubStore.Store(ctx, httpapi.Hook{ID: fmt.Sprintf("hub-%d", i), Tenant: "t0", Source: "s0", ReceivedAt: time.Now(), Body: small(i)}); err != nil {
+			if _, err := hubStore.Store(ctx, hooks.Hook{ID: fmt.Sprintf("hub-%d", i), Tenant: "t0", Source: "s0", ReceivedAt: time.Now(), Body: small(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
+	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -41,14 +42,14 @@ func BenchmarkLeafDrain(b *testing.B) {
 	body := make([]byte, 1024)
 	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	for i := range b.N {
-		m := nats.NewMsg(httpapi.OutboxSubject("sluice", httpapi.HooksSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
+		m := nats.NewMsg(hooks.OutboxSubject("sluice", protocol.HookSubject("sluice", "t"+strconv.Itoa(i%100), "src")))
 		m.Data = body
 		id := prefix + strconv.Itoa(i)
-		m.Header.Set(httpapi.HeaderHookID, id)
-		m.Header.Set(httpapi.HeaderTenant, "t"+strconv.Itoa(i%100))
-		m.Header.Set(httpapi.HeaderSource, "src")
-		m.Header.Set(httpapi.HeaderDedupeKey, id) // its claim is written into the hub's bucket too
-		m.Header.Set(httpapi.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+		m.Header.Set(hooks.HeaderHookID, id)
+		m.Header.Set(hooks.HeaderTenant, "t"+strconv.Itoa(i%100))
+		m.Header.Set(hooks.HeaderSource, "src")
+		m.Header.Set(hooks.HeaderDedupeKey, id) // its claim is written into the hub's bucket too
+		m.Header.Set(hooks.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
 		if _, err := js.PublishMsgAsync(m, jetstream.WithMsgID(id)); err != nil {
 			b.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func BenchmarkLeafDrain(b *testing.B) {
 	case <-time.After(5 * time.Minute):
 		b.Fatal("backlog not written")
 	}
-	outbox, err := js.Stream(ctx, httpapi.OutboxStream("HOOKS"))
+	outbox, err := js.Stream(ctx, hooks.OutboxStream("HOOKS"))
 	if err != nil {
 		b.Fatal(err)
 	}

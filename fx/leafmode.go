@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
@@ -41,7 +41,7 @@ func leafConfig(cfg *config.Config, sc *natsembed.ServerConfig) {
 	// among the hub's leaves).
 	sc.Name, sc.JetStreamDomain = cfg.LeafName, cfg.LeafName
 	sc.LeafRemotes = cfg.HubURLs
-	sc.LeafDeny, sc.LeafDenyImports = httpapi.LeafDeny(cfg.Prefix)
+	sc.LeafDeny, sc.LeafDenyImports = hooks.LeafDeny(cfg.Prefix)
 }
 
 // Forward is a leaf's forwarder (nil Forwarder when the node is not a
@@ -62,7 +62,7 @@ func ProvideForward(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores,
 	}
 	ctx, cancel := n.startContext(cfg)
 	defer cancel()
-	if _, err := httpapi.EnsureOutbox(ctx, n.JS, httpapi.OutboxConfig{
+	if _, err := hooks.EnsureOutbox(ctx, n.JS, hooks.OutboxConfig{
 		HooksStream: cfg.HooksStream, Prefix: cfg.Prefix, MaxBytes: cfg.HooksMaxBytes,
 	}); err != nil {
 		return nil, storageError(n, err)

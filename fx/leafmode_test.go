@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/claims"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
@@ -143,7 +143,7 @@ func readHubOrder(ctx context.Context, js jetstream.JetStream) ([]string, error)
 		}
 		n := 0
 		for m := range b.Messages() {
-			order = append(order, m.Headers().Get(httpapi.HeaderHookID))
+			order = append(order, m.Headers().Get(hooks.HeaderHookID))
 			n++
 		}
 		if n == 0 {
@@ -158,13 +158,13 @@ func readHubOrder(ctx context.Context, js jetstream.JetStream) ([]string, error)
 // sequence: the outbox is a work queue, its consumer the forwarder's).
 func outboxOrder(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
-	st, err := js.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
+	st, err := js.Stream(testkit.Context(t), hooks.OutboxStream("HOOKS"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for _, m := range testkit.StoredMsgs(t, st) {
-		ids = append(ids, m.Header.Get(httpapi.HeaderHookID))
+		ids = append(ids, m.Header.Get(hooks.HeaderHookID))
 	}
 	return ids
 }
@@ -258,7 +258,7 @@ func TestLeafModeHubOutage(t *testing.T) {
 	}
 }
 
-// What crosses a leaf's connection to its hub (httpapi.LeafDeny): only the hub's
+// What crosses a leaf's connection to its hub (hooks.LeafDeny): only the hub's
 // hooks subjects from the edge, and inbox replies; not the owners,
 // service, events, consumer acks or the outbox, and no hooks from the hub.
 func TestLeafIsolation(t *testing.T) {
@@ -269,7 +269,7 @@ func TestLeafIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(hubSrv.Shutdown)
-	deny, imports := httpapi.LeafDeny("sluice")
+	deny, imports := hooks.LeafDeny("sluice")
 	edgeSrv, err := natsembed.StartServer(natsembed.ServerConfig{StoreDir: t.TempDir(), Name: "e1", JetStreamDomain: "e1",
 		LeafRemotes: []string{"nats-leaf://" + leaf}, LeafToken: "leaf-secret-0123456789", LeafDeny: deny, LeafDenyImports: imports})
 	if err != nil {

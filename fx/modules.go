@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/forward"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/placement"
@@ -404,20 +405,20 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 	// A leaf stores hooks in its outbox (ProvideForward), never in a local
 	// stream on the hub's subjects: that would capture the forwarder's
 	// publishes to the hub.
-	hooks := httpapi.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
+	store := hooks.NewOutboxStore(n.JS, cfg.Prefix, cfg.HooksStream)
 	if fw.Forwarder == nil {
-		hs := httpapi.NewShardedHookStore(n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards)
-		if err := httpapi.RegisterConsumerMetrics(reg, hs); err != nil {
+		hs, err := hooks.EnsureHub(ctx, n.JS, hooks.StreamConfig{
+			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas, Shards: cfg.Shards,
+			MaxAge: maxAge, MaxBytes: placement.Bytes(cfg.HooksMaxBytes, cfg.Shards),
+		}, placement.For(cfg, n.Server, log), reg)
+		if err != nil {
 			return nil, err
 		}
-		hooks = hs
-		if err := httpapi.EnsureDeadLetters(ctx, n.JS, cfg.Prefix, cfg.HooksStream, cfg.Shards, cfg.Replicas); err != nil {
-			return nil, err
-		}
-		var dead *httpapi.DeadLetters
+		store = hs
+		var dead *hooks.DeadLetters
 		lc.Append(uberfx.Hook{
 			OnStart: func(ctx context.Context) (err error) {
-				dead, err = httpapi.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
+				dead, err = hooks.StartDeadLetters(ctx, n.JS, cfg.Prefix, n.Sync, reg, log.With("component", "deadletters"))
 				return err
 			},
 			OnStop: func(context.Context) error {
@@ -427,13 +428,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 				return nil
 			},
 		})
-		if _, err := httpapi.EnsureStreams(ctx, n.JS, httpapi.StreamConfig{
-			Name: cfg.HooksStream, Prefix: cfg.Prefix, Replicas: cfg.Replicas,
-			MaxAge: maxAge, MaxBytes: placement.Bytes(cfg.HooksMaxBytes, cfg.Shards),
-		}, cfg.Shards, placement.For(cfg, n.Server, log)); err != nil {
-			return nil, err
-		}
-		streams := httpapi.HooksStreams(cfg.HooksStream, cfg.Shards)
+		streams := hooks.HooksStreams(cfg.HooksStream, cfg.Shards)
 		for _, b := range s.ClaimsBuckets {
 			streams = append(streams, kvstore.StreamName(b.Name()))
 		}
@@ -475,7 +470,7 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 		Resetter:       q.Fleet,
 		Claims:         ev.Claims,
 		Replay:         s.Replay,
-		Hooks:          hooks,
+		Hooks:          store,
 		Sync:           n.Sync,
 		Durability:     n.Durability,
 		Lifecycle:      ev.Publisher,
@@ -526,17 +521,17 @@ func ProvideHTTP(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, ev
 			// refuse a configured limit that does not fit rather than
 			// answer 503 forever; the built-in default is lowered to fit
 			// (413 beyond). Checked on start, so the NATS parts stop again.
-			if body, field, explicit := cfg.LargestBody(); body+httpapi.HookOverheadBytes > n.Conn.MaxPayload() {
+			if body, field, explicit := cfg.LargestBody(); body+hooks.OverheadBytes > n.Conn.MaxPayload() {
 				if explicit {
 					return fmt.Errorf("config: %s: %d bytes plus %d bytes of headers exceed the NATS server's max_payload of %d bytes; lower it or raise max_payload",
-						field, body, httpapi.HookOverheadBytes, n.Conn.MaxPayload())
+						field, body, hooks.OverheadBytes, n.Conn.MaxPayload())
 				}
 				mp := n.Conn.MaxPayload()
-				fit := mp - httpapi.HookOverheadBytes
+				fit := mp - hooks.OverheadBytes
 				log.Warn(fmt.Sprintf("the NATS server's max_payload of %d bytes is below the default max_body_bytes of %d plus %d bytes of headers: bodies over %d bytes get 413. "+
 					"To accept the default, raise max_payload on the NATS server to at least %d (nats-server.conf: max_payload: 2MB); "+
 					"to keep the lower bound, say so in --config (defaults: {source: {max_body_bytes: %d}}), which also ends this warning",
-					mp, body, httpapi.HookOverheadBytes, fit, body+httpapi.HookOverheadBytes, fit),
+					mp, body, hooks.OverheadBytes, fit, body+hooks.OverheadBytes, fit),
 					"max_payload", mp, "max_body_bytes", fit)
 			}
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)

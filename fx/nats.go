@@ -22,7 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/config"
 	"github.com/sluice-dev/sluice/durability"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 )
@@ -210,7 +210,7 @@ func durabilityConfig(cfg *config.Config) durability.Config {
 		Acked: cfg.DurabilityInForce() == config.DurabilityAcked, ServerFsync: cfg.ServerSyncAlways(),
 		Level:   cfg.DurabilityInForce(),
 		DataDir: cfg.DataDir, AcceptDataLoss: cfg.AcceptDataLoss, Prefix: cfg.Prefix,
-		HooksStream: cfg.HooksStream, OutboxStream: httpapi.OutboxStream(cfg.HooksStream), Shards: cfg.Shards,
+		HooksStream: cfg.HooksStream, OutboxStream: hooks.OutboxStream(cfg.HooksStream), Shards: cfg.Shards,
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/config"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -114,7 +114,7 @@ func waitOutboxDrained(t *testing.T, ed *node, stalled time.Duration) {
 	t.Helper()
 	least, since := uint64(math.MaxUint64), time.Now()
 	for ; ; time.Sleep(10 * time.Millisecond) {
-		st, err := ed.n.JS.Stream(testkit.Context(t), httpapi.OutboxStream("HOOKS"))
+		st, err := ed.n.JS.Stream(testkit.Context(t), hooks.OutboxStream("HOOKS"))
 		if err == nil {
 			n := st.CachedInfo().State.Msgs // Stream read the info
 			if n == 0 {

@@ -10,6 +10,7 @@ import (
 	uberfx "go.uber.org/fx"
 
 	"github.com/sluice-dev/sluice/config"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/kvstore"
 )
@@ -28,7 +29,7 @@ func shardMap(lc uberfx.Lifecycle, cfg *config.Config, n *NATS, s *Stores, out *
 	}
 	m, err := httpapi.NewShardMap(httpapi.ShardMapConfig{
 		Conn: n.Conn, JS: n.JS, Prefix: cfg.Prefix, Shards: cfg.Shards,
-		Hooks: httpapi.HooksStreams(cfg.HooksStream, cfg.Shards), Claims: claims,
+		Hooks: hooks.HooksStreams(cfg.HooksStream, cfg.Shards), Claims: claims,
 		Advertise: func() string {
 			bound := ""
 			if a := out.Addr.Load(); a != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/quota"
@@ -138,11 +138,11 @@ func testShardsCluster(t *testing.T, replicas int) {
 		info := st.CachedInfo()
 		next := map[string]int{}
 		for _, m := range testkit.StoredMsgs(t, st) {
-			tenant := m.Header.Get(httpapi.HeaderTenant)
+			tenant := m.Header.Get(hooks.HeaderTenant)
 			if s := protocol.Shard(tenant, shards); s != k {
 				t.Fatalf("a hook of %s (shard %d) in %s", tenant, s, protocol.HooksStream(k))
 			}
-			if got, want := m.Header.Get(httpapi.HeaderHookID), ids[tenant][next[tenant]]; got != want {
+			if got, want := m.Header.Get(hooks.HeaderHookID), ids[tenant][next[tenant]]; got != want {
 				t.Fatalf("%s's hook %d in %s is %s, want %s (out of order)", tenant, next[tenant], protocol.HooksStream(k), got, want)
 			}
 			if !strings.HasPrefix(m.Subject, "sluice.hooks.") {
@@ -371,14 +371,14 @@ func TestLeafModeShardedHub(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range testkit.StoredMsgs(t, st) {
-			tenant := m.Header.Get(httpapi.HeaderTenant)
+			tenant := m.Header.Get(hooks.HeaderTenant)
 			if s := protocol.Shard(tenant, 2); s != k {
 				t.Fatalf("a hook of %s (shard %d) in the hub's %s", tenant, s, protocol.HooksStream(k))
 			}
-			if m.Subject != httpapi.HooksSubject("sluice", tenant, "src") {
+			if m.Subject != protocol.HookSubject("sluice", tenant, "src") {
 				t.Fatalf("stored under %s", m.Subject)
 			}
-			seen[m.Header.Get(httpapi.HeaderHookID)]++
+			seen[m.Header.Get(hooks.HeaderHookID)]++
 		}
 	}
 	for _, id := range acked {

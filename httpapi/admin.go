@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 )
 
@@ -34,13 +35,11 @@ func (h *Handler) mountAdmin() {
 	h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}", h.admin("get_consumer", h.consumerOp(true, getConsumer)))
 	h.mux.HandleFunc("PUT /v1/admin/consumers/{tenant}/{name}", h.admin("put_consumer", h.consumerOp(true, h.putConsumer)))
 	h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}", h.admin("delete_consumer", h.consumerOp(true, h.deleteConsumer)))
-	if hs, ok := h.cfg.Hooks.(*HookStore); ok && !hs.outbox {
-		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, hs.listDead)))
-		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, hs.purgeDead)))
-		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, hs.getDead)))
-		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, func(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-			return hs.redriveDead(ctx, h.cfg.Sync, r, tenant, name)
-		})))
+	if hs, ok := h.cfg.Hooks.(*hooks.HookStore); ok && !hs.Outbox() {
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead", h.admin("list_dead", h.consumerOp(true, listDead)))
+		h.mux.HandleFunc("DELETE /v1/admin/consumers/{tenant}/{name}/dead", h.admin("purge_dead", h.consumerOp(true, purgeDead)))
+		h.mux.HandleFunc("GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}", h.admin("get_dead", h.consumerOp(true, getDead)))
+		h.mux.HandleFunc("POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive", h.admin("redrive_dead", h.consumerOp(true, h.redriveDead)))
 	}
 	for _, r := range h.cfg.AdminRoutes {
 		h.mux.HandleFunc(r.Pattern, h.admin(r.Op, r.Handler))

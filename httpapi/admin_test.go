@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 )
 
 func (a *app) admin(method, path, token, body string) resp {
@@ -134,7 +134,7 @@ func TestStoreUnavailableReleasesClaim(t *testing.T) {
 	if r.body["error"] != "store_unavailable" || r.hdr.Get("Retry-After") == "" {
 		t.Fatalf("503: %v %v", r.body, r.hdr)
 	}
-	if _, err := httpapi.EnsureStream(ctx, a.nats.JS, httpapi.StreamConfig{}); err != nil {
+	if _, err := hooks.EnsureStream(ctx, a.nats.JS, hooks.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	r = a.post("/v1/hooks/t/s", []byte(`{}`), h)

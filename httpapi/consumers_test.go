@@ -18,7 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/authz"
 	"github.com/sluice-dev/sluice/durability"
 	sluicefx "github.com/sluice-dev/sluice/fx"
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -511,10 +511,10 @@ func TestDeadLettersWaitForTheBarrier(t *testing.T) {
 	}
 	acmeShard := func(s durability.SyncScope) bool { return s.Tenant == "acme" }
 	deadScope := func(s durability.SyncScope) bool { return s.DeadLetters }
-	letters := func() []httpapi.DeadLetter {
+	letters := func() []hooks.DeadLetter {
 		r := a.admin("GET", "/v1/admin/consumers/acme/dl/dead", adminToken, "")
 		var out struct {
-			DeadLetters []httpapi.DeadLetter `json:"dead_letters"`
+			DeadLetters []hooks.DeadLetter `json:"dead_letters"`
 		}
 		_ = json.Unmarshal([]byte(r.raw), &out)
 		return out.DeadLetters

@@ -76,7 +76,7 @@ type Source struct {
 	URLVerification bool
 	// EventType, when set, returns the request's event type ("" when
 	// absent): the source's hooks are then stored under
-	// TypedHooksSubject. nil: HooksSubject (no type token).
+	// protocol.TypedHookSubject. nil: protocol.HookSubject (no type token).
 	EventType func(h http.Header, body []byte) string
 	// Limits, when set, are the source's own budgets, charged instead of
 	// its tenant's (under the kinds SourceKind names): the source neither

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -63,7 +64,7 @@ type Config struct {
 	MaxInFlight int
 
 	// MaxPayload returns the NATS connection's max payload (nil: not
-	// checked): a body over it minus HookOverheadBytes is answered 413.
+	// checked): a body over it minus hooks.OverheadBytes is answered 413.
 	MaxPayload func() int64
 	// TrustedProxies are the peers whose ClientIPHeader names the client
 	// for sources' IPAllow (nil: the peer is the client). ClientIPHeader
@@ -106,10 +107,10 @@ type Config struct {
 	NewID     func() string
 }
 
-// HookStorer durably stores a hook (HookStore implements it). Any error
+// HookStorer durably stores a hook (hooks.HookStore implements it). Any error
 // means the hook is not durable.
 type HookStorer interface {
-	Store(ctx context.Context, h Hook) (uint64, error)
+	Store(ctx context.Context, h hooks.Hook) (uint64, error)
 }
 
 // Lifecycle receives lifecycle notifications (events.Publisher implements

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/durability"
 	"github.com/sluice-dev/sluice/events"
 	"github.com/sluice-dev/sluice/gcra"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -32,12 +33,8 @@ import (
 const (
 	// MaxContentTypeBytes bounds the Content-Type kept with a stored hook
 	// (400 invalid_request beyond it), so that the stored message's headers
-	// stay within HookOverheadBytes.
+	// stay within hooks.OverheadBytes.
 	MaxContentTypeBytes = 1024
-	// HookOverheadBytes bounds what a stored hook adds to its body: the
-	// subject and the Sluice-* and Nats-* headers. A body larger than the
-	// connection's max payload minus this is answered 413.
-	HookOverheadBytes = 8192
 )
 
 // hookRequest is one webhook on its way through serveHook's phases. A phase
@@ -290,7 +287,7 @@ func (h *Handler) bodyLimit(src Source) int64 {
 		limit = 1 << 20
 	}
 	if h.cfg.MaxPayload != nil {
-		if mp := h.cfg.MaxPayload() - HookOverheadBytes; mp > 0 && mp < limit {
+		if mp := h.cfg.MaxPayload() - hooks.OverheadBytes; mp > 0 && mp < limit {
 			limit = mp
 		}
 	}
@@ -648,7 +645,7 @@ func (h *Handler) store(q *hookRequest) bool {
 	sctx, span := h.child(q, SpanStore, trace.SpanKindProducer)
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(sctx), h.cfg.PublishTimeout)
 	t1 := time.Now()
-	hook := Hook{
+	hook := hooks.Hook{
 		ID: q.hookID, Tenant: q.tenant, Source: q.source, DedupeKey: q.key,
 		ReceivedAt: q.start, ContentType: q.r.Header.Get("Content-Type"), Body: q.body,
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/testkit"
 )
 
@@ -21,7 +22,7 @@ type heldStorer struct {
 	nopStorer
 }
 
-func (s *heldStorer) Store(ctx context.Context, h Hook) (uint64, error) {
+func (s *heldStorer) Store(ctx context.Context, h hooks.Hook) (uint64, error) {
 	if s.n.Load() > 0 {
 		return s.nopStorer.Store(ctx, h)
 	}

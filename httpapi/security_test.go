@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
 	"github.com/sluice-dev/sluice/webhook"
 )
@@ -191,7 +192,7 @@ func TestSvixHeaders(t *testing.T) {
 	}
 	var key string
 	for _, m := range a.stored() {
-		key = m.Header.Get(httpapi.HeaderDedupeKey)
+		key = m.Header.Get(hooks.HeaderDedupeKey)
 	}
 	if key != "msg_9" {
 		t.Fatalf("stored dedupe key %q", key)
@@ -249,7 +250,7 @@ func TestGitHubReplayWithFreshDelivery(t *testing.T) {
 	if len(st) != 2 {
 		t.Fatalf("stored %d hooks, want 2", len(st))
 	}
-	if k := st[str(first.body["id"])].Header.Get(httpapi.HeaderDedupeKey); k != httpapi.ContentKey(body) {
+	if k := st[str(first.body["id"])].Header.Get(hooks.HeaderDedupeKey); k != httpapi.ContentKey(body) {
 		t.Fatalf("stored dedupe key %q", k)
 	}
 }

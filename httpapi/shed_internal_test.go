@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/claims"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -54,7 +55,9 @@ func (b *readFlag) Read(p []byte) (int, error) {
 
 type nopStorer struct{ n atomic.Int64 }
 
-func (s *nopStorer) Store(context.Context, Hook) (uint64, error) { return uint64(s.n.Add(1)), nil }
+func (s *nopStorer) Store(context.Context, hooks.Hook) (uint64, error) {
+	return uint64(s.n.Add(1)), nil
+}
 
 // TestShedsBeyondMaxInFlight: with MaxInFlight hooks in flight, one more
 // is answered 503 overloaded with Retry-After at once — before its body is

@@ -18,7 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/protocol"
 )
 
 // TestSourceAccessPolicy: a source's methods, content types and IP
@@ -172,7 +174,7 @@ raw: {dedupe: none}
 	for id, want := range map[string]string{
 		push: "sluice.hooks.acme.gh.push",
 		pr:   "sluice.hooks.acme.gh.pull_request",
-		none: "sluice.hooks.acme.gh." + httpapi.NoTypeToken,
+		none: "sluice.hooks.acme.gh." + protocol.NoTypeToken,
 		evil: "sluice.hooks.acme.gh.a=2Eb=2E=3E=2A",
 		paid: "sluice.hooks.acme.pay.invoice=2Epaid",
 		raw:  "sluice.hooks.acme.raw",
@@ -181,10 +183,10 @@ raw: {dedupe: none}
 			t.Errorf("hook %s: subject %v, want %s", id, m, want)
 		}
 	}
-	if got := st[paid].Header.Get(httpapi.HeaderEventType); got != "invoice.paid" {
+	if got := st[paid].Header.Get(hooks.HeaderEventType); got != "invoice.paid" {
 		t.Errorf("Sluice-Event-Type %q", got)
 	}
-	if got := st[none].Header.Get(httpapi.HeaderEventType); got != "" {
+	if got := st[none].Header.Get(hooks.HeaderEventType); got != "" {
 		t.Errorf("Sluice-Event-Type %q on a hook without a type", got)
 	}
 
@@ -192,7 +194,7 @@ raw: {dedupe: none}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := a.nats.JS.CreateOrUpdateConsumer(ctx, "HOOKS", jetstream.ConsumerConfig{
-		FilterSubject: httpapi.TypedHooksSubject("sluice", "acme", "gh", "push"),
+		FilterSubject: protocol.TypedHookSubject("sluice", "acme", "gh", "push"),
 		AckPolicy:     jetstream.AckNonePolicy,
 	})
 	if err != nil {
@@ -323,10 +325,10 @@ own:
 	if len(st) != 5 {
 		t.Fatalf("stored %d hooks, want 5 (slack, own, lab twice, lin)", len(st))
 	}
-	if k := st[str(first.body["id"])].Header.Get(httpapi.HeaderDedupeKey); k != "" {
+	if k := st[str(first.body["id"])].Header.Get(hooks.HeaderDedupeKey); k != "" {
 		t.Fatalf("token hook stored with dedupe key %q", k)
 	}
-	if k := st[str(l1.body["id"])].Header.Get(httpapi.HeaderDedupeKey); k != httpapi.ContentKey(body) {
+	if k := st[str(l1.body["id"])].Header.Get(hooks.HeaderDedupeKey); k != httpapi.ContentKey(body) {
 		t.Fatalf("linear hook stored with dedupe key %q", k)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/claims"
 )
 
-// TestConfigsRefuseNegatives: a negative TTL, timeout, bound or size is
+// TestConfigsRefuseNegatives: a negative TTL, timeout or bound is
 // ErrInvalidConfig (never silently the default), and so is a missing
 // dependency; zero keeps the default.
 func TestConfigsRefuseNegatives(t *testing.T) {
@@ -35,19 +35,5 @@ func TestConfigsRefuseNegatives(t *testing.T) {
 		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
-	}
-	for name, c := range map[string]StreamConfig{
-		"replicas": {Replicas: -1}, "max bytes": {MaxBytes: -1}, "duplicates": {Duplicates: -time.Second},
-		"shard": {Shard: -1}, "shards": {Shards: -1},
-	} {
-		if _, err := EnsureStream(t.Context(), nil, c); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("stream %s: %v, want ErrInvalidConfig", name, err)
-		}
-	}
-	if err := (StreamConfig{MaxAge: -1}).Validate(); err != nil {
-		t.Errorf("a negative MaxAge (forever): %v", err)
-	}
-	if _, err := EnsureOutbox(t.Context(), nil, OutboxConfig{MaxBytes: -1}); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("outbox max bytes: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -80,6 +80,25 @@ func ClaimsBucket(prefix string, shard int) string {
 // are the same for every shard.
 func HooksSubjects(prefix string) string { return prefix + ".hooks.>" }
 
+// HookSubject is the subject a tenant/source's hooks are stored under,
+// "<prefix>.hooks.<tenant>.<source>" (a source without event_type;
+// PROTOCOL.md "Stored hook").
+func HookSubject(prefix, tenant, source string) string {
+	return prefix + ".hooks." + Join(tenant, source)
+}
+
+// TypedHookSubject is the subject of a hook of a source with event_type,
+// "<prefix>.hooks.<tenant>.<source>.<type>", the type encoded like every
+// token; a request without a type gets NoTypeToken.
+func TypedHookSubject(prefix, tenant, source, typ string) string {
+	return HookSubject(prefix, tenant, source) + "." + EncodeToken(typ)
+}
+
+// NoTypeToken is the type token of a typed source's hook whose request
+// carries no type: the encoding of the empty string, which no type can
+// produce.
+const NoTypeToken = "=" // EncodeToken("")
+
 // ShardHooksSubjects is what shard k's stream captures in a fleet of more
 // than one shard, "<prefix>.shard.<k>.hooks.>": a hook is published there
 // and stored under "<prefix>.hooks.<rest>" (the stream's subject

@@ -144,12 +144,3 @@ func (s Subjects) HookStored(tenant, source string) string {
 func (s Subjects) LimitDenied(tenant string) string {
 	return s.p + ".v1.events.limit.denied." + EncodeToken(tenant)
 }
-
-// StoredHook is "<p>.hooks.<tenant>.<source>", the subject a webhook is
-// stored under in the HOOKS stream (PROTOCOL.md, "Stored hook").
-func (s Subjects) StoredHook(tenant, source string) string {
-	return s.p + ".hooks." + Join(tenant, source)
-}
-
-// StoredHooks is the wildcard "<p>.hooks.>" a HOOKS stream captures.
-func (s Subjects) StoredHooks() string { return s.p + ".hooks.>" }

@@ -33,9 +33,11 @@ func TestSubjectsTable(t *testing.T) {
 		{"hook stored hostile", s.HookStored("a b", ">"), "sluice.v1.events.hook.stored.a=20b.=3E"},
 		{"limit denied", s.LimitDenied("acme"), "sluice.v1.events.limit.denied.acme"},
 		{"limit denied dotted", s.LimitDenied("x.>"), "sluice.v1.events.limit.denied.x=2E=3E"},
-		{"stored hook", s.StoredHook("acme", "gh"), "sluice.hooks.acme.gh"},
-		{"stored hook dotted", s.StoredHook("a.b", "c.d"), "sluice.hooks.a=2Eb.c=2Ed"},
-		{"stored hooks", s.StoredHooks(), "sluice.hooks.>"},
+		{"stored hook", protocol.HookSubject("sluice", "acme", "gh"), "sluice.hooks.acme.gh"},
+		{"stored hook dotted", protocol.HookSubject("sluice", "a.b", "c.d"), "sluice.hooks.a=2Eb.c=2Ed"},
+		{"typed hook", protocol.TypedHookSubject("sluice", "acme", "gh", "push.x"), "sluice.hooks.acme.gh.push=2Ex"},
+		{"typed hook without a type", protocol.TypedHookSubject("sluice", "acme", "gh", ""), "sluice.hooks.acme.gh." + protocol.NoTypeToken},
+		{"stored hooks", protocol.HooksSubjects("sluice"), "sluice.hooks.>"},
 		{"prefix", s.Prefix(), "sluice"},
 	}
 	for _, c := range cases {
@@ -110,7 +112,7 @@ func FuzzSubjects(f *testing.F) {
 			checkSubject(t, s.ClaimExpired(tenant), p, ".v1.events.claim.expired", tenant)
 			checkSubject(t, s.HookStored(tenant, source), p, ".v1.events.hook.stored", tenant, source)
 			checkSubject(t, s.LimitDenied(tenant), p, ".v1.events.limit.denied", tenant)
-			checkSubject(t, s.StoredHook(tenant, source), p, ".hooks", tenant, source)
+			checkSubject(t, protocol.HookSubject(p, tenant, source), p, ".hooks", tenant, source)
 			// Even an event name from outside stays one token.
 			checkSubject(t, s.Claim(source, tenant), p, ".v1.events.claim", source, tenant)
 		}

@@ -20,8 +20,8 @@ var configs = map[string]string{
 	"durability.Config":      "what a 2xx waits for and what runs it, assembled by fx from the flags",
 	"natsembed.ServerConfig": "an embedded server's whole configuration, as nats-server's Options",
 	"kvstore.BucketConfig":   "a KV bucket, a server resource: jetstream.KeyValueConfig's form (Validate)",
-	"httpapi.StreamConfig":   "the hooks stream, a server resource: jetstream.StreamConfig's form",
-	"httpapi.OutboxConfig":   "the outbox stream, a server resource: jetstream.StreamConfig's form",
+	"hooks.StreamConfig":     "the hooks stream, a server resource: jetstream.StreamConfig's form",
+	"hooks.OutboxConfig":     "the outbox stream, a server resource: jetstream.StreamConfig's form",
 }
 
 // TestOptionsConvention holds DESIGN.md "Options" on every non-test Go

@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/natsembed"
 	"github.com/sluice-dev/sluice/protocol"
@@ -72,10 +72,10 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 	if err := kvstore.WaitReady(sctx, js); err != nil {
 		return err
 	}
-	if _, err := httpapi.EnsureStream(sctx, js, httpapi.StreamConfig{Prefix: protocol.DefaultPrefix}); err != nil {
+	if _, err := hooks.EnsureStream(sctx, js, hooks.StreamConfig{Prefix: protocol.DefaultPrefix}); err != nil {
 		return err
 	}
-	store := httpapi.NewHookStore(js, protocol.DefaultPrefix, "HOOKS")
+	store := hooks.NewShardedHookStore(js, protocol.DefaultPrefix, "HOOKS", 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/hooks/{tenant}/{source}", func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +86,7 @@ func runFloor(ctx context.Context, dataDir, addr string) error {
 		}
 		id := nuid.Next()
 		pctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		_, err = store.Store(pctx, httpapi.Hook{
+		_, err = store.Store(pctx, hooks.Hook{
 			ID: id, Tenant: r.PathValue("tenant"), Source: r.PathValue("source"),
 			DedupeKey: r.Header.Get("Idempotency-Key"), ReceivedAt: time.Now(),
 			ContentType: r.Header.Get("Content-Type"), Body: body,

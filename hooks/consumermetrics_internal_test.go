@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestConsumerMetricsReadEveryTTL(t *testing.T) {
 	if err := EnsureDeadLetters(ctx, k.JS, "sluice", protocol.HooksStreamName, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	s := NewHookStore(k.JS, "sluice", "")
+	s := NewShardedHookStore(k.JS, "sluice", "", 1)
 	if _, _, err := s.PutConsumer(ctx, "acme", "w", ConsumerSpec{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package httpapi_test
+package hooks_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sluice-dev/sluice/httpapi"
+	"github.com/sluice-dev/sluice/hooks"
 	"github.com/sluice-dev/sluice/protocol"
 	"github.com/sluice-dev/sluice/testkit"
 )
@@ -27,11 +27,11 @@ func TestShardedHooksStreams(t *testing.T) {
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
 	const shards = 3
-	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards, nil)
+	sts, err := hooks.EnsureStreams(ctx, k.JS, hooks.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, shards, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := httpapi.HooksStreams("HOOKS", shards), []string{"HOOKS", "HOOKS_1", "HOOKS_2"}; !reflect.DeepEqual(got, want) {
+	if got, want := hooks.HooksStreams("HOOKS", shards), []string{"HOOKS", "HOOKS_1", "HOOKS_2"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("streams %v, want %v", got, want)
 	}
 	for i, st := range sts {
@@ -39,11 +39,11 @@ func TestShardedHooksStreams(t *testing.T) {
 			t.Fatalf("stream %d is %s", i, name)
 		}
 	}
-	store := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
+	store := hooks.NewShardedHookStore(k.JS, "sluice", "HOOKS", shards)
 	const tenants, per = 12, 5
 	for n := range per {
 		for i := range tenants {
-			h := httpapi.Hook{ID: fmt.Sprintf("h-%d-%d", i, n), Tenant: fmt.Sprintf("t%d", i), Source: "gh", ReceivedAt: time.Now(), Body: []byte(strconv.Itoa(n))}
+			h := hooks.Hook{ID: fmt.Sprintf("h-%d-%d", i, n), Tenant: fmt.Sprintf("t%d", i), Source: "gh", ReceivedAt: time.Now(), Body: []byte(strconv.Itoa(n))}
 			if _, err := store.Store(ctx, h); err != nil {
 				t.Fatalf("store %s: %v", h.ID, err)
 			}
@@ -52,11 +52,11 @@ func TestShardedHooksStreams(t *testing.T) {
 	seen := make(map[string]int)
 	for k, st := range sts {
 		for _, m := range testkit.StoredMsgs(t, st) {
-			tenant := m.Header.Get(httpapi.HeaderTenant)
+			tenant := m.Header.Get(hooks.HeaderTenant)
 			if want := protocol.Shard(tenant, shards); want != k {
 				t.Fatalf("a hook of %s (shard %d) is in stream %s", tenant, want, protocol.HooksStream(k))
 			}
-			if want := httpapi.HooksSubject("sluice", tenant, "gh"); m.Subject != want {
+			if want := protocol.HookSubject("sluice", tenant, "gh"); m.Subject != want {
 				t.Fatalf("stored under %s, want %s", m.Subject, want)
 			}
 			if string(m.Data) != strconv.Itoa(seen[tenant]) {
@@ -72,7 +72,7 @@ func TestShardedHooksStreams(t *testing.T) {
 	}
 
 	// A resend of a hook id is a duplicate through the transform.
-	pub := nats.NewMsg(protocol.ShardPublishSubject("sluice", protocol.Shard("t1", shards), shards, httpapi.HooksSubject("sluice", "t1", "gh")))
+	pub := nats.NewMsg(protocol.ShardPublishSubject("sluice", protocol.Shard("t1", shards), shards, protocol.HookSubject("sluice", "t1", "gh")))
 	pub.Data = []byte("again")
 	ack, err := k.JS.PublishMsg(ctx, pub, jetstream.WithMsgID("h-1-0"))
 	if err != nil || !ack.Duplicate || ack.Stream != protocol.TenantHooksStream("t1", shards) {
@@ -81,7 +81,7 @@ func TestShardedHooksStreams(t *testing.T) {
 
 	// An atomic batch through the transform, as the forwarder publishes.
 	batch := "b1"
-	subj := protocol.ShardPublishSubject("sluice", protocol.Shard("t2", shards), shards, httpapi.HooksSubject("sluice", "t2", "gh"))
+	subj := protocol.ShardPublishSubject("sluice", protocol.Shard("t2", shards), shards, protocol.HookSubject("sluice", "t2", "gh"))
 	for i := 1; i <= 3; i++ {
 		m := nats.NewMsg(subj)
 		m.Data = []byte(strconv.Itoa(per + i - 1))
@@ -110,11 +110,11 @@ func TestShardedHooksStreams(t *testing.T) {
 		}
 	}
 	shard2 := sts[protocol.Shard("t2", shards)]
-	info, err := shard2.Info(ctx, jetstream.WithSubjectFilter(httpapi.HooksSubject("sluice", "t2", "gh")))
+	info, err := shard2.Info(ctx, jetstream.WithSubjectFilter(protocol.HookSubject("sluice", "t2", "gh")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.State.Subjects[httpapi.HooksSubject("sluice", "t2", "gh")]; n != per+3 {
+	if n := info.State.Subjects[protocol.HookSubject("sluice", "t2", "gh")]; n != per+3 {
 		t.Fatalf("t2 has %d hooks after the batch, want %d", n, per+3)
 	}
 
@@ -125,10 +125,10 @@ func TestShardedHooksStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("find %s's hook: %v", tenant, err)
 		}
-		if rec.Subject != httpapi.HooksSubject("sluice", tenant, "gh") {
+		if rec.Subject != protocol.HookSubject("sluice", tenant, "gh") {
 			t.Fatalf("found under %s", rec.Subject)
 		}
-		res, err := store.Rewind(ctx, httpapi.RewindSpec{Tenant: tenant, Consumer: "rw-" + tenant})
+		res, err := store.Rewind(ctx, hooks.RewindSpec{Tenant: tenant, Consumer: "rw-" + tenant})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,12 +144,12 @@ func TestOneShardStreamUnchanged(t *testing.T) {
 	t.Parallel()
 	k := testkit.New(t)
 	ctx := testkit.Context(t)
-	sts, err := httpapi.EnsureStreams(ctx, k.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, 1, nil)
+	sts, err := hooks.EnsureStreams(ctx, k.JS, hooks.StreamConfig{Name: "HOOKS", Prefix: "sluice"}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k2 := testkit.New(t)
-	plain, err := httpapi.EnsureStream(ctx, k2.JS, httpapi.StreamConfig{Name: "HOOKS", Prefix: "sluice"})
+	plain, err := hooks.EnsureStream(ctx, k2.JS, hooks.StreamConfig{Name: "HOOKS", Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestOneShardStreamUnchanged(t *testing.T) {
 	if len(sts) != 1 || !reflect.DeepEqual(got, want) || got.SubjectTransform != nil || !reflect.DeepEqual(got.Subjects, []string{"sluice.hooks.>"}) {
 		t.Fatalf("one shard: %+v\nwithout shards: %+v", got, want)
 	}
-	seq, err := httpapi.NewShardedHookStore(k.JS, "sluice", "HOOKS", 1).Store(ctx, httpapi.Hook{ID: "h", Tenant: "acme", Source: "gh", ReceivedAt: time.Now()})
+	seq, err := hooks.NewShardedHookStore(k.JS, "sluice", "HOOKS", 1).Store(ctx, hooks.Hook{ID: "h", Tenant: "acme", Source: "gh", ReceivedAt: time.Now()})
 	if err != nil || seq != 1 {
 		t.Fatalf("store: %d %v", seq, err)
 	}

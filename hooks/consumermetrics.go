@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"

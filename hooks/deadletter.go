@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -81,7 +80,7 @@ func (s *HookStore) ensureDeadReader(ctx context.Context, tenant string) error {
 		FilterSubject: protocol.DeadLetterReaderFilter(s.prefix, tenant),
 		AckPolicy:     jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy, AckWait: DefaultConsumerAckWait})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-		return fmt.Errorf("httpapi: the dead-letter reader of %s: %w", tenant, kvstore.MapError(err))
+		return fmt.Errorf("hooks: the dead-letter reader of %s: %w", tenant, kvstore.MapError(err))
 	}
 	return nil
 }
@@ -131,7 +130,7 @@ func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, prefix, stre
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("httpapi: advisory consumer: %w", err)
+		return fmt.Errorf("hooks: advisory consumer: %w", err)
 	}
 	return nil
 }
@@ -284,41 +283,38 @@ func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
 		Deliveries: n, Stream: h.Get(HeaderDeadStream), StreamSeq: seq, Subject: h.Get(HeaderDeadSubject), Time: m.Time, Bytes: len(m.Data)}
 }
 
-// listDead is GET /v1/admin/consumers/{tenant}/{name}/dead?after=SEQ: up
-// to MaxDeadLetterList dead letters from after SEQ.
-func (s *HookStore) listDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+// ListDead is up to MaxDeadLetterList of tenant's consumer name's dead
+// letters from after the sequence after; next is the last one's sequence
+// when the page is full (0: no more).
+func (s *HookStore) ListDead(ctx context.Context, tenant, name string, after uint64) (letters []DeadLetter, next uint64, err error) {
 	subj := DeadLetterSubject(s.prefix, tenant, name)
 	st, err := s.js.Stream(ctx, DeadLetterStream)
 	if err != nil {
-		return 0, nil, kvstore.MapError(err)
+		return nil, 0, kvstore.MapError(err)
 	}
 	out := []DeadLetter{}
-	next := uint64(0)
 	for seq := after + 1; len(out) < MaxDeadLetterList; {
 		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
 		if err != nil {
-			return 0, nil, kvstore.MapError(err)
+			return nil, 0, kvstore.MapError(err)
 		}
 		out = append(out, deadLetterOf(m))
 		seq = m.Sequence + 1
 		next = m.Sequence
 	}
-	body := map[string]any{"tenant": tenant, "consumer": name, "dead_letters": out}
-	if len(out) == MaxDeadLetterList {
-		body["next"] = next
+	if len(out) < MaxDeadLetterList {
+		next = 0
 	}
-	return http.StatusOK, body, nil
+	return out, next, nil
 }
 
-// deadMsg is the dead letter {seq} of the path, of tenant's name only,
-// and the dead-letter stream.
-func (s *HookStore) deadMsg(ctx context.Context, r *http.Request, tenant, name string) (*jetstream.RawStreamMsg, jetstream.Stream, error) {
-	seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
-	if err != nil || seq == 0 {
+// deadMsg is the dead letter seq of tenant's name only, and the
+// dead-letter stream.
+func (s *HookStore) deadMsg(ctx context.Context, tenant, name string, seq uint64) (*jetstream.RawStreamMsg, jetstream.Stream, error) {
+	if seq == 0 {
 		return nil, nil, fmt.Errorf("%w: seq must be a dead letter's sequence", ErrConsumerConfig)
 	}
 	st, err := s.js.Stream(ctx, DeadLetterStream)
@@ -332,55 +328,51 @@ func (s *HookStore) deadMsg(ctx context.Context, r *http.Request, tenant, name s
 	case err != nil:
 		return nil, nil, kvstore.MapError(err)
 	case m.Subject != DeadLetterSubject(s.prefix, tenant, name):
-		return nil, nil, ErrDeadLetterNotFound // another consumer's (or tenant's): not this path's
+		return nil, nil, ErrDeadLetterNotFound // another consumer's (or tenant's): not this one's
 	}
 	return m, st, nil
 }
 
-// ErrDeadLetterNotFound: no such dead letter of the path's consumer.
-var ErrDeadLetterNotFound = errors.New("httpapi: no such dead letter")
+// ErrDeadLetterNotFound: no such dead letter of the consumer.
+var ErrDeadLetterNotFound = errors.New("hooks: no such dead letter")
 
-// purgeDead is DELETE /v1/admin/consumers/{tenant}/{name}/dead: every
-// dead letter of the consumer deleted (204).
-func (s *HookStore) purgeDead(ctx context.Context, _ ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
+// PurgeDead deletes every dead letter of tenant's consumer name.
+func (s *HookStore) PurgeDead(ctx context.Context, tenant, name string) error {
 	st, err := s.js.Stream(ctx, DeadLetterStream)
 	if err == nil {
 		err = st.Purge(ctx, jetstream.WithPurgeSubject(DeadLetterSubject(s.prefix, tenant, name)))
 	}
-	if err != nil {
-		return 0, nil, kvstore.MapError(err)
-	}
-	return http.StatusNoContent, nil, nil
+	return kvstore.MapError(err)
 }
 
-// getDead is GET /v1/admin/consumers/{tenant}/{name}/dead/{seq}: the
-// letter, with the hook's body (base64) and headers.
-func (s *HookStore) getDead(ctx context.Context, _ ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-	m, _, err := s.deadMsg(ctx, r, tenant, name)
+// GetDead is the dead letter seq of tenant's consumer name, with the
+// hook's headers and body.
+func (s *HookStore) GetDead(ctx context.Context, tenant, name string, seq uint64) (DeadLetter, nats.Header, []byte, error) {
+	m, _, err := s.deadMsg(ctx, tenant, name, seq)
 	if err != nil {
-		return 0, nil, err
+		return DeadLetter{}, nil, nil, err
 	}
-	return http.StatusOK, map[string]any{"dead_letter": deadLetterOf(m), "headers": m.Header, "body": m.Data}, nil
+	return deadLetterOf(m), m.Header, m.Data, nil
 }
 
-// redriveDead is POST /v1/admin/consumers/{tenant}/{name}/dead/{seq}/redrive:
-// the hook stored again on its subject through the hook store's one write
-// path (a new hook, Nats-Msg-Id "<hook id>.redrive.<seq>.<nuid>",
-// HeaderRedriveOf the letter), the node's barrier waited as for a hook of
-// the tenant (sync nil: JetStream's ack is the promise), and only then the
-// letter deleted: a power cut keeps the letter or the hook, never neither.
-// A failed barrier (or an answer lost) keeps the letter; the id comes from
-// the letter ("<hook id>.redrive.<seq>", putOnce), so a redrive again
-// within the hooks stream's duplicate window stores nothing and answers
-// the first attempt's sequence: a retried redrive delivers the hook once.
-func (s *HookStore) redriveDead(ctx context.Context, sync durability.Syncer, r *http.Request, tenant, name string) (int, any, error) {
-	m, st, err := s.deadMsg(ctx, r, tenant, name)
+// RedriveDead stores the hook of dead letter seq of tenant's consumer
+// name again on its subject (a new hook, Nats-Msg-Id "<hook id>.redrive.<seq>",
+// HeaderRedriveOf the letter), waits for the node's barrier as for a hook
+// of the tenant (sync nil: JetStream's ack is the promise), and only then
+// deletes the letter: a power cut keeps the letter or the hook, never
+// neither. A failed barrier (or an answer lost) keeps the letter; the id
+// comes from the letter (putOnce), so a redrive again within the hooks
+// stream's duplicate window stores nothing and answers the first
+// attempt's sequence: a retried redrive delivers the hook once. It
+// returns the letter, and the stream and sequence of the hook stored.
+func (s *HookStore) RedriveDead(ctx context.Context, sync durability.Syncer, tenant, name string, seq uint64) (DeadLetter, string, uint64, error) {
+	m, st, err := s.deadMsg(ctx, tenant, name, seq)
 	if err != nil {
-		return 0, nil, err
+		return DeadLetter{}, "", 0, err
 	}
 	subj := m.Header.Get(HeaderDeadSubject)
 	if subj == "" {
-		return 0, nil, fmt.Errorf("%w: the hook was gone from its stream when it died: nothing to redrive", ErrConsumerConfig)
+		return DeadLetter{}, "", 0, fmt.Errorf("%w: the hook was gone from its stream when it died: nothing to redrive", ErrConsumerConfig)
 	}
 	shard := protocol.Shard(tenant, s.shards)
 	hdr := nats.Header{}
@@ -390,18 +382,18 @@ func (s *HookStore) redriveDead(ctx context.Context, sync durability.Syncer, r *
 	for _, k := range []string{HeaderDeadReason, HeaderDeadConsumer, HeaderDeadDeliveries, HeaderDeadStream, HeaderDeadStreamSeq, HeaderDeadSubject, HeaderDeadTermReason} {
 		hdr.Del(k)
 	}
-	seq := strconv.FormatUint(m.Sequence, 10)
-	hdr.Set(HeaderRedriveOf, seq)
-	id := m.Header.Get(HeaderHookID) + ".redrive." + seq
+	letter := strconv.FormatUint(m.Sequence, 10)
+	hdr.Set(HeaderRedriveOf, letter)
+	id := m.Header.Get(HeaderHookID) + ".redrive." + letter
 	stored, err := s.putOnce(ctx, shard, protocol.ShardPublishSubject(s.prefix, shard, s.shards, subj), id, hdr, m.Data)
 	if err != nil {
-		return 0, nil, kvstore.MapError(err)
+		return DeadLetter{}, "", 0, kvstore.MapError(err)
 	}
 	if err := durability.ForScope(durability.SyncWith(ctx, sync), durability.SyncScope{Tenant: tenant}); err != nil {
-		return 0, nil, fmt.Errorf("redrive of dead letter %s: the store's sync: %w", seq, err)
+		return DeadLetter{}, "", 0, fmt.Errorf("redrive of dead letter %s: the store's sync: %w", letter, err)
 	}
 	if err := st.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil, kvstore.MapError(err)
+		return DeadLetter{}, "", 0, kvstore.MapError(err)
 	}
-	return http.StatusOK, map[string]any{"redriven": deadLetterOf(m), "stream": s.streamOf(tenant), "stream_seq": stored}, nil
+	return deadLetterOf(m), s.streamOf(tenant), stored, nil
 }

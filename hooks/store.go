@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -24,6 +24,11 @@ const (
 	HeaderReceivedAt = "Sluice-Received-At"
 	HeaderEventType  = "Sluice-Event-Type"
 )
+
+// OverheadBytes bounds what a stored hook adds to its body: the subject
+// and the Sluice-* and Nats-* headers. A body larger than the connection's
+// max payload minus this cannot be stored (httpapi answers 413).
+const OverheadBytes = 8192
 
 // StreamConfig describes the stream that stores accepted hooks.
 type StreamConfig struct {
@@ -53,24 +58,6 @@ type StreamConfig struct {
 	Placement *jetstream.Placement
 }
 
-// HooksSubject is the subject a tenant/source's hooks are stored under:
-// "<prefix>.hooks.<tenant>.<source>" (a source without event_type).
-func HooksSubject(prefix, tenant, source string) string {
-	return prefix + ".hooks." + protocol.Join(tenant, source)
-}
-
-// TypedHooksSubject is the subject of a hook of a source with event_type:
-// "<prefix>.hooks.<tenant>.<source>.<type>", the type encoded like every
-// token; a request without a type gets NoTypeToken.
-func TypedHooksSubject(prefix, tenant, source, typ string) string {
-	return HooksSubject(prefix, tenant, source) + "." + protocol.EncodeToken(typ)
-}
-
-// NoTypeToken is the type token of a typed source's hook whose request
-// carries no type: the encoding of the empty string, which no type can
-// produce.
-const NoTypeToken = "=" // protocol.EncodeToken("")
-
 // Validate refuses a negative Replicas, MaxBytes, Duplicates, Shard or
 // Shards (a negative MaxAge is "forever"); zero keeps the default.
 func (cfg StreamConfig) Validate() error {
@@ -87,7 +74,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		return nil, err
 	}
 	if cfg.Name == "" {
-		cfg.Name = "HOOKS"
+		cfg.Name = protocol.HooksStreamName
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
@@ -173,7 +160,7 @@ func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	// budget.
 	st, err := kvstore.EnsureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("httpapi: stream %s: %w", sc.Name, kvstore.MapError(err))
+		return nil, fmt.Errorf("hooks: stream %s: %w", sc.Name, kvstore.MapError(err))
 	}
 	return st, nil
 }
@@ -188,7 +175,7 @@ type Hook struct {
 	ContentType string
 	Body        []byte
 	// Typed is true for a source with event_type: the hook is stored under
-	// TypedHooksSubject with Type (and header Sluice-Event-Type when set).
+	// protocol.TypedHookSubject with Type (and header Sluice-Event-Type when set).
 	Typed bool
 	Type  string
 }
@@ -235,11 +222,6 @@ type HookStore struct {
 	outbox bool // a leaf's outbox: OutboxSubject of the hub subject
 }
 
-// NewHookStore returns a store that publishes under prefix to stream.
-func NewHookStore(js jetstream.JetStream, prefix, stream string) *HookStore {
-	return NewShardedHookStore(js, prefix, stream, 1)
-}
-
 // NewShardedHookStore returns a store that publishes under prefix to the
 // hooks streams of a fleet of shards shards (EnsureStreams), each tenant's
 // hooks to its shard's stream (protocol.Shard); stream names shard 0's.
@@ -268,9 +250,9 @@ var ErrNotStored = errors.New("edge: hook not stored")
 // Store publishes the hook with Nats-Msg-Id = hook id and returns its stream
 // sequence once JetStream has acknowledged it. Any failure wraps ErrNotStored.
 func (s *HookStore) Store(ctx context.Context, h Hook) (uint64, error) {
-	subject := HooksSubject(s.prefix, h.Tenant, h.Source)
+	subject := protocol.HookSubject(s.prefix, h.Tenant, h.Source)
 	if h.Typed {
-		subject = TypedHooksSubject(s.prefix, h.Tenant, h.Source, h.Type)
+		subject = protocol.TypedHookSubject(s.prefix, h.Tenant, h.Source, h.Type)
 	}
 	publish, shard := subject, protocol.Shard(h.Tenant, s.shards)
 	if s.outbox {
@@ -333,3 +315,11 @@ func (s *HookStore) putWith(ctx context.Context, shard int, subject, id string, 
 	hdr.Set(jetstream.ExpectedStreamHeader, protocol.ShardName(s.stream, shard))
 	return publish(ctx, subject, hdr, data)
 }
+
+// ErrInvalidConfig is wrapped by the error of a stream configuration's
+// Validate (StreamConfig, OutboxConfig).
+var ErrInvalidConfig = errors.New("hooks: invalid config")
+
+// Outbox reports whether s stores to a leaf's outbox (NewOutboxStore):
+// such a store keeps no hooks stream, consumers or dead letters.
+func (s *HookStore) Outbox() bool { return s.outbox }

@@ -1,11 +1,9 @@
-package httpapi
+package hooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-dev/sluice/authz"
+	"github.com/sluice-dev/sluice/internal/names"
 	"github.com/sluice-dev/sluice/kvstore"
 	"github.com/sluice-dev/sluice/protocol"
 )
@@ -67,28 +66,19 @@ type ManagedConsumer struct {
 	NumRedelivered int    `json:"num_redelivered"`
 }
 
-// ErrConsumerNotFound and ErrTooManyConsumers are ConsumerManager's
+// ErrConsumerNotFound and ErrTooManyConsumers are the managed consumers'
 // errors; ErrConsumerConfig wraps JetStream's refusal of a configuration.
 var (
-	ErrConsumerNotFound = errors.New("httpapi: no such managed consumer")
-	ErrTooManyConsumers = errors.New("httpapi: the tenant has its maximum of managed consumers")
-	ErrConsumerConfig   = errors.New("httpapi: consumer configuration refused")
+	ErrConsumerNotFound = errors.New("hooks: no such managed consumer")
+	ErrTooManyConsumers = errors.New("hooks: the tenant has its maximum of managed consumers")
+	ErrConsumerConfig   = errors.New("hooks: consumer configuration refused")
 	// ErrConsumersOnHub: a leaf's store keeps its hooks in an outbox until
 	// the hub has them; a tenant's consumers live on the hub.
-	ErrConsumersOnHub = errors.New("httpapi: a leaf keeps no hooks stream: manage consumers on the hub")
+	ErrConsumersOnHub = errors.New("hooks: a leaf keeps no hooks stream: manage consumers on the hub")
 )
 
-// ConsumerManager keeps managed consumers (HookStore implements it).
-type ConsumerManager interface {
-	// PutConsumer creates (created true) or replaces a tenant's consumer.
-	PutConsumer(ctx context.Context, tenant, name string, spec ConsumerSpec) (c ManagedConsumer, created bool, err error)
-	GetConsumer(ctx context.Context, tenant, name string) (ManagedConsumer, error)
-	ListConsumers(ctx context.Context, tenant string) ([]ManagedConsumer, error)
-	DeleteConsumer(ctx context.Context, tenant, name string) error
-}
-
-// validate checks spec as the admin API does; the error is the reason.
-func (spec ConsumerSpec) validate() error {
+// Validate checks spec as the admin API does; the error is the reason.
+func (spec ConsumerSpec) Validate() error {
 	switch {
 	case len(spec.Sources) > MaxRewindSources || len(spec.Types) > MaxRewindTypes:
 		return fmt.Errorf("at most %d sources and %d types", MaxRewindSources, MaxRewindTypes)
@@ -115,7 +105,7 @@ func (spec ConsumerSpec) validate() error {
 		}
 	}
 	for _, s := range spec.Sources {
-		if !ValidName(s) {
+		if !names.ValidName(s) {
 			return fmt.Errorf("source %q is not a valid name", s)
 		}
 	}
@@ -219,7 +209,7 @@ func consumerErr(err error) error {
 	return kvstore.MapError(err)
 }
 
-// PutConsumer implements ConsumerManager.
+// PutConsumer creates (created true) or replaces tenant's consumer name.
 func (s *HookStore) PutConsumer(ctx context.Context, tenant, name string, spec ConsumerSpec) (ManagedConsumer, bool, error) {
 	if s.outbox {
 		return ManagedConsumer{}, false, ErrConsumersOnHub
@@ -271,7 +261,7 @@ func (s *HookStore) PutConsumer(ctx context.Context, tenant, name string, spec C
 	return m, created, nil
 }
 
-// GetConsumer implements ConsumerManager.
+// GetConsumer is tenant's consumer name (ErrConsumerNotFound).
 func (s *HookStore) GetConsumer(ctx context.Context, tenant, name string) (ManagedConsumer, error) {
 	if s.outbox {
 		return ManagedConsumer{}, ErrConsumersOnHub
@@ -288,7 +278,7 @@ func (s *HookStore) GetConsumer(ctx context.Context, tenant, name string) (Manag
 	return m, nil
 }
 
-// ListConsumers implements ConsumerManager: the tenant's consumers by
+// ListConsumers is the tenant's consumers by
 // name (a stream's consumer listing, filtered by the tenant's prefix).
 func (s *HookStore) ListConsumers(ctx context.Context, tenant string) ([]ManagedConsumer, error) {
 	if s.outbox {
@@ -317,7 +307,7 @@ func (s *HookStore) ListConsumers(ctx context.Context, tenant string) ([]Managed
 	return out, nil
 }
 
-// DeleteConsumer implements ConsumerManager.
+// DeleteConsumer deletes tenant's consumer name (ErrConsumerNotFound).
 func (s *HookStore) DeleteConsumer(ctx context.Context, tenant, name string) error {
 	if s.outbox {
 		return ErrConsumersOnHub
@@ -326,106 +316,4 @@ func (s *HookStore) DeleteConsumer(ctx context.Context, tenant, name string) err
 		return err
 	}
 	return consumerErr(s.js.DeleteConsumer(ctx, s.streamOf(tenant), protocol.ManagedConsumer(tenant, name)))
-}
-
-// consumerOp is an admin handler of managed consumers: the {tenant} (and,
-// named, the {name}) of the path checked (400), the node's
-// ConsumerManager found (404 when it has none: a leaf keeps no hooks
-// stream), then op's answer — its status and value, or its error mapped
-// by writeConsumerErr.
-func (h *Handler) consumerOp(named bool, op func(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, ok := pathTenant(w, r)
-		if !ok {
-			return
-		}
-		name := r.PathValue("name")
-		if named && !protocol.ValidConsumerName(name) {
-			protocol.InvalidRequest.Write(w, map[string]any{"reason": "consumer name must be 1..64 bytes of [A-Za-z0-9_-]"})
-			return
-		}
-		cm, ok := h.cfg.Hooks.(ConsumerManager)
-		if !ok {
-			protocol.NotFound.Write(w, nil)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		code, v, err := op(ctx, cm, r, tenant, name)
-		switch {
-		case errors.Is(err, ErrConsumerNotFound):
-			protocol.ConsumerNotFound.Write(w, nil)
-		case errors.Is(err, errUnknownTenant):
-			protocol.UnknownTenant.Write(w, nil)
-		case errors.Is(err, ErrConsumerExists):
-			protocol.ConsumerExists.Write(w, map[string]any{"reason": "created by another request meanwhile: PUT again to replace its settings"})
-		case errors.Is(err, ErrDeadLetterNotFound):
-			protocol.DeadLetterNotFound.Write(w, nil)
-		case errors.Is(err, ErrConsumersOnHub):
-			protocol.NotFound.Write(w, map[string]any{"reason": ErrConsumersOnHub.Error()})
-		case errors.Is(err, ErrTooManyConsumers):
-			protocol.TooManyConsumers.Write(w, map[string]any{"max": MaxTenantConsumers})
-		case errors.Is(err, ErrConsumerConfig):
-			protocol.InvalidRequest.Write(w, map[string]any{"reason": err.Error()})
-		case err != nil:
-			h.log.Warn("admin: managed consumer", "tenant", tenant, "consumer", name, "error", err)
-			protocol.StoreUnavailable.Write(w, nil)
-		case v == nil:
-			w.WriteHeader(code)
-		default:
-			writeJSON(w, code, v)
-		}
-	}
-}
-
-// errUnknownTenant: a PUT of a consumer of a tenant the node does not
-// know (Config.KnownTenant).
-var errUnknownTenant = errors.New("httpapi: unknown tenant")
-
-// putConsumer is PUT /v1/admin/consumers/{tenant}/{name}: 201 created,
-// 200 replaced; 404 unknown_tenant for a tenant whose hooks the node
-// refuses (a consumer of it would never get one).
-func (h *Handler) putConsumer(ctx context.Context, cm ConsumerManager, r *http.Request, tenant, name string) (int, any, error) {
-	if h.cfg.KnownTenant != nil && !h.cfg.KnownTenant(tenant) {
-		return 0, nil, errUnknownTenant
-	}
-	var spec ConsumerSpec
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", ErrConsumerConfig, err)
-	}
-	if err := spec.validate(); err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", ErrConsumerConfig, err)
-	}
-	c, created, err := cm.PutConsumer(ctx, tenant, name, spec)
-	if err != nil {
-		return 0, nil, err
-	}
-	h.log.Info("admin: managed consumer stored", "tenant", tenant, "consumer", name, "created", created)
-	if created {
-		return http.StatusCreated, c, nil
-	}
-	return http.StatusOK, c, nil
-}
-
-// getConsumer is GET /v1/admin/consumers/{tenant}/{name}.
-func getConsumer(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
-	c, err := cm.GetConsumer(ctx, tenant, name)
-	return http.StatusOK, c, err
-}
-
-// listConsumers is GET /v1/admin/consumers/{tenant}.
-func listConsumers(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, _ string) (int, any, error) {
-	cs, err := cm.ListConsumers(ctx, tenant)
-	return http.StatusOK, map[string]any{"tenant": tenant, "consumers": cs}, err
-}
-
-// deleteConsumer is DELETE /v1/admin/consumers/{tenant}/{name}: 204.
-func (h *Handler) deleteConsumer(ctx context.Context, cm ConsumerManager, _ *http.Request, tenant, name string) (int, any, error) {
-	if err := cm.DeleteConsumer(ctx, tenant, name); err != nil {
-		return 0, nil, err
-	}
-	h.log.Info("admin: managed consumer deleted", "tenant", tenant, "consumer", name)
-	return http.StatusNoContent, nil, nil
 }

@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const (
 
 // ErrDeliverSubject is returned by Rewind for a deliver subject outside
 // the tenant's redelivery namespace.
-var ErrDeliverSubject = errors.New("httpapi: deliver subject outside the tenant's redelivery namespace")
+var ErrDeliverSubject = errors.New("hooks: deliver subject outside the tenant's redelivery namespace")
 
 // ValidDeliverSubject reports whether subj is a subject a rewind of
 // tenant's hooks may push to: authz.RedeliverPrefix(prefix, tenant) or below

@@ -1,4 +1,4 @@
-package httpapi
+package hooks
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig)
 		return nil, err
 	}
 	if cfg.HooksStream == "" {
-		cfg.HooksStream = "HOOKS"
+		cfg.HooksStream = protocol.HooksStreamName
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = protocol.DefaultPrefix
@@ -98,7 +98,7 @@ func EnsureOutbox(ctx context.Context, js jetstream.JetStream, cfg OutboxConfig)
 // (see EnsureOutbox) instead of the hooks stream.
 func NewOutboxStore(js jetstream.JetStream, prefix, hooksStream string) *HookStore {
 	if hooksStream == "" {
-		hooksStream = "HOOKS"
+		hooksStream = protocol.HooksStreamName
 	}
 	return &HookStore{js: js, w: []*kvstore.Writer{kvstore.NewWriter(js.Conn())}, prefix: prefix, stream: OutboxStream(hooksStream), shards: 1, outbox: true}
 }
