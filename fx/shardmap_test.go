@@ -1,6 +1,7 @@
 package fx_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/protocol"
-	"github.com/sluice-dev/sluice/testkit"
 )
 
 type shardMapBody struct {
@@ -43,7 +43,6 @@ func getShards(t *testing.T, nd *node, query string, v any) int {
 func TestShardMap(t *testing.T) {
 	t.Parallel()
 	nodes := startShardNodes(t, "shard map node", func(int) []string { return []string{"--replicas", "3"} })
-	ctx := testkit.Context(t)
 	js := nodes[0].n.JS
 	httpOf := map[string]string{} // server name -> the node's HTTP address
 	for _, nd := range nodes {
@@ -51,6 +50,10 @@ func TestShardMap(t *testing.T) {
 	}
 	var noLeader string
 	leaders := func() []string {
+		// Each read its own deadline: testkit.Context's 30 s from the
+		// test's start may be over by the leader's move.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		var out []string
 		for k := range 3 {
 			st, err := js.Stream(ctx, protocol.HooksStream(k))
