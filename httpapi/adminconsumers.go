@@ -33,9 +33,8 @@ func (h *Handler) consumerOp(named bool, op consumerOpFunc) http.HandlerFunc {
 			protocol.InvalidRequest.Write(w, map[string]any{"reason": "consumer name must be 1..64 bytes of [A-Za-z0-9_-]"})
 			return
 		}
-		hs, ok := h.cfg.Hooks.(*hooks.HookStore)
+		hs, ok := h.hookStore(w)
 		if !ok {
-			protocol.NotFound.Write(w, nil)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -179,4 +178,15 @@ func (h *Handler) redriveDead(ctx context.Context, hs *hooks.HookStore, r *http.
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"redriven": d, "stream": stream, "stream_seq": stored}, nil
+}
+
+// hookStore is the node's own hook store for an admin route, or false
+// after answering 404 (a store of another kind: a leaf keeps no hooks
+// stream of its own to manage).
+func (h *Handler) hookStore(w http.ResponseWriter) (*hooks.HookStore, bool) {
+	hs, ok := h.cfg.Hooks.(*hooks.HookStore)
+	if !ok {
+		protocol.NotFound.Write(w, nil)
+	}
+	return hs, ok
 }

@@ -22,9 +22,8 @@ func (h *Handler) postRewind(w http.ResponseWriter, r *http.Request) {
 	bad := func(reason string) {
 		protocol.InvalidRequest.Write(w, map[string]any{"reason": reason})
 	}
-	hs, ok := h.cfg.Hooks.(*hooks.HookStore)
+	hs, ok := h.hookStore(w)
 	if !ok {
-		protocol.NotFound.Write(w, nil)
 		return
 	}
 	var in struct {
@@ -157,9 +156,8 @@ func (h *Handler) getReceipt(w http.ResponseWriter, r *http.Request) {
 		protocol.InvalidRequest.Write(w, map[string]any{"reason": "give a dedupe key in the path or ?hook_id="})
 		return
 	}
-	hs, ok := h.cfg.Hooks.(*hooks.HookStore)
+	hs, ok := h.hookStore(w)
 	if !ok {
-		protocol.NotFound.Write(w, nil)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
